@@ -1,0 +1,122 @@
+//! `POST /v1/skill-packages/install` and `GET /v1/skill-packages/{request_id}`.
+
+use axum::Json;
+use axum::extract::multipart::{Multipart, MultipartRejection};
+use axum::extract::{Path, State};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::upload::save_file_field;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use crate::store::{InstallRequest, InstallStatus};
+
+/// Answer to an accepted upload.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct InstallCreated {
+    pub request_id: String,
+    /// Always `queued`: the install runs in the background.
+    pub status: InstallStatus,
+}
+
+/// State of an install request.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct InstallStatusView {
+    pub request_id: String,
+    pub status: InstallStatus,
+    pub created_at: String,
+    pub updated_at: String,
+    pub skill_id: Option<String>,
+    pub version: Option<String>,
+    /// `install` or `update`, once known.
+    pub action: Option<String>,
+    pub error: Option<String>,
+}
+
+impl From<InstallRequest> for InstallStatusView {
+    fn from(r: InstallRequest) -> Self {
+        Self {
+            request_id: r.request_id,
+            status: r.status,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            skill_id: r.skill_id,
+            version: r.version,
+            action: r.action,
+            error: r.error,
+        }
+    }
+}
+
+/// The multipart form of an install.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code, reason = "only describes the form in the OpenAPI document")]
+pub struct PackageForm {
+    /// The skill package: a zip with exactly one top-level folder named after the skill.
+    #[schema(value_type = String, format = Binary)]
+    file: Vec<u8>,
+}
+
+/// Uploads a skill package; it is validated and installed (or updated) in the background.
+#[utoipa::path(post, path = "/v1/skill-packages/install", tag = "skill-packages",
+    request_body(content = PackageForm, content_type = "multipart/form-data"),
+    responses(
+        (status = 200, description = "Accepted and queued", body = InstallCreated),
+        (status = 400, description = "Empty upload or not a multipart body"),
+        (status = 413, description = "Package larger than the configured limit"),
+        (status = 422, description = "No `file` field"),
+    ))]
+pub async fn install_package(
+    State(state): State<AppState>,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> ApiResult<Json<InstallCreated>> {
+    let mut multipart = multipart.map_err(|e| {
+        ApiError::bad_request(format!(
+            "expected a multipart/form-data body with a 'file' field: {e}"
+        ))
+    })?;
+    let installer = &state.installer;
+    let request_id = Uuid::new_v4().to_string();
+    let saved = save_file_field(
+        &mut multipart,
+        "file",
+        &installer.package_path(&request_id),
+        installer.limits().max_compressed_bytes,
+    )
+    .await;
+    let accepted = match saved {
+        Ok(Some(0)) => Err(ApiError::bad_request(
+            "Empty upload: the 'file' field holds no bytes",
+        )),
+        Ok(Some(_)) => installer.accept(&request_id).await.map_err(ApiError::from),
+        Ok(None) => Err(ApiError::missing_field("body", "file")),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = accepted {
+        installer.discard_upload(&request_id).await;
+        return Err(e);
+    }
+    Ok(Json(InstallCreated {
+        request_id,
+        status: InstallStatus::Queued,
+    }))
+}
+
+/// Where an install request stands.
+#[utoipa::path(get, path = "/v1/skill-packages/{request_id}", tag = "skill-packages",
+    params(("request_id" = String, Path, description = "Id returned by the install call")),
+    responses(
+        (status = 200, description = "The request", body = InstallStatusView),
+        (status = 404, description = "Unknown request id"),
+    ))]
+pub async fn install_status(
+    State(state): State<AppState>,
+    Path(request_id): Path<String>,
+) -> ApiResult<Json<InstallStatusView>> {
+    state
+        .installer
+        .status(&request_id)
+        .await?
+        .map(|r| Json(r.into()))
+        .ok_or_else(|| ApiError::not_found("Install request not found"))
+}

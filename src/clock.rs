@@ -1,0 +1,13 @@
+//! Timestamps as the API shows them: UTC, RFC 3339, microseconds, always with `Z`.
+
+use chrono::{SecondsFormat, Utc};
+
+/// Now, e.g. `2026-02-10T08:30:00.123456Z`.
+pub fn now() -> String {
+    Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// Now in the compact form used in folder names, e.g. `20260210T083000Z`.
+pub fn now_compact() -> String {
+    Utc::now().format("%Y%m%dT%H%M%SZ").to_string()
+}

@@ -1,0 +1,263 @@
+//! Service configuration, read once from the environment at start-up.
+//!
+//! Every problem is reported as one line that names the variable and says what is wrong, so a
+//! misconfigured deployment stops before it binds a port or touches the data directory.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+/// Default upper bound for an uploaded package (compressed bytes).
+pub const DEFAULT_PACKAGE_MAX_BYTES: u64 = 50 * 1024 * 1024;
+
+/// A configuration problem: the variable that carries it and what is wrong with its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub variable: &'static str,
+    pub problem: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.variable, self.problem)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Log output format (`LOG_FORMAT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Caps applied to every uploaded skill package before anything is written to the skills dir.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PackageLimits {
+    /// Size of the zip file as uploaded.
+    pub max_compressed_bytes: u64,
+    /// Sum of the entries' uncompressed sizes.
+    pub max_uncompressed_bytes: u64,
+    /// Number of entries in the zip's central directory.
+    pub max_entries: usize,
+    /// Largest accepted uncompressed/compressed ratio, per large entry and for the whole archive.
+    pub max_compression_ratio: u64,
+}
+
+impl Default for PackageLimits {
+    fn default() -> Self {
+        Self {
+            max_compressed_bytes: DEFAULT_PACKAGE_MAX_BYTES,
+            max_uncompressed_bytes: 512 * 1024 * 1024,
+            max_entries: 10_000,
+            max_compression_ratio: 100,
+        }
+    }
+}
+
+/// Everything the service needs to start.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub bind: SocketAddr,
+    pub data_dir: PathBuf,
+    pub skills_dir: PathBuf,
+    pub log_format: LogFormat,
+    /// A `tracing` filter directive (`LOG_LEVEL`, or `RUST_LOG` when set).
+    pub log_filter: String,
+    pub package_limits: PackageLimits,
+}
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads configuration through `lookup`, so tests can supply variables without touching the
+    /// process environment.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+
+        let bind = match get("SKILL_RUNNER_BIND") {
+            Some(raw) => parse_bind(&raw)?,
+            None => {
+                let port = match get("PORT") {
+                    Some(raw) => raw.trim().parse::<u16>().map_err(|_| ConfigError {
+                        variable: "PORT",
+                        problem: format!("'{raw}' is not a port number (expected 0-65535)"),
+                    })?,
+                    None => 8000,
+                };
+                SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port)
+            }
+        };
+
+        let log_format = match get("LOG_FORMAT").as_deref().map(str::to_ascii_lowercase) {
+            None => LogFormat::Text,
+            Some(v) if v == "text" || v == "plain" => LogFormat::Text,
+            Some(v) if v == "json" => LogFormat::Json,
+            Some(v) => {
+                return Err(ConfigError {
+                    variable: "LOG_FORMAT",
+                    problem: format!("'{v}' is not a log format (expected text or json)"),
+                });
+            }
+        };
+        let log_filter = get("RUST_LOG")
+            .or_else(|| get("LOG_LEVEL").map(|l| l.to_ascii_lowercase()))
+            .unwrap_or_else(|| "info".to_owned());
+
+        let defaults = PackageLimits::default();
+        let package_limits = PackageLimits {
+            max_compressed_bytes: parse_positive(
+                &get,
+                "SKILL_RUNNER_PACKAGE_MAX_BYTES",
+                defaults.max_compressed_bytes,
+            )?,
+            max_uncompressed_bytes: parse_positive(
+                &get,
+                "SKILL_RUNNER_PACKAGE_MAX_UNCOMPRESSED_BYTES",
+                defaults.max_uncompressed_bytes,
+            )?,
+            max_entries: parse_positive(
+                &get,
+                "SKILL_RUNNER_PACKAGE_MAX_ENTRIES",
+                defaults.max_entries as u64,
+            )? as usize,
+            max_compression_ratio: parse_positive(
+                &get,
+                "SKILL_RUNNER_PACKAGE_MAX_COMPRESSION_RATIO",
+                defaults.max_compression_ratio,
+            )?,
+        };
+
+        Ok(Self {
+            bind,
+            data_dir: get("SKILL_RUNNER_DATA_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("./data")),
+            skills_dir: get("SKILL_RUNNER_SKILLS_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("./skills")),
+            log_format,
+            log_filter,
+            package_limits,
+        })
+    }
+
+    /// Creates the data and skills directories and proves both are writable, turning relative
+    /// paths into absolute ones so later moves and child processes never depend on the cwd.
+    pub fn prepare_dirs(&mut self) -> Result<(), ConfigError> {
+        self.data_dir = ensure_writable_dir("SKILL_RUNNER_DATA_DIR", &self.data_dir)?;
+        self.skills_dir = ensure_writable_dir("SKILL_RUNNER_SKILLS_DIR", &self.skills_dir)?;
+        Ok(())
+    }
+
+    /// The SQLite database file.
+    pub fn database_path(&self) -> PathBuf {
+        self.data_dir.join("skill_runner.db")
+    }
+}
+
+fn parse_bind(raw: &str) -> Result<SocketAddr, ConfigError> {
+    let raw = raw.trim();
+    raw.parse::<SocketAddr>()
+        .or_else(|_| raw.parse::<IpAddr>().map(|ip| SocketAddr::new(ip, 8000)))
+        .map_err(|_| ConfigError {
+            variable: "SKILL_RUNNER_BIND",
+            problem: format!("'{raw}' is not an address (expected HOST:PORT, e.g. 127.0.0.1:8000)"),
+        })
+}
+
+fn parse_positive(
+    get: &impl Fn(&str) -> Option<String>,
+    variable: &'static str,
+    default: u64,
+) -> Result<u64, ConfigError> {
+    match get(variable) {
+        None => Ok(default),
+        Some(raw) => match raw.trim().parse::<u64>() {
+            Ok(v) if v > 0 => Ok(v),
+            _ => Err(ConfigError {
+                variable,
+                problem: format!("'{raw}' is not a positive whole number"),
+            }),
+        },
+    }
+}
+
+fn ensure_writable_dir(variable: &'static str, dir: &Path) -> Result<PathBuf, ConfigError> {
+    let fail = |problem: String| ConfigError { variable, problem };
+    std::fs::create_dir_all(dir)
+        .map_err(|e| fail(format!("cannot create directory '{}': {e}", dir.display())))?;
+    let dir = std::fs::canonicalize(dir)
+        .map_err(|e| fail(format!("cannot resolve directory '{}': {e}", dir.display())))?;
+    let probe = dir.join(format!(".write-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"")
+        .and_then(|()| std::fs::remove_file(&probe))
+        .map_err(|e| {
+            fail(format!(
+                "directory '{}' is not writable: {e}",
+                dir.display()
+            ))
+        })?;
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        Config::from_lookup(|name| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+        })
+    }
+
+    #[test]
+    fn defaults_serve_loopback_8000() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.bind, "127.0.0.1:8000".parse().unwrap());
+        assert_eq!(c.data_dir, PathBuf::from("./data"));
+        assert_eq!(c.skills_dir, PathBuf::from("./skills"));
+        assert_eq!(c.log_format, LogFormat::Text);
+        assert_eq!(c.package_limits, PackageLimits::default());
+    }
+
+    #[test]
+    fn bind_overrides_port() {
+        let c = config(&[("PORT", "9000"), ("SKILL_RUNNER_BIND", "0.0.0.0:7000")]).unwrap();
+        assert_eq!(c.bind, "0.0.0.0:7000".parse().unwrap());
+        let c = config(&[("PORT", "9000")]).unwrap();
+        assert_eq!(c.bind.port(), 9000);
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        let e = config(&[("PORT", "eighty")]).unwrap_err();
+        assert_eq!(e.variable, "PORT");
+        assert!(
+            e.to_string()
+                .starts_with("PORT: 'eighty' is not a port number")
+        );
+        let e = config(&[("SKILL_RUNNER_BIND", "nowhere")]).unwrap_err();
+        assert_eq!(e.variable, "SKILL_RUNNER_BIND");
+        let e = config(&[("LOG_FORMAT", "xml")]).unwrap_err();
+        assert_eq!(e.variable, "LOG_FORMAT");
+        let e = config(&[("SKILL_RUNNER_PACKAGE_MAX_BYTES", "0")]).unwrap_err();
+        assert_eq!(e.variable, "SKILL_RUNNER_PACKAGE_MAX_BYTES");
+    }
+
+    #[test]
+    fn unwritable_data_dir_is_reported() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let mut c = config(&[]).unwrap();
+        c.data_dir = file.path().join("sub");
+        let e = c.prepare_dirs().unwrap_err();
+        assert_eq!(e.variable, "SKILL_RUNNER_DATA_DIR");
+        assert!(e.problem.contains("cannot create directory"), "{e}");
+    }
+}

@@ -1,0 +1,19 @@
+//! skill-runner: runs skills through agent CLIs or scripts behind a REST API.
+//!
+//! `main` parses the command line and configuration, binds the listener and calls [`serve`];
+//! tests call the same function or start the binary.
+#![forbid(unsafe_code)]
+
+pub mod api;
+pub mod clock;
+pub mod config;
+pub mod engines;
+pub mod error;
+pub mod packages;
+pub mod server;
+pub mod skill;
+pub mod state;
+pub mod store;
+pub mod telemetry;
+
+pub use server::{serve, shutdown_signal};

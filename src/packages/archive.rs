@@ -1,0 +1,400 @@
+//! Safe extraction of an uploaded skill package.
+//!
+//! Never `ZipArchive::extract`: every entry is checked before a byte is written. The archive
+//! must hold exactly one top-level folder; entries that are absolute, escape with `..`, are
+//! symlinks or anything but regular files and folders are rejected; entry count, uncompressed
+//! size and compression ratio are capped, and the caps are enforced on the bytes actually
+//! inflated, not only on the sizes the archive claims. `.git` components are dropped and
+//! `__MACOSX` metadata is ignored.
+
+use std::collections::BTreeSet;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::config::PackageLimits;
+
+/// Why a package was refused. The message names the rule.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    #[error("{0}")]
+    Rejected(String),
+    #[error("cannot extract the package: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+fn reject<T>(message: impl Into<String>) -> Result<T, ArchiveError> {
+    Err(ArchiveError::Rejected(message.into()))
+}
+
+/// Entries above this size must not exceed the compression ratio cap.
+const RATIO_CHECK_MIN_BYTES: u64 = 1024 * 1024;
+
+const S_IFMT: u32 = 0o170_000;
+const S_IFREG: u32 = 0o100_000;
+const S_IFDIR: u32 = 0o040_000;
+const S_IFLNK: u32 = 0o120_000;
+
+/// One entry that passed the checks, with its path relative to `dest`.
+struct Planned {
+    index: usize,
+    path: PathBuf,
+    is_dir: bool,
+    size: u64,
+}
+
+/// Extracts `zip_path` into `dest` (which must not exist yet) and returns the path of the single
+/// top-level folder inside it.
+pub fn extract_package(
+    zip_path: &Path,
+    dest: &Path,
+    limits: &PackageLimits,
+) -> Result<PathBuf, ArchiveError> {
+    let file = File::open(zip_path)?;
+    let zip_size = file.metadata()?.len();
+    if zip_size > limits.max_compressed_bytes {
+        return reject(format!(
+            "package is {zip_size} bytes; the limit is {} bytes",
+            limits.max_compressed_bytes
+        ));
+    }
+    let mut archive = match zip::ZipArchive::new(file) {
+        Ok(a) => a,
+        Err(e) => return reject(format!("package is not a valid zip file: {e}")),
+    };
+    if archive.len() > limits.max_entries {
+        return reject(format!(
+            "package has {} entries; the limit is {}",
+            archive.len(),
+            limits.max_entries
+        ));
+    }
+
+    let plan = plan_entries(&mut archive, zip_size, limits)?;
+    let top = single_top_level(&plan)?;
+
+    std::fs::create_dir_all(dest.parent().unwrap_or(dest))?;
+    std::fs::create_dir(dest)?;
+    let mut written = 0u64;
+    for entry in &plan {
+        let target = dest.join(&entry.path);
+        if entry.is_dir {
+            std::fs::create_dir_all(&target)?;
+            continue;
+        }
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let mut out = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&target)?;
+        let mut zipped = match archive.by_index(entry.index) {
+            Ok(z) => z,
+            Err(e) => {
+                return reject(format!(
+                    "entry '{}' cannot be read: {e}",
+                    entry.path.display()
+                ));
+            }
+        };
+        // Read at most one byte past the claimed size, so a lying header is caught.
+        let mut limited = (&mut zipped).take(entry.size + 1);
+        let copied = copy_checked(&mut limited, &mut out, &entry.path)?;
+        if copied != entry.size {
+            return reject(format!(
+                "entry '{}' inflates to more bytes than its header claims (zip bomb)",
+                entry.path.display()
+            ));
+        }
+        written += copied;
+        if written > limits.max_uncompressed_bytes {
+            return reject(format!(
+                "package inflates beyond {} bytes (zip bomb)",
+                limits.max_uncompressed_bytes
+            ));
+        }
+    }
+    Ok(dest.join(top))
+}
+
+fn copy_checked(from: &mut impl Read, to: &mut File, name: &Path) -> Result<u64, ArchiveError> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return reject(format!("entry '{}' is corrupt: {e}", name.display())),
+        };
+        to.write_all(&buf[..n])?;
+        total += n as u64;
+    }
+    to.flush()?;
+    Ok(total)
+}
+
+fn plan_entries(
+    archive: &mut zip::ZipArchive<File>,
+    zip_size: u64,
+    limits: &PackageLimits,
+) -> Result<Vec<Planned>, ArchiveError> {
+    let mut plan = Vec::with_capacity(archive.len());
+    let mut total = 0u64;
+    for index in 0..archive.len() {
+        let entry = match archive.by_index_raw(index) {
+            Ok(e) => e,
+            Err(e) => return reject(format!("zip entry #{index} cannot be read: {e}")),
+        };
+        let raw = match entry.name() {
+            Ok(name) => name.into_owned(),
+            Err(e) => return reject(format!("zip entry #{index} has an unreadable name: {e}")),
+        };
+        let Some(components) = sanitize_name(&raw)? else {
+            continue;
+        };
+        if components.first().is_some_and(|c| c == "__MACOSX") {
+            continue;
+        }
+        let is_dir = entry.is_dir();
+        if let Some(mode) = entry.unix_mode() {
+            match mode & S_IFMT {
+                0 | S_IFREG | S_IFDIR => {}
+                S_IFLNK => return reject(format!("symlink entry '{raw}' is not allowed")),
+                _ => return reject(format!("entry '{raw}' is not a regular file or folder")),
+            }
+        }
+        if entry.is_symlink() {
+            return reject(format!("symlink entry '{raw}' is not allowed"));
+        }
+        if components.iter().any(|c| c == ".git") {
+            continue;
+        }
+        let size = if is_dir { 0 } else { entry.size() };
+        let compressed = entry.compressed_size().max(1);
+        if size > RATIO_CHECK_MIN_BYTES && size / compressed > limits.max_compression_ratio {
+            return reject(format!(
+                "entry '{raw}' has compression ratio {}:1 above the limit {}:1 (zip bomb)",
+                size / compressed,
+                limits.max_compression_ratio
+            ));
+        }
+        total = total.saturating_add(size);
+        if total > limits.max_uncompressed_bytes {
+            return reject(format!(
+                "package inflates beyond {} bytes (zip bomb)",
+                limits.max_uncompressed_bytes
+            ));
+        }
+        plan.push(Planned {
+            index,
+            path: components.iter().collect(),
+            is_dir,
+            size,
+        });
+    }
+    if total > RATIO_CHECK_MIN_BYTES && total / zip_size.max(1) > limits.max_compression_ratio {
+        return reject(format!(
+            "package has compression ratio {}:1 above the limit {}:1 (zip bomb)",
+            total / zip_size.max(1),
+            limits.max_compression_ratio
+        ));
+    }
+    Ok(plan)
+}
+
+/// Splits an entry name into safe components; `None` for names with nothing left (`./`).
+fn sanitize_name(raw: &str) -> Result<Option<Vec<String>>, ArchiveError> {
+    if raw.contains('\0') {
+        return reject(format!("entry name {raw:?} contains a NUL byte"));
+    }
+    let name = raw.replace('\\', "/");
+    let bytes = name.as_bytes();
+    if name.starts_with('/')
+        || (bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':')
+    {
+        return reject(format!("entry '{raw}' has an absolute path"));
+    }
+    let mut components = Vec::new();
+    for part in name.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                return reject(format!(
+                    "entry '{raw}' escapes the package with '..' (zip-slip)"
+                ));
+            }
+            other => components.push(other.to_owned()),
+        }
+    }
+    Ok((!components.is_empty()).then_some(components))
+}
+
+/// The one top-level folder every entry must sit in.
+fn single_top_level(plan: &[Planned]) -> Result<String, ArchiveError> {
+    let mut tops = BTreeSet::new();
+    for entry in plan {
+        let mut parts = entry.path.components();
+        let first = parts
+            .next()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned());
+        if let Some(first) = first {
+            if parts.next().is_none() && !entry.is_dir {
+                return reject(format!(
+                    "package must contain exactly one top-level folder; found the file '{first}' at the top level"
+                ));
+            }
+            tops.insert(first);
+        }
+    }
+    match tops.len() {
+        1 => Ok(tops.into_iter().next().expect("one element")),
+        0 => reject("package must contain exactly one top-level folder; the zip is empty"),
+        n => reject(format!(
+            "package must contain exactly one top-level folder; found {n}: {}",
+            tops.into_iter().collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zip::write::SimpleFileOptions;
+
+    fn zip_of(entries: &[(&str, &[u8])]) -> tempfile::NamedTempFile {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let mut w = zip::ZipWriter::new(file.reopen().unwrap());
+        for (name, data) in entries {
+            if name.ends_with('/') {
+                w.add_directory(*name, SimpleFileOptions::default())
+                    .unwrap();
+            } else {
+                w.start_file(*name, SimpleFileOptions::default()).unwrap();
+                w.write_all(data).unwrap();
+            }
+        }
+        w.finish().unwrap();
+        file
+    }
+
+    fn extract(
+        zip: &tempfile::NamedTempFile,
+        limits: &PackageLimits,
+    ) -> (tempfile::TempDir, Result<PathBuf, ArchiveError>) {
+        let out = tempfile::tempdir().unwrap();
+        let result = extract_package(zip.path(), &out.path().join("x"), limits);
+        (out, result)
+    }
+
+    fn rejection(entries: &[(&str, &[u8])]) -> String {
+        let zip = zip_of(entries);
+        let (_out, result) = extract(&zip, &PackageLimits::default());
+        match result {
+            Err(ArchiveError::Rejected(m)) => m,
+            other => panic!("expected a rejection, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn extracts_one_folder_dropping_git_and_macosx() {
+        let zip = zip_of(&[
+            ("demo/", b""),
+            ("demo/SKILL.md", b"hi"),
+            ("demo/.git/config", b"x"),
+            ("demo/.gitignore", b"target"),
+            ("demo/.github/ci.yml", b"on: push"),
+            ("__MACOSX/demo/._SKILL.md", b"junk"),
+        ]);
+        let (out, result) = extract(&zip, &PackageLimits::default());
+        let top = result.unwrap();
+        assert_eq!(top, out.path().join("x/demo"));
+        assert_eq!(std::fs::read(top.join("SKILL.md")).unwrap(), b"hi");
+        assert!(!top.join(".git").exists());
+        assert!(top.join(".gitignore").is_file());
+        assert!(top.join(".github/ci.yml").is_file());
+        assert!(!out.path().join("x/__MACOSX").exists());
+    }
+
+    #[test]
+    fn structural_rules() {
+        assert!(
+            rejection(&[("a/x", b"1"), ("b/y", b"2")])
+                .contains("exactly one top-level folder; found 2: a, b")
+        );
+        assert!(
+            rejection(&[("a/x", b"1"), ("loose.txt", b"2")]).contains("found the file 'loose.txt'")
+        );
+        assert!(rejection(&[("a/../../x", b"1")]).contains("zip-slip"));
+        assert!(rejection(&[("/etc/a/x", b"1")]).contains("absolute path"));
+        assert!(rejection(&[("C:/a/x", b"1")]).contains("absolute path"));
+        assert!(rejection(&[("a\\..\\x", b"1")]).contains("zip-slip"));
+    }
+
+    #[test]
+    fn symlinks_are_rejected() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let mut w = zip::ZipWriter::new(file.reopen().unwrap());
+        w.start_file("a/x", SimpleFileOptions::default()).unwrap();
+        w.add_symlink("a/link", "/etc/passwd", SimpleFileOptions::default())
+            .unwrap();
+        w.finish().unwrap();
+        let (_out, result) = extract(&file, &PackageLimits::default());
+        assert!(
+            result
+                .unwrap_err()
+                .to_string()
+                .contains("symlink entry 'a/link'")
+        );
+    }
+
+    #[test]
+    fn size_count_and_ratio_caps() {
+        let zeros = vec![0u8; 8 * 1024 * 1024];
+        let m = rejection(&[("a/zeros", &zeros)]);
+        assert!(
+            m.contains("compression ratio") && m.contains("zip bomb"),
+            "{m}"
+        );
+
+        let small = PackageLimits {
+            max_entries: 2,
+            ..PackageLimits::default()
+        };
+        let zip = zip_of(&[("a/1", b"1"), ("a/2", b"2"), ("a/3", b"3")]);
+        let (_o, r) = extract(&zip, &small);
+        assert!(
+            r.unwrap_err()
+                .to_string()
+                .contains("3 entries; the limit is 2")
+        );
+
+        let small = PackageLimits {
+            max_uncompressed_bytes: 10,
+            ..PackageLimits::default()
+        };
+        let zip = zip_of(&[("a/1", b"0123456789abc")]);
+        let (_o, r) = extract(&zip, &small);
+        assert!(
+            r.unwrap_err()
+                .to_string()
+                .contains("inflates beyond 10 bytes")
+        );
+
+        let small = PackageLimits {
+            max_compressed_bytes: 10,
+            ..PackageLimits::default()
+        };
+        let (_o, r) = extract(&zip, &small);
+        assert!(r.unwrap_err().to_string().contains("the limit is 10 bytes"));
+    }
+
+    #[test]
+    fn not_a_zip() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), b"definitely not a zip").unwrap();
+        let (_o, r) = extract(&file, &PackageLimits::default());
+        assert!(r.unwrap_err().to_string().contains("not a valid zip file"));
+    }
+}

@@ -1,0 +1,6 @@
+//! Skill packages: zip uploads that install or update a skill in the skills dir.
+
+pub mod archive;
+pub mod install;
+
+pub use install::Installer;

@@ -1,0 +1,76 @@
+//! The one entry point that runs the service on a listener until a shutdown signal.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+
+use crate::api;
+use crate::config::Config;
+use crate::packages::Installer;
+use crate::skill::Registry;
+use crate::state::AppState;
+use crate::store::Store;
+
+/// How long installs under way may finish after a shutdown signal.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Opens the store, settles work a previous process left unfinished, and serves on `listener`
+/// until `shutdown` resolves. `config` must have its directories prepared
+/// ([`Config::prepare_dirs`]). Used by `main` and by tests alike.
+pub async fn serve(
+    config: Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let store = Store::open(&config.database_path()).await?;
+    let registry = Arc::new(
+        Registry::open(config.skills_dir.clone())
+            .await
+            .context("scanning the skills dir")?,
+    );
+    let installer = Arc::new(Installer::new(
+        store.clone(),
+        registry.clone(),
+        &config.data_dir,
+        config.package_limits,
+    ));
+    installer
+        .recover()
+        .await
+        .context("recovering unfinished installs")?;
+
+    let state = AppState {
+        config: Arc::new(config),
+        store: store.clone(),
+        registry,
+        installer: installer.clone(),
+    };
+    let addr = listener.local_addr()?;
+    tracing::info!(
+        startup_ms = started.elapsed().as_millis() as u64,
+        "listening on http://{addr}"
+    );
+    axum::serve(listener, api::router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .context("serving HTTP")?;
+
+    tracing::info!("shutting down");
+    installer.shutdown(SHUTDOWN_GRACE).await;
+    store.close().await;
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler installs");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

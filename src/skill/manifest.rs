@@ -1,0 +1,843 @@
+//! Reading and validating one skill folder: `SKILL.md`, `assets/runner.json` and its schemas.
+//!
+//! The same validator serves package installs, temporary skill runs and the registry scan; only
+//! the [`Rules`] differ. Every error names the rule that was broken and the offending value.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::engines::Engine;
+
+/// Why a skill folder is not a valid skill. The message names the broken rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidSkill(pub String);
+
+fn invalid<T>(message: impl Into<String>) -> Result<T, InvalidSkill> {
+    Err(InvalidSkill(message.into()))
+}
+
+/// Which optional fields a context insists on.
+#[derive(Debug, Clone, Copy)]
+pub struct Rules {
+    pub require_version: bool,
+    pub require_execution_modes: bool,
+}
+
+impl Rules {
+    /// A package uploaded for installation.
+    pub const INSTALL: Rules = Rules {
+        require_version: true,
+        require_execution_modes: true,
+    };
+    /// A skill already in the skills dir: a missing `execution_modes` means `["auto"]`.
+    pub const REGISTERED: Rules = Rules {
+        require_version: true,
+        require_execution_modes: false,
+    };
+    /// A package uploaded for one temporary run.
+    pub const TEMPORARY: Rules = Rules {
+        require_version: false,
+        require_execution_modes: false,
+    };
+}
+
+/// `auto` runs straight through; `interactive` may stop to ask its user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutionMode {
+    Auto,
+    Interactive,
+}
+
+/// Where the three schemas live, relative to the skill folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct SchemaPaths {
+    pub input: String,
+    pub parameter: String,
+    pub output: String,
+}
+
+/// A file the run is expected to leave under `artifacts/`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct ArtifactSpec {
+    pub role: String,
+    pub pattern: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mime: Option<String>,
+    pub required: bool,
+}
+
+/// A validated skill, as served by `GET /v1/skills`.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct SkillManifest {
+    pub id: String,
+    /// Absolute path of the skill folder.
+    #[schema(value_type = String)]
+    pub path: PathBuf,
+    pub version: Option<String>,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    /// Engines the skill declares (empty when it does not restrict them).
+    pub engines: Vec<Engine>,
+    pub unsupport_engine: Vec<Engine>,
+    /// `(engines or all) - unsupport_engine`; `script` only with `entrypoint.script`.
+    pub effective_engines: Vec<Engine>,
+    pub execution_modes: Vec<ExecutionMode>,
+    pub schemas: SchemaPaths,
+    /// Declared artifacts, or those inferred from the output schema.
+    pub artifacts: Vec<ArtifactSpec>,
+    /// `runner.json.entrypoint` as written (script argv, prompt overrides, extra keys).
+    #[schema(value_type = Object)]
+    pub entrypoint: Value,
+    #[schema(value_type = Object)]
+    pub runtime: Value,
+    /// Engine default configuration files present under `assets/`, by engine.
+    pub engine_configs: BTreeMap<String, String>,
+    /// The script argv when the skill runs with the `script` engine.
+    #[serde(skip)]
+    pub script: Option<Vec<String>>,
+}
+
+/// Engine default configuration files a skill may ship.
+const ENGINE_CONFIG_FILES: [(&str, &str); 3] = [
+    ("codex", "assets/codex_config.toml"),
+    ("gemini", "assets/gemini_settings.json"),
+    ("iflow", "assets/iflow_settings.json"),
+];
+
+/// Reads and validates the skill in `dir`; the folder name is the expected skill id.
+pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
+    let folder = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| InvalidSkill(format!("folder name of '{}' is not UTF-8", dir.display())))?
+        .to_owned();
+
+    let skill_md = read_required(dir, "SKILL.md")?;
+    let frontmatter_name = frontmatter_name(&skill_md)?;
+
+    let runner_text = read_required(dir, "assets/runner.json")?;
+    let runner: Value = serde_json::from_str(&runner_text)
+        .map_err(|e| InvalidSkill(format!("assets/runner.json is not valid JSON: {e}")))?;
+    let Value::Object(runner) = runner else {
+        return invalid("assets/runner.json must hold a JSON object");
+    };
+
+    let id = match runner.get("id") {
+        Some(Value::String(id)) if !id.trim().is_empty() => id.clone(),
+        Some(_) => return invalid("runner.json: 'id' must be a non-empty string"),
+        None => return invalid("runner.json: 'id' is required"),
+    };
+    if folder != frontmatter_name || folder != id {
+        return invalid(format!(
+            "identity mismatch: folder '{folder}', SKILL.md name '{frontmatter_name}' and \
+             runner.json id '{id}' must be identical"
+        ));
+    }
+
+    let version = match runner.get("version") {
+        None | Some(Value::Null) if rules.require_version => {
+            return invalid("runner.json: 'version' is required");
+        }
+        None | Some(Value::Null) => None,
+        Some(Value::String(v)) => {
+            parse_version(v)?;
+            Some(v.clone())
+        }
+        Some(other) => {
+            return invalid(format!(
+                "runner.json: 'version' must be a string, got {other}"
+            ));
+        }
+    };
+
+    let name = optional_string(&runner, "name")?;
+    let description = optional_string(&runner, "description")?;
+
+    let entrypoint = match runner.get("entrypoint") {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(_) => return invalid("runner.json: 'entrypoint' must be an object"),
+    };
+    let script = entrypoint_script(&entrypoint)?;
+
+    let declared = engine_list(&runner, "engines")?;
+    let unsupported = engine_list(&runner, "unsupport_engine")?.unwrap_or_default();
+    let effective = effective_engines(declared.as_deref(), &unsupported, script.is_some())?;
+
+    let execution_modes = execution_modes(&runner, rules)?;
+    let schemas = schema_paths(&runner)?;
+    let schema_docs = SchemaDocs::load(dir, &schemas)?;
+
+    let artifacts = match runner.get("artifacts") {
+        None | Some(Value::Null) => infer_artifacts(&schema_docs.output),
+        Some(v) => declared_artifacts(v)?,
+    };
+
+    let runtime = match runner.get("runtime") {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(_) => return invalid("runner.json: 'runtime' must be an object"),
+    };
+
+    let engine_configs = ENGINE_CONFIG_FILES
+        .iter()
+        .filter(|(_, rel)| dir.join(rel).is_file())
+        .map(|(engine, rel)| ((*engine).to_owned(), (*rel).to_owned()))
+        .collect();
+
+    Ok(SkillManifest {
+        id,
+        path: dir.to_path_buf(),
+        version,
+        name,
+        description,
+        engines: declared.unwrap_or_default(),
+        unsupport_engine: unsupported,
+        effective_engines: effective,
+        execution_modes,
+        schemas,
+        artifacts,
+        entrypoint,
+        runtime,
+        engine_configs,
+        script,
+    })
+}
+
+/// Parses a skill version (semantic versioning, `MAJOR.MINOR.PATCH[-pre][+build]`).
+pub fn parse_version(raw: &str) -> Result<semver::Version, InvalidSkill> {
+    semver::Version::parse(raw.trim()).map_err(|e| {
+        InvalidSkill(format!(
+            "runner.json: version '{raw}' is not a valid semantic version (MAJOR.MINOR.PATCH): {e}"
+        ))
+    })
+}
+
+fn read_required(dir: &Path, rel: &str) -> Result<String, InvalidSkill> {
+    let path = dir.join(rel);
+    if !path.is_file() {
+        return invalid(format!("missing required file {rel}"));
+    }
+    std::fs::read_to_string(&path).map_err(|e| InvalidSkill(format!("cannot read {rel}: {e}")))
+}
+
+/// The `name` of the YAML frontmatter, which must open the file as `---\n...\n---`.
+fn frontmatter_name(text: &str) -> Result<String, InvalidSkill> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.starts_with("---\r\n") {
+        return invalid("SKILL.md frontmatter must use LF line endings");
+    }
+    let Some(body) = text.strip_prefix("---\n") else {
+        return invalid("SKILL.md must start with a '---' frontmatter block");
+    };
+    let end = if body.starts_with("---") {
+        0
+    } else {
+        body.find("\n---")
+            .map(|i| i + 1)
+            .ok_or_else(|| InvalidSkill("SKILL.md frontmatter is not closed by '---'".into()))?
+    };
+    let after = &body[end + 3..];
+    if !(after.is_empty() || after.starts_with('\n')) {
+        return invalid("SKILL.md frontmatter is not closed by a '---' line");
+    }
+    let yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(&body[..end])
+        .map_err(|e| InvalidSkill(format!("SKILL.md frontmatter is not valid YAML: {e}")))?;
+    match yaml.get("name") {
+        Some(serde_yaml_ng::Value::String(name)) if !name.trim().is_empty() => {
+            Ok(name.trim().to_owned())
+        }
+        Some(_) => invalid("SKILL.md frontmatter 'name' must be a non-empty string"),
+        None => invalid("SKILL.md frontmatter has no 'name'"),
+    }
+}
+
+fn optional_string(runner: &Map<String, Value>, key: &str) -> Result<Option<String>, InvalidSkill> {
+    match runner.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => invalid(format!("runner.json: '{key}' must be a string")),
+    }
+}
+
+fn entrypoint_script(entrypoint: &Value) -> Result<Option<Vec<String>>, InvalidSkill> {
+    match entrypoint.get("script") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(items)) if !items.is_empty() => items
+            .iter()
+            .map(|item| match item {
+                Value::String(s) if !s.is_empty() => Ok(s.clone()),
+                _ => invalid("runner.json: 'entrypoint.script' items must be non-empty strings"),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(_) => invalid(
+            "runner.json: 'entrypoint.script' must be a non-empty argv array, \
+             e.g. [\"python3\", \"scripts/main.py\"]",
+        ),
+    }
+}
+
+fn engine_list(
+    runner: &Map<String, Value>,
+    key: &str,
+) -> Result<Option<Vec<Engine>>, InvalidSkill> {
+    let items = match runner.get(key) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Array(items)) => items,
+        Some(_) => {
+            return invalid(format!(
+                "runner.json: '{key}' must be an array of engine names"
+            ));
+        }
+    };
+    if items.is_empty() {
+        return invalid(format!(
+            "runner.json: '{key}' must not be empty when present"
+        ));
+    }
+    let mut engines = Vec::with_capacity(items.len());
+    for item in items {
+        let engine = item.as_str().and_then(Engine::parse).ok_or_else(|| {
+            let known: Vec<_> = Engine::ALL.iter().map(|e| e.as_str()).collect();
+            InvalidSkill(format!(
+                "runner.json: '{key}' lists unknown engine {item} (known: {})",
+                known.join(", ")
+            ))
+        })?;
+        if engines.contains(&engine) {
+            return invalid(format!(
+                "runner.json: '{key}' lists '{engine}' more than once"
+            ));
+        }
+        engines.push(engine);
+    }
+    Ok(Some(engines))
+}
+
+fn effective_engines(
+    declared: Option<&[Engine]>,
+    unsupported: &[Engine],
+    has_script: bool,
+) -> Result<Vec<Engine>, InvalidSkill> {
+    let overlap: Vec<&str> = declared
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| unsupported.contains(e))
+        .map(|e| e.as_str())
+        .collect();
+    if !overlap.is_empty() {
+        return invalid(format!(
+            "runner.json: 'engines' and 'unsupport_engine' overlap: {}",
+            overlap.join(", ")
+        ));
+    }
+    if !has_script && declared.is_some_and(|d| d.contains(&Engine::Script)) {
+        return invalid(
+            "runner.json: 'engines' lists 'script' but 'entrypoint.script' is not declared",
+        );
+    }
+    let base: Vec<Engine> = match declared {
+        Some(d) => d.to_vec(),
+        None => Engine::ALL
+            .into_iter()
+            .filter(|e| *e != Engine::Script || has_script)
+            .collect(),
+    };
+    let mut effective: Vec<Engine> = base
+        .into_iter()
+        .filter(|e| !unsupported.contains(e))
+        .collect();
+    effective.sort();
+    if effective.is_empty() {
+        return invalid(
+            "runner.json: effective engines are empty ('engines' minus 'unsupport_engine' \
+             leaves no engine to run the skill)",
+        );
+    }
+    Ok(effective)
+}
+
+fn execution_modes(
+    runner: &Map<String, Value>,
+    rules: Rules,
+) -> Result<Vec<ExecutionMode>, InvalidSkill> {
+    const RULE: &str =
+        "runner.json: 'execution_modes' must be a non-empty array of \"auto\" / \"interactive\"";
+    let items = match runner.get("execution_modes") {
+        None | Some(Value::Null) if rules.require_execution_modes => {
+            return invalid(format!("{RULE} (it is missing)"));
+        }
+        None | Some(Value::Null) => return Ok(vec![ExecutionMode::Auto]),
+        Some(Value::Array(items)) if !items.is_empty() => items,
+        Some(other) => return invalid(format!("{RULE}, got {other}")),
+    };
+    let mut modes = Vec::new();
+    for item in items {
+        let mode = match item.as_str() {
+            Some("auto") => ExecutionMode::Auto,
+            Some("interactive") => ExecutionMode::Interactive,
+            _ => return invalid(format!("{RULE}; {item} is not a mode")),
+        };
+        if modes.contains(&mode) {
+            return invalid(format!("{RULE}; {item} is listed more than once"));
+        }
+        modes.push(mode);
+    }
+    Ok(modes)
+}
+
+fn schema_paths(runner: &Map<String, Value>) -> Result<SchemaPaths, InvalidSkill> {
+    let Some(Value::Object(schemas)) = runner.get("schemas") else {
+        return invalid(
+            "runner.json: 'schemas' must be an object with 'input', 'parameter' and 'output' paths",
+        );
+    };
+    let path = |key: &str| -> Result<String, InvalidSkill> {
+        match schemas.get(key) {
+            Some(Value::String(p)) if is_safe_relative(p) => Ok(p.clone()),
+            Some(Value::String(p)) => invalid(format!(
+                "runner.json: 'schemas.{key}' path '{p}' must be relative and stay inside the skill"
+            )),
+            _ => invalid(format!(
+                "runner.json: 'schemas.{key}' must be a path string"
+            )),
+        }
+    };
+    Ok(SchemaPaths {
+        input: path("input")?,
+        parameter: path("parameter")?,
+        output: path("output")?,
+    })
+}
+
+/// True for a non-empty relative path with no `..`, root or drive component.
+pub fn is_safe_relative(path: &str) -> bool {
+    !path.is_empty()
+        && !path.contains('\\')
+        && Path::new(path)
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+}
+
+/// The three parsed schemas of a skill.
+struct SchemaDocs {
+    output: Value,
+}
+
+impl SchemaDocs {
+    fn load(dir: &Path, paths: &SchemaPaths) -> Result<Self, InvalidSkill> {
+        let input = read_schema(dir, "input", &paths.input)?;
+        check_properties(&paths.input, &input, |key, prop| {
+            match prop.get("x-input-source") {
+                None => Ok(()),
+                Some(Value::String(s)) if s == "file" || s == "inline" => Ok(()),
+                Some(other) => invalid(format!(
+                    "{}: property '{key}' has x-input-source {other}; allowed: \"file\", \"inline\"",
+                    paths.input
+                )),
+            }
+        })?;
+        let parameter = read_schema(dir, "parameter", &paths.parameter)?;
+        check_properties(&paths.parameter, &parameter, |_, _| Ok(()))?;
+        let output = read_schema(dir, "output", &paths.output)?;
+        check_properties(&paths.output, &output, |key, prop| {
+            match prop.get("x-type") {
+                None => return Ok(()),
+                Some(Value::String(s)) if s == "artifact" || s == "file" => {}
+                Some(other) => {
+                    return invalid(format!(
+                        "{}: property '{key}' has x-type {other}; allowed: \"artifact\", \"file\"",
+                        paths.output
+                    ));
+                }
+            }
+            for meta in ["x-role", "x-filename"] {
+                match prop.get(meta) {
+                    None => {}
+                    Some(Value::String(s)) if !s.trim().is_empty() => {}
+                    Some(_) => {
+                        return invalid(format!(
+                            "{}: property '{key}' has an empty or non-string {meta}",
+                            paths.output
+                        ));
+                    }
+                }
+            }
+            if let Some(Value::String(f)) = prop.get("x-filename")
+                && !is_safe_relative(f)
+            {
+                return invalid(format!(
+                    "{}: property '{key}' x-filename '{f}' must be a relative path inside artifacts/",
+                    paths.output
+                ));
+            }
+            Ok(())
+        })?;
+        Ok(Self { output })
+    }
+}
+
+fn read_schema(dir: &Path, which: &str, rel: &str) -> Result<Value, InvalidSkill> {
+    let text = read_required(dir, rel)?;
+    let schema: Value = serde_json::from_str(&text)
+        .map_err(|e| InvalidSkill(format!("{rel} ({which} schema) is not valid JSON: {e}")))?;
+    if schema.get("type") != Some(&Value::String("object".into())) {
+        return invalid(format!(
+            "{rel} ({which} schema) must declare \"type\": \"object\""
+        ));
+    }
+    if let Err(e) = jsonschema::meta::validate(&schema) {
+        return invalid(format!(
+            "{rel} ({which} schema) is not a valid JSON Schema: {e}"
+        ));
+    }
+    Ok(schema)
+}
+
+/// Checks that `properties` (if any) maps names to objects and applies `rule` to each.
+fn check_properties(
+    rel: &str,
+    schema: &Value,
+    rule: impl Fn(&str, &Map<String, Value>) -> Result<(), InvalidSkill>,
+) -> Result<(), InvalidSkill> {
+    let props = match schema.get("properties") {
+        None => return Ok(()),
+        Some(Value::Object(props)) => props,
+        Some(_) => return invalid(format!("{rel}: 'properties' must be an object")),
+    };
+    for (key, prop) in props {
+        let Value::Object(prop) = prop else {
+            return invalid(format!("{rel}: property '{key}' must be a schema object"));
+        };
+        rule(key, prop)?;
+    }
+    Ok(())
+}
+
+fn declared_artifacts(value: &Value) -> Result<Vec<ArtifactSpec>, InvalidSkill> {
+    let Value::Array(items) = value else {
+        return invalid("runner.json: 'artifacts' must be an array");
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let text = |key: &str| item.get(key).and_then(Value::as_str).map(str::to_owned);
+            let (Some(role), Some(pattern)) = (text("role"), text("pattern")) else {
+                return invalid(format!(
+                    "runner.json: artifacts[{i}] needs string 'role' and 'pattern'"
+                ));
+            };
+            if role.trim().is_empty() || !is_safe_relative(&pattern) {
+                return invalid(format!(
+                    "runner.json: artifacts[{i}] needs a non-empty role and a relative pattern"
+                ));
+            }
+            let required = match item.get("required") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => {
+                    return invalid(format!(
+                        "runner.json: artifacts[{i}].required must be a boolean"
+                    ));
+                }
+            };
+            Ok(ArtifactSpec {
+                role,
+                pattern,
+                mime: text("mime"),
+                required,
+            })
+        })
+        .collect()
+}
+
+/// Artifacts implied by output properties marked `x-type: artifact|file`.
+fn infer_artifacts(output: &Value) -> Vec<ArtifactSpec> {
+    let required: Vec<&str> = output
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(Value::Object(props)) = output.get("properties") else {
+        return Vec::new();
+    };
+    props
+        .iter()
+        .filter(|(_, p)| {
+            matches!(
+                p.get("x-type").and_then(Value::as_str),
+                Some("artifact" | "file")
+            )
+        })
+        .map(|(key, p)| ArtifactSpec {
+            role: p
+                .get("x-role")
+                .and_then(Value::as_str)
+                .unwrap_or("output")
+                .to_owned(),
+            pattern: p
+                .get("x-filename")
+                .and_then(Value::as_str)
+                .unwrap_or(key)
+                .to_owned(),
+            mime: None,
+            required: required.contains(&key.as_str()),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Writes a minimal valid skill named `id` under `root`, with `runner` merged over defaults.
+    fn skill(root: &Path, id: &str, runner: Value) -> PathBuf {
+        let dir = root.join(id);
+        std::fs::create_dir_all(dir.join("assets")).unwrap();
+        std::fs::write(
+            dir.join("SKILL.md"),
+            format!("---\nname: {id}\n---\n# {id}\n"),
+        )
+        .unwrap();
+        let mut base = json!({
+            "id": id, "version": "1.0.0", "execution_modes": ["auto"],
+            "schemas": {"input": "assets/input.schema.json", "parameter": "assets/parameter.schema.json",
+                        "output": "assets/output.schema.json"}
+        });
+        for (k, v) in runner.as_object().unwrap() {
+            base[k] = v.clone();
+        }
+        std::fs::write(dir.join("assets/runner.json"), base.to_string()).unwrap();
+        std::fs::write(
+            dir.join("assets/input.schema.json"),
+            json!({"type": "object", "properties": {"doc": {"type": "string"},
+                   "text": {"type": "string", "x-input-source": "inline"}}})
+            .to_string(),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("assets/parameter.schema.json"),
+            json!({"type": "object"}).to_string(),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("assets/output.schema.json"),
+            json!({"type": "object", "required": ["report"], "properties": {
+                "report": {"type": "string", "x-type": "artifact", "x-filename": "report.md", "x-role": "report"},
+                "extra": {"type": "string", "x-type": "file"},
+                "summary": {"type": "string"}}})
+            .to_string(),
+        )
+        .unwrap();
+        dir
+    }
+
+    fn err(dir: &Path) -> String {
+        load(dir, Rules::INSTALL).unwrap_err().0
+    }
+
+    #[test]
+    fn valid_skill_gets_effective_engines_and_inferred_artifacts() {
+        let root = tempfile::tempdir().unwrap();
+        let m = load(&skill(root.path(), "demo", json!({})), Rules::INSTALL).unwrap();
+        assert_eq!(m.id, "demo");
+        assert_eq!(m.version.as_deref(), Some("1.0.0"));
+        assert!(m.engines.is_empty());
+        assert_eq!(
+            m.effective_engines,
+            vec![
+                Engine::Codex,
+                Engine::Gemini,
+                Engine::Iflow,
+                Engine::Claude,
+                Engine::Opencode,
+                Engine::Qwen
+            ]
+        );
+        assert_eq!(
+            m.artifacts,
+            vec![
+                ArtifactSpec {
+                    role: "output".into(),
+                    pattern: "extra".into(),
+                    mime: None,
+                    required: false
+                },
+                ArtifactSpec {
+                    role: "report".into(),
+                    pattern: "report.md".into(),
+                    mime: None,
+                    required: true
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn script_engine_only_with_entrypoint_script() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = skill(
+            root.path(),
+            "s",
+            json!({"entrypoint": {"script": ["python3", "scripts/main.py"]}, "unsupport_engine": ["iflow"]}),
+        );
+        let m = load(&dir, Rules::INSTALL).unwrap();
+        assert!(m.effective_engines.contains(&Engine::Script));
+        assert!(!m.effective_engines.contains(&Engine::Iflow));
+        assert_eq!(m.script.unwrap(), vec!["python3", "scripts/main.py"]);
+
+        let dir = skill(root.path(), "t", json!({"engines": ["script"]}));
+        assert!(
+            err(&dir).contains("'engines' lists 'script' but 'entrypoint.script' is not declared")
+        );
+    }
+
+    #[test]
+    fn each_rule_names_itself() {
+        let root = tempfile::tempdir().unwrap();
+        let cases: Vec<(Value, &str)> = vec![
+            (
+                json!({"engines": ["codex"], "unsupport_engine": ["codex"]}),
+                "overlap: codex",
+            ),
+            (
+                json!({"unsupport_engine": ["codex", "gemini", "iflow", "claude", "opencode", "qwen"]}),
+                "effective engines are empty",
+            ),
+            (json!({"engines": ["gpt"]}), "unknown engine \"gpt\""),
+            (json!({"engines": []}), "'engines' must not be empty"),
+            (
+                json!({"execution_modes": []}),
+                "'execution_modes' must be a non-empty array",
+            ),
+            (
+                json!({"execution_modes": ["batch"]}),
+                "\"batch\" is not a mode",
+            ),
+            (json!({"execution_modes": null}), "(it is missing)"),
+            (
+                json!({"version": "1.x"}),
+                "version '1.x' is not a valid semantic version",
+            ),
+            (json!({"version": null}), "'version' is required"),
+            (json!({"id": "other"}), "identity mismatch"),
+            (
+                json!({"schemas": {"input": "../x.json", "parameter": "p", "output": "o"}}),
+                "must be relative",
+            ),
+            (
+                json!({"artifacts": {"role": "x"}}),
+                "'artifacts' must be an array",
+            ),
+            (
+                json!({"entrypoint": {"script": []}}),
+                "'entrypoint.script' must be a non-empty argv array",
+            ),
+        ];
+        for (i, (runner, expected)) in cases.into_iter().enumerate() {
+            let id = format!("case{i}");
+            let dir = skill(root.path(), &id, runner.clone());
+            let message = err(&dir);
+            assert!(
+                message.contains(expected),
+                "{runner}: got '{message}', want '{expected}'"
+            );
+        }
+    }
+
+    #[test]
+    fn schema_meta_rules() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = skill(root.path(), "a", json!({}));
+        std::fs::write(
+            dir.join("assets/input.schema.json"),
+            json!({"type": "object", "properties": {"u": {"x-input-source": "url"}}}).to_string(),
+        )
+        .unwrap();
+        assert!(err(&dir).contains("x-input-source \"url\""));
+
+        let dir = skill(root.path(), "b", json!({}));
+        std::fs::write(
+            dir.join("assets/output.schema.json"),
+            json!({"type": "object", "properties": {"o": {"x-type": "blob"}}}).to_string(),
+        )
+        .unwrap();
+        assert!(err(&dir).contains("x-type \"blob\""));
+
+        let dir = skill(root.path(), "c", json!({}));
+        std::fs::write(
+            dir.join("assets/parameter.schema.json"),
+            json!({"type": "array"}).to_string(),
+        )
+        .unwrap();
+        assert!(err(&dir).contains("must declare \"type\": \"object\""));
+
+        let dir = skill(root.path(), "d", json!({}));
+        std::fs::write(
+            dir.join("assets/parameter.schema.json"),
+            json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": "zero"}}})
+                .to_string(),
+        )
+        .unwrap();
+        assert!(
+            err(&dir).contains("is not a valid JSON Schema"),
+            "{}",
+            err(&dir)
+        );
+    }
+
+    #[test]
+    fn frontmatter_rules() {
+        assert_eq!(frontmatter_name("---\nname: x\n---\nbody").unwrap(), "x");
+        assert_eq!(
+            frontmatter_name("---\nname: x\ndescription: y\n---").unwrap(),
+            "x"
+        );
+        assert!(
+            frontmatter_name("# no frontmatter")
+                .unwrap_err()
+                .0
+                .contains("must start with")
+        );
+        assert!(
+            frontmatter_name("---\r\nname: x\r\n---\r\n")
+                .unwrap_err()
+                .0
+                .contains("LF")
+        );
+        assert!(
+            frontmatter_name("---\nname: x\n")
+                .unwrap_err()
+                .0
+                .contains("not closed")
+        );
+        assert!(
+            frontmatter_name("---\ntitle: x\n---\n")
+                .unwrap_err()
+                .0
+                .contains("no 'name'")
+        );
+    }
+
+    #[test]
+    fn missing_files_are_named() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = skill(root.path(), "m", json!({}));
+        std::fs::remove_file(dir.join("assets/output.schema.json")).unwrap();
+        assert_eq!(err(&dir), "missing required file assets/output.schema.json");
+        std::fs::remove_file(dir.join("assets/runner.json")).unwrap();
+        assert_eq!(err(&dir), "missing required file assets/runner.json");
+        let root2 = tempfile::tempdir().unwrap();
+        let dir = skill(root2.path(), "n", json!({"version": null}));
+        let temp = load(&dir, Rules::TEMPORARY).unwrap();
+        assert_eq!(temp.version, None);
+    }
+}

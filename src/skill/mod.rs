@@ -1,0 +1,7 @@
+//! Skills: folders holding a `SKILL.md`, an `assets/runner.json` and three JSON Schemas.
+
+pub mod manifest;
+pub mod registry;
+
+pub use manifest::{ArtifactSpec, ExecutionMode, InvalidSkill, Rules, SchemaPaths, SkillManifest};
+pub use registry::{Registry, SkillEntry, Snapshot};

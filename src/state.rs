@@ -1,0 +1,17 @@
+//! The one application state every handler receives.
+
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::packages::Installer;
+use crate::skill::Registry;
+use crate::store::Store;
+
+/// Shared services; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub store: Store,
+    pub registry: Arc<Registry>,
+    pub installer: Arc<Installer>,
+}
