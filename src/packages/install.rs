@@ -448,3 +448,157 @@ fn roll_forward(skills: &Path, staged: &Path, id: &str, version: &str) -> Result
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A valid skill folder `dir` (named after its id) at `version`.
+    fn write_skill(dir: &Path, version: &str) {
+        let id = dir.file_name().unwrap().to_str().unwrap();
+        std::fs::create_dir_all(dir.join("assets")).unwrap();
+        std::fs::write(dir.join("SKILL.md"), format!("---\nname: {id}\n---\n")).unwrap();
+        let runner = serde_json::json!({
+            "id": id, "version": version, "execution_modes": ["auto"],
+            "schemas": {"input": "assets/s.json", "parameter": "assets/s.json", "output": "assets/s.json"}
+        });
+        std::fs::write(dir.join("assets/runner.json"), runner.to_string()).unwrap();
+        std::fs::write(dir.join("assets/s.json"), r#"{"type":"object"}"#).unwrap();
+    }
+
+    struct Fixture {
+        _root: tempfile::TempDir,
+        skills: PathBuf,
+        store: Store,
+        installer: Arc<Installer>,
+    }
+
+    async fn fixture() -> Fixture {
+        let root = tempfile::tempdir().unwrap();
+        let skills = root.path().join("skills");
+        std::fs::create_dir_all(&skills).unwrap();
+        let store = Store::open(&root.path().join("db.sqlite")).await.unwrap();
+        let registry = Arc::new(Registry::open(skills.clone()).await.unwrap());
+        let installer = Arc::new(Installer::new(
+            store.clone(),
+            registry,
+            root.path(),
+            PackageLimits::default(),
+        ));
+        Fixture {
+            _root: root,
+            skills,
+            store,
+            installer,
+        }
+    }
+
+    /// A request left `running` in `phase` by a process that died.
+    async fn interrupted(f: &Fixture, rid: &str, phase: InstallPhase, action: &str) {
+        f.store.insert_install_request(rid).await.unwrap();
+        assert!(f.store.start_install(rid).await.unwrap());
+        f.store
+            .set_install_progress(rid, phase, "demo", "2.0.0", Some(action))
+            .await
+            .unwrap();
+    }
+
+    async fn outcome(f: &Fixture, rid: &str) -> InstallRequest {
+        f.installer.recover().await.unwrap();
+        f.store.install_request(rid).await.unwrap().unwrap()
+    }
+
+    #[tokio::test]
+    async fn interrupted_before_swap_fails_and_keeps_live() {
+        let f = fixture().await;
+        write_skill(&f.skills.join("demo"), "1.0.0");
+        write_skill(&f.skills.join(".staging/r1/demo"), "2.0.0");
+        interrupted(&f, "r1", InstallPhase::Validating, "update").await;
+        let r = outcome(&f, "r1").await;
+        assert_eq!(r.status, InstallStatus::Failed);
+        assert!(r.error.unwrap().contains("service restart"));
+        assert_eq!(version_of(&f.skills.join("demo")).as_deref(), Some("1.0.0"));
+        assert!(!f.skills.join(".staging").exists());
+    }
+
+    #[tokio::test]
+    async fn swap_begun_but_not_exchanged_fails_and_keeps_live() {
+        let f = fixture().await;
+        write_skill(&f.skills.join("demo"), "1.0.0");
+        write_skill(&f.skills.join(".staging/r1/demo"), "2.0.0");
+        interrupted(&f, "r1", InstallPhase::Swapping, "update").await;
+        let r = outcome(&f, "r1").await;
+        assert_eq!(r.status, InstallStatus::Failed);
+        assert_eq!(version_of(&f.skills.join("demo")).as_deref(), Some("1.0.0"));
+        assert!(!f.skills.join(".archive").exists());
+    }
+
+    #[tokio::test]
+    async fn exchanged_but_not_archived_rolls_forward() {
+        let f = fixture().await;
+        write_skill(&f.skills.join("demo"), "2.0.0");
+        write_skill(&f.skills.join(".staging/r1/demo"), "1.0.0");
+        interrupted(&f, "r1", InstallPhase::Swapping, "update").await;
+        let r = outcome(&f, "r1").await;
+        assert_eq!(r.status, InstallStatus::Succeeded, "{r:?}");
+        assert_eq!(version_of(&f.skills.join("demo")).as_deref(), Some("2.0.0"));
+        assert_eq!(
+            version_of(&f.skills.join(".archive/demo/1.0.0")).as_deref(),
+            Some("1.0.0")
+        );
+        assert!(!f.skills.join(".staging").exists());
+    }
+
+    #[tokio::test]
+    async fn old_archived_new_not_yet_live_rolls_forward() {
+        // The two-rename fallback (no RENAME_EXCHANGE) died between its renames.
+        let f = fixture().await;
+        write_skill(&f.skills.join(".archive/demo/1.0.0"), "1.0.0");
+        write_skill(&f.skills.join(".staging/r1/demo"), "2.0.0");
+        interrupted(&f, "r1", InstallPhase::Swapping, "update").await;
+        let r = outcome(&f, "r1").await;
+        assert_eq!(r.status, InstallStatus::Succeeded);
+        assert_eq!(version_of(&f.skills.join("demo")).as_deref(), Some("2.0.0"));
+    }
+
+    #[tokio::test]
+    async fn swap_completed_before_the_row_was_finished_succeeds() {
+        let f = fixture().await;
+        write_skill(&f.skills.join("demo"), "2.0.0");
+        interrupted(&f, "r1", InstallPhase::Swapping, "install").await;
+        assert_eq!(outcome(&f, "r1").await.status, InstallStatus::Succeeded);
+    }
+
+    #[tokio::test]
+    async fn queued_requests_run_after_restart_and_lost_uploads_fail() {
+        let f = fixture().await;
+        f.store.insert_install_request("lost").await.unwrap();
+        f.store.insert_install_request("kept").await.unwrap();
+        let zip = f.installer.package_path("kept");
+        std::fs::create_dir_all(zip.parent().unwrap()).unwrap();
+        {
+            use std::io::Write;
+            let mut w = zip::ZipWriter::new(std::fs::File::create(&zip).unwrap());
+            let src = tempfile::tempdir().unwrap();
+            write_skill(&src.path().join("demo"), "3.0.0");
+            for rel in ["SKILL.md", "assets/runner.json", "assets/s.json"] {
+                w.start_file(
+                    format!("demo/{rel}"),
+                    zip::write::SimpleFileOptions::default(),
+                )
+                .unwrap();
+                w.write_all(&std::fs::read(src.path().join("demo").join(rel)).unwrap())
+                    .unwrap();
+            }
+            w.finish().unwrap();
+        }
+        f.installer.recover().await.unwrap();
+        f.installer.shutdown(Duration::from_secs(30)).await;
+        let lost = f.store.install_request("lost").await.unwrap().unwrap();
+        assert_eq!(lost.status, InstallStatus::Failed);
+        assert!(lost.error.unwrap().contains("lost"));
+        let kept = f.store.install_request("kept").await.unwrap().unwrap();
+        assert_eq!(kept.status, InstallStatus::Succeeded, "{kept:?}");
+        assert_eq!(version_of(&f.skills.join("demo")).as_deref(), Some("3.0.0"));
+    }
+}

@@ -1,0 +1,346 @@
+//! Test support: the real `skill-runner` binary on port 0 with fresh temp dirs, skill package
+//! builders, and small HTTP helpers.
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// A running server process; killed when dropped.
+pub struct TestServer {
+    child: Child,
+    pub base: String,
+    pub dirs: Arc<TestDirs>,
+    pub client: reqwest::Client,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+/// The data and skills dirs of a test, kept across restarts.
+pub struct TestDirs {
+    _root: tempfile::TempDir,
+    pub data: PathBuf,
+    pub skills: PathBuf,
+}
+
+impl TestDirs {
+    pub fn new() -> Arc<Self> {
+        let root = tempfile::tempdir().unwrap();
+        let data = root.path().join("data");
+        let skills = root.path().join("skills");
+        Arc::new(Self {
+            _root: root,
+            data,
+            skills,
+        })
+    }
+}
+
+impl TestServer {
+    pub fn start() -> Self {
+        Self::start_with(TestDirs::new(), &[])
+    }
+
+    /// Starts the binary on port 0 over `dirs`, with extra environment variables.
+    pub fn start_with(dirs: Arc<TestDirs>, env: &[(&str, &str)]) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_skill-runner"));
+        cmd.env_remove("SKILL_RUNNER_BIND")
+            .env_remove("RUST_LOG")
+            .env("PORT", "0")
+            .env("LOG_LEVEL", "info")
+            .env("SKILL_RUNNER_DATA_DIR", &dirs.data)
+            .env("SKILL_RUNNER_SKILLS_DIR", &dirs.skills)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("server binary starts");
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(i) = line.find("listening on http://") {
+                    let url = line[i + "listening on ".len()..]
+                        .split_whitespace()
+                        .next()
+                        .unwrap()
+                        .trim_end_matches('"')
+                        .to_owned();
+                    let _ = tx.send(url);
+                }
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let base = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(url) => url,
+            Err(_) => {
+                let _ = child.kill();
+                panic!(
+                    "server did not start; log:\n{}",
+                    log.lock().unwrap().join("\n")
+                );
+            }
+        };
+        Self {
+            child,
+            base,
+            dirs,
+            client: reqwest::Client::new(),
+            log,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    /// SIGKILL: no chance to clean up.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then wait for the process to exit.
+    pub fn terminate(&mut self) -> ExitStatus {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "server ignored SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let resp = self.client.get(self.url(path)).send().await.unwrap();
+        let status = resp.status().as_u16();
+        let body = resp.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&body).unwrap_or(Value::String(body)),
+        )
+    }
+
+    /// Uploads a package; returns the HTTP status and body.
+    pub async fn upload(&self, bytes: Vec<u8>) -> (u16, Value) {
+        let part = reqwest::multipart::Part::bytes(bytes).file_name("skill.zip");
+        let form = reqwest::multipart::Form::new().part("file", part);
+        let resp = self
+            .client
+            .post(self.url("/v1/skill-packages/install"))
+            .multipart(form)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap())
+    }
+
+    /// Uploads a package and returns its request id.
+    pub async fn install(&self, bytes: Vec<u8>) -> String {
+        let (status, body) = self.upload(bytes).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["status"], "queued");
+        body["request_id"].as_str().unwrap().to_owned()
+    }
+
+    /// Polls an install request until it succeeds or fails.
+    pub async fn wait_install(&self, rid: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (status, body) = self.get(&format!("/v1/skill-packages/{rid}")).await;
+            assert_eq!(status, 200, "{body}");
+            if body["status"] == "succeeded" || body["status"] == "failed" {
+                return body;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "install {rid} did not finish: {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub async fn install_and_wait(&self, bytes: Vec<u8>) -> Value {
+        let rid = self.install(bytes).await;
+        self.wait_install(&rid).await
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A skill package under construction: file path (inside the top folder) → bytes.
+#[derive(Clone)]
+pub struct Package {
+    pub top: String,
+    pub files: BTreeMap<String, Vec<u8>>,
+}
+
+/// A valid package of skill `id` at `version`.
+pub fn skill_package(id: &str, version: &str) -> Package {
+    let mut files = BTreeMap::new();
+    files.insert(
+        "SKILL.md".to_owned(),
+        format!("---\nname: {id}\ndescription: test skill\n---\n# {id}\n").into_bytes(),
+    );
+    let runner = json!({
+        "id": id, "version": version, "name": format!("Skill {id}"),
+        "execution_modes": ["auto"],
+        "schemas": {"input": "assets/input.schema.json", "parameter": "assets/parameter.schema.json",
+                    "output": "assets/output.schema.json"}
+    });
+    files.insert(
+        "assets/runner.json".to_owned(),
+        runner.to_string().into_bytes(),
+    );
+    files.insert(
+        "assets/input.schema.json".to_owned(),
+        json!({"type": "object", "properties": {"text": {"type": "string", "x-input-source": "inline"}}})
+            .to_string()
+            .into_bytes(),
+    );
+    files.insert(
+        "assets/parameter.schema.json".to_owned(),
+        br#"{"type": "object"}"#.to_vec(),
+    );
+    files.insert(
+        "assets/output.schema.json".to_owned(),
+        json!({"type": "object", "properties": {
+            "summary": {"type": "string"},
+            "report": {"type": "string", "x-type": "artifact", "x-filename": "report.md"}}})
+        .to_string()
+        .into_bytes(),
+    );
+    files.insert("VERSION".to_owned(), version.as_bytes().to_vec());
+    Package {
+        top: id.to_owned(),
+        files,
+    }
+}
+
+impl Package {
+    /// Merges `patch` into `assets/runner.json` (a `null` value removes the key).
+    pub fn runner(mut self, patch: Value) -> Self {
+        let mut runner: Value = serde_json::from_slice(&self.files["assets/runner.json"]).unwrap();
+        for (k, v) in patch.as_object().unwrap() {
+            if v.is_null() {
+                runner.as_object_mut().unwrap().remove(k);
+            } else {
+                runner[k] = v.clone();
+            }
+        }
+        self.files.insert(
+            "assets/runner.json".to_owned(),
+            runner.to_string().into_bytes(),
+        );
+        self
+    }
+
+    pub fn file(mut self, path: &str, bytes: impl Into<Vec<u8>>) -> Self {
+        self.files.insert(path.to_owned(), bytes.into());
+        self
+    }
+
+    pub fn without(mut self, path: &str) -> Self {
+        self.files.remove(path);
+        self
+    }
+
+    pub fn zip(&self) -> Vec<u8> {
+        build_zip(
+            self.files
+                .iter()
+                .map(|(p, b)| (format!("{}/{p}", self.top), b.clone()))
+                .collect(),
+        )
+    }
+}
+
+/// A zip of `(name, bytes)` entries, names taken as they are.
+pub fn build_zip(entries: Vec<(String, Vec<u8>)>) -> Vec<u8> {
+    let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    for (name, bytes) in entries {
+        w.start_file(name, zip::write::SimpleFileOptions::default())
+            .unwrap();
+        w.write_all(&bytes).unwrap();
+    }
+    w.finish().unwrap().into_inner()
+}
+
+/// Path → bytes of every file under `dir`, relative to it.
+pub fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                let rel = path
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    if dir.exists() {
+        walk(dir, dir, &mut out);
+    }
+    out
+}
+
+/// Path → (size, hash) of every file under `dir`: comparable, and short when an assert prints it.
+pub fn digest(dir: &Path) -> BTreeMap<String, (usize, u64)> {
+    digest_files(&tree(dir))
+}
+
+/// The same digest of an in-memory file map.
+pub fn digest_files(files: &BTreeMap<String, Vec<u8>>) -> BTreeMap<String, (usize, u64)> {
+    use std::hash::{Hash, Hasher};
+    files
+        .iter()
+        .map(|(path, bytes)| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            bytes.hash(&mut h);
+            (path.clone(), (bytes.len(), h.finish()))
+        })
+        .collect()
+}
+
+/// Copies the repository's bundled `skills/` folder into `dest`.
+pub fn copy_bundled_skills(dest: &Path) {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let path = entry.unwrap().path();
+            let target = to.join(path.file_name().unwrap());
+            if path.is_dir() {
+                copy(&path, &target);
+            } else {
+                std::fs::copy(&path, &target).unwrap();
+            }
+        }
+    }
+    copy(&Path::new(env!("CARGO_MANIFEST_DIR")).join("skills"), dest);
+}
