@@ -66,12 +66,10 @@ impl TestServer {
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Some(i) = line.find("listening on http://") {
-                    let url = line[i + "listening on ".len()..]
-                        .split_whitespace()
-                        .next()
-                        .unwrap()
-                        .trim_end_matches('"')
-                        .to_owned();
+                    let url: String = line[i + "listening on ".len()..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || ":/.[]".contains(*c))
+                        .collect();
                     let _ = tx.send(url);
                 }
                 sink.lock().unwrap().push(line);

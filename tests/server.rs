@@ -1,0 +1,188 @@
+//! The binary as an operator meets it: start-up, configuration errors, shutdown, logs, docs.
+
+mod common;
+
+use std::process::{Command, Stdio};
+
+use common::{TestDirs, TestServer, copy_bundled_skills};
+use serde_json::{Value, json};
+
+fn run_with_env(env: &[(&str, &str)]) -> std::process::Output {
+    let dirs = TestDirs::new();
+    Command::new(env!("CARGO_BIN_EXE_skill-runner"))
+        .env("PORT", "0")
+        .env("SKILL_RUNNER_DATA_DIR", &dirs.data)
+        .env("SKILL_RUNNER_SKILLS_DIR", &dirs.skills)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn configuration_errors_stop_startup_with_one_line() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let unwritable = file.path().join("data");
+    let cases = [
+        (
+            vec![("PORT", "eighty")],
+            "PORT: 'eighty' is not a port number",
+        ),
+        (
+            vec![("SKILL_RUNNER_BIND", "somewhere")],
+            "SKILL_RUNNER_BIND: 'somewhere' is not an address",
+        ),
+        (
+            vec![("SKILL_RUNNER_DATA_DIR", unwritable.to_str().unwrap())],
+            "SKILL_RUNNER_DATA_DIR: cannot create directory",
+        ),
+        (
+            vec![("LOG_FORMAT", "yaml")],
+            "LOG_FORMAT: 'yaml' is not a log format",
+        ),
+    ];
+    for (env, expected) in cases {
+        let out = run_with_env(&env);
+        assert_eq!(out.status.code(), Some(2), "{env:?}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        assert!(
+            stderr.starts_with("skill-runner: configuration error: ") && stderr.contains(expected),
+            "{env:?}: {stderr}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn serves_ping_request_ids_openapi_and_docs() {
+    let server = TestServer::start();
+    let resp = server
+        .client
+        .get(server.url("/v1/system/ping"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 204);
+    let id = resp.headers()["x-request-id"].to_str().unwrap().to_owned();
+    assert_eq!(id.len(), 36, "a UUID: {id}");
+
+    // A client-supplied id is kept, on errors too.
+    let resp = server
+        .client
+        .get(server.url("/v1/skills/none"))
+        .header("x-request-id", "trace-me-123")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 404);
+    assert_eq!(resp.headers()["x-request-id"], "trace-me-123");
+
+    let (code, body) = server.get("/no/such/route").await;
+    assert_eq!((code, body), (404, json!({"detail": "Not Found"})));
+
+    let (code, doc) = server.get("/openapi.json").await;
+    assert_eq!(code, 200);
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    let paths = doc["paths"].as_object().unwrap();
+    for path in [
+        "/v1/skills",
+        "/v1/skills/{skill_id}",
+        "/v1/skill-packages/install",
+        "/v1/skill-packages/{request_id}",
+        "/v1/system/ping",
+    ] {
+        assert!(paths.contains_key(path), "{path} documented");
+    }
+    let form = &paths["/v1/skill-packages/install"]["post"]["requestBody"]["content"]["multipart/form-data"];
+    assert!(form.is_object(), "install documents its multipart form");
+
+    let resp = server.client.get(server.url("/docs")).send().await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let html = resp.text().await.unwrap();
+    assert!(
+        html.contains("<html") && html.contains("/v1/skill-packages/install"),
+        "docs embed the spec"
+    );
+}
+
+#[tokio::test]
+async fn sigterm_shuts_down_gracefully_and_data_survives_restart() {
+    let dirs = TestDirs::new();
+    let mut server = TestServer::start_with(dirs.clone(), &[]);
+    let status = server
+        .install_and_wait(common::skill_package("keep", "1.0.0").zip())
+        .await;
+    let rid = status["request_id"].as_str().unwrap().to_owned();
+    let exit = server.terminate();
+    assert!(exit.success(), "clean exit on SIGTERM: {exit:?}");
+    assert!(server.log().contains("shutting down"));
+    assert!(dirs.data.join("skill_runner.db").is_file());
+
+    let server = TestServer::start_with(dirs, &[]);
+    let (code, again) = server.get(&format!("/v1/skill-packages/{rid}")).await;
+    assert_eq!(code, 200);
+    assert_eq!(again, status, "install records survive a restart unchanged");
+    let (_, skill) = server.get("/v1/skills/keep").await;
+    assert_eq!(skill["health"], "healthy");
+}
+
+#[tokio::test]
+async fn json_logs_carry_the_request_id() {
+    let server = TestServer::start_with(
+        TestDirs::new(),
+        &[("LOG_FORMAT", "json"), ("LOG_LEVEL", "debug")],
+    );
+    let resp = server
+        .client
+        .get(server.url("/v1/skills"))
+        .header("x-request-id", "log-probe-42")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    // The access log line is written as the response completes.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let log = server.log();
+        let lines: Vec<Value> = log
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+            .collect();
+        let hit = lines.iter().any(|l| {
+            l["span"]["request_id"] == "log-probe-42" && l["span"]["path"] == "/v1/skills"
+        });
+        if hit {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no log line with the request id:\n{log}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn bundled_skills_are_valid() {
+    let dirs = TestDirs::new();
+    copy_bundled_skills(&dirs.skills);
+    let server = TestServer::start_with(dirs, &[]);
+    let (_, list) = server.get("/v1/skills").await;
+    let list = list.as_array().unwrap();
+    assert!(!list.is_empty());
+    for skill in list {
+        assert_eq!(skill["health"], "healthy", "{skill}");
+    }
+    let (_, stats) = server.get("/v1/skills/text-stats").await;
+    assert_eq!(
+        stats["entrypoint"]["script"],
+        json!(["python3", "scripts/main.py"])
+    );
+    assert!(
+        stats["effective_engines"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("script"))
+    );
+    assert_eq!(stats["artifacts"][0]["pattern"], "report.md");
+}
