@@ -46,13 +46,6 @@ impl ApiError {
             }]),
         )
     }
-
-    pub fn status(&self) -> StatusCode {
-        match self {
-            Self::Client { status, .. } => *status,
-            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
 }
 
 impl From<sqlx::Error> for ApiError {

@@ -85,14 +85,18 @@ impl InstallPhase {
     }
 }
 
-/// One package install request as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One package install request, as stored and as `GET /v1/skill-packages/{id}` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct InstallRequest {
     pub request_id: String,
     pub status: InstallStatus,
+    /// Internal progress marker for start-up recovery; not shown to clients.
+    #[serde(skip)]
+    #[schema(ignore)]
     pub phase: InstallPhase,
     pub skill_id: Option<String>,
     pub version: Option<String>,
+    /// `install` or `update`, once known.
     pub action: Option<String>,
     pub error: Option<String>,
     pub created_at: String,

@@ -250,6 +250,11 @@ async fn every_validation_rule_fails_with_a_named_error() {
         ),
         ("unparsable version", ok().runner(json!({"version": "one"})).zip(), "version 'one' is not a valid semantic version"),
         ("missing version", ok().runner(json!({"version": null})).zip(), "'version' is required"),
+        (
+            "hidden skill id",
+            skill_package(".archive", "1.0.0").zip(),
+            "id '.archive' is not a valid skill id",
+        ),
         ("zip-slip", zip_slip, "escapes the package with '..' (zip-slip)"),
         ("absolute path", absolute, "has an absolute path"),
         ("symlink entry", symlink, "symlink entry 'rules/link' is not allowed"),
@@ -289,15 +294,8 @@ async fn upload_errors() {
     );
 
     let form = reqwest::multipart::Form::new().text("package", "x");
-    let resp = server
-        .client
-        .post(server.url("/v1/skill-packages/install"))
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 422);
-    let body: Value = resp.json().await.unwrap();
+    let (code, body) = server.post_install_form(form).await;
+    assert_eq!(code, 422);
     assert_eq!(body["detail"][0]["loc"], json!(["body", "file"]));
     assert!(
         body["detail"][0]["msg"]

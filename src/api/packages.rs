@@ -19,35 +19,6 @@ pub struct InstallCreated {
     pub status: InstallStatus,
 }
 
-/// State of an install request.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct InstallStatusView {
-    pub request_id: String,
-    pub status: InstallStatus,
-    pub created_at: String,
-    pub updated_at: String,
-    pub skill_id: Option<String>,
-    pub version: Option<String>,
-    /// `install` or `update`, once known.
-    pub action: Option<String>,
-    pub error: Option<String>,
-}
-
-impl From<InstallRequest> for InstallStatusView {
-    fn from(r: InstallRequest) -> Self {
-        Self {
-            request_id: r.request_id,
-            status: r.status,
-            created_at: r.created_at,
-            updated_at: r.updated_at,
-            skill_id: r.skill_id,
-            version: r.version,
-            action: r.action,
-            error: r.error,
-        }
-    }
-}
-
 /// The multipart form of an install.
 #[derive(utoipa::ToSchema)]
 #[allow(dead_code, reason = "only describes the form in the OpenAPI document")]
@@ -106,17 +77,17 @@ pub async fn install_package(
 #[utoipa::path(get, path = "/v1/skill-packages/{request_id}", tag = "skill-packages",
     params(("request_id" = String, Path, description = "Id returned by the install call")),
     responses(
-        (status = 200, description = "The request", body = InstallStatusView),
+        (status = 200, description = "The request", body = InstallRequest),
         (status = 404, description = "Unknown request id"),
     ))]
 pub async fn install_status(
     State(state): State<AppState>,
     Path(request_id): Path<String>,
-) -> ApiResult<Json<InstallStatusView>> {
+) -> ApiResult<Json<InstallRequest>> {
     state
         .installer
         .status(&request_id)
         .await?
-        .map(|r| Json(r.into()))
+        .map(Json)
         .ok_or_else(|| ApiError::not_found("Install request not found"))
 }

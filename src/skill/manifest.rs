@@ -132,6 +132,12 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
         Some(_) => return invalid("runner.json: 'id' must be a non-empty string"),
         None => return invalid("runner.json: 'id' is required"),
     };
+    if !is_valid_id(&id) {
+        return invalid(format!(
+            "runner.json: id '{id}' is not a valid skill id (letters, digits, '.', '_', '-'; \
+             starting with a letter or digit; at most 128 characters)"
+        ));
+    }
     if folder != frontmatter_name || folder != id {
         return invalid(format!(
             "identity mismatch: folder '{folder}', SKILL.md name '{frontmatter_name}' and \
@@ -209,9 +215,19 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
     })
 }
 
+/// Skill ids name folders, so they must be plain names that cannot collide with the hidden
+/// `.archive`, `.staging` and `.invalid` folders.
+pub fn is_valid_id(id: &str) -> bool {
+    id.len() <= 128
+        && id.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+}
+
 /// Parses a skill version (semantic versioning, `MAJOR.MINOR.PATCH[-pre][+build]`).
 pub fn parse_version(raw: &str) -> Result<semver::Version, InvalidSkill> {
-    semver::Version::parse(raw.trim()).map_err(|e| {
+    semver::Version::parse(raw).map_err(|e| {
         InvalidSkill(format!(
             "runner.json: version '{raw}' is not a valid semantic version (MAJOR.MINOR.PATCH): {e}"
         ))
@@ -729,6 +745,11 @@ mod tests {
             ),
             (json!({"version": null}), "'version' is required"),
             (json!({"id": "other"}), "identity mismatch"),
+            (json!({"id": ".archive"}), "is not a valid skill id"),
+            (
+                json!({"version": " 1.0.0"}),
+                "is not a valid semantic version",
+            ),
             (
                 json!({"schemas": {"input": "../x.json", "parameter": "p", "output": "o"}}),
                 "must be relative",

@@ -136,7 +136,12 @@ impl TestServer {
     /// Uploads a package; returns the HTTP status and body.
     pub async fn upload(&self, bytes: Vec<u8>) -> (u16, Value) {
         let part = reqwest::multipart::Part::bytes(bytes).file_name("skill.zip");
-        let form = reqwest::multipart::Form::new().part("file", part);
+        self.post_install_form(reqwest::multipart::Form::new().part("file", part))
+            .await
+    }
+
+    /// Posts any multipart form to the install route.
+    pub async fn post_install_form(&self, form: reqwest::multipart::Form) -> (u16, Value) {
         let resp = self
             .client
             .post(self.url("/v1/skill-packages/install"))
