@@ -7,9 +7,10 @@ use std::process::{Command, Stdio};
 use common::{TestDirs, TestServer, copy_bundled_skills};
 use serde_json::{Value, json};
 
-fn run_with_env(env: &[(&str, &str)]) -> std::process::Output {
+fn run_with_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     let dirs = TestDirs::new();
     Command::new(env!("CARGO_BIN_EXE_skill-runner"))
+        .args(args)
         .env("PORT", "0")
         .env("SKILL_RUNNER_DATA_DIR", &dirs.data)
         .env("SKILL_RUNNER_SKILLS_DIR", &dirs.skills)
@@ -41,8 +42,10 @@ fn configuration_errors_stop_startup_with_one_line() {
             "LOG_FORMAT: 'yaml' is not a log format",
         ),
     ];
-    for (env, expected) in cases {
-        let out = run_with_env(&env);
+    for (i, (env, expected)) in cases.into_iter().enumerate() {
+        // `serve` is also the default with no subcommand; both paths read the same configuration.
+        let args: &[&str] = if i % 2 == 0 { &[] } else { &["serve"] };
+        let out = run_with_env(args, &env);
         assert_eq!(out.status.code(), Some(2), "{env:?}");
         let stderr = String::from_utf8(out.stderr).unwrap();
         assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
@@ -51,6 +54,17 @@ fn configuration_errors_stop_startup_with_one_line() {
             "{env:?}: {stderr}"
         );
     }
+}
+
+#[test]
+fn unknown_subcommand_is_refused() {
+    let out = run_with_env(&["frobnicate"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8(out.stderr)
+            .unwrap()
+            .contains("unrecognized subcommand")
+    );
 }
 
 #[tokio::test]
