@@ -9,6 +9,7 @@ pub mod clock;
 pub mod config;
 pub mod engines;
 pub mod error;
+pub mod output;
 pub mod packages;
 pub mod server;
 pub mod skill;
