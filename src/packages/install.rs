@@ -346,10 +346,7 @@ fn plan_swap(skills: &Path, id: &str, version: &str) -> Result<SwapPlan, String>
         Ok(m) => m.version.expect("registered rules require a version"),
         Err(_) => {
             return Ok(SwapPlan::ReplaceInvalid {
-                quarantine: free_path(
-                    &skills.join(".invalid"),
-                    &format!("{id}-{}", clock::now_compact()),
-                ),
+                quarantine: quarantine_path(skills, id),
             });
         }
     };
@@ -368,6 +365,14 @@ fn plan_swap(skills: &Path, id: &str, version: &str) -> Result<SwapPlan, String>
         ));
     }
     Ok(SwapPlan::Update { archive })
+}
+
+/// Where a folder that is not a valid skill is moved: `.invalid/<id>-<UTC timestamp>[-N]`.
+fn quarantine_path(skills: &Path, id: &str) -> PathBuf {
+    free_path(
+        &skills.join(".invalid"),
+        &format!("{id}-{}", clock::now_compact()),
+    )
 }
 
 /// `base/name`, or `base/name-N` for the first N that is free.
@@ -434,10 +439,7 @@ fn roll_forward(skills: &Path, staged: &Path, id: &str, version: &str) -> Result
             let old = old.unwrap_or_else(|| "unknown".to_owned());
             let archive = skills.join(".archive").join(id).join(&old);
             let target = if archive.exists() {
-                free_path(
-                    &skills.join(".invalid"),
-                    &format!("{id}-{}", clock::now_compact()),
-                )
+                quarantine_path(skills, id)
             } else {
                 archive
             };
