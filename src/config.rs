@@ -6,6 +6,7 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Default upper bound for an uploaded package (compressed bytes).
 pub const DEFAULT_PACKAGE_MAX_BYTES: u64 = 50 * 1024 * 1024;
@@ -66,6 +67,47 @@ pub struct Config {
     /// A `tracing` filter directive (`LOG_LEVEL`, or `RUST_LOG` when set).
     pub log_filter: String,
     pub package_limits: PackageLimits,
+    pub jobs: JobLimits,
+    /// The executable started as the group reaper (`skill-runner reaper`); `None` leaves crash
+    /// clean-up to the parent-death signal and restart recovery.
+    pub reaper_exe: Option<PathBuf>,
+}
+
+/// Queue, timeouts and retention of job runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobLimits {
+    /// Runs admitted but not started; beyond it creates get 429 (`SKILL_RUNNER_MAX_QUEUE_SIZE`).
+    pub max_queue_size: usize,
+    /// Runs executing at once (`SKILL_RUNNER_MAX_CONCURRENT`).
+    pub max_concurrent: usize,
+    /// Hard limit on one engine turn (`SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS`).
+    pub hard_timeout: Duration,
+    /// SIGTERM to SIGKILL (`SKILL_RUNNER_KILL_GRACE_SECONDS`).
+    pub kill_grace: Duration,
+    /// Largest temporary skill package (`TEMP_SKILL_PACKAGE_MAX_BYTES`).
+    pub temp_package_max_bytes: u64,
+    /// Succeeded and canceled runs are kept this long (`SKILL_RUNNER_RUN_RETENTION_SECONDS`).
+    pub retention: Duration,
+    /// Failed runs are kept this long (`SKILL_RUNNER_FAILED_RUN_RETENTION_SECONDS`).
+    pub failed_retention: Duration,
+    /// Time between retention sweeps (`SKILL_RUNNER_CLEANUP_INTERVAL_SECONDS`).
+    pub cleanup_interval: Duration,
+}
+
+impl Default for JobLimits {
+    fn default() -> Self {
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Self {
+            max_queue_size: 128,
+            max_concurrent: cpus.clamp(1, 16),
+            hard_timeout: Duration::from_secs(1200),
+            kill_grace: Duration::from_secs(5),
+            temp_package_max_bytes: 20 * 1024 * 1024,
+            retention: Duration::from_secs(7 * 24 * 3600),
+            failed_retention: Duration::from_secs(12 * 3600),
+            cleanup_interval: Duration::from_secs(12 * 3600),
+        }
+    }
 }
 
 impl Config {
@@ -132,6 +174,42 @@ impl Config {
             )?,
         };
 
+        let job_defaults = JobLimits::default();
+        let seconds = |variable, default: Duration| {
+            parse_positive(&get, variable, default.as_secs()).map(Duration::from_secs)
+        };
+        let jobs = JobLimits {
+            max_queue_size: parse_positive(
+                &get,
+                "SKILL_RUNNER_MAX_QUEUE_SIZE",
+                job_defaults.max_queue_size as u64,
+            )? as usize,
+            max_concurrent: parse_positive(
+                &get,
+                "SKILL_RUNNER_MAX_CONCURRENT",
+                job_defaults.max_concurrent as u64,
+            )? as usize,
+            hard_timeout: seconds(
+                "SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS",
+                job_defaults.hard_timeout,
+            )?,
+            kill_grace: seconds("SKILL_RUNNER_KILL_GRACE_SECONDS", job_defaults.kill_grace)?,
+            temp_package_max_bytes: parse_positive(
+                &get,
+                "TEMP_SKILL_PACKAGE_MAX_BYTES",
+                job_defaults.temp_package_max_bytes,
+            )?,
+            retention: seconds("SKILL_RUNNER_RUN_RETENTION_SECONDS", job_defaults.retention)?,
+            failed_retention: seconds(
+                "SKILL_RUNNER_FAILED_RUN_RETENTION_SECONDS",
+                job_defaults.failed_retention,
+            )?,
+            cleanup_interval: seconds(
+                "SKILL_RUNNER_CLEANUP_INTERVAL_SECONDS",
+                job_defaults.cleanup_interval,
+            )?,
+        };
+
         Ok(Self {
             bind,
             data_dir: get("SKILL_RUNNER_DATA_DIR")
@@ -143,6 +221,8 @@ impl Config {
             log_format,
             log_filter,
             package_limits,
+            jobs,
+            reaper_exe: None,
         })
     }
 
@@ -157,6 +237,21 @@ impl Config {
     /// The SQLite database file.
     pub fn database_path(&self) -> PathBuf {
         self.data_dir.join("skill_runner.db")
+    }
+
+    /// Run folders (`<data>/runs/<run_id>`).
+    pub fn runs_dir(&self) -> PathBuf {
+        self.data_dir.join("runs")
+    }
+
+    /// Upload staging of requests that wait for their inputs (`<data>/requests/<request_id>`).
+    pub fn requests_dir(&self) -> PathBuf {
+        self.data_dir.join("requests")
+    }
+
+    /// Temporary skill packages (`<data>/temp_skill_runs/<request_id>`).
+    pub fn temp_runs_dir(&self) -> PathBuf {
+        self.data_dir.join("temp_skill_runs")
     }
 }
 

@@ -64,7 +64,15 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         match self {
             Self::Client { status, detail } => {
-                (status, axum::Json(json!({ "detail": detail }))).into_response()
+                let mut response =
+                    (status, axum::Json(json!({ "detail": detail }))).into_response();
+                if status == StatusCode::TOO_MANY_REQUESTS {
+                    // Queue places free up as runs start; a second is a fair first retry.
+                    response
+                        .headers_mut()
+                        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                }
+                response
             }
             Self::Internal(cause) => {
                 tracing::error!(error = format!("{cause:#}"), "request failed");

@@ -21,12 +21,19 @@ struct Cli {
 enum Command {
     /// Serve the API (the default). Configured by environment variables; see the README.
     Serve,
+    /// Internal: the group reaper the service starts for itself (see `process::reaper`).
+    #[command(hide = true)]
+    Reaper,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(),
+        Command::Reaper => {
+            skill_runner::process::reaper::run(std::io::stdin().lock());
+            ExitCode::SUCCESS
+        }
     }
 }
 
@@ -72,6 +79,7 @@ fn serve() -> ExitCode {
 fn configure() -> Result<Config, ConfigError> {
     let mut config = Config::from_env()?;
     config.prepare_dirs()?;
+    config.reaper_exe = std::env::current_exe().ok();
     skill_runner::telemetry::init(&config)?;
     Ok(config)
 }

@@ -9,7 +9,9 @@ use tokio::net::TcpListener;
 
 use crate::api;
 use crate::config::Config;
+use crate::jobs::Jobs;
 use crate::packages::Installer;
+use crate::process::Reaper;
 use crate::skill::Registry;
 use crate::state::AppState;
 use crate::store::Store;
@@ -42,12 +44,22 @@ pub async fn serve(
         .recover()
         .await
         .context("recovering unfinished installs")?;
+    let reaper = match &config.reaper_exe {
+        Some(exe) => Some(Arc::new(
+            Reaper::spawn(exe).context("starting the process group reaper")?,
+        )),
+        None => None,
+    };
+    let config = Arc::new(config);
+    let jobs = Jobs::new(config.clone(), store.clone(), registry.clone(), reaper);
+    jobs.start().await.context("recovering runs")?;
 
     let state = AppState {
-        config: Arc::new(config),
+        config,
         store: store.clone(),
         registry,
         installer: installer.clone(),
+        jobs: jobs.clone(),
     };
     let addr = listener.local_addr()?;
     tracing::info!(
@@ -60,7 +72,10 @@ pub async fn serve(
         .context("serving HTTP")?;
 
     tracing::info!("shutting down");
-    installer.shutdown(SHUTDOWN_GRACE).await;
+    tokio::join!(
+        installer.shutdown(SHUTDOWN_GRACE),
+        jobs.shutdown(SHUTDOWN_GRACE)
+    );
     store.close().await;
     Ok(())
 }

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::jobs::Jobs;
 use crate::packages::Installer;
 use crate::skill::Registry;
 use crate::store::Store;
@@ -14,4 +15,5 @@ pub struct AppState {
     pub store: Store,
     pub registry: Arc<Registry>,
     pub installer: Arc<Installer>,
+    pub jobs: Arc<Jobs>,
 }

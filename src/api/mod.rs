@@ -1,5 +1,6 @@
 //! The HTTP API: routes, the OpenAPI document and the middleware stack.
 
+pub mod jobs;
 pub mod packages;
 pub mod skills;
 pub mod system;
@@ -8,7 +9,7 @@ pub mod upload;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::HeaderName;
-use axum::routing::get;
+use axum::routing::{get, post};
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -27,7 +28,12 @@ const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
 #[derive(OpenApi)]
 #[openapi(
     info(title = "skill-runner", description = "Runs skills through agent CLIs or scripts."),
+    paths(jobs::artifact),
     tags(
+        (name = "jobs", description = "Run installed skills"),
+        (name = "temp-skill-runs", description = "Run a skill package once without installing it. \
+            Besides create and upload, every `/v1/jobs/{request_id}/...` route exists under \
+            `/v1/temp-skill-runs/{request_id}/...` with the same behaviour"),
         (name = "skills", description = "Installed skills"),
         (name = "skill-packages", description = "Install and update skill packages"),
         (name = "system", description = "Service health"),
@@ -44,7 +50,27 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
     // Package uploads stream to disk under their own cap instead of the default body limit.
     let uploads = OpenApiRouter::new()
         .routes(routes!(packages::install_package))
+        .routes(routes!(jobs::upload))
+        .route(
+            &format!("{}/{{request_id}}/upload", jobs::TEMP_PREFIX),
+            post(jobs::upload),
+        )
         .layer(DefaultBodyLimit::disable());
+    let temp = |suffix: &str| format!("{}/{{request_id}}{suffix}", jobs::TEMP_PREFIX);
+    // Paths with a wildcard, and the temporary-run aliases, are routed here; the OpenAPI
+    // document lists the `/v1/jobs` forms.
+    let aliases = OpenApiRouter::new()
+        .route(
+            "/v1/jobs/{request_id}/artifacts/{*artifact_path}",
+            get(jobs::artifact),
+        )
+        .route(&temp(""), get(jobs::status))
+        .route(&temp("/result"), get(jobs::result))
+        .route(&temp("/artifacts"), get(jobs::artifacts))
+        .route(&temp("/artifacts/{*artifact_path}"), get(jobs::artifact))
+        .route(&temp("/bundle"), get(jobs::bundle))
+        .route(&temp("/logs"), get(jobs::logs))
+        .route(&temp("/cancel"), post(jobs::cancel));
     let mut doc = ApiDoc::openapi();
     doc.info.license = None;
     OpenApiRouter::with_openapi(doc)
@@ -52,7 +78,17 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(skills::get_skill))
         .routes(routes!(packages::install_status))
         .routes(routes!(system::ping))
+        .routes(routes!(jobs::create_job))
+        .routes(routes!(jobs::create_temp))
+        .routes(routes!(jobs::status))
+        .routes(routes!(jobs::result))
+        .routes(routes!(jobs::artifacts))
+        .routes(routes!(jobs::bundle))
+        .routes(routes!(jobs::logs))
+        .routes(routes!(jobs::cancel))
+        .routes(routes!(jobs::cleanup))
         .merge(uploads)
+        .merge(aliases)
         .split_for_parts()
 }
 

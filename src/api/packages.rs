@@ -6,7 +6,7 @@ use axum::extract::{Path, State};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::upload::save_file_field;
+use super::upload::{FileField, save_file_fields};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use crate::store::{InstallRequest, InstallStatus};
@@ -48,13 +48,14 @@ pub async fn install_package(
     })?;
     let installer = &state.installer;
     let request_id = Uuid::new_v4().to_string();
-    let saved = save_file_field(
-        &mut multipart,
-        "file",
-        &installer.package_path(&request_id),
-        installer.limits().max_compressed_bytes,
-    )
-    .await;
+    let field = FileField {
+        name: "file",
+        dest: installer.package_path(&request_id),
+        max_bytes: installer.limits().max_compressed_bytes,
+    };
+    let saved = save_file_fields(&mut multipart, &[field])
+        .await
+        .map(|sizes| sizes[0]);
     let accepted = match saved {
         Ok(Some(0)) => Err(ApiError::bad_request(
             "Empty upload: the 'file' field holds no bytes",

@@ -50,32 +50,55 @@ pub fn extract_package(
     dest: &Path,
     limits: &PackageLimits,
 ) -> Result<PathBuf, ArchiveError> {
+    let (top, _) = extract(zip_path, dest, limits, "package", single_top_level)?;
+    Ok(dest.join(top))
+}
+
+/// Extracts an input upload into `dest` (which must not exist yet), with the same entry checks
+/// as packages but any layout; returns the extracted files' `/`-separated paths.
+pub fn extract_upload(
+    zip_path: &Path,
+    dest: &Path,
+    limits: &PackageLimits,
+) -> Result<Vec<String>, ArchiveError> {
+    let ((), files) = extract(zip_path, dest, limits, "upload", |_| Ok(()))?;
+    Ok(files)
+}
+
+fn extract<T>(
+    zip_path: &Path,
+    dest: &Path,
+    limits: &PackageLimits,
+    what: &str,
+    check_layout: impl FnOnce(&[Planned]) -> Result<T, ArchiveError>,
+) -> Result<(T, Vec<String>), ArchiveError> {
     let file = File::open(zip_path)?;
     let zip_size = file.metadata()?.len();
     if zip_size > limits.max_compressed_bytes {
         return reject(format!(
-            "package is {zip_size} bytes; the limit is {} bytes",
+            "{what} is {zip_size} bytes; the limit is {} bytes",
             limits.max_compressed_bytes
         ));
     }
     let mut archive = match zip::ZipArchive::new(file) {
         Ok(a) => a,
-        Err(e) => return reject(format!("package is not a valid zip file: {e}")),
+        Err(e) => return reject(format!("{what} is not a valid zip file: {e}")),
     };
     if archive.len() > limits.max_entries {
         return reject(format!(
-            "package has {} entries; the limit is {}",
+            "{what} has {} entries; the limit is {}",
             archive.len(),
             limits.max_entries
         ));
     }
 
-    let plan = plan_entries(&mut archive, zip_size, limits)?;
-    let top = single_top_level(&plan)?;
+    let plan = plan_entries(&mut archive, zip_size, limits, what)?;
+    let layout = check_layout(&plan)?;
 
     std::fs::create_dir_all(dest.parent().unwrap_or(dest))?;
     std::fs::create_dir(dest)?;
     let mut written = 0u64;
+    let mut files = Vec::new();
     for entry in &plan {
         let target = dest.join(&entry.path);
         if entry.is_dir {
@@ -85,10 +108,20 @@ pub fn extract_package(
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        let mut out = OpenOptions::new()
+        let mut out = match OpenOptions::new()
             .write(true)
             .create_new(true)
-            .open(&target)?;
+            .open(&target)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return reject(format!(
+                    "entry '{}' appears twice in the {what}",
+                    entry.path.display()
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        };
         let mut zipped = match archive.by_index(entry.index) {
             Ok(z) => z,
             Err(e) => {
@@ -110,12 +143,20 @@ pub fn extract_package(
         written += copied;
         if written > limits.max_uncompressed_bytes {
             return reject(format!(
-                "package inflates beyond {} bytes (zip bomb)",
+                "{what} inflates beyond {} bytes (zip bomb)",
                 limits.max_uncompressed_bytes
             ));
         }
+        files.push(
+            entry
+                .path
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy())
+                .collect::<Vec<_>>()
+                .join("/"),
+        );
     }
-    Ok(dest.join(top))
+    Ok((layout, files))
 }
 
 fn copy_checked(from: &mut impl Read, to: &mut File, name: &Path) -> Result<u64, ArchiveError> {
@@ -139,6 +180,7 @@ fn plan_entries(
     archive: &mut zip::ZipArchive<File>,
     zip_size: u64,
     limits: &PackageLimits,
+    what: &str,
 ) -> Result<Vec<Planned>, ArchiveError> {
     let mut plan = Vec::with_capacity(archive.len());
     let mut total = 0u64;
@@ -151,7 +193,7 @@ fn plan_entries(
             Ok(name) => name.into_owned(),
             Err(e) => return reject(format!("zip entry #{index} has an unreadable name: {e}")),
         };
-        let Some(components) = sanitize_name(&raw)? else {
+        let Some(components) = sanitize_name(&raw, what)? else {
             continue;
         };
         if components.first().is_some_and(|c| c == "__MACOSX") {
@@ -183,7 +225,7 @@ fn plan_entries(
         total = total.saturating_add(size);
         if total > limits.max_uncompressed_bytes {
             return reject(format!(
-                "package inflates beyond {} bytes (zip bomb)",
+                "{what} inflates beyond {} bytes (zip bomb)",
                 limits.max_uncompressed_bytes
             ));
         }
@@ -196,7 +238,7 @@ fn plan_entries(
     }
     if total > RATIO_CHECK_MIN_BYTES && total / zip_size.max(1) > limits.max_compression_ratio {
         return reject(format!(
-            "package has compression ratio {}:1 above the limit {}:1 (zip bomb)",
+            "{what} has compression ratio {}:1 above the limit {}:1 (zip bomb)",
             total / zip_size.max(1),
             limits.max_compression_ratio
         ));
@@ -205,7 +247,7 @@ fn plan_entries(
 }
 
 /// Splits an entry name into safe components; `None` for names with nothing left (`./`).
-fn sanitize_name(raw: &str) -> Result<Option<Vec<String>>, ArchiveError> {
+fn sanitize_name(raw: &str, what: &str) -> Result<Option<Vec<String>>, ArchiveError> {
     if raw.contains('\0') {
         return reject(format!("entry name {raw:?} contains a NUL byte"));
     }
@@ -222,7 +264,7 @@ fn sanitize_name(raw: &str) -> Result<Option<Vec<String>>, ArchiveError> {
             "" | "." => {}
             ".." => {
                 return reject(format!(
-                    "entry '{raw}' escapes the package with '..' (zip-slip)"
+                    "entry '{raw}' escapes the {what} with '..' (zip-slip)"
                 ));
             }
             other => components.push(other.to_owned()),

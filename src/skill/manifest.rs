@@ -46,11 +46,20 @@ impl Rules {
 }
 
 /// `auto` runs straight through; `interactive` may stop to ask its user.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ExecutionMode {
     Auto,
     Interactive,
+}
+
+impl ExecutionMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Interactive => "interactive",
+        }
+    }
 }
 
 /// Where the three schemas live, relative to the skill folder.
@@ -100,6 +109,55 @@ pub struct SkillManifest {
     /// The script argv when the skill runs with the `script` engine.
     #[serde(skip)]
     pub script: Option<Vec<String>>,
+    /// The parsed input, parameter and output schemas.
+    #[serde(skip)]
+    pub schema_docs: SchemaDocs,
+}
+
+/// Where an input field's value comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputSource {
+    /// The request body's `input`.
+    Inline,
+    /// A file of the upload zip named after the key.
+    File,
+}
+
+impl SkillManifest {
+    /// Each input property with its source (`x-input-source`, default `file`).
+    pub fn input_sources(&self) -> Vec<(String, InputSource)> {
+        self.schema_docs
+            .input
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|props| {
+                props
+                    .iter()
+                    .map(|(key, prop)| {
+                        let source = match prop.get("x-input-source").and_then(Value::as_str) {
+                            Some("inline") => InputSource::Inline,
+                            _ => InputSource::File,
+                        };
+                        (key.clone(), source)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Input keys listed as `required`.
+    pub fn required_inputs(&self) -> Vec<String> {
+        self.schema_docs
+            .input
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| {
+                r.iter()
+                    .filter_map(|k| k.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// Engine default configuration files a skill may ship.
@@ -212,6 +270,7 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
         runtime,
         engine_configs,
         script,
+        schema_docs,
     })
 }
 
@@ -442,8 +501,11 @@ pub fn is_safe_relative(path: &str) -> bool {
 }
 
 /// The three parsed schemas of a skill.
-struct SchemaDocs {
-    output: Value,
+#[derive(Debug, Clone)]
+pub struct SchemaDocs {
+    pub input: Value,
+    pub parameter: Value,
+    pub output: Value,
 }
 
 impl SchemaDocs {
@@ -495,7 +557,11 @@ impl SchemaDocs {
             }
             Ok(())
         })?;
-        Ok(Self { output })
+        Ok(Self {
+            input,
+            parameter,
+            output,
+        })
     }
 }
 

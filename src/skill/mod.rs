@@ -3,5 +3,7 @@
 pub mod manifest;
 pub mod registry;
 
-pub use manifest::{ArtifactSpec, ExecutionMode, InvalidSkill, Rules, SchemaPaths, SkillManifest};
+pub use manifest::{
+    ArtifactSpec, ExecutionMode, InputSource, InvalidSkill, Rules, SchemaPaths, SkillManifest,
+};
 pub use registry::{Registry, SkillEntry, Snapshot};

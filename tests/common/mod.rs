@@ -347,3 +347,201 @@ pub fn copy_bundled_skills(dest: &Path) {
     }
     copy(&Path::new(env!("CARGO_MANIFEST_DIR")).join("skills"), dest);
 }
+
+/// The shell entrypoint of the `probe` test skill: `parameter.mode` picks a behaviour.
+pub const PROBE_SCRIPT: &str = r#"#!/bin/sh
+req=$(cat)
+field() { printf '%s' "$req" | sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }
+mode=$(field mode)
+echo $$ > pgid.txt
+case "$mode" in
+  ok)
+    mkdir -p artifacts
+    doc=$(field doc)
+    if [ -n "$doc" ]; then cp "$doc" artifacts/report.md; else printf 'report' > artifacts/report.md; fi
+    printf 'working\n'
+    printf 'wärme ✓\n' >&2
+    printf '{"summary":"%s","turn":%s}\n' "$(field text)" "$SKILL_RUNNER_TURN" ;;
+  exit) echo 'boom on stderr' >&2; exit 3 ;;
+  nojson) echo 'no json here' ;;
+  badschema) mkdir -p artifacts; printf r > artifacts/report.md; echo '{"summary": 5}' ;;
+  noartifact) echo '{"summary":"x"}' ;;
+  error) echo '{"success": false, "error": {"code": "BAD_INPUT", "message": "skill said no"}}' ;;
+  sleep) sleep 30; echo '{"summary":"late"}' ;;
+  late)
+    trap 'mkdir -p artifacts; printf r > artifacts/report.md; echo "{\"summary\":\"late\"}"; exit 0' TERM
+    sleep 30 & wait ;;
+  grandchild) sh -c 'sleep 300' & sleep 300 ;;
+esac
+"#;
+
+/// A `script` skill running [`PROBE_SCRIPT`]: inline `text`, parameter `mode` (required),
+/// required artifact `report.md`, and a file input `doc`: absent (`None`), optional
+/// (`Some(false)`) or required (`Some(true)`).
+pub fn probe_skill(id: &str, doc: Option<bool>) -> Package {
+    let required: Vec<&str> = if doc == Some(true) {
+        vec!["doc"]
+    } else {
+        vec![]
+    };
+    let mut inputs = json!({"text": {"type": "string", "x-input-source": "inline"}});
+    if doc.is_some() {
+        inputs["doc"] = json!({"type": "string", "x-input-source": "file"});
+    }
+    skill_package(id, "1.0.0")
+        .runner(json!({
+            "entrypoint": {"script": ["sh", "run.sh"]},
+            "artifacts": [{"role": "report", "pattern": "report.md", "required": true}]
+        }))
+        .file("run.sh", PROBE_SCRIPT)
+        .file(
+            "assets/input.schema.json",
+            json!({"type": "object", "required": required, "properties": inputs}).to_string(),
+        )
+        .file(
+            "assets/parameter.schema.json",
+            json!({"type": "object", "required": ["mode"], "properties": {
+                "mode": {"type": "string"}, "n": {"type": "integer"}}})
+            .to_string(),
+        )
+        .file(
+            "assets/output.schema.json",
+            json!({"type": "object", "required": ["summary"], "properties": {
+                "summary": {"type": "string"}, "turn": {"type": "integer"}}})
+            .to_string(),
+        )
+}
+
+impl Package {
+    /// Writes the skill folder into `skills_dir`.
+    pub fn write_into(&self, skills_dir: &Path) {
+        for (path, bytes) in &self.files {
+            let target = skills_dir.join(&self.top).join(path);
+            std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+            std::fs::write(target, bytes).unwrap();
+        }
+    }
+}
+
+impl TestServer {
+    pub async fn post_json(&self, path: &str, body: Value) -> (u16, Value) {
+        let resp = self
+            .client
+            .post(self.url(path))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    pub async fn post_form(&self, path: &str, form: reqwest::multipart::Form) -> (u16, Value) {
+        let resp = self
+            .client
+            .post(self.url(path))
+            .multipart(form)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    /// Uploads an inputs zip to `/v1/jobs/{rid}/upload`.
+    pub async fn upload_inputs(&self, rid: &str, entries: Vec<(&str, &[u8])>) -> (u16, Value) {
+        let zip = build_zip(
+            entries
+                .into_iter()
+                .map(|(n, b)| (n.to_owned(), b.to_vec()))
+                .collect(),
+        );
+        let part = reqwest::multipart::Part::bytes(zip).file_name("inputs.zip");
+        self.post_form(
+            &format!("/v1/jobs/{rid}/upload"),
+            reqwest::multipart::Form::new().part("file", part),
+        )
+        .await
+    }
+
+    /// Creates a job and returns its request id (asserting 200).
+    pub async fn create_job(&self, body: Value) -> String {
+        let (status, created) = self.post_json("/v1/jobs", body).await;
+        assert_eq!(status, 200, "{created}");
+        created["request_id"].as_str().unwrap().to_owned()
+    }
+
+    /// Polls `path` (a status route) until `status` is one of `wanted`.
+    pub async fn wait_status(&self, path: &str, wanted: &[&str]) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (code, body) = self.get(path).await;
+            assert_eq!(code, 200, "{body}");
+            if wanted.iter().any(|w| body["status"] == *w) {
+                return body;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{path} never reached {wanted:?}: {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Waits for a job to end.
+    pub async fn wait_job(&self, rid: &str) -> Value {
+        self.wait_status(
+            &format!("/v1/jobs/{rid}"),
+            &["succeeded", "failed", "canceled"],
+        )
+        .await
+    }
+
+    pub async fn get_bytes(&self, path: &str) -> (u16, reqwest::header::HeaderMap, Vec<u8>) {
+        let resp = self.client.get(self.url(path)).send().await.unwrap();
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        (status, headers, resp.bytes().await.unwrap().to_vec())
+    }
+}
+
+/// Live (non-zombie) processes whose process group is `pgid`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            let rest: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..]
+                .split_whitespace()
+                .collect();
+            rest[0] != "Z" && rest[2].parse::<i32>() == Ok(pgid)
+        })
+        .collect()
+}
+
+/// Waits until group `pgid` has no live process; panics after 10 s.
+pub fn assert_group_gone(pgid: i32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let members = group_members(pgid);
+        if members.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "process group {pgid} survives: {members:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,280 @@
+//! `/v1/jobs/*` and `/v1/temp-skill-runs/*`. Both families share these handlers: which one a
+//! request came through is read from its path ([`Kind`]), and a request id of one family is
+//! unknown to the other.
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::multipart::{Multipart, MultipartRejection};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use tokio_util::io::ReaderStream;
+
+use super::upload::{FileField, save_file_fields};
+use crate::error::{ApiError, ApiResult};
+use crate::jobs::create::{CreateJob, CreateTemp, Created, UploadFiles, Uploaded};
+use crate::jobs::views::{CancelResponse, RequestStatus, RunLogs};
+use crate::state::AppState;
+use crate::store::{CleanupCounts, RequestKind};
+
+/// Prefix of the temporary-skill routes.
+pub const TEMP_PREFIX: &str = "/v1/temp-skill-runs";
+
+/// Which API family a request came through.
+#[derive(Debug, Clone, Copy)]
+pub struct Kind(pub RequestKind);
+
+impl<S: Send + Sync> FromRequestParts<S> for Kind {
+    type Rejection = std::convert::Infallible;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Kind(if parts.uri.path().starts_with(TEMP_PREFIX) {
+            RequestKind::Temp
+        } else {
+            RequestKind::Job
+        }))
+    }
+}
+
+/// A JSON body that could not be read, as a FastAPI-style 422.
+fn bad_json(e: JsonRejection) -> ApiError {
+    ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        serde_json::json!([{"loc": ["body"], "msg": e.body_text(), "type": "json_invalid"}]),
+    )
+}
+
+/// Creates a job. Without file inputs it is queued at once (or bound to a cached result);
+/// with file inputs it waits for `/upload` and `status` is `null`.
+#[utoipa::path(post, path = "/v1/jobs", tag = "jobs", request_body = CreateJob,
+    responses(
+        (status = 200, description = "Created", body = Created),
+        (status = 400, description = "Engine, execution mode, runtime options, model, input or parameter refused; `detail` says which"),
+        (status = 404, description = "Unknown skill"),
+        (status = 422, description = "Body is not valid JSON of this shape"),
+        (status = 429, description = "Job queue is full (see Retry-After)"),
+    ))]
+pub async fn create_job(
+    State(state): State<AppState>,
+    body: Result<Json<CreateJob>, JsonRejection>,
+) -> ApiResult<Json<Created>> {
+    let Json(body) = body.map_err(bad_json)?;
+    state.jobs.create_job(body).await.map(Json)
+}
+
+/// Creates a temporary skill run; the package comes with `/upload`.
+#[utoipa::path(post, path = "/v1/temp-skill-runs", tag = "temp-skill-runs", request_body = CreateTemp,
+    responses(
+        (status = 200, description = "Created", body = Created),
+        (status = 400, description = "Unknown engine or bad runtime options"),
+        (status = 422, description = "Body is not valid JSON of this shape"),
+    ))]
+pub async fn create_temp(
+    State(state): State<AppState>,
+    body: Result<Json<CreateTemp>, JsonRejection>,
+) -> ApiResult<Json<Created>> {
+    let Json(body) = body.map_err(bad_json)?;
+    state.jobs.create_temp(body).await.map(Json)
+}
+
+/// The multipart form of an upload.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code, reason = "only describes the form in the OpenAPI document")]
+pub struct UploadForm {
+    /// Zip of input files, each named after its input key. Required when the skill has
+    /// required file inputs.
+    #[schema(value_type = Option<String>, format = Binary)]
+    file: Vec<u8>,
+    /// Temporary runs only: the skill package zip.
+    #[schema(value_type = Option<String>, format = Binary)]
+    skill_package: Vec<u8>,
+}
+
+/// Uploads the inputs (and for temporary runs the package) and starts the run. The same
+/// route exists under `/v1/temp-skill-runs/{request_id}/upload`.
+#[utoipa::path(post, path = "/v1/jobs/{request_id}/upload", tag = "jobs",
+    params(("request_id" = String, Path)),
+    request_body(content = UploadForm, content_type = "multipart/form-data"),
+    responses(
+        (status = 200, description = "Run queued or bound to a cached result", body = Uploaded),
+        (status = 400, description = "Bad zip, missing required file input, invalid package"),
+        (status = 404, description = "Unknown request"),
+        (status = 409, description = "The request already received its upload"),
+        (status = 413, description = "Upload larger than the limit"),
+        (status = 429, description = "Job queue is full (see Retry-After)"),
+    ))]
+pub async fn upload(
+    State(state): State<AppState>,
+    Kind(kind): Kind,
+    Path(request_id): Path<String>,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> ApiResult<Json<Uploaded>> {
+    let mut multipart = multipart
+        .map_err(|e| ApiError::bad_request(format!("expected a multipart/form-data body: {e}")))?;
+    let jobs = &state.jobs;
+    let request = jobs.claim_upload(kind, &request_id).await?;
+    let dir = jobs.upload_dir(kind, &request_id);
+    let mut fields = vec![FileField {
+        name: "file",
+        dest: dir.join("inputs.zip"),
+        max_bytes: state.config.package_limits.max_compressed_bytes,
+    }];
+    if kind == RequestKind::Temp {
+        fields.push(FileField {
+            name: "skill_package",
+            dest: dir.join("package.zip"),
+            max_bytes: state.config.jobs.temp_package_max_bytes,
+        });
+    }
+    let sizes = match save_file_fields(&mut multipart, &fields).await {
+        Ok(sizes) => sizes,
+        Err(e) => {
+            jobs.release_upload(&request).await;
+            return Err(e);
+        }
+    };
+    let path_of = |i: usize| {
+        sizes
+            .get(i)
+            .copied()
+            .flatten()
+            .map(|_| fields[i].dest.clone())
+    };
+    let files = UploadFiles {
+        inputs: path_of(0),
+        package: path_of(1),
+    };
+    jobs.accept_upload(request, files).await.map(Json)
+}
+
+/// Where a request stands. The same route exists under `/v1/temp-skill-runs/{request_id}`.
+#[utoipa::path(get, path = "/v1/jobs/{request_id}", tag = "jobs",
+    params(("request_id" = String, Path)),
+    responses((status = 200, body = RequestStatus), (status = 404, description = "Unknown request")))]
+pub async fn status(
+    State(state): State<AppState>,
+    Kind(kind): Kind,
+    Path(request_id): Path<String>,
+) -> ApiResult<Json<RequestStatus>> {
+    state.jobs.status(kind, &request_id).await.map(Json)
+}
+
+/// The result envelope: `{request_id, result: {status, data, artifacts, repair_level,
+/// validation_warnings, error}}`.
+#[utoipa::path(get, path = "/v1/jobs/{request_id}/result", tag = "jobs",
+    params(("request_id" = String, Path)),
+    responses((status = 200, body = Object), (status = 404, description = "Unknown request or no result yet")))]
+pub async fn result(
+    State(state): State<AppState>,
+    Kind(kind): Kind,
+    Path(request_id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    state.jobs.result(kind, &request_id).await.map(Json)
+}
+
+/// `{request_id, artifacts: ["artifacts/..."]}`.
+#[utoipa::path(get, path = "/v1/jobs/{request_id}/artifacts", tag = "jobs",
+    params(("request_id" = String, Path)),
+    responses((status = 200, body = Object), (status = 404, description = "Unknown request")))]
+pub async fn artifacts(
+    State(state): State<AppState>,
+    Kind(kind): Kind,
+    Path(request_id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    state.jobs.artifacts(kind, &request_id).await.map(Json)
+}
+
+/// Downloads one artifact; the path must start with `artifacts/`.
+#[utoipa::path(get, path = "/v1/jobs/{request_id}/artifacts/{artifact_path}", tag = "jobs",
+    params(("request_id" = String, Path), ("artifact_path" = String, Path)),
+    responses(
+        (status = 200, description = "The file, as an attachment"),
+        (status = 400, description = "The path escapes artifacts/"),
+        (status = 404, description = "No such artifact"),
+    ))]
+pub async fn artifact(
+    State(state): State<AppState>,
+    Kind(kind): Kind,
+    Path((request_id, path)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let file = state.jobs.artifact_file(kind, &request_id, &path).await?;
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    send_file(&file, &name, "application/octet-stream").await
+}
+
+/// The run's bundle zip (`run_bundle.zip`, or `run_bundle_debug.zip` when the request had
+/// `runtime_options.debug`), with `bundle/manifest[_debug].json` listing every file's size
+/// and SHA-256.
+#[utoipa::path(get, path = "/v1/jobs/{request_id}/bundle", tag = "jobs",
+    params(("request_id" = String, Path)),
+    responses(
+        (status = 200, description = "The zip", content_type = "application/zip"),
+        (status = 404, description = "Unknown request"),
+        (status = 409, description = "The run has not ended"),
+    ))]
+pub async fn bundle(
+    State(state): State<AppState>,
+    Kind(kind): Kind,
+    Path(request_id): Path<String>,
+) -> ApiResult<Response> {
+    let bundle = state.jobs.bundle(kind, &request_id).await?;
+    send_file(&bundle.path, bundle.file_name, "application/zip").await
+}
+
+/// `{request_id, prompt, stdout, stderr}`.
+#[utoipa::path(get, path = "/v1/jobs/{request_id}/logs", tag = "jobs",
+    params(("request_id" = String, Path)),
+    responses((status = 200, body = RunLogs), (status = 404, description = "Unknown request")))]
+pub async fn logs(
+    State(state): State<AppState>,
+    Kind(kind): Kind,
+    Path(request_id): Path<String>,
+) -> ApiResult<Json<RunLogs>> {
+    state.jobs.logs(kind, &request_id).await.map(Json)
+}
+
+/// Cancels a queued or running run (`CANCELED_BY_USER`); a finished run answers
+/// `accepted: false`.
+#[utoipa::path(post, path = "/v1/jobs/{request_id}/cancel", tag = "jobs",
+    params(("request_id" = String, Path)),
+    responses((status = 200, body = CancelResponse), (status = 404, description = "Unknown request or no run yet")))]
+pub async fn cancel(
+    State(state): State<AppState>,
+    Kind(kind): Kind,
+    Path(request_id): Path<String>,
+) -> ApiResult<Json<CancelResponse>> {
+    state.jobs.cancel(kind, &request_id).await.map(Json)
+}
+
+/// Deletes every finished run with its requests and cache entries; active runs are kept.
+#[utoipa::path(post, path = "/v1/jobs/cleanup", tag = "jobs",
+    responses((status = 200, body = CleanupCounts)))]
+pub async fn cleanup(State(state): State<AppState>) -> ApiResult<Json<CleanupCounts>> {
+    Ok(Json(state.jobs.cleanup_now().await?))
+}
+
+async fn send_file(
+    path: &std::path::Path,
+    name: &str,
+    content_type: &'static str,
+) -> ApiResult<Response> {
+    let file = tokio::fs::File::open(path).await?;
+    let len = file.metadata().await?.len();
+    let disposition = format!(
+        "attachment; filename=\"{}\"",
+        name.replace(['"', '\\', '\r', '\n'], "_")
+    );
+    let mut response = Body::from_stream(ReaderStream::new(file)).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    if let Ok(v) = HeaderValue::from_str(&disposition) {
+        headers.insert(header::CONTENT_DISPOSITION, v);
+    }
+    Ok(response)
+}

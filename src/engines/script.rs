@@ -1,0 +1,72 @@
+//! The `script` engine: runs the skill's own `entrypoint.script`, no model involved.
+//!
+//! The contract (product notes): stdin carries one JSON object with the inputs, parameters and
+//! turn state; the environment names the run and skill folders; the answer is the last JSON
+//! object on stdout, with the same extraction rules as the agent engines.
+
+use anyhow::Context;
+use serde_json::{Map, Value, json};
+
+use super::{Engine, EngineAdapter, Turn};
+use crate::output::{self, RepairLevel};
+use crate::process::ProcessSpec;
+
+#[derive(Debug)]
+pub struct ScriptEngine;
+
+impl EngineAdapter for ScriptEngine {
+    fn engine(&self) -> Engine {
+        Engine::Script
+    }
+
+    fn command(&self, turn: &Turn<'_>) -> anyhow::Result<ProcessSpec> {
+        let skill = turn.skill;
+        let script = skill
+            .script
+            .as_ref()
+            .context("the skill declares no entrypoint.script")?;
+        // Relative paths that exist in the skill folder are made absolute, because the process
+        // runs in the run folder; everything else (the program name, flags) passes unchanged.
+        let argv = script
+            .iter()
+            .enumerate()
+            .map(|(i, arg)| {
+                let candidate = skill.path.join(arg);
+                let path_like = i > 0 || arg.contains('/');
+                if path_like && !arg.starts_with('/') && candidate.exists() {
+                    candidate.to_string_lossy().into_owned()
+                } else {
+                    arg.clone()
+                }
+            })
+            .collect();
+        let stdin = json!({
+            "input": turn.input,
+            "parameter": turn.parameter,
+            "run_dir": turn.run_dir,
+            "skill_dir": skill.path,
+            "execution_mode": turn.execution_mode.as_str(),
+            "turn": turn.number,
+            "reply": turn.reply,
+            "history": turn.history,
+        });
+        let path = |p: &std::path::Path| p.to_string_lossy().into_owned();
+        Ok(ProcessSpec {
+            argv,
+            cwd: turn.run_dir.to_path_buf(),
+            env: vec![
+                ("SKILL_RUNNER_RUN_DIR".into(), path(turn.run_dir)),
+                ("SKILL_RUNNER_SKILL_DIR".into(), path(&skill.path)),
+                ("SKILL_RUNNER_REQUEST_ID".into(), turn.request_id.to_owned()),
+                ("SKILL_RUNNER_TURN".into(), turn.number.to_string()),
+            ],
+            stdin: Some(serde_json::to_vec(&stdin)?),
+            stdout_log: turn.run_dir.join("logs/stdout.txt"),
+            stderr_log: turn.run_dir.join("logs/stderr.txt"),
+        })
+    }
+
+    fn answer(&self, stdout: &str) -> Option<(Map<String, Value>, RepairLevel)> {
+        output::extract(stdout)
+    }
+}

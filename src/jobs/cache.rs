@@ -1,0 +1,167 @@
+//! Cache keys: what makes two requests the same computation.
+//!
+//! The key hashes the canonical JSON (sorted keys) of the skill id, the engine, the skill's
+//! fingerprint (every file of its folder, so a changed script is a miss too), the parameters,
+//! the engine options, the inline input and the uploaded files' hashes. Runtime options are
+//! left out: they do not change results.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+/// Hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Hash of every regular file under `dir` (paths and contents), in path order.
+pub fn fingerprint(dir: &Path) -> std::io::Result<String> {
+    let mut hasher = Sha256::new();
+    for (rel, path) in files_under(dir)? {
+        let bytes = std::fs::read(&path)?;
+        hasher.update(rel.as_bytes());
+        hasher.update([0]);
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(&bytes);
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
+/// `{path, sha256, size}` of each uploaded file, sorted by path.
+pub fn file_manifest(dir: &Path) -> std::io::Result<Vec<Value>> {
+    files_under(dir)?
+        .into_iter()
+        .map(|(rel, path)| {
+            let bytes = std::fs::read(&path)?;
+            Ok(json!({"path": rel, "sha256": sha256_hex(&bytes), "size": bytes.len()}))
+        })
+        .collect()
+}
+
+/// Regular files under `dir` with their `/`-separated relative paths, sorted; symlinks are
+/// not followed.
+pub fn files_under(dir: &Path) -> std::io::Result<Vec<(String, std::path::PathBuf)>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        let entries = match std::fs::read_dir(&current) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let entry = entry?;
+            let kind = entry.file_type()?;
+            let path = entry.path();
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file() {
+                let rel = path
+                    .strip_prefix(dir)
+                    .expect("under dir")
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join("/");
+                out.push((rel, path));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// What goes into a cache key.
+#[derive(Debug)]
+pub struct KeyParts<'a> {
+    pub skill_id: &'a str,
+    pub engine: &'a str,
+    pub skill_fingerprint: &'a str,
+    pub parameter: &'a Value,
+    pub engine_options: &'a Value,
+    pub input: &'a Value,
+    /// The uploaded files' [`file_manifest`], empty without an upload.
+    pub files: &'a [Value],
+}
+
+pub fn key(parts: &KeyParts<'_>) -> String {
+    let inline = match parts.input {
+        Value::Null => String::new(),
+        Value::Object(m) if m.is_empty() => String::new(),
+        v => sha256_hex(v.to_string().as_bytes()),
+    };
+    let canonical = json!({
+        "cache_key_version": 1,
+        "skill_id": parts.skill_id,
+        "engine": parts.engine,
+        "skill_fingerprint": parts.skill_fingerprint,
+        "parameter": parts.parameter,
+        "engine_options": parts.engine_options,
+        "input_manifest_hash": sha256_hex(json!({"files": parts.files}).to_string().as_bytes()),
+        "inline_input_hash": inline,
+    });
+    sha256_hex(canonical.to_string().as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_change_with_every_part() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
+        std::fs::write(dir.path().join("a/b/x.txt"), "x").unwrap();
+        std::fs::write(dir.path().join("y.txt"), "y").unwrap();
+        let fp = fingerprint(dir.path()).unwrap();
+        let files = file_manifest(dir.path()).unwrap();
+        assert_eq!(files[0]["path"], "a/b/x.txt");
+        assert_eq!(files[1]["size"], 1);
+        let p = json!({"n": 1});
+        let e = json!({});
+        let i = json!({"text": "hi"});
+        let base = KeyParts {
+            skill_id: "s",
+            engine: "script",
+            skill_fingerprint: &fp,
+            parameter: &p,
+            engine_options: &e,
+            input: &i,
+            files: &files,
+        };
+        let k = key(&base);
+        assert_eq!(k, key(&base), "deterministic");
+        let p2 = json!({"n": 2});
+        assert_ne!(
+            k,
+            key(&KeyParts {
+                parameter: &p2,
+                ..base
+            })
+        );
+        let i2 = json!({"text": "ho"});
+        assert_ne!(k, key(&KeyParts { input: &i2, ..base }));
+        assert_ne!(
+            k,
+            key(&KeyParts {
+                files: &files[..1],
+                ..base
+            })
+        );
+        std::fs::write(dir.path().join("y.txt"), "z").unwrap();
+        let fp2 = fingerprint(dir.path()).unwrap();
+        assert_ne!(fp, fp2);
+        assert_ne!(
+            k,
+            key(&KeyParts {
+                skill_fingerprint: &fp2,
+                ..base
+            })
+        );
+    }
+}

@@ -1,0 +1,518 @@
+//! Creating requests and receiving their uploads, for `/v1/jobs` and `/v1/temp-skill-runs`.
+//!
+//! Nothing is recorded until every check passed, and a refused upload leaves the request as it
+//! was (a temporary run whose package is invalid is the exception the reference defines: the
+//! request ends `failed`). A run is admitted to the queue before its row is written, so the
+//! bound holds exactly.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::Jobs;
+use super::cache::{self, KeyParts};
+use super::options::RuntimeOptions;
+use super::queue::Admission;
+use super::validation;
+use crate::engines::Engine;
+use crate::error::{ApiError, ApiResult};
+use crate::packages::archive::{self, ArchiveError};
+use crate::skill::{ExecutionMode, InputSource, Rules, SkillEntry, SkillManifest, manifest};
+use crate::store::{Binding, NewRequest, NewRun, Request, RequestKind, RunStatus};
+
+/// `POST /v1/jobs` body.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct CreateJob {
+    pub skill_id: String,
+    /// Default: `codex`, or `script` for skills with their own entrypoint.
+    #[serde(default)]
+    pub engine: Option<String>,
+    /// Inline inputs (`x-input-source: inline`); file inputs come with the upload.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub input: Value,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub parameter: Value,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub runtime_options: Option<Value>,
+}
+
+/// `POST /v1/temp-skill-runs` body: like a job, without skill id and inputs.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct CreateTemp {
+    #[serde(default)]
+    pub engine: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub parameter: Value,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub runtime_options: Option<Value>,
+}
+
+/// Answer to a create.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Created {
+    pub request_id: String,
+    pub cache_hit: bool,
+    /// `null` while the request waits for its upload.
+    pub status: Option<RunStatus>,
+}
+
+/// Answer to an upload.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Uploaded {
+    pub request_id: String,
+    pub cache_hit: bool,
+    pub status: RunStatus,
+    pub extracted_files: Vec<String>,
+}
+
+/// The files of an upload, saved by the HTTP layer.
+#[derive(Debug, Default)]
+pub struct UploadFiles {
+    /// The inputs zip (`file`).
+    pub inputs: Option<PathBuf>,
+    /// The temporary skill package (`skill_package`).
+    pub package: Option<PathBuf>,
+}
+
+fn queue_full() -> ApiError {
+    ApiError::new(StatusCode::TOO_MANY_REQUESTS, "Job queue is full")
+}
+
+fn rejected(e: ArchiveError) -> ApiError {
+    match e {
+        ArchiveError::Rejected(m) => ApiError::bad_request(m),
+        ArchiveError::Io(e) => ApiError::Internal(e.into()),
+    }
+}
+
+impl Jobs {
+    /// `POST /v1/jobs`.
+    pub async fn create_job(self: &Arc<Self>, body: CreateJob) -> ApiResult<Created> {
+        let snapshot = self.registry.snapshot().await;
+        let skill = match snapshot.skills.get(&body.skill_id) {
+            Some(SkillEntry::Healthy(m)) => m.clone(),
+            Some(SkillEntry::Degraded { error, .. }) => {
+                return Err(ApiError::not_found(format!(
+                    "Skill '{}' is installed but invalid: {error}",
+                    body.skill_id
+                )));
+            }
+            None => {
+                return Err(ApiError::not_found(format!(
+                    "Skill not found: '{}'",
+                    body.skill_id
+                )));
+            }
+        };
+        let engine = validation::engine(&skill, body.engine.as_deref(), &self.engines)?;
+        let options =
+            RuntimeOptions::parse(body.runtime_options.as_ref()).map_err(ApiError::bad_request)?;
+        validation::execution_mode(&skill, &options)?;
+        let engine_options = validation::model(engine, body.model.as_deref())?;
+        validation::inline_input(&skill, &body.input)?;
+        validation::parameter(&skill, &body.parameter)?;
+
+        let request = NewRequest {
+            request_id: Uuid::new_v4().to_string(),
+            kind: RequestKind::Job,
+            skill_id: Some(skill.id.clone()),
+            engine: engine.as_str().to_owned(),
+            model: body.model,
+            engine_options,
+            input: normalise_object(body.input),
+            parameter: normalise_object(body.parameter),
+            runtime_options: body
+                .runtime_options
+                .unwrap_or(Value::Object(Default::default())),
+        };
+        let request_id = request.request_id.clone();
+        let takes_files = skill
+            .input_sources()
+            .iter()
+            .any(|(_, s)| *s == InputSource::File);
+        if takes_files {
+            self.store.create_request(&request, None).await?;
+            return Ok(Created {
+                request_id,
+                cache_hit: false,
+                status: None,
+            });
+        }
+        let cache_key = self
+            .cache_key(RequestKind::Job, &options, &skill, &request, None)
+            .await?;
+        let (binding, admission) = self.bind(&skill, &request, cache_key, &options).await?;
+        self.store.create_request(&request, Some(&binding)).await?;
+        Ok(self.bound(request_id, binding, admission))
+    }
+
+    /// `POST /v1/temp-skill-runs`: records the request; the skill arrives with the upload.
+    pub async fn create_temp(self: &Arc<Self>, body: CreateTemp) -> ApiResult<Created> {
+        RuntimeOptions::parse(body.runtime_options.as_ref()).map_err(ApiError::bad_request)?;
+        let engine = match body
+            .engine
+            .as_deref()
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+        {
+            None => None,
+            Some(name) => Some(Engine::parse(name).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "Unknown engine '{name}'; known engines: {}",
+                    Engine::ALL.map(Engine::as_str).join(", ")
+                ))
+            })?),
+        };
+        if !matches!(body.parameter, Value::Null | Value::Object(_)) {
+            return Err(ApiError::bad_request("parameter must be an object"));
+        }
+        let request = NewRequest {
+            request_id: Uuid::new_v4().to_string(),
+            kind: RequestKind::Temp,
+            skill_id: None,
+            // Chosen against the skill at upload when omitted.
+            engine: engine.map_or("", Engine::as_str).to_owned(),
+            model: body.model,
+            engine_options: Value::Object(Default::default()),
+            input: Value::Object(Default::default()),
+            parameter: normalise_object(body.parameter),
+            runtime_options: body
+                .runtime_options
+                .unwrap_or(Value::Object(Default::default())),
+        };
+        self.store.create_request(&request, None).await?;
+        Ok(Created {
+            request_id: request.request_id,
+            cache_hit: false,
+            status: Some(RunStatus::Queued),
+        })
+    }
+
+    /// Where the HTTP layer saves an upload's files before [`Jobs::accept_upload`].
+    pub fn upload_dir(&self, kind: RequestKind, request_id: &str) -> PathBuf {
+        match kind {
+            RequestKind::Job => self.config.requests_dir().join(request_id),
+            RequestKind::Temp => self.config.temp_runs_dir().join(request_id),
+        }
+    }
+
+    /// Takes the request's only upload; 404 for unknown requests, 409 when it already has one.
+    pub async fn claim_upload(&self, kind: RequestKind, request_id: &str) -> ApiResult<Request> {
+        let request = self.request_of_kind(kind, request_id).await?;
+        if !self.store.claim_upload(request_id).await? {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "Run already started: this request already received its upload",
+            ));
+        }
+        Ok(request)
+    }
+
+    /// Gives the upload slot back after the HTTP layer failed to save the files.
+    pub async fn release_upload(&self, request: &Request) {
+        let dir = self.upload_dir(request.kind, &request.request_id);
+        let _ = tokio::fs::remove_dir_all(&dir).await;
+        if let Err(e) = self.store.release_upload(&request.request_id).await {
+            tracing::error!(error = format!("{e:#}"), "cannot release an upload claim");
+        }
+    }
+
+    /// Validates a claimed upload and starts (or cache-binds) its run. On refusal the claim
+    /// is released, except for an invalid temporary package, which fails the request.
+    pub async fn accept_upload(
+        self: &Arc<Self>,
+        request: Request,
+        files: UploadFiles,
+    ) -> ApiResult<Uploaded> {
+        let outcome = self.try_accept_upload(&request, files).await;
+        match &outcome {
+            Ok(_) => {}
+            Err(Refusal::Fail(ApiError::Client { detail, .. })) => {
+                let message = detail
+                    .as_str()
+                    .map_or_else(|| detail.to_string(), str::to_owned);
+                let dir = self.upload_dir(request.kind, &request.request_id);
+                let _ = tokio::fs::remove_dir_all(&dir).await;
+                self.store
+                    .fail_upload(&request.request_id, &message)
+                    .await?;
+            }
+            Err(_) => self.release_upload(&request).await,
+        }
+        outcome.map_err(Refusal::into_error)
+    }
+
+    async fn try_accept_upload(
+        self: &Arc<Self>,
+        request: &Request,
+        files: UploadFiles,
+    ) -> Result<Uploaded, Refusal> {
+        let dir = self.upload_dir(request.kind, &request.request_id);
+        let (skill, engine) = match request.kind {
+            RequestKind::Job => {
+                let id = request.skill_id.clone().unwrap_or_default();
+                let snapshot = self.registry.snapshot().await;
+                let skill = snapshot
+                    .skills
+                    .get(&id)
+                    .and_then(SkillEntry::manifest)
+                    .cloned()
+                    .ok_or_else(|| {
+                        Refusal::Retry(ApiError::not_found(format!(
+                            "Skill '{id}' of this request is no longer installed"
+                        )))
+                    })?;
+                let engine = Engine::parse(&request.engine).unwrap_or(Engine::Script);
+                (skill, engine)
+            }
+            RequestKind::Temp => {
+                let package = files.package.clone().ok_or_else(|| {
+                    Refusal::Retry(ApiError::missing_field("body", "skill_package"))
+                })?;
+                self.temp_skill(request, &package, &dir).await?
+            }
+        };
+        let options = RuntimeOptions::parse(Some(&request.runtime_options))
+            .map_err(|e| Refusal::Retry(ApiError::bad_request(e)))?;
+
+        let uploads = dir.join("uploads");
+        let _ = tokio::fs::remove_dir_all(&uploads).await;
+        let extracted = match &files.inputs {
+            Some(zip) => {
+                let (zip, dest, limits) =
+                    (zip.clone(), uploads.clone(), self.config.package_limits);
+                tokio::task::spawn_blocking(move || archive::extract_upload(&zip, &dest, &limits))
+                    .await
+                    .map_err(|e| Refusal::Retry(ApiError::Internal(e.into())))?
+                    .map_err(|e| Refusal::Retry(rejected(e)))?
+            }
+            None => Vec::new(),
+        };
+        let missing: Vec<String> = skill
+            .required_inputs()
+            .into_iter()
+            .filter(|key| {
+                skill
+                    .input_sources()
+                    .iter()
+                    .any(|(k, s)| k == key && *s == InputSource::File)
+            })
+            .filter(|key| !uploads.join(key).is_file())
+            .collect();
+        if !missing.is_empty() {
+            return Err(Refusal::Retry(ApiError::bad_request(format!(
+                "Input validation failed: required file inputs missing from the zip: {}",
+                missing.join(", ")
+            ))));
+        }
+
+        let new_request = NewRequest {
+            request_id: request.request_id.clone(),
+            kind: request.kind,
+            skill_id: Some(skill.id.clone()),
+            engine: engine.as_str().to_owned(),
+            model: request.model.clone(),
+            engine_options: request.engine_options.clone(),
+            input: request.input.clone(),
+            parameter: request.parameter.clone(),
+            runtime_options: request.runtime_options.clone(),
+        };
+        let cache_key = self
+            .cache_key(request.kind, &options, &skill, &new_request, Some(&uploads))
+            .await
+            .map_err(Refusal::Retry)?;
+        let (binding, admission) = self
+            .bind(&skill, &new_request, cache_key, &options)
+            .await
+            .map_err(Refusal::Retry)?;
+        if let Binding::Run(run) = &binding {
+            let run_dir = self.run_dir(&run.run_id);
+            tokio::fs::create_dir_all(&run_dir)
+                .await
+                .map_err(retry_io)?;
+            if !extracted.is_empty() || uploads.exists() {
+                tokio::fs::rename(&uploads, run_dir.join("uploads"))
+                    .await
+                    .map_err(retry_io)?;
+            }
+        }
+        let temp = (request.kind == RequestKind::Temp)
+            .then(|| (skill.id.clone(), dir.to_string_lossy().into_owned()));
+        self.store
+            .complete_upload(
+                &request.request_id,
+                &binding,
+                temp.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
+            )
+            .await
+            .map_err(|e| Refusal::Retry(e.into()))?;
+        if request.kind == RequestKind::Job {
+            let _ = tokio::fs::remove_dir_all(&dir).await;
+        }
+        let created = self.bound(request.request_id.clone(), binding, admission);
+        Ok(Uploaded {
+            request_id: created.request_id,
+            cache_hit: created.cache_hit,
+            status: created.status.unwrap_or(RunStatus::Queued),
+            extracted_files: extracted,
+        })
+    }
+
+    /// Extracts and validates a temporary package and checks the request against it.
+    async fn temp_skill(
+        &self,
+        request: &Request,
+        package: &Path,
+        dir: &Path,
+    ) -> Result<(Arc<SkillManifest>, Engine), Refusal> {
+        let (package, dest, limits) = (package.to_path_buf(), dir.join("skill"), {
+            let mut l = self.config.package_limits;
+            l.max_compressed_bytes = self.config.jobs.temp_package_max_bytes;
+            l
+        });
+        let _ = tokio::fs::remove_dir_all(&dest).await;
+        let loaded = tokio::task::spawn_blocking(move || {
+            let top = archive::extract_package(&package, &dest, &limits)?;
+            manifest::load(&top, Rules::TEMPORARY)
+                .map_err(|e| ArchiveError::Rejected(format!("invalid skill package: {}", e.0)))
+        })
+        .await
+        .map_err(|e| Refusal::Retry(ApiError::Internal(e.into())))?;
+        let skill = Arc::new(loaded.map_err(|e| Refusal::Fail(rejected(e)))?);
+        let requested = (!request.engine.is_empty()).then_some(request.engine.as_str());
+        let engine = validation::engine(&skill, requested, &self.engines).map_err(Refusal::Fail)?;
+        let options = RuntimeOptions::parse(Some(&request.runtime_options))
+            .map_err(|e| Refusal::Fail(ApiError::bad_request(e)))?;
+        validation::execution_mode(&skill, &options).map_err(Refusal::Fail)?;
+        validation::model(engine, request.model.as_deref()).map_err(Refusal::Fail)?;
+        validation::parameter(&skill, &request.parameter).map_err(Refusal::Fail)?;
+        Ok((skill, engine))
+    }
+
+    /// The cache key of a request, `None` when its run must not be cached (temporary skills,
+    /// interactive runs).
+    async fn cache_key(
+        &self,
+        kind: RequestKind,
+        options: &RuntimeOptions,
+        skill: &SkillManifest,
+        request: &NewRequest,
+        uploads: Option<&Path>,
+    ) -> ApiResult<Option<String>> {
+        if kind == RequestKind::Temp || options.execution_mode == ExecutionMode::Interactive {
+            return Ok(None);
+        }
+        let skill_dir = skill.path.clone();
+        let uploads = uploads.map(Path::to_path_buf);
+        let (fingerprint, files) = tokio::task::spawn_blocking(move || {
+            let files = match uploads {
+                Some(dir) if dir.exists() => cache::file_manifest(&dir)?,
+                _ => Vec::new(),
+            };
+            Ok::<_, std::io::Error>((cache::fingerprint(&skill_dir)?, files))
+        })
+        .await
+        .map_err(|e| ApiError::Internal(e.into()))??;
+        Ok(Some(cache::key(&KeyParts {
+            skill_id: &skill.id,
+            engine: &request.engine,
+            skill_fingerprint: &fingerprint,
+            parameter: &request.parameter,
+            engine_options: &request.engine_options,
+            input: &request.input,
+            files: &files,
+        })))
+    }
+
+    /// A cache hit, or a fresh run with its place in the queue (429 when full).
+    async fn bind(
+        &self,
+        skill: &SkillManifest,
+        request: &NewRequest,
+        cache_key: Option<String>,
+        options: &RuntimeOptions,
+    ) -> ApiResult<(Binding, Option<Admission>)> {
+        if let Some(key) = &cache_key
+            && !options.no_cache
+            && let Some(run_id) = self.store.cached_run(key).await?
+        {
+            return Ok((Binding::CacheHit(run_id), None));
+        }
+        let admission = self.queue.try_admit().ok_or_else(queue_full)?;
+        let run = NewRun {
+            run_id: Uuid::new_v4().to_string(),
+            skill_id: skill.id.clone(),
+            skill_dir: skill.path.to_string_lossy().into_owned(),
+            engine: request.engine.clone(),
+            cache_key,
+        };
+        Ok((Binding::Run(run), Some(admission)))
+    }
+
+    /// Queues a recorded run and says what the client sees.
+    fn bound(&self, request_id: String, binding: Binding, admission: Option<Admission>) -> Created {
+        match (binding, admission) {
+            (Binding::Run(run), Some(admission)) => {
+                admission.enqueue(run.run_id);
+                Created {
+                    request_id,
+                    cache_hit: false,
+                    status: Some(RunStatus::Queued),
+                }
+            }
+            _ => Created {
+                request_id,
+                cache_hit: true,
+                status: Some(RunStatus::Succeeded),
+            },
+        }
+    }
+
+    /// The request, if it exists and came through the API of `kind`.
+    pub async fn request_of_kind(&self, kind: RequestKind, request_id: &str) -> ApiResult<Request> {
+        match self.store.request(request_id).await? {
+            Some(r) if r.kind == kind => Ok(r),
+            _ => Err(ApiError::not_found("Request not found")),
+        }
+    }
+}
+
+/// Why an upload was refused, and what happens to the request.
+enum Refusal {
+    /// The request keeps waiting for a corrected upload.
+    Retry(ApiError),
+    /// The request ends `failed` (an invalid temporary package).
+    Fail(ApiError),
+}
+
+impl Refusal {
+    fn into_error(self) -> ApiError {
+        match self {
+            Self::Retry(e) | Self::Fail(e) => e,
+        }
+    }
+}
+
+fn retry_io(e: std::io::Error) -> Refusal {
+    Refusal::Retry(e.into())
+}
+
+fn normalise_object(v: Value) -> Value {
+    match v {
+        Value::Null => Value::Object(Default::default()),
+        other => other,
+    }
+}

@@ -1,0 +1,501 @@
+//! Executing one run: from `queued` through its engine turn to a validated result.
+//!
+//! The run ends through one guarded transition out of `running`; whoever wins it (this
+//! executor, a cancel, or shutdown) writes the result. A process that prints valid output after
+//! it was canceled or timed out therefore changes nothing.
+
+use std::io::SeekFrom;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+use tokio_util::sync::CancellationToken;
+
+use super::Jobs;
+use super::cache::files_under;
+use super::options::RuntimeOptions;
+use super::validation::schema_errors;
+use crate::engines::{Engine, Turn};
+use crate::output::{self, RepairLevel, TurnOutcome};
+use crate::process::Exit;
+use crate::skill::{ExecutionMode, InputSource, Rules, SkillManifest, manifest};
+use crate::store::{Ending, Request, RequestKind, Run, RunStatus};
+
+/// The largest stretch of a turn's stdout searched for its answer (the answer comes last).
+const ANSWER_WINDOW: u64 = 8 * 1024 * 1024;
+/// How much of stderr a failure carries.
+const STDERR_TAIL: u64 = 4 * 1024;
+
+/// Error codes of the reference.
+pub mod codes {
+    pub const TIMEOUT: &str = "TIMEOUT";
+    pub const CANCELED_BY_USER: &str = "CANCELED_BY_USER";
+    pub const RESTART_INTERRUPTED: &str = "ORCHESTRATOR_RESTART_INTERRUPTED";
+}
+
+/// A result envelope (`result/result.json`, `GET .../result`).
+#[derive(Debug, Default)]
+pub struct Envelope {
+    pub data: Option<Value>,
+    pub artifacts: Vec<String>,
+    pub repair_level: Option<RepairLevel>,
+    pub warnings: Vec<String>,
+}
+
+impl Envelope {
+    fn to_value(&self, status: RunStatus, error: Option<Value>) -> Value {
+        let status = match status {
+            RunStatus::Succeeded => "success",
+            other => other.as_str(),
+        };
+        json!({
+            "status": status,
+            "data": self.data,
+            "artifacts": self.artifacts,
+            "repair_level": self.repair_level.unwrap_or(RepairLevel::None),
+            "validation_warnings": self.warnings,
+            "error": error,
+        })
+    }
+
+    /// A failed ending that keeps what the run produced.
+    pub fn failed(self, code: Option<&str>, message: String, stderr: Option<String>) -> Ending {
+        let error = json!({"code": code, "message": message, "stderr": stderr});
+        Ending {
+            status: RunStatus::Failed,
+            result: Some(self.to_value(RunStatus::Failed, Some(error))),
+            error_code: code.map(str::to_owned),
+            error_message: Some(message),
+            warnings: self.warnings,
+        }
+    }
+
+    fn succeeded(self) -> Ending {
+        Ending {
+            status: RunStatus::Succeeded,
+            result: Some(self.to_value(RunStatus::Succeeded, None)),
+            error_code: None,
+            error_message: None,
+            warnings: self.warnings,
+        }
+    }
+
+    /// The ending of a run canceled by its user.
+    pub fn canceled(self) -> Ending {
+        let message = "Canceled by user request";
+        let error = json!({"code": codes::CANCELED_BY_USER, "message": message, "stderr": null});
+        Ending {
+            status: RunStatus::Canceled,
+            result: Some(self.to_value(RunStatus::Canceled, Some(error))),
+            error_code: Some(codes::CANCELED_BY_USER.into()),
+            error_message: Some(message.into()),
+            warnings: self.warnings,
+        }
+    }
+}
+
+/// A failure without a result file (inputs that never reached the engine).
+fn failed_without_result(message: String) -> Ending {
+    Ending {
+        status: RunStatus::Failed,
+        error_code: None,
+        error_message: Some(message),
+        warnings: vec![],
+        result: None,
+    }
+}
+
+impl Jobs {
+    /// Executes a queued run; a run canceled while queued is skipped.
+    pub(super) async fn execute(self: &Arc<Self>, run_id: &str) {
+        let cancel = self.shutdown.child_token();
+        self.active
+            .lock()
+            .expect("active lock")
+            .insert(run_id.to_owned(), cancel.clone());
+        match self.store.start_run(run_id).await {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => {
+                tracing::error!(run_id, error = format!("{e:#}"), "cannot start run");
+                return;
+            }
+        }
+        let ending = match self.execute_started(run_id, &cancel).await {
+            Ok(Some(ending)) => ending,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!(run_id, error = format!("{e:#}"), "run failed internally");
+                Envelope::default().failed(
+                    None,
+                    "Internal error while executing the run".into(),
+                    None,
+                )
+            }
+        };
+        self.finish(run_id, &[RunStatus::Running], ending).await;
+    }
+
+    /// Ends a run whose execution panicked.
+    pub(super) async fn fail_after_panic(&self, run_id: &str) {
+        let ending =
+            Envelope::default().failed(None, "Internal error while executing the run".into(), None);
+        self.finish(run_id, &[RunStatus::Running], ending).await;
+    }
+
+    /// Records `ending` if the run is still in one of `from`; the winner writes
+    /// `result/result.json`, the cache entry and removes a temporary skill. Returns whether this
+    /// call ended the run.
+    pub(super) async fn finish(&self, run_id: &str, from: &[RunStatus], ending: Ending) -> bool {
+        match self.store.finish_run(run_id, from, &ending).await {
+            Ok(true) => {}
+            Ok(false) => return false,
+            Err(e) => {
+                tracing::error!(
+                    run_id,
+                    error = format!("{e:#}"),
+                    "cannot record the end of a run"
+                );
+                return false;
+            }
+        }
+        if let Err(e) = self.after_end(run_id, &ending).await {
+            tracing::error!(
+                run_id,
+                error = format!("{e:#}"),
+                "clean-up after the end of a run failed"
+            );
+        }
+        true
+    }
+
+    pub(super) async fn after_end(&self, run_id: &str, ending: &Ending) -> anyhow::Result<()> {
+        let dir = self.run_dir(run_id);
+        if let Some(result) = &ending.result {
+            write_atomic(
+                &dir.join("result/result.json"),
+                &serde_json::to_vec_pretty(result)?,
+            )
+            .await?;
+        }
+        let Some(run) = self.store.run(run_id).await? else {
+            return Ok(());
+        };
+        if ending.status == RunStatus::Succeeded
+            && let Some(key) = &run.cache_key
+        {
+            self.store.put_cache_entry(key, run_id).await?;
+        }
+        let request = self.store.request(&run.request_id).await?;
+        if let Some(request) = request
+            && let Some(temp_dir) = &request.temp_dir
+        {
+            let keep = RuntimeOptions::parse(Some(&request.runtime_options))
+                .map(|o| o.debug_keep_temp)
+                .unwrap_or(false);
+            if !keep {
+                // Failing to delete is not the run's failure; retention retries later.
+                if let Err(e) = tokio::fs::remove_dir_all(temp_dir).await
+                    && e.kind() != std::io::ErrorKind::NotFound
+                {
+                    tracing::warn!(run_id, error = %e, "cannot delete the temporary skill");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The skill a run executes.
+    async fn skill_for(&self, run: &Run, kind: RequestKind) -> anyhow::Result<Arc<SkillManifest>> {
+        let dir = std::path::PathBuf::from(&run.skill_dir);
+        if kind == RequestKind::Job
+            && let Some(m) = self
+                .registry
+                .snapshot()
+                .await
+                .skills
+                .get(&run.skill_id)
+                .and_then(|e| e.manifest())
+            && m.path == dir
+        {
+            return Ok(m.clone());
+        }
+        let rules = match kind {
+            RequestKind::Job => Rules::REGISTERED,
+            RequestKind::Temp => Rules::TEMPORARY,
+        };
+        let loaded = tokio::task::spawn_blocking(move || manifest::load(&dir, rules)).await?;
+        Ok(Arc::new(loaded.map_err(|e| anyhow::anyhow!("{}", e.0))?))
+    }
+
+    /// `None` when a user cancel ended the run (the cancel recorded its ending).
+    async fn execute_started(
+        &self,
+        run_id: &str,
+        cancel: &CancellationToken,
+    ) -> anyhow::Result<Option<Ending>> {
+        let run = self.store.run(run_id).await?.context("run row vanished")?;
+        let request = self
+            .store
+            .request(&run.request_id)
+            .await?
+            .context("request row vanished")?;
+        let skill = match self.skill_for(&run, request.kind).await {
+            Ok(s) => s,
+            Err(e) => {
+                return Ok(Some(failed_without_result(format!(
+                    "Skill '{}' cannot be loaded: {e:#}",
+                    run.skill_id
+                ))));
+            }
+        };
+        let run_dir = self.run_dir(run_id);
+        for sub in ["logs", "artifacts", "result"] {
+            tokio::fs::create_dir_all(run_dir.join(sub)).await?;
+        }
+        let options = RuntimeOptions::parse(Some(&request.runtime_options))
+            .map_err(|e| anyhow::anyhow!(e))?;
+        write_atomic(
+            &run_dir.join("input.json"),
+            &serde_json::to_vec_pretty(&json!({
+                "request_id": request.request_id,
+                "skill_id": run.skill_id,
+                "engine": run.engine,
+                "model": request.model,
+                "input": request.input,
+                "parameter": request.parameter,
+                "runtime_options": request.runtime_options,
+            }))?,
+        )
+        .await?;
+
+        let input = resolved_input(&skill, &request, &run_dir);
+        let mut problems = schema_errors(&skill.schema_docs.input, &input);
+        problems.extend(schema_errors(
+            &skill.schema_docs.parameter,
+            &request.parameter,
+        ));
+        if !problems.is_empty() {
+            return Ok(Some(failed_without_result(format!(
+                "Input validation failed: {problems:?}"
+            ))));
+        }
+
+        let engine = Engine::parse(&run.engine).context("unknown engine in the run row")?;
+        let adapter = self
+            .engines
+            .get(engine)
+            .with_context(|| format!("engine {engine} has no adapter"))?
+            .clone();
+        let turn = Turn {
+            skill: &skill,
+            request_id: &request.request_id,
+            run_dir: &run_dir,
+            input: &input,
+            parameter: &request.parameter,
+            execution_mode: options.execution_mode,
+            number: 1,
+            reply: None,
+            history: &[],
+        };
+        let spec = match adapter.command(&turn) {
+            Ok(spec) => spec,
+            Err(e) => {
+                return Ok(Some(Envelope::default().failed(
+                    None,
+                    format!("{e:#}"),
+                    None,
+                )));
+            }
+        };
+        let program = spec.argv.first().cloned().unwrap_or_default();
+        if cancel.is_cancelled() {
+            return Ok(self.interrupted(cancel));
+        }
+        let deadline = tokio::time::Instant::now() + self.config.jobs.hard_timeout;
+        let running = match self.supervisor.spawn(spec).await {
+            Ok(r) => r,
+            Err(e) => {
+                return Ok(Some(Envelope::default().failed(
+                    None,
+                    format!("Cannot start the engine process '{program}': {e}"),
+                    None,
+                )));
+            }
+        };
+        self.store
+            .set_run_process(run_id, Some(running.mark()))
+            .await?;
+        let finished = running.wait(deadline, cancel).await;
+
+        let stderr = read_range(
+            &run_dir.join("logs/stderr.txt"),
+            &finished.stderr,
+            STDERR_TAIL,
+        )
+        .await;
+        let mut envelope = Envelope {
+            artifacts: list_artifacts(&run_dir).await?,
+            ..Envelope::default()
+        };
+        match finished.exit {
+            Exit::Canceled => return Ok(self.interrupted(cancel)),
+            Exit::TimedOut => {
+                let secs = self.config.jobs.hard_timeout.as_secs();
+                return Ok(Some(envelope.failed(
+                    Some(codes::TIMEOUT),
+                    format!("Engine timed out after {secs} s (hard timeout); its process group was killed"),
+                    Some(stderr),
+                )));
+            }
+            Exit::Exited { code: Some(0) } => {}
+            Exit::Exited { code } => {
+                let message = match code {
+                    Some(n) => format!("Exit code {n}"),
+                    None => "The engine process was killed by a signal".to_owned(),
+                };
+                return Ok(Some(envelope.failed(None, message, Some(stderr))));
+            }
+        }
+
+        let stdout = read_range(
+            &run_dir.join("logs/stdout.txt"),
+            &finished.stdout,
+            ANSWER_WINDOW,
+        )
+        .await;
+        let Some((answer, repair)) = adapter.answer(&stdout) else {
+            return Ok(Some(envelope.failed(
+                None,
+                "Output JSON missing or unreadable: the turn printed no JSON object".into(),
+                Some(stderr),
+            )));
+        };
+        envelope.repair_level = Some(repair);
+        if repair != RepairLevel::None {
+            envelope.warnings.push("OUTPUT_REPAIRED_GENERIC".into());
+        }
+        let data = match output::classify(answer) {
+            TurnOutcome::Final(data) => data,
+            TurnOutcome::Error(message) => {
+                return Ok(Some(envelope.failed(None, message, Some(stderr))));
+            }
+            TurnOutcome::AskUser(_) if options.execution_mode == ExecutionMode::Auto => {
+                return Ok(Some(envelope.failed(
+                    None,
+                    "The skill asked its user a question, but the run is in auto mode".into(),
+                    Some(stderr),
+                )));
+            }
+            TurnOutcome::AskUser(_) => {
+                return Ok(Some(envelope.failed(
+                    None,
+                    "Interactive turns are not supported by this server yet".into(),
+                    Some(stderr),
+                )));
+            }
+        };
+        envelope.data = Some(data.clone());
+        let problems = schema_errors(&skill.schema_docs.output, &data);
+        if let Some(first) = problems.first() {
+            return Ok(Some(envelope.failed(
+                None,
+                format!("Output validation error: {first}"),
+                None,
+            )));
+        }
+        let missing = missing_artifacts(&skill, &envelope.artifacts);
+        if !missing.is_empty() {
+            return Ok(Some(envelope.failed(
+                None,
+                format!("Missing required artifacts: {}", missing.join(", ")),
+                None,
+            )));
+        }
+        Ok(Some(envelope.succeeded()))
+    }
+
+    /// The ending after the cancel switch fired: shutdown fails the run; a user cancel has
+    /// already recorded its own ending.
+    fn interrupted(&self, cancel: &CancellationToken) -> Option<Ending> {
+        debug_assert!(cancel.is_cancelled());
+        self.shutdown.is_cancelled().then(|| {
+            Envelope::default().failed(
+                Some(codes::RESTART_INTERRUPTED),
+                "The service stopped while the run was executing".into(),
+                None,
+            )
+        })
+    }
+}
+
+/// Inline inputs plus each uploaded file input as the absolute path `<run>/uploads/<key>`.
+fn resolved_input(skill: &SkillManifest, request: &Request, run_dir: &Path) -> Value {
+    let mut input = match &request.input {
+        Value::Object(m) => m.clone(),
+        _ => Map::new(),
+    };
+    for (key, source) in skill.input_sources() {
+        let path = run_dir.join("uploads").join(&key);
+        if source == InputSource::File && path.is_file() {
+            input.insert(key, Value::String(path.to_string_lossy().into_owned()));
+        }
+    }
+    Value::Object(input)
+}
+
+/// The files under `artifacts/`, as `artifacts/<path>`, sorted.
+pub async fn list_artifacts(run_dir: &Path) -> std::io::Result<Vec<String>> {
+    let dir = run_dir.join("artifacts");
+    let files = tokio::task::spawn_blocking(move || files_under(&dir))
+        .await
+        .map_err(std::io::Error::other)??;
+    Ok(files
+        .into_iter()
+        .map(|(rel, _)| format!("artifacts/{rel}"))
+        .collect())
+}
+
+fn missing_artifacts(skill: &SkillManifest, artifacts: &[String]) -> Vec<String> {
+    skill
+        .artifacts
+        .iter()
+        .filter(|a| a.required)
+        .filter(|a| {
+            let pattern = glob::Pattern::new(&a.pattern).ok();
+            !artifacts.iter().any(|path| {
+                let rel = path.trim_start_matches("artifacts/");
+                rel == a.pattern || pattern.as_ref().is_some_and(|p| p.matches(rel))
+            })
+        })
+        .map(|a| a.pattern.clone())
+        .collect()
+}
+
+/// The last `max` bytes of `range` in `path`, decoded (invalid UTF-8 replaced).
+async fn read_range(path: &Path, range: &Range<u64>, max: u64) -> String {
+    let start = range.start.max(range.end.saturating_sub(max));
+    let mut buf = Vec::new();
+    let read = async {
+        let mut file = tokio::fs::File::open(path).await?;
+        file.seek(SeekFrom::Start(start)).await?;
+        file.take(range.end - start).read_to_end(&mut buf).await
+    };
+    if let Err(e) = read.await {
+        tracing::warn!(path = %path.display(), error = %e, "cannot read engine output");
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// Writes through a temporary file and a rename, so readers never see half a file.
+pub async fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(parent) = path.parent() {
+        tokio::fs::create_dir_all(parent).await?;
+    }
+    let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4()));
+    tokio::fs::write(&tmp, bytes).await?;
+    tokio::fs::rename(&tmp, path).await
+}

@@ -1,0 +1,125 @@
+//! The job engine: requests become runs, runs wait in a bounded queue for a slot, execute under
+//! supervision, and end with a validated result.
+//!
+//! - [`create`]: create and upload for `/v1/jobs` and `/v1/temp-skill-runs` (validation, cache
+//!   lookup, admission).
+//! - [`executor`]: one run from `queued` to its end (workspace, turns, output, result).
+//! - [`views`]: what clients read back (status, result, artifacts, logs, bundles) and cancel.
+//! - [`recovery`] and [`retention`]: settling work after a restart, deleting old runs.
+
+pub mod cache;
+pub mod create;
+pub mod executor;
+pub mod options;
+pub mod queue;
+pub mod recovery;
+pub mod retention;
+pub mod validation;
+pub mod views;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Config;
+use crate::engines::Engines;
+use crate::process::{Reaper, Supervisor};
+use crate::skill::Registry;
+use crate::store::Store;
+
+use queue::Queue;
+
+/// The job engine; one per service, shared by the handlers.
+#[derive(Debug)]
+pub struct Jobs {
+    config: Arc<Config>,
+    store: Store,
+    registry: Arc<Registry>,
+    engines: Engines,
+    supervisor: Supervisor,
+    queue: Arc<Queue>,
+    /// Cancel switches of the runs being executed, by run id.
+    active: Mutex<HashMap<String, CancellationToken>>,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl Jobs {
+    pub fn new(
+        config: Arc<Config>,
+        store: Store,
+        registry: Arc<Registry>,
+        reaper: Option<Arc<Reaper>>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            supervisor: Supervisor::new(reaper, config.jobs.kill_grace),
+            queue: Queue::new(config.jobs.max_queue_size),
+            config,
+            store,
+            registry,
+            engines: Engines::available(),
+            active: Mutex::new(HashMap::new()),
+            shutdown: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+        })
+    }
+
+    /// Settles what a previous process left (see [`recovery`]), then starts one worker per
+    /// slot and the retention sweep.
+    pub async fn start(self: &Arc<Self>) -> anyhow::Result<()> {
+        self.recover().await?;
+        for _ in 0..self.config.jobs.max_concurrent {
+            let jobs = self.clone();
+            self.tracker.spawn(async move { jobs.worker().await });
+        }
+        let jobs = self.clone();
+        self.tracker
+            .spawn(async move { jobs.retention_loop().await });
+        Ok(())
+    }
+
+    /// Stops taking runs from the queue and ends the runs under way (they fail with
+    /// `ORCHESTRATOR_RESTART_INTERRUPTED`; queued runs stay queued for the next start).
+    pub async fn shutdown(&self, grace: Duration) {
+        self.shutdown.cancel();
+        self.tracker.close();
+        let waiting = self.queue.waiting();
+        if waiting > 0 {
+            tracing::info!(waiting, "queued runs stay queued for the next start");
+        }
+        if tokio::time::timeout(grace, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("runs still stopping at shutdown; start-up recovery will settle them");
+        }
+    }
+
+    /// One slot: executes runs one after another until shutdown.
+    async fn worker(self: Arc<Self>) {
+        loop {
+            let run_id = tokio::select! {
+                run_id = self.queue.pop() => run_id,
+                () = self.shutdown.cancelled() => return,
+            };
+            // A panic inside the run must not take the slot with it: the run is executed as its
+            // own task and a panic is turned into a failed run.
+            let jobs = self.clone();
+            let id = run_id.clone();
+            if let Err(e) = tokio::spawn(async move { jobs.execute(&id).await }).await {
+                tracing::error!(run_id, error = %e, "run execution panicked");
+                self.fail_after_panic(&run_id).await;
+            }
+            self.active.lock().expect("active lock").remove(&run_id);
+        }
+    }
+
+    /// Folder of a run.
+    pub fn run_dir(&self, run_id: &str) -> PathBuf {
+        self.config.runs_dir().join(run_id)
+    }
+}

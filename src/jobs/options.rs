@@ -1,0 +1,138 @@
+//! `runtime_options`: the allow-list of the reference, with types checked.
+
+use serde_json::{Map, Value};
+
+use crate::skill::ExecutionMode;
+
+/// Default wait for a user's reply in interactive runs.
+pub const DEFAULT_SESSION_TIMEOUT_SEC: u64 = 1200;
+
+/// Parsed runtime options; they never change what a run computes, so the cache ignores them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeOptions {
+    pub verbose: bool,
+    pub no_cache: bool,
+    pub debug: bool,
+    pub debug_keep_temp: bool,
+    pub execution_mode: ExecutionMode,
+    pub interactive_require_user_reply: bool,
+    pub session_timeout_sec: u64,
+}
+
+const BOOLEANS: [&str; 5] = [
+    "verbose",
+    "no_cache",
+    "debug",
+    "debug_keep_temp",
+    "interactive_require_user_reply",
+];
+
+impl RuntimeOptions {
+    /// Parses `runtime_options`; the error names the offending key.
+    pub fn parse(raw: Option<&Value>) -> Result<Self, String> {
+        let empty = Map::new();
+        let map = match raw {
+            None | Some(Value::Null) => &empty,
+            Some(Value::Object(m)) => m,
+            Some(_) => return Err("runtime_options must be an object".into()),
+        };
+        let unknown: Vec<&str> = map
+            .keys()
+            .map(String::as_str)
+            .filter(|k| {
+                !BOOLEANS.contains(k)
+                    && *k != "execution_mode"
+                    && *k != "session_timeout_sec"
+                    && !is_legacy_timeout(k)
+            })
+            .collect();
+        if !unknown.is_empty() {
+            return Err(format!(
+                "Unknown runtime_options: {}; allowed: {}, execution_mode, session_timeout_sec",
+                unknown.join(", "),
+                BOOLEANS.join(", ")
+            ));
+        }
+        let flag = |key: &str| match map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(format!(
+                "runtime_options.{key} must be a boolean, got {other}"
+            )),
+        };
+        let execution_mode = match map.get("execution_mode") {
+            None | Some(Value::Null) => ExecutionMode::Auto,
+            Some(Value::String(s)) if s == "auto" => ExecutionMode::Auto,
+            Some(Value::String(s)) if s == "interactive" => ExecutionMode::Interactive,
+            Some(other) => {
+                return Err(format!(
+                    "runtime_options.execution_mode must be \"auto\" or \"interactive\", got {other}"
+                ));
+            }
+        };
+        let timeout = |key: &str| match map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v.as_u64().filter(|n| *n > 0).map(Some).ok_or_else(|| {
+                format!("runtime_options.{key} must be a positive integer, got {v}")
+            }),
+        };
+        let mut session_timeout_sec = timeout("session_timeout_sec")?;
+        for key in map.keys().filter(|k| is_legacy_timeout(k)) {
+            let legacy = timeout(key)?;
+            session_timeout_sec = session_timeout_sec.or(legacy);
+        }
+        Ok(Self {
+            verbose: flag("verbose")?.unwrap_or(false),
+            no_cache: flag("no_cache")?.unwrap_or(false),
+            debug: flag("debug")?.unwrap_or(false),
+            debug_keep_temp: flag("debug_keep_temp")?.unwrap_or(false),
+            execution_mode,
+            interactive_require_user_reply: flag("interactive_require_user_reply")?.unwrap_or(true),
+            session_timeout_sec: session_timeout_sec.unwrap_or(DEFAULT_SESSION_TIMEOUT_SEC),
+        })
+    }
+}
+
+/// Older clients send `<something>_wait_timeout_sec`; it folds into `session_timeout_sec`.
+fn is_legacy_timeout(key: &str) -> bool {
+    key.ends_with("_wait_timeout_sec")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn defaults_and_types() {
+        let o = RuntimeOptions::parse(None).unwrap();
+        assert_eq!(o.execution_mode, ExecutionMode::Auto);
+        assert!(o.interactive_require_user_reply);
+        assert_eq!(o.session_timeout_sec, 1200);
+        let o = RuntimeOptions::parse(Some(&json!({
+            "no_cache": true, "debug": true, "execution_mode": "interactive",
+            "interactive_wait_timeout_sec": 30
+        })))
+        .unwrap();
+        assert!(o.no_cache && o.debug);
+        assert_eq!(o.execution_mode, ExecutionMode::Interactive);
+        assert_eq!(o.session_timeout_sec, 30);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = RuntimeOptions::parse(Some(&json!({"nope": 1, "debug": true}))).unwrap_err();
+        assert!(e.starts_with("Unknown runtime_options: nope"), "{e}");
+        let e = RuntimeOptions::parse(Some(&json!({"no_cache": "yes"}))).unwrap_err();
+        assert!(
+            e.contains("runtime_options.no_cache must be a boolean"),
+            "{e}"
+        );
+        let e = RuntimeOptions::parse(Some(&json!({"execution_mode": "batch"}))).unwrap_err();
+        assert!(e.contains("execution_mode"), "{e}");
+        let e = RuntimeOptions::parse(Some(&json!({"session_timeout_sec": 0}))).unwrap_err();
+        assert!(e.contains("session_timeout_sec"), "{e}");
+        assert!(RuntimeOptions::parse(Some(&json!([]))).is_err());
+    }
+}

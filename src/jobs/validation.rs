@@ -1,0 +1,158 @@
+//! Checks on a create request, in the reference's order, each with its status and `detail`.
+
+use serde_json::{Map, Value, json};
+
+use super::options::RuntimeOptions;
+use crate::engines::{Engine, Engines};
+use crate::error::{ApiError, ApiResult};
+use crate::skill::{InputSource, SkillManifest};
+
+/// The engine to run with. Omitted: `codex`, as in the reference, except for skills that ship
+/// their own `entrypoint.script`, which run it.
+pub fn engine(
+    skill: &SkillManifest,
+    requested: Option<&str>,
+    engines: &Engines,
+) -> ApiResult<Engine> {
+    let requested = requested.map(str::trim).filter(|e| !e.is_empty());
+    let chosen = match requested {
+        Some(name) => Engine::parse(name),
+        None if skill.script.is_some() => Some(Engine::Script),
+        None => Some(Engine::Codex),
+    };
+    let name = requested.unwrap_or_else(|| chosen.map_or("", Engine::as_str));
+    let Some(engine) = chosen.filter(|e| skill.effective_engines.contains(e)) else {
+        return Err(ApiError::bad_request(json!({
+            "code": "SKILL_ENGINE_UNSUPPORTED",
+            "message": format!("Skill '{}' does not support engine '{name}'", skill.id),
+            "declared_engines": skill.engines,
+            "unsupport_engine": skill.unsupport_engine,
+            "effective_engines": skill.effective_engines,
+            "requested_engine": name,
+        })));
+    };
+    if engines.get(engine).is_none() {
+        return Err(ApiError::bad_request(json!({
+            "code": "ENGINE_UNAVAILABLE",
+            "message": format!("Engine '{engine}' has no adapter on this server yet"),
+            "requested_engine": name,
+        })));
+    }
+    Ok(engine)
+}
+
+pub fn execution_mode(skill: &SkillManifest, options: &RuntimeOptions) -> ApiResult<()> {
+    if skill.execution_modes.contains(&options.execution_mode) {
+        return Ok(());
+    }
+    Err(ApiError::bad_request(json!({
+        "code": "SKILL_EXECUTION_MODE_UNSUPPORTED",
+        "message": format!(
+            "Skill '{}' does not support execution_mode '{}'",
+            skill.id,
+            options.execution_mode.as_str()
+        ),
+        "declared_execution_modes": skill.execution_modes,
+        "requested_execution_mode": options.execution_mode,
+    })))
+}
+
+/// The engine options the model selects. `script` runs no model, so it takes none.
+pub fn model(engine: Engine, model: Option<&str>) -> ApiResult<Value> {
+    match (engine, model.map(str::trim).filter(|m| !m.is_empty())) {
+        (_, None) => Ok(json!({})),
+        (Engine::Script, Some(m)) => Err(ApiError::bad_request(format!(
+            "Model validation failed: engine 'script' runs the skill's own entrypoint and takes no model (got '{m}')"
+        ))),
+        (e, Some(m)) => Err(ApiError::bad_request(format!(
+            "Model validation failed: model '{m}' is not in the model list of engine '{e}'"
+        ))),
+    }
+}
+
+/// Inline inputs: only keys the schema declares `inline`, valid against their properties, and
+/// every required inline key present.
+pub fn inline_input(skill: &SkillManifest, input: &Value) -> ApiResult<()> {
+    let empty = Map::new();
+    let given = match input {
+        Value::Null => &empty,
+        Value::Object(m) => m,
+        _ => return Err(input_error(vec!["input must be an object".into()])),
+    };
+    let sources = skill.input_sources();
+    let mut problems = Vec::new();
+    for key in given.keys() {
+        match sources.iter().find(|(k, _)| k == key) {
+            Some((_, InputSource::Inline)) => {}
+            Some((_, InputSource::File)) => problems.push(format!(
+                "'{key}' is a file input: send it in the upload zip, not inline"
+            )),
+            None => problems.push(format!("'{key}' is not an input of this skill")),
+        }
+    }
+    if problems.is_empty() {
+        let schema = inline_schema(skill, &sources);
+        problems = schema_errors(&schema, &Value::Object(given.clone()));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(input_error(problems))
+    }
+}
+
+fn input_error(problems: Vec<String>) -> ApiError {
+    ApiError::bad_request(format!("Input validation failed: {problems:?}"))
+}
+
+/// The input schema restricted to its inline properties.
+fn inline_schema(skill: &SkillManifest, sources: &[(String, InputSource)]) -> Value {
+    let is_inline = |key: &str| {
+        sources
+            .iter()
+            .any(|(k, s)| k == key && *s == InputSource::Inline)
+    };
+    let mut schema = skill.schema_docs.input.clone();
+    if let Some(Value::Object(props)) = schema.get_mut("properties") {
+        props.retain(|k, _| is_inline(k));
+    }
+    if let Some(Value::Array(required)) = schema.get_mut("required") {
+        required.retain(|k| k.as_str().is_some_and(is_inline));
+    }
+    schema
+}
+
+pub fn parameter(skill: &SkillManifest, parameter: &Value) -> ApiResult<()> {
+    let instance = match parameter {
+        Value::Null => Value::Object(Map::new()),
+        other => other.clone(),
+    };
+    let problems = schema_errors(&skill.schema_docs.parameter, &instance);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "Parameter validation failed: {problems:?}"
+        )))
+    }
+}
+
+/// Every way `instance` breaks `schema`, as `message (Path: a/b)`.
+pub fn schema_errors(schema: &Value, instance: &Value) -> Vec<String> {
+    let validator = match jsonschema::validator_for(schema) {
+        Ok(v) => v,
+        Err(e) => return vec![format!("the schema itself is invalid: {e}")],
+    };
+    validator
+        .iter_errors(instance)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            let path = path.trim_start_matches('/');
+            if path.is_empty() {
+                e.to_string()
+            } else {
+                format!("{e} (Path: {path})")
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,327 @@
+//! What clients read back about a request (status, result, artifacts, logs, bundle), and cancel.
+//! The same functions serve `/v1/jobs/*` and `/v1/temp-skill-runs/*`.
+
+use std::io::Write;
+use std::path::{Component, Path, PathBuf};
+
+use axum::http::StatusCode;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::Jobs;
+use super::cache::{files_under, sha256_hex};
+use super::executor::{Envelope, list_artifacts};
+use super::options::RuntimeOptions;
+use crate::error::{ApiError, ApiResult};
+use crate::store::{Request, RequestKind, Run, RunStatus};
+
+/// `GET /v1/jobs/{request_id}`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RequestStatus {
+    pub request_id: String,
+    pub status: RunStatus,
+    pub skill_id: Option<String>,
+    pub engine: String,
+    /// The run serving this request (shared with earlier requests on a cache hit).
+    pub run_id: Option<String>,
+    pub cache_hit: bool,
+    pub created_at: String,
+    pub updated_at: String,
+    pub pending_interaction_id: Option<u64>,
+    pub interaction_count: u64,
+    pub auto_decision_count: u64,
+    pub last_auto_decision_at: Option<String>,
+    /// `none`, `recovered_waiting` or `failed_reconciled`.
+    pub recovery_state: String,
+    pub recovered_at: Option<String>,
+    pub recovery_reason: Option<String>,
+    pub warnings: Vec<String>,
+    /// `{code, message}` of a failed or canceled run.
+    #[schema(value_type = Option<Object>)]
+    pub error: Option<Value>,
+}
+
+/// `POST /v1/jobs/{request_id}/cancel`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct CancelResponse {
+    pub request_id: String,
+    pub run_id: String,
+    pub status: RunStatus,
+    /// True when this call canceled the run; false when it had already ended.
+    pub accepted: bool,
+    pub message: String,
+}
+
+/// `GET /v1/jobs/{request_id}/logs`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RunLogs {
+    pub request_id: String,
+    pub prompt: String,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// A built bundle, ready to send.
+#[derive(Debug)]
+pub struct Bundle {
+    pub path: PathBuf,
+    pub file_name: &'static str,
+}
+
+impl Jobs {
+    /// The request and its run; 404 before the run exists.
+    async fn request_and_run(
+        &self,
+        kind: RequestKind,
+        request_id: &str,
+    ) -> ApiResult<(Request, Run)> {
+        let request = self.request_of_kind(kind, request_id).await?;
+        let run_id = request.run_id.as_deref().ok_or_else(|| {
+            ApiError::not_found("Run not found: the request is waiting for its upload")
+        })?;
+        let run = self
+            .store
+            .run(run_id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("Run not found"))?;
+        Ok((request, run))
+    }
+
+    pub async fn status(&self, kind: RequestKind, request_id: &str) -> ApiResult<RequestStatus> {
+        let request = self.request_of_kind(kind, request_id).await?;
+        let run = match &request.run_id {
+            Some(id) => self.store.run(id).await?,
+            None => None,
+        };
+        let (status, error) = match (&run, &request.error) {
+            (Some(run), _) => (
+                run.status,
+                run.error_message
+                    .as_ref()
+                    .map(|m| json!({"code": run.error_code, "message": m})),
+            ),
+            (None, Some(message)) => (
+                RunStatus::Failed,
+                Some(json!({"code": null, "message": message})),
+            ),
+            // Waiting for its upload: the reference's clients expect `queued`, not 404.
+            (None, None) => (RunStatus::Queued, None),
+        };
+        Ok(RequestStatus {
+            status,
+            error,
+            skill_id: request.skill_id,
+            engine: request.engine,
+            run_id: request.run_id,
+            cache_hit: request.cache_hit,
+            created_at: request.created_at,
+            updated_at: run
+                .as_ref()
+                .map_or(request.updated_at, |r| r.updated_at.clone()),
+            pending_interaction_id: None,
+            interaction_count: 0,
+            auto_decision_count: 0,
+            last_auto_decision_at: None,
+            recovery_state: run
+                .as_ref()
+                .map_or_else(|| "none".to_owned(), |r| r.recovery_state.clone()),
+            recovered_at: run.as_ref().and_then(|r| r.recovered_at.clone()),
+            recovery_reason: run.as_ref().and_then(|r| r.recovery_reason.clone()),
+            warnings: run.map(|r| r.warnings).unwrap_or_default(),
+            request_id: request.request_id,
+        })
+    }
+
+    /// The result envelope; 404 until the run ended with one.
+    pub async fn result(&self, kind: RequestKind, request_id: &str) -> ApiResult<Value> {
+        let (_, run) = self.request_and_run(kind, request_id).await?;
+        let Some(result) = run.result else {
+            return Err(ApiError::not_found(if run.status.is_terminal() {
+                "Result not found: the run failed before its engine started".to_owned()
+            } else {
+                format!("Result not ready: the run is {}", run.status.as_str())
+            }));
+        };
+        let result: Value = serde_json::from_str(&result).map_err(anyhow::Error::from)?;
+        Ok(json!({"request_id": request_id, "result": result}))
+    }
+
+    pub async fn artifacts(&self, kind: RequestKind, request_id: &str) -> ApiResult<Value> {
+        let (_, run) = self.request_and_run(kind, request_id).await?;
+        let artifacts = list_artifacts(&self.run_dir(&run.run_id)).await?;
+        Ok(json!({"request_id": request_id, "artifacts": artifacts}))
+    }
+
+    /// The file behind `artifacts/<path>`: 404 without the prefix or when absent, 400 for
+    /// paths that try to leave the artifacts folder.
+    pub async fn artifact_file(
+        &self,
+        kind: RequestKind,
+        request_id: &str,
+        path: &str,
+    ) -> ApiResult<PathBuf> {
+        let (_, run) = self.request_and_run(kind, request_id).await?;
+        let Some(rel) = path.strip_prefix("artifacts/") else {
+            return Err(ApiError::not_found(
+                "Artifact not found: the path must start with artifacts/",
+            ));
+        };
+        let escapes = path.contains('\0')
+            || Path::new(rel)
+                .components()
+                .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir));
+        if escapes || rel.is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "Invalid artifact path '{path}'"
+            )));
+        }
+        let base = self.run_dir(&run.run_id).join("artifacts");
+        let target = base.join(rel);
+        let (Ok(base), Ok(target)) = (
+            tokio::fs::canonicalize(&base).await,
+            tokio::fs::canonicalize(&target).await,
+        ) else {
+            return Err(ApiError::not_found("Artifact not found"));
+        };
+        if !target.starts_with(&base) {
+            return Err(ApiError::bad_request(format!(
+                "Invalid artifact path '{path}'"
+            )));
+        }
+        if !tokio::fs::metadata(&target).await?.is_file() {
+            return Err(ApiError::not_found("Artifact not found"));
+        }
+        Ok(target)
+    }
+
+    pub async fn logs(&self, kind: RequestKind, request_id: &str) -> ApiResult<RunLogs> {
+        let (_, run) = self.request_and_run(kind, request_id).await?;
+        let logs = self.run_dir(&run.run_id).join("logs");
+        let read = |name: &str| {
+            let path = logs.join(name);
+            async move {
+                tokio::fs::read(path)
+                    .await
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default()
+            }
+        };
+        Ok(RunLogs {
+            request_id: request_id.to_owned(),
+            prompt: read("prompt.txt").await,
+            stdout: read("stdout.txt").await,
+            stderr: read("stderr.txt").await,
+        })
+    }
+
+    /// The run's bundle (debug when the request asked for it), built on first request.
+    pub async fn bundle(&self, kind: RequestKind, request_id: &str) -> ApiResult<Bundle> {
+        let (request, run) = self.request_and_run(kind, request_id).await?;
+        if !run.status.is_terminal() {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                format!("Bundle not available: the run is {}", run.status.as_str()),
+            ));
+        }
+        let debug = RuntimeOptions::parse(Some(&request.runtime_options)).is_ok_and(|o| o.debug);
+        let (file_name, manifest_name) = if debug {
+            ("run_bundle_debug.zip", "manifest_debug.json")
+        } else {
+            ("run_bundle.zip", "manifest.json")
+        };
+        let run_dir = self.run_dir(&run.run_id);
+        let path = run_dir.join("bundle").join(file_name);
+        if !path.exists() {
+            let target = path.clone();
+            tokio::task::spawn_blocking(move || {
+                build_bundle(&run_dir, &target, manifest_name, debug)
+            })
+            .await
+            .map_err(anyhow::Error::from)??;
+        }
+        Ok(Bundle { path, file_name })
+    }
+
+    /// Cancels an active run; a finished one answers `accepted: false`.
+    pub async fn cancel(&self, kind: RequestKind, request_id: &str) -> ApiResult<CancelResponse> {
+        let (_, run) = self.request_and_run(kind, request_id).await?;
+        let mut accepted = false;
+        if !run.status.is_terminal() {
+            // Stop the process first; the guarded update below decides who ended the run.
+            if let Some(token) = self.active.lock().expect("active lock").get(&run.run_id) {
+                token.cancel();
+            }
+            let ending = Envelope {
+                artifacts: list_artifacts(&self.run_dir(&run.run_id))
+                    .await
+                    .unwrap_or_default(),
+                ..Envelope::default()
+            }
+            .canceled();
+            let active = [
+                RunStatus::Queued,
+                RunStatus::Running,
+                RunStatus::WaitingUser,
+            ];
+            accepted = self.finish(&run.run_id, &active, ending).await;
+            self.queue.remove(&run.run_id);
+        }
+        let status = self
+            .store
+            .run(&run.run_id)
+            .await?
+            .map_or(run.status, |r| r.status);
+        Ok(CancelResponse {
+            request_id: request_id.to_owned(),
+            run_id: run.run_id,
+            status,
+            accepted,
+            message: if accepted {
+                "Cancel request accepted".into()
+            } else {
+                format!("The run already ended ({})", status.as_str())
+            },
+        })
+    }
+}
+
+/// Zips the bundle's files plus `bundle/<manifest_name>` (`{files: [{path, size, sha256}]}`)
+/// into `target`, through a temporary file.
+fn build_bundle(
+    run_dir: &Path,
+    target: &Path,
+    manifest_name: &str,
+    debug: bool,
+) -> anyhow::Result<()> {
+    let files: Vec<(String, PathBuf)> = files_under(run_dir)?
+        .into_iter()
+        .filter(|(rel, _)| {
+            if debug {
+                !rel.starts_with("bundle/")
+            } else {
+                rel == "result/result.json" || rel.starts_with("artifacts/")
+            }
+        })
+        .collect();
+    let dir = target.parent().expect("bundle path has a parent");
+    std::fs::create_dir_all(dir)?;
+    let tmp = target.with_extension(format!("tmp-{}", uuid::Uuid::new_v4()));
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&tmp)?);
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated)
+        .large_file(false);
+    let mut entries = Vec::new();
+    for (rel, path) in &files {
+        let bytes = std::fs::read(path)?;
+        zip.start_file(rel.as_str(), options)?;
+        zip.write_all(&bytes)?;
+        entries.push(json!({"path": rel, "size": bytes.len(), "sha256": sha256_hex(&bytes)}));
+    }
+    let manifest = serde_json::to_vec_pretty(&json!({"files": entries}))?;
+    zip.start_file(format!("bundle/{manifest_name}"), options)?;
+    zip.write_all(&manifest)?;
+    zip.finish()?;
+    std::fs::write(dir.join(manifest_name), &manifest)?;
+    std::fs::rename(&tmp, target)?;
+    Ok(())
+}

@@ -1,0 +1,298 @@
+//! Process supervision: every engine turn runs here, one implementation for all engines.
+//!
+//! A turn's process leads its own process group in the run folder, with stdin closed unless
+//! the engine feeds it. stdout and stderr are read concurrently and appended byte for byte to
+//! the run's log files (never truncated, so offsets stay valid across turns and multi-byte
+//! characters are never split by decoding). Cancel and the hard timeout send SIGTERM to the
+//! whole group and SIGKILL after a grace period; when the leader exits, whatever it left in its
+//! group is killed too. A parent-death signal and the [`reaper::Reaper`] make sure a crashed
+//! service takes its engines with it.
+
+pub mod reaper;
+mod sys;
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncWriteExt};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::store::ProcessMark;
+
+pub use reaper::Reaper;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct ProcessSpec {
+    /// argv; the first element is looked up on `PATH` unless it contains a `/`.
+    pub argv: Vec<String>,
+    pub cwd: PathBuf,
+    /// Added to the service's own environment.
+    pub env: Vec<(String, String)>,
+    /// Written to stdin, which is then closed; `None` leaves stdin closed from the start.
+    pub stdin: Option<Vec<u8>>,
+    pub stdout_log: PathBuf,
+    pub stderr_log: PathBuf,
+}
+
+/// How the process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited by itself (`code` is `None` when a signal killed it).
+    Exited { code: Option<i32> },
+    /// The hard timeout ended it.
+    TimedOut,
+    /// A cancel ended it.
+    Canceled,
+}
+
+/// The end of a supervised process: how it ended and which bytes of each log it wrote.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub exit: Exit,
+    pub stdout: Range<u64>,
+    pub stderr: Range<u64>,
+}
+
+/// Starts and supervises engine processes.
+#[derive(Debug, Clone)]
+pub struct Supervisor {
+    reaper: Option<Arc<Reaper>>,
+    /// Time between SIGTERM and SIGKILL.
+    grace: Duration,
+}
+
+/// How long log readers may drain after the group is gone; a process that escaped the group
+/// (a daemon that called setsid) could otherwise hold a pipe open forever.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+impl Supervisor {
+    pub fn new(reaper: Option<Arc<Reaper>>, grace: Duration) -> Self {
+        Self { reaper, grace }
+    }
+
+    /// Starts `spec`; the returned handle must be [`Running::wait`]ed.
+    pub async fn spawn(&self, spec: ProcessSpec) -> std::io::Result<Running> {
+        let (program, args) = spec
+            .argv
+            .split_first()
+            .ok_or_else(|| std::io::Error::other("empty argv"))?;
+        let stdout_start = log_len(&spec.stdout_log).await?;
+        let stderr_start = log_len(&spec.stderr_log).await?;
+        let stdout_file = append(&spec.stdout_log).await?;
+        let stderr_file = append(&spec.stderr_log).await?;
+
+        let mut command = tokio::process::Command::new(program);
+        command
+            .args(args)
+            .current_dir(&spec.cwd)
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .stdin(if spec.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        sys::kill_with_parent(&mut command);
+        let mut child = command.spawn()?;
+        let pid = child.id().expect("a just-spawned child has a pid") as i32;
+        if let Some(reaper) = &self.reaper {
+            reaper.watch(pid);
+        }
+        let stdin_task = match (child.stdin.take(), spec.stdin) {
+            (Some(mut pipe), Some(bytes)) => Some(tokio::spawn(async move {
+                // A process that exits without reading its stdin is not an error here.
+                let _ = pipe.write_all(&bytes).await;
+            })),
+            _ => None,
+        };
+        let stdout = tokio::spawn(copy_to_log(
+            child.stdout.take().expect("stdout is piped"),
+            stdout_file,
+        ));
+        let stderr = tokio::spawn(copy_to_log(
+            child.stderr.take().expect("stderr is piped"),
+            stderr_file,
+        ));
+        Ok(Running {
+            child,
+            pid,
+            mark: ProcessMark {
+                pgid: pid,
+                boot_id: boot_id(),
+                start_ticks: start_ticks(pid).unwrap_or(0),
+            },
+            stdin_task,
+            stdout,
+            stderr,
+            stdout_log: spec.stdout_log,
+            stderr_log: spec.stderr_log,
+            stdout_start,
+            stderr_start,
+            supervisor: self.clone(),
+        })
+    }
+}
+
+/// A process under supervision.
+#[derive(Debug)]
+pub struct Running {
+    child: tokio::process::Child,
+    pid: i32,
+    mark: ProcessMark,
+    stdin_task: Option<JoinHandle<()>>,
+    stdout: JoinHandle<std::io::Result<()>>,
+    stderr: JoinHandle<std::io::Result<()>>,
+    stdout_log: PathBuf,
+    stderr_log: PathBuf,
+    stdout_start: u64,
+    stderr_start: u64,
+    supervisor: Supervisor,
+}
+
+impl Running {
+    /// What identifies the process group, to record for crash recovery.
+    pub fn mark(&self) -> &ProcessMark {
+        &self.mark
+    }
+
+    /// Waits until the process exits, `deadline` passes, or `cancel` fires; in the last two
+    /// cases the group is terminated. Always leaves no process of the group alive.
+    pub async fn wait(mut self, deadline: Instant, cancel: &CancellationToken) -> Finished {
+        let exit = tokio::select! {
+            status = self.child.wait() => Exit::Exited { code: status.ok().and_then(|s| s.code()) },
+            () = tokio::time::sleep_until(deadline) => Exit::TimedOut,
+            () = cancel.cancelled() => Exit::Canceled,
+        };
+        if !matches!(exit, Exit::Exited { .. }) {
+            self.terminate().await;
+        }
+        // The leader is gone; anything it left behind in its group goes too.
+        signal_group(self.pid, Signal::SIGKILL);
+        if let Some(reaper) = &self.supervisor.reaper {
+            reaper.forget(self.pid);
+        }
+        if let Some(task) = self.stdin_task.take() {
+            task.abort();
+        }
+        drain(self.stdout).await;
+        drain(self.stderr).await;
+        // Only this turn appends to the logs, so their ends are where its output ends.
+        let stdout_end = log_len(&self.stdout_log).await.unwrap_or(self.stdout_start);
+        let stderr_end = log_len(&self.stderr_log).await.unwrap_or(self.stderr_start);
+        Finished {
+            exit,
+            stdout: self.stdout_start..stdout_end.max(self.stdout_start),
+            stderr: self.stderr_start..stderr_end.max(self.stderr_start),
+        }
+    }
+
+    /// SIGTERM to the group, then SIGKILL once the grace period is over.
+    async fn terminate(&mut self) {
+        signal_group(self.pid, Signal::SIGTERM);
+        if tokio::time::timeout(self.supervisor.grace, self.child.wait())
+            .await
+            .is_err()
+        {
+            signal_group(self.pid, Signal::SIGKILL);
+            let _ = self.child.wait().await;
+        }
+    }
+}
+
+fn signal_group(pgid: i32, signal: Signal) {
+    // ESRCH (no such group) is the normal case once everything has exited.
+    let _ = killpg(Pid::from_raw(pgid), signal);
+}
+
+/// Kills what is left of a group recorded before a crash, if that group is still ours.
+pub fn kill_recorded_group(mark: &ProcessMark) -> bool {
+    if mark.boot_id != boot_id() {
+        return false;
+    }
+    let ours = group_members(mark.pgid)
+        .into_iter()
+        .any(|pid| start_ticks(pid).is_some_and(|t| t >= mark.start_ticks));
+    if ours {
+        signal_group(mark.pgid, Signal::SIGKILL);
+    }
+    ours
+}
+
+/// Pids of the live processes in group `pgid`, from `/proc`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            proc_stat_fields(*pid)
+                .and_then(|f| f.get(2).and_then(|g| g.parse::<i32>().ok()))
+                .is_some_and(|g| g == pgid)
+        })
+        .collect()
+}
+
+/// Fields of `/proc/<pid>/stat` after the command name (field 3 onwards); zombies excluded.
+fn proc_stat_fields(pid: i32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<String> = rest.split_whitespace().map(str::to_owned).collect();
+    (fields.first().map(String::as_str) != Some("Z")).then_some(fields)
+}
+
+/// The process's start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
+fn start_ticks(pid: i32) -> Option<u64> {
+    proc_stat_fields(pid)?.get(19)?.parse().ok()
+}
+
+fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default()
+}
+
+async fn log_len(path: &Path) -> std::io::Result<u64> {
+    match tokio::fs::metadata(path).await {
+        Ok(m) => Ok(m.len()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
+async fn append(path: &Path) -> std::io::Result<tokio::fs::File> {
+    tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .await
+}
+
+async fn copy_to_log(
+    mut from: impl AsyncRead + Unpin,
+    mut to: tokio::fs::File,
+) -> std::io::Result<()> {
+    tokio::io::copy(&mut from, &mut to).await?;
+    to.flush().await
+}
+
+async fn drain(reader: JoinHandle<std::io::Result<()>>) {
+    let abort = reader.abort_handle();
+    match tokio::time::timeout(DRAIN_LIMIT, reader).await {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => tracing::warn!(error = %e, "copying engine output to its log failed"),
+        Ok(Err(_)) => {}
+        Err(_) => abort.abort(),
+    }
+}

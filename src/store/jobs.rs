@@ -1,0 +1,855 @@
+//! Job requests, runs and cache entries.
+//!
+//! A run moves `queued -> running -> succeeded | failed | canceled`; every move is one guarded
+//! `UPDATE` that names the states it may leave, so a late writer (a process that printed valid
+//! output after it was canceled or timed out) changes nothing.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::Store;
+use crate::clock;
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Queued,
+    Running,
+    WaitingUser,
+    Succeeded,
+    Failed,
+    Canceled,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::WaitingUser => "waiting_user",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Canceled => "canceled",
+        }
+    }
+
+    fn parse(s: &str) -> anyhow::Result<Self> {
+        Ok(match s {
+            "queued" => Self::Queued,
+            "running" => Self::Running,
+            "waiting_user" => Self::WaitingUser,
+            "succeeded" => Self::Succeeded,
+            "failed" => Self::Failed,
+            "canceled" => Self::Canceled,
+            other => anyhow::bail!("unknown run status '{other}' in the database"),
+        })
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed | Self::Canceled)
+    }
+}
+
+/// Which API a request came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestKind {
+    /// `/v1/jobs`: an installed skill.
+    Job,
+    /// `/v1/temp-skill-runs`: a package uploaded for one run.
+    Temp,
+}
+
+impl RequestKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Job => "job",
+            Self::Temp => "temp",
+        }
+    }
+}
+
+/// Whether a request still waits for its input upload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UploadState {
+    /// The request needed no upload.
+    None,
+    Awaiting,
+    /// An upload is being processed; a second one is refused.
+    Receiving,
+    Done,
+}
+
+impl UploadState {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Awaiting => "awaiting",
+            Self::Receiving => "receiving",
+            Self::Done => "done",
+        }
+    }
+
+    fn parse(s: &str) -> anyhow::Result<Self> {
+        Ok(match s {
+            "none" => Self::None,
+            "awaiting" => Self::Awaiting,
+            "receiving" => Self::Receiving,
+            "done" => Self::Done,
+            other => anyhow::bail!("unknown upload state '{other}' in the database"),
+        })
+    }
+}
+
+/// A client's request, as stored.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub request_id: String,
+    pub kind: RequestKind,
+    pub skill_id: Option<String>,
+    pub engine: String,
+    pub model: Option<String>,
+    pub engine_options: Value,
+    pub input: Value,
+    pub parameter: Value,
+    pub runtime_options: Value,
+    pub upload_state: UploadState,
+    pub run_id: Option<String>,
+    pub cache_hit: bool,
+    pub error: Option<String>,
+    pub temp_dir: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(sqlx::FromRow)]
+struct RequestRow {
+    request_id: String,
+    kind: String,
+    skill_id: Option<String>,
+    engine: String,
+    model: Option<String>,
+    engine_options: String,
+    input: String,
+    parameter: String,
+    runtime_options: String,
+    upload_state: String,
+    run_id: Option<String>,
+    cache_hit: bool,
+    error: Option<String>,
+    temp_dir: Option<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+impl TryFrom<RequestRow> for Request {
+    type Error = anyhow::Error;
+    fn try_from(r: RequestRow) -> anyhow::Result<Self> {
+        Ok(Self {
+            kind: match r.kind.as_str() {
+                "job" => RequestKind::Job,
+                "temp" => RequestKind::Temp,
+                other => anyhow::bail!("unknown request kind '{other}' in the database"),
+            },
+            engine_options: serde_json::from_str(&r.engine_options)?,
+            input: serde_json::from_str(&r.input)?,
+            parameter: serde_json::from_str(&r.parameter)?,
+            runtime_options: serde_json::from_str(&r.runtime_options)?,
+            upload_state: UploadState::parse(&r.upload_state)?,
+            request_id: r.request_id,
+            skill_id: r.skill_id,
+            engine: r.engine,
+            model: r.model,
+            run_id: r.run_id,
+            cache_hit: r.cache_hit,
+            error: r.error,
+            temp_dir: r.temp_dir,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        })
+    }
+}
+
+/// A run, as stored.
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub run_id: String,
+    pub request_id: String,
+    pub skill_id: String,
+    pub engine: String,
+    pub skill_dir: String,
+    pub status: RunStatus,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+    pub warnings: Vec<String>,
+    /// The result envelope as JSON text, once the run ended.
+    pub result: Option<String>,
+    pub cache_key: Option<String>,
+    pub process: Option<ProcessMark>,
+    pub recovery_state: String,
+    pub recovered_at: Option<String>,
+    pub recovery_reason: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+}
+
+/// Identifies an engine's process group across a crash: the group id plus what tells a reused
+/// id apart (the boot and the leader's start time).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessMark {
+    pub pgid: i32,
+    pub boot_id: String,
+    pub start_ticks: u64,
+}
+
+#[derive(sqlx::FromRow)]
+struct RunRow {
+    run_id: String,
+    request_id: String,
+    skill_id: String,
+    engine: String,
+    skill_dir: String,
+    status: String,
+    error_code: Option<String>,
+    error_message: Option<String>,
+    warnings: String,
+    result: Option<String>,
+    cache_key: Option<String>,
+    pgid: Option<i64>,
+    pg_boot_id: Option<String>,
+    pg_start_ticks: Option<i64>,
+    recovery_state: String,
+    recovered_at: Option<String>,
+    recovery_reason: Option<String>,
+    created_at: String,
+    updated_at: String,
+    started_at: Option<String>,
+    finished_at: Option<String>,
+}
+
+impl TryFrom<RunRow> for Run {
+    type Error = anyhow::Error;
+    fn try_from(r: RunRow) -> anyhow::Result<Self> {
+        let process = match (r.pgid, r.pg_boot_id, r.pg_start_ticks) {
+            (Some(pgid), Some(boot_id), Some(ticks)) => Some(ProcessMark {
+                pgid: i32::try_from(pgid)?,
+                boot_id,
+                start_ticks: u64::try_from(ticks)?,
+            }),
+            _ => None,
+        };
+        Ok(Self {
+            status: RunStatus::parse(&r.status)?,
+            warnings: serde_json::from_str(&r.warnings)?,
+            process,
+            run_id: r.run_id,
+            request_id: r.request_id,
+            skill_id: r.skill_id,
+            engine: r.engine,
+            skill_dir: r.skill_dir,
+            error_code: r.error_code,
+            error_message: r.error_message,
+            result: r.result,
+            cache_key: r.cache_key,
+            recovery_state: r.recovery_state,
+            recovered_at: r.recovered_at,
+            recovery_reason: r.recovery_reason,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+        })
+    }
+}
+
+/// A request to record.
+#[derive(Debug, Clone)]
+pub struct NewRequest {
+    pub request_id: String,
+    pub kind: RequestKind,
+    pub skill_id: Option<String>,
+    pub engine: String,
+    pub model: Option<String>,
+    pub engine_options: Value,
+    pub input: Value,
+    pub parameter: Value,
+    pub runtime_options: Value,
+}
+
+/// A run to create.
+#[derive(Debug, Clone)]
+pub struct NewRun {
+    pub run_id: String,
+    pub skill_id: String,
+    pub skill_dir: String,
+    pub engine: String,
+    pub cache_key: Option<String>,
+}
+
+/// What a request is bound to once its inputs are complete.
+#[derive(Debug, Clone)]
+pub enum Binding {
+    /// A fresh run, queued.
+    Run(NewRun),
+    /// An earlier succeeded run with the same cache key.
+    CacheHit(String),
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct Ending {
+    pub status: RunStatus,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+    pub warnings: Vec<String>,
+    /// The result envelope; `None` when the run produced none (input validation failed).
+    pub result: Option<Value>,
+}
+
+/// What a cleanup removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct CleanupCounts {
+    pub runs_deleted: u64,
+    pub requests_deleted: u64,
+    pub cache_entries_deleted: u64,
+}
+
+/// A run removed by a cleanup, with the folders that go with it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Removed {
+    pub run_id: Option<String>,
+    pub temp_dir: Option<String>,
+    pub request_id: Option<String>,
+}
+
+macro_rules! request_columns {
+    () => {
+        "request_id, kind, skill_id, engine, model, engine_options, input, parameter, \
+         runtime_options, upload_state, run_id, cache_hit, error, temp_dir, created_at, updated_at"
+    };
+}
+
+macro_rules! run_columns {
+    () => {
+        "run_id, request_id, skill_id, engine, skill_dir, status, error_code, error_message, \
+         warnings, result, cache_key, pgid, pg_boot_id, pg_start_ticks, recovery_state, \
+         recovered_at, recovery_reason, created_at, updated_at, started_at, finished_at"
+    };
+}
+
+type Tx<'a> = sqlx::Transaction<'a, sqlx::Sqlite>;
+
+async fn insert_run(
+    tx: &mut Tx<'_>,
+    request_id: &str,
+    run: &NewRun,
+    now: &str,
+) -> anyhow::Result<()> {
+    sqlx::query(
+        "INSERT INTO runs (run_id, request_id, skill_id, engine, skill_dir, status, cache_key,
+                           created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?)",
+    )
+    .bind(&run.run_id)
+    .bind(request_id)
+    .bind(&run.skill_id)
+    .bind(&run.engine)
+    .bind(&run.skill_dir)
+    .bind(&run.cache_key)
+    .bind(now)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+impl Store {
+    /// Records a request, bound to a fresh run or a cached one, or awaiting its upload
+    /// (`binding` = `None`). One transaction: the request and its run appear together.
+    pub async fn create_request(
+        &self,
+        request: &NewRequest,
+        binding: Option<&Binding>,
+    ) -> anyhow::Result<()> {
+        let now = clock::now();
+        let mut tx = self.pool.begin().await?;
+        let (run_id, cache_hit, upload_state) = match binding {
+            Some(Binding::Run(run)) => {
+                insert_run(&mut tx, &request.request_id, run, &now).await?;
+                (Some(run.run_id.as_str()), false, UploadState::None)
+            }
+            Some(Binding::CacheHit(run_id)) => (Some(run_id.as_str()), true, UploadState::None),
+            None => (None, false, UploadState::Awaiting),
+        };
+        sqlx::query(
+            "INSERT INTO requests (request_id, kind, skill_id, engine, model, engine_options, input,
+                                   parameter, runtime_options, upload_state, run_id, cache_hit,
+                                   created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&request.request_id)
+        .bind(request.kind.as_str())
+        .bind(&request.skill_id)
+        .bind(&request.engine)
+        .bind(&request.model)
+        .bind(request.engine_options.to_string())
+        .bind(request.input.to_string())
+        .bind(request.parameter.to_string())
+        .bind(request.runtime_options.to_string())
+        .bind(upload_state.as_str())
+        .bind(run_id)
+        .bind(cache_hit)
+        .bind(&now)
+        .bind(&now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn request(&self, request_id: &str) -> anyhow::Result<Option<Request>> {
+        let row: Option<RequestRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            request_columns!(),
+            " FROM requests WHERE request_id = ?"
+        ))
+        .bind(request_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(Request::try_from).transpose()
+    }
+
+    pub async fn run(&self, run_id: &str) -> anyhow::Result<Option<Run>> {
+        let row: Option<RunRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            run_columns!(),
+            " FROM runs WHERE run_id = ?"
+        ))
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(Run::try_from).transpose()
+    }
+
+    /// Takes the request's upload slot; false when it is not awaiting one.
+    pub async fn claim_upload(&self, request_id: &str) -> anyhow::Result<bool> {
+        let done = sqlx::query(
+            "UPDATE requests SET upload_state = 'receiving', updated_at = ?
+             WHERE request_id = ? AND upload_state = 'awaiting'",
+        )
+        .bind(clock::now())
+        .bind(request_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Gives a claimed upload slot back after an upload that was refused.
+    pub async fn release_upload(&self, request_id: &str) -> anyhow::Result<()> {
+        sqlx::query(
+            "UPDATE requests SET upload_state = 'awaiting', updated_at = ?
+             WHERE request_id = ? AND upload_state = 'receiving'",
+        )
+        .bind(clock::now())
+        .bind(request_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Ends a claimed upload by binding the request; for a temporary run also records the
+    /// skill it carried.
+    pub async fn complete_upload(
+        &self,
+        request_id: &str,
+        binding: &Binding,
+        temp_skill: Option<(&str, &str)>,
+    ) -> anyhow::Result<()> {
+        let now = clock::now();
+        let mut tx = self.pool.begin().await?;
+        let (run_id, cache_hit) = match binding {
+            Binding::Run(run) => {
+                insert_run(&mut tx, request_id, run, &now).await?;
+                (run.run_id.as_str(), false)
+            }
+            Binding::CacheHit(run_id) => (run_id.as_str(), true),
+        };
+        let (skill_id, temp_dir) = temp_skill.unzip();
+        let done = sqlx::query(
+            "UPDATE requests SET upload_state = 'done', run_id = ?, cache_hit = ?,
+                 skill_id = COALESCE(?, skill_id), temp_dir = COALESCE(?, temp_dir), updated_at = ?
+             WHERE request_id = ? AND upload_state = 'receiving'",
+        )
+        .bind(run_id)
+        .bind(cache_hit)
+        .bind(skill_id)
+        .bind(temp_dir)
+        .bind(&now)
+        .bind(request_id)
+        .execute(&mut *tx)
+        .await?;
+        anyhow::ensure!(
+            done.rows_affected() == 1,
+            "request {request_id} was not receiving an upload"
+        );
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Requests whose upload was cut short by a crash wait for it again; returns how many.
+    pub async fn reopen_interrupted_uploads(&self) -> anyhow::Result<u64> {
+        let done = sqlx::query(
+            "UPDATE requests SET upload_state = 'awaiting', updated_at = ?
+             WHERE upload_state = 'receiving'",
+        )
+        .bind(clock::now())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Ends a claimed upload with a failure recorded on the request (no run is created).
+    pub async fn fail_upload(&self, request_id: &str, error: &str) -> anyhow::Result<()> {
+        sqlx::query(
+            "UPDATE requests SET upload_state = 'done', error = ?, updated_at = ?
+             WHERE request_id = ? AND upload_state = 'receiving'",
+        )
+        .bind(error)
+        .bind(clock::now())
+        .bind(request_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// `queued -> running`; false when the run is no longer queued (canceled meanwhile).
+    pub async fn start_run(&self, run_id: &str) -> anyhow::Result<bool> {
+        let now = clock::now();
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'running', started_at = ?, updated_at = ?
+             WHERE run_id = ? AND status = 'queued'",
+        )
+        .bind(&now)
+        .bind(&now)
+        .bind(run_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Records (or clears) the process group of the turn under way.
+    pub async fn set_run_process(
+        &self,
+        run_id: &str,
+        mark: Option<&ProcessMark>,
+    ) -> anyhow::Result<()> {
+        sqlx::query(
+            "UPDATE runs SET pgid = ?, pg_boot_id = ?, pg_start_ticks = ? WHERE run_id = ?",
+        )
+        .bind(mark.map(|m| m.pgid))
+        .bind(mark.map(|m| m.boot_id.as_str()))
+        .bind(mark.map(|m| m.start_ticks as i64))
+        .bind(run_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Ends a run that is in one of `from`; false when another writer ended it first.
+    pub async fn finish_run(
+        &self,
+        run_id: &str,
+        from: &[RunStatus],
+        ending: &Ending,
+    ) -> anyhow::Result<bool> {
+        debug_assert!(ending.status.is_terminal());
+        let now = clock::now();
+        let from: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
+        let done = sqlx::query(
+            "UPDATE runs SET status = ?, error_code = ?, error_message = ?, warnings = ?,
+                 result = ?, pgid = NULL, pg_boot_id = NULL, pg_start_ticks = NULL,
+                 updated_at = ?, finished_at = ?
+             WHERE run_id = ? AND status IN (SELECT value FROM json_each(?))",
+        )
+        .bind(ending.status.as_str())
+        .bind(&ending.error_code)
+        .bind(&ending.error_message)
+        .bind(serde_json::to_string(&ending.warnings)?)
+        .bind(ending.result.as_ref().map(Value::to_string))
+        .bind(&now)
+        .bind(&now)
+        .bind(run_id)
+        .bind(serde_json::to_string(&from)?)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Marks a run that was running when the service stopped as failed and reconciled.
+    pub async fn reconcile_interrupted(
+        &self,
+        run_id: &str,
+        ending: &Ending,
+        reason: &str,
+    ) -> anyhow::Result<bool> {
+        let now = clock::now();
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'failed', error_code = ?, error_message = ?, result = ?,
+                 recovery_state = 'failed_reconciled', recovered_at = ?, recovery_reason = ?,
+                 pgid = NULL, pg_boot_id = NULL, pg_start_ticks = NULL,
+                 updated_at = ?, finished_at = ?
+             WHERE run_id = ? AND status = 'running'",
+        )
+        .bind(&ending.error_code)
+        .bind(&ending.error_message)
+        .bind(ending.result.as_ref().map(Value::to_string))
+        .bind(&now)
+        .bind(reason)
+        .bind(&now)
+        .bind(&now)
+        .bind(run_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Runs in `status`, in FIFO order.
+    pub async fn runs_with_status(&self, status: RunStatus) -> anyhow::Result<Vec<Run>> {
+        let rows: Vec<RunRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            run_columns!(),
+            " FROM runs WHERE status = ? ORDER BY rowid"
+        ))
+        .bind(status.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(Run::try_from).collect()
+    }
+
+    /// The succeeded run stored under `cache_key`, if any.
+    pub async fn cached_run(&self, cache_key: &str) -> anyhow::Result<Option<String>> {
+        let row: Option<(String,)> = sqlx::query_as(
+            "SELECT c.run_id FROM cache_entries c JOIN runs r ON r.run_id = c.run_id
+             WHERE c.cache_key = ? AND r.status = 'succeeded'",
+        )
+        .bind(cache_key)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| r.0))
+    }
+
+    pub async fn put_cache_entry(&self, cache_key: &str, run_id: &str) -> anyhow::Result<()> {
+        sqlx::query(
+            "INSERT INTO cache_entries (cache_key, run_id, created_at) VALUES (?, ?, ?)
+             ON CONFLICT (cache_key) DO UPDATE SET run_id = excluded.run_id,
+                 created_at = excluded.created_at",
+        )
+        .bind(cache_key)
+        .bind(run_id)
+        .bind(clock::now())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Deletes finished runs (failed ones finished before `failed_before`, the others before
+    /// `finished_before`; RFC 3339 UTC strings compare in time order), the requests bound to
+    /// them, their cache entries, and requests that failed before getting a run. Returns the
+    /// counts and what was removed, so the caller can delete the folders.
+    pub async fn delete_finished(
+        &self,
+        failed_before: &str,
+        finished_before: &str,
+    ) -> anyhow::Result<(CleanupCounts, Vec<Removed>)> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("CREATE TEMP TABLE IF NOT EXISTS doomed_runs (run_id TEXT PRIMARY KEY)")
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM doomed_runs")
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO doomed_runs SELECT run_id FROM runs
+             WHERE (status = 'failed' AND finished_at < ?)
+                OR (status IN ('succeeded', 'canceled') AND finished_at < ?)",
+        )
+        .bind(failed_before)
+        .bind(finished_before)
+        .execute(&mut *tx)
+        .await?;
+        let mut removed: Vec<Removed> = sqlx::query_as(
+            "SELECT d.run_id AS run_id, q.temp_dir AS temp_dir, q.request_id AS request_id
+             FROM doomed_runs d LEFT JOIN requests q ON q.run_id = d.run_id",
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        let orphans: Vec<Removed> = sqlx::query_as(
+            "SELECT NULL AS run_id, temp_dir, request_id FROM requests
+             WHERE run_id IS NULL AND error IS NOT NULL AND updated_at < ?",
+        )
+        .bind(failed_before)
+        .fetch_all(&mut *tx)
+        .await?;
+        removed.extend(orphans);
+        let cache = sqlx::query(
+            "DELETE FROM cache_entries WHERE run_id IN (SELECT run_id FROM doomed_runs)",
+        )
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        let requests = sqlx::query(
+            "DELETE FROM requests WHERE run_id IN (SELECT run_id FROM doomed_runs)
+                OR (run_id IS NULL AND error IS NOT NULL AND updated_at < ?)",
+        )
+        .bind(failed_before)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        let runs = sqlx::query("DELETE FROM runs WHERE run_id IN (SELECT run_id FROM doomed_runs)")
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        sqlx::query("DELETE FROM doomed_runs")
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok((
+            CleanupCounts {
+                runs_deleted: runs,
+                requests_deleted: requests,
+                cache_entries_deleted: cache,
+            },
+            removed,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::tests::store;
+
+    fn new_request(id: &str) -> NewRequest {
+        NewRequest {
+            request_id: id.into(),
+            kind: RequestKind::Job,
+            skill_id: Some("demo".into()),
+            engine: "script".into(),
+            model: None,
+            engine_options: json!({}),
+            input: json!({"text": "hi"}),
+            parameter: json!({}),
+            runtime_options: json!({}),
+        }
+    }
+
+    fn new_run(id: &str) -> NewRun {
+        NewRun {
+            run_id: id.into(),
+            skill_id: "demo".into(),
+            skill_dir: "/skills/demo".into(),
+            engine: "script".into(),
+            cache_key: Some("k1".into()),
+        }
+    }
+
+    fn ending(status: RunStatus) -> Ending {
+        Ending {
+            status,
+            error_code: None,
+            error_message: None,
+            warnings: vec![],
+            result: Some(json!({"status": "success"})),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_late_result_never_overwrites_a_terminal_state() {
+        let (_dir, store) = store().await;
+        store
+            .create_request(&new_request("q1"), Some(&Binding::Run(new_run("r1"))))
+            .await
+            .unwrap();
+        assert!(store.start_run("r1").await.unwrap());
+        assert!(!store.start_run("r1").await.unwrap());
+        let mut canceled = ending(RunStatus::Canceled);
+        canceled.error_code = Some("CANCELED_BY_USER".into());
+        let active = [
+            RunStatus::Queued,
+            RunStatus::Running,
+            RunStatus::WaitingUser,
+        ];
+        assert!(store.finish_run("r1", &active, &canceled).await.unwrap());
+        assert!(
+            !store
+                .finish_run("r1", &[RunStatus::Running], &ending(RunStatus::Succeeded))
+                .await
+                .unwrap()
+        );
+        let run = store.run("r1").await.unwrap().unwrap();
+        assert_eq!(run.status, RunStatus::Canceled);
+        assert_eq!(run.error_code.as_deref(), Some("CANCELED_BY_USER"));
+        assert!(run.finished_at.is_some());
+    }
+
+    #[tokio::test]
+    async fn uploads_are_claimed_once_and_cache_hits_need_success() {
+        let (_dir, store) = store().await;
+        store
+            .create_request(&new_request("q1"), None)
+            .await
+            .unwrap();
+        let q = store.request("q1").await.unwrap().unwrap();
+        assert_eq!(q.upload_state, UploadState::Awaiting);
+        assert!(q.run_id.is_none());
+        assert!(store.claim_upload("q1").await.unwrap());
+        assert!(!store.claim_upload("q1").await.unwrap());
+        store.release_upload("q1").await.unwrap();
+        assert!(store.claim_upload("q1").await.unwrap());
+        store
+            .complete_upload("q1", &Binding::Run(new_run("r1")), None)
+            .await
+            .unwrap();
+        assert!(!store.claim_upload("q1").await.unwrap());
+
+        store.put_cache_entry("k1", "r1").await.unwrap();
+        assert_eq!(
+            store.cached_run("k1").await.unwrap(),
+            None,
+            "queued runs are no hit"
+        );
+        store.start_run("r1").await.unwrap();
+        store
+            .finish_run("r1", &[RunStatus::Running], &ending(RunStatus::Succeeded))
+            .await
+            .unwrap();
+        assert_eq!(store.cached_run("k1").await.unwrap().as_deref(), Some("r1"));
+        store
+            .create_request(&new_request("q2"), Some(&Binding::CacheHit("r1".into())))
+            .await
+            .unwrap();
+        let q2 = store.request("q2").await.unwrap().unwrap();
+        assert!(q2.cache_hit);
+        assert_eq!(q2.run_id.as_deref(), Some("r1"));
+
+        let (counts, removed) = store
+            .delete_finished("9999-01-01T00:00:00Z", "9999-01-01T00:00:00Z")
+            .await
+            .unwrap();
+        assert_eq!(
+            counts,
+            CleanupCounts {
+                runs_deleted: 1,
+                requests_deleted: 2,
+                cache_entries_deleted: 1
+            }
+        );
+        assert_eq!(removed.len(), 2);
+        assert!(store.request("q2").await.unwrap().is_none());
+        assert!(store.run("r1").await.unwrap().is_none());
+    }
+}

@@ -1,0 +1,82 @@
+//! The SQLite store: the only module that speaks SQL.
+//!
+//! One database file (`<data>/skill_runner.db`) in WAL mode is the source of truth for every
+//! request the service accepted. Queries use runtime binding (no compile-time database), and every
+//! state change is a guarded `UPDATE ... WHERE status IN (...)`, so a late or repeated writer can
+//! never move a finished request back.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::Context;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+mod installs;
+mod jobs;
+
+pub use installs::{InstallPhase, InstallRequest, InstallStatus};
+pub use jobs::*;
+
+/// Handle to the database; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: SqlitePool,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database and applies pending migrations.
+    pub async fn open(path: &Path) -> anyhow::Result<Self> {
+        let options = SqliteConnectOptions::from_str("sqlite://")?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .connect_with(options)
+            .await
+            .with_context(|| format!("opening database {}", path.display()))?;
+        sqlx::migrate!("./migrations")
+            .run(&pool)
+            .await
+            .context("applying database migrations")?;
+        Ok(Self { pool })
+    }
+
+    /// Waits for open connections to finish and closes the pool.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) async fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db.sqlite")).await.unwrap();
+        (dir, store)
+    }
+
+    #[tokio::test]
+    async fn database_survives_reopen_in_wal_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let store = Store::open(&path).await.unwrap();
+        store.insert_install_request("r1").await.unwrap();
+        let mode: (String,) = sqlx::query_as("PRAGMA journal_mode")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(mode.0, "wal");
+        store.close().await;
+        let store = Store::open(&path).await.unwrap();
+        assert!(store.install_request("r1").await.unwrap().is_some());
+    }
+}

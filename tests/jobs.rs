@@ -1,0 +1,447 @@
+//! The job engine end to end against the real binary with `script` skills.
+
+mod common;
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use common::{TestDirs, TestServer, assert_group_gone, probe_skill};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+fn server_with(skills: &[common::Package], env: &[(&str, &str)]) -> TestServer {
+    let dirs = TestDirs::new();
+    for s in skills {
+        s.write_into(&dirs.skills);
+    }
+    TestServer::start_with(dirs, env)
+}
+
+fn run_dir(server: &TestServer, status: &Value) -> PathBuf {
+    server
+        .dirs
+        .data
+        .join("runs")
+        .join(status["run_id"].as_str().unwrap())
+}
+
+fn unzip(bytes: &[u8]) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).unwrap();
+    (0..zip.len())
+        .map(|i| {
+            let mut f = zip.by_index(i).unwrap();
+            let mut buf = Vec::new();
+            f.read_to_end(&mut buf).unwrap();
+            (f.name().unwrap().to_string(), buf)
+        })
+        .collect()
+}
+
+/// Every file of a bundle is in its manifest with the right size and hash, and vice versa.
+fn check_manifest(files: &std::collections::BTreeMap<String, Vec<u8>>, manifest_name: &str) {
+    let manifest: Value = serde_json::from_slice(&files[manifest_name]).unwrap();
+    let listed = manifest["files"].as_array().unwrap();
+    assert_eq!(listed.len(), files.len() - 1, "{manifest}");
+    for entry in listed {
+        let bytes = &files[entry["path"].as_str().unwrap()];
+        assert_eq!(entry["size"], bytes.len());
+        let hex: String = Sha256::digest(bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(entry["sha256"], hex);
+    }
+}
+
+#[tokio::test]
+async fn file_input_and_parameter_run_to_success_with_result_artifacts_bundle_and_logs() {
+    let server = server_with(&[probe_skill("probe", Some(true))], &[]);
+    let (code, created) = server
+        .post_json(
+            "/v1/jobs",
+            json!({"skill_id": "probe", "engine": "script", "input": {"text": "hi"},
+                   "parameter": {"mode": "ok"}, "runtime_options": {"debug": true}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{created}");
+    assert_eq!(created["status"], Value::Null, "waits for the upload");
+    assert_eq!(created["cache_hit"], false);
+    let rid = created["request_id"].as_str().unwrap();
+    let (_, before) = server.get(&format!("/v1/jobs/{rid}")).await;
+    assert_eq!(before["status"], "queued");
+
+    let (code, missing) = server.upload_inputs(rid, vec![("other.txt", b"x")]).await;
+    assert_eq!(code, 400, "{missing}");
+    assert!(
+        missing["detail"].as_str().unwrap().contains("doc"),
+        "{missing}"
+    );
+
+    let (code, uploaded) = server
+        .upload_inputs(rid, vec![("doc", "Grüße, document\n".as_bytes())])
+        .await;
+    assert_eq!(code, 200, "{uploaded}");
+    assert_eq!(uploaded["extracted_files"], json!(["doc"]));
+    let (code, again) = server.upload_inputs(rid, vec![("doc", b"x")]).await;
+    assert_eq!(code, 409, "second upload: {again}");
+
+    let status = server.wait_job(rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    assert!(status["created_at"].as_str().unwrap().ends_with('Z'));
+    assert!(status["updated_at"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(status["error"], Value::Null);
+    assert_eq!(status["recovery_state"], "none");
+
+    let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
+    assert_eq!(result["request_id"], rid);
+    let r = &result["result"];
+    assert_eq!(r["status"], "success", "{result}");
+    assert_eq!(r["data"], json!({"summary": "hi", "turn": 1}));
+    assert_eq!(r["artifacts"], json!(["artifacts/report.md"]));
+    assert_eq!(
+        r["repair_level"], "deterministic_generic",
+        "log line before the JSON"
+    );
+    assert_eq!(r["error"], Value::Null);
+    let on_disk: Value = serde_json::from_slice(
+        &std::fs::read(run_dir(&server, &status).join("result/result.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(&on_disk, r);
+
+    let (_, artifacts) = server.get(&format!("/v1/jobs/{rid}/artifacts")).await;
+    assert_eq!(artifacts["artifacts"], json!(["artifacts/report.md"]));
+    let (code, headers, body) = server
+        .get_bytes(&format!("/v1/jobs/{rid}/artifacts/artifacts/report.md"))
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(body, "Grüße, document\n".as_bytes());
+    assert!(
+        headers["content-disposition"]
+            .to_str()
+            .unwrap()
+            .contains("report.md")
+    );
+    let (code, _) = server
+        .get(&format!("/v1/jobs/{rid}/artifacts/report.md"))
+        .await;
+    assert_eq!(code, 404, "path must start with artifacts/");
+    let (code, _) = server
+        .get(&format!(
+            "/v1/jobs/{rid}/artifacts/artifacts/..%2Finput.json"
+        ))
+        .await;
+    assert_eq!(code, 400, "escapes are refused");
+
+    let (_, logs) = server.get(&format!("/v1/jobs/{rid}/logs")).await;
+    assert!(
+        logs["stdout"].as_str().unwrap().starts_with("working\n"),
+        "{logs}"
+    );
+    assert_eq!(logs["stderr"], "wärme ✓\n");
+
+    // Debug bundle: the whole run folder.
+    let (code, headers, zip) = server.get_bytes(&format!("/v1/jobs/{rid}/bundle")).await;
+    assert_eq!(code, 200);
+    assert!(
+        headers["content-disposition"]
+            .to_str()
+            .unwrap()
+            .contains("run_bundle_debug.zip")
+    );
+    let files = unzip(&zip);
+    assert!(
+        files.contains_key("logs/stdout.txt") && files.contains_key("input.json"),
+        "{:?}",
+        files.keys()
+    );
+    check_manifest(&files, "bundle/manifest_debug.json");
+
+    // A second identical request without debug is a cache hit on the same run and gets the
+    // plain bundle: result and artifacts only.
+    let (code, created) = server
+        .post_json(
+            "/v1/jobs",
+            json!({"skill_id": "probe", "engine": "script", "input": {"text": "hi"},
+                   "parameter": {"mode": "ok"}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{created}");
+    let rid2 = created["request_id"].as_str().unwrap();
+    let (_, uploaded) = server
+        .upload_inputs(rid2, vec![("doc", "Grüße, document\n".as_bytes())])
+        .await;
+    assert_eq!(uploaded["cache_hit"], true, "{uploaded}");
+    let (_, headers, zip) = server.get_bytes(&format!("/v1/jobs/{rid2}/bundle")).await;
+    assert!(
+        headers["content-disposition"]
+            .to_str()
+            .unwrap()
+            .contains("\"run_bundle.zip\"")
+    );
+    let files = unzip(&zip);
+    let names: Vec<&str> = files.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "artifacts/report.md",
+            "bundle/manifest.json",
+            "result/result.json"
+        ]
+    );
+    check_manifest(&files, "bundle/manifest.json");
+}
+
+async fn run_mode(server: &TestServer, mode: &str) -> (Value, Value) {
+    let rid = server
+        .create_job(json!({"skill_id": "probe", "engine": "script", "parameter": {"mode": mode}}))
+        .await;
+    let status = server.wait_job(&rid).await;
+    let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
+    (status, result)
+}
+
+#[tokio::test]
+async fn failing_paths_end_failed_with_the_reason() {
+    let server = server_with(
+        &[probe_skill("probe", None)],
+        &[
+            ("SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS", "2"),
+            ("SKILL_RUNNER_KILL_GRACE_SECONDS", "1"),
+        ],
+    );
+    let cases = [
+        ("exit", None, "Exit code 3"),
+        ("nojson", None, "Output JSON missing or unreadable"),
+        ("badschema", None, "Output validation error"),
+        ("noartifact", None, "Missing required artifacts: report.md"),
+        ("error", None, "BAD_INPUT: skill said no"),
+        ("late", Some("TIMEOUT"), "timed out"),
+    ];
+    for (mode, code, message) in cases {
+        let (status, result) = run_mode(&server, mode).await;
+        assert_eq!(status["status"], "failed", "{mode}: {status}");
+        assert_eq!(status["error"]["code"], json!(code), "{mode}: {status}");
+        let got = status["error"]["message"].as_str().unwrap();
+        assert!(got.contains(message), "{mode}: {got}");
+        assert_eq!(result["result"]["status"], "failed", "{mode}: {result}");
+        assert_eq!(result["result"]["error"]["message"], got);
+    }
+    let (status, result) = run_mode(&server, "exit").await;
+    assert_eq!(status["status"], "failed");
+    assert!(
+        result["result"]["error"]["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("boom on stderr")
+    );
+}
+
+#[tokio::test]
+async fn create_validation_matches_the_reference() {
+    let server = server_with(
+        &[
+            probe_skill("probe", None),
+            probe_skill("optional", Some(false)),
+        ],
+        &[],
+    );
+    let post = |body: Value| server.post_json("/v1/jobs", body);
+    let (code, body) = post(json!({"skill_id": "nope"})).await;
+    assert_eq!(code, 404, "{body}");
+    let (code, body) = post(json!({"skill_id": "probe", "engine": "gemini2"})).await;
+    assert_eq!(code, 400);
+    assert_eq!(body["detail"]["code"], "SKILL_ENGINE_UNSUPPORTED", "{body}");
+    assert_eq!(body["detail"]["requested_engine"], "gemini2");
+    assert!(
+        body["detail"]["effective_engines"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("script"))
+    );
+    let (code, body) = post(json!({"skill_id": "probe", "parameter": {"mode": "ok"},
+                                   "runtime_options": {"turbo": true}}))
+    .await;
+    assert_eq!(code, 400);
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("Unknown runtime_options: turbo"),
+        "{body}"
+    );
+    let (code, body) = post(json!({"skill_id": "probe", "parameter": {"mode": "ok"},
+                                   "runtime_options": {"no_cache": "yes"}}))
+    .await;
+    assert_eq!(code, 400, "{body}");
+    let (code, body) = post(json!({"skill_id": "probe", "parameter": {"mode": "ok"},
+                                   "runtime_options": {"execution_mode": "interactive"}}))
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        body["detail"]["code"], "SKILL_EXECUTION_MODE_UNSUPPORTED",
+        "{body}"
+    );
+    assert_eq!(body["detail"]["declared_execution_modes"], json!(["auto"]));
+    let (code, body) =
+        post(json!({"skill_id": "probe", "parameter": {"mode": "ok"}, "model": "gpt-5"})).await;
+    assert_eq!(code, 400);
+    assert!(
+        body["detail"].as_str().unwrap().contains("takes no model"),
+        "{body}"
+    );
+    let (code, body) =
+        post(json!({"skill_id": "optional", "parameter": {"mode": "ok"}, "input": {"doc": "x"}}))
+            .await;
+    assert_eq!(code, 400);
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("Input validation failed"),
+        "{body}"
+    );
+    let (code, body) =
+        post(json!({"skill_id": "probe", "parameter": {"mode": "ok"}, "input": {"zzz": 1}})).await;
+    assert_eq!(code, 400, "{body}");
+    let (code, body) =
+        post(json!({"skill_id": "probe", "parameter": {"mode": "ok"}, "input": {"text": 5}})).await;
+    assert_eq!(code, 400, "wrong type: {body}");
+    let (code, body) = post(json!({"skill_id": "probe", "parameter": {}})).await;
+    assert_eq!(code, 400, "missing required parameter: {body}");
+    assert!(body["detail"].as_str().unwrap().contains("mode"), "{body}");
+    let (code, body) =
+        post(json!({"skill_id": "probe", "parameter": {"mode": "ok", "n": "x"}})).await;
+    assert_eq!(code, 400, "mistyped parameter: {body}");
+    let (code, body) = post(json!({"engine": "script"})).await;
+    assert_eq!(code, 422, "{body}");
+    assert!(body["detail"].is_array());
+    // Nothing was recorded by the refused requests.
+    let runs = server.dirs.data.join("runs");
+    assert!(!runs.exists() || std::fs::read_dir(&runs).unwrap().next().is_none());
+    // An optional file input may be omitted: an empty zip starts the run.
+    let rid = server
+        .create_job(
+            json!({"skill_id": "optional", "parameter": {"mode": "ok"}, "input": {"text": "t"}}),
+        )
+        .await;
+    let (code, up) = server.upload_inputs(&rid, vec![]).await;
+    assert_eq!(code, 200, "{up}");
+    assert_eq!(server.wait_job(&rid).await["status"], "succeeded");
+    let (code, _) = server.upload_inputs("no-such-request", vec![]).await;
+    assert_eq!(code, 404);
+}
+
+#[tokio::test]
+async fn cancel_while_queued_and_running_kills_the_whole_group() {
+    let server = server_with(
+        &[probe_skill("probe", None)],
+        &[("SKILL_RUNNER_MAX_CONCURRENT", "1")],
+    );
+    let running = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "grandchild"}}))
+        .await;
+    let status = server
+        .wait_status(&format!("/v1/jobs/{running}"), &["running"])
+        .await;
+    let queued = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "ok"}}))
+        .await;
+    assert_eq!(
+        server.get(&format!("/v1/jobs/{queued}")).await.1["status"],
+        "queued"
+    );
+
+    let (code, c) = server
+        .post_json(&format!("/v1/jobs/{queued}/cancel"), json!({}))
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(c["accepted"], true, "{c}");
+    assert_eq!(c["status"], "canceled");
+
+    let pgid_file = run_dir(&server, &status).join("pgid.txt");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !pgid_file.exists() {
+        assert!(std::time::Instant::now() < deadline, "script never started");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let pgid: i32 = std::fs::read_to_string(&pgid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        common::group_members(pgid).len() >= 3,
+        "script, sh -c and sleeps are running"
+    );
+    let (code, c) = server
+        .post_json(&format!("/v1/jobs/{running}/cancel"), json!({}))
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(c["accepted"], true, "{c}");
+    assert_group_gone(pgid);
+    for rid in [&running, &queued] {
+        let s = server.wait_job(rid).await;
+        assert_eq!(s["status"], "canceled", "{s}");
+        assert_eq!(s["error"]["code"], "CANCELED_BY_USER");
+    }
+    let (code, c) = server
+        .post_json(&format!("/v1/jobs/{running}/cancel"), json!({}))
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(c["accepted"], false, "finished runs are not canceled again");
+    let (_, result) = server.get(&format!("/v1/jobs/{running}/result")).await;
+    assert_eq!(result["result"]["status"], "canceled", "{result}");
+    // The slot came back: a new job runs.
+    let rid = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "ok"}, "runtime_options": {"no_cache": true}}))
+        .await;
+    assert_eq!(server.wait_job(&rid).await["status"], "succeeded");
+}
+
+#[tokio::test]
+async fn hard_timeout_kills_the_group_and_server_death_takes_children_along() {
+    let mut server = server_with(
+        &[probe_skill("probe", None)],
+        &[
+            ("SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS", "1"),
+            ("SKILL_RUNNER_KILL_GRACE_SECONDS", "1"),
+        ],
+    );
+    let rid = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "grandchild"}}))
+        .await;
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["error"]["code"], "TIMEOUT", "{status}");
+    let pgid: i32 = std::fs::read_to_string(run_dir(&server, &status).join("pgid.txt"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_group_gone(pgid);
+
+    // Now a run whose server is SIGKILLed mid-run.
+    let dirs = server.dirs.clone();
+    server.kill();
+    let mut server = TestServer::start_with(dirs, &[]);
+    let rid = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "grandchild"}}))
+        .await;
+    let status = server
+        .wait_status(&format!("/v1/jobs/{rid}"), &["running"])
+        .await;
+    let pgid_file = run_dir(&server, &status).join("pgid.txt");
+    while !pgid_file.exists() {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let pgid: i32 = std::fs::read_to_string(&pgid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!common::group_members(pgid).is_empty());
+    server.kill();
+    assert_group_gone(pgid);
+}
