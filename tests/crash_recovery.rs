@@ -1,11 +1,16 @@
-//! SIGKILL the server while it installs, restart it, and check nothing is half-done.
+//! SIGKILL the server while it installs or runs jobs, restart it, and check nothing is
+//! half-done and no accepted job is lost.
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{Package, TestDirs, TestServer, digest, digest_files, skill_package, tree};
+use common::{
+    Package, TestDirs, TestServer, assert_group_gone, digest, digest_files, probe_skill,
+    skill_package, tree,
+};
+use serde_json::json;
 
 /// Incompressible bytes, so extraction takes long enough to be interrupted.
 fn noise(seed: u64, len: usize) -> Vec<u8> {
@@ -102,4 +107,80 @@ async fn sigkill_during_install_leaves_old_or_new_never_a_mix() {
         outcomes.push((delay_ms, status["status"].as_str().unwrap().to_owned()));
     }
     eprintln!("kill delay → outcome: {outcomes:?}");
+}
+
+#[tokio::test]
+async fn sigkill_with_jobs_running_and_queued_loses_nothing() {
+    let dirs = TestDirs::new();
+    probe_skill("probe", None).write_into(&dirs.skills);
+    let env = [("SKILL_RUNNER_MAX_CONCURRENT", "1")];
+    let mut server = TestServer::start_with(dirs.clone(), &env);
+    let running = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "grandchild"}}))
+        .await;
+    let status = server
+        .wait_status(&format!("/v1/jobs/{running}"), &["running"])
+        .await;
+    let pgid_file = dirs
+        .data
+        .join("runs")
+        .join(status["run_id"].as_str().unwrap())
+        .join("pgid.txt");
+    while !pgid_file.exists() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut queued = Vec::new();
+    for n in 0..3 {
+        queued.push(
+            server
+                .create_job(json!({"skill_id": "probe", "parameter": {"mode": "ok", "n": n}}))
+                .await,
+        );
+    }
+    // A burst of creates in flight when the server dies: every one answered 200 must survive.
+    let burst: Vec<_> = (0..40)
+        .map(|n| {
+            let client = server.client.clone();
+            let url = server.url("/v1/jobs");
+            tokio::spawn(async move {
+                let body = json!({"skill_id": "probe", "parameter": {"mode": "ok", "n": 100 + n}});
+                let resp = client.post(url).json(&body).send().await.ok()?;
+                if resp.status() != 200 {
+                    return None;
+                }
+                let v: serde_json::Value = resp.json().await.ok()?;
+                Some(v["request_id"].as_str()?.to_owned())
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    server.kill();
+    let pgid: i32 = std::fs::read_to_string(&pgid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_group_gone(pgid);
+    let mut accepted = queued.clone();
+    for task in burst {
+        accepted.extend(task.await.unwrap());
+    }
+
+    let server = TestServer::start_with(dirs.clone(), &env);
+    let status = server.wait_job(&running).await;
+    assert_eq!(status["status"], "failed", "{status}");
+    assert_eq!(status["recovery_state"], "failed_reconciled");
+    assert_eq!(status["error"]["code"], "ORCHESTRATOR_RESTART_INTERRUPTED");
+    assert!(status["recovered_at"].as_str().unwrap().ends_with('Z'));
+    for rid in &accepted {
+        let s = server.wait_job(rid).await;
+        assert_eq!(
+            s["status"], "succeeded",
+            "accepted job {rid} after restart: {s}"
+        );
+    }
+    eprintln!(
+        "{} accepted jobs all succeeded after the restart",
+        accepted.len()
+    );
 }

@@ -445,3 +445,365 @@ async fn hard_timeout_kills_the_group_and_server_death_takes_children_along() {
     server.kill();
     assert_group_gone(pgid);
 }
+
+#[tokio::test]
+async fn cache_hits_bind_to_the_earlier_run_and_any_change_misses() {
+    let server = server_with(
+        &[probe_skill("probe", Some(true)), probe_skill("plain", None)],
+        &[],
+    );
+    let body = |n: i64| json!({"skill_id": "probe", "parameter": {"mode": "ok", "n": n}, "input": {"text": "t"}});
+    async fn run(server: &TestServer, body: Value, doc: &[u8]) -> (Value, Value) {
+        let rid = server.create_job(body).await;
+        let (code, up) = server.upload_inputs(&rid, vec![("doc", doc)]).await;
+        assert_eq!(code, 200, "{up}");
+        (up, server.wait_job(&rid).await)
+    }
+    let (up, first) = run(&server, body(1), b"one").await;
+    assert_eq!(up["cache_hit"], false);
+    assert_eq!(first["status"], "succeeded");
+    let (up, hit) = run(&server, body(1), b"one").await;
+    assert_eq!(up["cache_hit"], true, "{up}");
+    assert_eq!(up["status"], "succeeded");
+    assert_eq!(hit["run_id"], first["run_id"], "bound to the earlier run");
+    assert_eq!(hit["cache_hit"], true);
+
+    let (up, _) = run(&server, body(2), b"one").await;
+    assert_eq!(up["cache_hit"], false, "parameter changed");
+    let (up, _) = run(&server, body(1), b"two").await;
+    assert_eq!(up["cache_hit"], false, "file bytes changed");
+    let mut no_cache = body(1);
+    no_cache["runtime_options"] = json!({"no_cache": true});
+    let (up, _) = run(&server, no_cache, b"one").await;
+    assert_eq!(up["cache_hit"], false, "no_cache skips the lookup");
+    let script = server.dirs.skills.join("probe/run.sh");
+    let mut text = std::fs::read_to_string(&script).unwrap();
+    text.push_str("# changed\n");
+    std::fs::write(&script, text).unwrap();
+    let (up, changed) = run(&server, body(1), b"one").await;
+    assert_eq!(up["cache_hit"], false, "a skill file changed");
+    assert_eq!(changed["status"], "succeeded");
+
+    // Without file inputs the hit is answered by the create itself.
+    let plain = json!({"skill_id": "plain", "parameter": {"mode": "ok"}, "input": {"text": "p"}});
+    let rid = server.create_job(plain.clone()).await;
+    assert_eq!(server.wait_job(&rid).await["status"], "succeeded");
+    let (code, created) = server.post_json("/v1/jobs", plain).await;
+    assert_eq!(code, 200);
+    assert_eq!(created["cache_hit"], true, "{created}");
+    assert_eq!(created["status"], "succeeded");
+    let (_, result) = server
+        .get(&format!(
+            "/v1/jobs/{}/result",
+            created["request_id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(result["result"]["data"]["summary"], "p");
+}
+
+#[tokio::test]
+async fn the_queue_bound_is_real_and_drains() {
+    let server = server_with(
+        &[probe_skill("probe", None)],
+        &[
+            ("SKILL_RUNNER_MAX_CONCURRENT", "1"),
+            ("SKILL_RUNNER_MAX_QUEUE_SIZE", "3"),
+        ],
+    );
+    let job = |i: usize| json!({"skill_id": "probe", "parameter": {"mode": "sleep", "n": i}});
+    let first = server.create_job(job(0)).await;
+    server
+        .wait_status(&format!("/v1/jobs/{first}"), &["running"])
+        .await;
+    let mut accepted = vec![first];
+    for i in 1..=3 {
+        accepted.push(server.create_job(job(i)).await);
+    }
+    let resp = server
+        .client
+        .post(server.url("/v1/jobs"))
+        .json(&job(4))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 429, "request N+2 is refused");
+    assert_eq!(resp.headers()["retry-after"], "1");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body, json!({"detail": "Job queue is full"}));
+    for rid in &accepted {
+        let (code, _) = server
+            .post_json(&format!("/v1/jobs/{rid}/cancel"), json!({}))
+            .await;
+        assert_eq!(code, 200);
+    }
+    for i in 5..9 {
+        let (code, body) = server
+            .post_json(
+                "/v1/jobs",
+                json!({"skill_id": "probe", "parameter": {"mode": "ok", "n": i}}),
+            )
+            .await;
+        assert_eq!(code, 200, "after draining: {body}");
+    }
+}
+
+#[tokio::test]
+async fn no_slot_leaks_after_hundreds_of_mixed_outcomes() {
+    let server = server_with(
+        &[probe_skill("probe", None)],
+        &[
+            ("SKILL_RUNNER_MAX_CONCURRENT", "2"),
+            ("SKILL_RUNNER_MAX_QUEUE_SIZE", "1000"),
+            ("SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS", "1"),
+            ("SKILL_RUNNER_KILL_GRACE_SECONDS", "1"),
+        ],
+    );
+    let modes = [
+        "ok",
+        "exit",
+        "nojson",
+        "error",
+        "badschema",
+        "noartifact",
+        "cancel",
+    ];
+    let mut rids = Vec::new();
+    for i in 0..300usize {
+        let mode = if i % 100 == 99 {
+            "sleep"
+        } else {
+            modes[i % modes.len()]
+        };
+        let run_mode = if mode == "cancel" { "sleep" } else { mode };
+        let rid = server
+            .create_job(json!({"skill_id": "probe", "parameter": {"mode": run_mode, "n": i}}))
+            .await;
+        if mode == "cancel" {
+            let (code, _) = server
+                .post_json(&format!("/v1/jobs/{rid}/cancel"), json!({}))
+                .await;
+            assert_eq!(code, 200);
+        }
+        rids.push((rid, mode));
+    }
+    let mut counts = std::collections::BTreeMap::new();
+    for (rid, mode) in &rids {
+        let status = server.wait_job(rid).await;
+        let expected = match *mode {
+            "ok" => "succeeded",
+            "cancel" => "canceled",
+            _ => "failed",
+        };
+        assert_eq!(status["status"], expected, "{mode}: {status}");
+        *counts.entry(expected).or_insert(0) += 1;
+    }
+    eprintln!("outcomes: {counts:?}");
+    // Both slots are free again: two long jobs run side by side.
+    let a = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "sleep", "n": 1000}}))
+        .await;
+    let b = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "sleep", "n": 1001}}))
+        .await;
+    server
+        .wait_status(&format!("/v1/jobs/{a}"), &["running"])
+        .await;
+    server
+        .wait_status(&format!("/v1/jobs/{b}"), &["running"])
+        .await;
+}
+
+fn temp_form(package: Option<Vec<u8>>, inputs: Option<Vec<u8>>) -> reqwest::multipart::Form {
+    let mut form = reqwest::multipart::Form::new().text("note", "unrelated fields are ignored");
+    if let Some(p) = package {
+        form = form.part(
+            "skill_package",
+            reqwest::multipart::Part::bytes(p).file_name("skill.zip"),
+        );
+    }
+    if let Some(i) = inputs {
+        form = form.part(
+            "file",
+            reqwest::multipart::Part::bytes(i).file_name("inputs.zip"),
+        );
+    }
+    form
+}
+
+#[tokio::test]
+async fn temporary_skill_runs_run_once_and_leave_nothing() {
+    let server = server_with(&[], &[("TEMP_SKILL_PACKAGE_MAX_BYTES", "20000")]);
+    let package = probe_skill("tmp-probe", Some(true)).runner(json!({"version": null}));
+    let create = |options: Value| {
+        server.post_json(
+            "/v1/temp-skill-runs",
+            json!({"engine": "script", "parameter": {"mode": "ok"}, "runtime_options": options}),
+        )
+    };
+    let (code, created) = create(json!({})).await;
+    assert_eq!(code, 200, "{created}");
+    assert_eq!(created["status"], "queued");
+    let rid = created["request_id"].as_str().unwrap().to_owned();
+    let inputs = common::build_zip(vec![("doc".into(), b"temp doc".to_vec())]);
+    let upload_path = format!("/v1/temp-skill-runs/{rid}/upload");
+    let (code, up) = server
+        .post_form(
+            &upload_path,
+            temp_form(Some(package.zip()), Some(inputs.clone())),
+        )
+        .await;
+    assert_eq!(code, 200, "{up}");
+    assert_eq!(up["extracted_files"], json!(["doc"]));
+    let status = server
+        .wait_status(
+            &format!("/v1/temp-skill-runs/{rid}"),
+            &["succeeded", "failed", "canceled"],
+        )
+        .await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let (_, result) = server
+        .get(&format!("/v1/temp-skill-runs/{rid}/result"))
+        .await;
+    assert_eq!(result["result"]["status"], "success");
+    let (code, _, body) = server
+        .get_bytes(&format!(
+            "/v1/temp-skill-runs/{rid}/artifacts/artifacts/report.md"
+        ))
+        .await;
+    assert_eq!((code, body.as_slice()), (200, b"temp doc".as_slice()));
+    assert!(
+        !server.dirs.data.join("temp_skill_runs").join(&rid).exists(),
+        "temp skill deleted"
+    );
+    let (code, _) = server.get(&format!("/v1/jobs/{rid}")).await;
+    assert_eq!(code, 404, "temp requests are not jobs");
+    let (code, _) = server.get("/v1/skills/tmp-probe").await;
+    assert_eq!(code, 404, "never registered");
+    let (code, again) = server
+        .post_form(
+            &upload_path,
+            temp_form(Some(package.zip()), Some(inputs.clone())),
+        )
+        .await;
+    assert_eq!(code, 409, "{again}");
+
+    // Never cached: the same run again executes again.
+    let (_, created) = create(json!({"debug_keep_temp": true})).await;
+    let kept = created["request_id"].as_str().unwrap().to_owned();
+    let (code, up) = server
+        .post_form(
+            &format!("/v1/temp-skill-runs/{kept}/upload"),
+            temp_form(Some(package.zip()), Some(inputs)),
+        )
+        .await;
+    assert_eq!((code, &up["cache_hit"]), (200, &json!(false)), "{up}");
+    server
+        .wait_status(&format!("/v1/temp-skill-runs/{kept}"), &["succeeded"])
+        .await;
+    assert!(
+        server
+            .dirs
+            .data
+            .join("temp_skill_runs")
+            .join(&kept)
+            .join("skill/tmp-probe/run.sh")
+            .exists()
+    );
+
+    // An invalid package: 400 and the request ends failed.
+    let (_, created) = create(json!({})).await;
+    let bad = created["request_id"].as_str().unwrap().to_owned();
+    let broken = probe_skill("tmp-probe", None).file("SKILL.md", "---\nname: other\n---\n");
+    let (code, body) = server
+        .post_form(
+            &format!("/v1/temp-skill-runs/{bad}/upload"),
+            temp_form(Some(broken.zip()), None),
+        )
+        .await;
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("identity mismatch"),
+        "{body}"
+    );
+    let status = server.get(&format!("/v1/temp-skill-runs/{bad}")).await.1;
+    assert_eq!(status["status"], "failed", "{status}");
+
+    // Oversize: 413 with the limit named; the request can still take a proper package.
+    let (_, created) = create(json!({})).await;
+    let big = created["request_id"].as_str().unwrap().to_owned();
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let noise: Vec<u8> = (0..60_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 32) as u8
+        })
+        .collect();
+    let oversize = probe_skill("tmp-probe", None).file("noise.bin", noise);
+    let (code, body) = server
+        .post_form(
+            &format!("/v1/temp-skill-runs/{big}/upload"),
+            temp_form(Some(oversize.zip()), None),
+        )
+        .await;
+    assert_eq!(code, 413, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("20000"), "{body}");
+    let (code, body) = server
+        .post_form(
+            &format!("/v1/temp-skill-runs/{big}/upload"),
+            temp_form(None, None),
+        )
+        .await;
+    assert_eq!(code, 422, "package is required: {body}");
+}
+
+#[tokio::test]
+async fn cleanup_endpoint_and_retention_sweep_delete_finished_runs() {
+    let server = server_with(
+        &[probe_skill("probe", None)],
+        &[
+            ("SKILL_RUNNER_CLEANUP_INTERVAL_SECONDS", "1"),
+            ("SKILL_RUNNER_FAILED_RUN_RETENTION_SECONDS", "1"),
+        ],
+    );
+    let failed = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "exit"}}))
+        .await;
+    let ok = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "ok"}}))
+        .await;
+    let failed_status = server.wait_job(&failed).await;
+    let ok_status = server.wait_job(&ok).await;
+    assert!(run_dir(&server, &failed_status).exists());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while server.get(&format!("/v1/jobs/{failed}")).await.0 != 404 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "failed run never swept"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(!run_dir(&server, &failed_status).exists());
+    assert_eq!(
+        server.get(&format!("/v1/jobs/{ok}")).await.0,
+        200,
+        "succeeded runs are kept longer"
+    );
+
+    let hit = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "ok"}}))
+        .await;
+    let (code, counts) = server.post_json("/v1/jobs/cleanup", json!({})).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        counts,
+        json!({"runs_deleted": 1, "requests_deleted": 2, "cache_entries_deleted": 1}),
+        "the run, both requests bound to it ({hit}), its cache entry"
+    );
+    assert!(!run_dir(&server, &ok_status).exists());
+    assert_eq!(server.get(&format!("/v1/jobs/{ok}")).await.0, 404);
+}
