@@ -143,6 +143,7 @@ async fn sigkill_with_jobs_running_and_queued_loses_nothing() {
             let client = server.client.clone();
             let url = server.url("/v1/jobs");
             tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(n)).await;
                 let body = json!({"skill_id": "probe", "parameter": {"mode": "ok", "n": 100 + n}});
                 let resp = client.post(url).json(&body).send().await.ok()?;
                 if resp.status() != 200 {
@@ -153,7 +154,7 @@ async fn sigkill_with_jobs_running_and_queued_loses_nothing() {
             })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
     server.kill();
     let pgid: i32 = std::fs::read_to_string(&pgid_file)
         .unwrap()
