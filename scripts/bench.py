@@ -1,6 +1,8 @@
-"""Prints start-up, memory and throughput figures of target/release/skill-runner."""
+"""Prints start-up, memory, throughput and job figures of target/release/skill-runner."""
 
+import concurrent.futures
 import http.client
+import json
 import os
 import re
 import shutil
@@ -22,12 +24,32 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start(tmp, port, skills=True):
+SH_SKILL = {
+    "SKILL.md": "---\nname: sh-echo\n---\n# sh-echo\n",
+    "run.sh": "#!/bin/sh\ncat >/dev/null\necho '{\"ok\": true}'\n",
+    "assets/runner.json": json.dumps({
+        "id": "sh-echo", "version": "1.0.0", "execution_modes": ["auto"],
+        "entrypoint": {"script": ["sh", "run.sh"]},
+        "schemas": {"input": "assets/input.schema.json", "parameter": "assets/parameter.schema.json",
+                    "output": "assets/output.schema.json"}}),
+    "assets/input.schema.json": json.dumps(
+        {"type": "object", "properties": {"n": {"type": "integer", "x-input-source": "inline"}}}),
+    "assets/parameter.schema.json": json.dumps({"type": "object"}),
+    "assets/output.schema.json": json.dumps({"type": "object", "required": ["ok"]}),
+}
+
+
+def start(tmp, port, skills=True, env_extra=None):
     skills_dir = os.path.join(tmp, "skills")
     if skills and not os.path.exists(skills_dir):
         shutil.copytree(os.path.join(ROOT, "skills"), skills_dir)
+        for rel, text in SH_SKILL.items():
+            path = os.path.join(skills_dir, "sh-echo", rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(text)
     env = dict(os.environ, PORT=str(port), SKILL_RUNNER_DATA_DIR=os.path.join(tmp, "data"),
-               SKILL_RUNNER_SKILLS_DIR=skills_dir, LOG_LEVEL="warn")
+               SKILL_RUNNER_SKILLS_DIR=skills_dir, LOG_LEVEL="warn", **(env_extra or {}))
     env.pop("SKILL_RUNNER_BIND", None)
     return subprocess.Popen([BINARY], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -79,8 +101,9 @@ def startup(runs=20):
           f"(target <= 100 ms; Python anchor 2.3 s)")
 
 
-def wrk(port, path, connections):
-    out = subprocess.run(["wrk", "-t2", f"-c{connections}", f"-d{DURATION}", "--latency",
+def wrk(port, path, connections, script=None):
+    extra = ["-s", script] if script else []
+    out = subprocess.run(["wrk", "-t2", f"-c{connections}", f"-d{DURATION}", "--latency", *extra,
                           f"http://127.0.0.1:{port}{path}"], capture_output=True, text=True).stdout
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
     lat = dict(re.findall(r"^\s+(50|99)%\s+(\S+)", out, re.M))
@@ -110,9 +133,129 @@ def load():
         proc.wait()
 
 
+class Client:
+    """One keep-alive connection."""
+
+    def __init__(self, port):
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+
+    def call(self, method, path, body=None):
+        headers = {"content-type": "application/json"} if body is not None else {}
+        self.conn.request(method, path, body=json.dumps(body) if body is not None else None,
+                          headers=headers)
+        resp = self.conn.getresponse()
+        data = resp.read()
+        return resp.status, (json.loads(data) if data else None)
+
+
+def create(client, n, **extra):
+    status, body = client.call("POST", "/v1/jobs", {"skill_id": "sh-echo", "engine": "script",
+                                                    "input": {"n": n}, **extra})
+    return status, body
+
+
+def wait_done(client, rid):
+    while True:
+        _, body = client.call("GET", f"/v1/jobs/{rid}")
+        if body["status"] in ("succeeded", "failed", "canceled"):
+            return body["status"]
+        time.sleep(0.0005)
+
+
+def pct(values, p):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * p / 100))]
+
+
+def jobs():
+    with tempfile.TemporaryDirectory() as tmp:
+        port = free_port()
+        proc = start(tmp, port, env_extra={"SKILL_RUNNER_MAX_QUEUE_SIZE": "100000"})
+        wait_ready(port)
+        client = Client(port)
+
+        # create -> succeeded, one job at a time (the engine process alone: sh startup).
+        latencies = []
+        for n in range(200):
+            t0 = time.perf_counter()
+            _, body = create(client, n)
+            assert wait_done(client, body["request_id"]) == "succeeded"
+            latencies.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        for _ in range(50):
+            subprocess.run(["sh", "-c", "cat >/dev/null; echo '{\"ok\": true}'"], input=b"{}",
+                           stdout=subprocess.DEVNULL)
+        sh_ms = (time.perf_counter() - t0) * 1000 / 50
+        print(f"create -> succeeded, /bin/sh skill, sequential ({len(latencies)} jobs): "
+              f"p50 {statistics.median(latencies):.1f} ms, p99 {pct(latencies, 99):.1f} ms; "
+              f"the sh process alone takes {sh_ms:.1f} ms (target p50 <= 20 ms above it; anchor p50 320 ms)")
+
+        # cache hit: the same request again.
+        _, body = create(client, 0)
+        hits = []
+        for _ in range(300):
+            t0 = time.perf_counter()
+            status, body = create(client, 0)
+            hits.append((time.perf_counter() - t0) * 1000)
+            assert body["cache_hit"], body
+        print(f"cache hit, create -> cache_hit:true ({len(hits)} requests): p50 {statistics.median(hits):.2f} ms, "
+              f"p99 {pct(hits, 99):.2f} ms (target p50 <= 5 ms)")
+
+        # finished jobs per second: 2000 distinct jobs created by 8 clients, until all ended.
+        total = 2000
+        t0 = time.perf_counter()
+
+        def burst(offset):
+            c = Client(port)
+            return [create(c, 10_000 + offset + i * 8, runtime_options={"no_cache": True})[1]["request_id"]
+                    for i in range(total // 8)]
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            rids = [r for chunk in pool.map(burst, range(8)) for r in chunk]
+        created_s = time.perf_counter() - t0
+        for rid in rids:
+            assert wait_done(client, rid) == "succeeded"
+        elapsed = time.perf_counter() - t0
+        print(f"finished jobs/s, /bin/sh skill, {total} jobs created by 8 clients: {total / elapsed:,.0f} jobs/s "
+              f"(created in {created_s:.2f} s; {os.cpu_count()} slots; target >= 200; anchor ~3)")
+
+        if shutil.which("wrk"):
+            rid = rids[-1]
+            for conns in (16, 64):
+                rps, p50, p99, bad = wrk(port, f"/v1/jobs/{rid}", conns)
+                print(f"GET /v1/jobs/{{id}} (status poll), {conns} connections: {rps:,.0f} req/s, p50 {p50}, "
+                      f"p99 {p99} (target >= 10,000 req/s; anchor 424/392 req/s)")
+            print(f"RSS after job load: {rss_kib(proc.pid) / 1024:.1f} MiB (target <= 60 MB)")
+        proc.terminate()
+        proc.wait()
+
+    if not shutil.which("wrk"):
+        return
+    # Create rate and the 429 bound: distinct creates as fast as wrk sends them.
+    lua = os.path.join(tempfile.gettempdir(), "skill-runner-create.lua")
+    with open(lua, "w") as f:
+        f.write('local n = 0\n'
+                'request = function()\n'
+                '  n = n + 1\n'
+                '  local body = string.format(\'{"skill_id":"sh-echo","engine":"script","input":{"n":%d},'
+                '"runtime_options":{"no_cache":true}}\', n + math.random(1, 1000000000))\n'
+                '  return wrk.format("POST", "/v1/jobs", {["Content-Type"] = "application/json"}, body)\n'
+                'end\n')
+    for queue, note in [("1000000", "unbounded for the measurement"), ("128", "default bound: 429 beyond it")]:
+        with tempfile.TemporaryDirectory() as tmp:
+            port = free_port()
+            proc = start(tmp, port, env_extra={"SKILL_RUNNER_MAX_QUEUE_SIZE": queue})
+            wait_ready(port)
+            rps, p50, p99, bad = wrk(port, "/v1/jobs", 16, lua)
+            print(f"POST /v1/jobs, 16 connections, queue {queue} ({note}): {rps:,.0f} req/s, p50 {p50}, "
+                  f"p99 {p99}, {bad} answered 429 (target >= 1,000 accepted req/s, p99 <= 20 ms)")
+            proc.terminate()
+            proc.wait()
+
+
 if __name__ == "__main__":
     if not os.path.exists(BINARY):
         sys.exit("build first: cargo build --release")
     print(f"machine: {os.cpu_count()} cores; wrk duration {DURATION} per point")
     startup()
     load()
+    jobs()
