@@ -121,14 +121,11 @@ async fn sigkill_with_jobs_running_and_queued_loses_nothing() {
     let status = server
         .wait_status(&format!("/v1/jobs/{running}"), &["running"])
         .await;
-    let pgid_file = dirs
+    let run_dir = dirs
         .data
         .join("runs")
-        .join(status["run_id"].as_str().unwrap())
-        .join("pgid.txt");
-    while !pgid_file.exists() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        .join(status["run_id"].as_str().unwrap());
+    let pgid = common::wait_pgid(&run_dir).await;
     let mut queued = Vec::new();
     for n in 0..3 {
         queued.push(
@@ -156,11 +153,6 @@ async fn sigkill_with_jobs_running_and_queued_loses_nothing() {
         .collect();
     tokio::time::sleep(Duration::from_millis(20)).await;
     server.kill();
-    let pgid: i32 = std::fs::read_to_string(&pgid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     assert_group_gone(pgid);
     let mut accepted = queued.clone();
     for task in burst {

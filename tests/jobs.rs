@@ -359,18 +359,7 @@ async fn cancel_while_queued_and_running_kills_the_whole_group() {
     assert_eq!(c["accepted"], true, "{c}");
     assert_eq!(c["status"], "canceled");
 
-    let pgid_file = run_dir(&server, &status).join("pgid.txt");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !pgid_file.exists() {
-        assert!(std::time::Instant::now() < deadline, "script never started");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let pgid: i32 = std::fs::read_to_string(&pgid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pgid = common::wait_pgid(&run_dir(&server, &status)).await;
     assert!(
         common::group_members(pgid).len() >= 3,
         "script, sh -c and sleeps are running"
@@ -431,16 +420,7 @@ async fn hard_timeout_kills_the_group_and_server_death_takes_children_along() {
     let status = server
         .wait_status(&format!("/v1/jobs/{rid}"), &["running"])
         .await;
-    let pgid_file = run_dir(&server, &status).join("pgid.txt");
-    while !pgid_file.exists() {
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let pgid: i32 = std::fs::read_to_string(&pgid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pgid = common::wait_pgid(&run_dir(&server, &status)).await;
     assert!(!common::group_members(pgid).is_empty());
     server.kill();
     assert_group_gone(pgid);

@@ -124,13 +124,7 @@ impl TestServer {
     }
 
     pub async fn get(&self, path: &str) -> (u16, Value) {
-        let resp = self.client.get(self.url(path)).send().await.unwrap();
-        let status = resp.status().as_u16();
-        let body = resp.text().await.unwrap();
-        (
-            status,
-            serde_json::from_str(&body).unwrap_or(Value::String(body)),
-        )
+        decode(self.client.get(self.url(path))).await
     }
 
     /// Uploads a package; returns the HTTP status and body.
@@ -425,35 +419,11 @@ impl Package {
 
 impl TestServer {
     pub async fn post_json(&self, path: &str, body: Value) -> (u16, Value) {
-        let resp = self
-            .client
-            .post(self.url(path))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        let status = resp.status().as_u16();
-        let text = resp.text().await.unwrap();
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        )
+        decode(self.client.post(self.url(path)).json(&body)).await
     }
 
     pub async fn post_form(&self, path: &str, form: reqwest::multipart::Form) -> (u16, Value) {
-        let resp = self
-            .client
-            .post(self.url(path))
-            .multipart(form)
-            .send()
-            .await
-            .unwrap();
-        let status = resp.status().as_u16();
-        let text = resp.text().await.unwrap();
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        )
+        decode(self.client.post(self.url(path)).multipart(form)).await
     }
 
     /// Uploads an inputs zip to `/v1/jobs/{rid}/upload`.
@@ -544,4 +514,32 @@ pub fn assert_group_gone(pgid: i32) {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Sends `request` and returns the status and the body as JSON (or as a JSON string).
+async fn decode(request: reqwest::RequestBuilder) -> (u16, Value) {
+    let resp = request.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+/// Waits for the probe script of a run to write `pgid.txt` and for its children to start, and
+/// returns the process group.
+pub async fn wait_pgid(run_dir: &Path) -> i32 {
+    let file = run_dir.join("pgid.txt");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !file.exists() {
+        assert!(Instant::now() < deadline, "the probe script never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    std::fs::read_to_string(&file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
