@@ -11,3 +11,17 @@ pub fn now() -> String {
 pub fn now_compact() -> String {
     Utc::now().format("%Y%m%dT%H%M%SZ").to_string()
 }
+
+/// `after` from now, in the form of [`now`].
+pub fn after(after: std::time::Duration) -> String {
+    let after = chrono::Duration::from_std(after).unwrap_or(chrono::Duration::MAX);
+    Utc::now()
+        .checked_add_signed(after)
+        .unwrap_or(chrono::DateTime::<Utc>::MAX_UTC)
+        .to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// `time` in the form of [`now`].
+pub fn format(time: std::time::SystemTime) -> String {
+    chrono::DateTime::<Utc>::from(time).to_rfc3339_opts(SecondsFormat::Micros, true)
+}

@@ -35,6 +35,14 @@ impl ApiError {
         Self::new(StatusCode::NOT_FOUND, detail)
     }
 
+    /// The HTTP status this error answers with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::Client { status, .. } => *status,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
     /// A required form or body field is absent, in the list shape FastAPI clients expect.
     pub fn missing_field(location: &str, field: &str) -> Self {
         Self::new(

@@ -6,6 +6,7 @@
 #![deny(unsafe_code)]
 
 pub mod api;
+pub mod browse;
 pub mod clock;
 pub mod config;
 pub mod engines;

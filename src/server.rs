@@ -66,6 +66,13 @@ pub async fn serve(
         startup_ms = started.elapsed().as_millis() as u64,
         "listening on http://{addr}"
     );
+    // Event streams never end by themselves; end them when the signal comes, so the HTTP
+    // server can drain its connections.
+    let streams = jobs.clone();
+    let shutdown = async move {
+        shutdown.await;
+        streams.close_streams();
+    };
     axum::serve(listener, api::router(state))
         .with_graceful_shutdown(shutdown)
         .await

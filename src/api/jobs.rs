@@ -5,17 +5,22 @@
 use axum::Json;
 use axum::body::Body;
 use axum::extract::multipart::{Multipart, MultipartRejection};
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{FromRequestParts, Path, State};
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 use serde_json::Value;
 use tokio_util::io::ReaderStream;
 
 use super::upload::{FileField, save_file_fields};
 use crate::error::{ApiError, ApiResult};
+use crate::jobs::Scope;
 use crate::jobs::create::{CreateJob, CreateTemp, Created, UploadFiles, Uploaded};
+use crate::jobs::events::Offsets;
+use crate::jobs::interaction::{PendingInteraction, ReplyAccepted, ReplyBody};
 use crate::jobs::views::{CancelResponse, RequestStatus, RunLogs};
 use crate::state::AppState;
 use crate::store::{CleanupCounts, RequestKind};
@@ -23,26 +28,40 @@ use crate::store::{CleanupCounts, RequestKind};
 /// Prefix of the temporary-skill routes.
 pub const TEMP_PREFIX: &str = "/v1/temp-skill-runs";
 
+/// Prefix of the management routes, which see requests of both families.
+pub const MANAGEMENT_PREFIX: &str = "/v1/management";
+
 /// Which API family a request came through.
 #[derive(Debug, Clone, Copy)]
-pub struct Kind(pub RequestKind);
+pub struct Kind(pub Scope);
 
 impl<S: Send + Sync> FromRequestParts<S> for Kind {
     type Rejection = std::convert::Infallible;
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(Kind(if parts.uri.path().starts_with(TEMP_PREFIX) {
-            RequestKind::Temp
+        let path = parts.uri.path();
+        Ok(Kind(if path.starts_with(TEMP_PREFIX) {
+            Scope::Temp
+        } else if path.starts_with(MANAGEMENT_PREFIX) {
+            Scope::Management
         } else {
-            RequestKind::Job
+            Scope::Jobs
         }))
     }
 }
 
 /// A JSON body that could not be read, as a FastAPI-style 422.
-fn bad_json(e: JsonRejection) -> ApiError {
+pub fn bad_json(e: JsonRejection) -> ApiError {
     ApiError::new(
         StatusCode::UNPROCESSABLE_ENTITY,
         serde_json::json!([{"loc": ["body"], "msg": e.body_text(), "type": "json_invalid"}]),
+    )
+}
+
+/// Query parameters that could not be read, as a FastAPI-style 422.
+pub fn bad_query(e: QueryRejection) -> ApiError {
+    ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        serde_json::json!([{"loc": ["query"], "msg": e.body_text(), "type": "value_error"}]),
     )
 }
 
@@ -107,10 +126,14 @@ pub struct UploadForm {
     ))]
 pub async fn upload(
     State(state): State<AppState>,
-    Kind(kind): Kind,
+    Kind(scope): Kind,
     Path(request_id): Path<String>,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> ApiResult<Json<Uploaded>> {
+    let kind = match scope {
+        Scope::Temp => RequestKind::Temp,
+        _ => RequestKind::Job,
+    };
     let mut multipart = multipart
         .map_err(|e| ApiError::bad_request(format!("expected a multipart/form-data body: {e}")))?;
     let jobs = &state.jobs;
@@ -155,10 +178,10 @@ pub async fn upload(
     responses((status = 200, body = RequestStatus), (status = 404, description = "Unknown request")))]
 pub async fn status(
     State(state): State<AppState>,
-    Kind(kind): Kind,
+    Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<RequestStatus>> {
-    state.jobs.status(kind, &request_id).await.map(Json)
+    state.jobs.status(scope, &request_id).await.map(Json)
 }
 
 /// The result envelope: `{request_id, result: {status, data, artifacts, repair_level,
@@ -168,10 +191,10 @@ pub async fn status(
     responses((status = 200, body = Object), (status = 404, description = "Unknown request or no result yet")))]
 pub async fn result(
     State(state): State<AppState>,
-    Kind(kind): Kind,
+    Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    state.jobs.result(kind, &request_id).await.map(Json)
+    state.jobs.result(scope, &request_id).await.map(Json)
 }
 
 /// `{request_id, artifacts: ["artifacts/..."]}`.
@@ -180,10 +203,10 @@ pub async fn result(
     responses((status = 200, body = Object), (status = 404, description = "Unknown request")))]
 pub async fn artifacts(
     State(state): State<AppState>,
-    Kind(kind): Kind,
+    Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    state.jobs.artifacts(kind, &request_id).await.map(Json)
+    state.jobs.artifacts(scope, &request_id).await.map(Json)
 }
 
 /// Downloads one artifact; the path must start with `artifacts/`.
@@ -196,10 +219,10 @@ pub async fn artifacts(
     ))]
 pub async fn artifact(
     State(state): State<AppState>,
-    Kind(kind): Kind,
+    Kind(scope): Kind,
     Path((request_id, path)): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    let file = state.jobs.artifact_file(kind, &request_id, &path).await?;
+    let file = state.jobs.artifact_file(scope, &request_id, &path).await?;
     let name = file
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -219,10 +242,10 @@ pub async fn artifact(
     ))]
 pub async fn bundle(
     State(state): State<AppState>,
-    Kind(kind): Kind,
+    Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Response> {
-    let bundle = state.jobs.bundle(kind, &request_id).await?;
+    let bundle = state.jobs.bundle(scope, &request_id).await?;
     send_file(&bundle.path, bundle.file_name, "application/zip").await
 }
 
@@ -232,10 +255,10 @@ pub async fn bundle(
     responses((status = 200, body = RunLogs), (status = 404, description = "Unknown request")))]
 pub async fn logs(
     State(state): State<AppState>,
-    Kind(kind): Kind,
+    Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<RunLogs>> {
-    state.jobs.logs(kind, &request_id).await.map(Json)
+    state.jobs.logs(scope, &request_id).await.map(Json)
 }
 
 /// Cancels a queued or running run (`CANCELED_BY_USER`); a finished run answers
@@ -245,10 +268,115 @@ pub async fn logs(
     responses((status = 200, body = CancelResponse), (status = 404, description = "Unknown request or no run yet")))]
 pub async fn cancel(
     State(state): State<AppState>,
-    Kind(kind): Kind,
+    Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<CancelResponse>> {
-    state.jobs.cancel(kind, &request_id).await.map(Json)
+    state.jobs.cancel(scope, &request_id).await.map(Json)
+}
+
+/// `stdout_from` / `stderr_from` of an event stream.
+#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Byte offset in `logs/stdout.txt` to start from (the last `to` received).
+    pub stdout_from: Option<u64>,
+    /// Byte offset in `logs/stderr.txt` to start from.
+    pub stderr_from: Option<u64>,
+}
+
+/// Live events of the run as Server-Sent Events: `snapshot`, `stdout` / `stderr` chunks
+/// `{from, to, chunk}` (byte offsets into the logs), `status`, `heartbeat`, and `end {reason:
+/// waiting_user | terminal}`. Every event has `id: <stdout_offset>:<stderr_offset>`; a
+/// `Last-Event-ID` header resumes from it and takes precedence over the query parameters.
+/// The same route exists under `/v1/temp-skill-runs/{request_id}/events` and
+/// `/v1/management/runs/{request_id}/events`.
+#[utoipa::path(get, path = "/v1/jobs/{request_id}/events", tag = "jobs",
+    params(("request_id" = String, Path), EventsQuery,
+        ("Last-Event-ID" = Option<String>, Header, description = "`<stdout_offset>:<stderr_offset>` of the last event received")),
+    responses(
+        (status = 200, description = "The event stream", content_type = "text/event-stream"),
+        (status = 400, description = "Malformed Last-Event-ID"),
+        (status = 404, description = "Unknown request or no run yet"),
+        (status = 422, description = "Offsets are not non-negative integers"),
+    ))]
+pub async fn events(
+    State(state): State<AppState>,
+    Kind(scope): Kind,
+    Path(request_id): Path<String>,
+    query: Result<Query<EventsQuery>, QueryRejection>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let Query(query) = query.map_err(bad_query)?;
+    let from = match headers.get("last-event-id") {
+        Some(id) => id
+            .to_str()
+            .ok()
+            .and_then(Offsets::from_event_id)
+            .ok_or_else(|| {
+                ApiError::bad_request(
+                    "Last-Event-ID must be '<stdout_offset>:<stderr_offset>' as sent in an event id",
+                )
+            })?,
+        None => Offsets {
+            stdout: query.stdout_from.unwrap_or(0),
+            stderr: query.stderr_from.unwrap_or(0),
+        },
+    };
+    let stream = state.jobs.events(scope, &request_id, from).await?;
+    let events = stream.map(|e| {
+        Ok::<_, std::convert::Infallible>(
+            Event::default()
+                .event(e.name)
+                .id(e.id)
+                .data(e.data.to_string()),
+        )
+    });
+    let mut response = Sse::new(events).into_response();
+    // Reverse proxies must pass events through as they come.
+    response
+        .headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}
+
+/// The question the run waits on: `{request_id, status, pending}` (`pending` is `null` when
+/// none waits). Interactive requests only. Also `/v1/management/runs/{request_id}/pending`.
+#[utoipa::path(get, path = "/v1/jobs/{request_id}/interaction/pending", tag = "jobs",
+    params(("request_id" = String, Path)),
+    responses(
+        (status = 200, body = PendingInteraction),
+        (status = 400, description = "The request is not interactive"),
+        (status = 404, description = "Unknown request or no run yet"),
+    ))]
+pub async fn pending(
+    State(state): State<AppState>,
+    Kind(scope): Kind,
+    Path(request_id): Path<String>,
+) -> ApiResult<Json<PendingInteraction>> {
+    state.jobs.pending(scope, &request_id).await.map(Json)
+}
+
+/// Answers the pending question; the run's next turn is queued. Also
+/// `/v1/management/runs/{request_id}/reply`.
+#[utoipa::path(post, path = "/v1/jobs/{request_id}/interaction/reply", tag = "jobs",
+    params(("request_id" = String, Path)),
+    request_body = ReplyBody,
+    responses(
+        (status = 200, body = ReplyAccepted),
+        (status = 400, description = "The request is not interactive"),
+        (status = 404, description = "Unknown request or no run yet"),
+        (status = 409, description = "Not waiting, stale interaction_id, or idempotency_key reused with another response"),
+        (status = 422, description = "Body is not valid JSON of this shape"),
+        (status = 429, description = "Job queue is full (see Retry-After)"),
+    ))]
+pub async fn reply(
+    State(state): State<AppState>,
+    Kind(scope): Kind,
+    Path(request_id): Path<String>,
+    body: Result<Json<ReplyBody>, JsonRejection>,
+) -> ApiResult<Json<ReplyAccepted>> {
+    let Json(body) = body.map_err(bad_json)?;
+    state.jobs.reply(scope, &request_id, body).await.map(Json)
 }
 
 /// Deletes every finished run with its requests and cache entries; active runs are kept.

@@ -1,6 +1,7 @@
 //! The HTTP API: routes, the OpenAPI document and the middleware stack.
 
 pub mod jobs;
+pub mod management;
 pub mod packages;
 pub mod skills;
 pub mod system;
@@ -36,6 +37,9 @@ const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
             `/v1/temp-skill-runs/{request_id}/...` with the same behaviour"),
         (name = "skills", description = "Installed skills"),
         (name = "skill-packages", description = "Install and update skill packages"),
+        (name = "management", description = "Skills and runs for an operator's console. \
+            `/v1/management/runs/{request_id}/events`, `/pending`, `/reply` and `/cancel` are the \
+            jobs routes of the same names and see jobs and temporary runs alike"),
         (name = "system", description = "Service health"),
     )
 )]
@@ -57,8 +61,9 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         )
         .layer(DefaultBodyLimit::disable());
     let temp = |suffix: &str| format!("{}/{{request_id}}{suffix}", jobs::TEMP_PREFIX);
-    // Paths with a wildcard, and the temporary-run aliases, are routed here; the OpenAPI
-    // document lists the `/v1/jobs` forms.
+    let run = |suffix: &str| format!("{}/runs/{{request_id}}{suffix}", jobs::MANAGEMENT_PREFIX);
+    // Paths with a wildcard, the temporary-run aliases and the management run routes that
+    // are the jobs handlers are routed here; the OpenAPI document lists the `/v1/jobs` forms.
     let aliases = OpenApiRouter::new()
         .route(
             "/v1/jobs/{request_id}/artifacts/{*artifact_path}",
@@ -70,7 +75,14 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .route(&temp("/artifacts/{*artifact_path}"), get(jobs::artifact))
         .route(&temp("/bundle"), get(jobs::bundle))
         .route(&temp("/logs"), get(jobs::logs))
-        .route(&temp("/cancel"), post(jobs::cancel));
+        .route(&temp("/cancel"), post(jobs::cancel))
+        .route(&temp("/events"), get(jobs::events))
+        .route(&temp("/interaction/pending"), get(jobs::pending))
+        .route(&temp("/interaction/reply"), post(jobs::reply))
+        .route(&run("/events"), get(jobs::events))
+        .route(&run("/pending"), get(jobs::pending))
+        .route(&run("/reply"), post(jobs::reply))
+        .route(&run("/cancel"), post(jobs::cancel));
     let mut doc = ApiDoc::openapi();
     doc.info.license = None;
     OpenApiRouter::with_openapi(doc)
@@ -87,6 +99,16 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(jobs::logs))
         .routes(routes!(jobs::cancel))
         .routes(routes!(jobs::cleanup))
+        .routes(routes!(jobs::events))
+        .routes(routes!(jobs::pending))
+        .routes(routes!(jobs::reply))
+        .routes(routes!(management::list_skills))
+        .routes(routes!(management::get_skill))
+        .routes(routes!(management::get_skill_schemas))
+        .routes(routes!(management::list_runs))
+        .routes(routes!(management::get_run))
+        .routes(routes!(management::run_files))
+        .routes(routes!(management::run_file))
         .merge(uploads)
         .merge(aliases)
         .split_for_parts()

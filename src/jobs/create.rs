@@ -13,11 +13,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::Jobs;
 use super::cache::{self, KeyParts};
 use super::options::RuntimeOptions;
 use super::queue::Admission;
 use super::validation;
+use super::{Jobs, Scope};
 use crate::engines::Engine;
 use crate::error::{ApiError, ApiResult};
 use crate::packages::archive::{self, ArchiveError};
@@ -87,7 +87,7 @@ pub struct UploadFiles {
     pub package: Option<PathBuf>,
 }
 
-fn queue_full() -> ApiError {
+pub(super) fn queue_full() -> ApiError {
     ApiError::new(StatusCode::TOO_MANY_REQUESTS, "Job queue is full")
 }
 
@@ -211,7 +211,7 @@ impl Jobs {
 
     /// Takes the request's only upload; 404 for unknown requests, 409 when it already has one.
     pub async fn claim_upload(&self, kind: RequestKind, request_id: &str) -> ApiResult<Request> {
-        let request = self.request_of_kind(kind, request_id).await?;
+        let request = self.request_in(kind.into(), request_id).await?;
         if !self.store.claim_upload(request_id).await? {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
@@ -481,10 +481,10 @@ impl Jobs {
         }
     }
 
-    /// The request, if it exists and came through the API of `kind`.
-    pub async fn request_of_kind(&self, kind: RequestKind, request_id: &str) -> ApiResult<Request> {
+    /// The request, if it exists and `scope` may see it.
+    pub async fn request_in(&self, scope: Scope, request_id: &str) -> ApiResult<Request> {
         match self.store.request(request_id).await? {
-            Some(r) if r.kind == kind => Ok(r),
+            Some(r) if scope.admits(r.kind) => Ok(r),
             _ => Err(ApiError::not_found("Request not found")),
         }
     }

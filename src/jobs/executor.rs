@@ -20,7 +20,7 @@ use super::options::RuntimeOptions;
 use super::validation::schema_errors;
 use crate::engines::{Engine, Turn};
 use crate::output::{self, RepairLevel, TurnOutcome};
-use crate::process::Exit;
+use crate::process::{Exit, OnOutput};
 use crate::skill::{ExecutionMode, InputSource, Rules, SkillManifest, manifest};
 use crate::store::{Ending, Request, RequestKind, Run, RunStatus};
 
@@ -34,6 +34,8 @@ pub mod codes {
     pub const TIMEOUT: &str = "TIMEOUT";
     pub const CANCELED_BY_USER: &str = "CANCELED_BY_USER";
     pub const RESTART_INTERRUPTED: &str = "ORCHESTRATOR_RESTART_INTERRUPTED";
+    pub const INTERACTION_WAIT_TIMEOUT: &str = "INTERACTION_WAIT_TIMEOUT";
+    pub const SESSION_RESUME_FAILED: &str = "SESSION_RESUME_FAILED";
 }
 
 /// A result envelope (`result/result.json`, `GET .../result`).
@@ -97,6 +99,19 @@ impl Envelope {
     }
 }
 
+/// How a turn ended.
+pub(super) enum TurnEnd {
+    /// The run ends.
+    Ended(Ending),
+    /// The turn asked its user `question`; the run waits for a reply.
+    Asked {
+        question: Value,
+        options: RuntimeOptions,
+    },
+    /// A user cancel ended the run and recorded its ending.
+    Interrupted,
+}
+
 /// A failure without a result file (inputs that never reached the engine).
 fn failed_without_result(message: String) -> Ending {
     Ending {
@@ -109,7 +124,7 @@ fn failed_without_result(message: String) -> Ending {
 }
 
 impl Jobs {
-    /// Executes a queued run; a run canceled while queued is skipped.
+    /// Executes a queued run's next turn; a run canceled while queued is skipped.
     pub(super) async fn execute(self: &Arc<Self>, run_id: &str) {
         let cancel = self.shutdown.child_token();
         self.active
@@ -117,7 +132,7 @@ impl Jobs {
             .expect("active lock")
             .insert(run_id.to_owned(), cancel.clone());
         match self.store.start_run(run_id).await {
-            Ok(true) => {}
+            Ok(true) => self.feeds.status(run_id),
             Ok(false) => return,
             Err(e) => {
                 tracing::error!(run_id, error = format!("{e:#}"), "cannot start run");
@@ -125,8 +140,11 @@ impl Jobs {
             }
         }
         let ending = match self.execute_started(run_id, &cancel).await {
-            Ok(Some(ending)) => ending,
-            Ok(None) => return,
+            Ok(TurnEnd::Ended(ending)) => ending,
+            Ok(TurnEnd::Asked { question, options }) => {
+                return self.wait_for_user(run_id, question, &options).await;
+            }
+            Ok(TurnEnd::Interrupted) => return,
             Err(e) => {
                 tracing::error!(run_id, error = format!("{e:#}"), "run failed internally");
                 Envelope::default().failed(
@@ -136,22 +154,30 @@ impl Jobs {
                 )
             }
         };
-        self.finish(run_id, &[RunStatus::Running], ending).await;
+        self.finish(run_id, &[RunStatus::Running], None, ending)
+            .await;
     }
 
     /// Ends a run whose execution panicked.
     pub(super) async fn fail_after_panic(&self, run_id: &str) {
         let ending =
             Envelope::default().failed(None, "Internal error while executing the run".into(), None);
-        self.finish(run_id, &[RunStatus::Running], ending).await;
+        self.finish(run_id, &[RunStatus::Running], None, ending)
+            .await;
     }
 
-    /// Records `ending` if the run is still in one of `from`; the winner writes
-    /// `result/result.json`, the cache entry and removes a temporary skill. Returns whether this
-    /// call ended the run.
-    pub(super) async fn finish(&self, run_id: &str, from: &[RunStatus], ending: Ending) -> bool {
-        match self.store.finish_run(run_id, from, &ending).await {
-            Ok(true) => {}
+    /// Records `ending` if the run is still in one of `from` (and, with `asked`, still waits
+    /// on that question); the winner writes `result/result.json`, the cache entry and removes a
+    /// temporary skill. Returns whether this call ended the run.
+    pub(super) async fn finish(
+        &self,
+        run_id: &str,
+        from: &[RunStatus],
+        asked: Option<u32>,
+        ending: Ending,
+    ) -> bool {
+        match self.store.finish_run(run_id, from, asked, &ending).await {
+            Ok(true) => self.feeds.status(run_id),
             Ok(false) => return false,
             Err(e) => {
                 tracing::error!(
@@ -231,12 +257,12 @@ impl Jobs {
         Ok(Arc::new(loaded.map_err(|e| anyhow::anyhow!("{}", e.0))?))
     }
 
-    /// `None` when a user cancel ended the run (the cancel recorded its ending).
+    /// Runs the turn of a started run and tells how it ended.
     async fn execute_started(
         &self,
         run_id: &str,
         cancel: &CancellationToken,
-    ) -> anyhow::Result<Option<Ending>> {
+    ) -> anyhow::Result<TurnEnd> {
         let run = self.store.run(run_id).await?.context("run row vanished")?;
         let request = self
             .store
@@ -246,7 +272,7 @@ impl Jobs {
         let skill = match self.skill_for(&run, request.kind).await {
             Ok(s) => s,
             Err(e) => {
-                return Ok(Some(failed_without_result(format!(
+                return Ok(TurnEnd::Ended(failed_without_result(format!(
                     "Skill '{}' cannot be loaded: {e:#}",
                     run.skill_id
                 ))));
@@ -279,7 +305,7 @@ impl Jobs {
             &request.parameter,
         ));
         if !problems.is_empty() {
-            return Ok(Some(failed_without_result(format!(
+            return Ok(TurnEnd::Ended(failed_without_result(format!(
                 "Input validation failed: {problems:?}"
             ))));
         }
@@ -290,6 +316,7 @@ impl Jobs {
             .get(engine)
             .with_context(|| format!("engine {engine} has no adapter"))?
             .clone();
+        let history = self.history(run_id).await?;
         let turn = Turn {
             skill: &skill,
             request_id: &request.request_id,
@@ -297,14 +324,14 @@ impl Jobs {
             input: &input,
             parameter: &request.parameter,
             execution_mode: options.execution_mode,
-            number: 1,
-            reply: None,
-            history: &[],
+            number: run.turn,
+            reply: history.last().map(|h| &h["response"]),
+            history: &history,
         };
         let spec = match adapter.command(&turn) {
             Ok(spec) => spec,
             Err(e) => {
-                return Ok(Some(Envelope::default().failed(
+                return Ok(TurnEnd::Ended(Envelope::default().failed(
                     None,
                     format!("{e:#}"),
                     None,
@@ -316,10 +343,13 @@ impl Jobs {
             return Ok(self.interrupted(cancel));
         }
         let deadline = tokio::time::Instant::now() + self.config.jobs.hard_timeout;
-        let running = match self.supervisor.spawn(spec).await {
+        let feeds = self.feeds.clone();
+        let id = run_id.to_owned();
+        let on_output = OnOutput(Arc::new(move || feeds.output(&id)));
+        let running = match self.supervisor.spawn(spec, Some(on_output)).await {
             Ok(r) => r,
             Err(e) => {
-                return Ok(Some(Envelope::default().failed(
+                return Ok(TurnEnd::Ended(Envelope::default().failed(
                     None,
                     format!("Cannot start the engine process '{program}': {e}"),
                     None,
@@ -345,7 +375,7 @@ impl Jobs {
             Exit::Canceled => return Ok(self.interrupted(cancel)),
             Exit::TimedOut => {
                 let secs = self.config.jobs.hard_timeout.as_secs();
-                return Ok(Some(envelope.failed(
+                return Ok(TurnEnd::Ended(envelope.failed(
                     Some(codes::TIMEOUT),
                     format!("Engine timed out after {secs} s (hard timeout); its process group was killed"),
                     Some(stderr),
@@ -357,7 +387,7 @@ impl Jobs {
                     Some(n) => format!("Exit code {n}"),
                     None => "The engine process was killed by a signal".to_owned(),
                 };
-                return Ok(Some(envelope.failed(None, message, Some(stderr))));
+                return Ok(TurnEnd::Ended(envelope.failed(None, message, Some(stderr))));
             }
         }
 
@@ -368,7 +398,7 @@ impl Jobs {
         )
         .await;
         let Some((answer, repair)) = adapter.answer(&stdout) else {
-            return Ok(Some(envelope.failed(
+            return Ok(TurnEnd::Ended(envelope.failed(
                 None,
                 "Output JSON missing or unreadable: the turn printed no JSON object".into(),
                 Some(stderr),
@@ -381,27 +411,23 @@ impl Jobs {
         let data = match output::classify(answer) {
             TurnOutcome::Final(data) => data,
             TurnOutcome::Error(message) => {
-                return Ok(Some(envelope.failed(None, message, Some(stderr))));
+                return Ok(TurnEnd::Ended(envelope.failed(None, message, Some(stderr))));
             }
             TurnOutcome::AskUser(_) if options.execution_mode == ExecutionMode::Auto => {
-                return Ok(Some(envelope.failed(
+                return Ok(TurnEnd::Ended(envelope.failed(
                     None,
                     "The skill asked its user a question, but the run is in auto mode".into(),
                     Some(stderr),
                 )));
             }
-            TurnOutcome::AskUser(_) => {
-                return Ok(Some(envelope.failed(
-                    None,
-                    "Interactive turns are not supported by this server yet".into(),
-                    Some(stderr),
-                )));
+            TurnOutcome::AskUser(question) => {
+                return Ok(TurnEnd::Asked { question, options });
             }
         };
         envelope.data = Some(data.clone());
         let problems = schema_errors(&skill.schema_docs.output, &data);
         if let Some(first) = problems.first() {
-            return Ok(Some(envelope.failed(
+            return Ok(TurnEnd::Ended(envelope.failed(
                 None,
                 format!("Output validation error: {first}"),
                 None,
@@ -409,26 +435,28 @@ impl Jobs {
         }
         let missing = missing_artifacts(&skill, &envelope.artifacts);
         if !missing.is_empty() {
-            return Ok(Some(envelope.failed(
+            return Ok(TurnEnd::Ended(envelope.failed(
                 None,
                 format!("Missing required artifacts: {}", missing.join(", ")),
                 None,
             )));
         }
-        Ok(Some(envelope.succeeded()))
+        Ok(TurnEnd::Ended(envelope.succeeded()))
     }
 
-    /// The ending after the cancel switch fired: shutdown fails the run; a user cancel has
+    /// The end after the cancel switch fired: shutdown fails the run; a user cancel has
     /// already recorded its own ending.
-    fn interrupted(&self, cancel: &CancellationToken) -> Option<Ending> {
+    fn interrupted(&self, cancel: &CancellationToken) -> TurnEnd {
         debug_assert!(cancel.is_cancelled());
-        self.shutdown.is_cancelled().then(|| {
-            Envelope::default().failed(
+        if self.shutdown.is_cancelled() {
+            TurnEnd::Ended(Envelope::default().failed(
                 Some(codes::RESTART_INTERRUPTED),
                 "The service stopped while the run was executing".into(),
                 None,
-            )
-        })
+            ))
+        } else {
+            TurnEnd::Interrupted
+        }
     }
 }
 

@@ -5,11 +5,16 @@
 //!   lookup, admission).
 //! - [`executor`]: one run from `queued` to its end (workspace, turns, output, result).
 //! - [`views`]: what clients read back (status, result, artifacts, logs, bundles) and cancel.
+//! - [`interaction`]: questions to the user, replies, reply timeouts and automatic decisions.
+//! - [`events`] and [`live`]: the live event stream of a run.
 //! - [`recovery`] and [`retention`]: settling work after a restart, deleting old runs.
 
 pub mod cache;
 pub mod create;
+pub mod events;
 pub mod executor;
+pub mod interaction;
+pub mod live;
 pub mod options;
 pub mod queue;
 pub mod recovery;
@@ -29,9 +34,38 @@ use crate::config::Config;
 use crate::engines::Engines;
 use crate::process::{Reaper, Supervisor};
 use crate::skill::Registry;
-use crate::store::Store;
+use crate::store::{RequestKind, Store};
 
+use live::Feeds;
 use queue::Queue;
+
+/// Which requests a route may see: the jobs routes see jobs, the temporary-run routes see
+/// temporary runs, and the management routes see both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Jobs,
+    Temp,
+    Management,
+}
+
+impl From<RequestKind> for Scope {
+    fn from(kind: RequestKind) -> Self {
+        match kind {
+            RequestKind::Job => Scope::Jobs,
+            RequestKind::Temp => Scope::Temp,
+        }
+    }
+}
+
+impl Scope {
+    pub fn admits(self, kind: RequestKind) -> bool {
+        match self {
+            Scope::Jobs => kind == RequestKind::Job,
+            Scope::Temp => kind == RequestKind::Temp,
+            Scope::Management => true,
+        }
+    }
+}
 
 /// The job engine; one per service, shared by the handlers.
 #[derive(Debug)]
@@ -44,6 +78,8 @@ pub struct Jobs {
     queue: Arc<Queue>,
     /// Cancel switches of the runs being executed, by run id.
     active: Mutex<HashMap<String, CancellationToken>>,
+    /// Wake-ups for the event streams.
+    feeds: Arc<Feeds>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 }
@@ -63,6 +99,7 @@ impl Jobs {
             registry,
             engines: Engines::available(),
             active: Mutex::new(HashMap::new()),
+            feeds: Feeds::new(),
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
         })
@@ -82,8 +119,15 @@ impl Jobs {
         Ok(())
     }
 
+    /// Ends the open event streams so that the HTTP server can drain; called when the
+    /// shutdown signal arrives, before [`Jobs::shutdown`].
+    pub fn close_streams(&self) {
+        self.feeds.close();
+    }
+
     /// Stops taking runs from the queue and ends the runs under way (they fail with
-    /// `ORCHESTRATOR_RESTART_INTERRUPTED`; queued runs stay queued for the next start).
+    /// `ORCHESTRATOR_RESTART_INTERRUPTED`; queued runs stay queued for the next start, waiting
+    /// runs keep waiting).
     pub async fn shutdown(&self, grace: Duration) {
         self.shutdown.cancel();
         self.tracker.close();

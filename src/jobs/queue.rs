@@ -53,8 +53,9 @@ impl Queue {
         })
     }
 
-    /// Queues a run that was admitted before a restart, regardless of the bound.
-    pub fn push_recovered(&self, run_id: String) {
+    /// Queues a run regardless of the bound: one admitted before a restart, or one the runner
+    /// itself resumed (an automatic decision), which cannot be refused.
+    pub fn push_unbounded(&self, run_id: String) {
         self.lock().runs.push_back(run_id);
         self.ready.notify_one();
     }

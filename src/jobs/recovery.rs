@@ -3,16 +3,23 @@
 //! Runs that were queued run now, in their original order. Runs that were running end `failed`
 //! with `ORCHESTRATOR_RESTART_INTERRUPTED` and `recovery_state = failed_reconciled`, and the
 //! process group they left (if it is still ours: same boot, leader started no earlier than
-//! recorded) is killed. Uploads that were being received when the service stopped were never
+//! recorded) is killed. Runs waiting for their user keep waiting (`recovered_waiting`) when
+//! their question is intact, with a fresh reply window: the user could not answer while the
+//! service was down. Uploads that were being received when the service stopped were never
 //! acknowledged, so their requests wait for the upload again.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use super::Jobs;
 use super::executor::{Envelope, codes};
-use crate::process;
-use crate::store::RunStatus;
+use super::interaction::pending_question;
+use super::options::RuntimeOptions;
+use crate::store::{Run, RunStatus};
+use crate::{clock, process};
 
 impl Jobs {
-    pub(super) async fn recover(&self) -> anyhow::Result<()> {
+    pub(super) async fn recover(self: &Arc<Self>) -> anyhow::Result<()> {
         let reopened = self.store.reopen_interrupted_uploads().await?;
         let interrupted = self.store.runs_with_status(RunStatus::Running).await?;
         for run in &interrupted {
@@ -30,29 +37,86 @@ impl Jobs {
                 "The service restarted while the run was executing".into(),
                 None,
             );
-            if self
-                .store
-                .reconcile_interrupted(&run.run_id, &ending, "running_at_restart")
-                .await?
-                && let Err(e) = self.after_end(&run.run_id, &ending).await
-            {
-                tracing::error!(
-                    run_id = run.run_id,
-                    error = format!("{e:#}"),
-                    "clean-up of an interrupted run failed"
-                );
-            }
+            self.reconcile(
+                &run.run_id,
+                RunStatus::Running,
+                ending,
+                "running_at_restart",
+            )
+            .await?;
+        }
+        let waiting = self.store.runs_with_status(RunStatus::WaitingUser).await?;
+        for run in &waiting {
+            self.keep_waiting(run).await?;
         }
         let queued = self.store.runs_with_status(RunStatus::Queued).await?;
         for run in &queued {
-            self.queue.push_recovered(run.run_id.clone());
+            self.queue.push_unbounded(run.run_id.clone());
         }
-        if reopened + interrupted.len() as u64 + queued.len() as u64 > 0 {
+        if reopened + (interrupted.len() + waiting.len() + queued.len()) as u64 > 0 {
             tracing::info!(
                 requeued = queued.len(),
                 reconciled = interrupted.len(),
+                waiting = waiting.len(),
                 uploads_reopened = reopened,
                 "recovered runs from the previous process"
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Jobs {
+    /// Keeps a waiting run waiting and re-arms its timer, or fails it when its question is
+    /// gone (`SESSION_RESUME_FAILED`).
+    async fn keep_waiting(self: &Arc<Self>, run: &Run) -> anyhow::Result<()> {
+        let interactions = self.store.interactions(&run.run_id).await?;
+        let options = match self.store.request(&run.request_id).await? {
+            Some(request) => RuntimeOptions::parse(Some(&request.runtime_options)).ok(),
+            None => None,
+        };
+        if let (Some(options), Some(_)) = (options, pending_question(run, &interactions)) {
+            let window = Duration::from_secs(options.session_timeout_sec);
+            if self
+                .store
+                .keep_waiting(&run.run_id, &clock::after(window))
+                .await?
+            {
+                self.arm_wait_timer(&run.run_id, run.interaction_count, window);
+            }
+            return Ok(());
+        }
+        let ending = Envelope::default().failed(
+            Some(codes::SESSION_RESUME_FAILED),
+            "The run waited for its user, but its pending question was lost".into(),
+            None,
+        );
+        self.reconcile(
+            &run.run_id,
+            RunStatus::WaitingUser,
+            ending,
+            "pending_interaction_missing",
+        )
+        .await
+    }
+
+    async fn reconcile(
+        &self,
+        run_id: &str,
+        from: RunStatus,
+        ending: crate::store::Ending,
+        reason: &str,
+    ) -> anyhow::Result<()> {
+        if self
+            .store
+            .reconcile_interrupted(run_id, from, &ending, reason)
+            .await?
+            && let Err(e) = self.after_end(run_id, &ending).await
+        {
+            tracing::error!(
+                run_id,
+                error = format!("{e:#}"),
+                "clean-up of an interrupted run failed"
             );
         }
         Ok(())

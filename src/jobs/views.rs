@@ -8,12 +8,13 @@ use axum::http::StatusCode;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::Jobs;
 use super::cache::{files_under, sha256_hex};
 use super::executor::{Envelope, list_artifacts};
 use super::options::RuntimeOptions;
+use super::{Jobs, Scope};
+use crate::browse::{self, Preview, TreeEntry};
 use crate::error::{ApiError, ApiResult};
-use crate::store::{Request, RequestKind, Run, RunStatus};
+use crate::store::{Request, Run, RunStatus};
 
 /// `GET /v1/jobs/{request_id}`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -28,8 +29,8 @@ pub struct RequestStatus {
     pub created_at: String,
     pub updated_at: String,
     pub pending_interaction_id: Option<u64>,
-    pub interaction_count: u64,
-    pub auto_decision_count: u64,
+    pub interaction_count: u32,
+    pub auto_decision_count: u32,
     pub last_auto_decision_at: Option<String>,
     /// `none`, `recovered_waiting` or `failed_reconciled`.
     pub recovery_state: String,
@@ -39,6 +40,83 @@ pub struct RequestStatus {
     /// `{code, message}` of a failed or canceled run.
     #[schema(value_type = Option<Object>)]
     pub error: Option<Value>,
+}
+
+/// A request's state as the jobs routes show it, given its run (if any).
+fn request_status(request: Request, run: Option<Run>) -> RequestStatus {
+    let (status, error) = match (&run, &request.error) {
+        (Some(run), _) => (
+            run.status,
+            run.error_message
+                .as_ref()
+                .map(|m| json!({"code": run.error_code, "message": m})),
+        ),
+        (None, Some(message)) => (
+            RunStatus::Failed,
+            Some(json!({"code": null, "message": message})),
+        ),
+        // Waiting for its upload: the reference's clients expect `queued`, not 404.
+        (None, None) => (RunStatus::Queued, None),
+    };
+    RequestStatus {
+        status,
+        error,
+        skill_id: request.skill_id,
+        engine: request.engine,
+        run_id: request.run_id,
+        cache_hit: request.cache_hit,
+        created_at: request.created_at,
+        updated_at: run
+            .as_ref()
+            .map_or(request.updated_at, |r| r.updated_at.clone()),
+        pending_interaction_id: run.as_ref().and_then(|r| r.pending_interaction_id),
+        interaction_count: run.as_ref().map_or(0, |r| r.interaction_count),
+        auto_decision_count: run.as_ref().map_or(0, |r| r.auto_decision_count),
+        last_auto_decision_at: run.as_ref().and_then(|r| r.last_auto_decision_at.clone()),
+        recovery_state: run
+            .as_ref()
+            .map_or_else(|| "none".to_owned(), |r| r.recovery_state.clone()),
+        recovered_at: run.as_ref().and_then(|r| r.recovered_at.clone()),
+        recovery_reason: run.as_ref().and_then(|r| r.recovery_reason.clone()),
+        warnings: run.map(|r| r.warnings).unwrap_or_default(),
+        request_id: request.request_id,
+    }
+}
+
+/// A run as the management routes show it: the request's status plus `poll_logs`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RunState {
+    #[serde(flatten)]
+    pub status: RequestStatus,
+    /// True while the run may still produce output (queued or running).
+    pub poll_logs: bool,
+}
+
+impl RunState {
+    fn of(status: RequestStatus) -> Self {
+        Self {
+            poll_logs: matches!(status.status, RunStatus::Queued | RunStatus::Running),
+            status,
+        }
+    }
+}
+
+/// `GET /v1/management/runs/{request_id}/files`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RunFiles {
+    pub request_id: String,
+    pub run_id: String,
+    pub entries: Vec<TreeEntry>,
+}
+
+/// `GET /v1/management/runs/{request_id}/file`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RunFilePreview {
+    pub request_id: String,
+    pub run_id: String,
+    /// The path, normalised.
+    pub path: String,
+    pub preview: Preview,
 }
 
 /// `POST /v1/jobs/{request_id}/cancel`.
@@ -70,12 +148,12 @@ pub struct Bundle {
 
 impl Jobs {
     /// The request and its run; 404 before the run exists.
-    async fn request_and_run(
+    pub(super) async fn request_and_run(
         &self,
-        kind: RequestKind,
+        scope: Scope,
         request_id: &str,
     ) -> ApiResult<(Request, Run)> {
-        let request = self.request_of_kind(kind, request_id).await?;
+        let request = self.request_in(scope, request_id).await?;
         let run_id = request.run_id.as_deref().ok_or_else(|| {
             ApiError::not_found("Run not found: the request is waiting for its upload")
         })?;
@@ -87,54 +165,74 @@ impl Jobs {
         Ok((request, run))
     }
 
-    pub async fn status(&self, kind: RequestKind, request_id: &str) -> ApiResult<RequestStatus> {
-        let request = self.request_of_kind(kind, request_id).await?;
+    pub async fn status(&self, scope: Scope, request_id: &str) -> ApiResult<RequestStatus> {
+        let request = self.request_in(scope, request_id).await?;
         let run = match &request.run_id {
             Some(id) => self.store.run(id).await?,
             None => None,
         };
-        let (status, error) = match (&run, &request.error) {
-            (Some(run), _) => (
-                run.status,
-                run.error_message
-                    .as_ref()
-                    .map(|m| json!({"code": run.error_code, "message": m})),
-            ),
-            (None, Some(message)) => (
-                RunStatus::Failed,
-                Some(json!({"code": null, "message": message})),
-            ),
-            // Waiting for its upload: the reference's clients expect `queued`, not 404.
-            (None, None) => (RunStatus::Queued, None),
-        };
-        Ok(RequestStatus {
-            status,
-            error,
-            skill_id: request.skill_id,
-            engine: request.engine,
-            run_id: request.run_id,
-            cache_hit: request.cache_hit,
-            created_at: request.created_at,
-            updated_at: run
-                .as_ref()
-                .map_or(request.updated_at, |r| r.updated_at.clone()),
-            pending_interaction_id: None,
-            interaction_count: 0,
-            auto_decision_count: 0,
-            last_auto_decision_at: None,
-            recovery_state: run
-                .as_ref()
-                .map_or_else(|| "none".to_owned(), |r| r.recovery_state.clone()),
-            recovered_at: run.as_ref().and_then(|r| r.recovered_at.clone()),
-            recovery_reason: run.as_ref().and_then(|r| r.recovery_reason.clone()),
-            warnings: run.map(|r| r.warnings).unwrap_or_default(),
-            request_id: request.request_id,
+        Ok(request_status(request, run))
+    }
+
+    /// `GET /v1/management/runs`: the newest `limit` requests with a run.
+    pub async fn run_states(&self, limit: u32) -> ApiResult<Vec<RunState>> {
+        Ok(self
+            .store
+            .recent_requests(limit)
+            .await?
+            .into_iter()
+            .map(|(request, run)| RunState::of(request_status(request, Some(run))))
+            .collect())
+    }
+
+    /// `GET /v1/management/runs/{request_id}`: like the status, 404 before the run exists.
+    pub async fn run_state(&self, scope: Scope, request_id: &str) -> ApiResult<RunState> {
+        let (request, run) = self.request_and_run(scope, request_id).await?;
+        Ok(RunState::of(request_status(request, Some(run))))
+    }
+
+    /// The file tree of a request's run folder.
+    pub async fn run_files(&self, scope: Scope, request_id: &str) -> ApiResult<RunFiles> {
+        let (_, run) = self.request_and_run(scope, request_id).await?;
+        let dir = self.run_dir(&run.run_id);
+        let entries = tokio::task::spawn_blocking(move || match browse::tree(&dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            other => other,
+        })
+        .await
+        .map_err(anyhow::Error::from)??;
+        Ok(RunFiles {
+            request_id: request_id.to_owned(),
+            run_id: run.run_id,
+            entries,
+        })
+    }
+
+    /// A preview of one file of a request's run folder.
+    pub async fn run_file(
+        &self,
+        scope: Scope,
+        request_id: &str,
+        path: &str,
+    ) -> ApiResult<RunFilePreview> {
+        let (_, run) = self.request_and_run(scope, request_id).await?;
+        let path = browse::relative_path(path)?;
+        let dir = self.run_dir(&run.run_id);
+        let rel = path.clone();
+        let preview = tokio::task::spawn_blocking(move || browse::preview(&dir, &rel))
+            .await
+            .map_err(anyhow::Error::from)??;
+        Ok(RunFilePreview {
+            request_id: request_id.to_owned(),
+            run_id: run.run_id,
+            path,
+            preview,
         })
     }
 
     /// The result envelope; 404 until the run ended with one.
-    pub async fn result(&self, kind: RequestKind, request_id: &str) -> ApiResult<Value> {
-        let (_, run) = self.request_and_run(kind, request_id).await?;
+    pub async fn result(&self, scope: Scope, request_id: &str) -> ApiResult<Value> {
+        let (_, run) = self.request_and_run(scope, request_id).await?;
         let Some(result) = run.result else {
             return Err(ApiError::not_found(if run.status.is_terminal() {
                 "Result not found: the run failed before its engine started".to_owned()
@@ -146,8 +244,8 @@ impl Jobs {
         Ok(json!({"request_id": request_id, "result": result}))
     }
 
-    pub async fn artifacts(&self, kind: RequestKind, request_id: &str) -> ApiResult<Value> {
-        let (_, run) = self.request_and_run(kind, request_id).await?;
+    pub async fn artifacts(&self, scope: Scope, request_id: &str) -> ApiResult<Value> {
+        let (_, run) = self.request_and_run(scope, request_id).await?;
         let artifacts = list_artifacts(&self.run_dir(&run.run_id)).await?;
         Ok(json!({"request_id": request_id, "artifacts": artifacts}))
     }
@@ -156,11 +254,11 @@ impl Jobs {
     /// paths that try to leave the artifacts folder.
     pub async fn artifact_file(
         &self,
-        kind: RequestKind,
+        scope: Scope,
         request_id: &str,
         path: &str,
     ) -> ApiResult<PathBuf> {
-        let (_, run) = self.request_and_run(kind, request_id).await?;
+        let (_, run) = self.request_and_run(scope, request_id).await?;
         let Some(rel) = path.strip_prefix("artifacts/") else {
             return Err(ApiError::not_found(
                 "Artifact not found: the path must start with artifacts/",
@@ -194,8 +292,8 @@ impl Jobs {
         Ok(target)
     }
 
-    pub async fn logs(&self, kind: RequestKind, request_id: &str) -> ApiResult<RunLogs> {
-        let (_, run) = self.request_and_run(kind, request_id).await?;
+    pub async fn logs(&self, scope: Scope, request_id: &str) -> ApiResult<RunLogs> {
+        let (_, run) = self.request_and_run(scope, request_id).await?;
         let logs = self.run_dir(&run.run_id).join("logs");
         let read = |name: &str| {
             let path = logs.join(name);
@@ -215,8 +313,8 @@ impl Jobs {
     }
 
     /// The run's bundle (debug when the request asked for it), built on first request.
-    pub async fn bundle(&self, kind: RequestKind, request_id: &str) -> ApiResult<Bundle> {
-        let (request, run) = self.request_and_run(kind, request_id).await?;
+    pub async fn bundle(&self, scope: Scope, request_id: &str) -> ApiResult<Bundle> {
+        let (request, run) = self.request_and_run(scope, request_id).await?;
         if !run.status.is_terminal() {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
@@ -243,8 +341,8 @@ impl Jobs {
     }
 
     /// Cancels an active run; a finished one answers `accepted: false`.
-    pub async fn cancel(&self, kind: RequestKind, request_id: &str) -> ApiResult<CancelResponse> {
-        let (_, run) = self.request_and_run(kind, request_id).await?;
+    pub async fn cancel(&self, scope: Scope, request_id: &str) -> ApiResult<CancelResponse> {
+        let (_, run) = self.request_and_run(scope, request_id).await?;
         let mut accepted = false;
         if !run.status.is_terminal() {
             // Stop the process first; the guarded update below decides who ended the run.
@@ -263,7 +361,7 @@ impl Jobs {
                 RunStatus::Running,
                 RunStatus::WaitingUser,
             ];
-            accepted = self.finish(&run.run_id, &active, ending).await;
+            accepted = self.finish(&run.run_id, &active, None, ending).await;
             self.queue.remove(&run.run_id);
         }
         let status = self

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::{AsyncRead, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -40,6 +40,16 @@ pub struct ProcessSpec {
     pub stdin: Option<Vec<u8>>,
     pub stdout_log: PathBuf,
     pub stderr_log: PathBuf,
+}
+
+/// Called after every append to a log, so live streams can read the new bytes at once.
+#[derive(Clone)]
+pub struct OnOutput(pub Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for OnOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnOutput")
+    }
 }
 
 /// How the process ended.
@@ -78,8 +88,13 @@ impl Supervisor {
         Self { reaper, grace }
     }
 
-    /// Starts `spec`; the returned handle must be [`Running::wait`]ed.
-    pub async fn spawn(&self, spec: ProcessSpec) -> std::io::Result<Running> {
+    /// Starts `spec`; the returned handle must be [`Running::wait`]ed. `on_output` runs after
+    /// each append to either log.
+    pub async fn spawn(
+        &self,
+        spec: ProcessSpec,
+        on_output: Option<OnOutput>,
+    ) -> std::io::Result<Running> {
         let (program, args) = spec
             .argv
             .split_first()
@@ -119,10 +134,12 @@ impl Supervisor {
         let stdout = tokio::spawn(copy_to_log(
             child.stdout.take().expect("stdout is piped"),
             stdout_file,
+            on_output.clone(),
         ));
         let stderr = tokio::spawn(copy_to_log(
             child.stderr.take().expect("stderr is piped"),
             stderr_file,
+            on_output,
         ));
         Ok(Running {
             child,
@@ -279,12 +296,25 @@ async fn append(path: &Path) -> std::io::Result<tokio::fs::File> {
         .await
 }
 
+/// Appends everything `from` yields to `to`; each piece is in the file (flushed) before
+/// `on_output` announces it.
 async fn copy_to_log(
     mut from: impl AsyncRead + Unpin,
     mut to: tokio::fs::File,
+    on_output: Option<OnOutput>,
 ) -> std::io::Result<()> {
-    tokio::io::copy(&mut from, &mut to).await?;
-    to.flush().await
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = from.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        to.write_all(&buf[..n]).await?;
+        to.flush().await?;
+        if let Some(hook) = &on_output {
+            (hook.0)();
+        }
+    }
 }
 
 async fn drain(reader: JoinHandle<std::io::Result<()>>) {

@@ -189,6 +189,15 @@ pub struct Run {
     pub recovery_state: String,
     pub recovered_at: Option<String>,
     pub recovery_reason: Option<String>,
+    /// Turns started so far.
+    pub turn: u32,
+    /// Questions asked so far.
+    pub interaction_count: u32,
+    pub pending_interaction_id: Option<u64>,
+    /// When the wait for a reply times out.
+    pub wait_deadline: Option<String>,
+    pub auto_decision_count: u32,
+    pub last_auto_decision_at: Option<String>,
     pub created_at: String,
     pub updated_at: String,
     pub started_at: Option<String>,
@@ -223,6 +232,12 @@ struct RunRow {
     recovery_state: String,
     recovered_at: Option<String>,
     recovery_reason: Option<String>,
+    turn: i64,
+    interaction_count: i64,
+    pending_interaction_id: Option<i64>,
+    wait_deadline: Option<String>,
+    auto_decision_count: i64,
+    last_auto_decision_at: Option<String>,
     created_at: String,
     updated_at: String,
     started_at: Option<String>,
@@ -256,6 +271,12 @@ impl TryFrom<RunRow> for Run {
             recovery_state: r.recovery_state,
             recovered_at: r.recovered_at,
             recovery_reason: r.recovery_reason,
+            turn: u32::try_from(r.turn)?,
+            interaction_count: u32::try_from(r.interaction_count)?,
+            pending_interaction_id: r.pending_interaction_id.map(u64::try_from).transpose()?,
+            wait_deadline: r.wait_deadline,
+            auto_decision_count: u32::try_from(r.auto_decision_count)?,
+            last_auto_decision_at: r.last_auto_decision_at,
             created_at: r.created_at,
             updated_at: r.updated_at,
             started_at: r.started_at,
@@ -335,7 +356,9 @@ macro_rules! run_columns {
     () => {
         "run_id, request_id, skill_id, engine, skill_dir, status, error_code, error_message, \
          warnings, result, cache_key, pgid, pg_boot_id, pg_start_ticks, recovery_state, \
-         recovered_at, recovery_reason, created_at, updated_at, started_at, finished_at"
+         recovered_at, recovery_reason, turn, interaction_count, pending_interaction_id, \
+         wait_deadline, auto_decision_count, last_auto_decision_at, created_at, updated_at, \
+         started_at, finished_at"
     };
 }
 
@@ -524,11 +547,13 @@ impl Store {
         Ok(())
     }
 
-    /// `queued -> running`; false when the run is no longer queued (canceled meanwhile).
+    /// `queued -> running`, counting the turn; false when the run is no longer queued
+    /// (canceled meanwhile).
     pub async fn start_run(&self, run_id: &str) -> anyhow::Result<bool> {
         let now = clock::now();
         let done = sqlx::query(
-            "UPDATE runs SET status = 'running', started_at = ?, updated_at = ?
+            "UPDATE runs SET status = 'running', turn = turn + 1,
+                 started_at = COALESCE(started_at, ?), updated_at = ?
              WHERE run_id = ? AND status = 'queued'",
         )
         .bind(&now)
@@ -557,11 +582,13 @@ impl Store {
         Ok(())
     }
 
-    /// Ends a run that is in one of `from`; false when another writer ended it first.
+    /// Ends a run that is in one of `from` (and, with `asked`, still waits on its `asked`-th
+    /// question); false when another writer moved it first.
     pub async fn finish_run(
         &self,
         run_id: &str,
         from: &[RunStatus],
+        asked: Option<u32>,
         ending: &Ending,
     ) -> anyhow::Result<bool> {
         debug_assert!(ending.status.is_terminal());
@@ -570,8 +597,10 @@ impl Store {
         let done = sqlx::query(
             "UPDATE runs SET status = ?, error_code = ?, error_message = ?, warnings = ?,
                  result = ?, pgid = NULL, pg_boot_id = NULL, pg_start_ticks = NULL,
+                 pending_interaction_id = NULL, wait_deadline = NULL,
                  updated_at = ?, finished_at = ?
-             WHERE run_id = ? AND status IN (SELECT value FROM json_each(?))",
+             WHERE run_id = ? AND status IN (SELECT value FROM json_each(?))
+               AND (? IS NULL OR interaction_count = ?)",
         )
         .bind(ending.status.as_str())
         .bind(&ending.error_code)
@@ -582,15 +611,18 @@ impl Store {
         .bind(&now)
         .bind(run_id)
         .bind(serde_json::to_string(&from)?)
+        .bind(asked)
+        .bind(asked)
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
     }
 
-    /// Marks a run that was running when the service stopped as failed and reconciled.
+    /// Ends a run found in `from` at start-up as failed and reconciled.
     pub async fn reconcile_interrupted(
         &self,
         run_id: &str,
+        from: RunStatus,
         ending: &Ending,
         reason: &str,
     ) -> anyhow::Result<bool> {
@@ -599,8 +631,9 @@ impl Store {
             "UPDATE runs SET status = 'failed', error_code = ?, error_message = ?, result = ?,
                  recovery_state = 'failed_reconciled', recovered_at = ?, recovery_reason = ?,
                  pgid = NULL, pg_boot_id = NULL, pg_start_ticks = NULL,
+                 pending_interaction_id = NULL, wait_deadline = NULL,
                  updated_at = ?, finished_at = ?
-             WHERE run_id = ? AND status = 'running'",
+             WHERE run_id = ? AND status = ?",
         )
         .bind(&ending.error_code)
         .bind(&ending.error_message)
@@ -610,9 +643,47 @@ impl Store {
         .bind(&now)
         .bind(&now)
         .bind(run_id)
+        .bind(from.as_str())
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    /// The newest `limit` requests that have a run, with their runs, newest first.
+    pub async fn recent_requests(&self, limit: u32) -> anyhow::Result<Vec<(Request, Run)>> {
+        let requests: Vec<RequestRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            request_columns!(),
+            " FROM requests WHERE run_id IS NOT NULL ORDER BY created_at DESC, rowid DESC LIMIT ?"
+        ))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let run_ids: Vec<&str> = requests
+            .iter()
+            .filter_map(|r| r.run_id.as_deref())
+            .collect();
+        let runs: Vec<RunRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            run_columns!(),
+            " FROM runs WHERE run_id IN (SELECT value FROM json_each(?))"
+        ))
+        .bind(serde_json::to_string(&run_ids)?)
+        .fetch_all(&self.pool)
+        .await?;
+        let runs: std::collections::HashMap<String, Run> = runs
+            .into_iter()
+            .map(|r| Run::try_from(r).map(|r| (r.run_id.clone(), r)))
+            .collect::<anyhow::Result<_>>()?;
+        let mut out = Vec::with_capacity(requests.len());
+        for row in requests {
+            let request = Request::try_from(row)?;
+            let run = request.run_id.as_ref().and_then(|id| runs.get(id).cloned());
+            if let Some(run) = run {
+                out.push((request, run));
+            }
+        }
+        Ok(out)
     }
 
     /// Runs in `status`, in FIFO order.
@@ -783,10 +854,20 @@ mod tests {
             RunStatus::Running,
             RunStatus::WaitingUser,
         ];
-        assert!(store.finish_run("r1", &active, &canceled).await.unwrap());
+        assert!(
+            store
+                .finish_run("r1", &active, None, &canceled)
+                .await
+                .unwrap()
+        );
         assert!(
             !store
-                .finish_run("r1", &[RunStatus::Running], &ending(RunStatus::Succeeded))
+                .finish_run(
+                    "r1",
+                    &[RunStatus::Running],
+                    None,
+                    &ending(RunStatus::Succeeded)
+                )
                 .await
                 .unwrap()
         );
@@ -824,7 +905,12 @@ mod tests {
         );
         store.start_run("r1").await.unwrap();
         store
-            .finish_run("r1", &[RunStatus::Running], &ending(RunStatus::Succeeded))
+            .finish_run(
+                "r1",
+                &[RunStatus::Running],
+                None,
+                &ending(RunStatus::Succeeded),
+            )
             .await
             .unwrap();
         assert_eq!(store.cached_run("k1").await.unwrap().as_deref(), Some("r1"));

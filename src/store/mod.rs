@@ -15,9 +15,11 @@ use sqlx::sqlite::{
 };
 
 mod installs;
+mod interactions;
 mod jobs;
 
 pub use installs::{InstallPhase, InstallRequest, InstallStatus};
+pub use interactions::*;
 pub use jobs::*;
 
 /// Handle to the database; cheap to clone.

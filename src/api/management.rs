@@ -1,0 +1,280 @@
+//! `/v1/management/*`: what an operator's console needs about skills and runs. The run routes
+//! are the jobs routes' own implementation, reached by request id for jobs and temporary runs
+//! alike; only the skill summaries, file trees and file previews are specific to this family.
+
+use std::path::{Path as FsPath, PathBuf};
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::jobs::{Kind, bad_query};
+use crate::browse::{self, TreeEntry};
+use crate::clock;
+use crate::engines::Engine;
+use crate::error::{ApiError, ApiResult};
+use crate::jobs::views::{RunFilePreview, RunFiles, RunState};
+use crate::skill::{ExecutionMode, SkillEntry};
+use crate::state::AppState;
+
+/// One skill in the console's list.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SkillSummary {
+    pub id: String,
+    /// The manifest's name, else the id.
+    pub name: String,
+    pub version: Option<String>,
+    pub engines: Vec<Engine>,
+    pub unsupport_engine: Vec<Engine>,
+    pub effective_engines: Vec<Engine>,
+    pub execution_modes: Vec<ExecutionMode>,
+    /// When the skill folder last changed (an install or an update).
+    pub installed_at: Option<String>,
+    /// `healthy`, or `degraded` when the folder is not a valid skill.
+    pub health: &'static str,
+    pub health_error: Option<String>,
+}
+
+/// One skill with its schemas, entrypoint and files.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SkillDetail {
+    #[serde(flatten)]
+    pub summary: SkillSummary,
+    /// Schema file paths by role (`input`, `parameter`, `output`).
+    #[schema(value_type = Object)]
+    pub schemas: Value,
+    /// `runner.json`'s `entrypoint`.
+    #[schema(value_type = Object)]
+    pub entrypoints: Value,
+    pub files: Vec<TreeEntry>,
+}
+
+/// `GET /v1/management/skills/{skill_id}/schemas`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SkillSchemas {
+    pub skill_id: String,
+    #[schema(value_type = Object)]
+    pub input: Value,
+    #[schema(value_type = Object)]
+    pub parameter: Value,
+    #[schema(value_type = Object)]
+    pub output: Value,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SkillList {
+    pub skills: Vec<SkillSummary>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RunList {
+    pub runs: Vec<RunState>,
+}
+
+fn folder_of(entry: &SkillEntry) -> &FsPath {
+    match entry {
+        SkillEntry::Healthy(m) => &m.path,
+        SkillEntry::Degraded { path, .. } => path,
+    }
+}
+
+fn summary(entry: &SkillEntry) -> SkillSummary {
+    let installed_at = std::fs::metadata(folder_of(entry))
+        .and_then(|m| m.modified())
+        .ok()
+        .map(clock::format);
+    match entry {
+        SkillEntry::Healthy(m) => SkillSummary {
+            id: m.id.clone(),
+            name: m.name.clone().unwrap_or_else(|| m.id.clone()),
+            version: m.version.clone(),
+            engines: m.engines.clone(),
+            unsupport_engine: m.unsupport_engine.clone(),
+            effective_engines: m.effective_engines.clone(),
+            execution_modes: m.execution_modes.clone(),
+            installed_at,
+            health: "healthy",
+            health_error: None,
+        },
+        SkillEntry::Degraded { id, error, .. } => SkillSummary {
+            id: id.clone(),
+            name: id.clone(),
+            version: None,
+            engines: Vec::new(),
+            unsupport_engine: Vec::new(),
+            effective_engines: Vec::new(),
+            execution_modes: Vec::new(),
+            installed_at,
+            health: "degraded",
+            health_error: Some(error.clone()),
+        },
+    }
+}
+
+async fn skill_entry(state: &AppState, skill_id: &str) -> ApiResult<SkillEntry> {
+    state
+        .registry
+        .snapshot()
+        .await
+        .skills
+        .get(skill_id)
+        .cloned()
+        .ok_or_else(|| ApiError::not_found("Skill not found"))
+}
+
+/// Every skill folder with its health.
+#[utoipa::path(get, path = "/v1/management/skills", tag = "management",
+    responses((status = 200, body = SkillList)))]
+pub async fn list_skills(State(state): State<AppState>) -> Json<SkillList> {
+    let snapshot = state.registry.snapshot().await;
+    let entries: Vec<SkillEntry> = snapshot.skills.values().cloned().collect();
+    let skills = tokio::task::spawn_blocking(move || entries.iter().map(summary).collect())
+        .await
+        .unwrap_or_default();
+    Json(SkillList { skills })
+}
+
+/// One skill: the summary plus schema paths, entrypoint and file tree.
+#[utoipa::path(get, path = "/v1/management/skills/{skill_id}", tag = "management",
+    params(("skill_id" = String, Path)),
+    responses((status = 200, body = SkillDetail), (status = 404, description = "No such skill")))]
+pub async fn get_skill(
+    State(state): State<AppState>,
+    Path(skill_id): Path<String>,
+) -> ApiResult<Json<SkillDetail>> {
+    let entry = skill_entry(&state, &skill_id).await?;
+    let detail = tokio::task::spawn_blocking(move || -> ApiResult<SkillDetail> {
+        let folder: PathBuf = folder_of(&entry).to_path_buf();
+        let files =
+            browse::tree(&folder).map_err(|_| ApiError::not_found("Skill path not found"))?;
+        let (schemas, entrypoints) = match &entry {
+            SkillEntry::Healthy(m) => (
+                serde_json::to_value(&m.schemas).map_err(anyhow::Error::from)?,
+                m.entrypoint.clone(),
+            ),
+            SkillEntry::Degraded { .. } => (json!({}), json!({})),
+        };
+        Ok(SkillDetail {
+            summary: summary(&entry),
+            schemas,
+            entrypoints,
+            files,
+        })
+    })
+    .await
+    .map_err(anyhow::Error::from)??;
+    Ok(Json(detail))
+}
+
+/// The skill's three schemas, parsed.
+#[utoipa::path(get, path = "/v1/management/skills/{skill_id}/schemas", tag = "management",
+    params(("skill_id" = String, Path)),
+    responses(
+        (status = 200, body = SkillSchemas),
+        (status = 404, description = "No such skill"),
+        (status = 422, description = "The skill is degraded: its schemas cannot be read"),
+    ))]
+pub async fn get_skill_schemas(
+    State(state): State<AppState>,
+    Path(skill_id): Path<String>,
+) -> ApiResult<Json<SkillSchemas>> {
+    match skill_entry(&state, &skill_id).await? {
+        SkillEntry::Healthy(m) => Ok(Json(SkillSchemas {
+            skill_id,
+            input: m.schema_docs.input.clone(),
+            parameter: m.schema_docs.parameter.clone(),
+            output: m.schema_docs.output.clone(),
+        })),
+        SkillEntry::Degraded { error, .. } => Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("Invalid schemas: {error}"),
+        )),
+    }
+}
+
+/// `?limit=` of the run list.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RunListQuery {
+    /// 1 to 1000; default 200.
+    pub limit: Option<u32>,
+}
+
+/// The newest requests that have a run (jobs and temporary runs), newest first.
+#[utoipa::path(get, path = "/v1/management/runs", tag = "management",
+    params(RunListQuery),
+    responses((status = 200, body = RunList), (status = 422, description = "limit outside 1..=1000")))]
+pub async fn list_runs(
+    State(state): State<AppState>,
+    query: Result<Query<RunListQuery>, QueryRejection>,
+) -> ApiResult<Json<RunList>> {
+    let Query(query) = query.map_err(bad_query)?;
+    let limit = query.limit.unwrap_or(200);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!([{"loc": ["query", "limit"], "msg": format!("limit must be between 1 and 1000, got {limit}"), "type": "value_error"}]),
+        ));
+    }
+    Ok(Json(RunList {
+        runs: state.jobs.run_states(limit).await?,
+    }))
+}
+
+/// One run's state: the fields of `GET /v1/jobs/{request_id}` plus `poll_logs`.
+#[utoipa::path(get, path = "/v1/management/runs/{request_id}", tag = "management",
+    params(("request_id" = String, Path)),
+    responses((status = 200, body = RunState), (status = 404, description = "Unknown request or no run yet")))]
+pub async fn get_run(
+    State(state): State<AppState>,
+    Kind(scope): Kind,
+    Path(request_id): Path<String>,
+) -> ApiResult<Json<RunState>> {
+    state.jobs.run_state(scope, &request_id).await.map(Json)
+}
+
+/// The run folder's file tree.
+#[utoipa::path(get, path = "/v1/management/runs/{request_id}/files", tag = "management",
+    params(("request_id" = String, Path)),
+    responses((status = 200, body = RunFiles), (status = 404, description = "Unknown request or no run yet")))]
+pub async fn run_files(
+    State(state): State<AppState>,
+    Kind(scope): Kind,
+    Path(request_id): Path<String>,
+) -> ApiResult<Json<RunFiles>> {
+    state.jobs.run_files(scope, &request_id).await.map(Json)
+}
+
+/// `?path=` of a file preview.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct FileQuery {
+    /// Path relative to the run folder, e.g. `logs/stdout.txt`.
+    pub path: String,
+}
+
+/// A preview of one file of the run folder: `text` (up to 256 KiB), `binary` or `too_large`.
+#[utoipa::path(get, path = "/v1/management/runs/{request_id}/file", tag = "management",
+    params(("request_id" = String, Path), FileQuery),
+    responses(
+        (status = 200, body = RunFilePreview),
+        (status = 400, description = "Blank, absolute, `..` or escaping path"),
+        (status = 404, description = "Unknown request, no run yet, or no such file"),
+        (status = 422, description = "path is missing"),
+    ))]
+pub async fn run_file(
+    State(state): State<AppState>,
+    Kind(scope): Kind,
+    Path(request_id): Path<String>,
+    query: Result<Query<FileQuery>, QueryRejection>,
+) -> ApiResult<Json<RunFilePreview>> {
+    let Query(query) = query.map_err(|_| ApiError::missing_field("query", "path"))?;
+    state
+        .jobs
+        .run_file(scope, &request_id, &query.path)
+        .await
+        .map(Json)
+}

@@ -1,0 +1,318 @@
+//! Interactive runs: a turn that asks its user a question parks the run in `waiting_user`
+//! (its slot is free for other runs), the reply queues the next turn, and a timer ends the wait
+//! after `session_timeout_sec`: with `interactive_require_user_reply = false` the runner
+//! answers by itself (the reference's auto-decision payload), otherwise the run fails with
+//! `INTERACTION_WAIT_TIMEOUT`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::create::queue_full;
+use super::executor::{Envelope, codes, list_artifacts};
+use super::options::RuntimeOptions;
+use super::{Jobs, Scope};
+use crate::clock;
+use crate::error::{ApiError, ApiResult};
+use crate::skill::ExecutionMode;
+use crate::store::{Answer, AnswerOutcome, Interaction, Request, Resolution, Run, RunStatus};
+
+/// `POST .../interaction/reply` body.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct ReplyBody {
+    /// The id of the pending question (`pending.interaction_id`).
+    pub interaction_id: u64,
+    /// The answer: text, or any JSON the question's kind calls for.
+    #[schema(value_type = Object)]
+    pub response: Value,
+    /// Makes retries safe: the same key with the same response is answered like the first
+    /// call; with a different response it is refused (409).
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// Answer to an accepted reply.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ReplyAccepted {
+    pub request_id: String,
+    /// `queued`: the next turn waits for a slot.
+    pub status: RunStatus,
+    pub accepted: bool,
+}
+
+/// `GET .../interaction/pending`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PendingInteraction {
+    pub request_id: String,
+    pub status: RunStatus,
+    /// The question waiting for a reply: `{interaction_id, kind, prompt, options, ui_hints,
+    /// default_decision_policy, required_fields, context}`; `null` when none waits.
+    #[schema(value_type = Option<Object>)]
+    pub pending: Option<Value>,
+}
+
+fn conflict(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::CONFLICT, message.into())
+}
+
+/// The reply the runner gives in the user's place when the wait times out.
+fn auto_decision(question: &Value) -> Value {
+    json!({
+        "source": "auto_decide_timeout",
+        "interaction_id": question["interaction_id"],
+        "reason": "user_no_reply",
+        "policy": question["default_decision_policy"].as_str().unwrap_or("engine_judgement"),
+        "instruction": "User did not respond in time. Continue with your best judgement based on the current context.",
+    })
+}
+
+/// The question `run` waits on, if it waits.
+pub(super) fn pending_question(run: &Run, interactions: &[Interaction]) -> Option<Value> {
+    if run.status != RunStatus::WaitingUser {
+        return None;
+    }
+    interactions
+        .iter()
+        .find(|i| i.seq == run.interaction_count && i.response.is_none())
+        .map(|i| i.question.clone())
+}
+
+impl Jobs {
+    /// The request and run of an interaction route: 404 when unknown, 400 when the request is
+    /// not interactive.
+    async fn interactive_run(&self, scope: Scope, request_id: &str) -> ApiResult<(Request, Run)> {
+        let (request, run) = self.request_and_run(scope, request_id).await?;
+        let options = RuntimeOptions::parse(Some(&request.runtime_options))
+            .map_err(|e| anyhow::anyhow!("stored runtime_options: {e}"))?;
+        if options.execution_mode != ExecutionMode::Interactive {
+            return Err(ApiError::bad_request(
+                "Interaction endpoints require runtime_options.execution_mode=interactive",
+            ));
+        }
+        Ok((request, run))
+    }
+
+    /// `GET .../interaction/pending`.
+    pub async fn pending(&self, scope: Scope, request_id: &str) -> ApiResult<PendingInteraction> {
+        let (_, run) = self.interactive_run(scope, request_id).await?;
+        let interactions = self.store.interactions(&run.run_id).await?;
+        Ok(PendingInteraction {
+            request_id: request_id.to_owned(),
+            status: run.status,
+            pending: pending_question(&run, &interactions),
+        })
+    }
+
+    /// `POST .../interaction/reply`: answers the pending question and queues the next turn.
+    pub async fn reply(
+        &self,
+        scope: Scope,
+        request_id: &str,
+        body: ReplyBody,
+    ) -> ApiResult<ReplyAccepted> {
+        let (_, run) = self.interactive_run(scope, request_id).await?;
+        let accepted = || ReplyAccepted {
+            request_id: request_id.to_owned(),
+            status: RunStatus::Queued,
+            accepted: true,
+        };
+        let key = body.idempotency_key.as_deref();
+        if self.replayed(&run, key, &body).await? {
+            return Ok(accepted());
+        }
+        if run.status != RunStatus::WaitingUser {
+            return Err(conflict(format!(
+                "Run is not waiting for user interaction (status: {})",
+                run.status.as_str()
+            )));
+        }
+        let Some(pending) = run.pending_interaction_id else {
+            return Err(conflict("No pending interaction"));
+        };
+        if pending != body.interaction_id {
+            return Err(conflict(format!(
+                "stale interaction: the pending interaction is {pending}, not {}",
+                body.interaction_id
+            )));
+        }
+        let admission = self.queue.try_admit().ok_or_else(queue_full)?;
+        let answer = Answer {
+            seq: run.interaction_count,
+            response: &body.response,
+            idempotency_key: key,
+            resolution: Resolution::UserReply,
+        };
+        match self.store.answer(&run.run_id, answer).await? {
+            AnswerOutcome::Accepted => {
+                admission.enqueue(run.run_id.clone());
+                self.feeds.status(&run.run_id);
+                Ok(accepted())
+            }
+            // A concurrent call with the same key won: this one is its retry.
+            AnswerOutcome::Stale if self.replayed(&run, key, &body).await? => Ok(accepted()),
+            AnswerOutcome::Stale => Err(conflict(
+                "stale interaction: it was answered, canceled or timed out meanwhile",
+            )),
+            AnswerOutcome::KeyTaken => Err(key_conflict()),
+        }
+    }
+
+    /// Whether `key` already answered this run with the same reply; 409 when it answered
+    /// with a different one.
+    async fn replayed(&self, run: &Run, key: Option<&str>, body: &ReplyBody) -> ApiResult<bool> {
+        let Some(key) = key else { return Ok(false) };
+        match self.store.answered_with_key(&run.run_id, key).await? {
+            None => Ok(false),
+            Some(first)
+                if first.interaction_id == body.interaction_id
+                    && first.response.as_ref() == Some(&body.response) =>
+            {
+                Ok(true)
+            }
+            Some(_) => Err(key_conflict()),
+        }
+    }
+
+    /// The answered questions of a run, oldest first, as a resumed turn sees them.
+    pub(super) async fn history(&self, run_id: &str) -> anyhow::Result<Vec<Value>> {
+        Ok(self
+            .store
+            .interactions(run_id)
+            .await?
+            .into_iter()
+            .filter_map(|i| {
+                Some(json!({
+                    "interaction_id": i.interaction_id,
+                    "question": i.question,
+                    "response": i.response?,
+                    "resolution_mode": i.resolution?.as_str(),
+                    "replied_at": i.replied_at,
+                }))
+            })
+            .collect())
+    }
+
+    /// Parks a run whose turn asked `question`, and arms the reply timeout.
+    pub(super) async fn wait_for_user(
+        self: &Arc<Self>,
+        run_id: &str,
+        question: Value,
+        options: &RuntimeOptions,
+    ) {
+        let timeout = Duration::from_secs(options.session_timeout_sec);
+        let interaction_id = question["interaction_id"].as_u64().unwrap_or_default();
+        let asked = self
+            .store
+            .ask_user(run_id, interaction_id, &question, &clock::after(timeout))
+            .await;
+        match asked {
+            Ok(Some(seq)) => {
+                self.feeds.status(run_id);
+                self.arm_wait_timer(run_id, seq, timeout);
+            }
+            // A cancel ended the run meanwhile.
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(run_id, error = format!("{e:#}"), "cannot park the run");
+                let ending = Envelope::default().failed(
+                    None,
+                    "Internal error while waiting for the user".into(),
+                    None,
+                );
+                self.finish(run_id, &[RunStatus::Running], None, ending)
+                    .await;
+            }
+        }
+    }
+
+    /// Ends the wait on question `seq` of `run_id` after `after`, unless it was answered.
+    pub(super) fn arm_wait_timer(self: &Arc<Self>, run_id: &str, seq: u32, after: Duration) {
+        let jobs = self.clone();
+        let run_id = run_id.to_owned();
+        self.tracker.spawn(async move {
+            tokio::select! {
+                () = tokio::time::sleep(after) => {
+                    if let Err(e) = jobs.wait_expired(&run_id, seq).await {
+                        tracing::error!(run_id, error = format!("{e:#}"), "reply timeout failed");
+                    }
+                }
+                // Waiting runs keep waiting; the next start re-arms their timers.
+                () = jobs.shutdown.cancelled() => {}
+            }
+        });
+    }
+
+    async fn wait_expired(&self, run_id: &str, seq: u32) -> anyhow::Result<()> {
+        let Some(run) = self.store.run(run_id).await? else {
+            return Ok(());
+        };
+        if run.status != RunStatus::WaitingUser || run.interaction_count != seq {
+            return Ok(());
+        }
+        let Some(request) = self.store.request(&run.request_id).await? else {
+            return Ok(());
+        };
+        let options = RuntimeOptions::parse(Some(&request.runtime_options))
+            .map_err(|e| anyhow::anyhow!("stored runtime_options: {e}"))?;
+        if options.interactive_require_user_reply {
+            let ending = Envelope {
+                artifacts: list_artifacts(&self.run_dir(run_id)).await?,
+                ..Envelope::default()
+            }
+            .failed(
+                Some(codes::INTERACTION_WAIT_TIMEOUT),
+                format!(
+                    "No reply to interaction {} within session_timeout_sec ({} s)",
+                    run.pending_interaction_id.unwrap_or_default(),
+                    options.session_timeout_sec
+                ),
+                None,
+            );
+            self.finish(run_id, &[RunStatus::WaitingUser], Some(seq), ending)
+                .await;
+            return Ok(());
+        }
+        let interactions = self.store.interactions(run_id).await?;
+        let Some(question) = pending_question(&run, &interactions) else {
+            return Ok(());
+        };
+        let answer = Answer {
+            seq,
+            response: &auto_decision(&question),
+            idempotency_key: None,
+            resolution: Resolution::AutoDecideTimeout,
+        };
+        if self.store.answer(run_id, answer).await? == AnswerOutcome::Accepted {
+            tracing::info!(run_id, seq, "no reply in time: the runner decided");
+            self.queue.push_unbounded(run_id.to_owned());
+            self.feeds.status(run_id);
+        }
+        Ok(())
+    }
+}
+
+fn key_conflict() -> ApiError {
+    conflict("idempotency_key already used with a different response")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_decision_follows_the_question_policy() {
+        let q = json!({"interaction_id": 4, "default_decision_policy": "safe_default"});
+        let reply = auto_decision(&q);
+        assert_eq!(reply["source"], "auto_decide_timeout");
+        assert_eq!(reply["interaction_id"], 4);
+        assert_eq!(reply["reason"], "user_no_reply");
+        assert_eq!(reply["policy"], "safe_default");
+        assert_eq!(
+            auto_decision(&json!({"interaction_id": 1}))["policy"],
+            "engine_judgement"
+        );
+    }
+}

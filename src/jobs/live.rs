@@ -1,0 +1,159 @@
+//! Wake-ups for the event streams of runs that somebody is watching.
+//!
+//! The log files stay the only copy of a run's output: a stream reads the bytes from the file,
+//! and this module only tells it that there is something new (output appended, status changed).
+//! Each watched run has a `watch` channel: sending never waits for receivers, and a slow stream
+//! sees the latest tick and reads everything it missed from the file, so no subscriber can hold
+//! up the run or the other subscribers. Runs nobody watches cost one map lookup per write.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// Counters that move when a run has news.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tick {
+    /// Bumped when output was appended to a log.
+    pub output: u64,
+    /// Bumped when the run's status (or pending question) changed.
+    pub status: u64,
+}
+
+/// The channels of the watched runs.
+#[derive(Debug, Default)]
+pub struct Feeds {
+    runs: Mutex<HashMap<String, watch::Sender<Tick>>>,
+    closing: CancellationToken,
+}
+
+/// A stream's end of a run's channel; dropping it forgets the run once nobody watches.
+#[derive(Debug)]
+pub struct Subscription {
+    feeds: Arc<Feeds>,
+    run_id: String,
+    rx: Option<watch::Receiver<Tick>>,
+}
+
+impl Feeds {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Starts watching `run_id`. Subscribe before reading the state the ticks refer to, so
+    /// no change falls between the read and the wait.
+    pub fn subscribe(self: &Arc<Self>, run_id: &str) -> Subscription {
+        let mut runs = self.lock();
+        let tx = runs
+            .entry(run_id.to_owned())
+            .or_insert_with(|| watch::channel(Tick::default()).0);
+        Subscription {
+            rx: Some(tx.subscribe()),
+            feeds: self.clone(),
+            run_id: run_id.to_owned(),
+        }
+    }
+
+    /// Output was appended to one of the run's logs.
+    pub fn output(&self, run_id: &str) {
+        self.bump(run_id, |t| t.output += 1);
+    }
+
+    /// The run's status changed.
+    pub fn status(&self, run_id: &str) {
+        self.bump(run_id, |t| t.status += 1);
+    }
+
+    /// Ends every stream (the service is stopping); clients reconnect to the next process.
+    pub fn close(&self) {
+        self.closing.cancel();
+    }
+
+    /// Resolves once [`Feeds::close`] was called.
+    pub async fn closed(&self) {
+        self.closing.cancelled().await;
+    }
+
+    /// Runs with at least one subscriber.
+    pub fn watched(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn bump(&self, run_id: &str, f: impl FnOnce(&mut Tick)) {
+        if let Some(tx) = self.lock().get(run_id) {
+            tx.send_modify(f);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<Tick>>> {
+        self.runs.lock().expect("feeds lock")
+    }
+}
+
+impl Subscription {
+    /// Waits for the next tick after the last one seen and returns it.
+    pub async fn changed(&mut self) -> Tick {
+        let rx = self.rx.as_mut().expect("receiver lives until drop");
+        // The sender lives in the map while this receiver exists, so this cannot fail.
+        let _ = rx.changed().await;
+        *rx.borrow_and_update()
+    }
+
+    /// The latest tick, marked as seen.
+    pub fn current(&mut self) -> Tick {
+        *self
+            .rx
+            .as_mut()
+            .expect("receiver lives until drop")
+            .borrow_and_update()
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut runs = self.feeds.lock();
+        drop(self.rx.take());
+        if runs
+            .get(&self.run_id)
+            .is_some_and(|tx| tx.receiver_count() == 0)
+        {
+            runs.remove(&self.run_id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn ticks_reach_every_subscriber_and_unwatched_runs_are_forgotten() {
+        let feeds = Feeds::new();
+        feeds.output("r1");
+        assert_eq!(
+            feeds.watched(),
+            0,
+            "writing to an unwatched run creates nothing"
+        );
+        let mut a = feeds.subscribe("r1");
+        let mut b = feeds.subscribe("r1");
+        feeds.output("r1");
+        feeds.output("r1");
+        feeds.status("r1");
+        let expected = Tick {
+            output: 2,
+            status: 1,
+        };
+        assert_eq!(a.changed().await, expected);
+        assert_eq!(
+            b.changed().await,
+            expected,
+            "a slow subscriber sees the latest tick"
+        );
+        drop(a);
+        assert_eq!(feeds.watched(), 1);
+        drop(b);
+        assert_eq!(feeds.watched(), 0);
+    }
+}

@@ -1,0 +1,386 @@
+//! Questions a run asks its user and the replies it gets.
+//!
+//! Asking moves the run `running -> waiting_user` and records the question in one transaction;
+//! a reply (or an automatic decision) moves it `waiting_user -> queued` and records the answer
+//! in one transaction guarded by the question's number, so of two concurrent replies exactly
+//! one is accepted and a reply to an older question changes nothing.
+
+use serde_json::Value;
+
+use super::Store;
+use crate::clock;
+
+/// Who answered a question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    UserReply,
+    /// The wait timed out and the runner decided (`interactive_require_user_reply = false`).
+    AutoDecideTimeout,
+}
+
+impl Resolution {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::UserReply => "user_reply",
+            Self::AutoDecideTimeout => "auto_decide_timeout",
+        }
+    }
+
+    fn parse(s: &str) -> anyhow::Result<Self> {
+        Ok(match s {
+            "user_reply" => Self::UserReply,
+            "auto_decide_timeout" => Self::AutoDecideTimeout,
+            other => anyhow::bail!("unknown resolution mode '{other}' in the database"),
+        })
+    }
+}
+
+/// One question of a run, with its answer once given.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Interaction {
+    /// 1, 2, ... in the order asked.
+    pub seq: u32,
+    /// The engine's id for the question.
+    pub interaction_id: u64,
+    pub turn: u32,
+    pub question: Value,
+    pub asked_at: String,
+    pub response: Option<Value>,
+    pub resolution: Option<Resolution>,
+    pub idempotency_key: Option<String>,
+    pub replied_at: Option<String>,
+}
+
+#[derive(sqlx::FromRow)]
+struct InteractionRow {
+    seq: i64,
+    interaction_id: i64,
+    turn: i64,
+    question: String,
+    asked_at: String,
+    response: Option<String>,
+    resolution_mode: Option<String>,
+    idempotency_key: Option<String>,
+    replied_at: Option<String>,
+}
+
+impl TryFrom<InteractionRow> for Interaction {
+    type Error = anyhow::Error;
+    fn try_from(r: InteractionRow) -> anyhow::Result<Self> {
+        Ok(Self {
+            seq: u32::try_from(r.seq)?,
+            interaction_id: u64::try_from(r.interaction_id)?,
+            turn: u32::try_from(r.turn)?,
+            question: serde_json::from_str(&r.question)?,
+            asked_at: r.asked_at,
+            response: r
+                .response
+                .as_deref()
+                .map(serde_json::from_str)
+                .transpose()?,
+            resolution: r
+                .resolution_mode
+                .as_deref()
+                .map(Resolution::parse)
+                .transpose()?,
+            idempotency_key: r.idempotency_key,
+            replied_at: r.replied_at,
+        })
+    }
+}
+
+/// An answer to record.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer<'a> {
+    /// The question answered (its `seq`).
+    pub seq: u32,
+    pub response: &'a Value,
+    pub idempotency_key: Option<&'a str>,
+    pub resolution: Resolution,
+}
+
+/// What became of an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerOutcome {
+    /// Recorded; the run is queued for its next turn.
+    Accepted,
+    /// The run no longer waits on that question (answered, canceled or timed out meanwhile).
+    Stale,
+    /// The idempotency key was already used for another answer of this run.
+    KeyTaken,
+}
+
+macro_rules! interaction_columns {
+    () => {
+        "seq, interaction_id, turn, question, asked_at, response, resolution_mode, \
+         idempotency_key, replied_at"
+    };
+}
+
+impl Store {
+    /// `running -> waiting_user` with `question` pending until `deadline`; returns the
+    /// question's `seq`, or `None` when the run was no longer running (canceled meanwhile).
+    pub async fn ask_user(
+        &self,
+        run_id: &str,
+        interaction_id: u64,
+        question: &Value,
+        deadline: &str,
+    ) -> anyhow::Result<Option<u32>> {
+        let now = clock::now();
+        let mut tx = self.pool.begin().await?;
+        let asked: Option<(i64, i64)> = sqlx::query_as(
+            "UPDATE runs SET status = 'waiting_user', interaction_count = interaction_count + 1,
+                 pending_interaction_id = ?, wait_deadline = ?,
+                 pgid = NULL, pg_boot_id = NULL, pg_start_ticks = NULL, updated_at = ?
+             WHERE run_id = ? AND status = 'running'
+             RETURNING interaction_count, turn",
+        )
+        .bind(i64::try_from(interaction_id)?)
+        .bind(deadline)
+        .bind(&now)
+        .bind(run_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((seq, turn)) = asked else {
+            return Ok(None);
+        };
+        sqlx::query(
+            "INSERT INTO interactions (run_id, seq, interaction_id, turn, question, asked_at)
+             VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(run_id)
+        .bind(seq)
+        .bind(i64::try_from(interaction_id)?)
+        .bind(turn)
+        .bind(question.to_string())
+        .bind(&now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Some(u32::try_from(seq)?))
+    }
+
+    /// Every question of a run, in the order asked.
+    pub async fn interactions(&self, run_id: &str) -> anyhow::Result<Vec<Interaction>> {
+        let rows: Vec<InteractionRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            interaction_columns!(),
+            " FROM interactions WHERE run_id = ? ORDER BY seq"
+        ))
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(Interaction::try_from).collect()
+    }
+
+    /// The question of `run_id` answered with `idempotency_key`, if any.
+    pub async fn answered_with_key(
+        &self,
+        run_id: &str,
+        idempotency_key: &str,
+    ) -> anyhow::Result<Option<Interaction>> {
+        let row: Option<InteractionRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            interaction_columns!(),
+            " FROM interactions WHERE run_id = ? AND idempotency_key = ?"
+        ))
+        .bind(run_id)
+        .bind(idempotency_key)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(Interaction::try_from).transpose()
+    }
+
+    /// Records `answer` and queues the run, if it still waits on that question.
+    pub async fn answer(&self, run_id: &str, answer: Answer<'_>) -> anyhow::Result<AnswerOutcome> {
+        let now = clock::now();
+        let auto = answer.resolution == Resolution::AutoDecideTimeout;
+        let mut tx = self.pool.begin().await?;
+        let moved = sqlx::query(
+            "UPDATE runs SET status = 'queued', pending_interaction_id = NULL,
+                 wait_deadline = NULL, updated_at = ?,
+                 auto_decision_count = auto_decision_count + ?,
+                 last_auto_decision_at = CASE WHEN ? THEN ? ELSE last_auto_decision_at END
+             WHERE run_id = ? AND status = 'waiting_user' AND interaction_count = ?",
+        )
+        .bind(&now)
+        .bind(i64::from(auto))
+        .bind(auto)
+        .bind(&now)
+        .bind(run_id)
+        .bind(answer.seq)
+        .execute(&mut *tx)
+        .await?;
+        if moved.rows_affected() != 1 {
+            return Ok(AnswerOutcome::Stale);
+        }
+        let recorded = sqlx::query(
+            "UPDATE interactions SET response = ?, resolution_mode = ?, idempotency_key = ?,
+                 replied_at = ?
+             WHERE run_id = ? AND seq = ? AND response IS NULL",
+        )
+        .bind(answer.response.to_string())
+        .bind(answer.resolution.as_str())
+        .bind(answer.idempotency_key)
+        .bind(&now)
+        .bind(run_id)
+        .bind(answer.seq)
+        .execute(&mut *tx)
+        .await;
+        match recorded {
+            Ok(done) => anyhow::ensure!(
+                done.rows_affected() == 1,
+                "run {run_id} waits on question {} but it is not recorded",
+                answer.seq
+            ),
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                return Ok(AnswerOutcome::KeyTaken);
+            }
+            Err(e) => return Err(e.into()),
+        }
+        tx.commit().await?;
+        Ok(AnswerOutcome::Accepted)
+    }
+
+    /// Keeps a run that was waiting when the service stopped waiting, until `deadline`.
+    pub async fn keep_waiting(&self, run_id: &str, deadline: &str) -> anyhow::Result<bool> {
+        let now = clock::now();
+        let done = sqlx::query(
+            "UPDATE runs SET recovery_state = 'recovered_waiting', recovered_at = ?,
+                 recovery_reason = 'resumable_waiting_preserved', wait_deadline = ?, updated_at = ?
+             WHERE run_id = ? AND status = 'waiting_user'",
+        )
+        .bind(&now)
+        .bind(deadline)
+        .bind(&now)
+        .bind(run_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::tests::store;
+    use crate::store::{Binding, NewRequest, NewRun, RequestKind, RunStatus};
+
+    async fn waiting_run(store: &Store) -> u32 {
+        let request = NewRequest {
+            request_id: "q1".into(),
+            kind: RequestKind::Job,
+            skill_id: Some("demo".into()),
+            engine: "script".into(),
+            model: None,
+            engine_options: json!({}),
+            input: json!({}),
+            parameter: json!({}),
+            runtime_options: json!({"execution_mode": "interactive"}),
+        };
+        let run = NewRun {
+            run_id: "r1".into(),
+            skill_id: "demo".into(),
+            skill_dir: "/skills/demo".into(),
+            engine: "script".into(),
+            cache_key: None,
+        };
+        store
+            .create_request(&request, Some(&Binding::Run(run)))
+            .await
+            .unwrap();
+        assert!(store.start_run("r1").await.unwrap());
+        store
+            .ask_user("r1", 7, &json!({"prompt": "?"}), "2100-01-01T00:00:00Z")
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn one_answer_per_question_and_keys_are_unique_per_run() {
+        let (_dir, store) = store().await;
+        let seq = waiting_run(&store).await;
+        assert_eq!(seq, 1);
+        let run = store.run("r1").await.unwrap().unwrap();
+        assert_eq!(run.status, RunStatus::WaitingUser);
+        assert_eq!(
+            (run.turn, run.interaction_count, run.pending_interaction_id),
+            (1, 1, Some(7))
+        );
+        assert_eq!(
+            store.ask_user("r1", 8, &json!({}), "x").await.unwrap(),
+            None,
+            "only a running run can ask"
+        );
+
+        let yes = json!("yes");
+        let answer = Answer {
+            seq,
+            response: &yes,
+            idempotency_key: Some("k1"),
+            resolution: Resolution::UserReply,
+        };
+        assert_eq!(
+            store.answer("r1", answer).await.unwrap(),
+            AnswerOutcome::Accepted
+        );
+        assert_eq!(
+            store.answer("r1", answer).await.unwrap(),
+            AnswerOutcome::Stale
+        );
+        let run = store.run("r1").await.unwrap().unwrap();
+        assert_eq!(run.status, RunStatus::Queued);
+        assert_eq!(run.pending_interaction_id, None);
+        let found = store.answered_with_key("r1", "k1").await.unwrap().unwrap();
+        assert_eq!(found.response, Some(yes.clone()));
+        assert_eq!(found.resolution, Some(Resolution::UserReply));
+
+        assert!(store.start_run("r1").await.unwrap());
+        let seq = store
+            .ask_user(
+                "r1",
+                9,
+                &json!({"prompt": "again?"}),
+                "2100-01-01T00:00:00Z",
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(seq, 2);
+        let reused = Answer {
+            seq,
+            idempotency_key: Some("k1"),
+            ..answer
+        };
+        assert_eq!(
+            store.answer("r1", reused).await.unwrap(),
+            AnswerOutcome::KeyTaken
+        );
+        assert_eq!(
+            store.run("r1").await.unwrap().unwrap().status,
+            RunStatus::WaitingUser,
+            "a refused answer changes nothing"
+        );
+        let auto = Answer {
+            seq,
+            response: &json!({"source": "auto_decide_timeout"}),
+            idempotency_key: None,
+            resolution: Resolution::AutoDecideTimeout,
+        };
+        assert_eq!(
+            store.answer("r1", auto).await.unwrap(),
+            AnswerOutcome::Accepted
+        );
+        let run = store.run("r1").await.unwrap().unwrap();
+        assert_eq!(run.auto_decision_count, 1);
+        assert!(run.last_auto_decision_at.is_some());
+        let history = store.interactions("r1").await.unwrap();
+        assert_eq!(history.len(), 2);
+        assert_eq!(history[1].turn, 2);
+        assert_eq!(history[1].interaction_id, 9);
+    }
+}
