@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{
-    Package, TestDirs, TestServer, assert_group_gone, digest, digest_files, probe_skill,
-    skill_package, tree,
+    Package, TestDirs, TestServer, asker_skill, assert_group_gone, digest, digest_files,
+    probe_skill, skill_package, tree,
 };
 use serde_json::json;
 
@@ -176,4 +176,64 @@ async fn sigkill_with_jobs_running_and_queued_loses_nothing() {
         "{} accepted jobs all succeeded after the restart",
         accepted.len()
     );
+}
+
+#[tokio::test]
+async fn a_waiting_run_keeps_waiting_across_a_sigkill_and_resumes() {
+    let dirs = TestDirs::new();
+    asker_skill("asker").write_into(&dirs.skills);
+    let mut server = TestServer::start_with(dirs.clone(), &[]);
+    let body = json!({"skill_id": "asker", "parameter": {"asks": 1},
+                      "runtime_options": {"execution_mode": "interactive"}});
+    let rid = server.create_job(body.clone()).await;
+    // A second waiting run whose reply was accepted just before the crash: it is queued and
+    // must run after the restart.
+    let replied = server.create_job(body.clone()).await;
+    // A third one decides by itself at its timeout, which the restart must re-arm.
+    let mut timed = body;
+    timed["runtime_options"]["session_timeout_sec"] = json!(4);
+    timed["runtime_options"]["interactive_require_user_reply"] = json!(false);
+    let timed = server.create_job(timed).await;
+    for r in [&rid, &replied, &timed] {
+        server
+            .wait_status(&format!("/v1/jobs/{r}"), &["waiting_user"])
+            .await;
+    }
+    let (code, _) = server
+        .post_json(
+            &format!("/v1/jobs/{replied}/interaction/reply"),
+            json!({"interaction_id": 11, "response": "before"}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    server.kill();
+
+    let server = TestServer::start_with(dirs.clone(), &[]);
+    let (_, status) = server.get(&format!("/v1/jobs/{timed}")).await;
+    assert_eq!(status["recovery_state"], "recovered_waiting", "{status}");
+    let job = format!("/v1/jobs/{rid}");
+    let (_, status) = server.get(&job).await;
+    assert_eq!(status["status"], "waiting_user", "{status}");
+    assert_eq!(status["recovery_state"], "recovered_waiting");
+    assert_eq!(status["recovery_reason"], "resumable_waiting_preserved");
+    assert!(status["recovered_at"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(status["pending_interaction_id"], 11);
+    let (_, pending) = server.get(&format!("{job}/interaction/pending")).await;
+    assert_eq!(pending["pending"]["prompt"], "question 1?");
+    let (code, _) = server
+        .post_json(
+            &format!("{job}/interaction/reply"),
+            json!({"interaction_id": 11, "response": "after"}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    for (r, answer) in [(&rid, "after"), (&replied, "before")] {
+        let status = server.wait_job(r).await;
+        assert_eq!(status["status"], "succeeded", "{status}");
+        let (_, result) = server.get(&format!("/v1/jobs/{r}/result")).await;
+        assert_eq!(result["result"]["data"]["replies"], json!([answer]));
+    }
+    let status = server.wait_job(&timed).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    assert_eq!(status["auto_decision_count"], 1);
 }

@@ -3,27 +3,10 @@
 mod common;
 
 use std::io::Read;
-use std::path::PathBuf;
 
-use common::{TestDirs, TestServer, assert_group_gone, probe_skill};
+use common::{TestServer, assert_group_gone, probe_skill};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-
-fn server_with(skills: &[common::Package], env: &[(&str, &str)]) -> TestServer {
-    let dirs = TestDirs::new();
-    for s in skills {
-        s.write_into(&dirs.skills);
-    }
-    TestServer::start_with(dirs, env)
-}
-
-fn run_dir(server: &TestServer, status: &Value) -> PathBuf {
-    server
-        .dirs
-        .data
-        .join("runs")
-        .join(status["run_id"].as_str().unwrap())
-}
 
 fn unzip(bytes: &[u8]) -> std::collections::BTreeMap<String, Vec<u8>> {
     let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).unwrap();
@@ -55,7 +38,7 @@ fn check_manifest(files: &std::collections::BTreeMap<String, Vec<u8>>, manifest_
 
 #[tokio::test]
 async fn file_input_and_parameter_run_to_success_with_result_artifacts_bundle_and_logs() {
-    let server = server_with(&[probe_skill("probe", Some(true))], &[]);
+    let server = TestServer::with_skills(&[probe_skill("probe", Some(true))], &[]);
     let (code, created) = server
         .post_json(
             "/v1/jobs",
@@ -104,7 +87,7 @@ async fn file_input_and_parameter_run_to_success_with_result_artifacts_bundle_an
     );
     assert_eq!(r["error"], Value::Null);
     let on_disk: Value = serde_json::from_slice(
-        &std::fs::read(run_dir(&server, &status).join("result/result.json")).unwrap(),
+        &std::fs::read(server.run_dir(&status).join("result/result.json")).unwrap(),
     )
     .unwrap();
     assert_eq!(&on_disk, r);
@@ -203,7 +186,7 @@ async fn run_mode(server: &TestServer, mode: &str) -> (Value, Value) {
 
 #[tokio::test]
 async fn failing_paths_end_failed_with_the_reason() {
-    let server = server_with(
+    let server = TestServer::with_skills(
         &[probe_skill("probe", None)],
         &[
             ("SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS", "2"),
@@ -239,7 +222,7 @@ async fn failing_paths_end_failed_with_the_reason() {
 
 #[tokio::test]
 async fn create_validation_matches_the_reference() {
-    let server = server_with(
+    let server = TestServer::with_skills(
         &[
             probe_skill("probe", None),
             probe_skill("optional", Some(false)),
@@ -334,7 +317,7 @@ async fn create_validation_matches_the_reference() {
 
 #[tokio::test]
 async fn cancel_while_queued_and_running_kills_the_whole_group() {
-    let server = server_with(
+    let server = TestServer::with_skills(
         &[probe_skill("probe", None)],
         &[("SKILL_RUNNER_MAX_CONCURRENT", "1")],
     );
@@ -359,7 +342,7 @@ async fn cancel_while_queued_and_running_kills_the_whole_group() {
     assert_eq!(c["accepted"], true, "{c}");
     assert_eq!(c["status"], "canceled");
 
-    let pgid = common::wait_pgid(&run_dir(&server, &status)).await;
+    let pgid = common::wait_pgid(&server.run_dir(&status)).await;
     assert!(
         common::group_members(pgid).len() >= 3,
         "script, sh -c and sleeps are running"
@@ -391,7 +374,7 @@ async fn cancel_while_queued_and_running_kills_the_whole_group() {
 
 #[tokio::test]
 async fn hard_timeout_kills_the_group_and_server_death_takes_children_along() {
-    let mut server = server_with(
+    let mut server = TestServer::with_skills(
         &[probe_skill("probe", None)],
         &[
             ("SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS", "1"),
@@ -403,7 +386,7 @@ async fn hard_timeout_kills_the_group_and_server_death_takes_children_along() {
         .await;
     let status = server.wait_job(&rid).await;
     assert_eq!(status["error"]["code"], "TIMEOUT", "{status}");
-    let pgid: i32 = std::fs::read_to_string(run_dir(&server, &status).join("pgid.txt"))
+    let pgid: i32 = std::fs::read_to_string(server.run_dir(&status).join("pgid.txt"))
         .unwrap()
         .trim()
         .parse()
@@ -420,7 +403,7 @@ async fn hard_timeout_kills_the_group_and_server_death_takes_children_along() {
     let status = server
         .wait_status(&format!("/v1/jobs/{rid}"), &["running"])
         .await;
-    let pgid = common::wait_pgid(&run_dir(&server, &status)).await;
+    let pgid = common::wait_pgid(&server.run_dir(&status)).await;
     assert!(!common::group_members(pgid).is_empty());
     server.kill();
     assert_group_gone(pgid);
@@ -428,7 +411,7 @@ async fn hard_timeout_kills_the_group_and_server_death_takes_children_along() {
 
 #[tokio::test]
 async fn cache_hits_bind_to_the_earlier_run_and_any_change_misses() {
-    let server = server_with(
+    let server = TestServer::with_skills(
         &[probe_skill("probe", Some(true)), probe_skill("plain", None)],
         &[],
     );
@@ -483,7 +466,7 @@ async fn cache_hits_bind_to_the_earlier_run_and_any_change_misses() {
 
 #[tokio::test]
 async fn the_queue_bound_is_real_and_drains() {
-    let server = server_with(
+    let server = TestServer::with_skills(
         &[probe_skill("probe", None)],
         &[
             ("SKILL_RUNNER_MAX_CONCURRENT", "1"),
@@ -531,7 +514,7 @@ async fn the_queue_bound_is_real_and_drains() {
 
 #[tokio::test]
 async fn no_slot_leaks_after_hundreds_of_mixed_outcomes() {
-    let server = server_with(
+    let server = TestServer::with_skills(
         &[probe_skill("probe", None)],
         &[
             ("SKILL_RUNNER_MAX_CONCURRENT", "2"),
@@ -614,7 +597,7 @@ fn temp_form(package: Option<Vec<u8>>, inputs: Option<Vec<u8>>) -> reqwest::mult
 
 #[tokio::test]
 async fn temporary_skill_runs_run_once_and_leave_nothing() {
-    let server = server_with(&[], &[("TEMP_SKILL_PACKAGE_MAX_BYTES", "20000")]);
+    let server = TestServer::with_skills(&[], &[("TEMP_SKILL_PACKAGE_MAX_BYTES", "20000")]);
     let package = probe_skill("tmp-probe", Some(true)).runner(json!({"version": null}));
     let create = |options: Value| {
         server.post_json(
@@ -745,7 +728,7 @@ async fn temporary_skill_runs_run_once_and_leave_nothing() {
 
 #[tokio::test]
 async fn cleanup_endpoint_and_retention_sweep_delete_finished_runs() {
-    let server = server_with(
+    let server = TestServer::with_skills(
         &[probe_skill("probe", None)],
         &[
             ("SKILL_RUNNER_CLEANUP_INTERVAL_SECONDS", "1"),
@@ -760,7 +743,7 @@ async fn cleanup_endpoint_and_retention_sweep_delete_finished_runs() {
         .await;
     let failed_status = server.wait_job(&failed).await;
     let ok_status = server.wait_job(&ok).await;
-    assert!(run_dir(&server, &failed_status).exists());
+    assert!(server.run_dir(&failed_status).exists());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
     while server.get(&format!("/v1/jobs/{failed}")).await.0 != 404 {
         assert!(
@@ -769,7 +752,7 @@ async fn cleanup_endpoint_and_retention_sweep_delete_finished_runs() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    assert!(!run_dir(&server, &failed_status).exists());
+    assert!(!server.run_dir(&failed_status).exists());
     assert_eq!(
         server.get(&format!("/v1/jobs/{ok}")).await.0,
         200,
@@ -786,6 +769,6 @@ async fn cleanup_endpoint_and_retention_sweep_delete_finished_runs() {
         json!({"runs_deleted": 1, "requests_deleted": 2, "cache_entries_deleted": 1}),
         "the run, both requests bound to it ({hit}), its cache entry"
     );
-    assert!(!run_dir(&server, &ok_status).exists());
+    assert!(!server.run_dir(&ok_status).exists());
     assert_eq!(server.get(&format!("/v1/jobs/{ok}")).await.0, 404);
 }

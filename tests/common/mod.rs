@@ -418,6 +418,38 @@ impl Package {
 }
 
 impl TestServer {
+    /// Starts a server whose skills dir holds `skills`.
+    pub fn with_skills(skills: &[Package], env: &[(&str, &str)]) -> Self {
+        let dirs = TestDirs::new();
+        for s in skills {
+            s.write_into(&dirs.skills);
+        }
+        Self::start_with(dirs, env)
+    }
+
+    /// The run folder of a status body (`run_id`).
+    pub fn run_dir(&self, status: &Value) -> PathBuf {
+        self.dirs
+            .data
+            .join("runs")
+            .join(status["run_id"].as_str().unwrap())
+    }
+
+    /// Opens an event stream (asserting 200 and the SSE content type).
+    pub async fn events(&self, path: &str, last_event_id: Option<&str>) -> EventStream {
+        let mut request = self.client.get(self.url(path));
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id);
+        }
+        let resp = request.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 200, "{path}");
+        assert_eq!(resp.headers()["content-type"], "text/event-stream");
+        EventStream {
+            resp,
+            buf: Vec::new(),
+        }
+    }
+
     pub async fn post_json(&self, path: &str, body: Value) -> (u16, Value) {
         decode(self.client.post(self.url(path)).json(&body)).await
     }
@@ -542,4 +574,164 @@ pub async fn wait_pgid(run_dir: &Path) -> i32 {
         .trim()
         .parse()
         .unwrap()
+}
+
+/// One Server-Sent Event.
+#[derive(Debug, Clone)]
+pub struct SseEvent {
+    pub name: String,
+    pub id: Option<String>,
+    pub data: Value,
+}
+
+/// An open event stream; dropping it disconnects.
+pub struct EventStream {
+    resp: reqwest::Response,
+    buf: Vec<u8>,
+}
+
+impl EventStream {
+    /// The next complete event, or `None` when the server closed the stream.
+    pub async fn next(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
+                let frame: Vec<u8> = self.buf.drain(..end + 2).collect();
+                let frame = String::from_utf8(frame).expect("events are UTF-8");
+                let (mut name, mut id, mut data) = (String::from("message"), None, String::new());
+                for line in frame.lines() {
+                    if let Some(v) = line.strip_prefix("event:") {
+                        name = v.trim_start().to_owned();
+                    } else if let Some(v) = line.strip_prefix("id:") {
+                        id = Some(v.trim_start().to_owned());
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.strip_prefix(' ').unwrap_or(v));
+                    }
+                }
+                if data.is_empty() && id.is_none() {
+                    continue; // a comment
+                }
+                return Some(SseEvent {
+                    name,
+                    id,
+                    data: serde_json::from_str(&data).expect("event data is JSON"),
+                });
+            }
+            match self.resp.chunk().await {
+                Ok(Some(bytes)) => self.buf.extend_from_slice(&bytes),
+                Ok(None) | Err(_) => return None,
+            }
+        }
+    }
+
+    /// Every event up to and including `end` (or until the server closes the stream).
+    pub async fn collect(mut self) -> Vec<SseEvent> {
+        let mut events = Vec::new();
+        while let Some(event) = tokio::time::timeout(Duration::from_secs(60), self.next())
+            .await
+            .expect("the stream went silent")
+        {
+            let end = event.name == "end";
+            events.push(event);
+            if end {
+                break;
+            }
+        }
+        events
+    }
+}
+
+/// The bytes of one log (`stdout` or `stderr`) carried by `events`, checking that the chunks
+/// are contiguous from `start`.
+pub fn reassemble(events: &[SseEvent], log: &str, start: u64) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let mut at = start;
+    for e in events.iter().filter(|e| e.name == log) {
+        assert_eq!(
+            e.data["from"].as_u64().unwrap(),
+            at,
+            "{log} chunks are contiguous"
+        );
+        let chunk = e.data["chunk"].as_str().unwrap();
+        at = e.data["to"].as_u64().unwrap();
+        assert_eq!(at - e.data["from"].as_u64().unwrap(), chunk.len() as u64);
+        bytes.extend_from_slice(chunk.as_bytes());
+    }
+    bytes
+}
+
+/// The Python entrypoint of the `asker` test skill: asks `parameter.asks` questions, one per
+/// turn, then answers with every reply it received.
+pub const ASKER_SCRIPT: &str = r#"import json, sys
+req = json.load(sys.stdin)
+history = req["history"]
+print(f"turn {req['turn']} of an asker", flush=True)
+if len(history) < req["parameter"].get("asks", 2):
+    n = len(history) + 1
+    print(json.dumps({"ask_user": {"interaction_id": 10 + n, "kind": "choose_one",
+        "prompt": f"question {n}?", "options": ["left", "right"],
+        "default_decision_policy": "pick_first"}}))
+else:
+    print(json.dumps({"summary": "done", "turn": req["turn"], "reply": req["reply"],
+        "replies": [h["response"] for h in history],
+        "asked": [h["question"]["interaction_id"] for h in history]}))
+"#;
+
+/// An interactive `script` skill running [`ASKER_SCRIPT`].
+pub fn asker_skill(id: &str) -> Package {
+    skill_package(id, "1.0.0")
+        .runner(json!({
+            "entrypoint": {"script": ["python3", "run.py"]},
+            "execution_modes": ["auto", "interactive"],
+        }))
+        .file("run.py", ASKER_SCRIPT)
+        .file(
+            "assets/parameter.schema.json",
+            json!({"type": "object", "properties": {"asks": {"type": "integer"}}}).to_string(),
+        )
+        .file(
+            "assets/output.schema.json",
+            json!({"type": "object", "required": ["summary"], "properties": {
+                "summary": {"type": "string"}}})
+            .to_string(),
+        )
+}
+
+/// The Python entrypoint of the `talker` test skill: `parameter.bursts` bursts of output on
+/// both logs, `parameter.pause` seconds apart, with multi-byte characters split across
+/// writes and a large burst every tenth time.
+pub const TALKER_SCRIPT: &str = r#"import json, sys, time
+req = json.load(sys.stdin)
+p = req["parameter"]
+out, err = sys.stdout.buffer, sys.stderr.buffer
+euro = "€".encode()
+for i in range(p.get("bursts", 20)):
+    out.write(f"burst {i}: wärme ✓ 😀 ".encode())
+    out.write(euro[:1]); out.flush(); time.sleep(0.005)
+    out.write(euro[1:2]); out.flush(); time.sleep(0.005)
+    out.write(euro[2:] + b"\n")
+    if i % 10 == 9:
+        out.write(("ünïcødé " * 3000).encode() + b"\n")
+    out.flush()
+    err.write(f"err {i} 😀\n".encode()); err.flush()
+    time.sleep(p.get("pause", 0.05))
+print(json.dumps({"summary": "talked"}))
+"#;
+
+/// A `script` skill running [`TALKER_SCRIPT`].
+pub fn talker_skill(id: &str) -> Package {
+    skill_package(id, "1.0.0")
+        .runner(json!({"entrypoint": {"script": ["python3", "run.py"]}}))
+        .file("run.py", TALKER_SCRIPT)
+        .file(
+            "assets/parameter.schema.json",
+            json!({"type": "object", "properties": {
+                "bursts": {"type": "integer"}, "pause": {"type": "number"}}})
+            .to_string(),
+        )
+        .file(
+            "assets/output.schema.json",
+            json!({"type": "object", "required": ["summary"], "properties": {
+                "summary": {"type": "string"}}})
+            .to_string(),
+        )
 }

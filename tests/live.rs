@@ -1,0 +1,693 @@
+//! Live runs: event streams with byte offsets, interactive turns, reply timeouts, and the
+//! management API, all against the real binary.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{SseEvent, TestServer, asker_skill, probe_skill, reassemble, talker_skill};
+use serde_json::{Value, json};
+
+/// A small deterministic generator for disconnect points; the seed is printed so that a
+/// failing sequence can be replayed.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// Follows a run's stream, disconnecting after a random number of events and resuming with
+/// the offsets (or the event id) last received, until `end`. Returns every event received and
+/// the number of connections used.
+async fn follow_with_reconnects(
+    server: &TestServer,
+    rid: &str,
+    by_event_id: bool,
+    seed: u64,
+) -> (Vec<SseEvent>, usize) {
+    let mut rng = Lcg(seed);
+    let mut events: Vec<SseEvent> = Vec::new();
+    let (mut stdout, mut stderr) = (0u64, 0u64);
+    let mut last_id: Option<String> = None;
+    for connection in 1..=1000 {
+        let mut stream = if by_event_id {
+            // Stale query offsets on purpose: the header wins.
+            server
+                .events(
+                    &format!("/v1/jobs/{rid}/events?stdout_from=0&stderr_from=0"),
+                    last_id.as_deref(),
+                )
+                .await
+        } else {
+            server
+                .events(
+                    &format!("/v1/jobs/{rid}/events?stdout_from={stdout}&stderr_from={stderr}"),
+                    None,
+                )
+                .await
+        };
+        let snapshot = stream.next().await.expect("a snapshot first");
+        assert_eq!(snapshot.name, "snapshot");
+        assert_eq!(snapshot.data["stdout_offset"], stdout);
+        assert_eq!(snapshot.data["stderr_offset"], stderr);
+        let budget = 1 + rng.below(12);
+        for _ in 0..budget {
+            let Some(event) = stream.next().await else {
+                panic!("stream closed before `end`")
+            };
+            assert_eq!(
+                event.id.as_deref(),
+                Some(
+                    format!(
+                        "{}:{}",
+                        if event.name == "stdout" {
+                            event.data["to"].as_u64().unwrap()
+                        } else {
+                            stdout
+                        },
+                        if event.name == "stderr" {
+                            event.data["to"].as_u64().unwrap()
+                        } else {
+                            stderr
+                        }
+                    )
+                    .as_str()
+                ),
+                "the id carries the offsets received so far"
+            );
+            match event.name.as_str() {
+                "stdout" => stdout = event.data["to"].as_u64().unwrap(),
+                "stderr" => stderr = event.data["to"].as_u64().unwrap(),
+                _ => {}
+            }
+            last_id = event.id.clone();
+            let end = event.name == "end";
+            events.push(event);
+            if end {
+                return (events, connection);
+            }
+        }
+        // Dropping the stream here disconnects, possibly in the middle of a frame.
+    }
+    panic!("no `end` after 1000 connections");
+}
+
+#[tokio::test]
+async fn reconnecting_clients_reassemble_the_logs_exactly() {
+    let server = TestServer::with_skills(&[talker_skill("talker")], &[]);
+    let rid = server
+        .create_job(json!({"skill_id": "talker", "parameter": {"bursts": 40, "pause": 0.04}}))
+        .await;
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    println!("disconnect seed: {seed}");
+    let (by_offsets, by_id) = tokio::join!(
+        follow_with_reconnects(&server, &rid, false, seed),
+        follow_with_reconnects(&server, &rid, true, seed ^ 0x5eed),
+    );
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let logs = server.run_dir(&status).join("logs");
+    let stdout = std::fs::read(logs.join("stdout.txt")).unwrap();
+    let stderr = std::fs::read(logs.join("stderr.txt")).unwrap();
+    assert!(
+        stdout.len() > 100_000,
+        "the talker wrote {} bytes",
+        stdout.len()
+    );
+    for (name, (events, connections)) in [("offsets", by_offsets), ("Last-Event-ID", by_id)] {
+        assert!(connections >= 3, "{name}: only {connections} connections");
+        assert_eq!(reassemble(&events, "stdout", 0), stdout, "{name}: stdout");
+        assert_eq!(reassemble(&events, "stderr", 0), stderr, "{name}: stderr");
+        assert!(
+            events
+                .iter()
+                .filter(|e| e.name == "stdout")
+                .all(|e| e.data["chunk"].as_str().unwrap().len() <= 8192),
+            "chunks are at most 8 KiB"
+        );
+        let tail: Vec<&str> = events
+            .iter()
+            .rev()
+            .take(2)
+            .map(|e| e.name.as_str())
+            .collect();
+        assert_eq!(
+            tail,
+            ["end", "status"],
+            "{name}: the final status, then end"
+        );
+        let last_status = events.iter().rev().find(|e| e.name == "status").unwrap();
+        assert_eq!(last_status.data["status"], "succeeded");
+        assert_eq!(events.last().unwrap().data, json!({"reason": "terminal"}));
+        println!("{name}: {connections} connections, {} events", events.len());
+    }
+    // A finished run streams everything at once, from any offset.
+    let from = stdout.len() as u64 - 10;
+    let events = server
+        .events(&format!("/v1/jobs/{rid}/events?stdout_from={from}"), None)
+        .await
+        .collect()
+        .await;
+    assert_eq!(reassemble(&events, "stdout", from), stdout[from as usize..]);
+    assert_eq!(reassemble(&events, "stderr", 0), stderr);
+}
+
+#[tokio::test]
+async fn five_hundred_subscribers_each_get_every_byte() {
+    let server = TestServer::with_skills(&[talker_skill("talker")], &[]);
+    let rid = server
+        .create_job(json!({"skill_id": "talker", "parameter": {"bursts": 30, "pause": 0.03}}))
+        .await;
+    let server = std::sync::Arc::new(server);
+    let started = Instant::now();
+    let subscribers: Vec<_> = (0..500)
+        .map(|_| {
+            let server = server.clone();
+            let rid = rid.clone();
+            tokio::spawn(async move {
+                server
+                    .events(&format!("/v1/jobs/{rid}/events"), None)
+                    .await
+                    .collect()
+                    .await
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for s in subscribers {
+        all.push(s.await.unwrap());
+    }
+    println!("500 subscribers done after {:?}", started.elapsed());
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded");
+    let logs = server.run_dir(&status).join("logs");
+    let stdout = std::fs::read(logs.join("stdout.txt")).unwrap();
+    let stderr = std::fs::read(logs.join("stderr.txt")).unwrap();
+    for events in &all {
+        assert_eq!(reassemble(events, "stdout", 0), stdout);
+        assert_eq!(reassemble(events, "stderr", 0), stderr);
+        assert_eq!(events.last().unwrap().data["reason"], "terminal");
+    }
+}
+
+#[tokio::test]
+async fn streams_show_cancel_heartbeats_and_end_at_shutdown() {
+    let mut server = TestServer::with_skills(
+        &[
+            probe_skill("probe", None),
+            probe_skill("upload", Some(true)),
+        ],
+        &[("SKILL_RUNNER_SSE_HEARTBEAT_SECONDS", "1")],
+    );
+    let rid = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "sleep"}}))
+        .await;
+    server
+        .wait_status(&format!("/v1/jobs/{rid}"), &["running"])
+        .await;
+    let mut stream = server.events(&format!("/v1/jobs/{rid}/events"), None).await;
+    let snapshot = stream.next().await.unwrap();
+    assert_eq!(snapshot.data["status"], "running");
+    assert_eq!(snapshot.id.as_deref(), Some("0:0"));
+    let quiet = Instant::now();
+    let heartbeat = stream.next().await.unwrap();
+    assert_eq!(heartbeat.name, "heartbeat", "{heartbeat:?}");
+    assert!(heartbeat.data["ts"].is_string());
+    assert!(quiet.elapsed() >= Duration::from_millis(900));
+
+    let (code, _) = server
+        .post_json(&format!("/v1/jobs/{rid}/cancel"), json!({}))
+        .await;
+    assert_eq!(code, 200);
+    let rest = stream.collect().await;
+    let status = rest.iter().find(|e| e.name == "status").unwrap();
+    assert_eq!(status.data["status"], "canceled");
+    assert_eq!(status.data["error_code"], "CANCELED_BY_USER");
+    assert_eq!(rest.last().unwrap().data, json!({"reason": "terminal"}));
+
+    // No run yet (waiting for its upload), unknown request, malformed ids and offsets.
+    let (_, created) = server
+        .post_json(
+            "/v1/jobs",
+            json!({"skill_id": "upload", "parameter": {"mode": "ok"}}),
+        )
+        .await;
+    let waiting = created["request_id"].as_str().unwrap();
+    let (code, body) = server.get(&format!("/v1/jobs/{waiting}/events")).await;
+    assert_eq!(code, 404, "{body}");
+    let (code, _) = server.get("/v1/jobs/nope/events").await;
+    assert_eq!(code, 404);
+    let resp = server
+        .client
+        .get(server.url(&format!("/v1/jobs/{rid}/events")))
+        .header("last-event-id", "banana")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+    let (code, _) = server
+        .get(&format!("/v1/jobs/{rid}/events?stdout_from=-1"))
+        .await;
+    assert_eq!(code, 422);
+
+    // Open streams end when the service stops, and it stops promptly.
+    let rid = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "sleep"}}))
+        .await;
+    let mut streams = Vec::new();
+    for _ in 0..3 {
+        let mut s = server.events(&format!("/v1/jobs/{rid}/events"), None).await;
+        s.next().await.unwrap();
+        streams.push(s);
+    }
+    let stopping = Instant::now();
+    let exit = server.terminate();
+    assert!(exit.success(), "{exit:?}");
+    assert!(stopping.elapsed() < Duration::from_secs(10));
+    for mut s in streams {
+        while let Some(e) = s.next().await {
+            assert_ne!(e.name, "end", "a shutdown is not the end of the run");
+        }
+    }
+}
+
+fn interactive(parameter: Value, extra: Value) -> Value {
+    let mut options = json!({"execution_mode": "interactive"});
+    for (k, v) in extra.as_object().unwrap() {
+        options[k] = v.clone();
+    }
+    json!({"skill_id": "asker", "parameter": parameter, "runtime_options": options})
+}
+
+#[tokio::test]
+async fn two_questions_two_replies_and_the_slot_is_free_while_waiting() {
+    let server = TestServer::with_skills(
+        &[asker_skill("asker"), probe_skill("probe", None)],
+        &[("SKILL_RUNNER_MAX_CONCURRENT", "1")],
+    );
+    let rid = server
+        .create_job(interactive(json!({"asks": 2}), json!({})))
+        .await;
+    let job = format!("/v1/jobs/{rid}");
+    let status = server.wait_status(&job, &["waiting_user"]).await;
+    assert_eq!(status["pending_interaction_id"], 11);
+    assert_eq!(status["interaction_count"], 1);
+    let (code, pending) = server.get(&format!("{job}/interaction/pending")).await;
+    assert_eq!(code, 200);
+    assert_eq!(pending["status"], "waiting_user");
+    assert_eq!(pending["pending"]["interaction_id"], 11);
+    assert_eq!(pending["pending"]["kind"], "choose_one");
+    assert_eq!(pending["pending"]["prompt"], "question 1?");
+    assert_eq!(
+        pending["pending"]["options"],
+        json!([{"label": "left", "value": "left"}, {"label": "right", "value": "right"}])
+    );
+    let events = server
+        .events(&format!("{job}/events"), None)
+        .await
+        .collect()
+        .await;
+    assert_eq!(events[0].data["pending_interaction_id"], 11);
+    assert_eq!(
+        events.last().unwrap().data,
+        json!({"reason": "waiting_user"})
+    );
+    let (code, result) = server.get(&format!("{job}/result")).await;
+    assert_eq!(code, 404, "no result while waiting: {result}");
+
+    // The only slot is free: another job runs to the end meanwhile.
+    let other = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "ok"}}))
+        .await;
+    assert_eq!(server.wait_job(&other).await["status"], "succeeded");
+
+    let (code, body) = server
+        .post_json(
+            &format!("{job}/interaction/reply"),
+            json!({"interaction_id": 11, "response": "left"}),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        body,
+        json!({"request_id": rid, "status": "queued", "accepted": true})
+    );
+    let status = server.wait_status(&job, &["waiting_user"]).await;
+    assert_eq!(status["pending_interaction_id"], 12);
+    assert_eq!(status["interaction_count"], 2);
+    let (code, _) = server
+        .post_json(
+            &format!("{job}/interaction/reply"),
+            json!({"interaction_id": 12, "response": {"text": "free form"}}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    assert_eq!(status["pending_interaction_id"], Value::Null);
+    assert_eq!(status["interaction_count"], 2);
+    assert_eq!(status["auto_decision_count"], 0);
+    let (_, result) = server.get(&format!("{job}/result")).await;
+    let data = &result["result"]["data"];
+    assert_eq!(data["turn"], 3);
+    assert_eq!(data["reply"], json!({"text": "free form"}));
+    assert_eq!(data["replies"], json!(["left", {"text": "free form"}]));
+    assert_eq!(data["asked"], json!([11, 12]));
+    let (_, pending) = server.get(&format!("{job}/interaction/pending")).await;
+    assert_eq!(pending["pending"], Value::Null);
+    // The log holds every turn: appended, never truncated.
+    let stdout = std::fs::read_to_string(server.run_dir(&status).join("logs/stdout.txt")).unwrap();
+    for turn in 1..=3 {
+        assert!(
+            stdout.contains(&format!("turn {turn} of an asker")),
+            "{stdout}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn reply_errors_idempotency_and_a_single_winner() {
+    let server = TestServer::with_skills(
+        &[asker_skill("asker"), probe_skill("probe", None)],
+        &[("SKILL_RUNNER_MAX_CONCURRENT", "1")],
+    );
+    let reply = |rid: &str, body: Value| {
+        let path = format!("/v1/jobs/{rid}/interaction/reply");
+        let server = &server;
+        async move { server.post_json(&path, body).await }
+    };
+    // Not interactive: 400 on both routes. Unknown: 404.
+    let auto = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "sleep"}}))
+        .await;
+    server
+        .wait_status(&format!("/v1/jobs/{auto}"), &["running"])
+        .await;
+    let (code, body) = reply(&auto, json!({"interaction_id": 1, "response": "x"})).await;
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("execution_mode=interactive")
+    );
+    let (code, _) = server
+        .get(&format!("/v1/jobs/{auto}/interaction/pending"))
+        .await;
+    assert_eq!(code, 400);
+    let (code, _) = reply("nope", json!({"interaction_id": 1, "response": "x"})).await;
+    assert_eq!(code, 404);
+    let (code, _) = server.get("/v1/jobs/nope/interaction/pending").await;
+    assert_eq!(code, 404);
+
+    // Not waiting: the interactive run is still queued behind the sleeper.
+    let rid = server
+        .create_job(interactive(json!({"asks": 2}), json!({})))
+        .await;
+    let (code, body) = reply(&rid, json!({"interaction_id": 11, "response": "x"})).await;
+    assert_eq!(code, 409, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("not waiting"));
+    server
+        .post_json(&format!("/v1/jobs/{auto}/cancel"), json!({}))
+        .await;
+    let job = format!("/v1/jobs/{rid}");
+    server.wait_status(&job, &["waiting_user"]).await;
+
+    // Stale id, malformed body.
+    let (code, body) = reply(&rid, json!({"interaction_id": 12, "response": "x"})).await;
+    assert_eq!(code, 409, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("stale"));
+    let (code, _) = reply(&rid, json!({"interaction_id": 11})).await;
+    assert_eq!(code, 422);
+
+    // The same key: same response answers like the first time, another response is refused.
+    let first = json!({"interaction_id": 11, "response": "left", "idempotency_key": "k1"});
+    let (code, accepted) = reply(&rid, first.clone()).await;
+    assert_eq!(code, 200);
+    let (code, again) = reply(&rid, first.clone()).await;
+    assert_eq!(
+        (code, &again),
+        (200, &accepted),
+        "a retry gets the first answer"
+    );
+    let (code, body) = reply(
+        &rid,
+        json!({"interaction_id": 11, "response": "right", "idempotency_key": "k1"}),
+    )
+    .await;
+    assert_eq!(code, 409, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("idempotency_key"));
+    let (code, _) = reply(&rid, json!({"interaction_id": 11, "response": "late"})).await;
+    assert_eq!(code, 409, "the question was answered");
+
+    // Two replies at once to the second question: exactly one wins.
+    server.wait_status(&job, &["waiting_user"]).await;
+    let (a, b) = tokio::join!(
+        reply(
+            &rid,
+            json!({"interaction_id": 12, "response": "A", "idempotency_key": "a"})
+        ),
+        reply(
+            &rid,
+            json!({"interaction_id": 12, "response": "B", "idempotency_key": "b"})
+        ),
+    );
+    let mut codes = [a.0, b.0];
+    codes.sort();
+    assert_eq!(codes, [200, 409], "{a:?} {b:?}");
+    let winner = if a.0 == 200 { "A" } else { "B" };
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded");
+    let (_, result) = server.get(&format!("{job}/result")).await;
+    assert_eq!(result["result"]["data"]["replies"], json!(["left", winner]));
+    assert_eq!(result["result"]["data"]["turn"], 3, "one resume per reply");
+    // Finished: not waiting. A retry of an accepted reply still gets its first answer.
+    let (code, _) = reply(&rid, json!({"interaction_id": 12, "response": "C"})).await;
+    assert_eq!(code, 409);
+    let (code, _) = reply(&rid, first).await;
+    assert_eq!(code, 200);
+}
+
+#[tokio::test]
+async fn reply_timeouts_decide_or_fail() {
+    let server = TestServer::with_skills(&[asker_skill("asker")], &[]);
+    let decide = server
+        .create_job(interactive(
+            json!({"asks": 1}),
+            json!({"session_timeout_sec": 1, "interactive_require_user_reply": false}),
+        ))
+        .await;
+    let strict = server
+        .create_job(interactive(
+            json!({"asks": 1}),
+            json!({"session_timeout_sec": 1}),
+        ))
+        .await;
+    let asked = Instant::now();
+    server
+        .wait_status(&format!("/v1/jobs/{decide}"), &["waiting_user"])
+        .await;
+
+    let status = server.wait_job(&decide).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    assert!(asked.elapsed() >= Duration::from_millis(900));
+    assert_eq!(status["auto_decision_count"], 1);
+    assert!(status["last_auto_decision_at"].is_string());
+    let (_, result) = server.get(&format!("/v1/jobs/{decide}/result")).await;
+    let reply = &result["result"]["data"]["reply"];
+    assert_eq!(reply["source"], "auto_decide_timeout");
+    assert_eq!(reply["reason"], "user_no_reply");
+    assert_eq!(reply["interaction_id"], 11);
+    assert_eq!(reply["policy"], "pick_first");
+    assert!(
+        reply["instruction"]
+            .as_str()
+            .unwrap()
+            .contains("best judgement")
+    );
+
+    let status = server.wait_job(&strict).await;
+    assert_eq!(status["status"], "failed", "{status}");
+    assert_eq!(status["error"]["code"], "INTERACTION_WAIT_TIMEOUT");
+    assert_eq!(status["auto_decision_count"], 0);
+    let (code, _) = server
+        .post_json(
+            &format!("/v1/jobs/{strict}/interaction/reply"),
+            json!({"interaction_id": 11, "response": "too late"}),
+        )
+        .await;
+    assert_eq!(code, 409);
+    let (_, result) = server.get(&format!("/v1/jobs/{strict}/result")).await;
+    assert_eq!(
+        result["result"]["error"]["code"],
+        "INTERACTION_WAIT_TIMEOUT"
+    );
+}
+
+#[tokio::test]
+async fn management_routes_show_the_same_runs_as_the_jobs_routes() {
+    let broken = common::skill_package("broken", "1.0.0").without("assets/output.schema.json");
+    let server = TestServer::with_skills(
+        &[asker_skill("asker"), probe_skill("probe", None), broken],
+        &[],
+    );
+    let rid = server
+        .create_job(interactive(json!({"asks": 1}), json!({})))
+        .await;
+    let job = format!("/v1/jobs/{rid}");
+    let mgmt = format!("/v1/management/runs/{rid}");
+    server.wait_status(&job, &["waiting_user"]).await;
+
+    let (_, via_jobs) = server.get(&job).await;
+    let (code, mut via_mgmt) = server.get(&mgmt).await;
+    assert_eq!(code, 200);
+    assert_eq!(via_mgmt["poll_logs"], false);
+    via_mgmt.as_object_mut().unwrap().remove("poll_logs");
+    assert_eq!(via_mgmt, via_jobs);
+    let (_, pending_jobs) = server.get(&format!("{job}/interaction/pending")).await;
+    let (code, pending_mgmt) = server.get(&format!("{mgmt}/pending")).await;
+    assert_eq!((code, &pending_mgmt), (200, &pending_jobs));
+    let events = server
+        .events(&format!("{mgmt}/events"), None)
+        .await
+        .collect()
+        .await;
+    assert_eq!(events.last().unwrap().data["reason"], "waiting_user");
+    let (code, body) = server
+        .post_json(
+            &format!("{mgmt}/reply"),
+            json!({"interaction_id": 11, "response": "via console"}),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let status = server.wait_job(&rid).await;
+    let (_, mut state) = server.get(&mgmt).await;
+    assert_eq!(
+        state.as_object_mut().unwrap().remove("poll_logs"),
+        Some(json!(false))
+    );
+    assert_eq!(state, status);
+
+    // The run list: newest first, bounded.
+    let newer = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "sleep"}}))
+        .await;
+    server
+        .wait_status(&format!("/v1/jobs/{newer}"), &["running"])
+        .await;
+    let (_, list) = server.get("/v1/management/runs?limit=1").await;
+    assert_eq!(list["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(list["runs"][0]["request_id"], newer);
+    assert_eq!(list["runs"][0]["poll_logs"], true);
+    let (_, list) = server.get("/v1/management/runs").await;
+    let ids: Vec<&str> = list["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["request_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [newer.as_str(), rid.as_str()]);
+    for bad in ["0", "1001", "x"] {
+        let (code, _) = server
+            .get(&format!("/v1/management/runs?limit={bad}"))
+            .await;
+        assert_eq!(code, 422, "limit={bad}");
+    }
+    let (code, body) = server
+        .post_json(&format!("/v1/management/runs/{newer}/cancel"), json!({}))
+        .await;
+    assert_eq!((code, &body["accepted"]), (200, &json!(true)), "{body}");
+    assert_eq!(server.wait_job(&newer).await["status"], "canceled");
+
+    // Files and previews of the run folder.
+    let (code, files) = server.get(&format!("{mgmt}/files")).await;
+    assert_eq!(code, 200);
+    assert_eq!(files["run_id"], status["run_id"]);
+    let entries = files["entries"].as_array().unwrap();
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["rel_path"] == "logs/stdout.txt" && e["depth"] == 1 && e["is_dir"] == false)
+    );
+    let (code, file) = server
+        .get(&format!("{mgmt}/file?path=./logs//stdout.txt"))
+        .await;
+    assert_eq!(code, 200, "{file}");
+    assert_eq!(file["path"], "logs/stdout.txt");
+    assert_eq!(file["preview"]["mode"], "text");
+    let stdout = std::fs::read_to_string(server.run_dir(&status).join("logs/stdout.txt")).unwrap();
+    assert_eq!(file["preview"]["content"], stdout);
+    assert_eq!(file["preview"]["size"], stdout.len());
+    for (path, code) in [
+        ("../../etc/passwd", 400),
+        ("/etc/passwd", 400),
+        ("%20", 400),
+        ("logs/missing.txt", 404),
+        ("logs", 404),
+    ] {
+        let (got, body) = server.get(&format!("{mgmt}/file?path={path}")).await;
+        assert_eq!(got, code, "{path}: {body}");
+    }
+    let (code, _) = server.get(&format!("{mgmt}/file")).await;
+    assert_eq!(code, 422);
+    let (code, _) = server.get("/v1/management/runs/nope/files").await;
+    assert_eq!(code, 404);
+
+    // Skills: summaries with health, details with files, parsed schemas.
+    let (code, skills) = server.get("/v1/management/skills").await;
+    assert_eq!(code, 200);
+    let find = |id: &str| {
+        skills["skills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == id)
+            .cloned()
+            .unwrap()
+    };
+    let asker = find("asker");
+    assert_eq!(asker["health"], "healthy");
+    assert!(
+        asker["effective_engines"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("script"))
+    );
+    assert_eq!(asker["execution_modes"], json!(["auto", "interactive"]));
+    assert!(asker["installed_at"].as_str().unwrap().ends_with('Z'));
+    let broken = find("broken");
+    assert_eq!(broken["health"], "degraded");
+    assert!(broken["health_error"].as_str().unwrap().contains("output"));
+    let (code, detail) = server.get("/v1/management/skills/asker").await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        detail["entrypoints"],
+        json!({"script": ["python3", "run.py"]})
+    );
+    assert_eq!(detail["schemas"]["output"], "assets/output.schema.json");
+    let files: Vec<&str> = detail["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rel_path"].as_str().unwrap())
+        .collect();
+    assert_eq!(files[0], "assets", "folders first");
+    assert!(files.contains(&"run.py") && files.contains(&"assets/runner.json"));
+    let (code, schemas) = server.get("/v1/management/skills/asker/schemas").await;
+    assert_eq!(code, 200);
+    assert_eq!(schemas["skill_id"], "asker");
+    assert_eq!(schemas["output"]["required"], json!(["summary"]));
+    let (code, _) = server.get("/v1/management/skills/broken/schemas").await;
+    assert_eq!(code, 422);
+    let (code, _) = server.get("/v1/management/skills/nope").await;
+    assert_eq!(code, 404);
+}
