@@ -39,15 +39,35 @@ SH_SKILL = {
 }
 
 
+# A script that prints `bursts` lines of about 1 KiB, 10 ms apart, and reports its own duration.
+TALKER_SKILL = {
+    "SKILL.md": "---\nname: talker\n---\n# talker\n",
+    "run.py": "import json, sys, time\nreq = json.load(sys.stdin)\nt0 = time.monotonic()\n"
+              "for i in range(req['parameter']['bursts']):\n"
+              "    sys.stdout.write(f'burst {i} ' + 'wärme ✓ ' * 100 + '\\n'); sys.stdout.flush()\n"
+              "    time.sleep(0.01)\n"
+              "print(json.dumps({'elapsed_ms': (time.monotonic() - t0) * 1000}))\n",
+    "assets/runner.json": json.dumps({
+        "id": "talker", "version": "1.0.0", "execution_modes": ["auto"],
+        "entrypoint": {"script": ["python3", "run.py"]},
+        "schemas": {"input": "assets/input.schema.json", "parameter": "assets/parameter.schema.json",
+                    "output": "assets/output.schema.json"}}),
+    "assets/input.schema.json": json.dumps({"type": "object"}),
+    "assets/parameter.schema.json": json.dumps({"type": "object"}),
+    "assets/output.schema.json": json.dumps({"type": "object", "required": ["elapsed_ms"]}),
+}
+
+
 def start(tmp, port, skills=True, env_extra=None):
     skills_dir = os.path.join(tmp, "skills")
     if skills and not os.path.exists(skills_dir):
         shutil.copytree(os.path.join(ROOT, "skills"), skills_dir)
-        for rel, text in SH_SKILL.items():
-            path = os.path.join(skills_dir, "sh-echo", rel)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w") as f:
-                f.write(text)
+        for name, files in (("sh-echo", SH_SKILL), ("talker", TALKER_SKILL)):
+            for rel, text in files.items():
+                path = os.path.join(skills_dir, name, rel)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w") as f:
+                    f.write(text)
     env = dict(os.environ, PORT=str(port), SKILL_RUNNER_DATA_DIR=os.path.join(tmp, "data"),
                SKILL_RUNNER_SKILLS_DIR=skills_dir, LOG_LEVEL="warn", **(env_extra or {}))
     env.pop("SKILL_RUNNER_BIND", None)
@@ -252,6 +272,67 @@ def jobs():
             proc.wait()
 
 
+def subscribe(port, rid, count):
+    """Opens `count` event streams of one run on non-blocking sockets and reads them all to
+    `end`; returns the bytes received per stream and how many saw `end`."""
+    import selectors
+    sel = selectors.DefaultSelector()
+    request = f"GET /v1/jobs/{rid}/events HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    received, tails, ended = {}, {}, 0
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.sendall(request)
+        sock.setblocking(False)
+        sel.register(sock, selectors.EVENT_READ)
+        received[sock], tails[sock] = 0, b""
+    while received and len(sel.get_map()):
+        for key, _ in sel.select(timeout=30):
+            sock = key.fileobj
+            data = sock.recv(65536)
+            done = not data
+            if data:
+                received[sock] += len(data)
+                window = tails[sock] + data
+                done = b"event: end" in window
+                tails[sock] = window[-16:]
+            if done:
+                ended += 1
+                sel.unregister(sock)
+                sock.close()
+    return received, ended
+
+
+def sse():
+    with tempfile.TemporaryDirectory() as tmp:
+        port = free_port()
+        proc = start(tmp, port)
+        wait_ready(port)
+        client = Client(port)
+
+        def run(subscribers):
+            _, body = client.call("POST", "/v1/jobs", {"skill_id": "talker", "parameter": {"bursts": 200},
+                                                       "runtime_options": {"no_cache": True}})
+            rid = body["request_id"]
+            t0 = time.perf_counter()
+            ended = 0
+            if subscribers:
+                received, ended = subscribe(port, rid, subscribers)
+            assert wait_done(client, rid) == "succeeded"
+            wall = (time.perf_counter() - t0) * 1000
+            _, result = client.call("GET", f"/v1/jobs/{rid}/result")
+            return result["result"]["data"]["elapsed_ms"], wall, ended
+
+        for subscribers in (0, 500):
+            runs = [run(subscribers) for _ in range(3)]
+            own = statistics.median(r[0] for r in runs)
+            ended = min(r[2] for r in runs)
+            extra = f", {ended} of {subscribers} streams reached `end` in every run" if subscribers else ""
+            print(f"run with 200 output bursts, {subscribers} SSE subscribers: the script's own duration "
+                  f"median {own:,.0f} ms (2,000 ms of it sleeping){extra}")
+        proc.terminate()
+        proc.wait()
+
+
 if __name__ == "__main__":
     if not os.path.exists(BINARY):
         sys.exit("build first: cargo build --release")
@@ -259,3 +340,4 @@ if __name__ == "__main__":
     startup()
     load()
     jobs()
+    sse()

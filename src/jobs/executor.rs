@@ -316,7 +316,11 @@ impl Jobs {
             .get(engine)
             .with_context(|| format!("engine {engine} has no adapter"))?
             .clone();
-        let history = self.history(run_id).await?;
+        let history = if run.interaction_count > 0 {
+            self.history(run_id).await?
+        } else {
+            Vec::new()
+        };
         let turn = Turn {
             skill: &skill,
             request_id: &request.request_id,
