@@ -328,7 +328,8 @@ def sse():
             ended = min(r[2] for r in runs)
             extra = f", {ended} of {subscribers} streams reached `end` in every run" if subscribers else ""
             print(f"run with 200 output bursts, {subscribers} SSE subscribers: the script's own duration "
-                  f"median {own:,.0f} ms (2,000 ms of it sleeping){extra}")
+                  f"median {own:,.0f} ms (2,000 ms of it sleeping){extra}; "
+                  f"service RSS after: {rss_kib(proc.pid) / 1024:.1f} MiB")
         proc.terminate()
         proc.wait()
 

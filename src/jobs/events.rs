@@ -21,6 +21,7 @@ use futures_util::Stream;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::live::Feeds;
 use super::{Jobs, Scope};
 use crate::clock;
 use crate::error::ApiResult;
@@ -28,8 +29,9 @@ use crate::store::{Run, RunStatus};
 
 /// The largest `chunk` of one event, in bytes.
 const CHUNK_BYTES: usize = 8 * 1024;
-/// Bytes read from one log before the stream yields them and reads on.
-const READ_BYTES: usize = 256 * 1024;
+/// Bytes read from one log before the stream yields them and reads on; bounds what a stream
+/// holds in memory while its client is slow.
+const READ_BYTES: usize = 64 * 1024;
 
 /// Where a stream starts (or resumes) in the two logs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -137,8 +139,8 @@ impl Jobs {
                 }
                 let current = Shown::of(&run);
                 let settled = current.settled();
-                let (out, out_more) = stdout.read(settled).await;
-                let (err, err_more) = stderr.read(settled).await;
+                let (out, out_more) = stdout.read(settled, &jobs.feeds).await;
+                let (err, err_more) = stderr.read(settled, &jobs.feeds).await;
                 for (name, chunks) in [("stdout", out), ("stderr", err)] {
                     for chunk in chunks {
                         if name == "stdout" { sent.stdout = chunk.to } else { sent.stderr = chunk.to }
@@ -221,9 +223,11 @@ impl Cursor {
 
     /// The chunks appended since the last read, and whether more is left to read. Without
     /// `settled`, an incomplete character at the end waits for its remaining bytes.
-    async fn read(&mut self, settled: bool) -> (Vec<Chunk>, bool) {
+    async fn read(&mut self, settled: bool, feeds: &Feeds) -> (Vec<Chunk>, bool) {
         let (path, offset) = (self.path.clone(), self.offset);
+        let turn = feeds.read_turn().await;
         let read = tokio::task::spawn_blocking(move || read_at(&path, offset, READ_BYTES)).await;
+        drop(turn);
         let bytes = match read {
             Ok(Ok(bytes)) => bytes,
             Ok(Err(e)) => {

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, SemaphorePermit, watch};
 use tokio_util::sync::CancellationToken;
 
 /// Counters that move when a run has news.
@@ -21,11 +21,26 @@ pub struct Tick {
     pub status: u64,
 }
 
+/// Log reads under way at once, across all streams. Each read is a short blocking call;
+/// without a bound, hundreds of streams woken together would each take a blocking thread.
+const LOG_READERS: usize = 8;
+
 /// The channels of the watched runs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Feeds {
     runs: Mutex<HashMap<String, watch::Sender<Tick>>>,
     closing: CancellationToken,
+    reads: Semaphore,
+}
+
+impl Default for Feeds {
+    fn default() -> Self {
+        Self {
+            runs: Mutex::default(),
+            closing: CancellationToken::new(),
+            reads: Semaphore::new(LOG_READERS),
+        }
+    }
 }
 
 /// A stream's end of a run's channel; dropping it forgets the run once nobody watches.
@@ -73,6 +88,14 @@ impl Feeds {
     /// Resolves once [`Feeds::close`] was called.
     pub async fn closed(&self) {
         self.closing.cancelled().await;
+    }
+
+    /// A turn to read from a log file (see [`LOG_READERS`]).
+    pub async fn read_turn(&self) -> SemaphorePermit<'_> {
+        self.reads
+            .acquire()
+            .await
+            .expect("the semaphore is never closed")
     }
 
     /// Runs with at least one subscriber.
