@@ -36,6 +36,7 @@ impl ApiError {
     }
 
     /// The HTTP status this error answers with.
+    #[cfg(test)]
     pub fn status(&self) -> StatusCode {
         match self {
             Self::Client { status, .. } => *status,

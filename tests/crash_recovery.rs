@@ -182,7 +182,9 @@ async fn sigkill_with_jobs_running_and_queued_loses_nothing() {
 async fn a_waiting_run_keeps_waiting_across_a_sigkill_and_resumes() {
     let dirs = TestDirs::new();
     asker_skill("asker").write_into(&dirs.skills);
-    let mut server = TestServer::start_with(dirs.clone(), &[]);
+    probe_skill("probe", None).write_into(&dirs.skills);
+    let env = [("SKILL_RUNNER_MAX_CONCURRENT", "1")];
+    let mut server = TestServer::start_with(dirs.clone(), &env);
     let body = json!({"skill_id": "asker", "parameter": {"asks": 1},
                       "runtime_options": {"execution_mode": "interactive"}});
     let rid = server.create_job(body.clone()).await;
@@ -199,6 +201,13 @@ async fn a_waiting_run_keeps_waiting_across_a_sigkill_and_resumes() {
             .wait_status(&format!("/v1/jobs/{r}"), &["waiting_user"])
             .await;
     }
+    // The slot is busy, so the accepted reply leaves its run queued when the server dies.
+    let busy = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "sleep"}}))
+        .await;
+    server
+        .wait_status(&format!("/v1/jobs/{busy}"), &["running"])
+        .await;
     let (code, _) = server
         .post_json(
             &format!("/v1/jobs/{replied}/interaction/reply"),
@@ -208,7 +217,9 @@ async fn a_waiting_run_keeps_waiting_across_a_sigkill_and_resumes() {
     assert_eq!(code, 200);
     server.kill();
 
-    let server = TestServer::start_with(dirs.clone(), &[]);
+    let server = TestServer::start_with(dirs.clone(), &env);
+    let (_, status) = server.get(&format!("/v1/jobs/{replied}")).await;
+    assert_eq!(status["recovery_state"], "none", "queued at the crash: {status}");
     let (_, status) = server.get(&format!("/v1/jobs/{timed}")).await;
     assert_eq!(status["recovery_state"], "recovered_waiting", "{status}");
     let job = format!("/v1/jobs/{rid}");

@@ -642,6 +642,22 @@ async fn temporary_skill_runs_run_once_and_leave_nothing() {
     );
     let (code, _) = server.get(&format!("/v1/jobs/{rid}")).await;
     assert_eq!(code, 404, "temp requests are not jobs");
+    let (code, _) = server.get(&format!("/v1/jobs/{rid}/events")).await;
+    assert_eq!(code, 404);
+    let events = server
+        .events(&format!("/v1/temp-skill-runs/{rid}/events"), None)
+        .await
+        .collect()
+        .await;
+    assert_eq!(events.last().unwrap().data["reason"], "terminal");
+    let stdout = std::fs::read(server.run_dir(&status).join("logs/stdout.txt")).unwrap();
+    assert_eq!(common::reassemble(&events, "stdout", 0), stdout);
+    let (code, state) = server.get(&format!("/v1/management/runs/{rid}")).await;
+    assert_eq!(
+        (code, &state["status"]),
+        (200, &json!("succeeded")),
+        "management sees temporary runs"
+    );
     let (code, _) = server.get("/v1/skills/tmp-probe").await;
     assert_eq!(code, 404, "never registered");
     let (code, again) = server

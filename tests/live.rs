@@ -478,6 +478,66 @@ async fn reply_errors_idempotency_and_a_single_winner() {
 }
 
 #[tokio::test]
+async fn a_reply_needs_a_place_in_the_queue() {
+    let server = TestServer::with_skills(
+        &[asker_skill("asker"), probe_skill("probe", None)],
+        &[
+            ("SKILL_RUNNER_MAX_CONCURRENT", "1"),
+            ("SKILL_RUNNER_MAX_QUEUE_SIZE", "1"),
+        ],
+    );
+    let rid = server
+        .create_job(interactive(json!({"asks": 1}), json!({})))
+        .await;
+    let job = format!("/v1/jobs/{rid}");
+    server.wait_status(&job, &["waiting_user"]).await;
+    // The slot is busy and the queue full.
+    let busy = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "sleep"}}))
+        .await;
+    server
+        .wait_status(&format!("/v1/jobs/{busy}"), &["running"])
+        .await;
+    let queued = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "ok"}}))
+        .await;
+    let body = json!({"interaction_id": 11, "response": "x"});
+    let resp = server
+        .client
+        .post(server.url(&format!("{job}/interaction/reply")))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 429);
+    assert_eq!(resp.headers()["retry-after"], "1");
+    let (_, still) = server.get(&format!("{job}/interaction/pending")).await;
+    assert_eq!(
+        still["pending"]["interaction_id"], 11,
+        "a refused reply changes nothing"
+    );
+    // A stale reply is still told it is stale, full queue or not.
+    let (code, _) = server
+        .post_json(
+            &format!("{job}/interaction/reply"),
+            json!({"interaction_id": 12, "response": "x"}),
+        )
+        .await;
+    assert_eq!(code, 409);
+    server
+        .post_json(&format!("/v1/jobs/{queued}/cancel"), json!({}))
+        .await;
+    let (code, _) = server
+        .post_json(&format!("{job}/interaction/reply"), body)
+        .await;
+    assert_eq!(code, 200);
+    server
+        .post_json(&format!("/v1/jobs/{busy}/cancel"), json!({}))
+        .await;
+    assert_eq!(server.wait_job(&rid).await["status"], "succeeded");
+}
+
+#[tokio::test]
 async fn reply_timeouts_decide_or_fail() {
     let server = TestServer::with_skills(&[asker_skill("asker")], &[]);
     let decide = server

@@ -123,22 +123,20 @@ impl Jobs {
         if self.replayed(&run, key, &body).await? {
             return Ok(accepted());
         }
-        if run.status != RunStatus::WaitingUser {
-            return Err(conflict(format!(
-                "Run is not waiting for user interaction (status: {})",
-                run.status.as_str()
-            )));
-        }
-        let Some(pending) = run.pending_interaction_id else {
-            return Err(conflict("No pending interaction"));
+        waits_on(&run, body.interaction_id)?;
+        let Some(admission) = self.queue.try_admit() else {
+            // A full queue only matters to a reply that could still be accepted.
+            if let Some(fresh) = self.store.run(&run.run_id).await? {
+                if self.replayed(&fresh, key, &body).await? {
+                    return Ok(accepted());
+                }
+                waits_on(&fresh, body.interaction_id)?;
+                if fresh.interaction_count != run.interaction_count {
+                    return Err(conflict("stale interaction: it was answered meanwhile"));
+                }
+            }
+            return Err(queue_full());
         };
-        if pending != body.interaction_id {
-            return Err(conflict(format!(
-                "stale interaction: the pending interaction is {pending}, not {}",
-                body.interaction_id
-            )));
-        }
-        let admission = self.queue.try_admit().ok_or_else(queue_full)?;
         let answer = Answer {
             seq: run.interaction_count,
             response: &body.response,
@@ -291,6 +289,23 @@ impl Jobs {
             self.feeds.status(run_id);
         }
         Ok(())
+    }
+}
+
+/// 409 unless `run` waits on question `interaction_id`.
+fn waits_on(run: &Run, interaction_id: u64) -> ApiResult<()> {
+    if run.status != RunStatus::WaitingUser {
+        return Err(conflict(format!(
+            "Run is not waiting for user interaction (status: {})",
+            run.status.as_str()
+        )));
+    }
+    match run.pending_interaction_id {
+        None => Err(conflict("No pending interaction")),
+        Some(pending) if pending != interaction_id => Err(conflict(format!(
+            "stale interaction: the pending interaction is {pending}, not {interaction_id}"
+        ))),
+        Some(_) => Ok(()),
     }
 }
 

@@ -99,7 +99,8 @@ impl Feeds {
     }
 
     /// Runs with at least one subscriber.
-    pub fn watched(&self) -> usize {
+    #[cfg(test)]
+    fn watched(&self) -> usize {
         self.lock().len()
     }
 
