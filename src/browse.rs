@@ -49,20 +49,24 @@ pub fn tree(root: &Path) -> std::io::Result<Vec<TreeEntry>> {
 }
 
 fn walk(dir: &Path, prefix: &str, depth: usize, out: &mut Vec<TreeEntry>) -> std::io::Result<()> {
-    let mut children: Vec<(bool, String)> = Vec::new();
+    let mut children: Vec<(bool, String, PathBuf)> = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
-        // file_type() does not follow symlinks: a link to a folder counts as a file.
-        let is_dir = entry.file_type()?.is_dir();
-        children.push((is_dir, entry.file_name().to_string_lossy().into_owned()));
+        // file_type() does not follow symlinks: a link to a folder counts as a file. An entry
+        // deleted meanwhile (a live run's folder changes) is left out.
+        let Ok(file_type) = entry.file_type() else {
+            continue;
+        };
+        let name = entry.file_name().to_string_lossy().into_owned();
+        children.push((file_type.is_dir(), name, entry.path()));
     }
-    children.sort_by(|(a_dir, a), (b_dir, b)| {
+    children.sort_by(|(a_dir, a, _), (b_dir, b, _)| {
         b_dir
             .cmp(a_dir)
             .then_with(|| a.to_lowercase().cmp(&b.to_lowercase()))
             .then_with(|| a.cmp(b))
     });
-    for (is_dir, name) in children {
+    for (is_dir, name, path) in children {
         if out.len() >= TREE_MAX_ENTRIES {
             return Ok(());
         }
@@ -73,12 +77,15 @@ fn walk(dir: &Path, prefix: &str, depth: usize, out: &mut Vec<TreeEntry>) -> std
         };
         out.push(TreeEntry {
             rel_path: rel_path.clone(),
-            name: name.clone(),
+            name,
             is_dir,
             depth,
         });
         if is_dir {
-            walk(&dir.join(&name), &rel_path, depth + 1, out)?;
+            match walk(&path, &rel_path, depth + 1, out) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                other => other?,
+            }
         }
     }
     Ok(())

@@ -219,7 +219,10 @@ async fn a_waiting_run_keeps_waiting_across_a_sigkill_and_resumes() {
 
     let server = TestServer::start_with(dirs.clone(), &env);
     let (_, status) = server.get(&format!("/v1/jobs/{replied}")).await;
-    assert_eq!(status["recovery_state"], "none", "queued at the crash: {status}");
+    assert_eq!(
+        status["recovery_state"], "none",
+        "queued at the crash: {status}"
+    );
     let (_, status) = server.get(&format!("/v1/jobs/{timed}")).await;
     assert_eq!(status["recovery_state"], "recovered_waiting", "{status}");
     let job = format!("/v1/jobs/{rid}");

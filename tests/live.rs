@@ -208,12 +208,15 @@ async fn streams_show_cancel_heartbeats_and_end_at_shutdown() {
         ],
         &[("SKILL_RUNNER_SSE_HEARTBEAT_SECONDS", "1")],
     );
+    // `late` prints its answer when SIGTERM comes: that output must reach the stream before
+    // the run's final status.
     let rid = server
-        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "sleep"}}))
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "late"}}))
         .await;
-    server
+    let status = server
         .wait_status(&format!("/v1/jobs/{rid}"), &["running"])
         .await;
+    common::wait_pgid(&server.run_dir(&status)).await;
     let mut stream = server.events(&format!("/v1/jobs/{rid}/events"), None).await;
     let snapshot = stream.next().await.unwrap();
     assert_eq!(snapshot.data["status"], "running");
@@ -233,6 +236,20 @@ async fn streams_show_cancel_heartbeats_and_end_at_shutdown() {
     assert_eq!(status.data["status"], "canceled");
     assert_eq!(status.data["error_code"], "CANCELED_BY_USER");
     assert_eq!(rest.last().unwrap().data, json!({"reason": "terminal"}));
+    let stdout = std::fs::read(
+        server
+            .run_dir(&status_of(&server, &rid).await)
+            .join("logs/stdout.txt"),
+    )
+    .unwrap();
+    assert!(String::from_utf8_lossy(&stdout).contains("late"));
+    assert_eq!(
+        reassemble(&rest, "stdout", 0),
+        stdout,
+        "output written while stopping"
+    );
+    let (_, state) = server.get(&format!("/v1/jobs/{rid}")).await;
+    assert_eq!(state["status"], "canceled");
 
     // No run yet (waiting for its upload), unknown request, malformed ids and offsets.
     let (_, created) = server
@@ -278,6 +295,10 @@ async fn streams_show_cancel_heartbeats_and_end_at_shutdown() {
             assert_ne!(e.name, "end", "a shutdown is not the end of the run");
         }
     }
+}
+
+async fn status_of(server: &TestServer, rid: &str) -> Value {
+    server.get(&format!("/v1/jobs/{rid}")).await.1
 }
 
 fn interactive(parameter: Value, extra: Value) -> Value {
@@ -535,6 +556,52 @@ async fn a_reply_needs_a_place_in_the_queue() {
         .post_json(&format!("/v1/jobs/{busy}/cancel"), json!({}))
         .await;
     assert_eq!(server.wait_job(&rid).await["status"], "succeeded");
+}
+
+#[tokio::test]
+async fn a_resumed_turn_is_canceled_with_its_process() {
+    let server = TestServer::with_skills(
+        &[asker_skill("asker"), probe_skill("probe", None)],
+        &[("SKILL_RUNNER_MAX_CONCURRENT", "1")],
+    );
+    let rid = server
+        .create_job(interactive(json!({"asks": 1, "linger": true}), json!({})))
+        .await;
+    let job = format!("/v1/jobs/{rid}");
+    let status = server.wait_status(&job, &["waiting_user"]).await;
+    let (code, _) = server
+        .post_json(
+            &format!("{job}/interaction/reply"),
+            json!({"interaction_id": 11, "response": "go"}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    let log = server.run_dir(&status).join("logs/stdout.txt");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(&log).unwrap().contains("lingering") {
+        assert!(Instant::now() < deadline, "the second turn never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (code, body) = server.post_json(&format!("{job}/cancel"), json!({})).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        (&body["accepted"], &body["status"]),
+        (&json!(true), &json!("canceled")),
+        "{body}"
+    );
+    // The turn's process is gone, so the only slot runs the next job at once.
+    let next = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "ok"}}))
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (_, s) = server.get(&format!("/v1/jobs/{next}")).await;
+        if s["status"] == "succeeded" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the slot stayed busy: {s}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]

@@ -57,6 +57,19 @@ pub fn bad_json(e: JsonRejection) -> ApiError {
     )
 }
 
+/// Runs a state-changing operation as its own task, so a client that disconnects cannot cut
+/// it in half (a run recorded but never queued, an upload left half-received, a cancel that
+/// stopped the process but recorded nothing).
+async fn to_completion<T: Send + 'static>(
+    work: impl Future<Output = ApiResult<T>> + Send + 'static,
+) -> ApiResult<T> {
+    match tokio::spawn(work).await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(ApiError::Internal(e.into())),
+    }
+}
+
 /// Query parameters that could not be read, as a FastAPI-style 422.
 pub fn bad_query(e: QueryRejection) -> ApiError {
     ApiError::new(
@@ -80,7 +93,9 @@ pub async fn create_job(
     body: Result<Json<CreateJob>, JsonRejection>,
 ) -> ApiResult<Json<Created>> {
     let Json(body) = body.map_err(bad_json)?;
-    state.jobs.create_job(body).await.map(Json)
+    to_completion(async move { state.jobs.create_job(body).await })
+        .await
+        .map(Json)
 }
 
 /// Creates a temporary skill run; the package comes with `/upload`.
@@ -95,7 +110,9 @@ pub async fn create_temp(
     body: Result<Json<CreateTemp>, JsonRejection>,
 ) -> ApiResult<Json<Created>> {
     let Json(body) = body.map_err(bad_json)?;
-    state.jobs.create_temp(body).await.map(Json)
+    to_completion(async move { state.jobs.create_temp(body).await })
+        .await
+        .map(Json)
 }
 
 /// The multipart form of an upload.
@@ -134,8 +151,21 @@ pub async fn upload(
         Scope::Temp => RequestKind::Temp,
         _ => RequestKind::Job,
     };
-    let mut multipart = multipart
+    let multipart = multipart
         .map_err(|e| ApiError::bad_request(format!("expected a multipart/form-data body: {e}")))?;
+    to_completion(receive_upload(state, kind, request_id, multipart))
+        .await
+        .map(Json)
+}
+
+/// Claims the request's upload, saves the files and starts the run; a body cut short gives the
+/// upload slot back.
+async fn receive_upload(
+    state: AppState,
+    kind: RequestKind,
+    request_id: String,
+    mut multipart: Multipart,
+) -> ApiResult<Uploaded> {
     let jobs = &state.jobs;
     let request = jobs.claim_upload(kind, &request_id).await?;
     let dir = jobs.upload_dir(kind, &request_id);
@@ -169,7 +199,7 @@ pub async fn upload(
         inputs: path_of(0),
         package: path_of(1),
     };
-    jobs.accept_upload(request, files).await.map(Json)
+    jobs.accept_upload(request, files).await
 }
 
 /// Where a request stands. The same route exists under `/v1/temp-skill-runs/{request_id}`.
@@ -271,7 +301,9 @@ pub async fn cancel(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<CancelResponse>> {
-    state.jobs.cancel(scope, &request_id).await.map(Json)
+    to_completion(async move { state.jobs.cancel(scope, &request_id).await })
+        .await
+        .map(Json)
 }
 
 /// `stdout_from` / `stderr_from` of an event stream.
@@ -376,14 +408,18 @@ pub async fn reply(
     body: Result<Json<ReplyBody>, JsonRejection>,
 ) -> ApiResult<Json<ReplyAccepted>> {
     let Json(body) = body.map_err(bad_json)?;
-    state.jobs.reply(scope, &request_id, body).await.map(Json)
+    to_completion(async move { state.jobs.reply(scope, &request_id, body).await })
+        .await
+        .map(Json)
 }
 
 /// Deletes every finished run with its requests and cache entries; active runs are kept.
 #[utoipa::path(post, path = "/v1/jobs/cleanup", tag = "jobs",
     responses((status = 200, body = CleanupCounts)))]
 pub async fn cleanup(State(state): State<AppState>) -> ApiResult<Json<CleanupCounts>> {
-    Ok(Json(state.jobs.cleanup_now().await?))
+    to_completion(async move { Ok(state.jobs.cleanup_now().await?) })
+        .await
+        .map(Json)
 }
 
 async fn send_file(

@@ -108,8 +108,6 @@ pub(super) enum TurnEnd {
         question: Value,
         options: RuntimeOptions,
     },
-    /// A user cancel ended the run and recorded its ending.
-    Interrupted,
 }
 
 /// A failure without a result file (inputs that never reached the engine).
@@ -124,13 +122,9 @@ fn failed_without_result(message: String) -> Ending {
 }
 
 impl Jobs {
-    /// Executes a queued run's next turn; a run canceled while queued is skipped.
-    pub(super) async fn execute(self: &Arc<Self>, run_id: &str) {
-        let cancel = self.shutdown.child_token();
-        self.active
-            .lock()
-            .expect("active lock")
-            .insert(run_id.to_owned(), cancel.clone());
+    /// Executes a queued run's next turn under the switch `cancel`; a run canceled while
+    /// queued is skipped.
+    pub(super) async fn execute(self: &Arc<Self>, run_id: &str, cancel: CancellationToken) {
         match self.store.start_run(run_id).await {
             Ok(true) => self.feeds.status(run_id),
             Ok(false) => return,
@@ -144,7 +138,6 @@ impl Jobs {
             Ok(TurnEnd::Asked { question, options }) => {
                 return self.wait_for_user(run_id, question, &options).await;
             }
-            Ok(TurnEnd::Interrupted) => return,
             Err(e) => {
                 tracing::error!(run_id, error = format!("{e:#}"), "run failed internally");
                 Envelope::default().failed(
@@ -344,7 +337,7 @@ impl Jobs {
         };
         let program = spec.argv.first().cloned().unwrap_or_default();
         if cancel.is_cancelled() {
-            return Ok(self.interrupted(cancel));
+            return Ok(self.interrupted(&run_dir).await);
         }
         let deadline = tokio::time::Instant::now() + self.config.jobs.hard_timeout;
         let feeds = self.feeds.clone();
@@ -376,7 +369,7 @@ impl Jobs {
             ..Envelope::default()
         };
         match finished.exit {
-            Exit::Canceled => return Ok(self.interrupted(cancel)),
+            Exit::Canceled => return Ok(self.interrupted(&run_dir).await),
             Exit::TimedOut => {
                 let secs = self.config.jobs.hard_timeout.as_secs();
                 return Ok(TurnEnd::Ended(envelope.failed(
@@ -448,19 +441,25 @@ impl Jobs {
         Ok(TurnEnd::Ended(envelope.succeeded()))
     }
 
-    /// The end after the cancel switch fired: shutdown fails the run; a user cancel has
-    /// already recorded its own ending.
-    fn interrupted(&self, cancel: &CancellationToken) -> TurnEnd {
-        debug_assert!(cancel.is_cancelled());
+    /// The end after the cancel switch fired and the process is gone: shutdown fails the
+    /// run, a user cancel cancels it. Recording it only now means every byte the process wrote
+    /// is in the logs before the run's status turns terminal.
+    async fn interrupted(&self, run_dir: &Path) -> TurnEnd {
         if self.shutdown.is_cancelled() {
-            TurnEnd::Ended(Envelope::default().failed(
+            return TurnEnd::Ended(Envelope::default().failed(
                 Some(codes::RESTART_INTERRUPTED),
                 "The service stopped while the run was executing".into(),
                 None,
-            ))
-        } else {
-            TurnEnd::Interrupted
+            ));
         }
+        let artifacts = list_artifacts(run_dir).await.unwrap_or_default();
+        TurnEnd::Ended(
+            Envelope {
+                artifacts,
+                ..Envelope::default()
+            }
+            .canceled(),
+        )
     }
 }
 

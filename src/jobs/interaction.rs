@@ -54,6 +54,9 @@ pub struct PendingInteraction {
     pub pending: Option<Value>,
 }
 
+/// Delay before a reply timeout that failed is handled again.
+const RETRY_EXPIRY: Duration = Duration::from_secs(5);
+
 fn conflict(message: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::CONFLICT, message.into())
 }
@@ -234,7 +237,9 @@ impl Jobs {
             tokio::select! {
                 () = tokio::time::sleep(after) => {
                     if let Err(e) = jobs.wait_expired(&run_id, seq).await {
-                        tracing::error!(run_id, error = format!("{e:#}"), "reply timeout failed");
+                        // A run must not wait forever because the store hiccuped: try again.
+                        tracing::error!(run_id, error = format!("{e:#}"), "reply timeout failed; retrying");
+                        jobs.arm_wait_timer(&run_id, seq, RETRY_EXPIRY);
                     }
                 }
                 // Waiting runs keep waiting; the next start re-arms their timers.
@@ -257,7 +262,9 @@ impl Jobs {
             .map_err(|e| anyhow::anyhow!("stored runtime_options: {e}"))?;
         if options.interactive_require_user_reply {
             let ending = Envelope {
-                artifacts: list_artifacts(&self.run_dir(run_id)).await?,
+                artifacts: list_artifacts(&self.run_dir(run_id))
+                    .await
+                    .unwrap_or_default(),
                 ..Envelope::default()
             }
             .failed(

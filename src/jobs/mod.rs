@@ -24,6 +24,7 @@ pub mod views;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -76,8 +77,10 @@ pub struct Jobs {
     engines: Engines,
     supervisor: Supervisor,
     queue: Arc<Queue>,
-    /// Cancel switches of the runs being executed, by run id.
-    active: Mutex<HashMap<String, CancellationToken>>,
+    /// Cancel switches of the turns being executed, by run id, with a number that tells one
+    /// turn of a run from the next.
+    active: Mutex<HashMap<String, (u64, CancellationToken)>>,
+    turns: AtomicU64,
     /// Wake-ups for the event streams.
     feeds: Arc<Feeds>,
     shutdown: CancellationToken,
@@ -99,6 +102,7 @@ impl Jobs {
             registry,
             engines: Engines::available(),
             active: Mutex::new(HashMap::new()),
+            turns: AtomicU64::new(0),
             feeds: Feeds::new(),
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
@@ -150,15 +154,25 @@ impl Jobs {
                 run_id = self.queue.pop() => run_id,
                 () = self.shutdown.cancelled() => return,
             };
+            let cancel = self.shutdown.child_token();
+            let turn = self.turns.fetch_add(1, Ordering::Relaxed);
+            self.active
+                .lock()
+                .expect("active lock")
+                .insert(run_id.clone(), (turn, cancel.clone()));
             // A panic inside the run must not take the slot with it: the run is executed as its
             // own task and a panic is turned into a failed run.
             let jobs = self.clone();
             let id = run_id.clone();
-            if let Err(e) = tokio::spawn(async move { jobs.execute(&id).await }).await {
+            if let Err(e) = tokio::spawn(async move { jobs.execute(&id, cancel).await }).await {
                 tracing::error!(run_id, error = %e, "run execution panicked");
                 self.fail_after_panic(&run_id).await;
             }
-            self.active.lock().expect("active lock").remove(&run_id);
+            // The next turn of this run may already be executing under its own switch.
+            let mut active = self.active.lock().expect("active lock");
+            if active.get(&run_id).is_some_and(|(t, _)| *t == turn) {
+                active.remove(&run_id);
+            }
         }
     }
 

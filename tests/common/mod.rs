@@ -660,8 +660,8 @@ pub fn reassemble(events: &[SseEvent], log: &str, start: u64) -> Vec<u8> {
 }
 
 /// The Python entrypoint of the `asker` test skill: asks `parameter.asks` questions, one per
-/// turn, then answers with every reply it received.
-pub const ASKER_SCRIPT: &str = r#"import json, sys
+/// turn, then answers with every reply it received (after a minute when `parameter.linger`).
+pub const ASKER_SCRIPT: &str = r#"import json, sys, time
 req = json.load(sys.stdin)
 history = req["history"]
 print(f"turn {req['turn']} of an asker", flush=True)
@@ -671,6 +671,9 @@ if len(history) < req["parameter"].get("asks", 2):
         "prompt": f"question {n}?", "options": ["left", "right"],
         "default_decision_policy": "pick_first"}}))
 else:
+    if req["parameter"].get("linger"):
+        print("lingering", flush=True)
+        time.sleep(60)
     print(json.dumps({"summary": "done", "turn": req["turn"], "reply": req["reply"],
         "replies": [h["response"] for h in history],
         "asked": [h["question"]["interaction_id"] for h in history]}))
@@ -686,7 +689,9 @@ pub fn asker_skill(id: &str) -> Package {
         .file("run.py", ASKER_SCRIPT)
         .file(
             "assets/parameter.schema.json",
-            json!({"type": "object", "properties": {"asks": {"type": "integer"}}}).to_string(),
+            json!({"type": "object", "properties": {
+                "asks": {"type": "integer"}, "linger": {"type": "boolean"}}})
+            .to_string(),
         )
         .file(
             "assets/output.schema.json",
