@@ -681,17 +681,23 @@ else:
 
 /// An interactive `script` skill running [`ASKER_SCRIPT`].
 pub fn asker_skill(id: &str) -> Package {
+    python_skill(
+        id,
+        ASKER_SCRIPT,
+        json!({"asks": {"type": "integer"}, "linger": {"type": "boolean"}}),
+    )
+    .runner(json!({"execution_modes": ["auto", "interactive"]}))
+}
+
+/// A `script` skill running Python `script`, with parameters `parameters` (schema properties)
+/// and an output that must hold a string `summary`.
+fn python_skill(id: &str, script: &str, parameters: Value) -> Package {
     skill_package(id, "1.0.0")
-        .runner(json!({
-            "entrypoint": {"script": ["python3", "run.py"]},
-            "execution_modes": ["auto", "interactive"],
-        }))
-        .file("run.py", ASKER_SCRIPT)
+        .runner(json!({"entrypoint": {"script": ["python3", "run.py"]}}))
+        .file("run.py", script)
         .file(
             "assets/parameter.schema.json",
-            json!({"type": "object", "properties": {
-                "asks": {"type": "integer"}, "linger": {"type": "boolean"}}})
-            .to_string(),
+            json!({"type": "object", "properties": parameters}).to_string(),
         )
         .file(
             "assets/output.schema.json",
@@ -724,19 +730,9 @@ print(json.dumps({"summary": "talked"}))
 
 /// A `script` skill running [`TALKER_SCRIPT`].
 pub fn talker_skill(id: &str) -> Package {
-    skill_package(id, "1.0.0")
-        .runner(json!({"entrypoint": {"script": ["python3", "run.py"]}}))
-        .file("run.py", TALKER_SCRIPT)
-        .file(
-            "assets/parameter.schema.json",
-            json!({"type": "object", "properties": {
-                "bursts": {"type": "integer"}, "pause": {"type": "number"}}})
-            .to_string(),
-        )
-        .file(
-            "assets/output.schema.json",
-            json!({"type": "object", "required": ["summary"], "properties": {
-                "summary": {"type": "string"}}})
-            .to_string(),
-        )
+    python_skill(
+        id,
+        TALKER_SCRIPT,
+        json!({"bursts": {"type": "integer"}, "pause": {"type": "number"}}),
+    )
 }
