@@ -202,11 +202,8 @@ async fn a_waiting_run_keeps_waiting_across_a_sigkill_and_resumes() {
             .await;
     }
     // The slot is busy, so the accepted reply leaves its run queued when the server dies.
-    let busy = server
-        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "sleep"}}))
-        .await;
     server
-        .wait_status(&format!("/v1/jobs/{busy}"), &["running"])
+        .create_running(json!({"skill_id": "probe", "parameter": {"mode": "sleep"}}))
         .await;
     let (code, _) = server
         .post_json(

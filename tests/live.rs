@@ -325,6 +325,7 @@ async fn two_questions_two_replies_and_the_slot_is_free_while_waiting() {
     let (code, pending) = server.get(&format!("{job}/interaction/pending")).await;
     assert_eq!(code, 200);
     assert_eq!(pending["status"], "waiting_user");
+    assert!(pending["wait_deadline_at"].as_str().unwrap() > status["updated_at"].as_str().unwrap());
     assert_eq!(pending["pending"]["interaction_id"], 11);
     assert_eq!(pending["pending"]["kind"], "choose_one");
     assert_eq!(pending["pending"]["prompt"], "question 1?");
@@ -385,6 +386,7 @@ async fn two_questions_two_replies_and_the_slot_is_free_while_waiting() {
     assert_eq!(data["asked"], json!([11, 12]));
     let (_, pending) = server.get(&format!("{job}/interaction/pending")).await;
     assert_eq!(pending["pending"], Value::Null);
+    assert_eq!(pending["wait_deadline_at"], Value::Null);
     // The log holds every turn: appended, never truncated.
     let stdout = std::fs::read_to_string(server.run_dir(&status).join("logs/stdout.txt")).unwrap();
     for turn in 1..=3 {
@@ -408,10 +410,7 @@ async fn reply_errors_idempotency_and_a_single_winner() {
     };
     // Not interactive: 400 on both routes. Unknown: 404.
     let auto = server
-        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "sleep"}}))
-        .await;
-    server
-        .wait_status(&format!("/v1/jobs/{auto}"), &["running"])
+        .create_running(json!({"skill_id": "probe", "parameter": {"mode": "sleep"}}))
         .await;
     let (code, body) = reply(&auto, json!({"interaction_id": 1, "response": "x"})).await;
     assert_eq!(code, 400, "{body}");
@@ -514,10 +513,7 @@ async fn a_reply_needs_a_place_in_the_queue() {
     server.wait_status(&job, &["waiting_user"]).await;
     // The slot is busy and the queue full.
     let busy = server
-        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "sleep"}}))
-        .await;
-    server
-        .wait_status(&format!("/v1/jobs/{busy}"), &["running"])
+        .create_running(json!({"skill_id": "probe", "parameter": {"mode": "sleep"}}))
         .await;
     let queued = server
         .create_job(json!({"skill_id": "probe", "parameter": {"mode": "ok"}}))
@@ -706,10 +702,7 @@ async fn management_routes_show_the_same_runs_as_the_jobs_routes() {
 
     // The run list: newest first, bounded.
     let newer = server
-        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "sleep"}}))
-        .await;
-    server
-        .wait_status(&format!("/v1/jobs/{newer}"), &["running"])
+        .create_running(json!({"skill_id": "probe", "parameter": {"mode": "sleep"}}))
         .await;
     let (_, list) = server.get("/v1/management/runs?limit=1").await;
     assert_eq!(list["runs"].as_array().unwrap().len(), 1);

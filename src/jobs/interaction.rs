@@ -52,6 +52,9 @@ pub struct PendingInteraction {
     /// default_decision_policy, required_fields, context}`; `null` when none waits.
     #[schema(value_type = Option<Object>)]
     pub pending: Option<Value>,
+    /// When the wait for a reply times out (`session_timeout_sec` after the question, or
+    /// after a restart); `null` unless waiting.
+    pub wait_deadline_at: Option<String>,
 }
 
 /// Delay before a reply timeout that failed is handled again.
@@ -102,10 +105,12 @@ impl Jobs {
     pub async fn pending(&self, scope: Scope, request_id: &str) -> ApiResult<PendingInteraction> {
         let (_, run) = self.interactive_run(scope, request_id).await?;
         let interactions = self.store.interactions(&run.run_id).await?;
+        let pending = pending_question(&run, &interactions);
         Ok(PendingInteraction {
             request_id: request_id.to_owned(),
             status: run.status,
-            pending: pending_question(&run, &interactions),
+            wait_deadline_at: pending.as_ref().and(run.wait_deadline),
+            pending,
         })
     }
 

@@ -481,6 +481,14 @@ impl TestServer {
         created["request_id"].as_str().unwrap().to_owned()
     }
 
+    /// Creates a job and waits until it runs; returns its request id.
+    pub async fn create_running(&self, body: Value) -> String {
+        let rid = self.create_job(body).await;
+        self.wait_status(&format!("/v1/jobs/{rid}"), &["running"])
+            .await;
+        rid
+    }
+
     /// Polls `path` (a status route) until `status` is one of `wanted`.
     pub async fn wait_status(&self, path: &str, wanted: &[&str]) -> Value {
         let deadline = Instant::now() + Duration::from_secs(60);
