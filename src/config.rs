@@ -68,6 +68,7 @@ pub struct Config {
     pub log_filter: String,
     pub package_limits: PackageLimits,
     pub jobs: JobLimits,
+    pub invoke: InvokeConfig,
     /// The executable started as the group reaper (`skill-runner reaper`); `None` leaves crash
     /// clean-up to the parent-death signal and restart recovery.
     pub reaper_exe: Option<PathBuf>,
@@ -95,6 +96,34 @@ pub struct JobLimits {
     /// An event stream with nothing to say sends a heartbeat after this long
     /// (`SKILL_RUNNER_SSE_HEARTBEAT_SECONDS`).
     pub sse_heartbeat: Duration,
+}
+
+/// The synchronous invoke host (`OPENSKILL_*`, the names of the user's documents).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvokeConfig {
+    /// The only folder the file skills may read or write (`OPENSKILL_ALLOWED_ROOT`); absolute
+    /// once [`Config::prepare_dirs`] has run.
+    pub allowed_root: PathBuf,
+    /// Every `{id}.py` here is a `cli:python` skill (`OPENSKILL_CLI_DIR`).
+    pub cli_dir: PathBuf,
+    /// Skill manifests, `*.yaml`, `*.yml` or `*.json` (`OPENSKILL_MANIFEST_DIR`).
+    pub manifest_dir: PathBuf,
+    /// Per-call time limit of skills whose manifest sets none (`OPENSKILL_TIMEOUT_MS`).
+    pub timeout: Duration,
+    /// Keeps each call's scratch folder and adds stderr to error details (`OPENSKILL_DEBUG`).
+    pub debug: bool,
+}
+
+impl Default for InvokeConfig {
+    fn default() -> Self {
+        Self {
+            allowed_root: PathBuf::from("./data/files"),
+            cli_dir: PathBuf::from("./skills_cli"),
+            manifest_dir: PathBuf::from("./skills_manifests"),
+            timeout: Duration::from_millis(15_000),
+            debug: false,
+        }
+    }
 }
 
 impl Default for JobLimits {
@@ -218,6 +247,30 @@ impl Config {
             )?,
         };
 
+        let invoke_defaults = InvokeConfig::default();
+        let dir = |variable, default: PathBuf| get(variable).map(PathBuf::from).unwrap_or(default);
+        let invoke = InvokeConfig {
+            allowed_root: dir("OPENSKILL_ALLOWED_ROOT", invoke_defaults.allowed_root),
+            cli_dir: dir("OPENSKILL_CLI_DIR", invoke_defaults.cli_dir),
+            manifest_dir: dir("OPENSKILL_MANIFEST_DIR", invoke_defaults.manifest_dir),
+            timeout: parse_positive(
+                &get,
+                "OPENSKILL_TIMEOUT_MS",
+                invoke_defaults.timeout.as_millis() as u64,
+            )
+            .map(Duration::from_millis)?,
+            debug: match get("OPENSKILL_DEBUG").as_deref().map(str::trim) {
+                None | Some("0") | Some("false") => false,
+                Some("1") | Some("true") => true,
+                Some(other) => {
+                    return Err(ConfigError {
+                        variable: "OPENSKILL_DEBUG",
+                        problem: format!("'{other}' is not a switch (expected 0 or 1)"),
+                    });
+                }
+            },
+        };
+
         Ok(Self {
             bind,
             data_dir: get("SKILL_RUNNER_DATA_DIR")
@@ -230,6 +283,7 @@ impl Config {
             log_filter,
             package_limits,
             jobs,
+            invoke,
             reaper_exe: None,
         })
     }
@@ -239,7 +293,41 @@ impl Config {
     pub fn prepare_dirs(&mut self) -> Result<(), ConfigError> {
         self.data_dir = ensure_writable_dir("SKILL_RUNNER_DATA_DIR", &self.data_dir)?;
         self.skills_dir = ensure_writable_dir("SKILL_RUNNER_SKILLS_DIR", &self.skills_dir)?;
-        Ok(())
+        // Checked before the folder is created, so a refused root leaves nothing behind.
+        self.check_allowed_root(&resolve(&self.invoke.allowed_root))?;
+        self.invoke.allowed_root =
+            ensure_writable_dir("OPENSKILL_ALLOWED_ROOT", &self.invoke.allowed_root)?;
+        // Again on the real path, in case `..` hid where the folder landed.
+        self.check_allowed_root(&self.invoke.allowed_root)
+    }
+
+    /// The file skills may read and write anything under the allowed root, so it must not hold
+    /// the service's own state, nor lie inside it.
+    fn check_allowed_root(&self, root: &Path) -> Result<(), ConfigError> {
+        // The data dir itself may hold the root (`./data/files`, the default), but not inside
+        // the state it keeps there.
+        let inside_state = STATE_ENTRIES
+            .iter()
+            .map(|name| self.data_dir.join(name))
+            .chain([self.skills_dir.clone()])
+            .find(|state| root.starts_with(state));
+        let clash = [&self.data_dir, &self.skills_dir]
+            .into_iter()
+            .find(|state| state.starts_with(root))
+            .cloned()
+            .or(inside_state);
+        match clash {
+            Some(path) => Err(ConfigError {
+                variable: "OPENSKILL_ALLOWED_ROOT",
+                problem: format!(
+                    "'{}' must not contain or lie inside the service's own state ('{}'); \
+                     use a folder of its own, e.g. <data dir>/files",
+                    root.display(),
+                    path.display()
+                ),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The SQLite database file.
@@ -257,11 +345,28 @@ impl Config {
         self.data_dir.join("requests")
     }
 
+    /// Scratch folders of invoke calls (`<data>/invocations/<call id>`), removed after each call.
+    pub fn invocations_dir(&self) -> PathBuf {
+        self.data_dir.join("invocations")
+    }
+
     /// Temporary skill packages (`<data>/temp_skill_runs/<request_id>`).
     pub fn temp_runs_dir(&self) -> PathBuf {
         self.data_dir.join("temp_skill_runs")
     }
 }
+
+/// What the service keeps in its data dir, whether or not it exists yet.
+const STATE_ENTRIES: [&str; 8] = [
+    "skill_runner.db",
+    "skill_runner.db-wal",
+    "skill_runner.db-shm",
+    "runs",
+    "requests",
+    "temp_skill_runs",
+    "skill_installs",
+    "invocations",
+];
 
 fn parse_bind(raw: &str) -> Result<SocketAddr, ConfigError> {
     let raw = raw.trim();
@@ -287,6 +392,26 @@ fn parse_positive(
                 problem: format!("'{raw}' is not a positive whole number"),
             }),
         },
+    }
+}
+
+/// `path` made absolute with symlinks resolved, also when its last components do not exist
+/// yet (the existing part is canonicalised, the rest appended).
+fn resolve(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            return rest.iter().rev().fold(real, |p, c| p.join(c));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return absolute,
+        }
     }
 }
 
@@ -362,5 +487,58 @@ mod tests {
         let e = c.prepare_dirs().unwrap_err();
         assert_eq!(e.variable, "SKILL_RUNNER_DATA_DIR");
         assert!(e.problem.contains("cannot create directory"), "{e}");
+    }
+
+    fn prepared(root: &Path, allowed: &str) -> Result<Config, ConfigError> {
+        let mut c = config(&[]).unwrap();
+        c.data_dir = root.join("data");
+        c.skills_dir = root.join("skills");
+        c.invoke.allowed_root = root.join(allowed);
+        c.prepare_dirs().map(|()| c)
+    }
+
+    #[test]
+    fn allowed_root_must_not_hold_or_sit_in_state() {
+        let tmp = tempfile::tempdir().unwrap();
+        for ok in ["data/files", "files", "data/other/files"] {
+            let c = prepared(tmp.path(), ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+            assert!(c.invoke.allowed_root.is_absolute());
+        }
+        for bad in [
+            ".",
+            "data",
+            "data/runs/x",
+            "data/requests",
+            "skills",
+            "skills/x",
+        ] {
+            let e = prepared(tmp.path(), bad).unwrap_err();
+            assert_eq!(e.variable, "OPENSKILL_ALLOWED_ROOT", "{bad}");
+            assert!(e.problem.contains("service's own state"), "{bad}: {e}");
+        }
+        assert!(
+            !tmp.path().join("data/runs/x").exists(),
+            "a refused root is not created"
+        );
+    }
+
+    #[test]
+    fn openskill_variables_are_read() {
+        let c = config(&[
+            ("OPENSKILL_ALLOWED_ROOT", "/srv/files"),
+            ("OPENSKILL_CLI_DIR", "/srv/cli"),
+            ("OPENSKILL_TIMEOUT_MS", "250"),
+            ("OPENSKILL_DEBUG", "1"),
+        ])
+        .unwrap();
+        assert_eq!(c.invoke.allowed_root, PathBuf::from("/srv/files"));
+        assert_eq!(c.invoke.cli_dir, PathBuf::from("/srv/cli"));
+        assert_eq!(c.invoke.timeout, Duration::from_millis(250));
+        assert!(c.invoke.debug);
+        assert_eq!(config(&[]).unwrap().invoke, InvokeConfig::default());
+        let e = config(&[("OPENSKILL_DEBUG", "yes")]).unwrap_err();
+        assert_eq!(e.variable, "OPENSKILL_DEBUG");
+        let e = config(&[("OPENSKILL_TIMEOUT_MS", "0")]).unwrap_err();
+        assert_eq!(e.variable, "OPENSKILL_TIMEOUT_MS");
     }
 }

@@ -126,8 +126,28 @@ pub enum TurnOutcome {
     Final(Value),
     /// A question for the user, normalised to the stored shape.
     AskUser(Value),
-    /// The agent reported failure; the run fails with this message.
-    Error(String),
+    /// The agent reported failure.
+    Error(Reported),
+}
+
+/// A failure the engine or script reported itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reported {
+    /// The `code` of an error object, when it had a string one.
+    pub code: Option<String>,
+    pub message: String,
+    /// The `details` of an error object.
+    pub details: Option<Value>,
+}
+
+impl Reported {
+    /// `code: message`, the failure message of a run.
+    pub fn text(&self) -> String {
+        match &self.code {
+            Some(code) => format!("{code}: {}", self.message),
+            None => self.message.clone(),
+        }
+    }
 }
 
 /// Classifies an extracted answer; malformed `ask_user` payloads are errors.
@@ -137,7 +157,7 @@ pub fn classify(answer: Map<String, Value>) -> TurnOutcome {
         return TurnOutcome::Final(answer.get("final_data").cloned().unwrap_or(Value::Null));
     }
     if field("outcome") == Some("error") {
-        return TurnOutcome::Error(error_message(answer.get("error").or(answer.get("message"))));
+        return TurnOutcome::Error(reported(answer.get("error").or(answer.get("message"))));
     }
     let question = if field("outcome") == Some("ask_user") {
         Some(answer.get("interaction").or(answer.get("ask_user")))
@@ -151,10 +171,12 @@ pub fn classify(answer: Map<String, Value>) -> TurnOutcome {
     if let Some(question) = question {
         return match question.and_then(Value::as_object).and_then(normalise_question) {
             Some(q) => TurnOutcome::AskUser(q),
-            None => TurnOutcome::Error(
-                "Invalid ask_user payload: needs an integer interaction_id > 0 and a non-empty prompt"
+            None => TurnOutcome::Error(Reported {
+                code: None,
+                message: "Invalid ask_user payload: needs an integer interaction_id > 0 and a non-empty prompt"
                     .to_owned(),
-            ),
+                details: None,
+            }),
         };
     }
     if let Some(Value::Bool(success)) = answer.get("success")
@@ -163,24 +185,29 @@ pub fn classify(answer: Map<String, Value>) -> TurnOutcome {
         return if *success {
             TurnOutcome::Final(answer.get("data").cloned().unwrap_or(Value::Null))
         } else {
-            TurnOutcome::Error(error_message(answer.get("error")))
+            TurnOutcome::Error(reported(answer.get("error")))
         };
     }
     TurnOutcome::Final(Value::Object(answer))
 }
 
-fn error_message(error: Option<&Value>) -> String {
+fn reported(error: Option<&Value>) -> Reported {
+    let text = |message: String| Reported {
+        code: None,
+        message,
+        details: None,
+    };
     match error {
-        Some(Value::String(s)) if !s.is_empty() => s.clone(),
-        Some(Value::Object(e)) => match (
-            e.get("code").and_then(Value::as_str),
-            e.get("message").and_then(Value::as_str),
-        ) {
-            (Some(code), Some(message)) => format!("{code}: {message}"),
-            (None, Some(message)) => message.to_owned(),
-            _ => Value::Object(e.clone()).to_string(),
+        Some(Value::String(s)) if !s.is_empty() => text(s.clone()),
+        Some(Value::Object(e)) => match e.get("message").and_then(Value::as_str) {
+            Some(message) => Reported {
+                code: e.get("code").and_then(Value::as_str).map(str::to_owned),
+                message: message.to_owned(),
+                details: e.get("details").cloned(),
+            },
+            None => text(Value::Object(e.clone()).to_string()),
         },
-        _ => "The engine reported an error without a message".to_owned(),
+        _ => text("The engine reported an error without a message".to_owned()),
     }
 }
 
@@ -299,11 +326,19 @@ mod tests {
             classify(obj(
                 json!({"success": false, "error": {"code": "INVALID_INPUT", "message": "no text"}})
             )),
-            TurnOutcome::Error("INVALID_INPUT: no text".into())
+            TurnOutcome::Error(Reported {
+                code: Some("INVALID_INPUT".into()),
+                message: "no text".into(),
+                details: None
+            })
         );
         assert_eq!(
             classify(obj(json!({"outcome": "error", "error": "model refused"}))),
-            TurnOutcome::Error("model refused".into())
+            TurnOutcome::Error(Reported {
+                code: None,
+                message: "model refused".into(),
+                details: None
+            })
         );
     }
 
@@ -345,7 +380,7 @@ mod tests {
             json!({"outcome": "ask_user"}),
         ] {
             assert!(
-                matches!(classify(obj(bad.clone())), TurnOutcome::Error(m) if m.starts_with("Invalid ask_user payload")),
+                matches!(classify(obj(bad.clone())), TurnOutcome::Error(r) if r.message.starts_with("Invalid ask_user payload")),
                 "{bad}"
             );
         }

@@ -9,9 +9,10 @@ use tokio::net::TcpListener;
 
 use crate::api;
 use crate::config::Config;
+use crate::invoke::Host;
 use crate::jobs::Jobs;
 use crate::packages::Installer;
-use crate::process::Reaper;
+use crate::process::{Reaper, Supervisor};
 use crate::skill::Registry;
 use crate::state::AppState;
 use crate::store::Store;
@@ -50,8 +51,14 @@ pub async fn serve(
         )),
         None => None,
     };
+    let supervisor = Supervisor::new(reaper, config.jobs.kill_grace);
+    let invoke = Arc::new(
+        Host::new(&config, registry.clone(), &supervisor)
+            .await
+            .context("starting the invoke host")?,
+    );
     let config = Arc::new(config);
-    let jobs = Jobs::new(config.clone(), store.clone(), registry.clone(), reaper);
+    let jobs = Jobs::new(config.clone(), store.clone(), registry.clone(), supervisor);
     jobs.start().await.context("recovering runs")?;
 
     let state = AppState {
@@ -60,6 +67,7 @@ pub async fn serve(
         registry,
         installer: installer.clone(),
         jobs: jobs.clone(),
+        invoke,
     };
     let addr = listener.local_addr()?;
     tracing::info!(

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::invoke::Host;
 use crate::jobs::Jobs;
 use crate::packages::Installer;
 use crate::skill::Registry;
@@ -16,4 +17,5 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     pub installer: Arc<Installer>,
     pub jobs: Arc<Jobs>,
+    pub invoke: Arc<Host>,
 }

@@ -1,5 +1,6 @@
 //! The HTTP API: routes, the OpenAPI document and the middleware stack.
 
+pub mod invoke;
 pub mod jobs;
 pub mod management;
 pub mod packages;
@@ -29,7 +30,7 @@ const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
 #[derive(OpenApi)]
 #[openapi(
     info(title = "skill-runner", description = "Runs skills through agent CLIs or scripts."),
-    paths(jobs::artifact),
+    paths(jobs::artifact, invoke::invoke),
     tags(
         (name = "jobs", description = "Run installed skills"),
         (name = "temp-skill-runs", description = "Run a skill package once without installing it. \
@@ -40,6 +41,8 @@ const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
         (name = "management", description = "Skills and runs for an operator's console. \
             `/v1/management/runs/{request_id}/events`, `/pending`, `/reply` and `/cancel` are the \
             jobs routes of the same names and see jobs and temporary runs alike"),
+        (name = "invoke", description = "Run a skill synchronously and get its Normalized Skill \
+            Result (`POST /skills/{skill_id}:invoke` is the same route without `/v1`)"),
         (name = "system", description = "Service health"),
     )
 )]
@@ -82,7 +85,11 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .route(&run("/events"), get(jobs::events))
         .route(&run("/pending"), get(jobs::pending))
         .route(&run("/reply"), post(jobs::reply))
-        .route(&run("/cancel"), post(jobs::cancel));
+        .route(&run("/cancel"), post(jobs::cancel))
+        // `{id}:invoke` is one path segment (the router has no suffix parameters); the
+        // handler reads the suffix.
+        .route("/v1/skills/{skill_id}", post(invoke::invoke))
+        .route("/skills/{skill_id}", post(invoke::invoke));
     let mut doc = ApiDoc::openapi();
     doc.info.license = None;
     OpenApiRouter::with_openapi(doc)
@@ -90,6 +97,8 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(skills::get_skill))
         .routes(routes!(packages::install_status))
         .routes(routes!(system::ping))
+        .routes(routes!(invoke::list))
+        .routes(routes!(invoke::route_text))
         .routes(routes!(jobs::create_job))
         .routes(routes!(jobs::create_temp))
         .routes(routes!(jobs::status))

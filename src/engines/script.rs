@@ -63,6 +63,7 @@ impl EngineAdapter for ScriptEngine {
             stdin: Some(serde_json::to_vec(&stdin)?),
             stdout_log: turn.run_dir.join("logs/stdout.txt"),
             stderr_log: turn.run_dir.join("logs/stderr.txt"),
+            output_limit: None,
         })
     }
 

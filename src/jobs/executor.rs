@@ -4,14 +4,11 @@
 //! executor, a cancel, or shutdown) writes the result. A process that prints valid output after
 //! it was canceled or timed out therefore changes nothing.
 
-use std::io::SeekFrom;
-use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio_util::sync::CancellationToken;
 
 use super::Jobs;
@@ -20,7 +17,7 @@ use super::options::RuntimeOptions;
 use super::validation::schema_errors;
 use crate::engines::{Engine, Turn};
 use crate::output::{self, RepairLevel, TurnOutcome};
-use crate::process::{Exit, OnOutput};
+use crate::process::{Completed, Exit, OnOutput, Windows};
 use crate::skill::{ExecutionMode, InputSource, Rules, SkillManifest, manifest};
 use crate::store::{Ending, Request, RequestKind, Run, RunStatus};
 
@@ -356,19 +353,20 @@ impl Jobs {
         self.store
             .set_run_process(run_id, Some(running.mark()))
             .await?;
-        let finished = running.wait(deadline, cancel).await;
-
-        let stderr = read_range(
-            &run_dir.join("logs/stderr.txt"),
-            &finished.stderr,
-            STDERR_TAIL,
-        )
-        .await;
+        let windows = Windows {
+            stdout: ANSWER_WINDOW,
+            stderr: STDERR_TAIL,
+        };
+        let Completed {
+            exit,
+            stdout,
+            stderr,
+        } = running.complete(deadline, cancel, windows).await;
         let mut envelope = Envelope {
             artifacts: list_artifacts(&run_dir).await?,
             ..Envelope::default()
         };
-        match finished.exit {
+        match exit {
             Exit::Canceled => return Ok(self.interrupted(&run_dir).await),
             Exit::TimedOut => {
                 let secs = self.config.jobs.hard_timeout.as_secs();
@@ -379,21 +377,12 @@ impl Jobs {
                 )));
             }
             Exit::Exited { code: Some(0) } => {}
-            Exit::Exited { code } => {
-                let message = match code {
-                    Some(n) => format!("Exit code {n}"),
-                    None => "The engine process was killed by a signal".to_owned(),
-                };
+            Exit::Exited { .. } | Exit::TooMuchOutput => {
+                let message = exit.describe();
                 return Ok(TurnEnd::Ended(envelope.failed(None, message, Some(stderr))));
             }
         }
 
-        let stdout = read_range(
-            &run_dir.join("logs/stdout.txt"),
-            &finished.stdout,
-            ANSWER_WINDOW,
-        )
-        .await;
         let Some((answer, repair)) = adapter.answer(&stdout) else {
             return Ok(TurnEnd::Ended(envelope.failed(
                 None,
@@ -407,8 +396,12 @@ impl Jobs {
         }
         let data = match output::classify(answer) {
             TurnOutcome::Final(data) => data,
-            TurnOutcome::Error(message) => {
-                return Ok(TurnEnd::Ended(envelope.failed(None, message, Some(stderr))));
+            TurnOutcome::Error(reported) => {
+                return Ok(TurnEnd::Ended(envelope.failed(
+                    None,
+                    reported.text(),
+                    Some(stderr),
+                )));
             }
             TurnOutcome::AskUser(_) if options.execution_mode == ExecutionMode::Auto => {
                 return Ok(TurnEnd::Ended(envelope.failed(
@@ -504,21 +497,6 @@ fn missing_artifacts(skill: &SkillManifest, artifacts: &[String]) -> Vec<String>
         })
         .map(|a| a.pattern.clone())
         .collect()
-}
-
-/// The last `max` bytes of `range` in `path`, decoded (invalid UTF-8 replaced).
-async fn read_range(path: &Path, range: &Range<u64>, max: u64) -> String {
-    let start = range.start.max(range.end.saturating_sub(max));
-    let mut buf = Vec::new();
-    let read = async {
-        let mut file = tokio::fs::File::open(path).await?;
-        file.seek(SeekFrom::Start(start)).await?;
-        file.take(range.end - start).read_to_end(&mut buf).await
-    };
-    if let Err(e) = read.await {
-        tracing::warn!(path = %path.display(), error = %e, "cannot read engine output");
-    }
-    String::from_utf8_lossy(&buf).into_owned()
 }
 
 /// Writes through a temporary file and a rename, so readers never see half a file.

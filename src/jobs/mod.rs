@@ -33,7 +33,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::engines::Engines;
-use crate::process::{Reaper, Supervisor};
+use crate::process::Supervisor;
 use crate::skill::Registry;
 use crate::store::{RequestKind, Store};
 
@@ -92,10 +92,10 @@ impl Jobs {
         config: Arc<Config>,
         store: Store,
         registry: Arc<Registry>,
-        reaper: Option<Arc<Reaper>>,
+        supervisor: Supervisor,
     ) -> Arc<Self> {
         Arc::new(Self {
-            supervisor: Supervisor::new(reaper, config.jobs.kill_grace),
+            supervisor,
             queue: Queue::new(config.jobs.max_queue_size),
             config,
             store,

@@ -11,6 +11,7 @@
 pub mod reaper;
 mod sys;
 
+use std::io::SeekFrom;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -19,7 +20,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -40,6 +41,8 @@ pub struct ProcessSpec {
     pub stdin: Option<Vec<u8>>,
     pub stdout_log: PathBuf,
     pub stderr_log: PathBuf,
+    /// Most bytes either stream may write; past it the group is ended ([`Exit::TooMuchOutput`]).
+    pub output_limit: Option<u64>,
 }
 
 /// Called after every append to a log, so live streams can read the new bytes at once.
@@ -61,6 +64,23 @@ pub enum Exit {
     TimedOut,
     /// A cancel ended it.
     Canceled,
+    /// It wrote more than [`ProcessSpec::output_limit`] to one stream.
+    TooMuchOutput,
+}
+
+impl Exit {
+    /// How a process that did not succeed ended, for a failure message.
+    pub fn describe(self) -> String {
+        match self {
+            Exit::Exited { code: Some(n) } => format!("Exit code {n}"),
+            Exit::Exited { code: None } => "The process was killed by a signal".to_owned(),
+            Exit::TimedOut => "The process ran past its time limit and was killed".to_owned(),
+            Exit::Canceled => "The process was canceled".to_owned(),
+            Exit::TooMuchOutput => {
+                "The process wrote more than its output limit and was killed".to_owned()
+            }
+        }
+    }
 }
 
 /// The end of a supervised process: how it ended and which bytes of each log it wrote.
@@ -69,6 +89,23 @@ pub struct Finished {
     pub exit: Exit,
     pub stdout: Range<u64>,
     pub stderr: Range<u64>,
+}
+
+/// A finished process with the end of what it wrote, decoded (invalid UTF-8 replaced).
+#[derive(Debug, Clone)]
+pub struct Completed {
+    pub exit: Exit,
+    /// The last `stdout_window` bytes of its stdout; an answer is printed last.
+    pub stdout: String,
+    /// The last `stderr_window` bytes of its stderr.
+    pub stderr: String,
+}
+
+/// How much of each stream [`Running::complete`] reads back.
+#[derive(Debug, Clone, Copy)]
+pub struct Windows {
+    pub stdout: u64,
+    pub stderr: u64,
 }
 
 /// Starts and supervises engine processes.
@@ -86,6 +123,14 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 impl Supervisor {
     pub fn new(reaper: Option<Arc<Reaper>>, grace: Duration) -> Self {
         Self { reaper, grace }
+    }
+
+    /// The same supervisor with another SIGTERM-to-SIGKILL grace period.
+    pub fn with_grace(&self, grace: Duration) -> Self {
+        Self {
+            reaper: self.reaper.clone(),
+            grace,
+        }
     }
 
     /// Starts `spec`; the returned handle must be [`Running::wait`]ed. `on_output` runs after
@@ -131,13 +176,18 @@ impl Supervisor {
             })),
             _ => None,
         };
-        let stdout = tokio::spawn(copy_to_log(
-            child.stdout.take().expect("stdout is piped"),
+        let overflow = CancellationToken::new();
+        let copy = |from, to, on_output| {
+            let limit = spec.output_limit.map(|max| (max, overflow.clone()));
+            copy_to_log(from, to, on_output, limit)
+        };
+        let stdout = tokio::spawn(copy(
+            Box::new(child.stdout.take().expect("stdout is piped")) as Pipe,
             stdout_file,
             on_output.clone(),
         ));
-        let stderr = tokio::spawn(copy_to_log(
-            child.stderr.take().expect("stderr is piped"),
+        let stderr = tokio::spawn(copy(
+            Box::new(child.stderr.take().expect("stderr is piped")) as Pipe,
             stderr_file,
             on_output,
         ));
@@ -152,6 +202,7 @@ impl Supervisor {
             stdin_task,
             stdout,
             stderr,
+            overflow,
             stdout_log: spec.stdout_log,
             stderr_log: spec.stderr_log,
             stdout_start,
@@ -170,6 +221,8 @@ pub struct Running {
     stdin_task: Option<JoinHandle<()>>,
     stdout: JoinHandle<std::io::Result<()>>,
     stderr: JoinHandle<std::io::Result<()>>,
+    /// Fired by a log copier when its stream passes the output limit.
+    overflow: CancellationToken,
     stdout_log: PathBuf,
     stderr_log: PathBuf,
     stdout_start: u64,
@@ -190,6 +243,7 @@ impl Running {
             status = self.child.wait() => Exit::Exited { code: status.ok().and_then(|s| s.code()) },
             () = tokio::time::sleep_until(deadline) => Exit::TimedOut,
             () = cancel.cancelled() => Exit::Canceled,
+            () = self.overflow.cancelled() => Exit::TooMuchOutput,
         };
         if !matches!(exit, Exit::Exited { .. }) {
             self.terminate().await;
@@ -211,6 +265,22 @@ impl Running {
             exit,
             stdout: self.stdout_start..stdout_end.max(self.stdout_start),
             stderr: self.stderr_start..stderr_end.max(self.stderr_start),
+        }
+    }
+
+    /// [`Self::wait`], then reads back the end of each stream.
+    pub async fn complete(
+        self,
+        deadline: Instant,
+        cancel: &CancellationToken,
+        windows: Windows,
+    ) -> Completed {
+        let (stdout_log, stderr_log) = (self.stdout_log.clone(), self.stderr_log.clone());
+        let finished = self.wait(deadline, cancel).await;
+        Completed {
+            exit: finished.exit,
+            stdout: read_tail(&stdout_log, &finished.stdout, windows.stdout).await,
+            stderr: read_tail(&stderr_log, &finished.stderr, windows.stderr).await,
         }
     }
 
@@ -296,25 +366,54 @@ async fn append(path: &Path) -> std::io::Result<tokio::fs::File> {
         .await
 }
 
+type Pipe = Box<dyn AsyncRead + Send + Unpin>;
+
 /// Appends everything `from` yields to `to`; each piece is in the file (flushed) before
-/// `on_output` announces it.
+/// `on_output` announces it. With a `limit`, at most that many bytes are kept, and passing it
+/// fires the token and stops reading (the writer then gets a broken pipe).
 async fn copy_to_log(
-    mut from: impl AsyncRead + Unpin,
+    mut from: Pipe,
     mut to: tokio::fs::File,
     on_output: Option<OnOutput>,
+    limit: Option<(u64, CancellationToken)>,
 ) -> std::io::Result<()> {
     let mut buf = vec![0u8; 64 * 1024];
+    let mut written = 0u64;
     loop {
-        let n = from.read(&mut buf).await?;
+        let mut n = from.read(&mut buf).await?;
         if n == 0 {
             return Ok(());
         }
+        let over = limit.as_ref().filter(|(max, _)| written + n as u64 > *max);
+        if let Some((max, _)) = over {
+            n = (max - written) as usize;
+        }
+        written += n as u64;
         to.write_all(&buf[..n]).await?;
         to.flush().await?;
         if let Some(hook) = &on_output {
             (hook.0)();
         }
+        if let Some((_, overflow)) = over {
+            overflow.cancel();
+            return Ok(());
+        }
     }
+}
+
+/// The last `max` bytes of `range` in `path`, decoded (invalid UTF-8 replaced).
+async fn read_tail(path: &Path, range: &Range<u64>, max: u64) -> String {
+    let start = range.start.max(range.end.saturating_sub(max));
+    let mut buf = Vec::new();
+    let read = async {
+        let mut file = tokio::fs::File::open(path).await?;
+        file.seek(SeekFrom::Start(start)).await?;
+        file.take(range.end - start).read_to_end(&mut buf).await
+    };
+    if let Err(e) = read.await {
+        tracing::warn!(path = %path.display(), error = %e, "cannot read process output");
+    }
+    String::from_utf8_lossy(&buf).into_owned()
 }
 
 async fn drain(reader: JoinHandle<std::io::Result<()>>) {

@@ -20,24 +20,33 @@ pub struct TestServer {
     log: Arc<Mutex<Vec<String>>>,
 }
 
-/// The data and skills dirs of a test, kept across restarts.
+/// The data and skills dirs of a test, kept across restarts. The server runs in `root`, so
+/// relative defaults (`./data/files`, `./skills_cli`) land in the test's own folder.
 pub struct TestDirs {
-    _root: tempfile::TempDir,
+    _tmp: tempfile::TempDir,
+    pub root: PathBuf,
     pub data: PathBuf,
     pub skills: PathBuf,
 }
 
 impl TestDirs {
     pub fn new() -> Arc<Self> {
-        let root = tempfile::tempdir().unwrap();
-        let data = root.path().join("data");
-        let skills = root.path().join("skills");
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
         Arc::new(Self {
-            _root: root,
-            data,
-            skills,
+            _tmp: tmp,
+            data: root.join("data"),
+            skills: root.join("skills"),
+            root,
         })
     }
+}
+
+/// An HTTP client. The service builds reqwest with rustls but no built-in crypto provider, so
+/// a provider is installed first (as the service does at start-up).
+pub fn client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
 }
 
 impl TestServer {
@@ -48,12 +57,22 @@ impl TestServer {
     /// Starts the binary on port 0 over `dirs`, with extra environment variables.
     pub fn start_with(dirs: Arc<TestDirs>, env: &[(&str, &str)]) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_skill-runner"));
+        for name in [
+            "OPENSKILL_ALLOWED_ROOT",
+            "OPENSKILL_CLI_DIR",
+            "OPENSKILL_MANIFEST_DIR",
+            "OPENSKILL_TIMEOUT_MS",
+            "OPENSKILL_DEBUG",
+        ] {
+            cmd.env_remove(name);
+        }
         cmd.env_remove("SKILL_RUNNER_BIND")
             .env_remove("RUST_LOG")
             .env("PORT", "0")
             .env("LOG_LEVEL", "info")
             .env("SKILL_RUNNER_DATA_DIR", &dirs.data)
             .env("SKILL_RUNNER_SKILLS_DIR", &dirs.skills)
+            .current_dir(&dirs.root)
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -89,7 +108,7 @@ impl TestServer {
             child,
             base,
             dirs,
-            client: reqwest::Client::new(),
+            client: client(),
             log,
         }
     }

@@ -1,0 +1,330 @@
+//! The invoke host: `POST /skills/{id}:invoke` runs a skill and answers its Normalized Skill
+//! Result in the same response (the synchronous half of the user's documents).
+//!
+//! - [`catalog`]: which skills exist and how each runs.
+//! - [`runners`]: programs (under the job core's supervisor) and remote HTTP skills.
+//! - [`builtin`]: the four in-process skills; [`paths`]: their path policy.
+//! - [`result`]: the result envelope, error codes and trace ids; [`route`]: the routing helper.
+
+pub mod builtin;
+pub mod catalog;
+pub mod paths;
+pub mod result;
+pub mod route;
+pub mod runners;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::process::Supervisor;
+use crate::skill::Registry;
+use builtin::Ctx;
+use catalog::{Catalogs, InvocableSkill, Runner, Schema};
+use paths::AllowedRoot;
+use result::{ErrorCode, Meta, Output, SkillError, SkillResult};
+use runners::{ProgramCall, Scratch};
+
+/// SIGTERM to SIGKILL for a skill program: a caller is waiting for the answer.
+const KILL_GRACE: Duration = Duration::from_millis(500);
+
+/// Runs invoke calls; one per service.
+#[derive(Debug)]
+pub struct Host {
+    catalogs: Catalogs,
+    root: AllowedRoot,
+    supervisor: Supervisor,
+    http: reqwest::Client,
+    scratch_dir: PathBuf,
+    debug: bool,
+}
+
+impl Host {
+    /// Loads the catalog; clears call folders a previous process left behind.
+    pub async fn new(
+        config: &Config,
+        registry: Arc<Registry>,
+        supervisor: &Supervisor,
+    ) -> anyhow::Result<Self> {
+        let scratch_dir = config.invocations_dir();
+        if !config.invoke.debug {
+            match tokio::fs::remove_dir_all(&scratch_dir).await {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    tracing::warn!(error = %e, "cannot clear old invoke call folders");
+                }
+                _ => {}
+            }
+        }
+        tokio::fs::create_dir_all(&scratch_dir).await?;
+        // rustls needs a process-wide crypto provider; a second install is a no-op.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Ok(Self {
+            catalogs: Catalogs::open(config.invoke.clone(), registry).await,
+            root: AllowedRoot::new(config.invoke.allowed_root.clone()),
+            supervisor: supervisor.with_grace(KILL_GRACE),
+            http: reqwest::Client::builder().build()?,
+            scratch_dir,
+            debug: config.invoke.debug,
+        })
+    }
+
+    /// The `GET /skills` body.
+    pub async fn list(&self) -> Bytes {
+        self.catalogs.current().await.list_json.clone()
+    }
+
+    /// Runs one call. `body` is the parsed request body (or why it could not be parsed);
+    /// `cancel` fires when the caller has gone away. Logs one line per call.
+    pub async fn invoke(
+        &self,
+        skill_id: &str,
+        body: Result<Value, SkillError>,
+        trace_id: String,
+        cancel: &CancellationToken,
+    ) -> SkillResult {
+        let started = std::time::Instant::now();
+        let (skill, outcome) = self.dispatch(skill_id, body, &trace_id, cancel).await;
+        let result = SkillResult {
+            success: outcome.is_ok(),
+            skill_id: skill_id.to_owned(),
+            trace_id,
+            meta: Meta {
+                latency_ms: started.elapsed().as_millis() as u64,
+                version: skill
+                    .as_ref()
+                    .and_then(|s| s.version.clone())
+                    .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_owned()),
+                truncated: outcome.as_ref().ok().and_then(|o| o.truncated),
+                runner_type: skill.as_ref().map(|s| s.runner.runner_type()),
+            },
+            data: outcome.as_ref().ok().map(|o| o.data.clone()),
+            error: outcome.err(),
+        };
+        let error = result.error.as_ref();
+        tracing::info!(
+            trace_id = result.trace_id,
+            skill_id = result.skill_id,
+            runner_type = result.meta.runner_type.as_deref().unwrap_or("-"),
+            latency_ms = result.meta.latency_ms,
+            success = result.success,
+            error_code = error.map_or("-", |e| e.code.as_str()),
+            error_message = error.map_or("-", |e| e.message.as_str()),
+            "invoke"
+        );
+        result
+    }
+
+    async fn dispatch(
+        &self,
+        skill_id: &str,
+        body: Result<Value, SkillError>,
+        trace_id: &str,
+        cancel: &CancellationToken,
+    ) -> (Option<Arc<InvocableSkill>>, Result<Output, SkillError>) {
+        if !catalog::is_valid_id(skill_id) {
+            let error = SkillError::invalid(
+                "skill_id",
+                "must be 1-64 of a-z, 0-9, '_' and '-', starting with a letter or digit",
+            );
+            return (None, Err(error));
+        }
+        let body = match body {
+            Ok(body) => body,
+            Err(e) => return (None, Err(e)),
+        };
+        let Some(skill) = self.catalogs.current().await.skills.get(skill_id).cloned() else {
+            let error =
+                SkillError::new(ErrorCode::NotFound, format!("skill '{skill_id}' not found"))
+                    .with_details(json!({"skill_id": skill_id}));
+            return (None, Err(error));
+        };
+        let outcome = self.run(&skill, body, trace_id, cancel).await;
+        (Some(skill), outcome)
+    }
+
+    async fn run(
+        &self,
+        skill: &InvocableSkill,
+        body: Value,
+        trace_id: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Output, SkillError> {
+        let input = match body {
+            Value::Object(mut body) => match body.remove("input") {
+                Some(input @ Value::Object(_)) => input,
+                Some(_) => return Err(SkillError::invalid("input", "must be a JSON object")),
+                None => return Err(SkillError::invalid("input", "is required")),
+            },
+            _ => {
+                return Err(SkillError::invalid(
+                    "body",
+                    "must be a JSON object {\"input\": {...}}",
+                ));
+            }
+        };
+        if let Some(schema) = &skill.input_schema {
+            check(schema, &input, ErrorCode::InvalidArgument)?;
+        }
+        let deadline = tokio::time::Instant::now() + skill.timeout;
+        let output = match &skill.runner {
+            Runner::Builtin(builtin) => self.builtin(*builtin, skill, input, deadline).await,
+            Runner::Cli { python, entry } => {
+                if !entry.is_file() {
+                    return Err(SkillError::new(
+                        ErrorCode::NotFound,
+                        format!(
+                            "the entry of skill '{}' ({}) does not exist",
+                            skill.id,
+                            entry.display()
+                        ),
+                    ));
+                }
+                let entry = entry.to_string_lossy().into_owned();
+                let argv = if *python {
+                    vec!["python3".into(), entry]
+                } else {
+                    vec![entry]
+                };
+                let env = vec![
+                    (
+                        "OPENSKILL_ALLOWED_ROOT".into(),
+                        skill.allowed_root.to_string_lossy().into_owned(),
+                    ),
+                    ("OPENSKILL_SKILL_ID".into(), skill.id.clone()),
+                    ("OPENSKILL_TRACE_ID".into(), trace_id.to_owned()),
+                ];
+                let scratch = Scratch::create(&self.scratch_dir, self.debug).await?;
+                runners::cli(
+                    &self.program_call(skill, deadline, cancel),
+                    &scratch,
+                    argv,
+                    env,
+                    &input,
+                )
+                .await
+            }
+            Runner::Script(manifest) => {
+                let scratch = Scratch::create(&self.scratch_dir, self.debug).await?;
+                runners::script(
+                    &self.program_call(skill, deadline, cancel),
+                    &scratch,
+                    manifest,
+                    &input,
+                )
+                .await
+            }
+            Runner::Http { url } => {
+                runners::http(&self.http, url, &input, trace_id, skill.timeout).await
+            }
+            Runner::Unsupported(key) => Err(SkillError::internal(format!(
+                "no runner for '{key}' on this server (available: inproc, cli:python, cli:exec, http)"
+            ))),
+        }?;
+        if let Some(schema) = &skill.output_schema {
+            check(schema, &output.data, ErrorCode::Internal).map_err(|e| SkillError {
+                message: format!(
+                    "the skill's output does not match its output_schema: {}",
+                    e.message
+                ),
+                ..e
+            })?;
+        }
+        Ok(output)
+    }
+
+    fn program_call<'a>(
+        &'a self,
+        skill: &InvocableSkill,
+        deadline: tokio::time::Instant,
+        cancel: &'a CancellationToken,
+    ) -> ProgramCall<'a> {
+        ProgramCall {
+            supervisor: &self.supervisor,
+            deadline,
+            timeout: skill.timeout,
+            cancel,
+            debug: self.debug,
+        }
+    }
+
+    async fn builtin(
+        &self,
+        builtin: builtin::Builtin,
+        skill: &InvocableSkill,
+        input: Value,
+        deadline: tokio::time::Instant,
+    ) -> Result<Output, SkillError> {
+        let root = if skill.allowed_root == self.root.path() {
+            self.root.clone()
+        } else {
+            AllowedRoot::new(skill.allowed_root.clone())
+        };
+        let std_deadline = deadline.into_std();
+        if !builtin.blocking() {
+            let ctx = Ctx {
+                root: &root,
+                deadline: std_deadline,
+            };
+            return builtin.run(&input, &ctx);
+        }
+        let task = tokio::task::spawn_blocking(move || {
+            let ctx = Ctx {
+                root: &root,
+                deadline: std_deadline,
+            };
+            builtin.run(&input, &ctx)
+        });
+        match tokio::time::timeout_at(deadline, task).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, skill = builtin.id(), "built-in skill panicked");
+                Err(SkillError::internal("the skill failed unexpectedly"))
+            }
+            Err(_) => Err(runners::timed_out(skill.timeout)),
+        }
+    }
+}
+
+/// Validates `value` against `schema`; the first problem names its field.
+fn check(schema: &Schema, value: &Value, code: ErrorCode) -> Result<(), SkillError> {
+    let errors: Vec<Value> = schema
+        .validator
+        .iter_errors(value)
+        .take(20)
+        .map(|e| {
+            let mut field = e
+                .instance_path()
+                .to_string()
+                .trim_start_matches('/')
+                .to_owned();
+            if let jsonschema::error::ValidationErrorKind::Required { property } = e.kind() {
+                let name = property
+                    .as_str()
+                    .map_or_else(|| property.to_string(), str::to_owned);
+                field = if field.is_empty() {
+                    name
+                } else {
+                    format!("{field}/{name}")
+                };
+            }
+            json!({"field": field, "reason": e.to_string()})
+        })
+        .collect();
+    let Some(first) = errors.first() else {
+        return Ok(());
+    };
+    let field = first["field"].as_str().unwrap_or_default().to_owned();
+    let reason = first["reason"].as_str().unwrap_or_default().to_owned();
+    let message = if field.is_empty() {
+        reason.clone()
+    } else {
+        format!("{field}: {reason}")
+    };
+    Err(SkillError::new(code, message)
+        .with_details(json!({"field": field, "reason": reason, "errors": errors})))
+}

@@ -1,0 +1,216 @@
+//! The path policy of the file skills: every path input must name something inside the
+//! allowed root (`OPENSKILL_ALLOWED_ROOT`), after symlinks are resolved.
+//!
+//! Inputs are read relative to the root (`docs`, `logs/app.log`). For the spelling of the
+//! user's documents, a path that starts with `./`, or whose first component is the first
+//! component of the root as seen from the working directory (`data` for `./data/files`), is
+//! read from the working directory instead (`.` alone is the root) and must land inside the root (`./data/files/docs`).
+//! Absolute paths, drive (`C:\`) and UNC (`\\server`) forms, NUL bytes and any `..` component
+//! are refused before the file system is touched; the canonical result must lie inside the
+//! canonical root component by component, so a sibling like `files2` is outside.
+
+use std::path::{Component, Path, PathBuf};
+
+use super::result::{ErrorCode, SkillError};
+
+/// Largest file a file skill reads.
+pub const MAX_FILE_BYTES: u64 = 5 * 1024 * 1024;
+
+/// The root the file skills are confined to.
+#[derive(Debug, Clone)]
+pub struct AllowedRoot {
+    /// Canonical.
+    root: PathBuf,
+    /// Canonical working directory, the base of `./` paths.
+    cwd: PathBuf,
+    /// First component of the root relative to the working directory, if it lies inside it.
+    cwd_prefix: Option<String>,
+}
+
+impl AllowedRoot {
+    /// `root` must be canonical (see `Config::prepare_dirs`).
+    pub fn new(root: PathBuf) -> Self {
+        let cwd = std::env::current_dir()
+            .and_then(std::fs::canonicalize)
+            .unwrap_or_else(|_| PathBuf::from("/"));
+        let cwd_prefix = root
+            .strip_prefix(&cwd)
+            .ok()
+            .and_then(|rel| rel.components().next())
+            .and_then(|c| c.as_os_str().to_str().map(str::to_owned));
+        Self {
+            root,
+            cwd,
+            cwd_prefix,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    /// The canonical path `raw` names, which exists and lies inside the root. `field` names
+    /// the input in errors.
+    pub fn resolve(&self, field: &str, raw: &str) -> Result<PathBuf, SkillError> {
+        let forbidden = |reason| Err(SkillError::forbidden(field, raw, reason));
+        if raw.is_empty() {
+            return Err(SkillError::invalid(field, "must not be empty"));
+        }
+        if raw.contains('\0') {
+            return forbidden("contains a NUL byte");
+        }
+        if raw.starts_with('/') || raw.starts_with('\\') {
+            return forbidden("absolute and UNC paths are not allowed");
+        }
+        let bytes = raw.as_bytes();
+        if bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':' {
+            return forbidden("drive paths are not allowed");
+        }
+        if raw.split(['/', '\\']).any(|c| c == "..") {
+            return forbidden("'..' components are not allowed");
+        }
+        let parts: Vec<&str> = raw
+            .split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .collect();
+        let from_cwd =
+            raw.starts_with("./") || parts.first().copied() == self.cwd_prefix.as_deref();
+        let base = if from_cwd { &self.cwd } else { &self.root };
+        let lexical = parts.iter().fold(base.clone(), |p, c| p.join(c));
+        if !lexical.starts_with(&self.root) {
+            return forbidden("outside the allowed root");
+        }
+        let real = match std::fs::canonicalize(&lexical) {
+            Ok(real) => real,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // A missing name under a symlink that leaves the root is still outside; the
+                // answer must not tell what exists out there.
+                let outside = lexical
+                    .ancestors()
+                    .find_map(|a| std::fs::canonicalize(a).ok())
+                    .is_some_and(|real| !real.starts_with(&self.root));
+                if outside {
+                    return forbidden("resolves (through a symlink) outside the allowed root");
+                }
+                return Err(SkillError::new(
+                    ErrorCode::NotFound,
+                    format!("{field} '{raw}' does not exist"),
+                )
+                .with_details(serde_json::json!({"field": field, "path": raw})));
+            }
+            Err(e) => {
+                return Err(SkillError::internal(format!(
+                    "{field} '{raw}' cannot be resolved: {e}"
+                )));
+            }
+        };
+        if !real.starts_with(&self.root) {
+            return forbidden("resolves (through a symlink) outside the allowed root");
+        }
+        Ok(real)
+    }
+
+    /// `<root>/<dir>`, created if missing, when it still lies inside the root.
+    pub fn output_dir(&self, dir: &str) -> Result<PathBuf, SkillError> {
+        let path = self.root.join(dir);
+        std::fs::create_dir_all(&path)
+            .map_err(|e| SkillError::internal(format!("cannot create '{dir}': {e}")))?;
+        self.resolve("output", dir)
+    }
+
+    /// `path` (inside the root) as the root-relative form inputs accept, `/`-separated.
+    pub fn relative(&self, path: &Path) -> String {
+        let rel = path.strip_prefix(&self.root).unwrap_or(path);
+        let parts: Vec<_> = rel
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(s) => Some(s.to_string_lossy()),
+                _ => None,
+            })
+            .collect();
+        if parts.is_empty() {
+            ".".to_owned()
+        } else {
+            parts.join("/")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A root at `<tmp>/data` seen from `<tmp>` (the spelling of the vectors), with a few files.
+    fn fixture() -> (tempfile::TempDir, AllowedRoot) {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        for dir in ["data/logs", "data/docs", "datax", "secret"] {
+            std::fs::create_dir_all(base.join(dir)).unwrap();
+        }
+        for file in ["data/logs/app.log", "data/a..b.log", "datax/f", "secret/s"] {
+            std::fs::write(base.join(file), "x").unwrap();
+        }
+        std::os::unix::fs::symlink("/etc", base.join("data/link")).unwrap();
+        std::os::unix::fs::symlink(base.join("secret/s"), base.join("data/s")).unwrap();
+        let root = AllowedRoot {
+            root: base.join("data"),
+            cwd: base.clone(),
+            cwd_prefix: Some("data".into()),
+        };
+        (tmp, root)
+    }
+
+    #[test]
+    fn vectors_of_the_path_policy() {
+        let (_tmp, root) = fixture();
+        for ok in [
+            "./data/logs/app.log",
+            "data/docs",
+            "./data",
+            "./data/a..b.log",
+            "logs/app.log",
+            "docs",
+            "logs//app.log",
+            ".",
+        ] {
+            let path = root
+                .resolve("root_dir", ok)
+                .unwrap_or_else(|e| panic!("{ok}: {e:?}"));
+            assert!(path.starts_with(root.path()), "{ok}");
+        }
+        for bad in [
+            "/etc/passwd",
+            "../etc/passwd",
+            "./data/../secret",
+            "data/../../x",
+            "./data/logs/../../README.md",
+            "C:\\Windows",
+            "c:/x",
+            "\\\\server\\share",
+            "data/a\u{0}b",
+            "./datax/f",
+            "./secret/s",
+            "data/link/x",
+            "data/link",
+            "s",
+            "logs\\..\\..\\x",
+        ] {
+            let e = root.resolve("root_dir", bad).unwrap_err();
+            assert_eq!(e.code, ErrorCode::ForbiddenPath, "{bad}: {e:?}");
+        }
+        let e = root.resolve("root_dir", "./data/%2e%2e/x").unwrap_err();
+        assert_eq!(e.code, ErrorCode::NotFound);
+        let e = root.resolve("root_dir", "").unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidArgument);
+    }
+
+    #[test]
+    fn relative_forms_are_root_relative() {
+        let (_tmp, root) = fixture();
+        let p = root.resolve("input_path", "./data/logs/app.log").unwrap();
+        assert_eq!(root.relative(&p), "logs/app.log");
+        assert_eq!(root.relative(root.path()), ".");
+        let out = root.output_dir("out").unwrap();
+        assert_eq!(root.relative(&out), "out");
+    }
+}

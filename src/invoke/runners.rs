@@ -1,0 +1,298 @@
+//! The runners that leave this process: programs (`cli:python`, `cli:exec` and installed
+//! `script` packages) under the job core's supervisor, and remote `http` skills.
+//!
+//! Both read an answer the same way: the last JSON object printed (or the response body).
+//! A Normalized Skill Result is unwrapped (its `error.code` kept when it is one of ours), any
+//! other object is the data. No JSON at all is `INTERNAL` with a preview of what came instead.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::result::{ErrorCode, Output, SkillError};
+use crate::engines::script::ScriptEngine;
+use crate::engines::{EngineAdapter, Turn};
+use crate::output::{self, Reported, TurnOutcome};
+use crate::process::{Completed, Exit, ProcessSpec, Supervisor, Windows};
+use crate::skill::{ExecutionMode, SkillManifest};
+
+/// Most bytes a skill may print on stdout (or answer over HTTP).
+pub const MAX_OUTPUT: u64 = 10 * 1024 * 1024;
+/// How much of stderr an error carries in debug mode.
+const STDERR_TAIL: u64 = 4 * 1024;
+/// Characters of unreadable output quoted in an error.
+const PREVIEW_CHARS: usize = 200;
+
+/// A call's own scratch folder (`<data>/invocations/<id>`), removed when dropped unless kept
+/// for debugging.
+#[derive(Debug)]
+pub struct Scratch {
+    pub id: String,
+    pub dir: PathBuf,
+    keep: bool,
+}
+
+impl Scratch {
+    pub async fn create(parent: &Path, keep: bool) -> Result<Self, SkillError> {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let dir = parent.join(&id);
+        tokio::fs::create_dir_all(dir.join("logs"))
+            .await
+            .map_err(|e| SkillError::internal(format!("cannot create the call folder: {e}")))?;
+        Ok(Self { id, dir, keep })
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !self.keep {
+            let dir = std::mem::take(&mut self.dir);
+            // Off the async threads; a failure leaves a folder that the next start removes.
+            std::thread::spawn(move || std::fs::remove_dir_all(dir));
+        }
+    }
+}
+
+/// What a program run needs besides its command.
+#[derive(Debug)]
+pub struct ProgramCall<'a> {
+    pub supervisor: &'a Supervisor,
+    pub deadline: Instant,
+    pub timeout: Duration,
+    pub cancel: &'a CancellationToken,
+    /// Adds the stderr tail to errors.
+    pub debug: bool,
+}
+
+/// `cli:python` / `cli:exec`: `{"input": ...}` on stdin, started in the service's working
+/// directory with `OPENSKILL_ALLOWED_ROOT`, `OPENSKILL_SKILL_ID` and `OPENSKILL_TRACE_ID` set.
+pub async fn cli(
+    call: &ProgramCall<'_>,
+    scratch: &Scratch,
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+    input: &Value,
+) -> Result<Output, SkillError> {
+    let spec = ProcessSpec {
+        argv,
+        cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        env,
+        stdin: Some(serde_json::to_vec(&json!({ "input": input })).expect("input serialises")),
+        stdout_log: scratch.dir.join("logs/stdout.txt"),
+        stderr_log: scratch.dir.join("logs/stderr.txt"),
+        output_limit: Some(MAX_OUTPUT),
+    };
+    let completed = run_program(call, spec).await?;
+    interpret(call, completed)
+}
+
+/// An installed package's `entrypoint.script`, exactly as a job turn runs it (the scratch
+/// folder is its run folder), in auto mode.
+pub async fn script(
+    call: &ProgramCall<'_>,
+    scratch: &Scratch,
+    skill: &SkillManifest,
+    input: &Value,
+) -> Result<Output, SkillError> {
+    for sub in ["artifacts", "result"] {
+        tokio::fs::create_dir_all(scratch.dir.join(sub))
+            .await
+            .map_err(|e| SkillError::internal(format!("cannot create the call folder: {e}")))?;
+    }
+    let turn = Turn {
+        skill,
+        request_id: &scratch.id,
+        run_dir: &scratch.dir,
+        input,
+        parameter: &json!({}),
+        execution_mode: ExecutionMode::Auto,
+        number: 1,
+        reply: None,
+        history: &[],
+    };
+    let mut spec = ScriptEngine
+        .command(&turn)
+        .map_err(|e| SkillError::internal(format!("{e:#}")))?;
+    spec.output_limit = Some(MAX_OUTPUT);
+    let completed = run_program(call, spec).await?;
+    interpret(call, completed)
+}
+
+async fn run_program(call: &ProgramCall<'_>, spec: ProcessSpec) -> Result<Completed, SkillError> {
+    let program = spec.argv.first().cloned().unwrap_or_default();
+    let running = call
+        .supervisor
+        .spawn(spec, None)
+        .await
+        .map_err(|e| SkillError::internal(format!("cannot start '{program}': {e}")))?;
+    let windows = Windows {
+        stdout: MAX_OUTPUT,
+        stderr: STDERR_TAIL,
+    };
+    Ok(running.complete(call.deadline, call.cancel, windows).await)
+}
+
+/// A finished program's answer.
+fn interpret(call: &ProgramCall<'_>, done: Completed) -> Result<Output, SkillError> {
+    let with_stderr = |e: SkillError| {
+        if !call.debug {
+            return e;
+        }
+        let mut details = e.details.clone().unwrap_or_else(|| json!({}));
+        details["stderr"] = json!(done.stderr);
+        e.with_details(details)
+    };
+    let code = match done.exit {
+        Exit::TimedOut => return Err(with_stderr(timed_out(call.timeout))),
+        Exit::TooMuchOutput => {
+            return Err(with_stderr(SkillError::internal(format!(
+                "the skill printed more than {MAX_OUTPUT} bytes"
+            ))));
+        }
+        Exit::Canceled => return Err(SkillError::internal("the call was abandoned")),
+        Exit::Exited { code } => code,
+    };
+    // Scripts of the user's documents report failures as JSON on stderr with stdout empty.
+    let answer = output::extract(&done.stdout).or_else(|| {
+        done.stdout
+            .trim()
+            .is_empty()
+            .then(|| output::extract(&done.stderr))
+            .flatten()
+    });
+    let unreadable = |what: String| {
+        let shown = if done.stdout.trim().is_empty() {
+            &done.stderr
+        } else {
+            &done.stdout
+        };
+        with_stderr(SkillError::internal(what).with_details(json!({
+            "exit_code": code,
+            "output_preview": preview(shown),
+        })))
+    };
+    match answer {
+        Some((answer, _)) => match from_answer(answer) {
+            Ok(_) if code != Some(0) => Err(unreadable(format!(
+                "the skill printed a result but {}",
+                exit_text(code)
+            ))),
+            outcome => outcome.map_err(with_stderr),
+        },
+        None => Err(unreadable(format!(
+            "the skill printed no JSON object ({})",
+            exit_text(code)
+        ))),
+    }
+}
+
+fn exit_text(code: Option<i32>) -> String {
+    match code {
+        Some(n) => format!("exit code {n}"),
+        None => "killed by a signal".into(),
+    }
+}
+
+pub fn timed_out(timeout: Duration) -> SkillError {
+    let ms = timeout.as_millis() as u64;
+    SkillError::new(
+        ErrorCode::Timeout,
+        format!("the skill did not finish within {ms} ms"),
+    )
+    .with_details(json!({"timeout_ms": ms}))
+}
+
+fn preview(text: &str) -> String {
+    text.trim().chars().take(PREVIEW_CHARS).collect()
+}
+
+/// An answer object → the call's outcome (see the module notes).
+fn from_answer(answer: Map<String, Value>) -> Result<Output, SkillError> {
+    let truncated = answer
+        .get("meta")
+        .and_then(|m| m.get("truncated"))
+        .and_then(Value::as_bool);
+    match output::classify(answer) {
+        TurnOutcome::Final(data) => Ok(Output { data, truncated }),
+        TurnOutcome::Error(reported) => Err(reported_error(reported)),
+        TurnOutcome::AskUser(_) => Err(SkillError::internal(
+            "the skill asked its user a question; invoke calls are not interactive",
+        )),
+    }
+}
+
+/// A skill's own error: our codes pass through, others become `INTERNAL` with the original
+/// code in `details.skill_code`.
+fn reported_error(reported: Reported) -> SkillError {
+    let known = reported.code.as_deref().and_then(ErrorCode::parse);
+    let mut error = SkillError::new(known.unwrap_or(ErrorCode::Internal), reported.message);
+    error.details = reported.details;
+    if let (None, Some(code)) = (known, reported.code) {
+        let mut details = error.details.take().unwrap_or_else(|| json!({}));
+        if !details.is_object() {
+            details = json!({"details": details});
+        }
+        details["skill_code"] = json!(code);
+        error.details = Some(details);
+    }
+    error
+}
+
+/// `http`: POSTs `{"input": ...}` with `X-Trace-Id`; the response body is the answer.
+pub async fn http(
+    client: &reqwest::Client,
+    url: &str,
+    input: &Value,
+    trace_id: &str,
+    timeout: Duration,
+) -> Result<Output, SkillError> {
+    let request = async {
+        let mut response = client
+            .post(url)
+            .header("x-trace-id", trace_id)
+            .json(&json!({ "input": input }))
+            .send()
+            .await?;
+        let status = response.status();
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await? {
+            if body.len() as u64 + chunk.len() as u64 > MAX_OUTPUT {
+                return Ok((status, None));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok::<_, reqwest::Error>((status, Some(body)))
+    };
+    let (status, body) = match tokio::time::timeout(timeout, request).await {
+        Err(_) => return Err(timed_out(timeout)),
+        Ok(Err(e)) => {
+            return Err(SkillError::internal(format!("cannot reach {url}: {e}")));
+        }
+        Ok(Ok(answer)) => answer,
+    };
+    let Some(body) = body else {
+        return Err(SkillError::internal(format!(
+            "the response of {url} is larger than {MAX_OUTPUT} bytes"
+        )));
+    };
+    let text = String::from_utf8_lossy(&body);
+    let unreadable = |what: String| {
+        SkillError::internal(what).with_details(json!({
+            "status": status.as_u16(),
+            "output_preview": preview(&text),
+        }))
+    };
+    match serde_json::from_slice::<Value>(&body) {
+        Ok(Value::Object(answer)) => match from_answer(answer) {
+            Ok(_) if !status.is_success() => {
+                Err(unreadable(format!("{url} answered HTTP {status}")))
+            }
+            outcome => outcome,
+        },
+        _ if !status.is_success() => Err(unreadable(format!("{url} answered HTTP {status}"))),
+        _ => Err(unreadable(format!("{url} did not answer a JSON object"))),
+    }
+}
