@@ -123,7 +123,8 @@ def startup(runs=20):
 
 def wrk(port, path, connections, script=None):
     extra = ["-s", script] if script else []
-    out = subprocess.run(["wrk", "-t2", f"-c{connections}", f"-d{DURATION}", "--latency", *extra,
+    threads = min(2, connections)
+    out = subprocess.run(["wrk", f"-t{threads}", f"-c{connections}", f"-d{DURATION}", "--latency", *extra,
                           f"http://127.0.0.1:{port}{path}"], capture_output=True, text=True).stdout
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
     lat = dict(re.findall(r"^\s+(50|99)%\s+(\S+)", out, re.M))
@@ -334,6 +335,49 @@ def sse():
         proc.wait()
 
 
+PY_ECHO = """import json, sys
+text = json.load(sys.stdin)["input"]["text"]
+print(json.dumps({"success": True, "data": {"echoed": text}, "error": None}))
+"""
+
+
+def invoke():
+    """POST /skills/{id}:invoke: the in-process echo and a cli:python echo, next to the floor."""
+    if not shutil.which("wrk"):
+        print("invoke: skipped (wrk not installed)")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        cli = os.path.join(tmp, "cli")
+        os.makedirs(cli)
+        with open(os.path.join(cli, "pyecho.py"), "w") as f:
+            f.write(PY_ECHO)
+        lua = os.path.join(tmp, "invoke.lua")
+        with open(lua, "w") as f:
+            f.write('wrk.method = "POST"\nwrk.body = \'{"input": {"text": "hello"}}\'\n'
+                    'wrk.headers["Content-Type"] = "application/json"\n')
+        port = free_port()
+        proc = start(tmp, port, env_extra={"OPENSKILL_CLI_DIR": cli,
+                                           "OPENSKILL_ALLOWED_ROOT": os.path.join(tmp, "files")})
+        wait_ready(port)
+        for conns in (1, 16):
+            rps, p50, p99, _ = wrk(port, "/v1/system/ping", conns)
+            print(f"floor GET /v1/system/ping, {conns} conn: {rps:,.0f} req/s, p50 {p50}, p99 {p99}")
+            for skill, note in (("echo", "inproc"), ("pyecho", "cli:python, one python3 per call")):
+                rps, p50, p99, bad = wrk(port, f"/skills/{skill}:invoke", conns, lua)
+                extra = f", {bad} non-2xx" if bad else ""
+                print(f"invoke {skill} ({note}), {conns} conn: {rps:,.0f} req/s, p50 {p50}, p99 {p99}{extra}")
+        print(f"RSS after invoke load: {rss_kib(proc.pid) / 1024:.1f} MiB")
+        runs = []
+        for _ in range(20):
+            t0 = time.perf_counter()
+            subprocess.run(["python3", os.path.join(cli, "pyecho.py")], input=b'{"input": {"text": "hello"}}',
+                           capture_output=True, check=True)
+            runs.append((time.perf_counter() - t0) * 1000)
+        print(f"floor of cli:python: the same script run directly, median {statistics.median(runs):.1f} ms per run")
+        proc.terminate()
+        proc.wait()
+
+
 if __name__ == "__main__":
     if not os.path.exists(BINARY):
         sys.exit("build first: cargo build --release")
@@ -342,3 +386,4 @@ if __name__ == "__main__":
     load()
     jobs()
     sse()
+    invoke()

@@ -51,7 +51,10 @@ impl Drop for Scratch {
         if !self.keep {
             let dir = std::mem::take(&mut self.dir);
             // Off the async threads; a failure leaves a folder that the next start removes.
-            std::thread::spawn(move || std::fs::remove_dir_all(dir));
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => drop(runtime.spawn_blocking(move || std::fs::remove_dir_all(dir))),
+                Err(_) => drop(std::fs::remove_dir_all(dir)),
+            }
         }
     }
 }
