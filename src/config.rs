@@ -112,6 +112,9 @@ pub struct InvokeConfig {
     pub timeout: Duration,
     /// Keeps each call's scratch folder and adds stderr to error details (`OPENSKILL_DEBUG`).
     pub debug: bool,
+    /// Skill programs (`cli:*`, `script`) running at once; more calls wait, within their time
+    /// limit (`OPENSKILL_MAX_PROCESSES`).
+    pub max_processes: usize,
 }
 
 impl Default for InvokeConfig {
@@ -122,6 +125,10 @@ impl Default for InvokeConfig {
             manifest_dir: PathBuf::from("./skills_manifests"),
             timeout: Duration::from_millis(15_000),
             debug: false,
+            max_processes: std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .saturating_mul(4)
+                .clamp(4, 64),
         }
     }
 }
@@ -259,6 +266,11 @@ impl Config {
                 invoke_defaults.timeout.as_millis() as u64,
             )
             .map(Duration::from_millis)?,
+            max_processes: parse_positive(
+                &get,
+                "OPENSKILL_MAX_PROCESSES",
+                invoke_defaults.max_processes as u64,
+            )? as usize,
             debug: match get("OPENSKILL_DEBUG").as_deref().map(str::trim) {
                 None | Some("0") | Some("false") => false,
                 Some("1") | Some("true") => true,

@@ -41,6 +41,19 @@ pub fn extract(text: &str) -> Option<(Map<String, Value>, RepairLevel)> {
         .map(|o| (o, RepairLevel::DeterministicGeneric))
 }
 
+/// The last JSON object in `text`: the whole text, else the last balanced `{...}` that parses
+/// (the rule of the invoke host's programs, whose stdout may carry noise before the answer).
+pub fn last_object(text: &str) -> Option<Map<String, Value>> {
+    if let Ok(Value::Object(o)) = serde_json::from_str(text.trim()) {
+        return Some(o);
+    }
+    let mut start = text.len().saturating_sub(SEARCH_TAIL_BYTES);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    last_balanced_object(&text[start..])
+}
+
 fn last_fenced_object(text: &str) -> Option<Map<String, Value>> {
     let mut found = None;
     let mut rest = text;
@@ -191,23 +204,29 @@ pub fn classify(answer: Map<String, Value>) -> TurnOutcome {
     TurnOutcome::Final(Value::Object(answer))
 }
 
-fn reported(error: Option<&Value>) -> Reported {
+/// The failure an `error` value (a string or `{code?, message?, details?}`) describes.
+pub fn reported(error: Option<&Value>) -> Reported {
     let text = |message: String| Reported {
         code: None,
         message,
         details: None,
     };
+    const NO_MESSAGE: &str = "The engine reported an error without a message";
     match error {
         Some(Value::String(s)) if !s.is_empty() => text(s.clone()),
-        Some(Value::Object(e)) => match e.get("message").and_then(Value::as_str) {
-            Some(message) => Reported {
-                code: e.get("code").and_then(Value::as_str).map(str::to_owned),
-                message: message.to_owned(),
-                details: e.get("details").cloned(),
-            },
-            None => text(Value::Object(e.clone()).to_string()),
-        },
-        _ => text("The engine reported an error without a message".to_owned()),
+        Some(Value::Object(e)) => {
+            let code = e.get("code").and_then(Value::as_str).map(str::to_owned);
+            let message = e.get("message").and_then(Value::as_str);
+            match (code, message) {
+                (None, None) => text(Value::Object(e.clone()).to_string()),
+                (code, message) => Reported {
+                    code,
+                    message: message.unwrap_or(NO_MESSAGE).to_owned(),
+                    details: e.get("details").cloned(),
+                },
+            }
+        }
+        _ => text(NO_MESSAGE.to_owned()),
     }
 }
 

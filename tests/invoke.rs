@@ -126,8 +126,13 @@ async fn the_seed_curl_example_and_trace_ids() {
         assert_eq!((status, code(&body)), (400, "INVALID_ARGUMENT"), "{input}");
         assert_eq!(body["error"]["details"]["field"], "text", "{input}");
     }
-    // One log line per call, with the fields an operator greps for.
+    // One log line per call (two calls carried demo-123), with the fields an operator greps for.
     let log = server.log();
+    let lines = log
+        .lines()
+        .filter(|l| l.contains("trace_id=\"demo-123\""))
+        .count();
+    assert_eq!(lines, 2, "{log}");
     let line = log
         .lines()
         .find(|l| l.contains("invoke") && l.contains("trace_id=\"demo-123\""))
@@ -178,7 +183,7 @@ async fn request_errors_answer_in_the_envelope() {
         assert_eq!((got, code(&body)), (status, expected), "{path}: {body}");
         assert_eq!(header.as_deref(), Some("t"));
     }
-    for id in ["..x", &"a".repeat(65), "a%20b"] {
+    for id in ["..x", &"a".repeat(65), "a%20b", "%FF"] {
         let (status, _, body) = invoke_raw(
             &server,
             &format!("/skills/{id}:invoke"),
@@ -519,6 +524,27 @@ print(json.dumps({"success": True, "data": {"upper": text.upper(), "cwd": os.get
         "import json, sys\nprint('debug noise')\nprint(json.dumps({'n': json.load(sys.stdin)['input']['n'] + 1}))\n",
     );
     write_exec(&cli, "hello.py", "print('hello')\n");
+    // Bare objects are data whatever their keys; the answer is the last object printed.
+    write_exec(
+        &cli,
+        "keys.py",
+        "import json\nprint('```json\\n{\"example\": true}\\n```')\nprint(json.dumps({'outcome': 'error', 'action': 'ask_user', 'rows': 3}))\n",
+    );
+    write_exec(
+        &cli,
+        "refuse.py",
+        "import json\nprint(json.dumps({'success': False, 'message': 'bad input'}))\n",
+    );
+    write_exec(
+        &cli,
+        "coded.py",
+        "import json\nprint(json.dumps({'success': False, 'error': {'code': 'FORBIDDEN_PATH', 'details': {'field': 'p'}}}))\n",
+    );
+    write_exec(
+        &cli,
+        "noisy.py",
+        "import json, sys\nsys.stderr.write('e' * (11 * 1024 * 1024))\nprint(json.dumps({'ok': 1}))\n",
+    );
     write_exec(
         &cli,
         "crash.py",
@@ -570,6 +596,11 @@ print(json.dumps({"success": True, "data": {"upper": text.upper(), "cwd": os.get
     )
     .unwrap();
     std::fs::write(manifests.join("broken.yaml"), "id: [\n").unwrap();
+    std::fs::write(
+        manifests.join("calc2.yaml"),
+        "id: calc2\ntype: inproc\nentry: calculator\ninput_schema:\n  type: object\n",
+    )
+    .unwrap();
     let server = TestServer::start_with(dirs.clone(), &[]);
 
     let (status, body) = invoke(&server, "upper", json!({"text": "abc"})).await;
@@ -590,6 +621,27 @@ print(json.dumps({"success": True, "data": {"upper": text.upper(), "cwd": os.get
     assert_eq!(body["error"]["details"]["field"], "text");
     let (status, body) = invoke(&server, "bare", json!({"n": 1})).await;
     assert_eq!((status, &body["data"]), (200, &json!({"n": 2})), "{body}");
+
+    let (status, body) = invoke(&server, "keys", json!({})).await;
+    assert_eq!(
+        (status, &body["data"]),
+        (
+            200,
+            &json!({"outcome": "error", "action": "ask_user", "rows": 3})
+        ),
+        "{body}"
+    );
+    let (status, body) = invoke(&server, "refuse", json!({})).await;
+    assert_eq!(
+        (status, code(&body), &body["error"]["message"]),
+        (500, "INTERNAL", &json!("bad input")),
+        "{body}"
+    );
+    let (status, body) = invoke(&server, "coded", json!({})).await;
+    assert_eq!((status, code(&body)), (403, "FORBIDDEN_PATH"), "{body}");
+    assert_eq!(body["error"]["details"]["field"], "p");
+    let (status, body) = invoke(&server, "noisy", json!({})).await;
+    assert_eq!((status, &body["data"]), (200, &json!({"ok": 1})), "{body}");
 
     let (status, body) = invoke(&server, "hello", json!({})).await;
     assert_eq!((status, code(&body)), (500, "INTERNAL"), "{body}");
@@ -665,7 +717,37 @@ print(json.dumps({"success": True, "data": {"upper": text.upper(), "cwd": os.get
             .contains("output_schema")
     );
     let (status, body) = invoke(&server, "gone", json!({})).await;
-    assert_eq!((status, code(&body)), (404, "NOT_FOUND"), "{body}");
+    assert_eq!((status, code(&body)), (500, "INTERNAL"), "{body}");
+    assert!(
+        !body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nowhere"),
+        "no server paths: {body}"
+    );
+    // A built-in under a manifest with a looser schema still checks its own.
+    for bad in [
+        json!({"numbers": [], "ops": ["median"]}),
+        json!({"numbers": ["1", 2], "ops": ["sum"]}),
+    ] {
+        let (status, body) = invoke(&server, "calc2", bad.clone()).await;
+        assert_eq!(
+            (status, code(&body)),
+            (400, "INVALID_ARGUMENT"),
+            "{bad}: {body}"
+        );
+    }
+    let (status, body) = invoke(
+        &server,
+        "calc2",
+        json!({"numbers": [2, 4], "ops": ["mean"]}),
+    )
+    .await;
+    assert_eq!(
+        (status, &body["data"]["results"]["mean"]),
+        (200, &json!(3.0)),
+        "{body}"
+    );
     let (status, body) = invoke(&server, "boxed", json!({})).await;
     assert_eq!((status, code(&body)), (500, "INTERNAL"), "{body}");
     assert_eq!(body["meta"]["runner_type"], "docker:python");
@@ -757,6 +839,10 @@ async fn http_skills_and_their_failure_modes() {
             }),
         )
         .route("/text", post(|| async { "hello" }))
+        .route("/teapot", post(|| async {
+            (axum::http::StatusCode::IM_A_TEAPOT, axum::Json(json!({"success": true, "data": {}})))
+        }))
+        .route("/huge", post(|| async { "x".repeat(11 * 1024 * 1024) }))
         .route("/slow", post(|| async {
             tokio::time::sleep(Duration::from_secs(5)).await;
             axum::Json(json!({}))
@@ -779,6 +865,8 @@ async fn http_skills_and_their_failure_modes() {
         ("refuse", format!("http://{addr}/refuse"), 5000),
         ("text", format!("http://{addr}/text"), 5000),
         ("slow", format!("http://{addr}/slow"), 300),
+        ("teapot", format!("http://{addr}/teapot"), 5000),
+        ("huge", format!("http://{addr}/huge"), 5000),
         ("closed", format!("http://{closed}/x"), 5000),
     ] {
         let manifest = json!({"id": id, "type": "http", "entry": url, "timeout_ms": timeout});
@@ -823,15 +911,24 @@ async fn http_skills_and_their_failure_modes() {
     let (status, result) = invoke(&server, "slow", json!({})).await;
     assert_eq!((status, code(&result)), (504, "TIMEOUT"), "{result}");
     assert!(started.elapsed() < Duration::from_millis(1300));
+    for skill in ["teapot", "huge"] {
+        let (status, result) = invoke(&server, skill, json!({})).await;
+        assert_eq!(
+            (status, code(&result)),
+            (500, "INTERNAL"),
+            "{skill}: {result}"
+        );
+    }
     let (status, result) = invoke(&server, "closed", json!({})).await;
     assert_eq!((status, code(&result)), (500, "INTERNAL"), "{result}");
     assert!(
         result["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("cannot reach"),
+            .contains("cannot be reached"),
         "{result}"
     );
+    assert!(!result.to_string().contains("127.0.0.1"), "{result}");
 }
 
 /// A script package: the job API and invoke run the same entrypoint the same way.
@@ -856,6 +953,10 @@ async fn invoke_and_a_job_of_one_script_skill_give_the_same_data() {
         .file(
             "assets/output.schema.json",
             json!({"type": "object", "required": ["summary"], "properties": {"summary": {"type": "string"}}}).to_string(),
+        )
+        .file(
+            "assets/parameter.schema.json",
+            json!({"type": "object", "properties": {"depth": {"type": "integer"}}}).to_string(),
         );
     let server = TestServer::with_skills(&[package], &[]);
     let input = json!({"text": "one runner core for all"});
@@ -913,4 +1014,32 @@ async fn routing_helper() {
         assert_eq!(status, 422, "{bad}");
         assert!(body["detail"].is_array(), "{body}");
     }
+}
+
+#[tokio::test]
+async fn program_slots_bound_concurrent_calls() {
+    let dirs = TestDirs::new();
+    let cli = dirs.root.join("skills_cli");
+    write_exec(
+        &cli,
+        "nap.py",
+        "import json, time\ntime.sleep(1.5)\nprint(json.dumps({'slept': True}))\n",
+    );
+    let manifests = dirs.root.join("skills_manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    std::fs::write(
+        manifests.join("quick.yaml"),
+        "id: quick\ntype: cli\nruntime: python\nentry: ./skills_cli/nap.py\ntimeout_ms: 400\n",
+    )
+    .unwrap();
+    let server = TestServer::start_with(dirs, &[("OPENSKILL_MAX_PROCESSES", "1")]);
+    let first = invoke(&server, "nap", json!({}));
+    let second = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        invoke(&server, "quick", json!({})).await
+    };
+    let ((s1, b1), (s2, b2)) = tokio::join!(first, second);
+    assert_eq!((s1, &b1["data"]), (200, &json!({"slept": true})), "{b1}");
+    assert_eq!((s2, code(&b2)), (504, "TIMEOUT"), "{b2}");
+    assert_eq!(b2["error"]["details"]["reason"], "busy", "{b2}");
 }

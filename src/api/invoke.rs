@@ -7,7 +7,7 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -43,11 +43,16 @@ const INVOKE_SUFFIX: &str = ":invoke";
     ))]
 pub async fn invoke(
     State(state): State<AppState>,
-    Path(target): Path<String>,
+    target: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let trace_id = result::trace_id(headers.get("x-trace-id").map(HeaderValue::as_bytes));
+    let target = match target {
+        Ok(Path(target)) => target,
+        // Not UTF-8 once percent-decoded: no id of ours looks like that.
+        Err(_) => String::from("\u{fffd}:invoke"),
+    };
     let (skill_id, body) = match target.strip_suffix(INVOKE_SUFFIX) {
         Some(id) => (id.to_owned(), parse_body(body)),
         None => {
@@ -63,11 +68,19 @@ pub async fn invoke(
     let cancel = CancellationToken::new();
     let _guard = cancel.clone().drop_guard();
     let host = state.invoke.clone();
-    let call = tokio::spawn(async move { host.invoke(&skill_id, body, trace_id, &cancel).await });
+    let (id, trace) = (skill_id.clone(), trace_id.clone());
+    let call = tokio::spawn(async move { host.invoke(&id, body, trace, &cancel).await });
     match call.await {
         Ok(result) => respond(result),
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(e) => ApiError::Internal(e.into()).into_response(),
+        Err(e) => {
+            // A bug, not the caller's fault: still the envelope, the header and the log line.
+            tracing::error!(error = %e, "an invoke call panicked");
+            let failed = Err(SkillError::internal("the call failed unexpectedly"));
+            let started = std::time::Instant::now();
+            respond(crate::invoke::record(
+                &skill_id, trace_id, None, failed, started,
+            ))
+        }
     }
 }
 

@@ -24,7 +24,8 @@ use serde_json::{Value, json};
 
 use super::builtin::Builtin;
 use crate::config::InvokeConfig;
-use crate::skill::{Registry, SkillManifest};
+use crate::skill::schema::Schema;
+use crate::skill::{ExecutionMode, Registry, SkillManifest};
 
 /// Skill ids of the invoke host.
 pub fn is_valid_id(id: &str) -> bool {
@@ -88,25 +89,6 @@ impl Source {
             Source::CliDir(p) => json!({"kind": "cli_dir", "path": p}),
             Source::Package(p) => json!({"kind": "package", "path": p}),
         }
-    }
-}
-
-/// A compiled JSON Schema with the document it came from.
-#[derive(Debug, Clone)]
-pub struct Schema {
-    pub doc: Value,
-    pub validator: Arc<jsonschema::Validator>,
-}
-
-impl Schema {
-    fn compile(doc: Value) -> Result<Self, String> {
-        jsonschema::meta::validate(&doc).map_err(|e| format!("not a valid JSON Schema: {e}"))?;
-        let validator =
-            jsonschema::validator_for(&doc).map_err(|e| format!("cannot be compiled: {e}"))?;
-        Ok(Self {
-            doc,
-            validator: Arc::new(validator),
-        })
     }
 }
 
@@ -385,12 +367,37 @@ fn load(config: &InvokeConfig, files: &[PathBuf], packages: &[Arc<SkillManifest>
             ));
             continue;
         }
-        let schema = |doc: &Value| Schema::compile(doc.clone()).ok();
+        if !package.execution_modes.contains(&ExecutionMode::Auto) {
+            problems.push(problem(
+                &package.path,
+                format!(
+                    "package '{}' has no auto execution mode; invoke calls run in auto mode",
+                    package.id
+                ),
+            ));
+            continue;
+        }
+        let compiled = [
+            &package.schema_docs.input,
+            &package.schema_docs.parameter,
+            &package.schema_docs.output,
+        ]
+        .map(|doc| Schema::compile(doc.clone()));
+        let [Ok(input), Ok(_), Ok(output)] = compiled else {
+            problems.push(problem(
+                &package.path,
+                format!(
+                    "package '{}' has a schema that cannot be compiled",
+                    package.id
+                ),
+            ));
+            continue;
+        };
         defined.push(InvocableSkill {
             version: package.version.clone(),
             description: package.description.clone(),
-            input_schema: schema(&package.schema_docs.input),
-            output_schema: schema(&package.schema_docs.output),
+            input_schema: Some(input),
+            output_schema: Some(output),
             ..base(
                 package.id.clone(),
                 Runner::Script(package.clone()),
@@ -401,9 +408,7 @@ fn load(config: &InvokeConfig, files: &[PathBuf], packages: &[Arc<SkillManifest>
     for builtin in Builtin::ALL {
         defined.push(InvocableSkill {
             description: Some(builtin.description().into()),
-            input_schema: Some(
-                Schema::compile(builtin.input_schema()).expect("built-in schemas compile"),
-            ),
+            input_schema: Some(builtin.schema().clone()),
             ..base(
                 builtin.id().into(),
                 Runner::Builtin(builtin),
@@ -501,6 +506,17 @@ fn manifest(config: &InvokeConfig, path: &Path) -> Result<(InvocableSkill, Vec<S
             .transpose()
             .map_err(|e| format!("{field} is {e}"))
     };
+    let mut input_schema = schema("input_schema", file.input_schema)?;
+    match &runner {
+        // A built-in always gets at least its own schema (the host checks it in any case).
+        Runner::Builtin(builtin) if input_schema.is_none() => {
+            input_schema = Some(builtin.schema().clone());
+        }
+        Runner::Cli { entry, .. } if !entry.is_file() => {
+            warnings.push(format!("entry '{}' does not exist (yet)", entry.display()));
+        }
+        _ => {}
+    }
     let version = match file.version {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s),
@@ -512,7 +528,7 @@ fn manifest(config: &InvokeConfig, path: &Path) -> Result<(InvocableSkill, Vec<S
             runner,
             version,
             description: file.description,
-            input_schema: schema("input_schema", file.input_schema)?,
+            input_schema,
             output_schema: schema("output_schema", file.output_schema)?,
             timeout,
             allowed_root,

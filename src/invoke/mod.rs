@@ -24,8 +24,9 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::process::Supervisor;
 use crate::skill::Registry;
+use crate::skill::schema::{self, Schema};
 use builtin::Ctx;
-use catalog::{Catalogs, InvocableSkill, Runner, Schema};
+use catalog::{Catalogs, InvocableSkill, Runner};
 use paths::AllowedRoot;
 use result::{ErrorCode, Meta, Output, SkillError, SkillResult};
 use runners::{ProgramCall, Scratch};
@@ -42,6 +43,8 @@ pub struct Host {
     http: reqwest::Client,
     scratch_dir: PathBuf,
     debug: bool,
+    /// Programs running at once.
+    processes: tokio::sync::Semaphore,
 }
 
 impl Host {
@@ -70,6 +73,7 @@ impl Host {
             http: reqwest::Client::builder().build()?,
             scratch_dir,
             debug: config.invoke.debug,
+            processes: tokio::sync::Semaphore::new(config.invoke.max_processes),
         })
     }
 
@@ -89,34 +93,7 @@ impl Host {
     ) -> SkillResult {
         let started = std::time::Instant::now();
         let (skill, outcome) = self.dispatch(skill_id, body, &trace_id, cancel).await;
-        let result = SkillResult {
-            success: outcome.is_ok(),
-            skill_id: skill_id.to_owned(),
-            trace_id,
-            meta: Meta {
-                latency_ms: started.elapsed().as_millis() as u64,
-                version: skill
-                    .as_ref()
-                    .and_then(|s| s.version.clone())
-                    .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_owned()),
-                truncated: outcome.as_ref().ok().and_then(|o| o.truncated),
-                runner_type: skill.as_ref().map(|s| s.runner.runner_type()),
-            },
-            data: outcome.as_ref().ok().map(|o| o.data.clone()),
-            error: outcome.err(),
-        };
-        let error = result.error.as_ref();
-        tracing::info!(
-            trace_id = result.trace_id,
-            skill_id = result.skill_id,
-            runner_type = result.meta.runner_type.as_deref().unwrap_or("-"),
-            latency_ms = result.meta.latency_ms,
-            success = result.success,
-            error_code = error.map_or("-", |e| e.code.as_str()),
-            error_message = error.map_or("-", |e| e.message.as_str()),
-            "invoke"
-        );
-        result
+        record(skill_id, trace_id, skill.as_deref(), outcome, started)
     }
 
     async fn dispatch(
@@ -154,34 +131,35 @@ impl Host {
         trace_id: &str,
         cancel: &CancellationToken,
     ) -> Result<Output, SkillError> {
-        let input = match body {
-            Value::Object(mut body) => match body.remove("input") {
-                Some(input @ Value::Object(_)) => input,
-                Some(_) => return Err(SkillError::invalid("input", "must be a JSON object")),
-                None => return Err(SkillError::invalid("input", "is required")),
-            },
-            _ => {
-                return Err(SkillError::invalid(
-                    "body",
-                    "must be a JSON object {\"input\": {...}}",
-                ));
-            }
+        let Value::Object(mut body) = body else {
+            return Err(SkillError::invalid(
+                "body",
+                "must be a JSON object {\"input\": {...}}",
+            ));
+        };
+        let input = match body.remove("input") {
+            Some(input @ Value::Object(_)) => input,
+            Some(_) => return Err(SkillError::invalid("input", "must be a JSON object")),
+            None => return Err(SkillError::invalid("input", "is required")),
         };
         if let Some(schema) = &skill.input_schema {
             check(schema, &input, ErrorCode::InvalidArgument)?;
         }
         let deadline = tokio::time::Instant::now() + skill.timeout;
         let output = match &skill.runner {
-            Runner::Builtin(builtin) => self.builtin(*builtin, skill, input, deadline).await,
+            Runner::Builtin(builtin) => {
+                // A manifest may give a built-in a schema of its own; the built-in's still holds.
+                let own = builtin.schema();
+                if !skill.input_schema.as_ref().is_some_and(|s| s.same_as(own)) {
+                    check(own, &input, ErrorCode::InvalidArgument)?;
+                }
+                self.builtin(*builtin, skill, input, deadline).await
+            }
             Runner::Cli { python, entry } => {
-                if !entry.is_file() {
-                    return Err(SkillError::new(
-                        ErrorCode::NotFound,
-                        format!(
-                            "the entry of skill '{}' ({}) does not exist",
-                            skill.id,
-                            entry.display()
-                        ),
+                if !tokio::fs::try_exists(entry).await.unwrap_or(false) {
+                    tracing::warn!(skill_id = skill.id, entry = %entry.display(), "the entry of an invoke skill is missing");
+                    return Err(SkillError::internal(
+                        "the skill's program is missing on the server",
                     ));
                 }
                 let entry = entry.to_string_lossy().into_owned();
@@ -198,25 +176,28 @@ impl Host {
                     ("OPENSKILL_SKILL_ID".into(), skill.id.clone()),
                     ("OPENSKILL_TRACE_ID".into(), trace_id.to_owned()),
                 ];
+                let _slot = self.program_slot(skill, deadline).await?;
                 let scratch = Scratch::create(&self.scratch_dir, self.debug).await?;
-                runners::cli(
-                    &self.program_call(skill, deadline, cancel),
-                    &scratch,
-                    argv,
-                    env,
-                    &input,
-                )
-                .await
+                let call = self.program_call(skill, deadline, cancel);
+                runners::cli(&call, &scratch, argv, env, &input).await
             }
             Runner::Script(manifest) => {
+                // Script packages take the job's `parameter` too (optional in the body).
+                let parameter = match body.remove("parameter") {
+                    None | Some(Value::Null) => json!({}),
+                    Some(p @ Value::Object(_)) => p,
+                    Some(_) => {
+                        return Err(SkillError::invalid("parameter", "must be a JSON object"));
+                    }
+                };
+                let problems = schema::problems(&manifest.schema_docs.parameter, &parameter);
+                if let Some(first) = problems.first() {
+                    return Err(SkillError::invalid("parameter", first.to_string()));
+                }
+                let _slot = self.program_slot(skill, deadline).await?;
                 let scratch = Scratch::create(&self.scratch_dir, self.debug).await?;
-                runners::script(
-                    &self.program_call(skill, deadline, cancel),
-                    &scratch,
-                    manifest,
-                    &input,
-                )
-                .await
+                let call = self.program_call(skill, deadline, cancel);
+                runners::script(&call, &scratch, manifest, &input, &parameter).await
             }
             Runner::Http { url } => {
                 runners::http(&self.http, url, &input, trace_id, skill.timeout).await
@@ -235,6 +216,27 @@ impl Host {
             })?;
         }
         Ok(output)
+    }
+
+    /// A place among the programs running at once (`OPENSKILL_MAX_PROCESSES`); waiting for one
+    /// counts against the call's time limit.
+    async fn program_slot(
+        &self,
+        skill: &InvocableSkill,
+        deadline: tokio::time::Instant,
+    ) -> Result<tokio::sync::SemaphorePermit<'_>, SkillError> {
+        match tokio::time::timeout_at(deadline, self.processes.acquire()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            Ok(Err(_)) => Err(SkillError::internal("the service is shutting down")),
+            Err(_) => {
+                let ms = skill.timeout.as_millis() as u64;
+                Err(SkillError::new(
+                    ErrorCode::Timeout,
+                    format!("no program slot became free within {ms} ms (OPENSKILL_MAX_PROCESSES)"),
+                )
+                .with_details(json!({"timeout_ms": ms, "reason": "busy"})))
+            }
+        }
     }
 
     fn program_call<'a>(
@@ -285,46 +287,74 @@ impl Host {
                 tracing::error!(error = %e, skill = builtin.id(), "built-in skill panicked");
                 Err(SkillError::internal("the skill failed unexpectedly"))
             }
-            Err(_) => Err(runners::timed_out(skill.timeout)),
+            Err(_) => {
+                let ms = skill.timeout.as_millis() as u64;
+                Err(SkillError::new(
+                    ErrorCode::Timeout,
+                    format!("no program slot became free within {ms} ms (OPENSKILL_MAX_PROCESSES)"),
+                )
+                .with_details(json!({"timeout_ms": ms, "reason": "busy"})))
+            }
         }
     }
 }
 
+/// The result of a call that began at `started`, logged as the call's one line.
+pub fn record(
+    skill_id: &str,
+    trace_id: String,
+    skill: Option<&InvocableSkill>,
+    outcome: Result<Output, SkillError>,
+    started: std::time::Instant,
+) -> SkillResult {
+    let (data, truncated, error) = match outcome {
+        Ok(output) => (Some(output.data), output.truncated, None),
+        Err(error) => (None, None, Some(error)),
+    };
+    let result = SkillResult {
+        success: error.is_none(),
+        skill_id: skill_id.to_owned(),
+        trace_id,
+        data,
+        error,
+        meta: Meta {
+            latency_ms: started.elapsed().as_millis() as u64,
+            version: skill
+                .and_then(|s| s.version.clone())
+                .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_owned()),
+            truncated,
+            runner_type: skill.map(|s| s.runner.runner_type()),
+        },
+    };
+    let error = result.error.as_ref();
+    tracing::info!(
+        trace_id = result.trace_id,
+        skill_id = result.skill_id,
+        runner_type = result.meta.runner_type.as_deref().unwrap_or("-"),
+        latency_ms = result.meta.latency_ms,
+        success = result.success,
+        error_code = error.map_or("-", |e| e.code.as_str()),
+        error_message = error.map_or("-", |e| e.message.as_str()),
+        "invoke"
+    );
+    result
+}
+
 /// Validates `value` against `schema`; the first problem names its field.
 fn check(schema: &Schema, value: &Value, code: ErrorCode) -> Result<(), SkillError> {
-    let errors: Vec<Value> = schema
-        .validator
-        .iter_errors(value)
-        .take(20)
-        .map(|e| {
-            let mut field = e
-                .instance_path()
-                .to_string()
-                .trim_start_matches('/')
-                .to_owned();
-            if let jsonschema::error::ValidationErrorKind::Required { property } = e.kind() {
-                let name = property
-                    .as_str()
-                    .map_or_else(|| property.to_string(), str::to_owned);
-                field = if field.is_empty() {
-                    name
-                } else {
-                    format!("{field}/{name}")
-                };
-            }
-            json!({"field": field, "reason": e.to_string()})
-        })
-        .collect();
-    let Some(first) = errors.first() else {
+    let problems = schema.problems(value);
+    let Some(first) = problems.first() else {
         return Ok(());
     };
-    let field = first["field"].as_str().unwrap_or_default().to_owned();
-    let reason = first["reason"].as_str().unwrap_or_default().to_owned();
-    let message = if field.is_empty() {
-        reason.clone()
+    let message = if first.field.is_empty() {
+        first.reason.clone()
     } else {
-        format!("{field}: {reason}")
+        format!("{}: {}", first.field, first.reason)
     };
+    let errors: Vec<Value> = problems
+        .iter()
+        .map(|p| json!({"field": p.field, "reason": p.reason}))
+        .collect();
     Err(SkillError::new(code, message)
-        .with_details(json!({"field": field, "reason": reason, "errors": errors})))
+        .with_details(json!({"field": first.field, "reason": first.reason, "errors": errors})))
 }

@@ -73,8 +73,8 @@ impl AllowedRoot {
             .split('/')
             .filter(|c| !c.is_empty() && *c != ".")
             .collect();
-        let from_cwd =
-            raw.starts_with("./") || parts.first().copied() == self.cwd_prefix.as_deref();
+        let from_cwd = raw.starts_with("./")
+            || (self.cwd_prefix.is_some() && parts.first().copied() == self.cwd_prefix.as_deref());
         let base = if from_cwd { &self.cwd } else { &self.root };
         let lexical = parts.iter().fold(base.clone(), |p, c| p.join(c));
         if !lexical.starts_with(&self.root) {
@@ -82,9 +82,9 @@ impl AllowedRoot {
         }
         let real = match std::fs::canonicalize(&lexical) {
             Ok(real) => real,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                // A missing name under a symlink that leaves the root is still outside; the
-                // answer must not tell what exists out there.
+            Err(e) => {
+                // Whatever the error, a name under a symlink that leaves the root is outside;
+                // the answer must not tell what exists (or is a file) out there.
                 let outside = lexical
                     .ancestors()
                     .find_map(|a| std::fs::canonicalize(a).ok())
@@ -92,16 +92,16 @@ impl AllowedRoot {
                 if outside {
                     return forbidden("resolves (through a symlink) outside the allowed root");
                 }
-                return Err(SkillError::new(
-                    ErrorCode::NotFound,
-                    format!("{field} '{raw}' does not exist"),
-                )
-                .with_details(serde_json::json!({"field": field, "path": raw})));
-            }
-            Err(e) => {
-                return Err(SkillError::internal(format!(
-                    "{field} '{raw}' cannot be resolved: {e}"
-                )));
+                return Err(match e.kind() {
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory => {
+                        SkillError::new(
+                            ErrorCode::NotFound,
+                            format!("{field} '{raw}' does not exist"),
+                        )
+                        .with_details(serde_json::json!({"field": field, "path": raw}))
+                    }
+                    _ => SkillError::forbidden(field, raw, "cannot be resolved"),
+                });
             }
         };
         if !real.starts_with(&self.root) {
@@ -113,9 +113,20 @@ impl AllowedRoot {
     /// `<root>/<dir>`, created if missing, when it still lies inside the root.
     pub fn output_dir(&self, dir: &str) -> Result<PathBuf, SkillError> {
         let path = self.root.join(dir);
-        std::fs::create_dir_all(&path)
-            .map_err(|e| SkillError::internal(format!("cannot create '{dir}': {e}")))?;
-        self.resolve("output", dir)
+        let real = std::fs::create_dir_all(&path)
+            .and_then(|()| std::fs::canonicalize(&path))
+            .map_err(|e| {
+                tracing::warn!(path = %path.display(), error = %e, "cannot create an output folder");
+                SkillError::internal(format!("the output folder '{dir}' cannot be created"))
+            })?;
+        if !real.starts_with(&self.root) {
+            return Err(SkillError::forbidden(
+                "output",
+                dir,
+                "resolves (through a symlink) outside the allowed root",
+            ));
+        }
+        Ok(real)
     }
 
     /// `path` (inside the root) as the root-relative form inputs accept, `/`-separated.
@@ -202,6 +213,53 @@ mod tests {
         assert_eq!(e.code, ErrorCode::NotFound);
         let e = root.resolve("root_dir", "").unwrap_err();
         assert_eq!(e.code, ErrorCode::InvalidArgument);
+    }
+
+    #[test]
+    fn a_root_outside_the_working_directory() {
+        let (tmp, _) = fixture();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        std::fs::create_dir_all(base.join("data/out")).unwrap();
+        // `new` reads the real working directory, which does not hold this root.
+        let root = AllowedRoot::new(base.join("data"));
+        assert_eq!(root.cwd_prefix, None);
+        for ok in [".", "docs", "logs/app.log", "data"] {
+            let r = root.resolve("root_dir", ok);
+            assert!(r.is_ok() || ok == "data", "{ok}: {r:?}");
+        }
+        assert_eq!(
+            root.resolve("root_dir", "data").unwrap_err().code,
+            ErrorCode::NotFound
+        );
+        assert_eq!(
+            root.resolve("root_dir", "./docs").unwrap_err().code,
+            ErrorCode::ForbiddenPath
+        );
+    }
+
+    #[test]
+    fn errors_do_not_tell_what_exists_outside() {
+        let (tmp, root) = fixture();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        std::os::unix::fs::symlink(base.join("secret"), base.join("data/olink")).unwrap();
+        // `secret/s` exists (a file), `secret/g` does not: both answers are the same.
+        for probe in ["olink/s/x", "olink/g/x", "olink/s", "olink/g"] {
+            let e = root.resolve("root_dir", probe).unwrap_err();
+            assert_eq!(e.code, ErrorCode::ForbiddenPath, "{probe}: {e:?}");
+        }
+        let e = root.resolve("root_dir", "logs/app.log/x").unwrap_err();
+        assert_eq!(e.code, ErrorCode::NotFound, "{e:?}");
+        std::os::unix::fs::symlink(base.join("data/loop"), base.join("data/loop")).unwrap();
+        assert_eq!(
+            root.resolve("root_dir", "loop").unwrap_err().code,
+            ErrorCode::ForbiddenPath
+        );
+        // An output folder that is a symlink out of the root is refused.
+        std::os::unix::fs::symlink(base.join("secret"), base.join("data/out")).unwrap();
+        assert_eq!(
+            root.output_dir("out").unwrap_err().code,
+            ErrorCode::ForbiddenPath
+        );
     }
 
     #[test]

@@ -1,9 +1,12 @@
 //! The runners that leave this process: programs (`cli:python`, `cli:exec` and installed
 //! `script` packages) under the job core's supervisor, and remote `http` skills.
 //!
-//! Both read an answer the same way: the last JSON object printed (or the response body).
-//! A Normalized Skill Result is unwrapped (its `error.code` kept when it is one of ours), any
-//! other object is the data. No JSON at all is `INTERNAL` with a preview of what came instead.
+//! `cli:*` and `http` skills answer under the contract of the user's documents: the last JSON
+//! object printed (or the response body); an object with a boolean `success` is a Normalized
+//! Skill Result and is unwrapped (its `error.code` kept when it is one of ours), any other
+//! object is the data. `script` packages answer exactly as in a job run (the job core's
+//! extraction and classification), so both give the same data. No JSON at all is `INTERNAL`
+//! with a preview of what came instead.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -89,7 +92,16 @@ pub async fn cli(
         output_limit: Some(MAX_OUTPUT),
     };
     let completed = run_program(call, spec).await?;
-    interpret(call, completed)
+    interpret(call, completed, Contract::Documents)
+}
+
+/// How a program's answer is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Contract {
+    /// `cli:*`: a Normalized Skill Result or a bare object.
+    Documents,
+    /// `script` packages: as a job turn.
+    Job,
 }
 
 /// An installed package's `entrypoint.script`, exactly as a job turn runs it (the scratch
@@ -99,6 +111,7 @@ pub async fn script(
     scratch: &Scratch,
     skill: &SkillManifest,
     input: &Value,
+    parameter: &Value,
 ) -> Result<Output, SkillError> {
     for sub in ["artifacts", "result"] {
         tokio::fs::create_dir_all(scratch.dir.join(sub))
@@ -110,7 +123,7 @@ pub async fn script(
         request_id: &scratch.id,
         run_dir: &scratch.dir,
         input,
-        parameter: &json!({}),
+        parameter,
         execution_mode: ExecutionMode::Auto,
         number: 1,
         reply: None,
@@ -121,7 +134,7 @@ pub async fn script(
         .map_err(|e| SkillError::internal(format!("{e:#}")))?;
     spec.output_limit = Some(MAX_OUTPUT);
     let completed = run_program(call, spec).await?;
-    interpret(call, completed)
+    interpret(call, completed, Contract::Job)
 }
 
 async fn run_program(call: &ProgramCall<'_>, spec: ProcessSpec) -> Result<Completed, SkillError> {
@@ -139,7 +152,11 @@ async fn run_program(call: &ProgramCall<'_>, spec: ProcessSpec) -> Result<Comple
 }
 
 /// A finished program's answer.
-fn interpret(call: &ProgramCall<'_>, done: Completed) -> Result<Output, SkillError> {
+fn interpret(
+    call: &ProgramCall<'_>,
+    done: Completed,
+    contract: Contract,
+) -> Result<Output, SkillError> {
     let with_stderr = |e: SkillError| {
         if !call.debug {
             return e;
@@ -158,12 +175,14 @@ fn interpret(call: &ProgramCall<'_>, done: Completed) -> Result<Output, SkillErr
         Exit::Canceled => return Err(SkillError::internal("the call was abandoned")),
         Exit::Exited { code } => code,
     };
+    let find = |text: &str| match contract {
+        Contract::Documents => output::last_object(text),
+        Contract::Job => output::extract(text).map(|(answer, _)| answer),
+    };
     // Scripts of the user's documents report failures as JSON on stderr with stdout empty.
-    let answer = output::extract(&done.stdout).or_else(|| {
-        done.stdout
-            .trim()
-            .is_empty()
-            .then(|| output::extract(&done.stderr))
+    let answer = find(&done.stdout).or_else(|| {
+        (contract == Contract::Documents && done.stdout.trim().is_empty())
+            .then(|| find(&done.stderr))
             .flatten()
     });
     let unreadable = |what: String| {
@@ -178,7 +197,7 @@ fn interpret(call: &ProgramCall<'_>, done: Completed) -> Result<Output, SkillErr
         })))
     };
     match answer {
-        Some((answer, _)) => match from_answer(answer) {
+        Some(answer) => match read_answer(answer, contract) {
             Ok(_) if code != Some(0) => Err(unreadable(format!(
                 "the skill printed a result but {}",
                 exit_text(code)
@@ -213,17 +232,31 @@ fn preview(text: &str) -> String {
 }
 
 /// An answer object → the call's outcome (see the module notes).
-fn from_answer(answer: Map<String, Value>) -> Result<Output, SkillError> {
-    let truncated = answer
-        .get("meta")
-        .and_then(|m| m.get("truncated"))
-        .and_then(Value::as_bool);
-    match output::classify(answer) {
-        TurnOutcome::Final(data) => Ok(Output { data, truncated }),
-        TurnOutcome::Error(reported) => Err(reported_error(reported)),
-        TurnOutcome::AskUser(_) => Err(SkillError::internal(
-            "the skill asked its user a question; invoke calls are not interactive",
-        )),
+fn read_answer(mut answer: Map<String, Value>, contract: Contract) -> Result<Output, SkillError> {
+    if contract == Contract::Job {
+        return match output::classify(answer) {
+            TurnOutcome::Final(data) => Ok(data.into()),
+            TurnOutcome::Error(reported) => Err(reported_error(reported)),
+            TurnOutcome::AskUser(_) => Err(SkillError::internal(
+                "the skill asked its user a question; invoke calls are not interactive",
+            )),
+        };
+    }
+    match answer.get("success") {
+        Some(Value::Bool(true)) => Ok(Output {
+            truncated: answer
+                .get("meta")
+                .and_then(|m| m.get("truncated"))
+                .and_then(Value::as_bool),
+            data: answer.remove("data").unwrap_or(Value::Null),
+        }),
+        Some(Value::Bool(false)) => {
+            let error = answer.get("error").filter(|e| !e.is_null());
+            Err(reported_error(output::reported(
+                error.or(answer.get("message")),
+            )))
+        }
+        _ => Ok(Value::Object(answer).into()),
     }
 }
 
@@ -272,13 +305,16 @@ pub async fn http(
     let (status, body) = match tokio::time::timeout(timeout, request).await {
         Err(_) => return Err(timed_out(timeout)),
         Ok(Err(e)) => {
-            return Err(SkillError::internal(format!("cannot reach {url}: {e}")));
+            tracing::warn!(url, error = %e, "an HTTP skill cannot be reached");
+            return Err(SkillError::internal(
+                "the skill's HTTP endpoint cannot be reached",
+            ));
         }
         Ok(Ok(answer)) => answer,
     };
     let Some(body) = body else {
         return Err(SkillError::internal(format!(
-            "the response of {url} is larger than {MAX_OUTPUT} bytes"
+            "the skill's HTTP response is larger than {MAX_OUTPUT} bytes"
         )));
     };
     let text = String::from_utf8_lossy(&body);
@@ -289,7 +325,7 @@ pub async fn http(
         }))
     };
     match serde_json::from_slice::<Value>(&body) {
-        Ok(Value::Object(answer)) => match from_answer(answer) {
+        Ok(Value::Object(answer)) => match read_answer(answer, Contract::Documents) {
             Ok(_) if !status.is_success() => {
                 Err(unreadable(format!("{url} answered HTTP {status}")))
             }

@@ -139,20 +139,8 @@ pub fn parameter(skill: &SkillManifest, parameter: &Value) -> ApiResult<()> {
 
 /// Every way `instance` breaks `schema`, as `message (Path: a/b)`.
 pub fn schema_errors(schema: &Value, instance: &Value) -> Vec<String> {
-    let validator = match jsonschema::validator_for(schema) {
-        Ok(v) => v,
-        Err(e) => return vec![format!("the schema itself is invalid: {e}")],
-    };
-    validator
-        .iter_errors(instance)
-        .map(|e| {
-            let path = e.instance_path().to_string();
-            let path = path.trim_start_matches('/');
-            if path.is_empty() {
-                e.to_string()
-            } else {
-                format!("{e} (Path: {path})")
-            }
-        })
+    crate::skill::schema::problems(schema, instance)
+        .iter()
+        .map(ToString::to_string)
         .collect()
 }

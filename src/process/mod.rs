@@ -41,7 +41,8 @@ pub struct ProcessSpec {
     pub stdin: Option<Vec<u8>>,
     pub stdout_log: PathBuf,
     pub stderr_log: PathBuf,
-    /// Most bytes either stream may write; past it the group is ended ([`Exit::TooMuchOutput`]).
+    /// Most bytes kept of each stream. More on stdout ends the group
+    /// ([`Exit::TooMuchOutput`]); more on stderr is read and dropped.
     pub output_limit: Option<u64>,
 }
 
@@ -64,7 +65,7 @@ pub enum Exit {
     TimedOut,
     /// A cancel ended it.
     Canceled,
-    /// It wrote more than [`ProcessSpec::output_limit`] to one stream.
+    /// It wrote more than [`ProcessSpec::output_limit`] to stdout.
     TooMuchOutput,
 }
 
@@ -177,19 +178,23 @@ impl Supervisor {
             _ => None,
         };
         let overflow = CancellationToken::new();
-        let copy = |from, to, on_output| {
-            let limit = spec.output_limit.map(|max| (max, overflow.clone()));
-            copy_to_log(from, to, on_output, limit)
-        };
-        let stdout = tokio::spawn(copy(
-            Box::new(child.stdout.take().expect("stdout is piped")) as Pipe,
+        let stdout = tokio::spawn(copy_to_log(
+            Box::new(child.stdout.take().expect("stdout is piped")),
             stdout_file,
             on_output.clone(),
+            spec.output_limit.map(|max| Limit {
+                max,
+                overflow: Some(overflow.clone()),
+            }),
         ));
-        let stderr = tokio::spawn(copy(
-            Box::new(child.stderr.take().expect("stderr is piped")) as Pipe,
+        let stderr = tokio::spawn(copy_to_log(
+            Box::new(child.stderr.take().expect("stderr is piped")),
             stderr_file,
             on_output,
+            spec.output_limit.map(|max| Limit {
+                max,
+                overflow: None,
+            }),
         ));
         Ok(Running {
             child,
@@ -240,10 +245,12 @@ impl Running {
     /// cases the group is terminated. Always leaves no process of the group alive.
     pub async fn wait(mut self, deadline: Instant, cancel: &CancellationToken) -> Finished {
         let exit = tokio::select! {
+            // Passing the output limit wins over an exit at the same moment.
+            biased;
+            () = self.overflow.cancelled() => Exit::TooMuchOutput,
             status = self.child.wait() => Exit::Exited { code: status.ok().and_then(|s| s.code()) },
             () = tokio::time::sleep_until(deadline) => Exit::TimedOut,
             () = cancel.cancelled() => Exit::Canceled,
-            () = self.overflow.cancelled() => Exit::TooMuchOutput,
         };
         if !matches!(exit, Exit::Exited { .. }) {
             self.terminate().await;
@@ -368,33 +375,43 @@ async fn append(path: &Path) -> std::io::Result<tokio::fs::File> {
 
 type Pipe = Box<dyn AsyncRead + Send + Unpin>;
 
-/// Appends everything `from` yields to `to`; each piece is in the file (flushed) before
-/// `on_output` announces it. With a `limit`, at most that many bytes are kept, and passing it
-/// fires the token and stops reading (the writer then gets a broken pipe).
+/// How much of a stream is kept, and what passing it does.
+struct Limit {
+    max: u64,
+    /// Fired (and the copy stopped, so the writer gets a broken pipe) when the stream passes
+    /// `max`; without it, the rest is read and dropped.
+    overflow: Option<CancellationToken>,
+}
+
+/// Appends everything `from` yields to `to`, up to the `limit`; each piece is in the file
+/// (flushed) before `on_output` announces it.
 async fn copy_to_log(
     mut from: Pipe,
     mut to: tokio::fs::File,
     on_output: Option<OnOutput>,
-    limit: Option<(u64, CancellationToken)>,
+    limit: Option<Limit>,
 ) -> std::io::Result<()> {
     let mut buf = vec![0u8; 64 * 1024];
     let mut written = 0u64;
     loop {
-        let mut n = from.read(&mut buf).await?;
+        let n = from.read(&mut buf).await?;
         if n == 0 {
             return Ok(());
         }
-        let over = limit.as_ref().filter(|(max, _)| written + n as u64 > *max);
-        if let Some((max, _)) = over {
-            n = (max - written) as usize;
+        let keep = limit
+            .as_ref()
+            .map_or(n, |l| n.min(l.max.saturating_sub(written) as usize));
+        if keep > 0 {
+            written += keep as u64;
+            to.write_all(&buf[..keep]).await?;
+            to.flush().await?;
+            if let Some(hook) = &on_output {
+                (hook.0)();
+            }
         }
-        written += n as u64;
-        to.write_all(&buf[..n]).await?;
-        to.flush().await?;
-        if let Some(hook) = &on_output {
-            (hook.0)();
-        }
-        if let Some((_, overflow)) = over {
+        if keep < n
+            && let Some(overflow) = limit.as_ref().and_then(|l| l.overflow.as_ref())
+        {
             overflow.cancel();
             return Ok(());
         }

@@ -2,6 +2,7 @@
 
 pub mod manifest;
 pub mod registry;
+pub mod schema;
 
 pub use manifest::{
     ArtifactSpec, ExecutionMode, InputSource, InvalidSkill, Rules, SchemaPaths, SkillManifest,

@@ -33,10 +33,19 @@ pub fn schema() -> Value {
 }
 
 pub fn run(input: &Value) -> Result<Output, SkillError> {
-    let numbers: Vec<f64> = input["numbers"]
+    // The host checked the schema; these hold for any caller all the same.
+    let numbers: Option<Vec<f64>> = input["numbers"]
         .as_array()
-        .map(|a| a.iter().filter_map(Value::as_f64).collect())
-        .unwrap_or_default();
+        .and_then(|a| a.iter().map(Value::as_f64).collect());
+    let numbers = match numbers {
+        Some(n) if !n.is_empty() => n,
+        _ => {
+            return Err(SkillError::invalid(
+                "numbers",
+                "must be a non-empty array of numbers",
+            ));
+        }
+    };
     let mut ops: Vec<&str> = Vec::new();
     for op in input["ops"].as_array().into_iter().flatten() {
         let op = op.as_str().unwrap_or_default();
@@ -105,6 +114,11 @@ fn sum(numbers: &[f64]) -> (f64, f64) {
 fn mean(numbers: &[f64]) -> f64 {
     let (hi, lo) = sum(numbers);
     let n = numbers.len() as f64;
+    if !hi.is_finite() {
+        // The sum overflows but the mean may not: average the scaled values instead.
+        let scaled: Vec<f64> = numbers.iter().map(|x| x / n).collect();
+        return sum(&scaled).0;
+    }
     let q = hi / n;
     // The remainder of `hi / n`, exact through a fused multiply-add, corrects the quotient.
     let r = (-q).mul_add(n, hi) + lo;
@@ -208,6 +222,14 @@ mod tests {
         assert_eq!(e.details.unwrap()["invalid_ops"], json!(["mode", "avg"]));
         let e = calc(json!({"numbers": [1e308, 1e308], "ops": ["sum"]})).unwrap_err();
         assert_eq!(e.code, ErrorCode::InvalidArgument);
+        let out = calc(json!({"numbers": [1e308, 1e308], "ops": ["mean"]})).unwrap();
+        assert_eq!(out["results"]["mean"], json!(1e308));
+        for bad in [
+            json!({"numbers": [], "ops": ["median"]}),
+            json!({"numbers": ["1", 2], "ops": ["sum"]}),
+        ] {
+            assert_eq!(calc(bad).unwrap_err().details.unwrap()["field"], "numbers");
+        }
         let e = calc(json!({"numbers": [1], "ops": ["sum"], "compare": {"a": 1}})).unwrap_err();
         assert_eq!(e.details.unwrap()["field"], "compare");
         let e =

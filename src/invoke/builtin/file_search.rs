@@ -155,11 +155,7 @@ mod tests {
     use crate::invoke::paths::AllowedRoot;
 
     fn search(root: &AllowedRoot, input: Value) -> Result<Output, SkillError> {
-        let ctx = Ctx {
-            root,
-            deadline: std::time::Instant::now() + std::time::Duration::from_secs(10),
-        };
-        run(&input, &ctx)
+        run(&input, &Ctx::for_test(root))
     }
 
     #[test]

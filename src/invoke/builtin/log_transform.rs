@@ -273,11 +273,7 @@ mod tests {
     use crate::invoke::result::ErrorCode;
 
     fn transform(root: &AllowedRoot, input: Value) -> Result<Output, SkillError> {
-        let ctx = Ctx {
-            root,
-            deadline: std::time::Instant::now() + std::time::Duration::from_secs(10),
-        };
-        run(&input, &ctx)
+        run(&input, &Ctx::for_test(root))
     }
 
     fn root_with(files: &[(&str, &str)]) -> (tempfile::TempDir, AllowedRoot) {

@@ -10,10 +10,13 @@ mod echo;
 mod file_search;
 mod log_transform;
 
+use std::sync::LazyLock;
+
 use serde_json::Value;
 
 use super::paths::AllowedRoot;
 use super::result::{ErrorCode, Output, SkillError};
+use crate::skill::schema::Schema;
 
 /// What a built-in may use while it runs.
 #[derive(Debug, Clone, Copy)]
@@ -23,7 +26,16 @@ pub struct Ctx<'a> {
     pub deadline: std::time::Instant,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// A context for unit tests: the root and ten seconds.
+    #[cfg(test)]
+    fn for_test(root: &'a AllowedRoot) -> Self {
+        Self {
+            root,
+            deadline: std::time::Instant::now() + std::time::Duration::from_secs(10),
+        }
+    }
+
     /// `TIMEOUT` once the deadline has passed.
     fn check_time(&self) -> Result<(), SkillError> {
         if std::time::Instant::now() >= self.deadline {
@@ -85,6 +97,17 @@ impl Builtin {
             Builtin::FileSearch => file_search::schema(),
             Builtin::LogTransform => log_transform::schema(),
         }
+    }
+
+    /// [`Self::input_schema`], compiled once.
+    pub fn schema(self) -> &'static Schema {
+        static SCHEMAS: LazyLock<Vec<Schema>> = LazyLock::new(|| {
+            Builtin::ALL
+                .iter()
+                .map(|b| Schema::compile(b.input_schema()).expect("built-in schemas compile"))
+                .collect()
+        });
+        &SCHEMAS[self as usize]
     }
 
     /// Whether it touches the file system (and so runs on a blocking thread).

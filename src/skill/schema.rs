@@ -1,0 +1,97 @@
+//! JSON Schema checks shared by job runs and invoke calls: one way to compile a schema and to
+//! say where an instance breaks it.
+
+use std::sync::Arc;
+
+use jsonschema::error::ValidationErrorKind;
+use serde_json::Value;
+
+/// A compiled JSON Schema with the document it came from.
+#[derive(Debug, Clone)]
+pub struct Schema {
+    pub doc: Value,
+    validator: Arc<jsonschema::Validator>,
+}
+
+/// One way an instance breaks a schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// `/`-separated path of the offending value; for a missing property, its would-be path.
+    pub field: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.field.is_empty() {
+            f.write_str(&self.reason)
+        } else {
+            write!(f, "{} (Path: {})", self.reason, self.field)
+        }
+    }
+}
+
+/// Problems reported at most, per check.
+const MAX_PROBLEMS: usize = 20;
+
+impl Schema {
+    /// Checks `doc` against the meta-schema and compiles it.
+    pub fn compile(doc: Value) -> Result<Self, String> {
+        jsonschema::meta::validate(&doc).map_err(|e| format!("not a valid JSON Schema: {e}"))?;
+        let validator =
+            jsonschema::validator_for(&doc).map_err(|e| format!("cannot be compiled: {e}"))?;
+        Ok(Self {
+            doc,
+            validator: Arc::new(validator),
+        })
+    }
+
+    /// Whether both were compiled from the same document.
+    pub fn same_as(&self, other: &Schema) -> bool {
+        Arc::ptr_eq(&self.validator, &other.validator)
+    }
+
+    /// Where `instance` breaks the schema (empty when it is valid).
+    pub fn problems(&self, instance: &Value) -> Vec<Problem> {
+        self.validator
+            .iter_errors(instance)
+            .take(MAX_PROBLEMS)
+            .map(|e| {
+                let mut field = e
+                    .instance_path()
+                    .to_string()
+                    .trim_start_matches('/')
+                    .to_owned();
+                if let ValidationErrorKind::Required { property } = e.kind() {
+                    let name = property
+                        .as_str()
+                        .map_or_else(|| property.to_string(), str::to_owned);
+                    field = if field.is_empty() {
+                        name
+                    } else {
+                        format!("{field}/{name}")
+                    };
+                }
+                Problem {
+                    field,
+                    reason: e.to_string(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Where `instance` breaks `schema`, compiling it for this one check.
+pub fn problems(schema: &Value, instance: &Value) -> Vec<Problem> {
+    match jsonschema::validator_for(schema) {
+        Ok(validator) => Schema {
+            doc: Value::Null,
+            validator: Arc::new(validator),
+        }
+        .problems(instance),
+        Err(e) => vec![Problem {
+            field: String::new(),
+            reason: format!("the schema itself is invalid: {e}"),
+        }],
+    }
+}
