@@ -11,6 +11,7 @@ pub mod clock;
 pub mod config;
 pub mod engines;
 pub mod error;
+pub mod fake_model;
 pub mod invoke;
 pub mod jobs;
 pub mod output;

@@ -24,6 +24,19 @@ enum Command {
     /// Internal: the group reaper the service starts for itself (see `process::reaper`).
     #[command(hide = true)]
     Reaper,
+    /// Test support: a scripted model server for driving agent CLIs offline
+    /// (see `fake_model`).
+    #[command(hide = true)]
+    FakeModel {
+        #[arg(long, default_value = "127.0.0.1:18080")]
+        listen: std::net::SocketAddr,
+        /// Appends every request as a JSON line.
+        #[arg(long)]
+        log: Option<std::path::PathBuf>,
+        /// The answer when nothing is scripted.
+        #[arg(long, default_value = "Done. {\"ok\": true}")]
+        final_text: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -33,6 +46,31 @@ fn main() -> ExitCode {
         Command::Reaper => {
             skill_runner::process::reaper::run(std::io::stdin().lock());
             ExitCode::SUCCESS
+        }
+        Command::FakeModel {
+            listen,
+            log,
+            final_text,
+        } => fake_model(listen, log, final_text),
+    }
+}
+
+fn fake_model(
+    listen: std::net::SocketAddr,
+    log: Option<std::path::PathBuf>,
+    final_text: String,
+) -> ExitCode {
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime starts");
+    let served = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(listen).await?;
+        eprintln!("fake model listening on http://{}", listener.local_addr()?);
+        skill_runner::fake_model::serve(listener, final_text, log).await
+    });
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("skill-runner fake-model: {e}");
+            ExitCode::FAILURE
         }
     }
 }
