@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Runs every test: the Rust suites (unit + integration against the real binary), the Dockerfile
-# lint, and a smoke run of the README's run command. This is the README's test command.
+# Runs every test: the Rust suites (unit + integration against the real binary, and the agent
+# CLIs against the fake model server in network namespaces), the Dockerfile lint, and a smoke run
+# of the README's run command. This is the README's test command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The pinned agent CLIs, from the npm registry into the managed prefix (reused when present).
+bash scripts/install-agent-clis.sh
 
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --all-targets --no-fail-fast

@@ -69,6 +69,7 @@ pub struct Config {
     pub package_limits: PackageLimits,
     pub jobs: JobLimits,
     pub invoke: InvokeConfig,
+    pub agents: AgentConfig,
     /// The executable started as the group reaper (`skill-runner reaper`); `None` leaves crash
     /// clean-up to the parent-death signal and restart recovery.
     pub reaper_exe: Option<PathBuf>,
@@ -97,6 +98,41 @@ pub struct JobLimits {
     /// (`SKILL_RUNNER_SSE_HEARTBEAT_SECONDS`).
     pub sse_heartbeat: Duration,
 }
+
+/// Where the agent CLIs live and which model endpoints they talk to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentConfig {
+    /// `SKILL_RUNNER_AGENT_CACHE_DIR` (default `~/.local/share/skill-runner/agent-cache`).
+    pub cache_dir: PathBuf,
+    /// The managed npm prefix the CLIs are installed into (`SKILL_RUNNER_NPM_PREFIX`, default
+    /// `<cache>/npm`); `<prefix>/bin` is searched before `PATH`.
+    pub npm_prefix: PathBuf,
+    /// Retries a CLI makes against a failing model before it gives up
+    /// (`SKILL_RUNNER_ENGINE_MAX_RETRIES`).
+    pub max_retries: u32,
+    /// `SKILL_RUNNER_<ENGINE>_BASE_URL` / `_API_KEY`, by engine name.
+    pub endpoints: std::collections::BTreeMap<String, Endpoint>,
+}
+
+/// A model endpoint an engine is pointed at: a gateway, a self-hosted model, or a fake.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub base_url: Option<String>,
+    pub api_key: Option<String>,
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Keys never reach a log.
+        f.debug_struct("Endpoint")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .finish()
+    }
+}
+
+/// Engines whose endpoint can be configured (`SKILL_RUNNER_<ENGINE>_BASE_URL`).
+const AGENT_ENGINES: [&str; 6] = ["codex", "gemini", "iflow", "claude", "opencode", "qwen"];
 
 /// The synchronous invoke host (`OPENSKILL_*`, the names of the user's documents).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -283,6 +319,37 @@ impl Config {
             },
         };
 
+        let cache_dir = get("SKILL_RUNNER_AGENT_CACHE_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                let home = lookup("HOME").unwrap_or_else(|| "/root".into());
+                PathBuf::from(home).join(".local/share/skill-runner/agent-cache")
+            });
+        let agents = AgentConfig {
+            npm_prefix: get("SKILL_RUNNER_NPM_PREFIX")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| cache_dir.join("npm")),
+            cache_dir,
+            max_retries: parse_count(&get, "SKILL_RUNNER_ENGINE_MAX_RETRIES", 1)?,
+            endpoints: AGENT_ENGINES
+                .iter()
+                .filter_map(|engine| {
+                    let var = |suffix: &str| {
+                        get(&format!(
+                            "SKILL_RUNNER_{}_{suffix}",
+                            engine.to_ascii_uppercase()
+                        ))
+                    };
+                    let endpoint = Endpoint {
+                        base_url: var("BASE_URL"),
+                        api_key: var("API_KEY"),
+                    };
+                    (endpoint.base_url.is_some() || endpoint.api_key.is_some())
+                        .then(|| ((*engine).to_owned(), endpoint))
+                })
+                .collect(),
+        };
+
         Ok(Self {
             bind,
             data_dir: get("SKILL_RUNNER_DATA_DIR")
@@ -296,6 +363,7 @@ impl Config {
             package_limits,
             jobs,
             invoke,
+            agents,
             reaper_exe: None,
         })
     }
@@ -427,6 +495,20 @@ fn resolve(path: &Path) -> PathBuf {
     }
 }
 
+fn parse_count(
+    get: &impl Fn(&str) -> Option<String>,
+    variable: &'static str,
+    default: u32,
+) -> Result<u32, ConfigError> {
+    match get(variable) {
+        None => Ok(default),
+        Some(raw) => raw.trim().parse::<u32>().map_err(|_| ConfigError {
+            variable,
+            problem: format!("'{raw}' is not a whole number"),
+        }),
+    }
+}
+
 fn ensure_writable_dir(variable: &'static str, dir: &Path) -> Result<PathBuf, ConfigError> {
     let fail = |problem: String| ConfigError { variable, problem };
     std::fs::create_dir_all(dir)
@@ -552,5 +634,36 @@ mod tests {
         assert_eq!(e.variable, "OPENSKILL_DEBUG");
         let e = config(&[("OPENSKILL_TIMEOUT_MS", "0")]).unwrap_err();
         assert_eq!(e.variable, "OPENSKILL_TIMEOUT_MS");
+    }
+
+    #[test]
+    fn agent_endpoints_and_cache() {
+        let c = config(&[
+            ("HOME", "/home/u"),
+            ("SKILL_RUNNER_CODEX_BASE_URL", "http://127.0.0.1:18080/v1"),
+            ("SKILL_RUNNER_CODEX_API_KEY", "sk-secret"),
+            ("SKILL_RUNNER_CLAUDE_API_KEY", "sk-2"),
+            ("SKILL_RUNNER_ENGINE_MAX_RETRIES", "0"),
+        ])
+        .unwrap();
+        let a = &c.agents;
+        assert_eq!(
+            a.cache_dir,
+            PathBuf::from("/home/u/.local/share/skill-runner/agent-cache")
+        );
+        assert_eq!(a.npm_prefix, a.cache_dir.join("npm"));
+        assert_eq!(a.max_retries, 0);
+        assert_eq!(
+            a.endpoints["codex"].base_url.as_deref(),
+            Some("http://127.0.0.1:18080/v1")
+        );
+        assert_eq!(a.endpoints["claude"].base_url, None);
+        assert!(!a.endpoints.contains_key("gemini"));
+        assert!(
+            !format!("{a:?}").contains("sk-secret"),
+            "keys stay out of logs"
+        );
+        let e = config(&[("SKILL_RUNNER_ENGINE_MAX_RETRIES", "-1")]).unwrap_err();
+        assert_eq!(e.variable, "SKILL_RUNNER_ENGINE_MAX_RETRIES");
     }
 }

@@ -3,69 +3,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use common::FakeModel;
+
 use serde_json::{Value, json};
-
-struct FakeModel {
-    child: Child,
-    base: String,
-    client: reqwest::Client,
-}
-
-impl Drop for FakeModel {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl FakeModel {
-    fn start() -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_skill-runner"))
-            .args([
-                "fake-model",
-                "--listen",
-                "127.0.0.1:0",
-                "--final-text",
-                "all done",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stderr.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let base = line.trim().rsplit(' ').next().unwrap().to_owned();
-        assert!(base.starts_with("http://127.0.0.1:"), "{line}");
-        Self {
-            child,
-            base,
-            client: common::client(),
-        }
-    }
-
-    async fn post(&self, path: &str, body: Value) -> (u16, String) {
-        let resp = self
-            .client
-            .post(format!("{}{path}", self.base))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        (resp.status().as_u16(), resp.text().await.unwrap())
-    }
-
-    async fn script(&self, replies: Value) {
-        let (status, _) = self.post("/__script", json!({ "replies": replies })).await;
-        assert_eq!(status, 200);
-    }
-}
 
 /// The `data:` payloads of an SSE body, parsed where they are JSON.
 fn data(body: &str) -> Vec<Value> {

@@ -3,6 +3,8 @@
 //! An adapter only describes a turn (the process to start) and reads its answer; starting,
 //! supervising, timing out and validating are the job core's, the same for every engine.
 
+pub mod agent;
+pub mod codex;
 pub mod script;
 
 use std::collections::BTreeMap;
@@ -12,6 +14,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::config::AgentConfig;
 use crate::output::RepairLevel;
 use crate::process::ProcessSpec;
 use crate::skill::{ExecutionMode, SkillManifest};
@@ -30,18 +33,53 @@ pub struct Turn<'a> {
     pub number: u32,
     pub reply: Option<&'a Value>,
     pub history: &'a [Value],
+    /// The engine session an earlier turn started, which this turn resumes.
+    pub session: Option<&'a str>,
+    /// The model asked for at create, as the engine spells it.
+    pub model: Option<&'a str>,
+}
+
+/// A turn ready to start: its process, and its session when the engine lets the runner pick
+/// it up front.
+#[derive(Debug)]
+pub struct Prepared {
+    pub spec: ProcessSpec,
+    pub session: Option<String>,
+}
+
+/// What a turn's output says.
+#[derive(Debug, Default)]
+pub struct Reading {
+    /// The JSON answer, if any.
+    pub answer: Option<(Map<String, Value>, RepairLevel)>,
+    /// The session the engine reported, for the next turn to resume.
+    pub session: Option<String>,
+    /// Why the engine failed, when it said so.
+    pub failure: Option<Failure>,
+}
+
+/// A failure the engine reported, with a code when it is one clients act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub code: Option<&'static str>,
+    pub message: String,
 }
 
 /// One way of running a skill.
 pub trait EngineAdapter: Send + Sync + std::fmt::Debug {
     fn engine(&self) -> Engine;
 
-    /// The process for `turn`, with its logs under `<run_dir>/logs/`. An error fails the run
-    /// with its message.
-    fn command(&self, turn: &Turn<'_>) -> anyhow::Result<ProcessSpec>;
+    /// Whether the engine can run here; the error says what is missing and how to get it.
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
 
-    /// The JSON answer in the turn's stdout, if any.
-    fn answer(&self, stdout: &str) -> Option<(Map<String, Value>, RepairLevel)>;
+    /// Prepares the run folder for `turn` and describes its process, with its logs under
+    /// `<run_dir>/logs/`. An error fails the run with its message.
+    fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared>;
+
+    /// Reads the turn's output (the end of its stdout and stderr).
+    fn read(&self, stdout: &str, stderr: &str) -> Reading;
 }
 
 /// The adapters this server has.
@@ -52,8 +90,12 @@ pub struct Engines {
 
 impl Engines {
     /// Every adapter built so far.
-    pub fn available() -> Self {
-        let adapters: [Arc<dyn EngineAdapter>; 1] = [Arc::new(script::ScriptEngine)];
+    pub fn new(config: &AgentConfig) -> Self {
+        let config = Arc::new(config.clone());
+        let adapters: [Arc<dyn EngineAdapter>; 2] = [
+            Arc::new(script::ScriptEngine),
+            Arc::new(codex::Codex { config }),
+        ];
         Self {
             adapters: adapters.into_iter().map(|a| (a.engine(), a)).collect(),
         }

@@ -5,10 +5,10 @@
 //! object on stdout, with the same extraction rules as the agent engines.
 
 use anyhow::Context;
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
-use super::{Engine, EngineAdapter, Turn};
-use crate::output::{self, RepairLevel};
+use super::{Engine, EngineAdapter, Prepared, Reading, Turn};
+use crate::output;
 use crate::process::ProcessSpec;
 
 #[derive(Debug)]
@@ -19,7 +19,7 @@ impl EngineAdapter for ScriptEngine {
         Engine::Script
     }
 
-    fn command(&self, turn: &Turn<'_>) -> anyhow::Result<ProcessSpec> {
+    fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
         let skill = turn.skill;
         let script = skill
             .script
@@ -51,7 +51,7 @@ impl EngineAdapter for ScriptEngine {
             "history": turn.history,
         });
         let path = |p: &std::path::Path| p.to_string_lossy().into_owned();
-        Ok(ProcessSpec {
+        let spec = ProcessSpec {
             argv,
             cwd: turn.run_dir.to_path_buf(),
             env: vec![
@@ -64,10 +64,17 @@ impl EngineAdapter for ScriptEngine {
             stdout_log: turn.run_dir.join("logs/stdout.txt"),
             stderr_log: turn.run_dir.join("logs/stderr.txt"),
             output_limit: None,
+        };
+        Ok(Prepared {
+            spec,
+            session: None,
         })
     }
 
-    fn answer(&self, stdout: &str) -> Option<(Map<String, Value>, RepairLevel)> {
-        output::extract(stdout)
+    fn read(&self, stdout: &str, _stderr: &str) -> Reading {
+        Reading {
+            answer: output::extract(stdout),
+            ..Reading::default()
+        }
     }
 }

@@ -128,10 +128,13 @@ pub async fn script(
         number: 1,
         reply: None,
         history: &[],
+        session: None,
+        model: None,
     };
     let mut spec = ScriptEngine
-        .command(&turn)
-        .map_err(|e| SkillError::internal(format!("{e:#}")))?;
+        .prepare(&turn)
+        .map_err(|e| SkillError::internal(format!("{e:#}")))?
+        .spec;
     spec.output_limit = Some(MAX_OUTPUT);
     let completed = run_program(call, spec).await?;
     interpret(call, completed, Contract::Job)

@@ -15,7 +15,7 @@ use super::Jobs;
 use super::cache::files_under;
 use super::options::RuntimeOptions;
 use super::validation::schema_errors;
-use crate::engines::{Engine, Turn};
+use crate::engines::{Engine, Prepared, Turn};
 use crate::output::{self, RepairLevel, TurnOutcome};
 use crate::process::{Completed, Exit, OnOutput, Windows};
 use crate::skill::{ExecutionMode, InputSource, Rules, SkillManifest, manifest};
@@ -321,9 +321,11 @@ impl Jobs {
             number: run.turn,
             reply: history.last().map(|h| &h["response"]),
             history: &history,
+            session: run.engine_session.as_deref(),
+            model: request.model.as_deref(),
         };
-        let spec = match adapter.command(&turn) {
-            Ok(spec) => spec,
+        let Prepared { spec, session } = match adapter.prepare(&turn) {
+            Ok(prepared) => prepared,
             Err(e) => {
                 return Ok(TurnEnd::Ended(Envelope::default().failed(
                     None,
@@ -333,6 +335,9 @@ impl Jobs {
             }
         };
         let program = spec.argv.first().cloned().unwrap_or_default();
+        if let Some(session) = &session {
+            self.store.set_run_session(run_id, session).await?;
+        }
         if cancel.is_cancelled() {
             return Ok(self.interrupted(&run_dir).await);
         }
@@ -366,6 +371,12 @@ impl Jobs {
             artifacts: list_artifacts(&run_dir).await?,
             ..Envelope::default()
         };
+        let reading = adapter.read(&stdout, &stderr);
+        if let Some(reported) = &reading.session
+            && reading.session != run.engine_session
+        {
+            self.store.set_run_session(run_id, reported).await?;
+        }
         match exit {
             Exit::Canceled => return Ok(self.interrupted(&run_dir).await),
             Exit::TimedOut => {
@@ -378,17 +389,27 @@ impl Jobs {
             }
             Exit::Exited { code: Some(0) } => {}
             Exit::Exited { .. } | Exit::TooMuchOutput => {
+                if let Some(failure) = reading.failure {
+                    return Ok(TurnEnd::Ended(envelope.failed(
+                        failure.code,
+                        failure.message,
+                        Some(stderr),
+                    )));
+                }
                 let message = exit.describe();
                 return Ok(TurnEnd::Ended(envelope.failed(None, message, Some(stderr))));
             }
         }
 
-        let Some((answer, repair)) = adapter.answer(&stdout) else {
-            return Ok(TurnEnd::Ended(envelope.failed(
-                None,
-                "Output JSON missing or unreadable: the turn printed no JSON object".into(),
-                Some(stderr),
-            )));
+        let Some((answer, repair)) = reading.answer else {
+            let (code, message) = match reading.failure {
+                Some(failure) => (failure.code, failure.message),
+                None => (
+                    None,
+                    "Output JSON missing or unreadable: the turn printed no JSON object".into(),
+                ),
+            };
+            return Ok(TurnEnd::Ended(envelope.failed(code, message, Some(stderr))));
         };
         envelope.repair_level = Some(repair);
         if repair != RepairLevel::None {

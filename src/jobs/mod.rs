@@ -97,10 +97,10 @@ impl Jobs {
         Arc::new(Self {
             supervisor,
             queue: Queue::new(config.jobs.max_queue_size),
+            engines: Engines::new(&config.agents),
             config,
             store,
             registry,
-            engines: Engines::available(),
             active: Mutex::new(HashMap::new()),
             turns: AtomicU64::new(0),
             feeds: Feeds::new(),

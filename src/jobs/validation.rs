@@ -31,10 +31,17 @@ pub fn engine(
             "requested_engine": name,
         })));
     };
-    if engines.get(engine).is_none() {
+    let Some(adapter) = engines.get(engine) else {
         return Err(ApiError::bad_request(json!({
             "code": "ENGINE_UNAVAILABLE",
             "message": format!("Engine '{engine}' has no adapter on this server yet"),
+            "requested_engine": name,
+        })));
+    };
+    if let Err(missing) = adapter.check() {
+        return Err(ApiError::bad_request(json!({
+            "code": "ENGINE_CLI_MISSING",
+            "message": missing,
             "requested_engine": name,
         })));
     }

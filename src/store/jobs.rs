@@ -198,6 +198,8 @@ pub struct Run {
     pub wait_deadline: Option<String>,
     pub auto_decision_count: u32,
     pub last_auto_decision_at: Option<String>,
+    /// The agent engine's session a resumed turn continues.
+    pub engine_session: Option<String>,
     pub created_at: String,
     pub updated_at: String,
     pub started_at: Option<String>,
@@ -238,6 +240,7 @@ struct RunRow {
     wait_deadline: Option<String>,
     auto_decision_count: i64,
     last_auto_decision_at: Option<String>,
+    engine_session: Option<String>,
     created_at: String,
     updated_at: String,
     started_at: Option<String>,
@@ -277,6 +280,7 @@ impl TryFrom<RunRow> for Run {
             wait_deadline: r.wait_deadline,
             auto_decision_count: u32::try_from(r.auto_decision_count)?,
             last_auto_decision_at: r.last_auto_decision_at,
+            engine_session: r.engine_session,
             created_at: r.created_at,
             updated_at: r.updated_at,
             started_at: r.started_at,
@@ -357,7 +361,8 @@ macro_rules! run_columns {
         "run_id, request_id, skill_id, engine, skill_dir, status, error_code, error_message, \
          warnings, result, cache_key, pgid, pg_boot_id, pg_start_ticks, recovery_state, \
          recovered_at, recovery_reason, turn, interaction_count, pending_interaction_id, \
-         wait_deadline, auto_decision_count, last_auto_decision_at, created_at, updated_at, \
+         wait_deadline, auto_decision_count, last_auto_decision_at, engine_session, created_at, \
+         updated_at, \
          started_at, finished_at"
     };
 }
@@ -579,6 +584,16 @@ impl Store {
         .bind(run_id)
         .execute(&self.pool)
         .await?;
+        Ok(())
+    }
+
+    /// Records the engine session a later turn of the run resumes.
+    pub async fn set_run_session(&self, run_id: &str, session: &str) -> anyhow::Result<()> {
+        sqlx::query("UPDATE runs SET engine_session = ? WHERE run_id = ?")
+            .bind(session)
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 

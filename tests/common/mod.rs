@@ -763,3 +763,77 @@ pub fn talker_skill(id: &str) -> Package {
         json!({"bursts": {"type": "integer"}, "pause": {"type": "number"}}),
     )
 }
+
+/// The fake model server binary (`skill-runner fake-model`) on a free loopback port; killed
+/// when dropped.
+pub struct FakeModel {
+    child: Child,
+    pub base: String,
+    pub client: reqwest::Client,
+}
+
+impl Drop for FakeModel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl FakeModel {
+    pub fn start() -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_skill-runner"))
+            .args([
+                "fake-model",
+                "--listen",
+                "127.0.0.1:0",
+                "--final-text",
+                "all done",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stderr.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let base = line.trim().rsplit(' ').next().unwrap().to_owned();
+        assert!(base.starts_with("http://127.0.0.1:"), "{line}");
+        Self {
+            child,
+            base,
+            client: client(),
+        }
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (u16, String) {
+        let resp = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        (resp.status().as_u16(), resp.text().await.unwrap())
+    }
+
+    pub async fn script(&self, replies: Value) {
+        let (status, _) = self.post("/__script", json!({ "replies": replies })).await;
+        assert_eq!(status, 200);
+    }
+
+    /// Every request the server received, in order.
+    pub async fn requests(&self) -> Vec<Value> {
+        let log: Value = self
+            .client
+            .get(format!("{}/__log", self.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        log["requests"].as_array().unwrap().clone()
+    }
+}

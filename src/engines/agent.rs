@@ -1,0 +1,201 @@
+//! What every agent CLI adapter shares: finding the CLI, the per-run home, the skill copied
+//! where the CLI looks for skills, the environment and the prompt.
+//!
+//! Each run gets its own home (`<run>/.agent-home`, also the XDG dirs), so concurrent runs never
+//! share a profile, configuration or session store, and a resumed turn finds its session there.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::Turn;
+use crate::config::{AgentConfig, Endpoint};
+use crate::skill::ExecutionMode;
+
+/// `<prefix>/bin/<name>` of the managed npm prefix, else `<name>` on `PATH`.
+pub fn find_cli(config: &AgentConfig, name: &str) -> Option<PathBuf> {
+    let managed = config.npm_prefix.join("bin").join(name);
+    if managed.is_file() {
+        return Some(managed);
+    }
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// The refusal for a job whose engine CLI is missing: which CLI, and how to install it.
+pub fn missing_cli(engine: &str, program: &str, package: &str, config: &AgentConfig) -> String {
+    format!(
+        "Engine '{engine}' needs the '{program}' CLI, which is not installed: install it with \
+         POST /v1/engines/upgrades {{\"mode\": \"single\", \"engine\": \"{engine}\"}} (npm package \
+         {package} into {}), or put '{program}' on PATH",
+        config.npm_prefix.display()
+    )
+}
+
+/// The run's own home folder, created on first use.
+pub fn run_home(run_dir: &Path) -> std::io::Result<PathBuf> {
+    let home = run_dir.join(".agent-home");
+    std::fs::create_dir_all(&home)?;
+    Ok(home)
+}
+
+/// `HOME`, the XDG dirs under it, and `PATH` with the managed prefix first.
+pub fn base_env(home: &Path, config: &AgentConfig) -> Vec<(String, String)> {
+    let text = |p: &Path| p.to_string_lossy().into_owned();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs = std::iter::once(config.npm_prefix.join("bin")).chain(std::env::split_paths(&path));
+    let path = std::env::join_paths(dirs)
+        .map_or_else(|_| String::new(), |p| p.to_string_lossy().into_owned());
+    vec![
+        ("HOME".into(), text(home)),
+        ("XDG_CONFIG_HOME".into(), text(&home.join(".config"))),
+        ("XDG_DATA_HOME".into(), text(&home.join(".local/share"))),
+        ("XDG_STATE_HOME".into(), text(&home.join(".local/state"))),
+        ("XDG_CACHE_HOME".into(), text(&home.join(".cache"))),
+        ("PATH".into(), path),
+    ]
+}
+
+/// The configured endpoint of `engine`, if any.
+pub fn endpoint<'a>(config: &'a AgentConfig, engine: &str) -> Option<&'a Endpoint> {
+    config.endpoints.get(engine)
+}
+
+/// Copies the skill folder to `dest` (first turn only; later turns reuse the copy).
+pub fn materialize(skill_dir: &Path, dest: &Path) -> std::io::Result<()> {
+    if dest.exists() {
+        return Ok(());
+    }
+    copy_tree(skill_dir, dest)
+}
+
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+/// The prompt of a turn: the whole task on the first turn, the user's reply on later ones.
+/// `skill_copy` is where the skill was materialised for the CLI.
+pub fn prompt(turn: &Turn<'_>, skill_copy: &Path) -> String {
+    let interactive = turn.execution_mode == ExecutionMode::Interactive;
+    let ask = "If you cannot finish without an answer from the user, stop and reply with exactly \
+               one JSON object and nothing else: {\"outcome\": \"ask_user\", \"interaction\": \
+               {\"interaction_id\": <1 for the first question, then 2, 3, ...>, \"kind\": \
+               \"open_text\", \"prompt\": \"<your question>\"}}. The answer comes in the next message.";
+    if turn.number > 1
+        && let Some(reply) = turn.reply
+    {
+        let asked = turn
+            .history
+            .last()
+            .and_then(|h| h.get("interaction_id"))
+            .cloned();
+        let mut text = format!(
+            "The user answered question {}: {}\n\nContinue the skill from where you stopped. \
+             When you are done, reply with exactly one JSON object matching the output schema \
+             given before, and nothing else.",
+            asked.unwrap_or(Value::Null),
+            reply
+        );
+        if interactive {
+            text.push(' ');
+            text.push_str(ask);
+        }
+        return text;
+    }
+    let skill = turn.skill;
+    let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
+    let mut text = format!(
+        "Run the skill \"{id}\". Its instructions are in {md}; read that file first and follow \
+         it (the skill's other files are next to it).\n\n\
+         Work in {run}. Write every file you produce under {run}/artifacts/.\n\n\
+         Input (JSON; file inputs are absolute paths):\n{input}\n\n\
+         Parameters (JSON):\n{parameter}\n\n\
+         When you are done, reply with exactly one JSON object and nothing else. It must match \
+         this JSON Schema (paths of files you wrote are relative to {run}, e.g. \
+         artifacts/report.md):\n{schema}",
+        id = skill.id,
+        md = skill_copy.join("SKILL.md").display(),
+        run = turn.run_dir.display(),
+        input = pretty(turn.input),
+        parameter = pretty(turn.parameter),
+        schema = pretty(&skill.schema_docs.output),
+    );
+    if interactive {
+        text.push_str("\n\n");
+        text.push_str(ask);
+    }
+    text
+}
+
+/// One JSON event per line; lines that are not JSON objects are skipped.
+pub fn events(stdout: &str) -> impl Iterator<Item = serde_json::Map<String, Value>> + '_ {
+    stdout
+        .lines()
+        .filter_map(|line| match serde_json::from_str(line.trim()) {
+            Ok(Value::Object(event)) => Some(event),
+            _ => None,
+        })
+}
+
+/// Whether an error text shows the credentials were refused (HTTP 401/403 or the CLI saying
+/// it is not logged in): only such high-confidence signals mean `AUTH_REQUIRED`.
+pub fn is_auth_failure(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    lower.contains("401 unauthorized")
+        || lower.contains("status 401")
+        || lower.contains("invalid api key")
+        || lower.contains("invalid_api_key")
+        || lower.contains("not logged in")
+        || lower.contains("please run /login")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auth_signals_are_specific() {
+        assert!(is_auth_failure(
+            "unexpected status 401 Unauthorized: bad key"
+        ));
+        assert!(is_auth_failure("Invalid API key · Please run /login"));
+        assert!(!is_auth_failure(
+            "unexpected status 500 Internal Server Error"
+        ));
+        assert!(!is_auth_failure("the model said 401 times"));
+    }
+
+    #[test]
+    fn materialised_copies_stay() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("skill/assets")).unwrap();
+        std::fs::write(tmp.path().join("skill/SKILL.md"), "hi").unwrap();
+        std::fs::write(tmp.path().join("skill/assets/a.json"), "{}").unwrap();
+        let dest = tmp.path().join("run/.codex/skills/s");
+        materialize(&tmp.path().join("skill"), &dest).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dest.join("assets/a.json")).unwrap(),
+            "{}"
+        );
+        std::fs::write(dest.join("SKILL.md"), "edited").unwrap();
+        materialize(&tmp.path().join("skill"), &dest).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dest.join("SKILL.md")).unwrap(),
+            "edited"
+        );
+    }
+}

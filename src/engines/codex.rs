@@ -1,0 +1,237 @@
+//! The `codex` engine: OpenAI Codex CLI (`@openai/codex`), `codex exec --json`.
+//!
+//! Each run has its own `CODEX_HOME` (`<run>/.agent-home/.codex`) with a `config.toml` that
+//! turns off plugins sync, analytics and update checks (each phones home), never asks for
+//! approval, and bounds the model retries. With `SKILL_RUNNER_CODEX_BASE_URL` set, a model
+//! provider of that URL (Responses API, key from `SKILL_RUNNER_CODEX_API_KEY`) is used. The
+//! session is the `thread_id` of the first event; a reply resumes it with `exec resume`.
+//! Against such an endpoint the model defaults to [`ENDPOINT_MODEL`]: codex offers no tools to a
+//! model it has no metadata for, and its own default changes between versions.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde_json::Value;
+
+use super::agent::{self, events};
+use super::{Engine, EngineAdapter, Failure, Prepared, Reading, Turn};
+use crate::config::AgentConfig;
+use crate::output;
+use crate::process::ProcessSpec;
+
+pub const PACKAGE: &str = "@openai/codex";
+const PROGRAM: &str = "codex";
+/// The model used with a configured endpoint when the job names none.
+pub const ENDPOINT_MODEL: &str = "gpt-5.5";
+
+#[derive(Debug)]
+pub struct Codex {
+    pub config: Arc<AgentConfig>,
+}
+
+impl Codex {
+    fn config_toml(&self, model: Option<&str>) -> String {
+        let mut toml = String::from(
+            "approval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n\
+             check_for_update_on_startup = false\n",
+        );
+        let endpoint = agent::endpoint(&self.config, "codex");
+        let base_url = endpoint.and_then(|e| e.base_url.as_deref());
+        if let Some(model) = model.or(base_url.map(|_| ENDPOINT_MODEL)) {
+            let _ = writeln!(toml, "model = {}", toml_string(model));
+        }
+        if base_url.is_some() {
+            toml.push_str("model_provider = \"skill_runner\"\n");
+        }
+        toml.push_str("\n[features]\nplugins = false\n\n[analytics]\nenabled = false\n");
+        if let Some(url) = base_url {
+            let retries = self.config.max_retries;
+            let _ = write!(
+                toml,
+                "\n[model_providers.skill_runner]\nname = \"skill-runner endpoint\"\n\
+                 base_url = {}\nwire_api = \"responses\"\nrequest_max_retries = {retries}\n\
+                 stream_max_retries = {retries}\n",
+                toml_string(url)
+            );
+            if endpoint.is_some_and(|e| e.api_key.is_some()) {
+                toml.push_str("env_key = \"SKILL_RUNNER_CODEX_API_KEY\"\n");
+            }
+        }
+        toml
+    }
+}
+
+/// A TOML basic string.
+fn toml_string(text: &str) -> String {
+    serde_json::to_string(text).expect("strings serialise")
+}
+
+impl EngineAdapter for Codex {
+    fn engine(&self) -> Engine {
+        Engine::Codex
+    }
+
+    fn check(&self) -> Result<(), String> {
+        match agent::find_cli(&self.config, PROGRAM) {
+            Some(_) => Ok(()),
+            None => Err(agent::missing_cli("codex", PROGRAM, PACKAGE, &self.config)),
+        }
+    }
+
+    fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
+        let program = agent::find_cli(&self.config, PROGRAM)
+            .with_context(|| agent::missing_cli("codex", PROGRAM, PACKAGE, &self.config))?;
+        let home = agent::run_home(turn.run_dir)?;
+        let codex_home = home.join(".codex");
+        // User-level skills of this run's CODEX_HOME (a project-level `.codex` in the run folder
+        // would be untrusted project configuration).
+        let skill_copy = codex_home.join("skills").join(&turn.skill.id);
+        agent::materialize(&turn.skill.path, &skill_copy)?;
+        // `name@effort` picks the reasoning effort too.
+        let (model, effort) = match turn.model.map(|m| m.split_once('@').unwrap_or((m, ""))) {
+            Some((name, effort)) => (Some(name), Some(effort).filter(|e| !e.is_empty())),
+            None => (None, None),
+        };
+        std::fs::create_dir_all(&codex_home)?;
+        std::fs::write(codex_home.join("config.toml"), self.config_toml(model))?;
+
+        let mut argv: Vec<String> = vec![
+            program.to_string_lossy().into_owned(),
+            "exec".into(),
+            "--json".into(),
+            "--skip-git-repo-check".into(),
+            "-C".into(),
+            turn.run_dir.to_string_lossy().into_owned(),
+        ];
+        if let Some(effort) = effort {
+            argv.extend([
+                "-c".into(),
+                format!("model_reasoning_effort={}", toml_string(effort)),
+            ]);
+        }
+        let prompt = agent::prompt(turn, &skill_copy);
+        match turn.session {
+            Some(thread) if turn.number > 1 => {
+                argv.extend(["resume".into(), thread.to_owned(), prompt]);
+            }
+            _ => argv.push(prompt),
+        }
+        let mut env = agent::base_env(&home, &self.config);
+        env.push((
+            "CODEX_HOME".into(),
+            codex_home.to_string_lossy().into_owned(),
+        ));
+        Ok(Prepared {
+            spec: ProcessSpec {
+                argv,
+                cwd: turn.run_dir.to_path_buf(),
+                env,
+                stdin: None,
+                stdout_log: turn.run_dir.join("logs/stdout.txt"),
+                stderr_log: turn.run_dir.join("logs/stderr.txt"),
+                output_limit: None,
+            },
+            session: None,
+        })
+    }
+
+    fn read(&self, stdout: &str, _stderr: &str) -> Reading {
+        let mut reading = Reading::default();
+        let (mut last_text, mut error) = (None, None);
+        for event in events(stdout) {
+            let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
+            match event.get("type").and_then(Value::as_str) {
+                Some("thread.started") => reading.session = text(event.get("thread_id")),
+                Some("item.completed") => {
+                    let item = event.get("item");
+                    if item.and_then(|i| i.get("type")).and_then(Value::as_str)
+                        == Some("agent_message")
+                    {
+                        last_text = text(item.and_then(|i| i.get("text")));
+                    }
+                }
+                Some("turn.failed") => {
+                    error = text(event.get("error").and_then(|e| e.get("message"))).or(error);
+                }
+                Some("error") => error = text(event.get("message")),
+                _ => {}
+            }
+        }
+        reading.answer = last_text.as_deref().and_then(output::extract);
+        if reading.answer.is_none()
+            && let Some(message) = error
+        {
+            let code = agent::is_auth_failure(&message).then_some("AUTH_REQUIRED");
+            reading.failure = Some(Failure {
+                code,
+                message: format!("codex failed: {message}"),
+            });
+        }
+        reading
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Endpoint;
+
+    fn codex(endpoint: Option<Endpoint>) -> Codex {
+        let mut config = AgentConfig {
+            cache_dir: "/nonexistent".into(),
+            npm_prefix: "/nonexistent/npm".into(),
+            max_retries: 0,
+            endpoints: Default::default(),
+        };
+        if let Some(e) = endpoint {
+            config.endpoints.insert("codex".into(), e);
+        }
+        Codex {
+            config: Arc::new(config),
+        }
+    }
+
+    #[test]
+    fn reads_thread_answer_and_failures() {
+        let out = r#"{"type":"thread.started","thread_id":"t-1"}
+{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"Done: {\"ok\": true}"}}
+{"type":"turn.completed","usage":{}}"#;
+        let r = codex(None).read(out, "");
+        assert_eq!(r.session.as_deref(), Some("t-1"));
+        assert_eq!(r.answer.unwrap().0["ok"], true);
+        assert!(r.failure.is_none());
+        let out = r#"{"type":"thread.started","thread_id":"t-2"}
+{"type":"error","message":"unexpected status 500 Internal Server Error: boom"}
+{"type":"turn.failed","error":{"message":"unexpected status 500 Internal Server Error: boom"}}"#;
+        let failure = codex(None).read(out, "").failure.unwrap();
+        assert_eq!(failure.code, None);
+        assert!(failure.message.contains("500"), "{failure:?}");
+        let out = r#"{"type":"turn.failed","error":{"message":"unexpected status 401 Unauthorized: no key"}}"#;
+        assert_eq!(
+            codex(None).read(out, "").failure.unwrap().code,
+            Some("AUTH_REQUIRED")
+        );
+    }
+
+    #[test]
+    fn config_points_at_the_endpoint_without_phoning_home() {
+        let toml = codex(Some(Endpoint {
+            base_url: Some("http://127.0.0.1:18080/v1".into()),
+            api_key: Some("sk".into()),
+        }))
+        .config_toml(Some("gpt-5.5"));
+        for line in [
+            "model = \"gpt-5.5\"",
+            "model_provider = \"skill_runner\"",
+            "plugins = false",
+            "enabled = false",
+            "base_url = \"http://127.0.0.1:18080/v1\"",
+            "request_max_retries = 0",
+            "env_key = \"SKILL_RUNNER_CODEX_API_KEY\"",
+        ] {
+            assert!(toml.contains(line), "{line} missing in\n{toml}");
+        }
+        assert!(!codex(None).config_toml(None).contains("model"));
+    }
+}
