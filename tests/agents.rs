@@ -117,25 +117,30 @@ fn server_for(
 
 const WRITE_REPORT: &str = "mkdir -p artifacts && echo 'all good' > artifacts/report.txt";
 
-#[tokio::test]
-async fn codex_auto_job_writes_the_artifact_and_answers_json() {
-    if !in_netns(
-        "codex_auto_job_writes_the_artifact_and_answers_json",
-        "codex",
-    ) {
-        return;
+/// The path of `engine`'s model calls on the fake server.
+fn model_path(engine: &str) -> &'static str {
+    match engine {
+        "codex" => "/v1/responses",
+        "claude" => "/v1/messages",
+        "gemini" => ":streamGenerateContent",
+        _ => "/v1/chat/completions",
     }
-    let fake = FakeModel::start();
-    fake.script(json!([
-        {"shell": WRITE_REPORT},
-        {"text": "Finished. {\"summary\": \"wrote it\", \"report\": \"artifacts/report.txt\"}"},
-    ]))
-    .await;
-    let server = server_for("codex", &fake, &[report_skill("reporter")], &[]);
-    let rid = server
-        .create_job(json!({"skill_id": "reporter", "engine": "codex", "input": {"text": "go"}}))
-        .await;
-    let status = server.wait_job(&rid).await;
+}
+
+fn model_calls(requests: &[Value], engine: &str) -> Vec<Value> {
+    requests
+        .iter()
+        .filter(|r| {
+            r["path"]
+                .as_str()
+                .unwrap_or("")
+                .contains(model_path(engine))
+        })
+        .cloned()
+        .collect()
+}
+
+async fn failure_context(server: &TestServer, fake: &FakeModel, rid: &str) -> String {
     let (_, logs) = server.get(&format!("/v1/jobs/{rid}/logs")).await;
     let seen: Vec<String> = fake
         .requests()
@@ -149,7 +154,31 @@ async fn codex_auto_job_writes_the_artifact_and_answers_json() {
             )
         })
         .collect();
-    assert_eq!(status["status"], "succeeded", "{status}\n{logs}\n{seen:?}");
+    format!(
+        "logs: {logs}
+model requests: {seen:?}"
+    )
+}
+
+const ANSWER: &str = "Finished. {\"summary\": \"wrote it\", \"report\": \"artifacts/report.txt\"}";
+
+/// Auto mode: the model writes the artifact through the CLI's own shell tool and answers JSON
+/// that matches the output schema.
+async fn auto_job(engine: &str) {
+    let fake = FakeModel::start();
+    fake.script(json!([{"shell": WRITE_REPORT}, {"text": ANSWER}]))
+        .await;
+    let server = server_for(engine, &fake, &[report_skill("reporter")], &[]);
+    let rid = server
+        .create_job(json!({"skill_id": "reporter", "engine": engine, "input": {"text": "go"}}))
+        .await;
+    let status = server.wait_job(&rid).await;
+    assert_eq!(
+        status["status"],
+        "succeeded",
+        "{status}\n{}",
+        failure_context(&server, &fake, &rid).await
+    );
     let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
     assert_eq!(
         result["result"]["data"],
@@ -161,20 +190,177 @@ async fn codex_auto_job_writes_the_artifact_and_answers_json() {
     );
     let report = server.run_dir(&status).join("artifacts/report.txt");
     assert_eq!(std::fs::read_to_string(report).unwrap(), "all good\n");
-
-    let requests = fake.requests().await;
-    let model_calls: Vec<&Value> = requests
-        .iter()
-        .filter(|r| r["path"] == "/v1/responses")
-        .collect();
-    assert_eq!(model_calls.len(), 2, "{requests:?}");
-    assert_eq!(model_calls[0]["headers"]["authorization"], "Bearer sk-test");
-    let prompt = model_calls[0]["body"].to_string();
+    let calls = model_calls(&fake.requests().await, engine);
+    assert!(calls.len() >= 2, "{calls:?}");
+    let prompt = calls[0]["body"].to_string();
     assert!(
         prompt.contains("reporter/SKILL.md") && prompt.contains("artifacts/"),
         "{prompt}"
     );
 }
+
+/// Interactive: the model asks, the run waits, the reply resumes the same session (whose
+/// request carries the earlier history), and the run succeeds.
+async fn interactive_job(engine: &str) {
+    let fake = FakeModel::start();
+    let question = r#"{"outcome": "ask_user", "interaction": {"interaction_id": 1, "kind": "open_text", "prompt": "Which colour, please?"}}"#;
+    fake.script(json!([{"text": question}])).await;
+    let server = server_for(engine, &fake, &[report_skill("reporter")], &[]);
+    let rid = server
+        .create_job(
+            json!({"skill_id": "reporter", "engine": engine, "input": {"text": "go"},
+                           "runtime_options": {"execution_mode": "interactive"}}),
+        )
+        .await;
+    let status = server
+        .wait_status(
+            &format!("/v1/jobs/{rid}"),
+            &["waiting_user", "failed", "succeeded"],
+        )
+        .await;
+    assert_eq!(
+        status["status"],
+        "waiting_user",
+        "{status}\n{}",
+        failure_context(&server, &fake, &rid).await
+    );
+    let (_, pending) = server
+        .get(&format!("/v1/jobs/{rid}/interaction/pending"))
+        .await;
+    assert_eq!(
+        pending["pending"]["prompt"], "Which colour, please?",
+        "{pending}"
+    );
+    let asked = model_calls(&fake.requests().await, engine).len();
+
+    fake.script(json!([{"shell": WRITE_REPORT}, {"text": ANSWER}]))
+        .await;
+    let (code, body) = server
+        .post_json(
+            &format!("/v1/jobs/{rid}/interaction/reply"),
+            json!({"interaction_id": 1, "response": "teal-green"}),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let status = server.wait_job(&rid).await;
+    assert_eq!(
+        status["status"],
+        "succeeded",
+        "{status}\n{}",
+        failure_context(&server, &fake, &rid).await
+    );
+    let calls = model_calls(&fake.requests().await, engine);
+    let resumed = calls[asked].to_string();
+    assert!(
+        resumed.contains("Which colour, please?"),
+        "the resumed request lacks the earlier history: {resumed}"
+    );
+    assert!(resumed.contains("teal-green"), "{resumed}");
+    let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
+    assert_eq!(result["result"]["data"]["summary"], "wrote it");
+}
+
+/// A model answering HTTP 500 fails the run quickly, saying so.
+async fn model_error(engine: &str) {
+    let fake = FakeModel::start();
+    fake.script(json!([{"error": 500, "message": "model exploded"}, {"error": 500, "message": "model exploded"},
+                       {"error": 500, "message": "model exploded"}, {"error": 500, "message": "model exploded"}]))
+        .await;
+    let server = server_for(engine, &fake, &[report_skill("reporter")], &[]);
+    let started = std::time::Instant::now();
+    let rid = server
+        .create_job(json!({"skill_id": "reporter", "engine": engine, "input": {"text": "go"}}))
+        .await;
+    let status = server.wait_job(&rid).await;
+    let took = started.elapsed();
+    assert_eq!(status["status"], "failed", "{status}");
+    let message = status["error"]["message"].as_str().unwrap_or("");
+    let says = ["500", "model exploded", "model request failed"];
+    assert!(
+        says.iter().any(|s| message.contains(s)),
+        "{status}\n{}",
+        failure_context(&server, &fake, &rid).await
+    );
+    assert!(took < std::time::Duration::from_secs(30), "took {took:?}");
+}
+
+/// A model that never answers: the hard timeout ends the run with `TIMEOUT` and no CLI process
+/// is left.
+async fn model_hangs(engine: &str) {
+    let fake = FakeModel::start();
+    fake.script(json!([{"hang": true}, {"hang": true}, {"hang": true}]))
+        .await;
+    let server = server_for(
+        engine,
+        &fake,
+        &[report_skill("reporter")],
+        &[
+            ("SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS", "3"),
+            ("SKILL_RUNNER_KILL_GRACE_SECONDS", "1"),
+        ],
+    );
+    let rid = server
+        .create_job(json!({"skill_id": "reporter", "engine": engine, "input": {"text": "go"}}))
+        .await;
+    let status = server.wait_job(&rid).await;
+    assert_eq!(
+        (status["status"].as_str(), status["error"]["code"].as_str()),
+        (Some("failed"), Some("TIMEOUT")),
+        "{status}"
+    );
+    let run_dir = server.run_dir(&status);
+    let left: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/cwd"))
+                .is_ok_and(|cwd| cwd.starts_with(&run_dir))
+        })
+        .collect();
+    assert!(
+        left.is_empty(),
+        "processes left in the run folder: {left:?}"
+    );
+}
+
+macro_rules! cli_matrix {
+    ($($engine:ident),*) => {$(
+        mod $engine {
+            use super::*;
+
+            #[tokio::test]
+            async fn auto_job_writes_the_artifact_and_answers_json() {
+                if in_netns(concat!(stringify!($engine), "::auto_job_writes_the_artifact_and_answers_json"), stringify!($engine)) {
+                    auto_job(stringify!($engine)).await;
+                }
+            }
+
+            #[tokio::test]
+            async fn interactive_job_resumes_the_same_session() {
+                if in_netns(concat!(stringify!($engine), "::interactive_job_resumes_the_same_session"), stringify!($engine)) {
+                    interactive_job(stringify!($engine)).await;
+                }
+            }
+
+            #[tokio::test]
+            async fn model_http_500_fails_quickly() {
+                if in_netns(concat!(stringify!($engine), "::model_http_500_fails_quickly"), stringify!($engine)) {
+                    model_error(stringify!($engine)).await;
+                }
+            }
+
+            #[tokio::test]
+            async fn silent_model_times_out_and_leaves_no_process() {
+                if in_netns(concat!(stringify!($engine), "::silent_model_times_out_and_leaves_no_process"), stringify!($engine)) {
+                    model_hangs(stringify!($engine)).await;
+                }
+            }
+        }
+    )*};
+}
+
+cli_matrix!(codex);
 
 #[tokio::test]
 async fn a_missing_cli_is_refused_at_create() {

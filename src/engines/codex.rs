@@ -165,7 +165,7 @@ impl EngineAdapter for Codex {
             let code = agent::is_auth_failure(&message).then_some("AUTH_REQUIRED");
             reading.failure = Some(Failure {
                 code,
-                message: format!("codex failed: {message}"),
+                message: format!("codex: the model request failed: {message}"),
             });
         }
         reading
