@@ -360,7 +360,7 @@ macro_rules! cli_matrix {
     )*};
 }
 
-cli_matrix!(codex);
+cli_matrix!(codex, claude);
 
 #[tokio::test]
 async fn a_missing_cli_is_refused_at_create() {

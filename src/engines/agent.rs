@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::Turn;
 use crate::config::{AgentConfig, Endpoint};
+use crate::process::ProcessSpec;
 use crate::skill::ExecutionMode;
 
 /// `<prefix>/bin/<name>` of the managed npm prefix, else `<name>` on `PATH`.
@@ -33,6 +34,19 @@ pub fn missing_cli(engine: &str, program: &str, package: &str, config: &AgentCon
          {package} into {}), or put '{program}' on PATH",
         config.npm_prefix.display()
     )
+}
+
+/// The process of a turn: `argv` in the run folder with `env`, stdin closed, logs in `logs/`.
+pub fn spec(turn: &Turn<'_>, argv: Vec<String>, env: Vec<(String, String)>) -> ProcessSpec {
+    ProcessSpec {
+        argv,
+        cwd: turn.run_dir.to_path_buf(),
+        env,
+        stdin: None,
+        stdout_log: turn.run_dir.join("logs/stdout.txt"),
+        stderr_log: turn.run_dir.join("logs/stderr.txt"),
+        output_limit: None,
+    }
 }
 
 /// The run's own home folder, created on first use.

@@ -18,7 +18,6 @@ use super::agent::{self, events};
 use super::{Engine, EngineAdapter, Failure, Prepared, Reading, Turn};
 use crate::config::AgentConfig;
 use crate::output;
-use crate::process::ProcessSpec;
 
 pub const PACKAGE: &str = "@openai/codex";
 const PROGRAM: &str = "codex";
@@ -123,15 +122,7 @@ impl EngineAdapter for Codex {
             codex_home.to_string_lossy().into_owned(),
         ));
         Ok(Prepared {
-            spec: ProcessSpec {
-                argv,
-                cwd: turn.run_dir.to_path_buf(),
-                env,
-                stdin: None,
-                stdout_log: turn.run_dir.join("logs/stdout.txt"),
-                stderr_log: turn.run_dir.join("logs/stderr.txt"),
-                output_limit: None,
-            },
+            spec: agent::spec(turn, argv, env),
             session: None,
         })
     }

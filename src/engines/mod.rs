@@ -4,6 +4,7 @@
 //! supervising, timing out and validating are the job core's, the same for every engine.
 
 pub mod agent;
+pub mod claude;
 pub mod codex;
 pub mod script;
 
@@ -92,9 +93,12 @@ impl Engines {
     /// Every adapter built so far.
     pub fn new(config: &AgentConfig) -> Self {
         let config = Arc::new(config.clone());
-        let adapters: [Arc<dyn EngineAdapter>; 2] = [
+        let adapters: [Arc<dyn EngineAdapter>; 3] = [
             Arc::new(script::ScriptEngine),
-            Arc::new(codex::Codex { config }),
+            Arc::new(codex::Codex {
+                config: config.clone(),
+            }),
+            Arc::new(claude::Claude { config }),
         ];
         Self {
             adapters: adapters.into_iter().map(|a| (a.engine(), a)).collect(),

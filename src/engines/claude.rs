@@ -1,0 +1,184 @@
+//! The `claude` engine: Claude Code (`@anthropic-ai/claude-code`), `claude -p` with
+//! `--output-format stream-json`.
+//!
+//! The session id is chosen up front (`--session-id`) and resumed with `--resume`. Non-essential
+//! traffic, telemetry, error reports and auto-update are off; `CLAUDE_CODE_MAX_RETRIES` bounds
+//! retries. With `SKILL_RUNNER_CLAUDE_BASE_URL` / `_API_KEY` set, the CLI talks to that
+//! Anthropic-compatible endpoint. `IS_SANDBOX=1` lets it skip permission prompts as root (the
+//! run folder is its sandbox). The skill is copied to `<run>/.claude/skills/<id>`.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde_json::Value;
+
+use super::agent::{self, events};
+use super::{Engine, EngineAdapter, Failure, Prepared, Reading, Turn};
+use crate::config::AgentConfig;
+use crate::output;
+
+pub const PACKAGE: &str = "@anthropic-ai/claude-code";
+const PROGRAM: &str = "claude";
+
+#[derive(Debug)]
+pub struct Claude {
+    pub config: Arc<AgentConfig>,
+}
+
+impl EngineAdapter for Claude {
+    fn engine(&self) -> Engine {
+        Engine::Claude
+    }
+
+    fn check(&self) -> Result<(), String> {
+        match agent::find_cli(&self.config, PROGRAM) {
+            Some(_) => Ok(()),
+            None => Err(agent::missing_cli("claude", PROGRAM, PACKAGE, &self.config)),
+        }
+    }
+
+    fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
+        let program = agent::find_cli(&self.config, PROGRAM)
+            .with_context(|| agent::missing_cli("claude", PROGRAM, PACKAGE, &self.config))?;
+        let home = agent::run_home(turn.run_dir)?;
+        let skill_copy = turn.run_dir.join(".claude/skills").join(&turn.skill.id);
+        agent::materialize(&turn.skill.path, &skill_copy)?;
+        let mut argv: Vec<String> = vec![
+            program.to_string_lossy().into_owned(),
+            "-p".into(),
+            agent::prompt(turn, &skill_copy),
+            "--output-format".into(),
+            "stream-json".into(),
+            "--verbose".into(),
+            "--dangerously-skip-permissions".into(),
+        ];
+        if let Some(model) = turn.model {
+            argv.extend(["--model".into(), model.to_owned()]);
+        }
+        let session = match turn.session {
+            Some(session) if turn.number > 1 => {
+                argv.extend(["--resume".into(), session.to_owned()]);
+                None
+            }
+            _ => {
+                let session = uuid::Uuid::new_v4().to_string();
+                argv.extend(["--session-id".into(), session.clone()]);
+                Some(session)
+            }
+        };
+        let mut env = agent::base_env(&home, &self.config);
+        for (name, value) in [
+            ("IS_SANDBOX", "1"),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+            ("DISABLE_TELEMETRY", "1"),
+            ("DISABLE_AUTOUPDATER", "1"),
+            ("DISABLE_ERROR_REPORTING", "1"),
+        ] {
+            env.push((name.into(), value.into()));
+        }
+        env.push((
+            "CLAUDE_CODE_MAX_RETRIES".into(),
+            self.config.max_retries.to_string(),
+        ));
+        if let Some(endpoint) = agent::endpoint(&self.config, "claude") {
+            if let Some(url) = &endpoint.base_url {
+                env.push(("ANTHROPIC_BASE_URL".into(), url.clone()));
+            }
+            if let Some(key) = &endpoint.api_key {
+                env.push(("ANTHROPIC_API_KEY".into(), key.clone()));
+            }
+        }
+        Ok(Prepared {
+            spec: agent::spec(turn, argv, env),
+            session,
+        })
+    }
+
+    fn read(&self, stdout: &str, _stderr: &str) -> Reading {
+        let mut reading = Reading::default();
+        let (mut last_text, mut result, mut error) = (None, None, None);
+        for event in events(stdout) {
+            if let Some(id) = event.get("session_id").and_then(Value::as_str) {
+                reading.session = Some(id.to_owned());
+            }
+            match event.get("type").and_then(Value::as_str) {
+                Some("assistant") => {
+                    let text: String = event
+                        .get("message")
+                        .and_then(|m| m.get("content"))
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter(|b| b.get("type") == Some(&Value::from("text")))
+                        .filter_map(|b| b.get("text").and_then(Value::as_str))
+                        .collect();
+                    if !text.is_empty() {
+                        last_text = Some(text);
+                    }
+                }
+                Some("result") => {
+                    let text = event
+                        .get("result")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
+                    if event.get("is_error") == Some(&Value::Bool(true)) {
+                        error = text.or_else(|| {
+                            event
+                                .get("subtype")
+                                .and_then(Value::as_str)
+                                .map(str::to_owned)
+                        });
+                    } else {
+                        result = text;
+                    }
+                }
+                _ => {}
+            }
+        }
+        reading.answer = result.or(last_text).as_deref().and_then(output::extract);
+        if reading.answer.is_none()
+            && let Some(message) = error
+        {
+            reading.failure = Some(Failure {
+                code: agent::is_auth_failure(&message).then_some("AUTH_REQUIRED"),
+                message: format!("claude: the model request failed: {message}"),
+            });
+        }
+        reading
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claude() -> Claude {
+        Claude {
+            config: Arc::new(AgentConfig {
+                cache_dir: "/nonexistent".into(),
+                npm_prefix: "/nonexistent/npm".into(),
+                max_retries: 0,
+                endpoints: Default::default(),
+            }),
+        }
+    }
+
+    #[test]
+    fn reads_session_result_and_errors() {
+        let out = r#"{"type":"system","subtype":"init","session_id":"s-1"}
+{"type":"assistant","message":{"content":[{"type":"text","text":"thinking"}]},"session_id":"s-1"}
+{"type":"result","subtype":"success","is_error":false,"result":"ok {\"a\": 1}","session_id":"s-1"}"#;
+        let r = claude().read(out, "");
+        assert_eq!(r.session.as_deref(), Some("s-1"));
+        assert_eq!(r.answer.unwrap().0["a"], 1);
+        let out = r#"{"type":"result","subtype":"success","is_error":true,"result":"API Error: 500 {\"error\":\"boom\"}","session_id":"s-2"}"#;
+        let failure = claude().read(out, "").failure.unwrap();
+        assert!(failure.message.contains("500"), "{failure:?}");
+        let out =
+            r#"{"type":"result","is_error":true,"result":"Invalid API key · Please run /login"}"#;
+        assert_eq!(
+            claude().read(out, "").failure.unwrap().code,
+            Some("AUTH_REQUIRED")
+        );
+    }
+}
