@@ -10,6 +10,7 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::Duration;
 
 use common::{FakeModel, TestDirs, TestServer, skill_package};
 use serde_json::{Value, json};
@@ -263,15 +264,20 @@ async fn interactive_job(engine: &str) {
 /// A model answering HTTP 500 fails the run quickly, saying so.
 async fn model_error(engine: &str) {
     let fake = FakeModel::start();
-    fake.script(json!([{"error": 500, "message": "model exploded"}, {"error": 500, "message": "model exploded"},
-                       {"error": 500, "message": "model exploded"}, {"error": 500, "message": "model exploded"}]))
+    fake.script(json!([{"error": 500, "message": "model exploded", "repeat": 100}]))
         .await;
     let server = server_for(engine, &fake, &[report_skill("reporter")], &[]);
     let started = std::time::Instant::now();
     let rid = server
         .create_job(json!({"skill_id": "reporter", "engine": engine, "input": {"text": "go"}}))
         .await;
-    let status = server.wait_job(&rid).await;
+    let status = server
+        .wait_status_within(
+            &format!("/v1/jobs/{rid}"),
+            &["succeeded", "failed", "canceled"],
+            Duration::from_secs(200),
+        )
+        .await;
     let took = started.elapsed();
     assert_eq!(status["status"], "failed", "{status}");
     let message = status["error"]["message"].as_str().unwrap_or("");
@@ -281,7 +287,9 @@ async fn model_error(engine: &str) {
         "{status}\n{}",
         failure_context(&server, &fake, &rid).await
     );
-    assert!(took < std::time::Duration::from_secs(30), "took {took:?}");
+    // Qwen Code retries 5xx answers 7 times with backoff whatever its settings say (~80 s).
+    let bound = if engine == "qwen" { 150 } else { 30 };
+    assert!(took < Duration::from_secs(bound), "took {took:?}");
 }
 
 /// A model that never answers: the hard timeout ends the run with `TIMEOUT` and no CLI process
@@ -360,7 +368,7 @@ macro_rules! cli_matrix {
     )*};
 }
 
-cli_matrix!(codex, claude);
+cli_matrix!(codex, claude, qwen);
 
 #[tokio::test]
 async fn a_missing_cli_is_refused_at_create() {

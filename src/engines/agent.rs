@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::Turn;
+use super::{Failure, Reading, Turn};
 use crate::config::{AgentConfig, Endpoint};
+use crate::output;
 use crate::process::ProcessSpec;
 use crate::skill::ExecutionMode;
 
@@ -163,6 +164,80 @@ pub fn events(stdout: &str) -> impl Iterator<Item = serde_json::Map<String, Valu
             Ok(Value::Object(event)) => Some(event),
             _ => None,
         })
+}
+
+/// Reads the `stream-json` output of Claude Code and of CLIs that copy it (Qwen Code): the
+/// session from any event's `session_id`, the answer from the final `result` (else the last
+/// assistant text), and a failure from a `result` with `is_error`.
+pub fn read_stream_json(stdout: &str, engine: &str) -> Reading {
+    let mut reading = Reading::default();
+    let (mut last_text, mut result, mut error) = (None, None, None);
+    for event in events(stdout) {
+        if let Some(id) = event.get("session_id").and_then(Value::as_str) {
+            reading.session = Some(id.to_owned());
+        }
+        match event.get("type").and_then(Value::as_str) {
+            Some("assistant") => {
+                let text: String = event
+                    .get("message")
+                    .and_then(|m| m.get("content"))
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter(|b| b.get("type") == Some(&Value::from("text")))
+                    .filter_map(|b| b.get("text").and_then(Value::as_str))
+                    .collect();
+                if !text.is_empty() {
+                    last_text = Some(text);
+                }
+            }
+            Some("result") => {
+                let text = event
+                    .get("result")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                let failed = event.get("is_error") == Some(&Value::Bool(true))
+                    || event
+                        .get("subtype")
+                        .and_then(Value::as_str)
+                        .is_some_and(|s| s.starts_with("error"));
+                if failed {
+                    error = text
+                        .or_else(|| {
+                            event
+                                .get("error")
+                                .and_then(|e| e.get("message"))
+                                .and_then(Value::as_str)
+                                .map(str::to_owned)
+                        })
+                        .or_else(|| {
+                            event
+                                .get("subtype")
+                                .and_then(Value::as_str)
+                                .map(str::to_owned)
+                        });
+                } else {
+                    result = text;
+                }
+            }
+            _ => {}
+        }
+    }
+    reading.answer = result.or(last_text).as_deref().and_then(output::extract);
+    if reading.answer.is_none()
+        && let Some(message) = error
+    {
+        reading.failure = Some(failure(engine, message));
+    }
+    reading
+}
+
+/// The failure of a turn whose model request failed with `message`.
+pub fn failure(engine: &str, message: String) -> Failure {
+    Failure {
+        code: is_auth_failure(&message).then_some("AUTH_REQUIRED"),
+        message: format!("{engine}: the model request failed: {message}"),
+    }
 }
 
 /// Whether an error text shows the credentials were refused (HTTP 401/403 or the CLI saying

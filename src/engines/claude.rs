@@ -10,12 +10,10 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use serde_json::Value;
 
-use super::agent::{self, events};
-use super::{Engine, EngineAdapter, Failure, Prepared, Reading, Turn};
+use super::agent;
+use super::{Engine, EngineAdapter, Prepared, Reading, Turn};
 use crate::config::AgentConfig;
-use crate::output;
 
 pub const PACKAGE: &str = "@anthropic-ai/claude-code";
 const PROGRAM: &str = "claude";
@@ -95,56 +93,7 @@ impl EngineAdapter for Claude {
     }
 
     fn read(&self, stdout: &str, _stderr: &str) -> Reading {
-        let mut reading = Reading::default();
-        let (mut last_text, mut result, mut error) = (None, None, None);
-        for event in events(stdout) {
-            if let Some(id) = event.get("session_id").and_then(Value::as_str) {
-                reading.session = Some(id.to_owned());
-            }
-            match event.get("type").and_then(Value::as_str) {
-                Some("assistant") => {
-                    let text: String = event
-                        .get("message")
-                        .and_then(|m| m.get("content"))
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                        .filter(|b| b.get("type") == Some(&Value::from("text")))
-                        .filter_map(|b| b.get("text").and_then(Value::as_str))
-                        .collect();
-                    if !text.is_empty() {
-                        last_text = Some(text);
-                    }
-                }
-                Some("result") => {
-                    let text = event
-                        .get("result")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned);
-                    if event.get("is_error") == Some(&Value::Bool(true)) {
-                        error = text.or_else(|| {
-                            event
-                                .get("subtype")
-                                .and_then(Value::as_str)
-                                .map(str::to_owned)
-                        });
-                    } else {
-                        result = text;
-                    }
-                }
-                _ => {}
-            }
-        }
-        reading.answer = result.or(last_text).as_deref().and_then(output::extract);
-        if reading.answer.is_none()
-            && let Some(message) = error
-        {
-            reading.failure = Some(Failure {
-                code: agent::is_auth_failure(&message).then_some("AUTH_REQUIRED"),
-                message: format!("claude: the model request failed: {message}"),
-            });
-        }
-        reading
+        agent::read_stream_json(stdout, "claude")
     }
 }
 

@@ -15,7 +15,7 @@ use anyhow::Context;
 use serde_json::Value;
 
 use super::agent::{self, events};
-use super::{Engine, EngineAdapter, Failure, Prepared, Reading, Turn};
+use super::{Engine, EngineAdapter, Prepared, Reading, Turn};
 use crate::config::AgentConfig;
 use crate::output;
 
@@ -153,11 +153,7 @@ impl EngineAdapter for Codex {
         if reading.answer.is_none()
             && let Some(message) = error
         {
-            let code = agent::is_auth_failure(&message).then_some("AUTH_REQUIRED");
-            reading.failure = Some(Failure {
-                code,
-                message: format!("codex: the model request failed: {message}"),
-            });
+            reading.failure = Some(agent::failure("codex", message));
         }
         reading
     }

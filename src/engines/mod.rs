@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod claude;
 pub mod codex;
+pub mod qwen;
 pub mod script;
 
 use std::collections::BTreeMap;
@@ -93,12 +94,15 @@ impl Engines {
     /// Every adapter built so far.
     pub fn new(config: &AgentConfig) -> Self {
         let config = Arc::new(config.clone());
-        let adapters: [Arc<dyn EngineAdapter>; 3] = [
+        let adapters: [Arc<dyn EngineAdapter>; 4] = [
             Arc::new(script::ScriptEngine),
             Arc::new(codex::Codex {
                 config: config.clone(),
             }),
-            Arc::new(claude::Claude { config }),
+            Arc::new(claude::Claude {
+                config: config.clone(),
+            }),
+            Arc::new(qwen::Qwen { config }),
         ];
         Self {
             adapters: adapters.into_iter().map(|a| (a.engine(), a)).collect(),

@@ -12,7 +12,7 @@
 //!   test's script. A reply is `{"text": "..."}`, `{"shell": "<command>"}` (a call to whichever
 //!   shell tool the CLI offered, its arguments filled from that tool's schema),
 //!   `{"tool": "<name>", "args": {...}}`, `{"error": <status>, "message"?}` or `{"hang": true}`
-//!   (never answers); any reply may add `"delay_ms"`.
+//!   (never answers); any reply may add `"delay_ms"`, and `"repeat": n` queues it n times.
 //! - With the queue empty: a JSON-mode request gets an object made from its schema; anything
 //!   else gets the default text (`--final-text`, or `POST /__script {"final_text": ...}`).
 //!
@@ -172,7 +172,15 @@ impl Script {
         }
         let replies = match body.get("replies") {
             None => Vec::new(),
-            Some(Value::Array(items)) => items.iter().map(parse_reply).collect::<Result<_, _>>()?,
+            Some(Value::Array(items)) => {
+                let mut replies = Vec::new();
+                for item in items {
+                    let reply = parse_reply(item)?;
+                    let times = item.get("repeat").and_then(Value::as_u64).unwrap_or(1);
+                    replies.extend(std::iter::repeat_n(reply, times.min(10_000) as usize));
+                }
+                replies
+            }
             Some(_) => return Err("replies must be an array".into()),
         };
         let mut queue = self.queue.lock().expect("script lock");
@@ -523,7 +531,7 @@ mod tests {
     #[test]
     fn queued_replies_go_to_requests_with_tools() {
         let script = Script::new("done".into(), None);
-        script.push(&json!({"replies": [{"text": "first"}, {"error": 500}, {"hang": true, "delay_ms": 5}]})).unwrap();
+        script.push(&json!({"replies": [{"text": "first"}, {"error": 500, "repeat": 2}, {"hang": true, "delay_ms": 5}]})).unwrap();
         let side = Request::default();
         assert_eq!(script.decide(&side).0, Action::Text("done".into()));
         let main = Request {
@@ -531,11 +539,13 @@ mod tests {
             ..Request::default()
         };
         assert_eq!(script.decide(&main).0, Action::Text("first".into()));
-        // Errors and hangs apply to the next model call of any kind.
-        assert!(matches!(
-            script.take_error(),
-            Some((Action::Error { status: 500, .. }, _))
-        ));
+        // Errors (here repeated) and hangs apply to the next model call of any kind.
+        for _ in 0..2 {
+            assert!(matches!(
+                script.take_error(),
+                Some((Action::Error { status: 500, .. }, _))
+            ));
+        }
         assert_eq!(
             script.take_error(),
             Some((Action::Hang, Duration::from_millis(5)))

@@ -510,7 +510,13 @@ impl TestServer {
 
     /// Polls `path` (a status route) until `status` is one of `wanted`.
     pub async fn wait_status(&self, path: &str, wanted: &[&str]) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        self.wait_status_within(path, wanted, Duration::from_secs(60))
+            .await
+    }
+
+    /// [`Self::wait_status`] with a time limit of its own.
+    pub async fn wait_status_within(&self, path: &str, wanted: &[&str], limit: Duration) -> Value {
+        let deadline = Instant::now() + limit;
         loop {
             let (code, body) = self.get(path).await;
             assert_eq!(code, 200, "{body}");
