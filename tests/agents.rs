@@ -368,7 +368,7 @@ macro_rules! cli_matrix {
     )*};
 }
 
-cli_matrix!(codex, claude, qwen);
+cli_matrix!(codex, gemini, claude, qwen);
 
 #[tokio::test]
 async fn a_missing_cli_is_refused_at_create() {

@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod claude;
 pub mod codex;
+pub mod gemini;
 pub mod qwen;
 pub mod script;
 
@@ -94,9 +95,12 @@ impl Engines {
     /// Every adapter built so far.
     pub fn new(config: &AgentConfig) -> Self {
         let config = Arc::new(config.clone());
-        let adapters: [Arc<dyn EngineAdapter>; 4] = [
+        let adapters: [Arc<dyn EngineAdapter>; 5] = [
             Arc::new(script::ScriptEngine),
             Arc::new(codex::Codex {
+                config: config.clone(),
+            }),
+            Arc::new(gemini::Gemini {
                 config: config.clone(),
             }),
             Arc::new(claude::Claude {

@@ -1,0 +1,138 @@
+//! The `gemini` engine: Gemini CLI (`@google/gemini-cli`), `gemini -p <prompt> -o stream-json`.
+//!
+//! Its settings (`<run>/.agent-home/.gemini/settings.json`) choose API-key auth (without it a
+//! base URL switches the CLI to "gateway" auth, which headless mode refuses), turn off usage
+//! statistics, telemetry and update checks, and bound the model attempts. With
+//! `SKILL_RUNNER_GEMINI_BASE_URL` / `_API_KEY` set it uses that endpoint
+//! (`GOOGLE_GEMINI_BASE_URL` / `GEMINI_API_KEY`) and [`ENDPOINT_MODEL`] unless the job names a
+//! model (without one the CLI first asks a router model). The session id is pinned with
+//! `--session-id` and resumed with `--resume` from the same folder. The skill is copied to
+//! `<run>/.gemini/skills/<id>`.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde_json::{Value, json};
+
+use super::agent::{self, events};
+use super::{Engine, EngineAdapter, Prepared, Reading, Turn};
+use crate::config::AgentConfig;
+use crate::output;
+
+pub const PACKAGE: &str = "@google/gemini-cli";
+const PROGRAM: &str = "gemini";
+/// The model used with a configured endpoint when the job names none.
+pub const ENDPOINT_MODEL: &str = "gemini-2.5-flash";
+
+#[derive(Debug)]
+pub struct Gemini {
+    pub config: Arc<AgentConfig>,
+}
+
+impl EngineAdapter for Gemini {
+    fn engine(&self) -> Engine {
+        Engine::Gemini
+    }
+
+    fn check(&self) -> Result<(), String> {
+        match agent::find_cli(&self.config, PROGRAM) {
+            Some(_) => Ok(()),
+            None => Err(agent::missing_cli("gemini", PROGRAM, PACKAGE, &self.config)),
+        }
+    }
+
+    fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
+        let program = agent::find_cli(&self.config, PROGRAM)
+            .with_context(|| agent::missing_cli("gemini", PROGRAM, PACKAGE, &self.config))?;
+        let home = agent::run_home(turn.run_dir)?;
+        let skill_copy = turn.run_dir.join(".gemini/skills").join(&turn.skill.id);
+        agent::materialize(&turn.skill.path, &skill_copy)?;
+        let settings = json!({
+            "privacy": {"usageStatisticsEnabled": false},
+            "telemetry": {"enabled": false},
+            "general": {"disableAutoUpdate": true, "disableUpdateNag": true,
+                        "maxAttempts": self.config.max_retries + 1},
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+        });
+        std::fs::create_dir_all(home.join(".gemini"))?;
+        std::fs::write(home.join(".gemini/settings.json"), settings.to_string())?;
+
+        let endpoint = agent::endpoint(&self.config, "gemini");
+        let model = turn.model.or(endpoint
+            .and_then(|e| e.base_url.as_ref())
+            .map(|_| ENDPOINT_MODEL));
+        let mut argv: Vec<String> = vec![
+            program.to_string_lossy().into_owned(),
+            "-p".into(),
+            agent::prompt(turn, &skill_copy),
+            "-o".into(),
+            "stream-json".into(),
+            "--skip-trust".into(),
+            "-y".into(),
+        ];
+        if let Some(model) = model {
+            argv.extend(["-m".into(), model.to_owned()]);
+        }
+        let session = match turn.session {
+            Some(session) if turn.number > 1 => {
+                argv.extend(["--resume".into(), session.to_owned()]);
+                None
+            }
+            _ => {
+                let session = uuid::Uuid::new_v4().to_string();
+                argv.extend(["--session-id".into(), session.clone()]);
+                Some(session)
+            }
+        };
+        let mut env = agent::base_env(&home, &self.config);
+        if let Some(endpoint) = endpoint {
+            if let Some(url) = &endpoint.base_url {
+                env.push(("GOOGLE_GEMINI_BASE_URL".into(), url.clone()));
+            }
+            if let Some(key) = &endpoint.api_key {
+                env.push(("GEMINI_API_KEY".into(), key.clone()));
+            }
+        }
+        Ok(Prepared {
+            spec: agent::spec(turn, argv, env),
+            session,
+        })
+    }
+
+    fn read(&self, stdout: &str, _stderr: &str) -> Reading {
+        let mut reading = Reading::default();
+        // Assistant text arrives in deltas; a tool call ends one message and starts the next.
+        let (mut message, mut last_message, mut error) = (String::new(), String::new(), None);
+        for event in events(stdout) {
+            let text = |key: &str| event.get(key).and_then(Value::as_str).map(str::to_owned);
+            match event.get("type").and_then(Value::as_str) {
+                Some("init") => reading.session = text("session_id").or(reading.session),
+                Some("message") if event.get("role") == Some(&json!("assistant")) => {
+                    message.push_str(&text("content").unwrap_or_default());
+                }
+                Some("tool_use") | Some("tool_result") if !message.is_empty() => {
+                    last_message = std::mem::take(&mut message);
+                }
+                Some("result") if event.get("status") != Some(&json!("success")) => {
+                    error = event
+                        .get("error")
+                        .and_then(|e| e.get("message").or(Some(e)))
+                        .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_owned))
+                        .or(Some("the CLI reported an error".into()));
+                }
+                Some("error") => error = text("message"),
+                _ => {}
+            }
+        }
+        if !message.is_empty() {
+            last_message = message;
+        }
+        reading.answer = output::extract(&last_message);
+        if reading.answer.is_none()
+            && let Some(message) = error
+        {
+            reading.failure = Some(agent::failure("gemini", message));
+        }
+        reading
+    }
+}
