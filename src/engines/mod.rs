@@ -7,6 +7,7 @@ pub mod agent;
 pub mod claude;
 pub mod codex;
 pub mod gemini;
+pub mod opencode;
 pub mod qwen;
 pub mod script;
 
@@ -95,7 +96,7 @@ impl Engines {
     /// Every adapter built so far.
     pub fn new(config: &AgentConfig) -> Self {
         let config = Arc::new(config.clone());
-        let adapters: [Arc<dyn EngineAdapter>; 5] = [
+        let adapters: [Arc<dyn EngineAdapter>; 6] = [
             Arc::new(script::ScriptEngine),
             Arc::new(codex::Codex {
                 config: config.clone(),
@@ -104,6 +105,9 @@ impl Engines {
                 config: config.clone(),
             }),
             Arc::new(claude::Claude {
+                config: config.clone(),
+            }),
+            Arc::new(opencode::Opencode {
                 config: config.clone(),
             }),
             Arc::new(qwen::Qwen { config }),

@@ -1,0 +1,161 @@
+//! The `opencode` engine: opencode (`opencode-ai`), `opencode run --format json`.
+//!
+//! Its configuration (`$XDG_CONFIG_HOME/opencode/opencode.json` in the run's home) turns off
+//! auto-update and sharing and allows edits and shell commands without asking. With
+//! `SKILL_RUNNER_OPENCODE_BASE_URL` / `_API_KEY` set it declares an OpenAI-compatible provider
+//! `skill_runner` for that endpoint, whose model is the job's (or [`ENDPOINT_MODEL`]). The
+//! session is the `sessionID` of its events; a reply resumes it with `-s`. The skill is copied
+//! to `<run>/.opencode/skills/<id>`.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde_json::{Value, json};
+
+use super::agent::{self, events};
+use super::{Engine, EngineAdapter, Prepared, Reading, Turn};
+use crate::config::AgentConfig;
+use crate::output;
+
+pub const PACKAGE: &str = "opencode-ai";
+const PROGRAM: &str = "opencode";
+/// The model used with a configured endpoint when the job names none.
+pub const ENDPOINT_MODEL: &str = "gpt-5.5";
+const PROVIDER: &str = "skill_runner";
+
+#[derive(Debug)]
+pub struct Opencode {
+    pub config: Arc<AgentConfig>,
+}
+
+impl Opencode {
+    /// The configuration file and the `-m` argument, if any.
+    fn configuration(&self, model: Option<&str>) -> (Value, Option<String>) {
+        let mut config = json!({
+            "autoupdate": false,
+            "share": "disabled",
+            "permission": {"edit": "allow", "bash": "allow", "webfetch": "allow",
+                           "external_directory": "allow"},
+        });
+        let endpoint = agent::endpoint(&self.config, "opencode");
+        let Some(url) = endpoint.and_then(|e| e.base_url.as_ref()) else {
+            return (config, model.map(str::to_owned));
+        };
+        // A job's model may name the provider already (`skill_runner/x`).
+        let name = model
+            .map(|m| m.strip_prefix(&format!("{PROVIDER}/")).unwrap_or(m))
+            .unwrap_or(ENDPOINT_MODEL);
+        let qualified = format!("{PROVIDER}/{name}");
+        let mut options = json!({"baseURL": url});
+        if let Some(key) = endpoint.and_then(|e| e.api_key.as_ref()) {
+            options["apiKey"] = json!(key);
+        }
+        config["model"] = json!(qualified);
+        config["small_model"] = json!(qualified);
+        config["provider"] = json!({PROVIDER: {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "skill-runner endpoint",
+            "options": options,
+            "models": {name: {"name": name, "tool_call": true}},
+        }});
+        (config, Some(qualified))
+    }
+}
+
+impl EngineAdapter for Opencode {
+    fn engine(&self) -> Engine {
+        Engine::Opencode
+    }
+
+    fn check(&self) -> Result<(), String> {
+        match agent::find_cli(&self.config, PROGRAM) {
+            Some(_) => Ok(()),
+            None => Err(agent::missing_cli(
+                "opencode",
+                PROGRAM,
+                PACKAGE,
+                &self.config,
+            )),
+        }
+    }
+
+    fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
+        let program = agent::find_cli(&self.config, PROGRAM)
+            .with_context(|| agent::missing_cli("opencode", PROGRAM, PACKAGE, &self.config))?;
+        let home = agent::run_home(turn.run_dir)?;
+        let skill_copy = turn.run_dir.join(".opencode/skills").join(&turn.skill.id);
+        agent::materialize(&turn.skill.path, &skill_copy)?;
+        let (config, model) = self.configuration(turn.model);
+        let config_dir = home.join(".config/opencode");
+        std::fs::create_dir_all(&config_dir)?;
+        std::fs::write(config_dir.join("opencode.json"), config.to_string())?;
+
+        let mut argv: Vec<String> = vec![
+            program.to_string_lossy().into_owned(),
+            "run".into(),
+            "--format".into(),
+            "json".into(),
+            "--dir".into(),
+            turn.run_dir.to_string_lossy().into_owned(),
+        ];
+        if let Some(model) = model {
+            argv.extend(["-m".into(), model]);
+        }
+        if let Some(session) = turn.session.filter(|_| turn.number > 1) {
+            argv.extend(["-s".into(), session.to_owned()]);
+        }
+        argv.push(agent::prompt(turn, &skill_copy));
+        let mut env = agent::base_env(&home, &self.config);
+        for name in [
+            "OPENCODE_DISABLE_MODELS_FETCH",
+            "OPENCODE_DISABLE_AUTOUPDATE",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD",
+            "OPENCODE_DISABLE_SHARE",
+        ] {
+            env.push((name.into(), "1".into()));
+        }
+        Ok(Prepared {
+            spec: agent::spec(turn, argv, env),
+            session: None,
+        })
+    }
+
+    fn read(&self, stdout: &str, _stderr: &str) -> Reading {
+        let mut reading = Reading::default();
+        let (mut last_text, mut error) = (None, None);
+        for event in events(stdout) {
+            if let Some(id) = event.get("sessionID").and_then(Value::as_str) {
+                reading.session = Some(id.to_owned());
+            }
+            match event.get("type").and_then(Value::as_str) {
+                Some("text") => {
+                    if let Some(text) = event
+                        .get("part")
+                        .and_then(|p| p.get("text"))
+                        .and_then(Value::as_str)
+                    {
+                        last_text = Some(text.to_owned());
+                    }
+                }
+                Some("error") => {
+                    let e = event.get("error");
+                    error = e
+                        .and_then(|e| e.get("data"))
+                        .and_then(|d| d.get("message"))
+                        .or(e.and_then(|e| e.get("name")))
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                        .or(Some("the CLI reported an error".into()));
+                }
+                _ => {}
+            }
+        }
+        reading.answer = last_text.as_deref().and_then(output::extract);
+        if reading.answer.is_none()
+            && let Some(message) = error
+        {
+            reading.failure = Some(agent::failure("opencode", message));
+        }
+        reading
+    }
+}
