@@ -402,3 +402,137 @@ async fn a_missing_cli_is_refused_at_create() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn engines_models_and_model_validation() {
+    let dirs = TestDirs::new();
+    report_skill("reporter").write_into(&dirs.skills);
+    let server = TestServer::start_with(dirs, &[]);
+    let installed = npm_prefix().join("bin/codex").is_file();
+    let (status, body) = server.get("/v1/engines").await;
+    assert_eq!(status, 200);
+    let names: Vec<&str> = body["engines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["engine"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["codex", "gemini", "iflow", "claude", "opencode", "qwen"]
+    );
+    let codex = &body["engines"][0]["cli_version_detected"];
+    if installed {
+        assert_eq!(codex, "0.169.0");
+    } else {
+        eprintln!("\n*** codex CLI not installed: version detection checked as absent ***\n");
+        assert!(codex.is_null());
+    }
+    let (status, models) = server.get("/v1/engines/codex/models").await;
+    assert_eq!(status, 200);
+    assert_eq!(models["source"], "pinned_snapshot");
+    assert_eq!(models["snapshot_version_used"], "0.169.0");
+    let reason = if installed {
+        Value::Null
+    } else {
+        json!("cli_version_unknown")
+    };
+    assert_eq!(models["fallback_reason"], reason);
+    assert!(
+        models["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["id"] == "gpt-5.5")
+    );
+    for missing in ["/v1/engines/script/models", "/v1/engines/nope/models"] {
+        assert_eq!(server.get(missing).await.0, 404, "{missing}");
+    }
+    if !installed {
+        return;
+    }
+    for (model, says) in [
+        ("gpt-0", "not in the model list"),
+        ("gpt-5.5@ultra", "does not support reasoning effort"),
+    ] {
+        let (status, body) = server
+            .post_json("/v1/jobs", json!({"skill_id": "reporter", "engine": "codex", "model": model, "input": {"text": "x"}}))
+            .await;
+        assert_eq!(status, 400, "{body}");
+        assert!(body["detail"].as_str().unwrap().contains(says), "{body}");
+    }
+}
+
+#[tokio::test]
+async fn two_concurrent_codex_runs_keep_their_own_models() {
+    if !in_netns("two_concurrent_codex_runs_keep_their_own_models", "codex") {
+        return;
+    }
+    let fake = FakeModel::start();
+    let answer = json!({"text": ANSWER, "delay_ms": 1500});
+    fake.script(json!([answer, answer])).await;
+    let server = server_for(
+        "codex",
+        &fake,
+        &[report_skill("reporter")],
+        &[("SKILL_RUNNER_MAX_CONCURRENT", "2")],
+    );
+    let mut rids = Vec::new();
+    for model in ["gpt-5.5", "gpt-5.5-mini@low"] {
+        let rid = server
+            .create_job(json!({"skill_id": "reporter", "engine": "codex", "model": model, "input": {"text": model}}))
+            .await;
+        rids.push(rid);
+    }
+    let mut homes = Vec::new();
+    for rid in &rids {
+        let status = server.wait_job(rid).await;
+        assert_eq!(
+            status["status"],
+            "succeeded",
+            "{status}\n{}",
+            failure_context(&server, &fake, rid).await
+        );
+        homes.push(
+            server
+                .run_dir(&status)
+                .join(".agent-home/.codex/config.toml"),
+        );
+    }
+    let configs: Vec<String> = homes
+        .iter()
+        .map(|h| std::fs::read_to_string(h).unwrap())
+        .collect();
+    assert!(
+        configs[0].contains("model = \"gpt-5.5\"\n") && !configs[0].contains("mini"),
+        "{}",
+        configs[0]
+    );
+    assert!(
+        configs[1].contains("model = \"gpt-5.5-mini\""),
+        "{}",
+        configs[1]
+    );
+    let calls = model_calls(&fake.requests().await, "codex");
+    let at: Vec<u64> = calls
+        .iter()
+        .map(|c| c["received_ms"].as_u64().unwrap())
+        .collect();
+    assert!(at[1] - at[0] < 1500, "the runs did not overlap: {at:?}");
+    let mut models: Vec<(String, Value)> = calls
+        .iter()
+        .map(|c| {
+            (
+                c["body"]["model"].as_str().unwrap().to_owned(),
+                c["body"]["reasoning"]["effort"].clone(),
+            )
+        })
+        .collect();
+    models.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(models[0].0, "gpt-5.5");
+    assert_eq!(
+        models[1],
+        ("gpt-5.5-mini".to_owned(), json!("low")),
+        "{models:?}"
+    );
+}

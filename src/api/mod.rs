@@ -1,5 +1,6 @@
 //! The HTTP API: routes, the OpenAPI document and the middleware stack.
 
+pub mod engines;
 pub mod invoke;
 pub mod jobs;
 pub mod management;
@@ -37,6 +38,7 @@ const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
             Besides create and upload, every `/v1/jobs/{request_id}/...` route exists under \
             `/v1/temp-skill-runs/{request_id}/...` with the same behaviour"),
         (name = "skills", description = "Installed skills"),
+        (name = "engines", description = "Agent engines, their CLIs and models"),
         (name = "skill-packages", description = "Install and update skill packages"),
         (name = "management", description = "Skills and runs for an operator's console. \
             `/v1/management/runs/{request_id}/events`, `/pending`, `/reply` and `/cancel` are the \
@@ -97,6 +99,8 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(skills::get_skill))
         .routes(routes!(packages::install_status))
         .routes(routes!(system::ping))
+        .routes(routes!(engines::list_engines))
+        .routes(routes!(engines::engine_models))
         .routes(routes!(invoke::list))
         .routes(routes!(invoke::route_text))
         .routes(routes!(jobs::create_job))

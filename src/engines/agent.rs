@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{Failure, Reading, Turn};
+use super::{Engine, Failure, Reading, Turn};
 use crate::config::{AgentConfig, Endpoint};
 use crate::output;
 use crate::process::ProcessSpec;
@@ -28,7 +28,7 @@ pub fn find_cli(config: &AgentConfig, name: &str) -> Option<PathBuf> {
 }
 
 /// The refusal for a job whose engine CLI is missing: which CLI, and how to install it.
-pub fn missing_cli(engine: &str, program: &str, package: &str, config: &AgentConfig) -> String {
+pub fn missing_cli(engine: Engine, program: &str, package: &str, config: &AgentConfig) -> String {
     format!(
         "Engine '{engine}' needs the '{program}' CLI, which is not installed: install it with \
          POST /v1/engines/upgrades {{\"mode\": \"single\", \"engine\": \"{engine}\"}} (npm package \
@@ -48,6 +48,25 @@ pub fn spec(turn: &Turn<'_>, argv: Vec<String>, env: Vec<(String, String)>) -> P
         stderr_log: turn.run_dir.join("logs/stderr.txt"),
         output_limit: None,
     }
+}
+
+/// The version `<program> --version` prints (its first semver-looking word), if it answers
+/// within a few seconds.
+pub async fn cli_version(program: &Path) -> Option<String> {
+    let run = tokio::process::Command::new(program)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(15), run)
+        .await
+        .ok()?
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split(|c: char| c.is_whitespace() || c == '(' || c == ')')
+        .map(|w| w.trim_start_matches('v'))
+        .find(|w| semver::Version::parse(w).is_ok())
+        .map(str::to_owned)
 }
 
 /// The run's own home folder, created on first use.

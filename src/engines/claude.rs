@@ -12,7 +12,7 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use super::agent;
-use super::{Engine, EngineAdapter, Prepared, Reading, Turn};
+use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Turn};
 use crate::config::AgentConfig;
 
 pub const PACKAGE: &str = "@anthropic-ai/claude-code";
@@ -28,16 +28,16 @@ impl EngineAdapter for Claude {
         Engine::Claude
     }
 
-    fn check(&self) -> Result<(), String> {
-        match agent::find_cli(&self.config, PROGRAM) {
-            Some(_) => Ok(()),
-            None => Err(agent::missing_cli("claude", PROGRAM, PACKAGE, &self.config)),
-        }
+    fn cli(&self) -> Option<Cli> {
+        Some(Cli {
+            program: PROGRAM,
+            package: PACKAGE,
+        })
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
         let program = agent::find_cli(&self.config, PROGRAM)
-            .with_context(|| agent::missing_cli("claude", PROGRAM, PACKAGE, &self.config))?;
+            .with_context(|| agent::missing_cli(Engine::Claude, PROGRAM, PACKAGE, &self.config))?;
         let home = agent::run_home(turn.run_dir)?;
         let skill_copy = turn.run_dir.join(".claude/skills").join(&turn.skill.id);
         agent::materialize(&turn.skill.path, &skill_copy)?;

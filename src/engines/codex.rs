@@ -15,7 +15,7 @@ use anyhow::Context;
 use serde_json::Value;
 
 use super::agent::{self, events};
-use super::{Engine, EngineAdapter, Prepared, Reading, Turn};
+use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Turn};
 use crate::config::AgentConfig;
 use crate::output;
 
@@ -71,16 +71,16 @@ impl EngineAdapter for Codex {
         Engine::Codex
     }
 
-    fn check(&self) -> Result<(), String> {
-        match agent::find_cli(&self.config, PROGRAM) {
-            Some(_) => Ok(()),
-            None => Err(agent::missing_cli("codex", PROGRAM, PACKAGE, &self.config)),
-        }
+    fn cli(&self) -> Option<Cli> {
+        Some(Cli {
+            program: PROGRAM,
+            package: PACKAGE,
+        })
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
         let program = agent::find_cli(&self.config, PROGRAM)
-            .with_context(|| agent::missing_cli("codex", PROGRAM, PACKAGE, &self.config))?;
+            .with_context(|| agent::missing_cli(Engine::Codex, PROGRAM, PACKAGE, &self.config))?;
         let home = agent::run_home(turn.run_dir)?;
         let codex_home = home.join(".codex");
         // User-level skills of this run's CODEX_HOME (a project-level `.codex` in the run folder

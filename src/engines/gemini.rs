@@ -15,7 +15,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 
 use super::agent::{self, events};
-use super::{Engine, EngineAdapter, Prepared, Reading, Turn};
+use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Turn};
 use crate::config::AgentConfig;
 use crate::output;
 
@@ -34,16 +34,16 @@ impl EngineAdapter for Gemini {
         Engine::Gemini
     }
 
-    fn check(&self) -> Result<(), String> {
-        match agent::find_cli(&self.config, PROGRAM) {
-            Some(_) => Ok(()),
-            None => Err(agent::missing_cli("gemini", PROGRAM, PACKAGE, &self.config)),
-        }
+    fn cli(&self) -> Option<Cli> {
+        Some(Cli {
+            program: PROGRAM,
+            package: PACKAGE,
+        })
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
         let program = agent::find_cli(&self.config, PROGRAM)
-            .with_context(|| agent::missing_cli("gemini", PROGRAM, PACKAGE, &self.config))?;
+            .with_context(|| agent::missing_cli(Engine::Gemini, PROGRAM, PACKAGE, &self.config))?;
         let home = agent::run_home(turn.run_dir)?;
         let skill_copy = turn.run_dir.join(".gemini/skills").join(&turn.skill.id);
         agent::materialize(&turn.skill.path, &skill_copy)?;

@@ -7,13 +7,15 @@ pub mod agent;
 pub mod claude;
 pub mod codex;
 pub mod gemini;
+pub mod models;
 pub mod opencode;
 pub mod qwen;
 pub mod script;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -62,6 +64,13 @@ pub struct Reading {
     pub failure: Option<Failure>,
 }
 
+/// An agent CLI: its program name and npm package.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cli {
+    pub program: &'static str,
+    pub package: &'static str,
+}
+
 /// A failure the engine reported, with a code when it is one clients act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
@@ -73,9 +82,9 @@ pub struct Failure {
 pub trait EngineAdapter: Send + Sync + std::fmt::Debug {
     fn engine(&self) -> Engine;
 
-    /// Whether the engine can run here; the error says what is missing and how to get it.
-    fn check(&self) -> Result<(), String> {
-        Ok(())
+    /// The CLI this engine drives, if it drives one.
+    fn cli(&self) -> Option<Cli> {
+        None
     }
 
     /// Prepares the run folder for `turn` and describes its process, with its logs under
@@ -86,16 +95,26 @@ pub trait EngineAdapter: Send + Sync + std::fmt::Debug {
     fn read(&self, stdout: &str, stderr: &str) -> Reading;
 }
 
-/// The adapters this server has.
+/// The adapters this server has, with the model snapshots and the CLI versions found.
 #[derive(Debug, Clone)]
 pub struct Engines {
     adapters: BTreeMap<Engine, Arc<dyn EngineAdapter>>,
+    config: Arc<AgentConfig>,
+    snapshots: Arc<Vec<models::Snapshot>>,
+    /// `--version` of each CLI, refreshed after [`VERSION_TTL`].
+    versions: Arc<Mutex<BTreeMap<Engine, Detected>>>,
 }
+
+/// A CLI version as detected at an instant (`None`: not installed or not saying).
+type Detected = (Instant, Option<String>);
+
+/// How long a detected CLI version is trusted (an upgrade may change it).
+const VERSION_TTL: Duration = Duration::from_secs(60);
 
 impl Engines {
     /// Every adapter built so far.
-    pub fn new(config: &AgentConfig) -> Self {
-        let config = Arc::new(config.clone());
+    pub fn new(agent_config: &AgentConfig) -> Self {
+        let config = Arc::new(agent_config.clone());
         let adapters: [Arc<dyn EngineAdapter>; 6] = [
             Arc::new(script::ScriptEngine),
             Arc::new(codex::Codex {
@@ -114,11 +133,49 @@ impl Engines {
         ];
         Self {
             adapters: adapters.into_iter().map(|a| (a.engine(), a)).collect(),
+            config: Arc::new(agent_config.clone()),
+            snapshots: Arc::new(models::bundled()),
+            versions: Arc::default(),
         }
     }
 
     pub fn get(&self, engine: Engine) -> Option<&Arc<dyn EngineAdapter>> {
         self.adapters.get(&engine)
+    }
+
+    /// Where `engine`'s CLI is, or what is missing and how to install it; `Ok(None)` for an
+    /// engine without a CLI.
+    pub fn locate(&self, engine: Engine) -> Result<Option<PathBuf>, String> {
+        let Some(cli) = self.adapters.get(&engine).and_then(|a| a.cli()) else {
+            return Ok(None);
+        };
+        agent::find_cli(&self.config, cli.program)
+            .map(Some)
+            .ok_or_else(|| agent::missing_cli(engine, cli.program, cli.package, &self.config))
+    }
+
+    /// The version of `engine`'s CLI, if it is installed and says.
+    pub async fn version(&self, engine: Engine) -> Option<String> {
+        if let Some((at, version)) = self.versions.lock().expect("versions lock").get(&engine)
+            && at.elapsed() < VERSION_TTL
+        {
+            return version.clone();
+        }
+        let version = match self.locate(engine) {
+            Ok(Some(program)) => agent::cli_version(&program).await,
+            _ => None,
+        };
+        self.versions
+            .lock()
+            .expect("versions lock")
+            .insert(engine, (Instant::now(), version.clone()));
+        version
+    }
+
+    /// The model list that applies to `engine`'s CLI, if the engine has one.
+    pub async fn models(&self, engine: Engine) -> Option<models::ModelList> {
+        let detected = self.version(engine).await;
+        models::resolve(&self.snapshots, engine.as_str(), detected.as_deref())
     }
 }
 

@@ -13,7 +13,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 
 use super::agent::{self, events};
-use super::{Engine, EngineAdapter, Prepared, Reading, Turn};
+use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Turn};
 use crate::config::AgentConfig;
 use crate::output;
 
@@ -67,21 +67,17 @@ impl EngineAdapter for Opencode {
         Engine::Opencode
     }
 
-    fn check(&self) -> Result<(), String> {
-        match agent::find_cli(&self.config, PROGRAM) {
-            Some(_) => Ok(()),
-            None => Err(agent::missing_cli(
-                "opencode",
-                PROGRAM,
-                PACKAGE,
-                &self.config,
-            )),
-        }
+    fn cli(&self) -> Option<Cli> {
+        Some(Cli {
+            program: PROGRAM,
+            package: PACKAGE,
+        })
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
-        let program = agent::find_cli(&self.config, PROGRAM)
-            .with_context(|| agent::missing_cli("opencode", PROGRAM, PACKAGE, &self.config))?;
+        let program = agent::find_cli(&self.config, PROGRAM).with_context(|| {
+            agent::missing_cli(Engine::Opencode, PROGRAM, PACKAGE, &self.config)
+        })?;
         let home = agent::run_home(turn.run_dir)?;
         let skill_copy = turn.run_dir.join(".opencode/skills").join(&turn.skill.id);
         agent::materialize(&turn.skill.path, &skill_copy)?;

@@ -13,7 +13,7 @@ use anyhow::Context;
 use serde_json::json;
 
 use super::agent;
-use super::{Engine, EngineAdapter, Prepared, Reading, Turn};
+use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Turn};
 use crate::config::AgentConfig;
 
 pub const PACKAGE: &str = "@qwen-code/qwen-code";
@@ -31,16 +31,16 @@ impl EngineAdapter for Qwen {
         Engine::Qwen
     }
 
-    fn check(&self) -> Result<(), String> {
-        match agent::find_cli(&self.config, PROGRAM) {
-            Some(_) => Ok(()),
-            None => Err(agent::missing_cli("qwen", PROGRAM, PACKAGE, &self.config)),
-        }
+    fn cli(&self) -> Option<Cli> {
+        Some(Cli {
+            program: PROGRAM,
+            package: PACKAGE,
+        })
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
         let program = agent::find_cli(&self.config, PROGRAM)
-            .with_context(|| agent::missing_cli("qwen", PROGRAM, PACKAGE, &self.config))?;
+            .with_context(|| agent::missing_cli(Engine::Qwen, PROGRAM, PACKAGE, &self.config))?;
         let home = agent::run_home(turn.run_dir)?;
         let skill_copy = turn.run_dir.join(".qwen/skills").join(&turn.skill.id);
         agent::materialize(&turn.skill.path, &skill_copy)?;

@@ -16,8 +16,9 @@
 //! - With the queue empty: a JSON-mode request gets an object made from its schema; anything
 //!   else gets the default text (`--final-text`, or `POST /__script {"final_text": ...}`).
 //!
-//! Every request (method, path, headers, body) is kept in order and served by `GET /__log`
-//! (and appended to `--log` as JSON lines when given); `POST /__reset` clears script and log.
+//! Every request (method, path, headers, body, `received_ms` since the epoch) is kept in order
+//! and served by `GET /__log` (and appended to `--log` as JSON lines when given);
+//! `POST /__reset` clears script and log.
 
 pub mod anthropic;
 pub mod gemini;
@@ -150,8 +151,11 @@ impl Script {
             .iter()
             .map(|(k, v)| (k.to_string(), json!(String::from_utf8_lossy(v.as_bytes()))))
             .collect();
-        let entry =
-            json!({"method": method.as_str(), "path": path, "headers": headers, "body": body});
+        let received_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let entry = json!({"method": method.as_str(), "path": path, "headers": headers,
+                           "body": body, "received_ms": received_ms});
         if let Some(file) = &self.log_file {
             use std::io::Write;
             let line = format!("{entry}\n");

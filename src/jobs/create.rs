@@ -121,7 +121,8 @@ impl Jobs {
         let options =
             RuntimeOptions::parse(body.runtime_options.as_ref()).map_err(ApiError::bad_request)?;
         validation::execution_mode(&skill, &options)?;
-        let engine_options = validation::model(engine, body.model.as_deref())?;
+        let list = self.engines.models(engine).await;
+        let engine_options = validation::model(engine, body.model.as_deref(), list.as_ref())?;
         validation::inline_input(&skill, &body.input)?;
         validation::parameter(&skill, &body.parameter)?;
 
@@ -397,7 +398,9 @@ impl Jobs {
         let options = RuntimeOptions::parse(Some(&request.runtime_options))
             .map_err(|e| Refusal::Fail(ApiError::bad_request(e)))?;
         validation::execution_mode(&skill, &options).map_err(Refusal::Fail)?;
-        validation::model(engine, request.model.as_deref()).map_err(Refusal::Fail)?;
+        let list = self.engines.models(engine).await;
+        validation::model(engine, request.model.as_deref(), list.as_ref())
+            .map_err(Refusal::Fail)?;
         validation::parameter(&skill, &request.parameter).map_err(Refusal::Fail)?;
         Ok((skill, engine))
     }

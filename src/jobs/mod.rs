@@ -109,6 +109,11 @@ impl Jobs {
         })
     }
 
+    /// The engine adapters, their CLIs and model lists.
+    pub fn engines(&self) -> &Engines {
+        &self.engines
+    }
+
     /// Settles what a previous process left (see [`recovery`]), then starts one worker per
     /// slot and the retention sweep.
     pub async fn start(self: &Arc<Self>) -> anyhow::Result<()> {

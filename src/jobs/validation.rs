@@ -3,6 +3,7 @@
 use serde_json::{Map, Value, json};
 
 use super::options::RuntimeOptions;
+use crate::engines::models::{self, ModelList};
 use crate::engines::{Engine, Engines};
 use crate::error::{ApiError, ApiResult};
 use crate::skill::{InputSource, SkillManifest};
@@ -31,14 +32,14 @@ pub fn engine(
             "requested_engine": name,
         })));
     };
-    let Some(adapter) = engines.get(engine) else {
+    if engines.get(engine).is_none() {
         return Err(ApiError::bad_request(json!({
             "code": "ENGINE_UNAVAILABLE",
             "message": format!("Engine '{engine}' has no adapter on this server yet"),
             "requested_engine": name,
         })));
-    };
-    if let Err(missing) = adapter.check() {
+    }
+    if let Err(missing) = engines.locate(engine) {
         return Err(ApiError::bad_request(json!({
             "code": "ENGINE_CLI_MISSING",
             "message": missing,
@@ -64,16 +65,19 @@ pub fn execution_mode(skill: &SkillManifest, options: &RuntimeOptions) -> ApiRes
     })))
 }
 
-/// The engine options the model selects. `script` runs no model, so it takes none.
-pub fn model(engine: Engine, model: Option<&str>) -> ApiResult<Value> {
-    match (engine, model.map(str::trim).filter(|m| !m.is_empty())) {
-        (_, None) => Ok(json!({})),
-        (Engine::Script, Some(m)) => Err(ApiError::bad_request(format!(
+/// The engine options the model selects, checked against the engine's model list (`list`,
+/// the snapshot for its CLI). `script` runs no model, so it takes none.
+pub fn model(engine: Engine, model: Option<&str>, list: Option<&ModelList>) -> ApiResult<Value> {
+    match (engine, model.map(str::trim).filter(|m| !m.is_empty()), list) {
+        (_, None, _) => Ok(json!({})),
+        (Engine::Script, Some(m), _) => Err(ApiError::bad_request(format!(
             "Model validation failed: engine 'script' runs the skill's own entrypoint and takes no model (got '{m}')"
         ))),
-        (e, Some(m)) => Err(ApiError::bad_request(format!(
-            "Model validation failed: model '{m}' is not in the model list of engine '{e}'"
+        (e, Some(m), None) => Err(ApiError::bad_request(format!(
+            "Model validation failed: engine '{e}' has no model list (got '{m}')"
         ))),
+        (_, Some(m), Some(list)) => models::select(list, m)
+            .map_err(|e| ApiError::bad_request(format!("Model validation failed: {e}"))),
     }
 }
 
