@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{Engine, Failure, Reading, Turn};
+use super::{Cli, Engine, Failure, Reading, Turn};
 use crate::config::{AgentConfig, Endpoint};
 use crate::output;
 use crate::process::ProcessSpec;
@@ -67,6 +67,71 @@ pub async fn cli_version(program: &Path) -> Option<String> {
         .map(|w| w.trim_start_matches('v'))
         .find(|w| semver::Version::parse(w).is_ok())
         .map(str::to_owned)
+}
+
+/// Where a turn starts from: the CLI, the run's home, and the copy of the skill.
+#[derive(Debug)]
+pub struct Setup {
+    pub program: String,
+    pub home: PathBuf,
+    pub skill_copy: PathBuf,
+}
+
+/// Finds `cli`, creates the run's home and copies the skill to `<base>/<skills_dir>/<id>`,
+/// where `base` is the home (`in_home`) or the run folder.
+pub fn setup(
+    config: &AgentConfig,
+    engine: Engine,
+    cli: Cli,
+    turn: &Turn<'_>,
+    skills_dir: &str,
+    in_home: bool,
+) -> anyhow::Result<Setup> {
+    let program = find_cli(config, cli.program)
+        .ok_or_else(|| anyhow::anyhow!(missing_cli(engine, cli.program, cli.package, config)))?;
+    let home = run_home(turn.run_dir)?;
+    let base = if in_home { &home } else { turn.run_dir };
+    let skill_copy = base.join(skills_dir).join(&turn.skill.id);
+    materialize(&turn.skill.path, &skill_copy)?;
+    Ok(Setup {
+        program: program.to_string_lossy().into_owned(),
+        home,
+        skill_copy,
+    })
+}
+
+/// `--resume <session>` on a resumed turn; else `--session-id <new id>`, which is returned so
+/// the runner knows the session before the turn runs.
+pub fn pin_session(turn: &Turn<'_>, argv: &mut Vec<String>) -> Option<String> {
+    match turn.session {
+        Some(session) if turn.number > 1 => {
+            argv.extend(["--resume".into(), session.to_owned()]);
+            None
+        }
+        _ => {
+            let session = uuid::Uuid::new_v4().to_string();
+            argv.extend(["--session-id".into(), session.clone()]);
+            Some(session)
+        }
+    }
+}
+
+/// The configured endpoint of `engine` as the CLI's own variables (`url_var`, `key_var`).
+pub fn endpoint_env(
+    config: &AgentConfig,
+    engine: Engine,
+    url_var: &str,
+    key_var: &str,
+    env: &mut Vec<(String, String)>,
+) {
+    if let Some(endpoint) = endpoint(config, engine.as_str()) {
+        if let Some(url) = &endpoint.base_url {
+            env.push((url_var.into(), url.clone()));
+        }
+        if let Some(key) = &endpoint.api_key {
+            env.push((key_var.into(), key.clone()));
+        }
+    }
 }
 
 /// The run's own home folder, created on first use.

@@ -9,8 +9,6 @@
 
 use std::sync::Arc;
 
-use anyhow::Context;
-
 use super::agent;
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Turn};
 use crate::config::AgentConfig;
@@ -36,15 +34,19 @@ impl EngineAdapter for Claude {
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
-        let program = agent::find_cli(&self.config, PROGRAM)
-            .with_context(|| agent::missing_cli(Engine::Claude, PROGRAM, PACKAGE, &self.config))?;
-        let home = agent::run_home(turn.run_dir)?;
-        let skill_copy = turn.run_dir.join(".claude/skills").join(&turn.skill.id);
-        agent::materialize(&turn.skill.path, &skill_copy)?;
+        let setup = agent::setup(
+            &self.config,
+            self.engine(),
+            self.cli().expect("an agent has a CLI"),
+            turn,
+            ".claude/skills",
+            false,
+        )?;
+        let home = &setup.home;
         let mut argv: Vec<String> = vec![
-            program.to_string_lossy().into_owned(),
+            setup.program.clone(),
             "-p".into(),
-            agent::prompt(turn, &skill_copy),
+            agent::prompt(turn, &setup.skill_copy),
             "--output-format".into(),
             "stream-json".into(),
             "--verbose".into(),
@@ -53,18 +55,8 @@ impl EngineAdapter for Claude {
         if let Some(model) = turn.model {
             argv.extend(["--model".into(), model.to_owned()]);
         }
-        let session = match turn.session {
-            Some(session) if turn.number > 1 => {
-                argv.extend(["--resume".into(), session.to_owned()]);
-                None
-            }
-            _ => {
-                let session = uuid::Uuid::new_v4().to_string();
-                argv.extend(["--session-id".into(), session.clone()]);
-                Some(session)
-            }
-        };
-        let mut env = agent::base_env(&home, &self.config);
+        let session = agent::pin_session(turn, &mut argv);
+        let mut env = agent::base_env(home, &self.config);
         for (name, value) in [
             ("IS_SANDBOX", "1"),
             ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
@@ -78,14 +70,13 @@ impl EngineAdapter for Claude {
             "CLAUDE_CODE_MAX_RETRIES".into(),
             self.config.max_retries.to_string(),
         ));
-        if let Some(endpoint) = agent::endpoint(&self.config, "claude") {
-            if let Some(url) = &endpoint.base_url {
-                env.push(("ANTHROPIC_BASE_URL".into(), url.clone()));
-            }
-            if let Some(key) = &endpoint.api_key {
-                env.push(("ANTHROPIC_API_KEY".into(), key.clone()));
-            }
-        }
+        agent::endpoint_env(
+            &self.config,
+            self.engine(),
+            "ANTHROPIC_BASE_URL",
+            "ANTHROPIC_API_KEY",
+            &mut env,
+        );
         Ok(Prepared {
             spec: agent::spec(turn, argv, env),
             session,

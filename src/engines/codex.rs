@@ -11,7 +11,6 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use anyhow::Context;
 use serde_json::Value;
 
 use super::agent::{self, events};
@@ -79,14 +78,18 @@ impl EngineAdapter for Codex {
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
-        let program = agent::find_cli(&self.config, PROGRAM)
-            .with_context(|| agent::missing_cli(Engine::Codex, PROGRAM, PACKAGE, &self.config))?;
-        let home = agent::run_home(turn.run_dir)?;
+        // User-level skills of the run's CODEX_HOME: a `.codex` folder in the run folder would be
+        // untrusted project configuration.
+        let setup = agent::setup(
+            &self.config,
+            self.engine(),
+            self.cli().expect("an agent has a CLI"),
+            turn,
+            ".codex/skills",
+            true,
+        )?;
+        let home = &setup.home;
         let codex_home = home.join(".codex");
-        // User-level skills of this run's CODEX_HOME (a project-level `.codex` in the run folder
-        // would be untrusted project configuration).
-        let skill_copy = codex_home.join("skills").join(&turn.skill.id);
-        agent::materialize(&turn.skill.path, &skill_copy)?;
         // `name@effort` picks the reasoning effort too.
         let (model, effort) = match turn.model.map(|m| m.split_once('@').unwrap_or((m, ""))) {
             Some((name, effort)) => (Some(name), Some(effort).filter(|e| !e.is_empty())),
@@ -96,7 +99,7 @@ impl EngineAdapter for Codex {
         std::fs::write(codex_home.join("config.toml"), self.config_toml(model))?;
 
         let mut argv: Vec<String> = vec![
-            program.to_string_lossy().into_owned(),
+            setup.program.clone(),
             "exec".into(),
             "--json".into(),
             "--skip-git-repo-check".into(),
@@ -109,14 +112,14 @@ impl EngineAdapter for Codex {
                 format!("model_reasoning_effort={}", toml_string(effort)),
             ]);
         }
-        let prompt = agent::prompt(turn, &skill_copy);
+        let prompt = agent::prompt(turn, &setup.skill_copy);
         match turn.session {
             Some(thread) if turn.number > 1 => {
                 argv.extend(["resume".into(), thread.to_owned(), prompt]);
             }
             _ => argv.push(prompt),
         }
-        let mut env = agent::base_env(&home, &self.config);
+        let mut env = agent::base_env(home, &self.config);
         env.push((
             "CODEX_HOME".into(),
             codex_home.to_string_lossy().into_owned(),

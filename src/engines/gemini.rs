@@ -11,7 +11,6 @@
 
 use std::sync::Arc;
 
-use anyhow::Context;
 use serde_json::{Value, json};
 
 use super::agent::{self, events};
@@ -42,11 +41,15 @@ impl EngineAdapter for Gemini {
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
-        let program = agent::find_cli(&self.config, PROGRAM)
-            .with_context(|| agent::missing_cli(Engine::Gemini, PROGRAM, PACKAGE, &self.config))?;
-        let home = agent::run_home(turn.run_dir)?;
-        let skill_copy = turn.run_dir.join(".gemini/skills").join(&turn.skill.id);
-        agent::materialize(&turn.skill.path, &skill_copy)?;
+        let setup = agent::setup(
+            &self.config,
+            self.engine(),
+            self.cli().expect("an agent has a CLI"),
+            turn,
+            ".gemini/skills",
+            false,
+        )?;
+        let home = &setup.home;
         let settings = json!({
             "privacy": {"usageStatisticsEnabled": false},
             "telemetry": {"enabled": false},
@@ -62,9 +65,9 @@ impl EngineAdapter for Gemini {
             .and_then(|e| e.base_url.as_ref())
             .map(|_| ENDPOINT_MODEL));
         let mut argv: Vec<String> = vec![
-            program.to_string_lossy().into_owned(),
+            setup.program.clone(),
             "-p".into(),
-            agent::prompt(turn, &skill_copy),
+            agent::prompt(turn, &setup.skill_copy),
             "-o".into(),
             "stream-json".into(),
             "--skip-trust".into(),
@@ -73,26 +76,15 @@ impl EngineAdapter for Gemini {
         if let Some(model) = model {
             argv.extend(["-m".into(), model.to_owned()]);
         }
-        let session = match turn.session {
-            Some(session) if turn.number > 1 => {
-                argv.extend(["--resume".into(), session.to_owned()]);
-                None
-            }
-            _ => {
-                let session = uuid::Uuid::new_v4().to_string();
-                argv.extend(["--session-id".into(), session.clone()]);
-                Some(session)
-            }
-        };
-        let mut env = agent::base_env(&home, &self.config);
-        if let Some(endpoint) = endpoint {
-            if let Some(url) = &endpoint.base_url {
-                env.push(("GOOGLE_GEMINI_BASE_URL".into(), url.clone()));
-            }
-            if let Some(key) = &endpoint.api_key {
-                env.push(("GEMINI_API_KEY".into(), key.clone()));
-            }
-        }
+        let session = agent::pin_session(turn, &mut argv);
+        let mut env = agent::base_env(home, &self.config);
+        agent::endpoint_env(
+            &self.config,
+            self.engine(),
+            "GOOGLE_GEMINI_BASE_URL",
+            "GEMINI_API_KEY",
+            &mut env,
+        );
         Ok(Prepared {
             spec: agent::spec(turn, argv, env),
             session,

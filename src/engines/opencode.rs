@@ -9,7 +9,6 @@
 
 use std::sync::Arc;
 
-use anyhow::Context;
 use serde_json::{Value, json};
 
 use super::agent::{self, events};
@@ -75,19 +74,22 @@ impl EngineAdapter for Opencode {
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
-        let program = agent::find_cli(&self.config, PROGRAM).with_context(|| {
-            agent::missing_cli(Engine::Opencode, PROGRAM, PACKAGE, &self.config)
-        })?;
-        let home = agent::run_home(turn.run_dir)?;
-        let skill_copy = turn.run_dir.join(".opencode/skills").join(&turn.skill.id);
-        agent::materialize(&turn.skill.path, &skill_copy)?;
+        let setup = agent::setup(
+            &self.config,
+            self.engine(),
+            self.cli().expect("an agent has a CLI"),
+            turn,
+            ".opencode/skills",
+            false,
+        )?;
+        let home = &setup.home;
         let (config, model) = self.configuration(turn.model);
         let config_dir = home.join(".config/opencode");
         std::fs::create_dir_all(&config_dir)?;
         std::fs::write(config_dir.join("opencode.json"), config.to_string())?;
 
         let mut argv: Vec<String> = vec![
-            program.to_string_lossy().into_owned(),
+            setup.program.clone(),
             "run".into(),
             "--format".into(),
             "json".into(),
@@ -100,8 +102,8 @@ impl EngineAdapter for Opencode {
         if let Some(session) = turn.session.filter(|_| turn.number > 1) {
             argv.extend(["-s".into(), session.to_owned()]);
         }
-        argv.push(agent::prompt(turn, &skill_copy));
-        let mut env = agent::base_env(&home, &self.config);
+        argv.push(agent::prompt(turn, &setup.skill_copy));
+        let mut env = agent::base_env(home, &self.config);
         for name in [
             "OPENCODE_DISABLE_MODELS_FETCH",
             "OPENCODE_DISABLE_AUTOUPDATE",

@@ -9,7 +9,6 @@
 
 use std::sync::Arc;
 
-use anyhow::Context;
 use serde_json::json;
 
 use super::agent;
@@ -39,11 +38,15 @@ impl EngineAdapter for Qwen {
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
-        let program = agent::find_cli(&self.config, PROGRAM)
-            .with_context(|| agent::missing_cli(Engine::Qwen, PROGRAM, PACKAGE, &self.config))?;
-        let home = agent::run_home(turn.run_dir)?;
-        let skill_copy = turn.run_dir.join(".qwen/skills").join(&turn.skill.id);
-        agent::materialize(&turn.skill.path, &skill_copy)?;
+        let setup = agent::setup(
+            &self.config,
+            self.engine(),
+            self.cli().expect("an agent has a CLI"),
+            turn,
+            ".qwen/skills",
+            false,
+        )?;
+        let home = &setup.home;
         let settings = json!({
             "security": {"auth": {"selectedType": "openai"}},
             "privacy": {"usageStatisticsEnabled": false},
@@ -61,8 +64,8 @@ impl EngineAdapter for Qwen {
             .and_then(|e| e.base_url.as_ref())
             .map(|_| ENDPOINT_MODEL));
         let mut argv: Vec<String> = vec![
-            program.to_string_lossy().into_owned(),
-            agent::prompt(turn, &skill_copy),
+            setup.program.clone(),
+            agent::prompt(turn, &setup.skill_copy),
             "-o".into(),
             "stream-json".into(),
             "-y".into(),
@@ -72,27 +75,16 @@ impl EngineAdapter for Qwen {
         if let Some(model) = model {
             argv.extend(["-m".into(), model.to_owned()]);
         }
-        let session = match turn.session {
-            Some(session) if turn.number > 1 => {
-                argv.extend(["--resume".into(), session.to_owned()]);
-                None
-            }
-            _ => {
-                let session = uuid::Uuid::new_v4().to_string();
-                argv.extend(["--session-id".into(), session.clone()]);
-                Some(session)
-            }
-        };
-        let mut env = agent::base_env(&home, &self.config);
+        let session = agent::pin_session(turn, &mut argv);
+        let mut env = agent::base_env(home, &self.config);
         env.push(("QWEN_CODE_SUPPRESS_YOLO_WARNING".into(), "1".into()));
-        if let Some(endpoint) = endpoint {
-            if let Some(url) = &endpoint.base_url {
-                env.push(("OPENAI_BASE_URL".into(), url.clone()));
-            }
-            if let Some(key) = &endpoint.api_key {
-                env.push(("OPENAI_API_KEY".into(), key.clone()));
-            }
-        }
+        agent::endpoint_env(
+            &self.config,
+            self.engine(),
+            "OPENAI_BASE_URL",
+            "OPENAI_API_KEY",
+            &mut env,
+        );
         Ok(Prepared {
             spec: agent::spec(turn, argv, env),
             session,
