@@ -469,7 +469,7 @@ async fn two_concurrent_codex_runs_keep_their_own_models() {
         return;
     }
     let fake = FakeModel::start();
-    let answer = json!({"text": ANSWER, "delay_ms": 1500});
+    let answer = json!({"text": ANSWER, "delay_ms": 5000});
     fake.script(json!([answer, answer])).await;
     let server = server_for(
         "codex",
@@ -518,7 +518,7 @@ async fn two_concurrent_codex_runs_keep_their_own_models() {
         .iter()
         .map(|c| c["received_ms"].as_u64().unwrap())
         .collect();
-    assert!(at[1] - at[0] < 1500, "the runs did not overlap: {at:?}");
+    assert!(at[1] - at[0] < 5000, "the runs did not overlap: {at:?}");
     let mut models: Vec<(String, Value)> = calls
         .iter()
         .map(|c| {

@@ -19,6 +19,7 @@ use super::queue::Admission;
 use super::validation;
 use super::{Jobs, Scope};
 use crate::engines::Engine;
+use crate::engines::models::ModelList;
 use crate::error::{ApiError, ApiResult};
 use crate::packages::archive::{self, ArchiveError};
 use crate::skill::{ExecutionMode, InputSource, Rules, SkillEntry, SkillManifest, manifest};
@@ -99,6 +100,15 @@ fn rejected(e: ArchiveError) -> ApiError {
 }
 
 impl Jobs {
+    /// The model list a requested model is checked against; only looked up (which may ask
+    /// the CLI for its version) when a model was requested.
+    async fn model_list(&self, engine: Engine, model: Option<&str>) -> Option<ModelList> {
+        match model {
+            Some(_) => self.engines.models(engine).await,
+            None => None,
+        }
+    }
+
     /// `POST /v1/jobs`.
     pub async fn create_job(self: &Arc<Self>, body: CreateJob) -> ApiResult<Created> {
         let snapshot = self.registry.snapshot().await;
@@ -121,7 +131,7 @@ impl Jobs {
         let options =
             RuntimeOptions::parse(body.runtime_options.as_ref()).map_err(ApiError::bad_request)?;
         validation::execution_mode(&skill, &options)?;
-        let list = self.engines.models(engine).await;
+        let list = self.model_list(engine, body.model.as_deref()).await;
         let engine_options = validation::model(engine, body.model.as_deref(), list.as_ref())?;
         validation::inline_input(&skill, &body.input)?;
         validation::parameter(&skill, &body.parameter)?;
