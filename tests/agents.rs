@@ -198,6 +198,29 @@ async fn auto_job(engine: &str) {
         prompt.contains("reporter/SKILL.md") && prompt.contains("artifacts/"),
         "{prompt}"
     );
+    // The key reaches the model, and is written nowhere in the run folder.
+    assert!(
+        calls[0]["headers"].to_string().contains("sk-test"),
+        "{}",
+        calls[0]["headers"]
+    );
+    assert!(
+        !folder_mentions(&server.run_dir(&status), "sk-test"),
+        "the API key was written into the run folder"
+    );
+}
+
+/// Whether any file under `dir` contains `needle`.
+fn folder_mentions(dir: &std::path::Path, needle: &str) -> bool {
+    std::fs::read_dir(dir).unwrap().flatten().any(|entry| {
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => folder_mentions(&path, needle),
+            Ok(t) if t.is_file() => std::fs::read(&path)
+                .is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle.as_bytes())),
+            _ => false,
+        }
+    })
 }
 
 /// Interactive: the model asks, the run waits, the reply resumes the same session (whose

@@ -46,8 +46,10 @@ impl Opencode {
             .unwrap_or(ENDPOINT_MODEL);
         let qualified = format!("{PROVIDER}/{name}");
         let mut options = json!({"baseURL": url});
-        if let Some(key) = endpoint.and_then(|e| e.api_key.as_ref()) {
-            options["apiKey"] = json!(key);
+        if endpoint.is_some_and(|e| e.api_key.is_some()) {
+            // A reference the CLI resolves from its environment: the key itself never lands in
+            // the run folder, which clients can browse and download.
+            options["apiKey"] = json!("{env:SKILL_RUNNER_OPENCODE_API_KEY}");
         }
         config["model"] = json!(qualified);
         config["small_model"] = json!(qualified);
