@@ -107,11 +107,29 @@ pub struct AgentConfig {
     /// The managed npm prefix the CLIs are installed into (`SKILL_RUNNER_NPM_PREFIX`, default
     /// `<cache>/npm`); `<prefix>/bin` is searched before `PATH`.
     pub npm_prefix: PathBuf,
+    /// Where users log the CLIs in (`SKILL_RUNNER_AGENT_HOME`, default `<cache>/agent-home`,
+    /// e.g. `HOME=<agent home> codex login`): the login files found there are lent to each run's
+    /// own home for the length of a turn.
+    pub agent_home: PathBuf,
     /// Retries a CLI makes against a failing model before it gives up
     /// (`SKILL_RUNNER_ENGINE_MAX_RETRIES`).
     pub max_retries: u32,
     /// `SKILL_RUNNER_<ENGINE>_BASE_URL` / `_API_KEY`, by engine name.
     pub endpoints: std::collections::BTreeMap<String, Endpoint>,
+}
+
+impl AgentConfig {
+    /// A configuration whose CLIs and logins are all missing, for unit tests.
+    #[cfg(test)]
+    pub fn for_tests() -> Self {
+        Self {
+            cache_dir: "/nonexistent".into(),
+            npm_prefix: "/nonexistent/npm".into(),
+            agent_home: "/nonexistent/agent-home".into(),
+            max_retries: 0,
+            endpoints: Default::default(),
+        }
+    }
 }
 
 /// A model endpoint an engine is pointed at: a gateway, a self-hosted model, or a fake.
@@ -329,6 +347,9 @@ impl Config {
             npm_prefix: get("SKILL_RUNNER_NPM_PREFIX")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| cache_dir.join("npm")),
+            agent_home: get("SKILL_RUNNER_AGENT_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| cache_dir.join("agent-home")),
             cache_dir,
             max_retries: parse_count(&get, "SKILL_RUNNER_ENGINE_MAX_RETRIES", 1)?,
             endpoints: AGENT_ENGINES

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{FakeModel, TestDirs, TestServer, skill_package};
+use common::{FakeModel, TestDirs, TestServer, folder_mentions, processes_in, report_skill};
 use serde_json::{Value, json};
 
 const IN_NETNS: &str = "SKILL_RUNNER_TEST_IN_NETNS";
@@ -70,23 +70,6 @@ fn in_netns(test: &str, cli: &str) -> bool {
         "{test} failed in its namespace:\n{stdout}\n{stderr}"
     );
     false
-}
-
-/// A skill for agents: writes a report artifact and answers its summary.
-fn report_skill(id: &str) -> common::Package {
-    skill_package(id, "1.0.0")
-        .runner(json!({"engines": ["codex", "gemini", "claude", "opencode", "qwen"],
-                       "execution_modes": ["auto", "interactive"]}))
-        .file(
-            "SKILL.md",
-            format!("---\nname: {id}\ndescription: writes a report\n---\n# {id}\n\nWrite artifacts/report.txt, then answer.\n"),
-        )
-        .file(
-            "assets/output.schema.json",
-            json!({"type": "object", "required": ["summary", "report"],
-                   "properties": {"summary": {"type": "string"}, "report": {"type": "string"}}})
-            .to_string(),
-        )
 }
 
 /// The service with `engine` pointed at the fake model server.
@@ -208,19 +191,6 @@ async fn auto_job(engine: &str) {
         !folder_mentions(&server.run_dir(&status), "sk-test"),
         "the API key was written into the run folder"
     );
-}
-
-/// Whether any file under `dir` contains `needle`.
-fn folder_mentions(dir: &std::path::Path, needle: &str) -> bool {
-    std::fs::read_dir(dir).unwrap().flatten().any(|entry| {
-        let path = entry.path();
-        match entry.file_type() {
-            Ok(t) if t.is_dir() => folder_mentions(&path, needle),
-            Ok(t) if t.is_file() => std::fs::read(&path)
-                .is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle.as_bytes())),
-            _ => false,
-        }
-    })
 }
 
 /// Interactive: the model asks, the run waits, the reply resumes the same session (whose
@@ -345,15 +315,7 @@ async fn model_hangs(engine: &str) {
         "{status}"
     );
     let run_dir = server.run_dir(&status);
-    let left: Vec<i32> = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read_link(format!("/proc/{pid}/cwd"))
-                .is_ok_and(|cwd| cwd.starts_with(&run_dir))
-        })
-        .collect();
+    let left = processes_in(&run_dir);
     assert!(
         left.is_empty(),
         "processes left in the run folder: {left:?}"

@@ -69,16 +69,19 @@ pub async fn cli_version(program: &Path) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Where a turn starts from: the CLI, the run's home, and the copy of the skill.
+/// Where a turn starts from: the CLI, the run's home, the copy of the skill, and the login
+/// lent to the home.
 #[derive(Debug)]
 pub struct Setup {
     pub program: String,
     pub home: PathBuf,
     pub skill_copy: PathBuf,
+    pub login: Login,
 }
 
-/// Finds `cli`, creates the run's home and copies the skill to `<base>/<skills_dir>/<id>`,
-/// where `base` is the home (`in_home`) or the run folder.
+/// Finds `cli`, creates the run's home, lends it the CLI's login (unless an API key is
+/// configured for `engine`) and copies the skill to `<base>/<skills_dir>/<id>`, where `base` is
+/// the home (`in_home`) or the run folder.
 pub fn setup(
     config: &AgentConfig,
     engine: Engine,
@@ -90,6 +93,12 @@ pub fn setup(
     let program = find_cli(config, cli.program)
         .ok_or_else(|| anyhow::anyhow!(missing_cli(engine, cli.program, cli.package, config)))?;
     let home = run_home(turn.run_dir)?;
+    let keyed = endpoint(config, engine.as_str()).is_some_and(|e| e.api_key.is_some());
+    let login = if keyed {
+        Login::default()
+    } else {
+        Login::lend(&config.agent_home, &home, cli.credentials)?
+    };
     let base = if in_home { &home } else { turn.run_dir };
     let skill_copy = base.join(skills_dir).join(&turn.skill.id);
     materialize(&turn.skill.path, &skill_copy)?;
@@ -97,7 +106,82 @@ pub fn setup(
         program: program.to_string_lossy().into_owned(),
         home,
         skill_copy,
+        login,
     })
+}
+
+/// The login files of a CLI (e.g. `.codex/auth.json`) lent from the agent home to a run's home
+/// for one turn. When dropped (the turn is over, whatever its end), a file the CLI changed (a
+/// refreshed token) goes back to the agent home, and the copies are removed, so a run folder,
+/// which clients can browse and download, holds no login once its turn is over.
+#[derive(Debug, Default)]
+pub struct Login {
+    files: Vec<LentFile>,
+}
+
+#[derive(Debug)]
+struct LentFile {
+    source: PathBuf,
+    copy: PathBuf,
+    lent: Vec<u8>,
+}
+
+impl Login {
+    /// Copies each of `files` (relative paths) that exists under `agent_home` into `home`.
+    pub fn lend(agent_home: &Path, home: &Path, files: &[&str]) -> std::io::Result<Self> {
+        let mut login = Login::default();
+        for file in files {
+            let source = agent_home.join(file);
+            let Ok(lent) = std::fs::read(&source) else {
+                continue;
+            };
+            let copy = home.join(file);
+            if let Some(dir) = copy.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            write_private(&copy, &lent)?;
+            login.files.push(LentFile { source, copy, lent });
+        }
+        Ok(login)
+    }
+
+    /// Whether no login file was found to lend.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+}
+
+impl Drop for Login {
+    fn drop(&mut self) {
+        for file in &self.files {
+            match std::fs::read(&file.copy) {
+                Ok(now) if now != file.lent && !now.is_empty() => {
+                    let staged = file.source.with_extension("skill-runner-tmp");
+                    let back = write_private(&staged, &now)
+                        .and_then(|()| std::fs::rename(&staged, &file.source));
+                    if let Err(e) = back {
+                        tracing::warn!(file = %file.source.display(), error = %e,
+                            "cannot return a refreshed login to the agent home");
+                    }
+                }
+                _ => {}
+            }
+            let _ = std::fs::remove_file(&file.copy);
+        }
+    }
+}
+
+/// Writes a file only its owner may read.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)
 }
 
 /// `--resume <session>` on a resumed turn; else `--session-id <new id>`, which is returned so

@@ -14,6 +14,8 @@ use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Turn};
 use crate::config::AgentConfig;
 
 pub const PACKAGE: &str = "@anthropic-ai/claude-code";
+/// The login `claude /login` leaves in the home.
+pub const CREDENTIALS: &[&str] = &[".claude/.credentials.json"];
 const PROGRAM: &str = "claude";
 
 #[derive(Debug)]
@@ -30,6 +32,7 @@ impl EngineAdapter for Claude {
         Some(Cli {
             program: PROGRAM,
             package: PACKAGE,
+            credentials: CREDENTIALS,
         })
     }
 
@@ -80,6 +83,7 @@ impl EngineAdapter for Claude {
         Ok(Prepared {
             spec: agent::spec(turn, argv, env),
             session,
+            login: setup.login,
         })
     }
 
@@ -94,12 +98,7 @@ mod tests {
 
     fn claude() -> Claude {
         Claude {
-            config: Arc::new(AgentConfig {
-                cache_dir: "/nonexistent".into(),
-                npm_prefix: "/nonexistent/npm".into(),
-                max_retries: 0,
-                endpoints: Default::default(),
-            }),
+            config: Arc::new(AgentConfig::for_tests()),
         }
     }
 

@@ -19,6 +19,8 @@ use crate::config::AgentConfig;
 use crate::output;
 
 pub const PACKAGE: &str = "@openai/codex";
+/// The login `codex login` leaves in `~/.codex` (the run's `CODEX_HOME`).
+pub const CREDENTIALS: &[&str] = &[".codex/auth.json"];
 const PROGRAM: &str = "codex";
 /// The model used with a configured endpoint when the job names none.
 pub const ENDPOINT_MODEL: &str = "gpt-5.5";
@@ -74,6 +76,7 @@ impl EngineAdapter for Codex {
         Some(Cli {
             program: PROGRAM,
             package: PACKAGE,
+            credentials: CREDENTIALS,
         })
     }
 
@@ -127,6 +130,7 @@ impl EngineAdapter for Codex {
         Ok(Prepared {
             spec: agent::spec(turn, argv, env),
             session: None,
+            login: setup.login,
         })
     }
 
@@ -168,12 +172,7 @@ mod tests {
     use crate::config::Endpoint;
 
     fn codex(endpoint: Option<Endpoint>) -> Codex {
-        let mut config = AgentConfig {
-            cache_dir: "/nonexistent".into(),
-            npm_prefix: "/nonexistent/npm".into(),
-            max_retries: 0,
-            endpoints: Default::default(),
-        };
+        let mut config = AgentConfig::for_tests();
         if let Some(e) = endpoint {
             config.endpoints.insert("codex".into(), e);
         }

@@ -19,6 +19,8 @@ use crate::config::AgentConfig;
 use crate::output;
 
 pub const PACKAGE: &str = "@google/gemini-cli";
+/// The Google login the CLI leaves in `~/.gemini`.
+pub const CREDENTIALS: &[&str] = &[".gemini/oauth_creds.json", ".gemini/google_accounts.json"];
 const PROGRAM: &str = "gemini";
 /// The model used with a configured endpoint when the job names none.
 pub const ENDPOINT_MODEL: &str = "gemini-2.5-flash";
@@ -37,6 +39,7 @@ impl EngineAdapter for Gemini {
         Some(Cli {
             program: PROGRAM,
             package: PACKAGE,
+            credentials: CREDENTIALS,
         })
     }
 
@@ -50,12 +53,18 @@ impl EngineAdapter for Gemini {
             false,
         )?;
         let home = &setup.home;
+        // A Google login lent from the agent home, else an API key.
+        let auth_type = if setup.login.is_empty() {
+            "gemini-api-key"
+        } else {
+            "oauth-personal"
+        };
         let settings = json!({
             "privacy": {"usageStatisticsEnabled": false},
             "telemetry": {"enabled": false},
             "general": {"disableAutoUpdate": true, "disableUpdateNag": true,
                         "maxAttempts": self.config.max_retries + 1},
-            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "security": {"auth": {"selectedType": auth_type}},
         });
         std::fs::create_dir_all(home.join(".gemini"))?;
         std::fs::write(home.join(".gemini/settings.json"), settings.to_string())?;
@@ -88,6 +97,7 @@ impl EngineAdapter for Gemini {
         Ok(Prepared {
             spec: agent::spec(turn, argv, env),
             session,
+            login: setup.login,
         })
     }
 

@@ -7,6 +7,7 @@ pub mod agent;
 pub mod claude;
 pub mod codex;
 pub mod gemini;
+pub mod iflow;
 pub mod models;
 pub mod opencode;
 pub mod qwen;
@@ -45,12 +46,13 @@ pub struct Turn<'a> {
     pub model: Option<&'a str>,
 }
 
-/// A turn ready to start: its process, and its session when the engine lets the runner pick
-/// it up front.
+/// A turn ready to start: its process, its session when the engine lets the runner pick it up
+/// front, and the login lent to it (held until the turn is over).
 #[derive(Debug)]
 pub struct Prepared {
     pub spec: ProcessSpec,
     pub session: Option<String>,
+    pub login: agent::Login,
 }
 
 /// What a turn's output says.
@@ -64,11 +66,13 @@ pub struct Reading {
     pub failure: Option<Failure>,
 }
 
-/// An agent CLI: its program name and npm package.
+/// An agent CLI: its program name, npm package, and the files a login leaves in its home.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cli {
     pub program: &'static str,
     pub package: &'static str,
+    /// Paths relative to a home (`~`), e.g. `.codex/auth.json`.
+    pub credentials: &'static [&'static str],
 }
 
 /// A failure the engine reported, with a code when it is one clients act on.
@@ -115,12 +119,15 @@ impl Engines {
     /// Every adapter built so far.
     pub fn new(agent_config: &AgentConfig) -> Self {
         let config = Arc::new(agent_config.clone());
-        let adapters: [Arc<dyn EngineAdapter>; 6] = [
+        let adapters: [Arc<dyn EngineAdapter>; 7] = [
             Arc::new(script::ScriptEngine),
             Arc::new(codex::Codex {
                 config: config.clone(),
             }),
             Arc::new(gemini::Gemini {
+                config: config.clone(),
+            }),
+            Arc::new(iflow::Iflow {
                 config: config.clone(),
             }),
             Arc::new(claude::Claude {

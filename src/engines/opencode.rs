@@ -17,6 +17,8 @@ use crate::config::AgentConfig;
 use crate::output;
 
 pub const PACKAGE: &str = "opencode-ai";
+/// The provider keys and logins of `opencode auth login`.
+pub const CREDENTIALS: &[&str] = &[".local/share/opencode/auth.json"];
 const PROGRAM: &str = "opencode";
 /// The model used with a configured endpoint when the job names none.
 pub const ENDPOINT_MODEL: &str = "gpt-5.5";
@@ -72,6 +74,7 @@ impl EngineAdapter for Opencode {
         Some(Cli {
             program: PROGRAM,
             package: PACKAGE,
+            credentials: CREDENTIALS,
         })
     }
 
@@ -117,6 +120,7 @@ impl EngineAdapter for Opencode {
         Ok(Prepared {
             spec: agent::spec(turn, argv, env),
             session: None,
+            login: setup.login,
         })
     }
 

@@ -16,6 +16,8 @@ use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Turn};
 use crate::config::AgentConfig;
 
 pub const PACKAGE: &str = "@qwen-code/qwen-code";
+/// The Qwen OAuth login the CLI leaves in `~/.qwen`.
+pub const CREDENTIALS: &[&str] = &[".qwen/oauth_creds.json"];
 const PROGRAM: &str = "qwen";
 /// The model used with a configured endpoint when the job names none.
 pub const ENDPOINT_MODEL: &str = "qwen3-coder-plus";
@@ -34,6 +36,7 @@ impl EngineAdapter for Qwen {
         Some(Cli {
             program: PROGRAM,
             package: PACKAGE,
+            credentials: CREDENTIALS,
         })
     }
 
@@ -47,8 +50,14 @@ impl EngineAdapter for Qwen {
             false,
         )?;
         let home = &setup.home;
+        // A Qwen OAuth login lent from the agent home, else an OpenAI-compatible key.
+        let auth_type = if setup.login.is_empty() {
+            "openai"
+        } else {
+            "qwen-oauth"
+        };
         let settings = json!({
-            "security": {"auth": {"selectedType": "openai"}},
+            "security": {"auth": {"selectedType": auth_type}},
             "privacy": {"usageStatisticsEnabled": false},
             "telemetry": {"enabled": false},
             "memory": {"enableManagedAutoMemory": false, "enableManagedAutoDream": false,
@@ -70,7 +79,7 @@ impl EngineAdapter for Qwen {
             "stream-json".into(),
             "-y".into(),
             "--auth-type".into(),
-            "openai".into(),
+            auth_type.into(),
         ];
         if let Some(model) = model {
             argv.extend(["-m".into(), model.to_owned()]);
@@ -88,6 +97,7 @@ impl EngineAdapter for Qwen {
         Ok(Prepared {
             spec: agent::spec(turn, argv, env),
             session,
+            login: setup.login,
         })
     }
 

@@ -68,6 +68,7 @@ impl EngineAdapter for ScriptEngine {
         Ok(Prepared {
             spec,
             session: None,
+            login: Default::default(),
         })
     }
 

@@ -324,7 +324,11 @@ impl Jobs {
             session: run.engine_session.as_deref(),
             model: request.model.as_deref(),
         };
-        let Prepared { spec, session } = match adapter.prepare(&turn) {
+        let Prepared {
+            spec,
+            session,
+            login,
+        } = match adapter.prepare(&turn) {
             Ok(prepared) => prepared,
             Err(e) => {
                 return Ok(TurnEnd::Ended(Envelope::default().failed(
@@ -367,6 +371,8 @@ impl Jobs {
             stdout,
             stderr,
         } = running.complete(deadline, cancel, windows).await;
+        // The turn is over: a refreshed login goes back to the agent home, the copies away.
+        drop(login);
         let mut envelope = Envelope {
             artifacts: list_artifacts(&run_dir).await?,
             ..Envelope::default()

@@ -843,3 +843,45 @@ impl FakeModel {
         log["requests"].as_array().unwrap().clone()
     }
 }
+
+/// A skill for agents: writes a report artifact and answers its summary.
+pub fn report_skill(id: &str) -> Package {
+    skill_package(id, "1.0.0")
+        .runner(json!({"engines": ["codex", "gemini", "iflow", "claude", "opencode", "qwen"],
+                       "execution_modes": ["auto", "interactive"]}))
+        .file(
+            "SKILL.md",
+            format!("---\nname: {id}\ndescription: writes a report\n---\n# {id}\n\nWrite artifacts/report.txt, then answer.\n"),
+        )
+        .file(
+            "assets/output.schema.json",
+            json!({"type": "object", "required": ["summary", "report"],
+                   "properties": {"summary": {"type": "string"}, "report": {"type": "string"}}})
+            .to_string(),
+        )
+}
+
+/// Whether any file under `dir` contains `needle`.
+pub fn folder_mentions(dir: &std::path::Path, needle: &str) -> bool {
+    std::fs::read_dir(dir).unwrap().flatten().any(|entry| {
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => folder_mentions(&path, needle),
+            Ok(t) if t.is_file() => std::fs::read(&path)
+                .is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle.as_bytes())),
+            _ => false,
+        }
+    })
+}
+
+/// Processes whose working directory is under `dir`.
+pub fn processes_in(dir: &Path) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(dir))
+        })
+        .collect()
+}

@@ -1,0 +1,257 @@
+//! The `iflow` engine end to end against recorded output. iFlow's CLI is not on the npm
+//! registry, so `tests/fixtures/iflow/iflow` stands in for it: it records how the service
+//! started it and replays output in iFlow's documented format (see that folder's README).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{TestDirs, TestServer, folder_mentions, processes_in, report_skill};
+use serde_json::{Value, json};
+
+/// A managed npm prefix whose `bin/iflow` is the stand-in, plus where its calls are recorded.
+struct Stand {
+    _tmp: tempfile::TempDir,
+    prefix: String,
+    record: PathBuf,
+    agent_home: PathBuf,
+}
+
+impl Stand {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let bin = tmp.path().join("npm/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/iflow/iflow");
+        std::os::unix::fs::symlink(script, bin.join("iflow")).unwrap();
+        let record = tmp.path().join("record");
+        std::fs::create_dir_all(&record).unwrap();
+        Self {
+            prefix: tmp.path().join("npm").to_str().unwrap().to_owned(),
+            agent_home: tmp.path().join("agent-home"),
+            record,
+            _tmp: tmp,
+        }
+    }
+
+    /// The service, with the stand-in playing `scenario`.
+    fn server(&self, scenario: &str, extra: &[(&str, &str)]) -> TestServer {
+        let dirs = TestDirs::new();
+        report_skill("reporter").write_into(&dirs.skills);
+        let mut env = vec![
+            ("SKILL_RUNNER_NPM_PREFIX", self.prefix.as_str()),
+            ("SKILL_RUNNER_AGENT_HOME", self.agent_home.to_str().unwrap()),
+            ("IFLOW_FAKE_RECORD", self.record.to_str().unwrap()),
+            ("IFLOW_FAKE_SCENARIO", scenario),
+        ];
+        env.extend_from_slice(extra);
+        TestServer::start_with(dirs, &env)
+    }
+
+    /// Every call of the stand-in so far.
+    fn calls(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.record.join("calls.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+const ENDPOINT: [(&str, &str); 2] = [
+    ("SKILL_RUNNER_IFLOW_BASE_URL", "http://127.0.0.1:9/v1"),
+    ("SKILL_RUNNER_IFLOW_API_KEY", "sk-iflow-test"),
+];
+
+fn arg_after<'a>(call: &'a Value, flag: &str) -> Option<&'a str> {
+    let argv = call["argv"].as_array().unwrap();
+    let at = argv.iter().position(|a| a == flag)?;
+    argv.get(at + 1)?.as_str()
+}
+
+async fn start_job(server: &TestServer, mode: &str) -> String {
+    server
+        .create_job(
+            json!({"skill_id": "reporter", "engine": "iflow", "input": {"text": "go"},
+                           "runtime_options": {"execution_mode": mode}}),
+        )
+        .await
+}
+
+#[tokio::test]
+async fn auto_job_with_an_endpoint() {
+    let stand = Stand::new();
+    let server = stand.server("auto", &ENDPOINT);
+    let rid = start_job(&server, "auto").await;
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
+    assert_eq!(
+        result["result"]["data"],
+        json!({"summary": "wrote it", "report": "artifacts/report.txt"})
+    );
+    assert_eq!(
+        result["result"]["artifacts"],
+        json!(["artifacts/report.txt"])
+    );
+
+    let calls = stand.calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let call = &calls[0];
+    let run_dir = server.run_dir(&status);
+    assert_eq!(call["cwd"], run_dir.to_str().unwrap());
+    assert_eq!(call["home"], run_dir.join(".agent-home").to_str().unwrap());
+    assert!(call["argv"].as_array().unwrap().contains(&json!("-y")));
+    assert_eq!(arg_after(call, "-m"), Some("qwen3-coder-plus"));
+    assert_eq!(arg_after(call, "--resume"), None);
+    let prompt = arg_after(call, "-p").unwrap();
+    let skill_md = run_dir.join(".iflow/skills/reporter/SKILL.md");
+    assert!(
+        prompt.contains(skill_md.to_str().unwrap()),
+        "the prompt does not point at the skill copy: {prompt}"
+    );
+    assert!(skill_md.is_file());
+    // The endpoint and key reach the CLI through its own IFLOW_<setting> variables ...
+    assert_eq!(call["env"]["IFLOW_baseUrl"], "http://127.0.0.1:9/v1");
+    assert_eq!(call["env"]["IFLOW_apiKey"], "sk-iflow-test");
+    let settings: Value =
+        serde_json::from_str(call["files"][".iflow/settings.json"].as_str().unwrap()).unwrap();
+    assert_eq!(settings["selectedAuthType"], "openai-compatible");
+    assert_eq!(settings["approvalMode"], "yolo");
+    assert_eq!(settings["sandbox"], false);
+    assert_eq!(settings["telemetry"]["enabled"], false);
+    // ... and the key is written nowhere in the run folder.
+    assert!(!folder_mentions(&run_dir, "sk-iflow-test"));
+
+    let (_, engines) = server.get("/v1/engines").await;
+    assert!(
+        engines["engines"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"engine": "iflow", "cli_version_detected": "0.5.19"})),
+        "{engines}"
+    );
+    let (_, models) = server.get("/v1/engines/iflow/models").await;
+    assert_eq!(models["snapshot_version_used"], "0.3.0", "{models}");
+}
+
+#[tokio::test]
+async fn interactive_job_resumes_the_reported_session() {
+    let stand = Stand::new();
+    let server = stand.server("interactive", &ENDPOINT);
+    let rid = start_job(&server, "interactive").await;
+    let status = server
+        .wait_status(
+            &format!("/v1/jobs/{rid}"),
+            &["waiting_user", "failed", "succeeded"],
+        )
+        .await;
+    assert_eq!(status["status"], "waiting_user", "{status}");
+    let (_, pending) = server
+        .get(&format!("/v1/jobs/{rid}/interaction/pending"))
+        .await;
+    assert_eq!(pending["pending"]["prompt"], "Which colour, please?");
+
+    let (code, body) = server
+        .post_json(
+            &format!("/v1/jobs/{rid}/interaction/reply"),
+            json!({"interaction_id": 1, "response": "teal-green"}),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
+    assert_eq!(result["result"]["data"]["summary"], "wrote it");
+
+    let calls = stand.calls();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(
+        arg_after(&calls[1], "--resume"),
+        Some("session-7e0c4b1a-2d3f-4a5b-8c6d-9e0f1a2b3c4d"),
+        "the reply did not resume the session the first turn reported"
+    );
+    assert!(arg_after(&calls[1], "-p").unwrap().contains("teal-green"));
+    assert!(arg_after(&calls[0], "-p").unwrap().contains("ask_user"));
+}
+
+#[tokio::test]
+async fn model_errors_fail_with_what_the_cli_said() {
+    let stand = Stand::new();
+    let server = stand.server("api-error", &ENDPOINT);
+    let rid = start_job(&server, "auto").await;
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "failed", "{status}");
+    assert_eq!(
+        status["error"]["message"],
+        "iflow: the model request failed: [API Error: 500 Internal Server Error: model exploded]"
+    );
+    assert_eq!(status["error"]["code"], Value::Null, "{status}");
+
+    let stand = Stand::new();
+    let server = stand.server("auth-error", &ENDPOINT);
+    let rid = start_job(&server, "auto").await;
+    let status = server.wait_job(&rid).await;
+    assert_eq!(
+        (status["status"].as_str(), status["error"]["code"].as_str()),
+        (Some("failed"), Some("AUTH_REQUIRED")),
+        "{status}"
+    );
+}
+
+#[tokio::test]
+async fn a_silent_cli_times_out_and_leaves_no_process() {
+    let stand = Stand::new();
+    let server = stand.server(
+        "hang",
+        &[
+            ENDPOINT[0],
+            ENDPOINT[1],
+            ("SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS", "2"),
+            ("SKILL_RUNNER_KILL_GRACE_SECONDS", "1"),
+        ],
+    );
+    let rid = start_job(&server, "auto").await;
+    let status = server.wait_job(&rid).await;
+    assert_eq!(
+        (status["status"].as_str(), status["error"]["code"].as_str()),
+        (Some("failed"), Some("TIMEOUT")),
+        "{status}"
+    );
+    let left = processes_in(&server.run_dir(&status));
+    assert!(left.is_empty(), "processes left: {left:?}");
+}
+
+/// Without a configured key the CLI uses the login in the agent home, lent to the run's home
+/// for the turn: a token the CLI refreshed goes back, and the run folder keeps no copy.
+#[tokio::test]
+async fn the_agent_home_login_is_lent_for_the_turn() {
+    let stand = Stand::new();
+    let login = stand.agent_home.join(".iflow/oauth_creds.json");
+    std::fs::create_dir_all(login.parent().unwrap()).unwrap();
+    std::fs::write(&login, r#"{"access_token": "original-token"}"#).unwrap();
+    let server = stand.server("auto", &[("IFLOW_FAKE_REFRESH", "1")]);
+    let rid = start_job(&server, "auto").await;
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+
+    let call = &stand.calls()[0];
+    assert_eq!(
+        call["files"][".iflow/oauth_creds.json"], r#"{"access_token": "original-token"}"#,
+        "the login was not lent: {call}"
+    );
+    let settings: Value =
+        serde_json::from_str(call["files"][".iflow/settings.json"].as_str().unwrap()).unwrap();
+    assert_eq!(settings["selectedAuthType"], "oauth-iflow");
+    assert_eq!(call["env"].get("IFLOW_apiKey"), None);
+    assert_eq!(arg_after(call, "-m"), None);
+
+    assert_eq!(
+        std::fs::read_to_string(&login).unwrap(),
+        r#"{"access_token": "refreshed-token"}"#,
+        "the refreshed login did not go back to the agent home"
+    );
+    let run_dir = server.run_dir(&status);
+    assert!(!folder_mentions(&run_dir, "refreshed-token"));
+    assert!(!folder_mentions(&run_dir, "original-token"));
+}
