@@ -70,9 +70,29 @@ pub struct Config {
     pub jobs: JobLimits,
     pub invoke: InvokeConfig,
     pub agents: AgentConfig,
+    /// Basic Auth for the administrative routes (`UI_BASIC_AUTH_ENABLED`, `_USERNAME`,
+    /// `_PASSWORD`); `None` when disabled.
+    pub admin_auth: Option<BasicAuth>,
     /// The executable started as the group reaper (`skill-runner reaper`); `None` leaves crash
     /// clean-up to the parent-death signal and restart recovery.
     pub reaper_exe: Option<PathBuf>,
+}
+
+/// The one user and password the administrative routes accept.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BasicAuth {
+    pub username: String,
+    pub password: String,
+}
+
+impl fmt::Debug for BasicAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Passwords never reach a log.
+        f.debug_struct("BasicAuth")
+            .field("username", &self.username)
+            .field("password", &"<set>")
+            .finish()
+    }
 }
 
 /// Queue, timeouts and retention of job runs.
@@ -116,6 +136,9 @@ pub struct AgentConfig {
     pub max_retries: u32,
     /// `SKILL_RUNNER_<ENGINE>_BASE_URL` / `_API_KEY`, by engine name.
     pub endpoints: std::collections::BTreeMap<String, Endpoint>,
+    /// `SKILL_RUNNER_<ENGINE>_NPM_PACKAGE`: the npm spec an upgrade installs instead of
+    /// `<package>@latest` (a pinned version, a tarball, a URL), by engine name.
+    pub packages: std::collections::BTreeMap<String, String>,
 }
 
 impl AgentConfig {
@@ -128,6 +151,7 @@ impl AgentConfig {
             agent_home: "/nonexistent/agent-home".into(),
             max_retries: 0,
             endpoints: Default::default(),
+            packages: Default::default(),
         }
     }
 }
@@ -343,6 +367,12 @@ impl Config {
                 let home = lookup("HOME").unwrap_or_else(|| "/root".into());
                 PathBuf::from(home).join(".local/share/skill-runner/agent-cache")
             });
+        let per_engine = |engine: &str, suffix: &str| {
+            get(&format!(
+                "SKILL_RUNNER_{}_{suffix}",
+                engine.to_ascii_uppercase()
+            ))
+        };
         let agents = AgentConfig {
             npm_prefix: get("SKILL_RUNNER_NPM_PREFIX")
                 .map(PathBuf::from)
@@ -355,18 +385,18 @@ impl Config {
             endpoints: AGENT_ENGINES
                 .iter()
                 .filter_map(|engine| {
-                    let var = |suffix: &str| {
-                        get(&format!(
-                            "SKILL_RUNNER_{}_{suffix}",
-                            engine.to_ascii_uppercase()
-                        ))
-                    };
                     let endpoint = Endpoint {
-                        base_url: var("BASE_URL"),
-                        api_key: var("API_KEY"),
+                        base_url: per_engine(engine, "BASE_URL"),
+                        api_key: per_engine(engine, "API_KEY"),
                     };
                     (endpoint.base_url.is_some() || endpoint.api_key.is_some())
                         .then(|| ((*engine).to_owned(), endpoint))
+                })
+                .collect(),
+            packages: AGENT_ENGINES
+                .iter()
+                .filter_map(|engine| {
+                    Some(((*engine).to_owned(), per_engine(engine, "NPM_PACKAGE")?))
                 })
                 .collect(),
         };
@@ -385,6 +415,7 @@ impl Config {
             jobs,
             invoke,
             agents,
+            admin_auth: parse_basic_auth(&get)?,
             reaper_exe: None,
         })
     }
@@ -548,6 +579,43 @@ fn ensure_writable_dir(variable: &'static str, dir: &Path) -> Result<PathBuf, Co
     Ok(dir)
 }
 
+/// `UI_BASIC_AUTH_ENABLED` with its user and password: enabled without both is an error.
+fn parse_basic_auth(
+    get: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<BasicAuth>, ConfigError> {
+    let enabled = match get("UI_BASIC_AUTH_ENABLED").map(|v| v.trim().to_ascii_lowercase()) {
+        None => false,
+        Some(v) if matches!(v.as_str(), "0" | "false" | "no" | "off") => false,
+        Some(v) if matches!(v.as_str(), "1" | "true" | "yes" | "on") => true,
+        Some(other) => {
+            return Err(ConfigError {
+                variable: "UI_BASIC_AUTH_ENABLED",
+                problem: format!("'{other}' is not a switch (expected true or false)"),
+            });
+        }
+    };
+    if !enabled {
+        return Ok(None);
+    }
+    let required = |variable: &'static str| {
+        get(variable).ok_or_else(|| ConfigError {
+            variable,
+            problem: "must be set when UI_BASIC_AUTH_ENABLED is true".into(),
+        })
+    };
+    let username = required("UI_BASIC_AUTH_USERNAME")?;
+    if username.contains(':') {
+        return Err(ConfigError {
+            variable: "UI_BASIC_AUTH_USERNAME",
+            problem: "must not contain ':' (Basic Auth separates user and password with it)".into(),
+        });
+    }
+    Ok(Some(BasicAuth {
+        username,
+        password: required("UI_BASIC_AUTH_PASSWORD")?,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -568,6 +636,55 @@ mod tests {
         assert_eq!(c.skills_dir, PathBuf::from("./skills"));
         assert_eq!(c.log_format, LogFormat::Text);
         assert_eq!(c.package_limits, PackageLimits::default());
+    }
+
+    #[test]
+    fn basic_auth_needs_both_credentials() {
+        assert_eq!(config(&[]).unwrap().admin_auth, None);
+        assert_eq!(
+            config(&[("UI_BASIC_AUTH_ENABLED", "false")])
+                .unwrap()
+                .admin_auth,
+            None
+        );
+        let e = config(&[("UI_BASIC_AUTH_ENABLED", "true")]).unwrap_err();
+        assert_eq!(e.variable, "UI_BASIC_AUTH_USERNAME");
+        let e = config(&[
+            ("UI_BASIC_AUTH_ENABLED", "true"),
+            ("UI_BASIC_AUTH_USERNAME", "admin"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.variable, "UI_BASIC_AUTH_PASSWORD");
+        let e = config(&[("UI_BASIC_AUTH_ENABLED", "maybe")]).unwrap_err();
+        assert_eq!(e.variable, "UI_BASIC_AUTH_ENABLED");
+        let c = config(&[
+            ("UI_BASIC_AUTH_ENABLED", "TRUE"),
+            ("UI_BASIC_AUTH_USERNAME", "admin"),
+            ("UI_BASIC_AUTH_PASSWORD", "s3cret"),
+        ])
+        .unwrap();
+        let auth = c.admin_auth.unwrap();
+        assert_eq!(
+            (auth.username.as_str(), auth.password.as_str()),
+            ("admin", "s3cret")
+        );
+        assert!(!format!("{auth:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn agent_settings_per_engine() {
+        let c = config(&[
+            ("SKILL_RUNNER_AGENT_CACHE_DIR", "/cache"),
+            ("SKILL_RUNNER_CODEX_NPM_PACKAGE", "/tmp/codex.tgz"),
+            ("SKILL_RUNNER_QWEN_API_KEY", "k"),
+        ])
+        .unwrap();
+        assert_eq!(c.agents.agent_home, PathBuf::from("/cache/agent-home"));
+        assert_eq!(c.agents.npm_prefix, PathBuf::from("/cache/npm"));
+        assert_eq!(c.agents.packages["codex"], "/tmp/codex.tgz");
+        assert_eq!(c.agents.packages.len(), 1);
+        assert_eq!(c.agents.endpoints["qwen"].api_key.as_deref(), Some("k"));
+        assert!(!format!("{:?}", c.agents).contains("\"k\""));
     }
 
     #[test]

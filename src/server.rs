@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 
 use crate::api;
 use crate::config::Config;
+use crate::engines::upgrades::Upgrader;
 use crate::invoke::Host;
 use crate::jobs::Jobs;
 use crate::packages::Installer;
@@ -60,6 +61,15 @@ pub async fn serve(
     let config = Arc::new(config);
     let jobs = Jobs::new(config.clone(), store.clone(), registry.clone(), supervisor);
     jobs.start().await.context("recovering runs")?;
+    jobs.engines()
+        .load_added_snapshots(&store)
+        .await
+        .context("reading the added model snapshots")?;
+    let upgrades = Arc::new(Upgrader::new(store.clone(), jobs.engines().clone()));
+    upgrades
+        .recover()
+        .await
+        .context("recovering engine upgrades")?;
 
     let state = AppState {
         config,
@@ -68,6 +78,7 @@ pub async fn serve(
         installer: installer.clone(),
         jobs: jobs.clone(),
         invoke,
+        upgrades: upgrades.clone(),
     };
     let addr = listener.local_addr()?;
     tracing::info!(
@@ -89,7 +100,8 @@ pub async fn serve(
     tracing::info!("shutting down");
     tokio::join!(
         installer.shutdown(SHUTDOWN_GRACE),
-        jobs.shutdown(SHUTDOWN_GRACE)
+        jobs.shutdown(SHUTDOWN_GRACE),
+        upgrades.shutdown(SHUTDOWN_GRACE)
     );
     store.close().await;
     Ok(())

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::engines::upgrades::Upgrader;
 use crate::invoke::Host;
 use crate::jobs::Jobs;
 use crate::packages::Installer;
@@ -18,4 +19,5 @@ pub struct AppState {
     pub installer: Arc<Installer>,
     pub jobs: Arc<Jobs>,
     pub invoke: Arc<Host>,
+    pub upgrades: Arc<Upgrader>,
 }

@@ -41,6 +41,13 @@ fn configuration_errors_stop_startup_with_one_line() {
             vec![("LOG_FORMAT", "yaml")],
             "LOG_FORMAT: 'yaml' is not a log format",
         ),
+        (
+            vec![
+                ("UI_BASIC_AUTH_ENABLED", "true"),
+                ("UI_BASIC_AUTH_USERNAME", "admin"),
+            ],
+            "UI_BASIC_AUTH_PASSWORD: must be set when UI_BASIC_AUTH_ENABLED is true",
+        ),
     ];
     for (i, (env, expected)) in cases.into_iter().enumerate() {
         // `serve` is also the default with no subcommand; both paths read the same configuration.

@@ -1,13 +1,25 @@
-//! `GET /v1/engines` and `GET /v1/engines/{engine}/models`.
+//! `/v1/engines/*`: the engines, their CLIs (auth status, upgrades) and model snapshots; and
+//! the engine summaries of `/v1/management/engines`. Auth status, upgrades, the manifest and
+//! snapshot routes take Basic Auth when it is on.
+
+use std::collections::BTreeMap;
 
 use axum::Json;
+use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
-use serde::Serialize;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
-use crate::engines::Engine;
-use crate::engines::models::ModelList;
+use super::admin_auth::Admin;
+use super::jobs::bad_json;
+use crate::engines::agent::AuthStatus;
+use crate::engines::models::{ManifestView, Model, ModelList};
+use crate::engines::upgrades::{self, StartError};
+use crate::engines::{Engine, SnapshotRefused};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
+use crate::store::Upgrade;
 
 /// An agent engine and the version of its CLI found on this server.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -57,4 +69,251 @@ pub async fn engine_models(
         .await
         .map(Json)
         .ok_or_else(|| ApiError::not_found(format!("Engine '{engine}' has no model list")))
+}
+
+/// `GET /v1/engines/auth-status`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct AuthStatusResponse {
+    /// By engine.
+    pub engines: BTreeMap<String, AuthStatus>,
+}
+
+/// Where each engine's CLI comes from and whether it can authenticate (static checks: no model
+/// is called). Login files are looked for in the agent home (`SKILL_RUNNER_AGENT_HOME`).
+#[utoipa::path(get, path = "/v1/engines/auth-status", tag = "engines",
+    responses(
+        (status = 200, description = "Per engine", body = AuthStatusResponse),
+        (status = 401, description = "Basic Auth is on and the request lacks it"),
+    ))]
+pub async fn auth_status(_: Admin, State(state): State<AppState>) -> Json<AuthStatusResponse> {
+    let engines = state.jobs.engines();
+    Json(AuthStatusResponse {
+        engines: Engine::ALL
+            .into_iter()
+            .filter_map(|e| Some((e.to_string(), engines.auth_status(e)?)))
+            .collect(),
+    })
+}
+
+fn agent_engine(name: &str) -> ApiResult<Engine> {
+    Engine::parse(name)
+        .filter(|e| *e != Engine::Script)
+        .ok_or_else(|| ApiError::not_found(format!("Unknown engine '{name}'")))
+}
+
+/// Every model snapshot of an engine (bundled and added) and the one its CLI resolves to.
+#[utoipa::path(get, path = "/v1/engines/{engine}/models/manifest", tag = "engines",
+    params(("engine" = String, Path, description = "Engine name")),
+    responses(
+        (status = 200, description = "The manifest", body = ManifestView),
+        (status = 401, description = "Basic Auth is on and the request lacks it"),
+        (status = 404, description = "Unknown engine, or `script`"),
+    ))]
+pub async fn models_manifest(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(engine): Path<String>,
+) -> ApiResult<Json<ManifestView>> {
+    let engine = agent_engine(&engine)?;
+    state
+        .jobs
+        .engines()
+        .manifest(engine)
+        .await
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("Engine '{engine}' has no model list")))
+}
+
+/// `POST /v1/engines/{engine}/models/snapshots`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewSnapshot {
+    /// `display_name` defaults to the id.
+    pub models: Vec<Model>,
+}
+
+/// Adds a model snapshot for the engine's detected CLI version. Add-only: a version that has
+/// a snapshot (shipped or added) is never overwritten. Takes effect at once.
+#[utoipa::path(post, path = "/v1/engines/{engine}/models/snapshots", tag = "engines",
+    params(("engine" = String, Path, description = "Engine name")),
+    request_body = NewSnapshot,
+    responses(
+        (status = 200, description = "Added; the manifest as it is now", body = ManifestView),
+        (status = 401, description = "Basic Auth is on and the request lacks it"),
+        (status = 404, description = "Unknown engine, or `script`"),
+        (status = 409, description = "The detected CLI version has a snapshot, or no CLI version is detected"),
+        (status = 422, description = "Body is not a list of valid models; `detail` says which field"),
+    ))]
+pub async fn add_snapshot(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(engine): Path<String>,
+    body: Result<Json<NewSnapshot>, JsonRejection>,
+) -> ApiResult<Json<ManifestView>> {
+    let engine = agent_engine(&engine)?;
+    let Json(body) = body.map_err(bad_json)?;
+    match state
+        .jobs
+        .engines()
+        .add_snapshot(&state.store, engine, body.models)
+        .await
+    {
+        Ok(view) => Ok(Json(view)),
+        Err(SnapshotRefused::Invalid(problem)) => {
+            Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, problem))
+        }
+        Err(SnapshotRefused::Conflict(problem)) => {
+            Err(ApiError::new(StatusCode::CONFLICT, problem))
+        }
+        Err(SnapshotRefused::Store(e)) => Err(e.into()),
+    }
+}
+
+/// `POST /v1/engines/upgrades`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewUpgrade {
+    /// `single` (one engine) or `all` (every agent engine, `engine` left out).
+    pub mode: String,
+    pub engine: Option<String>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct UpgradeCreated {
+    pub request_id: String,
+    /// Always `queued`.
+    pub status: String,
+}
+
+/// Installs the engines' CLIs (`npm install` of each package into the managed prefix, one
+/// engine after another) in the background; poll `GET /v1/engines/upgrades/{request_id}`.
+#[utoipa::path(post, path = "/v1/engines/upgrades", tag = "engines", request_body = NewUpgrade,
+    responses(
+        (status = 200, description = "Queued", body = UpgradeCreated),
+        (status = 401, description = "Basic Auth is on and the request lacks it"),
+        (status = 409, description = "An upgrade is already queued or running"),
+        (status = 422, description = "Invalid mode or engine; `detail` names the field"),
+    ))]
+pub async fn create_upgrade(
+    _: Admin,
+    State(state): State<AppState>,
+    body: Result<Json<NewUpgrade>, JsonRejection>,
+) -> ApiResult<Json<UpgradeCreated>> {
+    let Json(body) = body.map_err(bad_json)?;
+    let scope = upgrades::scope(&body.mode, body.engine.as_deref()).map_err(|(field, msg)| {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!([{"loc": ["body", field], "msg": format!("{field} {msg}"), "type": "value_error"}]),
+        )
+    })?;
+    match state.upgrades.start(scope).await {
+        Ok(upgrade) => Ok(Json(UpgradeCreated {
+            request_id: upgrade.request_id,
+            status: upgrade.status,
+        })),
+        Err(e @ StartError::Busy) => Err(ApiError::new(StatusCode::CONFLICT, e.to_string())),
+        Err(StartError::Store(e)) => Err(e.into()),
+    }
+}
+
+/// An upgrade with each engine's status, npm output and error.
+#[utoipa::path(get, path = "/v1/engines/upgrades/{request_id}", tag = "engines",
+    params(("request_id" = String, Path, description = "From the create response")),
+    responses(
+        (status = 200, description = "The upgrade", body = Upgrade),
+        (status = 401, description = "Basic Auth is on and the request lacks it"),
+        (status = 404, description = "Unknown request"),
+    ))]
+pub async fn upgrade_status(
+    _: Admin,
+    State(state): State<AppState>,
+    Path(request_id): Path<String>,
+) -> ApiResult<Json<Upgrade>> {
+    state
+        .store
+        .upgrade(&request_id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found("Upgrade request not found"))
+}
+
+/// One engine in the console's list.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct EngineSummary {
+    pub engine: Engine,
+    /// `null` when the CLI is not installed.
+    pub cli_version: Option<String>,
+    pub auth_ready: bool,
+    /// Always `disabled`: runs are isolated by their own folder, home and process group, and
+    /// the CLIs' own sandboxes are switched off (see the README's engine notes).
+    pub sandbox_status: &'static str,
+    pub models_count: usize,
+}
+
+/// One engine with its models and its latest upgrade.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct EngineDetail {
+    #[serde(flatten)]
+    pub summary: EngineSummary,
+    pub models: Vec<Model>,
+    /// This engine's status in the latest upgrade that covered it; `null` if none did.
+    pub upgrade_status: Option<String>,
+    /// That upgrade's error for this engine, if it failed.
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct EngineList {
+    pub engines: Vec<EngineSummary>,
+}
+
+async fn summary(state: &AppState, engine: Engine) -> (EngineSummary, Vec<Model>) {
+    let engines = state.jobs.engines();
+    let models = engines
+        .models(engine)
+        .await
+        .map(|l| l.models)
+        .unwrap_or_default();
+    let summary = EngineSummary {
+        engine,
+        cli_version: engines.version(engine).await,
+        auth_ready: engines.auth_status(engine).is_some_and(|a| a.auth_ready),
+        sandbox_status: "disabled",
+        models_count: models.len(),
+    };
+    (summary, models)
+}
+
+/// The agent engines for an operator's console.
+#[utoipa::path(get, path = "/v1/management/engines", tag = "management",
+    responses((status = 200, description = "Agent engines", body = EngineList)))]
+pub async fn management_engines(State(state): State<AppState>) -> Json<EngineList> {
+    let mut engines = Vec::new();
+    for engine in Engine::ALL.into_iter().filter(|e| *e != Engine::Script) {
+        engines.push(summary(&state, engine).await.0);
+    }
+    Json(EngineList { engines })
+}
+
+/// One agent engine for an operator's console.
+#[utoipa::path(get, path = "/v1/management/engines/{engine}", tag = "management",
+    params(("engine" = String, Path, description = "Engine name")),
+    responses(
+        (status = 200, description = "The engine", body = EngineDetail),
+        (status = 404, description = "Unknown engine, or `script`"),
+    ))]
+pub async fn management_engine(
+    State(state): State<AppState>,
+    Path(engine): Path<String>,
+) -> ApiResult<Json<EngineDetail>> {
+    let engine = agent_engine(&engine)?;
+    let (summary, models) = summary(&state, engine).await;
+    let latest = state.store.latest_upgrade_of(engine.as_str()).await?;
+    let result = latest.and_then(|mut u| u.results.remove(engine.as_str()));
+    Ok(Json(EngineDetail {
+        summary,
+        models,
+        upgrade_status: result.as_ref().map(|r| r.status.clone()),
+        last_error: result.and_then(|r| r.error),
+    }))
 }

@@ -1,5 +1,6 @@
 //! The HTTP API: routes, the OpenAPI document and the middleware stack.
 
+pub mod admin_auth;
 pub mod engines;
 pub mod invoke;
 pub mod jobs;
@@ -101,6 +102,13 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(system::ping))
         .routes(routes!(engines::list_engines))
         .routes(routes!(engines::engine_models))
+        .routes(routes!(engines::auth_status))
+        .routes(routes!(engines::models_manifest))
+        .routes(routes!(engines::add_snapshot))
+        .routes(routes!(engines::create_upgrade))
+        .routes(routes!(engines::upgrade_status))
+        .routes(routes!(engines::management_engines))
+        .routes(routes!(engines::management_engine))
         .routes(routes!(invoke::list))
         .routes(routes!(invoke::route_text))
         .routes(routes!(jobs::create_job))

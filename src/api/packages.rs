@@ -6,6 +6,7 @@ use axum::extract::{Path, State};
 use serde::Serialize;
 use uuid::Uuid;
 
+use super::admin_auth::Admin;
 use super::upload::{FileField, save_file_fields};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
@@ -34,10 +35,12 @@ pub struct PackageForm {
     responses(
         (status = 200, description = "Accepted and queued", body = InstallCreated),
         (status = 400, description = "Empty upload or not a multipart body"),
+        (status = 401, description = "Basic Auth is on and the request lacks it"),
         (status = 413, description = "Package larger than the configured limit"),
         (status = 422, description = "No `file` field"),
     ))]
 pub async fn install_package(
+    _: Admin,
     State(state): State<AppState>,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> ApiResult<Json<InstallCreated>> {
@@ -79,9 +82,11 @@ pub async fn install_package(
     params(("request_id" = String, Path, description = "Id returned by the install call")),
     responses(
         (status = 200, description = "The request", body = InstallRequest),
+        (status = 401, description = "Basic Auth is on and the request lacks it"),
         (status = 404, description = "Unknown request id"),
     ))]
 pub async fn install_status(
+    _: Admin,
     State(state): State<AppState>,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<InstallRequest>> {

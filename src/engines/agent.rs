@@ -16,15 +16,80 @@ use crate::skill::ExecutionMode;
 
 /// `<prefix>/bin/<name>` of the managed npm prefix, else `<name>` on `PATH`.
 pub fn find_cli(config: &AgentConfig, name: &str) -> Option<PathBuf> {
-    let managed = config.npm_prefix.join("bin").join(name);
+    let managed = managed_cli(config, name);
     if managed.is_file() {
         return Some(managed);
     }
+    global_cli(name)
+}
+
+/// Where the managed npm prefix has (or would have) the CLI `name`.
+pub fn managed_cli(config: &AgentConfig, name: &str) -> PathBuf {
+    config.npm_prefix.join("bin").join(name)
+}
+
+/// The CLI `name` on the server's `PATH`, if any.
+pub fn global_cli(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|path| {
         std::env::split_paths(&path)
             .map(|dir| dir.join(name))
             .find(|p| p.is_file())
     })
+}
+
+/// Where an engine's CLI comes from and whether it can authenticate, without calling a model.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct AuthStatus {
+    pub managed_present: bool,
+    pub managed_cli_path: String,
+    pub global_available: bool,
+    pub global_cli_path: Option<String>,
+    /// The CLI runs use: the managed one, else the one on `PATH`.
+    pub effective_cli_path: Option<String>,
+    /// `managed`, `global` or `missing`.
+    pub effective_path_source: &'static str,
+    /// Each login file of the CLI, by name: whether the agent home has it.
+    pub credential_files: std::collections::BTreeMap<String, bool>,
+    /// Whether `SKILL_RUNNER_<ENGINE>_API_KEY` is set (the login files are then not needed).
+    pub api_key_configured: bool,
+    /// The CLI is there, and an API key is configured or every login file is present.
+    pub auth_ready: bool,
+}
+
+/// The [`AuthStatus`] of `engine`'s CLI.
+pub fn auth_status(config: &AgentConfig, engine: Engine, cli: Cli) -> AuthStatus {
+    let text = |p: &Path| p.to_string_lossy().into_owned();
+    let managed = managed_cli(config, cli.program);
+    let managed_present = managed.is_file();
+    let global = global_cli(cli.program);
+    let (effective, source) = match (managed_present, &global) {
+        (true, _) => (Some(text(&managed)), "managed"),
+        (false, Some(global)) => (Some(text(global)), "global"),
+        (false, None) => (None, "missing"),
+    };
+    let credential_files: std::collections::BTreeMap<String, bool> = cli
+        .credentials
+        .iter()
+        .map(|file| {
+            let name = Path::new(file)
+                .file_name()
+                .map_or_else(|| (*file).to_owned(), |n| n.to_string_lossy().into_owned());
+            (name, config.agent_home.join(file).is_file())
+        })
+        .collect();
+    let api_key_configured = endpoint(config, engine.as_str()).is_some_and(|e| e.api_key.is_some());
+    let logged_in = !credential_files.is_empty() && credential_files.values().all(|&p| p);
+    AuthStatus {
+        managed_present,
+        managed_cli_path: text(&managed),
+        global_available: global.is_some(),
+        global_cli_path: global.as_deref().map(text),
+        auth_ready: effective.is_some() && (api_key_configured || logged_in),
+        effective_cli_path: effective,
+        effective_path_source: source,
+        credential_files,
+        api_key_configured,
+    }
 }
 
 /// The refusal for a job whose engine CLI is missing: which CLI, and how to install it.

@@ -12,10 +12,11 @@ pub mod models;
 pub mod opencode;
 pub mod qwen;
 pub mod script;
+pub mod upgrades;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -25,6 +26,7 @@ use crate::config::AgentConfig;
 use crate::output::RepairLevel;
 use crate::process::ProcessSpec;
 use crate::skill::{ExecutionMode, SkillManifest};
+use crate::store::Store;
 
 /// Everything an adapter needs to describe one turn of a run.
 #[derive(Debug)]
@@ -104,7 +106,8 @@ pub trait EngineAdapter: Send + Sync + std::fmt::Debug {
 pub struct Engines {
     adapters: BTreeMap<Engine, Arc<dyn EngineAdapter>>,
     config: Arc<AgentConfig>,
-    snapshots: Arc<Vec<models::Snapshot>>,
+    /// Bundled snapshots plus those operators added (read from the store at start-up).
+    snapshots: Arc<RwLock<Vec<models::Snapshot>>>,
     /// `--version` of each CLI, refreshed after [`VERSION_TTL`].
     versions: Arc<Mutex<BTreeMap<Engine, Detected>>>,
 }
@@ -141,7 +144,7 @@ impl Engines {
         Self {
             adapters: adapters.into_iter().map(|a| (a.engine(), a)).collect(),
             config: Arc::new(agent_config.clone()),
-            snapshots: Arc::new(models::bundled()),
+            snapshots: Arc::new(RwLock::new(models::bundled())),
             versions: Arc::default(),
         }
     }
@@ -179,12 +182,125 @@ impl Engines {
         version
     }
 
+    /// The [`agent::AuthStatus`] of `engine`'s CLI; `None` for an engine without one.
+    pub fn auth_status(&self, engine: Engine) -> Option<agent::AuthStatus> {
+        let cli = self.adapters.get(&engine)?.cli()?;
+        Some(agent::auth_status(&self.config, engine, cli))
+    }
+
+    /// The CLI of `engine`, if it drives one.
+    pub fn cli(&self, engine: Engine) -> Option<Cli> {
+        self.adapters.get(&engine)?.cli()
+    }
+
+    /// The agent configuration the adapters share.
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
+    /// Forgets the detected CLI versions (after an upgrade changed them).
+    pub fn forget_versions(&self) {
+        self.versions.lock().expect("versions lock").clear();
+    }
+
     /// The model list that applies to `engine`'s CLI, if the engine has one.
     pub async fn models(&self, engine: Engine) -> Option<models::ModelList> {
         let detected = self.version(engine).await;
-        models::resolve(&self.snapshots, engine.as_str(), detected.as_deref())
+        let snapshots = self.snapshots.read().expect("snapshots lock");
+        models::resolve(&snapshots, engine.as_str(), detected.as_deref())
+    }
+
+    /// Every snapshot of `engine` and the one that applies, if the engine has any.
+    pub async fn manifest(&self, engine: Engine) -> Option<models::ManifestView> {
+        let detected = self.version(engine).await;
+        let snapshots = self.snapshots.read().expect("snapshots lock");
+        models::manifest(&snapshots, engine.as_str(), detected.as_deref())
+    }
+
+    /// Adds the snapshots operators added earlier.
+    pub async fn load_added_snapshots(&self, store: &Store) -> anyhow::Result<()> {
+        let mut added = Vec::new();
+        for row in store.model_snapshots().await? {
+            added.push(models::Snapshot {
+                models: serde_json::from_str(&row.models)?,
+                engine: row.engine,
+                cli_version: row.cli_version,
+                added_at: Some(row.created_at),
+            });
+        }
+        self.snapshots
+            .write()
+            .expect("snapshots lock")
+            .extend(added);
+        Ok(())
+    }
+
+    /// Adds a snapshot of `engine` for the CLI version installed now: refused when that
+    /// version is unknown or already has a snapshot (bundled or added).
+    pub async fn add_snapshot(
+        &self,
+        store: &Store,
+        engine: Engine,
+        models: Vec<models::Model>,
+    ) -> Result<models::ManifestView, SnapshotRefused> {
+        let models = models::check_new_models(models).map_err(SnapshotRefused::Invalid)?;
+        let Some(version) = self.version(engine).await else {
+            return Err(SnapshotRefused::Conflict(format!(
+                "The version of the {engine} CLI is not known (is it installed?): a snapshot is \
+                 recorded for the detected CLI version"
+            )));
+        };
+        let exists = |snapshots: &[models::Snapshot]| {
+            snapshots
+                .iter()
+                .any(|s| s.engine == engine.as_str() && s.cli_version == version)
+        };
+        let conflict = || {
+            SnapshotRefused::Conflict(format!(
+                "A model snapshot of {engine} for CLI version {version} exists already; \
+                 snapshots are never overwritten"
+            ))
+        };
+        if exists(&self.snapshots.read().expect("snapshots lock")) {
+            return Err(conflict());
+        }
+        let text = serde_json::to_string(&models).expect("models serialise");
+        if !store
+            .insert_model_snapshot(engine.as_str(), &version, &text)
+            .await
+            .map_err(SnapshotRefused::Store)?
+        {
+            return Err(conflict());
+        }
+        {
+            let mut snapshots = self.snapshots.write().expect("snapshots lock");
+            if !exists(&snapshots) {
+                snapshots.push(models::Snapshot {
+                    engine: engine.as_str().to_owned(),
+                    cli_version: version,
+                    models,
+                    added_at: Some(crate::clock::now()),
+                });
+            }
+        }
+        Ok(self
+            .manifest(engine)
+            .await
+            .expect("an engine with a snapshot has a manifest"))
     }
 }
+
+/// Why a model snapshot was not added.
+#[derive(Debug)]
+pub enum SnapshotRefused {
+    /// The models are not acceptable (which field, why).
+    Invalid(String),
+    /// The version has a snapshot already, or is unknown.
+    Conflict(String),
+    Store(anyhow::Error),
+}
+
+impl Engines {}
 
 /// An engine a skill may declare in `runner.json`.
 #[derive(

@@ -10,8 +10,10 @@ use serde_json::{Value, json};
 
 /// One model an engine offers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Model {
     pub id: String,
+    #[serde(default)]
     pub display_name: String,
     #[serde(default)]
     pub deprecated: bool,
@@ -28,6 +30,10 @@ pub struct Snapshot {
     pub engine: String,
     pub cli_version: String,
     pub models: Vec<Model>,
+    /// When an operator added it (`POST /v1/engines/{engine}/models/snapshots`); `None` for the
+    /// snapshots shipped with the service.
+    #[serde(default, skip_serializing)]
+    pub added_at: Option<String>,
 }
 
 /// The snapshots shipped with the service.
@@ -86,6 +92,117 @@ pub fn resolve(snapshots: &[Snapshot], engine: &str, detected: Option<&str>) -> 
     })
 }
 
+/// One snapshot in an engine's manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct ManifestEntry {
+    pub version: String,
+    /// The snapshot's name, `models_<version>.json`.
+    pub file: String,
+    /// `bundled` (shipped with the service) or `added` (by an operator).
+    pub source: &'static str,
+    pub created_at: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct Manifest {
+    pub engine: String,
+    /// Oldest CLI version first.
+    pub snapshots: Vec<ManifestEntry>,
+}
+
+/// Every snapshot of an engine and the one that applies to its CLI.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct ManifestView {
+    pub engine: String,
+    pub cli_version_detected: Option<String>,
+    pub manifest: Manifest,
+    pub resolved_snapshot_version: String,
+    pub resolved_snapshot_file: String,
+    pub fallback_reason: Option<String>,
+    pub models: Vec<Model>,
+}
+
+/// The manifest of `engine`, `None` when it has no snapshot.
+pub fn manifest(
+    snapshots: &[Snapshot],
+    engine: &str,
+    detected: Option<&str>,
+) -> Option<ManifestView> {
+    let list = resolve(snapshots, engine, detected)?;
+    let mut entries: Vec<(Option<semver::Version>, ManifestEntry)> = snapshots
+        .iter()
+        .filter(|s| s.engine == engine)
+        .map(|s| {
+            let entry = ManifestEntry {
+                version: s.cli_version.clone(),
+                file: file_name(&s.cli_version),
+                source: if s.added_at.is_some() {
+                    "added"
+                } else {
+                    "bundled"
+                },
+                created_at: s.added_at.clone(),
+            };
+            (semver::Version::parse(&s.cli_version).ok(), entry)
+        })
+        .collect();
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    Some(ManifestView {
+        engine: engine.to_owned(),
+        cli_version_detected: list.cli_version_detected,
+        manifest: Manifest {
+            engine: engine.to_owned(),
+            snapshots: entries.into_iter().map(|(_, e)| e).collect(),
+        },
+        resolved_snapshot_file: file_name(&list.snapshot_version_used),
+        resolved_snapshot_version: list.snapshot_version_used,
+        fallback_reason: list.fallback_reason,
+        models: list.models,
+    })
+}
+
+fn file_name(version: &str) -> String {
+    format!("models_{version}.json")
+}
+
+/// Checks the models of a snapshot an operator adds: at least one, ids present and unique,
+/// a display name (the id when left out), efforts named. Returns the models to store.
+pub fn check_new_models(models: Vec<Model>) -> Result<Vec<Model>, String> {
+    if models.is_empty() {
+        return Err("models: at least one model is required".into());
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    models
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut model)| {
+            let id = model.id.trim();
+            if id.is_empty() || id.len() > 200 || id.chars().any(char::is_whitespace) {
+                return Err(format!(
+                    "models[{i}].id: '{}' is not a model id (1-200 characters, no spaces)",
+                    model.id
+                ));
+            }
+            if !seen.insert(id.to_owned()) {
+                return Err(format!("models[{i}].id: '{id}' is listed twice"));
+            }
+            if model.display_name.trim().is_empty() {
+                model.display_name = id.to_owned();
+            }
+            if let Some(efforts) = &model.supported_effort
+                && efforts
+                    .iter()
+                    .any(|e| e.trim().is_empty() || e.contains('@'))
+            {
+                return Err(format!(
+                    "models[{i}].supported_effort: efforts are non-empty names without '@'"
+                ));
+            }
+            Ok(model)
+        })
+        .collect()
+}
+
 /// The engine options a model string selects, or why it is refused. `name@effort` names a
 /// reasoning effort the model supports.
 pub fn select(list: &ModelList, requested: &str) -> Result<Value, String> {
@@ -136,6 +253,7 @@ mod tests {
                     supported_effort: Some(vec!["low".into(), "high".into()]),
                 })
                 .collect(),
+            added_at: None,
         }
     }
 

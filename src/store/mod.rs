@@ -14,10 +14,12 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
+mod engines;
 mod installs;
 mod interactions;
 mod jobs;
 
+pub use engines::{StoredSnapshot, Upgrade, UpgradeResult};
 pub use installs::{InstallPhase, InstallRequest, InstallStatus};
 pub use interactions::*;
 pub use jobs::*;

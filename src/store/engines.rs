@@ -1,0 +1,202 @@
+//! Engine administration: CLI upgrade requests and operator-added model snapshots.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::Store;
+use crate::clock;
+
+/// What became of one engine in an upgrade.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct UpgradeResult {
+    /// `queued`, `running`, `succeeded` or `failed`.
+    pub status: String,
+    pub stdout: String,
+    pub stderr: String,
+    pub error: Option<String>,
+}
+
+impl UpgradeResult {
+    pub fn queued() -> Self {
+        Self {
+            status: "queued".into(),
+            stdout: String::new(),
+            stderr: String::new(),
+            error: None,
+        }
+    }
+}
+
+/// An upgrade request as stored and as `GET /v1/engines/upgrades/{id}` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct Upgrade {
+    pub request_id: String,
+    /// `single` or `all`.
+    pub mode: String,
+    pub requested_engine: Option<String>,
+    /// `queued`, `running`, `succeeded` (every engine did) or `failed`.
+    pub status: String,
+    /// By engine.
+    pub results: BTreeMap<String, UpgradeResult>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+type UpgradeRow = (
+    String,
+    String,
+    Option<String>,
+    String,
+    String,
+    String,
+    String,
+);
+
+fn upgrade_from_row(row: UpgradeRow) -> anyhow::Result<Upgrade> {
+    let (request_id, mode, requested_engine, status, results, created_at, updated_at) = row;
+    Ok(Upgrade {
+        request_id,
+        mode,
+        requested_engine,
+        status,
+        results: serde_json::from_str(&results)?,
+        created_at,
+        updated_at,
+    })
+}
+
+/// Columns read into an [`UpgradeRow`], as a literal so queries stay static strings.
+macro_rules! upgrade_columns {
+    () => {
+        "request_id, mode, requested_engine, status, results, created_at, updated_at"
+    };
+}
+
+/// A model snapshot an operator added.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSnapshot {
+    pub engine: String,
+    pub cli_version: String,
+    /// JSON array of models.
+    pub models: String,
+    pub created_at: String,
+}
+
+impl Store {
+    /// Records a queued upgrade; false (nothing recorded) while another one is queued or
+    /// running.
+    pub async fn insert_upgrade(&self, upgrade: &Upgrade) -> anyhow::Result<bool> {
+        let inserted = sqlx::query(
+            "INSERT INTO engine_upgrades
+             (request_id, mode, requested_engine, status, results, created_at, updated_at)
+             VALUES (?, ?, ?, 'queued', ?, ?, ?)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(&upgrade.request_id)
+        .bind(&upgrade.mode)
+        .bind(&upgrade.requested_engine)
+        .bind(serde_json::to_string(&upgrade.results)?)
+        .bind(&upgrade.created_at)
+        .bind(&upgrade.updated_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(inserted.rows_affected() == 1)
+    }
+
+    pub async fn upgrade(&self, request_id: &str) -> anyhow::Result<Option<Upgrade>> {
+        let row: Option<UpgradeRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            upgrade_columns!(),
+            " FROM engine_upgrades WHERE request_id = ?"
+        ))
+        .bind(request_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(upgrade_from_row).transpose()
+    }
+
+    /// The latest upgrade whose results name `engine`.
+    pub async fn latest_upgrade_of(&self, engine: &str) -> anyhow::Result<Option<Upgrade>> {
+        let row: Option<UpgradeRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            upgrade_columns!(),
+            " FROM engine_upgrades WHERE json_type(results, '$.' || ?) IS NOT NULL",
+            " ORDER BY created_at DESC, rowid DESC LIMIT 1"
+        ))
+        .bind(engine)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(upgrade_from_row).transpose()
+    }
+
+    /// Saves an upgrade's overall status and results as they stand.
+    pub async fn save_upgrade(
+        &self,
+        request_id: &str,
+        status: &str,
+        results: &BTreeMap<String, UpgradeResult>,
+    ) -> anyhow::Result<()> {
+        sqlx::query(
+            "UPDATE engine_upgrades SET status = ?, results = ?, updated_at = ?
+             WHERE request_id = ? AND status IN ('queued', 'running')",
+        )
+        .bind(status)
+        .bind(serde_json::to_string(results)?)
+        .bind(clock::now())
+        .bind(request_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Upgrades that were queued or running when the service last stopped.
+    pub async fn unfinished_upgrades(&self) -> anyhow::Result<Vec<Upgrade>> {
+        let rows: Vec<UpgradeRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            upgrade_columns!(),
+            " FROM engine_upgrades WHERE status IN ('queued', 'running')"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(upgrade_from_row).collect()
+    }
+
+    /// Adds a snapshot; false (nothing changed) when one exists for that engine and version.
+    pub async fn insert_model_snapshot(
+        &self,
+        engine: &str,
+        cli_version: &str,
+        models: &str,
+    ) -> anyhow::Result<bool> {
+        let inserted = sqlx::query(
+            "INSERT INTO model_snapshots (engine, cli_version, models, created_at)
+             VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        )
+        .bind(engine)
+        .bind(cli_version)
+        .bind(models)
+        .bind(clock::now())
+        .execute(&self.pool)
+        .await?;
+        Ok(inserted.rows_affected() == 1)
+    }
+
+    pub async fn model_snapshots(&self) -> anyhow::Result<Vec<StoredSnapshot>> {
+        let rows: Vec<(String, String, String, String)> = sqlx::query_as(
+            "SELECT engine, cli_version, models, created_at FROM model_snapshots
+             ORDER BY engine, created_at",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(engine, cli_version, models, created_at)| StoredSnapshot {
+                engine,
+                cli_version,
+                models,
+                created_at,
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,569 @@
+//! Engine administration: auth status, model manifests and snapshots, CLI upgrades (real
+//! `npm install` of local package tarballs into a temporary managed prefix), the management
+//! engine summaries, and Basic Auth on the administrative routes.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{TestDirs, TestServer, report_skill};
+use serde_json::{Value, json};
+
+/// A temporary managed npm prefix, agent home and extra `PATH` folder.
+struct Agents {
+    tmp: tempfile::TempDir,
+}
+
+impl Agents {
+    fn new() -> Self {
+        let agents = Self {
+            tmp: tempfile::tempdir().unwrap(),
+        };
+        for dir in ["npm/bin", "agent-home", "global-bin"] {
+            std::fs::create_dir_all(agents.path(dir)).unwrap();
+        }
+        agents
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.tmp.path().join(rel)
+    }
+
+    /// A CLI that only answers `--version`, in `dir` (`npm/bin` or `global-bin`).
+    fn fake_cli(&self, dir: &str, name: &str, version: &str) {
+        let path = self.path(dir).join(name);
+        std::fs::write(&path, format!("#!/bin/sh\necho '{name} {version}'\n")).unwrap();
+        make_executable(&path);
+    }
+
+    fn login(&self, rel: &str) {
+        let path = self.path("agent-home").join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "{}").unwrap();
+    }
+
+    fn env(&self) -> Vec<(String, String)> {
+        let path = format!(
+            "{}:/usr/local/bin:/usr/bin:/bin",
+            self.path("global-bin").display()
+        );
+        vec![
+            (
+                "SKILL_RUNNER_NPM_PREFIX".into(),
+                self.path("npm").display().to_string(),
+            ),
+            (
+                "SKILL_RUNNER_AGENT_HOME".into(),
+                self.path("agent-home").display().to_string(),
+            ),
+            ("PATH".into(), path),
+        ]
+    }
+
+    fn server(&self, dirs: std::sync::Arc<TestDirs>, extra: &[(&str, &str)]) -> TestServer {
+        let env = self.env();
+        let mut all: Vec<(&str, &str)> =
+            env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        all.extend_from_slice(extra);
+        TestServer::start_with(dirs, &all)
+    }
+}
+
+fn make_executable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[tokio::test]
+async fn auth_status_and_engine_summaries() {
+    let agents = Agents::new();
+    agents.fake_cli("npm/bin", "codex", "0.170.0");
+    agents.login(".codex/auth.json");
+    agents.fake_cli("global-bin", "claude", "2.1.329");
+    agents.fake_cli("npm/bin", "gemini", "0.61.0");
+    agents.login(".gemini/oauth_creds.json");
+    agents.fake_cli("npm/bin", "qwen", "0.24.4");
+    let server = agents.server(TestDirs::new(), &[("SKILL_RUNNER_QWEN_API_KEY", "k")]);
+
+    let (code, body) = server.get("/v1/engines/auth-status").await;
+    assert_eq!(code, 200, "{body}");
+    let status = &body["engines"];
+    let npm_bin = agents.path("npm/bin");
+    assert_eq!(
+        status["codex"],
+        json!({
+            "managed_present": true,
+            "managed_cli_path": npm_bin.join("codex").to_str().unwrap(),
+            "global_available": false,
+            "global_cli_path": null,
+            "effective_cli_path": npm_bin.join("codex").to_str().unwrap(),
+            "effective_path_source": "managed",
+            "credential_files": {"auth.json": true},
+            "api_key_configured": false,
+            "auth_ready": true,
+        })
+    );
+    let claude = &status["claude"];
+    assert_eq!(claude["effective_path_source"], "global");
+    assert_eq!(
+        claude["global_cli_path"],
+        agents.path("global-bin/claude").to_str().unwrap()
+    );
+    assert_eq!(
+        claude["credential_files"],
+        json!({".credentials.json": false})
+    );
+    assert_eq!(claude["auth_ready"], false);
+    // One of gemini's two login files is not enough.
+    assert_eq!(
+        status["gemini"]["credential_files"],
+        json!({"oauth_creds.json": true, "google_accounts.json": false})
+    );
+    assert_eq!(status["gemini"]["auth_ready"], false);
+    // A configured key is enough.
+    assert_eq!(status["qwen"]["api_key_configured"], true);
+    assert_eq!(status["qwen"]["auth_ready"], true);
+    assert_eq!(status["opencode"]["effective_path_source"], "missing");
+    assert_eq!(status["opencode"]["effective_cli_path"], Value::Null);
+    assert_eq!(status["iflow"]["auth_ready"], false);
+    assert!(status.get("script").is_none());
+
+    let (code, body) = server.get("/v1/management/engines").await;
+    assert_eq!(code, 200, "{body}");
+    let list = body["engines"].as_array().unwrap();
+    let names: Vec<&str> = list.iter().map(|e| e["engine"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["codex", "gemini", "iflow", "claude", "opencode", "qwen"]
+    );
+    let (_, codex_models) = server.get("/v1/engines/codex/models").await;
+    let codex = &list[0];
+    assert_eq!(codex["cli_version"], "0.170.0");
+    assert_eq!(codex["auth_ready"], true);
+    assert_eq!(codex["sandbox_status"], "disabled");
+    assert_eq!(
+        codex["models_count"].as_u64().unwrap() as usize,
+        codex_models["models"].as_array().unwrap().len()
+    );
+    assert_eq!(list[4]["cli_version"], Value::Null);
+
+    let (code, detail) = server.get("/v1/management/engines/codex").await;
+    assert_eq!(code, 200, "{detail}");
+    assert_eq!(detail["models"], codex_models["models"]);
+    assert_eq!(detail["upgrade_status"], Value::Null);
+    assert_eq!(detail["last_error"], Value::Null);
+    assert_eq!(detail["cli_version"], "0.170.0");
+    for missing in ["script", "nope"] {
+        let (code, _) = server
+            .get(&format!("/v1/management/engines/{missing}"))
+            .await;
+        assert_eq!(code, 404, "{missing}");
+    }
+}
+
+#[tokio::test]
+async fn model_snapshots_are_add_only_and_kept() {
+    let agents = Agents::new();
+    agents.fake_cli("npm/bin", "codex", "0.170.0");
+    agents.fake_cli("npm/bin", "gemini", "0.61.0");
+    let dirs = TestDirs::new();
+    report_skill("reporter").write_into(&dirs.skills);
+    let server = agents.server(dirs.clone(), &[]);
+
+    let (code, manifest) = server.get("/v1/engines/codex/models/manifest").await;
+    assert_eq!(code, 200, "{manifest}");
+    assert_eq!(manifest["cli_version_detected"], "0.170.0");
+    assert_eq!(manifest["resolved_snapshot_version"], "0.169.0");
+    assert_eq!(manifest["resolved_snapshot_file"], "models_0.169.0.json");
+    assert_eq!(
+        manifest["manifest"]["snapshots"],
+        json!([{"version": "0.169.0", "file": "models_0.169.0.json", "source": "bundled",
+                "created_at": null}])
+    );
+
+    // Refused bodies change nothing.
+    for (body, says) in [
+        (json!({"models": []}), "at least one model"),
+        (json!({"models": [{"id": ""}]}), "models[0].id"),
+        (
+            json!({"models": [{"id": "a"}, {"id": "a"}]}),
+            "models[1].id",
+        ),
+        (
+            json!({"models": [{"id": "a", "supported_effort": [""]}]}),
+            "models[0].supported_effort",
+        ),
+    ] {
+        let (code, reply) = server
+            .post_json("/v1/engines/codex/models/snapshots", body.clone())
+            .await;
+        assert_eq!(code, 422, "{body}: {reply}");
+        assert!(
+            reply["detail"].to_string().contains(says),
+            "{body}: {reply}"
+        );
+    }
+    for body in [
+        json!({"models": [{"id": "a", "bogus": 1}]}),
+        json!({"model": []}),
+    ] {
+        let (code, reply) = server
+            .post_json("/v1/engines/codex/models/snapshots", body.clone())
+            .await;
+        assert_eq!(code, 422, "{body}: {reply}");
+    }
+    let (code, _) = server
+        .post_json(
+            "/v1/engines/script/models/snapshots",
+            json!({"models": [{"id": "a"}]}),
+        )
+        .await;
+    assert_eq!(code, 404);
+
+    let new = json!({"models": [
+        {"id": "gpt-6", "supported_effort": ["low", "high"]},
+        {"id": "gpt-6-mini", "display_name": "GPT-6 mini", "notes": "cheap"},
+    ]});
+    let (code, added) = server
+        .post_json("/v1/engines/codex/models/snapshots", new.clone())
+        .await;
+    assert_eq!(code, 200, "{added}");
+    assert_eq!(added["resolved_snapshot_version"], "0.170.0");
+    assert_eq!(added["models"][0]["display_name"], "gpt-6");
+    let snapshots = added["manifest"]["snapshots"].as_array().unwrap();
+    assert_eq!(snapshots.len(), 2);
+    assert_eq!(snapshots[1]["source"], "added");
+    assert!(snapshots[1]["created_at"].is_string());
+
+    // At once: the model list and job validation use it.
+    let (_, models) = server.get("/v1/engines/codex/models").await;
+    assert_eq!(models["snapshot_version_used"], "0.170.0");
+    assert_eq!(models["models"][1]["id"], "gpt-6-mini");
+    let (code, body) = server
+        .post_json(
+            "/v1/jobs",
+            json!({"skill_id": "reporter", "engine": "codex", "model": "gpt-6@high",
+                   "input": {"text": "x"}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = server
+        .post_json(
+            "/v1/jobs",
+            json!({"skill_id": "reporter", "engine": "codex", "model": "gpt-5.5",
+                   "input": {"text": "x"}}),
+        )
+        .await;
+    assert_eq!(code, 400, "the old snapshot no longer applies: {body}");
+
+    // Add-only: the same version again, a version with a bundled snapshot, an unknown version.
+    let (code, body) = server
+        .post_json("/v1/engines/codex/models/snapshots", new.clone())
+        .await;
+    assert_eq!(code, 409, "{body}");
+    let (code, body) = server
+        .post_json(
+            "/v1/engines/gemini/models/snapshots",
+            json!({"models": [{"id": "g"}]}),
+        )
+        .await;
+    assert_eq!(code, 409, "{body}");
+    assert!(
+        body["detail"].as_str().unwrap().contains("0.61.0"),
+        "{body}"
+    );
+    let (code, body) = server
+        .post_json(
+            "/v1/engines/qwen/models/snapshots",
+            json!({"models": [{"id": "q"}]}),
+        )
+        .await;
+    assert_eq!(code, 409, "{body}");
+    assert!(
+        body["detail"].as_str().unwrap().contains("not known"),
+        "{body}"
+    );
+
+    // Kept across a restart.
+    drop(server);
+    let server = agents.server(dirs, &[]);
+    let (_, models) = server.get("/v1/engines/codex/models").await;
+    assert_eq!(models["snapshot_version_used"], "0.170.0");
+    assert_eq!(
+        models["models"][0]["supported_effort"],
+        json!(["low", "high"])
+    );
+}
+
+/// `npm pack` of a package whose `bin/<program>` prints `<program> <version>`.
+fn tarball(dir: &Path, name: &str, program: &str, version: &str) -> PathBuf {
+    let src = dir.join(format!("{program}-src"));
+    std::fs::create_dir_all(src.join("bin")).unwrap();
+    std::fs::write(
+        src.join("package.json"),
+        json!({"name": name, "version": version, "bin": {program: format!("bin/{program}.js")}})
+            .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        src.join(format!("bin/{program}.js")),
+        format!("#!/usr/bin/env node\nconsole.log('{program} {version}');\n"),
+    )
+    .unwrap();
+    let out = std::process::Command::new("npm")
+        .args(["pack", "--pack-destination"])
+        .arg(dir)
+        .current_dir(&src)
+        .output()
+        .expect("npm runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .lines()
+        .last()
+        .unwrap()
+        .to_owned();
+    dir.join(file)
+}
+
+async fn wait_upgrade(server: &TestServer, id: &str) -> Value {
+    let started = Instant::now();
+    loop {
+        let (code, body) = server.get(&format!("/v1/engines/upgrades/{id}")).await;
+        assert_eq!(code, 200, "{body}");
+        if matches!(body["status"].as_str(), Some("succeeded" | "failed")) {
+            return body;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "{body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn upgrades_install_into_the_managed_prefix() {
+    let agents = Agents::new();
+    let codex = tarball(agents.tmp.path(), "fake-codex", "codex", "9.9.9");
+    let missing = agents.path("nowhere/missing.tgz");
+    let missing = missing.to_str().unwrap();
+    let dirs = TestDirs::new();
+    let packages: Vec<(String, &str)> = ["CODEX", "GEMINI", "IFLOW", "CLAUDE", "OPENCODE", "QWEN"]
+        .iter()
+        .map(|engine| {
+            let spec = if *engine == "CODEX" {
+                codex.to_str().unwrap()
+            } else {
+                missing
+            };
+            (format!("SKILL_RUNNER_{engine}_NPM_PACKAGE"), spec)
+        })
+        .collect();
+    let env: Vec<(&str, &str)> = packages.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    let server = agents.server(dirs, &env);
+
+    // Refused bodies name the field.
+    for (body, field) in [
+        (json!({"mode": "single"}), "engine"),
+        (json!({"mode": "all", "engine": "codex"}), "engine"),
+        (json!({"mode": "single", "engine": "script"}), "engine"),
+        (json!({"mode": "every"}), "mode"),
+    ] {
+        let (code, reply) = server.post_json("/v1/engines/upgrades", body.clone()).await;
+        assert_eq!(code, 422, "{body}: {reply}");
+        assert_eq!(reply["detail"][0]["loc"], json!(["body", field]), "{reply}");
+    }
+    let (code, _) = server
+        .post_json("/v1/engines/upgrades", json!({"engine": "codex"}))
+        .await;
+    assert_eq!(code, 422);
+    let (code, _) = server.get("/v1/engines/upgrades/no-such-id").await;
+    assert_eq!(code, 404);
+
+    let (_, engines) = server.get("/v1/engines").await;
+    assert_eq!(
+        engines["engines"][0],
+        json!({"engine": "codex", "cli_version_detected": null})
+    );
+
+    let (code, created) = server
+        .post_json(
+            "/v1/engines/upgrades",
+            json!({"mode": "single", "engine": "codex"}),
+        )
+        .await;
+    assert_eq!(code, 200, "{created}");
+    assert_eq!(created["status"], "queued");
+    let done = wait_upgrade(&server, created["request_id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(done["mode"], "single");
+    assert_eq!(done["requested_engine"], "codex");
+    assert_eq!(done["results"]["codex"]["status"], "succeeded");
+    assert_eq!(done["results"]["codex"]["error"], Value::Null);
+    assert!(agents.path("npm/bin/codex").exists());
+    let (_, engines) = server.get("/v1/engines").await;
+    assert_eq!(
+        engines["engines"][0],
+        json!({"engine": "codex", "cli_version_detected": "9.9.9"}),
+        "the new version shows at once"
+    );
+    let (_, detail) = server.get("/v1/management/engines/codex").await;
+    assert_eq!(detail["upgrade_status"], "succeeded");
+
+    // All: one engine after another, each with its own result.
+    let (code, created) = server
+        .post_json("/v1/engines/upgrades", json!({"mode": "all"}))
+        .await;
+    assert_eq!(code, 200, "{created}");
+    let done = wait_upgrade(&server, created["request_id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "failed", "{done}");
+    assert_eq!(done["requested_engine"], Value::Null);
+    let results = done["results"].as_object().unwrap();
+    assert_eq!(results.len(), 6, "{done}");
+    assert_eq!(results["codex"]["status"], "succeeded");
+    let gemini = &results["gemini"];
+    assert_eq!(gemini["status"], "failed");
+    assert!(
+        gemini["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Upgrade command exited with code"),
+        "{gemini}"
+    );
+    assert!(
+        gemini["stderr"].as_str().unwrap().contains("missing.tgz"),
+        "{gemini}"
+    );
+    let (_, detail) = server.get("/v1/management/engines/gemini").await;
+    assert_eq!(detail["upgrade_status"], "failed");
+    assert_eq!(detail["last_error"], gemini["error"]);
+}
+
+#[tokio::test]
+async fn one_upgrade_at_a_time_and_a_restart_ends_the_one_under_way() {
+    // A package server that accepts connections and never answers keeps npm busy.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let spec = format!("http://{}/stuck.tgz", silent.local_addr().unwrap());
+    let agents = Agents::new();
+    let dirs = TestDirs::new();
+    let server = agents.server(dirs.clone(), &[("SKILL_RUNNER_QWEN_NPM_PACKAGE", &spec)]);
+    let (code, created) = server
+        .post_json(
+            "/v1/engines/upgrades",
+            json!({"mode": "single", "engine": "qwen"}),
+        )
+        .await;
+    assert_eq!(code, 200, "{created}");
+    let id = created["request_id"].as_str().unwrap().to_owned();
+    let (code, body) = server
+        .post_json(
+            "/v1/engines/upgrades",
+            json!({"mode": "single", "engine": "codex"}),
+        )
+        .await;
+    assert_eq!(code, 409, "{body}");
+    assert!(
+        body["detail"].as_str().unwrap().contains("already"),
+        "{body}"
+    );
+    let (_, running) = server.get(&format!("/v1/engines/upgrades/{id}")).await;
+    assert!(
+        matches!(running["status"].as_str(), Some("queued" | "running")),
+        "{running}"
+    );
+
+    drop(server);
+    let server = agents.server(dirs, &[]);
+    let (_, after) = server.get(&format!("/v1/engines/upgrades/{id}")).await;
+    assert_eq!(after["status"], "failed", "{after}");
+    assert!(
+        after["results"]["qwen"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("Interrupted"),
+        "{after}"
+    );
+    // The next one may start.
+    let (code, body) = server
+        .post_json(
+            "/v1/engines/upgrades",
+            json!({"mode": "single", "engine": "qwen"}),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    drop(silent);
+}
+
+#[tokio::test]
+async fn basic_auth_guards_the_administrative_routes() {
+    let agents = Agents::new();
+    let server = agents.server(
+        TestDirs::new(),
+        &[
+            ("UI_BASIC_AUTH_ENABLED", "true"),
+            ("UI_BASIC_AUTH_USERNAME", "admin"),
+            ("UI_BASIC_AUTH_PASSWORD", "s3cret"),
+        ],
+    );
+    let guarded: [(&str, &str); 7] = [
+        ("GET", "/v1/engines/auth-status"),
+        ("GET", "/v1/engines/codex/models/manifest"),
+        ("POST", "/v1/engines/codex/models/snapshots"),
+        ("POST", "/v1/engines/upgrades"),
+        ("GET", "/v1/engines/upgrades/some-id"),
+        ("POST", "/v1/skill-packages/install"),
+        ("GET", "/v1/skill-packages/some-id"),
+    ];
+    for (method, path) in guarded {
+        for auth in [None, Some(("admin", "wrong")), Some(("root", "s3cret"))] {
+            let mut request = server
+                .client
+                .request(method.parse().unwrap(), server.url(path))
+                .json(&json!({"mode": "all", "models": [{"id": "x"}]}));
+            if let Some((user, password)) = auth {
+                request = request.basic_auth(user, Some(password));
+            }
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), 401, "{method} {path} {auth:?}");
+            let challenge = response.headers()["www-authenticate"]
+                .to_str()
+                .unwrap()
+                .to_owned();
+            assert!(challenge.starts_with("Basic "), "{challenge}");
+            let body: Value = response.json().await.unwrap();
+            assert_eq!(body, json!({"detail": "Authentication required"}));
+        }
+    }
+    // Nothing was started by the refused requests.
+    let ok = server
+        .client
+        .get(server.url("/v1/engines/auth-status"))
+        .basic_auth("admin", Some("s3cret"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    let status = server
+        .client
+        .get(server.url("/v1/management/engines/codex"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status.status(), 200, "the console summaries stay open");
+    let detail: Value = status.json().await.unwrap();
+    assert_eq!(detail["upgrade_status"], Value::Null);
+    let (code, _) = server.get("/v1/engines").await;
+    assert_eq!(code, 200);
+    let upgraded = server
+        .client
+        .get(server.url("/v1/engines/upgrades/some-id"))
+        .basic_auth("admin", Some("s3cret"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(upgraded.status(), 404);
+}
