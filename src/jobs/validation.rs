@@ -32,13 +32,6 @@ pub fn engine(
             "requested_engine": name,
         })));
     };
-    if engines.get(engine).is_none() {
-        return Err(ApiError::bad_request(json!({
-            "code": "ENGINE_UNAVAILABLE",
-            "message": format!("Engine '{engine}' has no adapter on this server yet"),
-            "requested_engine": name,
-        })));
-    }
     if let Err(missing) = engines.locate(engine) {
         return Err(ApiError::bad_request(json!({
             "code": "ENGINE_CLI_MISSING",
