@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{Cli, Engine, Failure, Reading, Turn};
+use super::{Cli, Engine, EngineAdapter, Failure, Reading, Turn};
 use crate::config::{AgentConfig, Endpoint};
 use crate::output;
 use crate::process::ProcessSpec;
@@ -144,17 +144,18 @@ pub struct Setup {
     pub login: Login,
 }
 
-/// Finds `cli`, creates the run's home, lends it the CLI's login (unless an API key is
+/// Finds the adapter's CLI, creates the run's home, lends it the CLI's login (unless an API key is
 /// configured for `engine`) and copies the skill to `<base>/<skills_dir>/<id>`, where `base` is
 /// the home (`in_home`) or the run folder.
 pub fn setup(
     config: &AgentConfig,
-    engine: Engine,
-    cli: Cli,
+    adapter: &dyn EngineAdapter,
     turn: &Turn<'_>,
     skills_dir: &str,
     in_home: bool,
 ) -> anyhow::Result<Setup> {
+    let engine = adapter.engine();
+    let cli = adapter.cli().expect("agent engines drive a CLI");
     let program = find_cli(config, cli.program)
         .ok_or_else(|| anyhow::anyhow!(missing_cli(engine, cli.program, cli.package, config)))?;
     let home = run_home(turn.run_dir)?;

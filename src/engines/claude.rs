@@ -16,7 +16,11 @@ use crate::config::AgentConfig;
 pub const PACKAGE: &str = "@anthropic-ai/claude-code";
 /// The login `claude /login` leaves in the home.
 pub const CREDENTIALS: &[&str] = &[".claude/.credentials.json"];
-const PROGRAM: &str = "claude";
+const CLI: Cli = Cli {
+    program: "claude",
+    package: PACKAGE,
+    credentials: CREDENTIALS,
+};
 
 #[derive(Debug)]
 pub struct Claude {
@@ -29,22 +33,11 @@ impl EngineAdapter for Claude {
     }
 
     fn cli(&self) -> Option<Cli> {
-        Some(Cli {
-            program: PROGRAM,
-            package: PACKAGE,
-            credentials: CREDENTIALS,
-        })
+        Some(CLI)
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
-        let setup = agent::setup(
-            &self.config,
-            self.engine(),
-            self.cli().expect("an agent has a CLI"),
-            turn,
-            ".claude/skills",
-            false,
-        )?;
+        let setup = agent::setup(&self.config, self, turn, ".claude/skills", false)?;
         let home = &setup.home;
         let mut argv: Vec<String> = vec![
             setup.program.clone(),

@@ -21,7 +21,11 @@ use crate::output;
 pub const PACKAGE: &str = "@openai/codex";
 /// The login `codex login` leaves in `~/.codex` (the run's `CODEX_HOME`).
 pub const CREDENTIALS: &[&str] = &[".codex/auth.json"];
-const PROGRAM: &str = "codex";
+const CLI: Cli = Cli {
+    program: "codex",
+    package: PACKAGE,
+    credentials: CREDENTIALS,
+};
 /// The model used with a configured endpoint when the job names none.
 pub const ENDPOINT_MODEL: &str = "gpt-5.5";
 
@@ -73,24 +77,13 @@ impl EngineAdapter for Codex {
     }
 
     fn cli(&self) -> Option<Cli> {
-        Some(Cli {
-            program: PROGRAM,
-            package: PACKAGE,
-            credentials: CREDENTIALS,
-        })
+        Some(CLI)
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
         // User-level skills of the run's CODEX_HOME: a `.codex` folder in the run folder would be
         // untrusted project configuration.
-        let setup = agent::setup(
-            &self.config,
-            self.engine(),
-            self.cli().expect("an agent has a CLI"),
-            turn,
-            ".codex/skills",
-            true,
-        )?;
+        let setup = agent::setup(&self.config, self, turn, ".codex/skills", true)?;
         let home = &setup.home;
         let codex_home = home.join(".codex");
         // `name@effort` picks the reasoning effort too.

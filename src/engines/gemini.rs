@@ -21,7 +21,11 @@ use crate::output;
 pub const PACKAGE: &str = "@google/gemini-cli";
 /// The Google login the CLI leaves in `~/.gemini`.
 pub const CREDENTIALS: &[&str] = &[".gemini/oauth_creds.json", ".gemini/google_accounts.json"];
-const PROGRAM: &str = "gemini";
+const CLI: Cli = Cli {
+    program: "gemini",
+    package: PACKAGE,
+    credentials: CREDENTIALS,
+};
 /// The model used with a configured endpoint when the job names none.
 pub const ENDPOINT_MODEL: &str = "gemini-2.5-flash";
 
@@ -36,22 +40,11 @@ impl EngineAdapter for Gemini {
     }
 
     fn cli(&self) -> Option<Cli> {
-        Some(Cli {
-            program: PROGRAM,
-            package: PACKAGE,
-            credentials: CREDENTIALS,
-        })
+        Some(CLI)
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
-        let setup = agent::setup(
-            &self.config,
-            self.engine(),
-            self.cli().expect("an agent has a CLI"),
-            turn,
-            ".gemini/skills",
-            false,
-        )?;
+        let setup = agent::setup(&self.config, self, turn, ".gemini/skills", false)?;
         let home = &setup.home;
         // A Google login lent from the agent home, else an API key.
         let auth_type = if setup.login.is_empty() {

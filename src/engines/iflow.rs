@@ -26,7 +26,11 @@ use crate::config::AgentConfig;
 use crate::output;
 
 pub const PACKAGE: &str = "@iflow-ai/iflow-cli";
-const PROGRAM: &str = "iflow";
+const CLI: Cli = Cli {
+    program: "iflow",
+    package: PACKAGE,
+    credentials: CREDENTIALS,
+};
 /// The model used with a configured endpoint when the job names none.
 pub const ENDPOINT_MODEL: &str = "qwen3-coder-plus";
 /// The login files of an iFlow account under `~/.iflow`.
@@ -46,22 +50,11 @@ impl EngineAdapter for Iflow {
     }
 
     fn cli(&self) -> Option<Cli> {
-        Some(Cli {
-            program: PROGRAM,
-            package: PACKAGE,
-            credentials: CREDENTIALS,
-        })
+        Some(CLI)
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
-        let setup = agent::setup(
-            &self.config,
-            self.engine(),
-            self.cli().expect("an agent has a CLI"),
-            turn,
-            ".iflow/skills",
-            false,
-        )?;
+        let setup = agent::setup(&self.config, self, turn, ".iflow/skills", false)?;
         let home = &setup.home;
         let endpoint = agent::endpoint(&self.config, "iflow");
         let custom = endpoint.is_some_and(|e| e.base_url.is_some());

@@ -19,7 +19,11 @@ use crate::output;
 pub const PACKAGE: &str = "opencode-ai";
 /// The provider keys and logins of `opencode auth login`.
 pub const CREDENTIALS: &[&str] = &[".local/share/opencode/auth.json"];
-const PROGRAM: &str = "opencode";
+const CLI: Cli = Cli {
+    program: "opencode",
+    package: PACKAGE,
+    credentials: CREDENTIALS,
+};
 /// The model used with a configured endpoint when the job names none.
 pub const ENDPOINT_MODEL: &str = "gpt-5.5";
 const PROVIDER: &str = "skill_runner";
@@ -71,22 +75,11 @@ impl EngineAdapter for Opencode {
     }
 
     fn cli(&self) -> Option<Cli> {
-        Some(Cli {
-            program: PROGRAM,
-            package: PACKAGE,
-            credentials: CREDENTIALS,
-        })
+        Some(CLI)
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
-        let setup = agent::setup(
-            &self.config,
-            self.engine(),
-            self.cli().expect("an agent has a CLI"),
-            turn,
-            ".opencode/skills",
-            false,
-        )?;
+        let setup = agent::setup(&self.config, self, turn, ".opencode/skills", false)?;
         let home = &setup.home;
         let (config, model) = self.configuration(turn.model);
         let config_dir = home.join(".config/opencode");

@@ -18,7 +18,11 @@ use crate::config::AgentConfig;
 pub const PACKAGE: &str = "@qwen-code/qwen-code";
 /// The Qwen OAuth login the CLI leaves in `~/.qwen`.
 pub const CREDENTIALS: &[&str] = &[".qwen/oauth_creds.json"];
-const PROGRAM: &str = "qwen";
+const CLI: Cli = Cli {
+    program: "qwen",
+    package: PACKAGE,
+    credentials: CREDENTIALS,
+};
 /// The model used with a configured endpoint when the job names none.
 pub const ENDPOINT_MODEL: &str = "qwen3-coder-plus";
 
@@ -33,22 +37,11 @@ impl EngineAdapter for Qwen {
     }
 
     fn cli(&self) -> Option<Cli> {
-        Some(Cli {
-            program: PROGRAM,
-            package: PACKAGE,
-            credentials: CREDENTIALS,
-        })
+        Some(CLI)
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
-        let setup = agent::setup(
-            &self.config,
-            self.engine(),
-            self.cli().expect("an agent has a CLI"),
-            turn,
-            ".qwen/skills",
-            false,
-        )?;
+        let setup = agent::setup(&self.config, self, turn, ".qwen/skills", false)?;
         let home = &setup.home;
         // A Qwen OAuth login lent from the agent home, else an OpenAI-compatible key.
         let auth_type = if setup.login.is_empty() {
