@@ -364,7 +364,12 @@ async fn upgrades_install_into_the_managed_prefix() {
         })
         .collect();
     let env: Vec<(&str, &str)> = packages.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    report_skill("reporter").write_into(&dirs.skills);
     let server = agents.server(dirs, &env);
+    let job = json!({"skill_id": "reporter", "engine": "codex", "input": {"text": "x"}});
+    let (code, refused) = server.post_json("/v1/jobs", job.clone()).await;
+    assert_eq!(code, 400, "{refused}");
+    assert_eq!(refused["detail"]["code"], "ENGINE_CLI_MISSING");
 
     // Refused bodies name the field.
     for (body, field) in [
@@ -413,6 +418,9 @@ async fn upgrades_install_into_the_managed_prefix() {
     );
     let (_, detail) = server.get("/v1/management/engines/codex").await;
     assert_eq!(detail["upgrade_status"], "succeeded");
+    // The refusal's advice worked: the job is accepted now.
+    let (code, body) = server.post_json("/v1/jobs", job).await;
+    assert_eq!(code, 200, "{body}");
 
     // All: one engine after another, each with its own result.
     let (code, created) = server

@@ -97,7 +97,8 @@ pub fn missing_cli(engine: Engine, program: &str, package: &str, config: &AgentC
     format!(
         "Engine '{engine}' needs the '{program}' CLI, which is not installed: install it with \
          POST /v1/engines/upgrades {{\"mode\": \"single\", \"engine\": \"{engine}\"}} (npm package \
-         {package} into {}), or put '{program}' on PATH",
+         {package}, or the spec in SKILL_RUNNER_{}_NPM_PACKAGE, into {}), or put '{program}' on PATH",
+        engine.as_str().to_ascii_uppercase(),
         config.npm_prefix.display()
     )
 }
