@@ -41,11 +41,19 @@ pub struct Preview {
     pub meta: String,
 }
 
-/// The tree under `root` (see [`TreeEntry`]).
-pub fn tree(root: &Path) -> std::io::Result<Vec<TreeEntry>> {
+/// The tree under `root` (see [`TreeEntry`]), without the top-level entries named in `hidden`
+/// (folders whose contents clients must not see).
+pub fn tree(root: &Path, hidden: &[&str]) -> std::io::Result<Vec<TreeEntry>> {
     let mut entries = Vec::new();
     walk(root, "", 0, &mut entries)?;
+    entries.retain(|e| !is_hidden(&e.rel_path, hidden));
     Ok(entries)
+}
+
+/// Whether `rel` is, or lies under, a top-level entry named in `hidden`.
+fn is_hidden(rel: &str, hidden: &[&str]) -> bool {
+    let top = rel.split('/').next().unwrap_or(rel);
+    hidden.contains(&top)
 }
 
 fn walk(dir: &Path, prefix: &str, depth: usize, out: &mut Vec<TreeEntry>) -> std::io::Result<()> {
@@ -115,9 +123,10 @@ pub fn relative_path(path: &str) -> Result<String, ApiError> {
     Ok(parts.join("/"))
 }
 
-/// The preview of `rel` (already normalised by [`relative_path`]) under `root`.
-pub fn preview(root: &Path, rel: &str) -> Result<Preview, ApiError> {
-    let target = resolve(root, rel)?;
+/// The preview of `rel` (already normalised by [`relative_path`]) under `root`; a file under a
+/// `hidden` top-level entry (also when reached through a symlink) is not found.
+pub fn preview(root: &Path, rel: &str, hidden: &[&str]) -> Result<Preview, ApiError> {
+    let target = resolve(root, rel, hidden)?;
     let file = std::fs::File::open(&target).map_err(|_| not_found())?;
     let size = file.metadata()?.len();
     if size > PREVIEW_MAX_BYTES {
@@ -155,13 +164,16 @@ pub fn preview(root: &Path, rel: &str) -> Result<Preview, ApiError> {
 
 /// The file `rel` under `root`, symlinks resolved; 400 when it resolves outside `root`, 404
 /// when it is missing or a folder.
-fn resolve(root: &Path, rel: &str) -> Result<PathBuf, ApiError> {
+fn resolve(root: &Path, rel: &str, hidden: &[&str]) -> Result<PathBuf, ApiError> {
     let root = root.canonicalize().map_err(|_| not_found())?;
     let target = root.join(rel).canonicalize().map_err(|_| not_found())?;
-    if !target.starts_with(&root) {
+    let Ok(inside) = target.strip_prefix(&root) else {
         return Err(ApiError::bad_request(format!(
             "invalid path '{rel}': it resolves outside the folder"
         )));
+    };
+    if is_hidden(rel, hidden) || is_hidden(&inside.to_string_lossy(), hidden) {
+        return Err(not_found());
     }
     if !target.is_file() {
         return Err(not_found());
@@ -199,7 +211,7 @@ mod tests {
         std::fs::write(root.join("a.txt"), "a").unwrap();
         std::fs::write(root.join("b/inner/x"), "x").unwrap();
         std::os::unix::fs::symlink(root.join("b"), root.join("link")).unwrap();
-        let listed: Vec<(String, bool, usize)> = tree(root)
+        let listed: Vec<(String, bool, usize)> = tree(root, &[])
             .unwrap()
             .into_iter()
             .map(|e| (e.rel_path, e.is_dir, e.depth))
@@ -232,21 +244,38 @@ mod tests {
         std::fs::write(dir.path().join("secret"), "s").unwrap();
         std::os::unix::fs::symlink(dir.path().join("secret"), root.join("escape")).unwrap();
 
-        let text = preview(&root, &relative_path("./logs//out.txt").unwrap()).unwrap();
+        let text = preview(&root, &relative_path("./logs//out.txt").unwrap(), &[]).unwrap();
         assert_eq!(text.mode, "text");
         assert_eq!(text.content.as_deref(), Some("héllo\n"));
         assert_eq!((text.size, text.meta.as_str()), (7, "7 bytes, utf-8"));
-        assert_eq!(preview(&root, "bin").unwrap().mode, "binary");
-        let big = preview(&root, "big").unwrap();
+        assert_eq!(preview(&root, "bin", &[]).unwrap().mode, "binary");
+        let big = preview(&root, "big", &[]).unwrap();
         assert_eq!((big.mode, big.content), ("too_large", None));
-        let latin = preview(&root, "latin1").unwrap();
+        let latin = preview(&root, "latin1", &[]).unwrap();
         assert_eq!(latin.content.as_deref(), Some("caf\u{fffd}"));
         assert!(latin.meta.ends_with("utf-8-replace"));
 
         let status = |r: Result<Preview, ApiError>| r.unwrap_err().status().as_u16();
-        assert_eq!(status(preview(&root, "escape")), 400);
-        assert_eq!(status(preview(&root, "missing")), 404);
-        assert_eq!(status(preview(&root, "logs")), 404);
+        assert_eq!(status(preview(&root, "escape", &[])), 400);
+        assert_eq!(status(preview(&root, "missing", &[])), 404);
+        assert_eq!(status(preview(&root, "logs", &[])), 404);
+        // A hidden folder is not found, directly or through a symlink, and not listed.
+        std::fs::create_dir_all(root.join(".home")).unwrap();
+        std::fs::write(root.join(".home/token"), "t").unwrap();
+        std::os::unix::fs::symlink(root.join(".home/token"), root.join("logs/t")).unwrap();
+        let hidden = [".home"];
+        assert_eq!(status(preview(&root, ".home/token", &hidden)), 404);
+        assert_eq!(status(preview(&root, "logs/t", &hidden)), 404);
+        assert_eq!(
+            preview(&root, "logs/t", &[]).unwrap().content.as_deref(),
+            Some("t")
+        );
+        assert!(
+            tree(&root, &hidden)
+                .unwrap()
+                .iter()
+                .all(|e| !e.rel_path.starts_with(".home"))
+        );
         for bad in ["", "  ", "/etc/passwd", "../secret", "logs/../../secret"] {
             assert_eq!(
                 relative_path(bad).unwrap_err().status().as_u16(),

@@ -81,7 +81,17 @@ async fn start_job(server: &TestServer, mode: &str) -> String {
 #[tokio::test]
 async fn auto_job_with_an_endpoint() {
     let stand = Stand::new();
-    let server = stand.server("auto", &ENDPOINT);
+    let server = stand.server(
+        "auto",
+        &[
+            ENDPOINT[0],
+            ENDPOINT[1],
+            ("SKILL_RUNNER_CODEX_API_KEY", "sk-codex-secret"),
+            ("UI_BASIC_AUTH_ENABLED", "true"),
+            ("UI_BASIC_AUTH_USERNAME", "admin"),
+            ("UI_BASIC_AUTH_PASSWORD", "admin-secret"),
+        ],
+    );
     let rid = start_job(&server, "auto").await;
     let status = server.wait_job(&rid).await;
     assert_eq!(status["status"], "succeeded", "{status}");
@@ -120,6 +130,21 @@ async fn auto_job_with_an_endpoint() {
     assert_eq!(settings["approvalMode"], "yolo");
     assert_eq!(settings["sandbox"], false);
     assert_eq!(settings["telemetry"]["enabled"], false);
+    // The run's home (logins live there during a turn) is neither listed nor previewed.
+    let (_, files) = server
+        .get(&format!("/v1/management/runs/{rid}/files"))
+        .await;
+    let listed = files["entries"].to_string();
+    assert!(listed.contains("artifacts/report.txt"), "{files}");
+    assert!(!listed.contains(".agent-home"), "{files}");
+    let (code, _) = server
+        .get(&format!(
+            "/v1/management/runs/{rid}/file?path=.agent-home/.iflow/settings.json"
+        ))
+        .await;
+    assert_eq!(code, 404);
+    // No other secret of the service reaches the CLI ...
+    assert_eq!(call["secrets"], json!([]), "{call}");
     // ... and the key is written nowhere in the run folder.
     assert!(!folder_mentions(&run_dir, "sk-iflow-test"));
 

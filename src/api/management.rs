@@ -149,7 +149,7 @@ pub async fn get_skill(
     let detail = tokio::task::spawn_blocking(move || -> ApiResult<SkillDetail> {
         let folder: PathBuf = folder_of(&entry).to_path_buf();
         let files =
-            browse::tree(&folder).map_err(|_| ApiError::not_found("Skill path not found"))?;
+            browse::tree(&folder, &[]).map_err(|_| ApiError::not_found("Skill path not found"))?;
         let (schemas, entrypoints) = match &entry {
             SkillEntry::Healthy(m) => (
                 serde_json::to_value(&m.schemas).map_err(anyhow::Error::from)?,

@@ -179,8 +179,10 @@ pub fn setup(
 
 /// The login files of a CLI (e.g. `.codex/auth.json`) lent from the agent home to a run's home
 /// for one turn. When dropped (the turn is over, whatever its end), a file the CLI changed (a
-/// refreshed token) goes back to the agent home, and the copies are removed, so a run folder,
-/// which clients can browse and download, holds no login once its turn is over.
+/// refreshed token) goes back to the agent home, and the copies are removed, so a run folder
+/// holds no login once its turn is over (while it runs, the management routes and bundles do not
+/// show the run's home). A crash leaves copies behind; recovery deletes them
+/// ([`forget_logins`]).
 #[derive(Debug, Default)]
 pub struct Login {
     files: Vec<LentFile>,
@@ -192,6 +194,9 @@ struct LentFile {
     copy: PathBuf,
     lent: Vec<u8>,
 }
+
+/// Serialises write-backs, so two turns that end together cannot interleave them.
+static WRITE_BACK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Login {
     /// Copies each of `files` (relative paths) that exists under `agent_home` into `home`.
@@ -206,7 +211,13 @@ impl Login {
             if let Some(dir) = copy.parent() {
                 std::fs::create_dir_all(dir)?;
             }
-            write_private(&copy, &lent)?;
+            // Whatever an earlier turn left there (a file, a symlink) goes: the copy is always
+            // a new file, never written through a link.
+            match std::fs::remove_file(&copy) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+            write_new_private(&copy, &lent)?;
             login.files.push(LentFile { source, copy, lent });
         }
         Ok(login)
@@ -218,37 +229,84 @@ impl Login {
     }
 }
 
+impl LentFile {
+    /// The copy's bytes if the CLI replaced the login with a plausible new one: a regular file
+    /// (not a link), not empty, valid JSON when its name says JSON.
+    fn refreshed(&self) -> Option<Vec<u8>> {
+        let meta = std::fs::symlink_metadata(&self.copy).ok()?;
+        if !meta.file_type().is_file() {
+            return None;
+        }
+        let now = std::fs::read(&self.copy).ok()?;
+        let json = self.copy.extension().is_some_and(|e| e == "json");
+        if now == self.lent
+            || now.is_empty()
+            || (json && serde_json::from_slice::<Value>(&now).is_err())
+        {
+            return None;
+        }
+        Some(now)
+    }
+
+    /// Replaces the agent home's file with `now`, unless it changed since it was lent: then
+    /// another turn returned a refresh first, and that one stays.
+    fn write_back(&self, now: &[u8]) -> std::io::Result<()> {
+        let _one_at_a_time = WRITE_BACK.lock().unwrap_or_else(|p| p.into_inner());
+        if std::fs::read(&self.source)? != self.lent {
+            tracing::warn!(file = %self.source.display(),
+                "a login changed in the agent home during the turn; the turn's refresh is dropped");
+            return Ok(());
+        }
+        let name = self
+            .source
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy();
+        let staged = self
+            .source
+            .with_file_name(format!(".{name}.{}.tmp", uuid::Uuid::new_v4()));
+        let written =
+            write_new_private(&staged, now).and_then(|()| std::fs::rename(&staged, &self.source));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&staged);
+        }
+        written
+    }
+}
+
 impl Drop for Login {
     fn drop(&mut self) {
         for file in &self.files {
-            match std::fs::read(&file.copy) {
-                Ok(now) if now != file.lent && !now.is_empty() => {
-                    let staged = file.source.with_extension("skill-runner-tmp");
-                    let back = write_private(&staged, &now)
-                        .and_then(|()| std::fs::rename(&staged, &file.source));
-                    if let Err(e) = back {
-                        tracing::warn!(file = %file.source.display(), error = %e,
-                            "cannot return a refreshed login to the agent home");
-                    }
-                }
-                _ => {}
+            if let Some(now) = file.refreshed()
+                && let Err(e) = file.write_back(&now)
+            {
+                tracing::warn!(file = %file.source.display(), error = %e,
+                    "cannot return a refreshed login to the agent home");
             }
             let _ = std::fs::remove_file(&file.copy);
         }
     }
 }
 
-/// Writes a file only its owner may read.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Deletes the login copies a turn left in `run_dir` when the service stopped during it.
+pub fn forget_logins(run_dir: &Path) {
+    let home = run_dir.join(RUN_HOME);
+    for file in super::AGENT_CLIS.iter().flat_map(|cli| cli.credentials) {
+        let _ = std::fs::remove_file(home.join(file));
+    }
+}
+
+/// Creates `path` (which must not exist) readable by its owner only, with `bytes` on disk.
+fn write_new_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let mut file = std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(0o600)
         .open(path)?;
-    file.write_all(bytes)
+    file.write_all(bytes)?;
+    file.sync_all()
 }
 
 /// `--resume <session>` on a resumed turn; else `--session-id <new id>`, which is returned so
@@ -275,19 +333,32 @@ pub fn endpoint_env(
     key_var: &str,
     env: &mut Vec<(String, String)>,
 ) {
-    if let Some(endpoint) = endpoint(config, engine.as_str()) {
-        if let Some(url) = &endpoint.base_url {
-            env.push((url_var.into(), url.clone()));
-        }
-        if let Some(key) = &endpoint.api_key {
-            env.push((key_var.into(), key.clone()));
-        }
+    if let Some(url) = endpoint(config, engine.as_str()).and_then(|e| e.base_url.as_ref()) {
+        env.push((url_var.into(), url.clone()));
+    }
+    key_env(config, engine, key_var, env);
+}
+
+/// The configured API key of `engine` as `key_var`, if there is one. (Child processes inherit
+/// no key from the service's environment.)
+pub fn key_env(
+    config: &AgentConfig,
+    engine: Engine,
+    key_var: &str,
+    env: &mut Vec<(String, String)>,
+) {
+    if let Some(key) = endpoint(config, engine.as_str()).and_then(|e| e.api_key.as_ref()) {
+        env.push((key_var.into(), key.clone()));
     }
 }
 
+/// The folder of a run that is its agents' home. It may hold logins while a turn runs, so the
+/// management file routes and bundles never show it.
+pub const RUN_HOME: &str = ".agent-home";
+
 /// The run's own home folder, created on first use.
 pub fn run_home(run_dir: &Path) -> std::io::Result<PathBuf> {
-    let home = run_dir.join(".agent-home");
+    let home = run_dir.join(RUN_HOME);
     std::fs::create_dir_all(&home)?;
     Ok(home)
 }
@@ -501,6 +572,104 @@ mod tests {
             "unexpected status 500 Internal Server Error"
         ));
         assert!(!is_auth_failure("the model said 401 times"));
+    }
+
+    fn read(path: &Path) -> String {
+        std::fs::read_to_string(path).unwrap()
+    }
+
+    #[test]
+    fn a_login_is_lent_for_a_turn_and_a_refresh_goes_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (agent_home, home) = (tmp.path().join("agent"), tmp.path().join("run/.agent-home"));
+        std::fs::create_dir_all(agent_home.join(".x")).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        let source = agent_home.join(".x/auth.json");
+        std::fs::write(&source, r#"{"t": 1}"#).unwrap();
+        let files = [".x/auth.json", ".x/absent.json"];
+
+        let login = Login::lend(&agent_home, &home, &files).unwrap();
+        let copy = home.join(".x/auth.json");
+        assert_eq!(read(&copy), r#"{"t": 1}"#);
+        use std::os::unix::fs::PermissionsExt as _;
+        assert_eq!(
+            std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert!(!home.join(".x/absent.json").exists());
+        drop(login);
+        assert!(!copy.exists(), "the copy outlived the turn");
+        assert_eq!(read(&source), r#"{"t": 1}"#);
+
+        // A refresh goes back; a broken file does not.
+        let login = Login::lend(&agent_home, &home, &files).unwrap();
+        std::fs::write(&copy, r#"{"t": 2}"#).unwrap();
+        drop(login);
+        assert_eq!(read(&source), r#"{"t": 2}"#);
+        let login = Login::lend(&agent_home, &home, &files).unwrap();
+        std::fs::write(&copy, "{truncated").unwrap();
+        drop(login);
+        assert_eq!(read(&source), r#"{"t": 2}"#);
+        let leftovers: Vec<_> = std::fs::read_dir(agent_home.join(".x")).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "staging files left: {leftovers:?}");
+    }
+
+    #[test]
+    fn the_first_refresh_back_wins() {
+        let tmp = tempfile::tempdir().unwrap();
+        let agent_home = tmp.path().join("agent");
+        std::fs::create_dir_all(&agent_home).unwrap();
+        let source = agent_home.join("auth.json");
+        std::fs::write(&source, r#""v1""#).unwrap();
+        let homes = [tmp.path().join("a"), tmp.path().join("b")];
+        let a = Login::lend(&agent_home, &homes[0], &["auth.json"]).unwrap();
+        let b = Login::lend(&agent_home, &homes[1], &["auth.json"]).unwrap();
+        std::fs::write(homes[0].join("auth.json"), r#""v2""#).unwrap();
+        std::fs::write(homes[1].join("auth.json"), r#""v3""#).unwrap();
+        drop(a);
+        drop(b);
+        assert_eq!(read(&source), r#""v2""#);
+    }
+
+    #[test]
+    fn links_are_neither_followed_nor_returned() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (agent_home, home) = (tmp.path().join("agent"), tmp.path().join("home"));
+        std::fs::create_dir_all(&agent_home).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(agent_home.join("auth.json"), r#""mine""#).unwrap();
+        let elsewhere = tmp.path().join("elsewhere.json");
+        std::fs::write(&elsewhere, r#""theirs""#).unwrap();
+
+        // A link planted where the copy goes is replaced, not written through.
+        std::os::unix::fs::symlink(&elsewhere, home.join("auth.json")).unwrap();
+        let login = Login::lend(&agent_home, &home, &["auth.json"]).unwrap();
+        assert_eq!(read(&elsewhere), r#""theirs""#);
+        assert!(
+            !std::fs::symlink_metadata(home.join("auth.json"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        // A link left in the copy's place is not taken for a refresh.
+        std::fs::remove_file(home.join("auth.json")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, home.join("auth.json")).unwrap();
+        drop(login);
+        assert_eq!(read(&agent_home.join("auth.json")), r#""mine""#);
+        assert!(std::fs::symlink_metadata(home.join("auth.json")).is_err());
+        assert_eq!(read(&elsewhere), r#""theirs""#);
+    }
+
+    #[test]
+    fn recovery_forgets_lent_logins() {
+        let tmp = tempfile::tempdir().unwrap();
+        let codex = tmp.path().join(RUN_HOME).join(".codex");
+        std::fs::create_dir_all(&codex).unwrap();
+        std::fs::write(codex.join("auth.json"), "{}").unwrap();
+        std::fs::write(codex.join("config.toml"), "").unwrap();
+        forget_logins(tmp.path());
+        assert!(!codex.join("auth.json").exists());
+        assert!(codex.join("config.toml").exists());
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::config::AgentConfig;
 pub const PACKAGE: &str = "@anthropic-ai/claude-code";
 /// The login `claude /login` leaves in the home.
 pub const CREDENTIALS: &[&str] = &[".claude/.credentials.json"];
-const CLI: Cli = Cli {
+pub const CLI: Cli = Cli {
     program: "claude",
     package: PACKAGE,
     credentials: CREDENTIALS,

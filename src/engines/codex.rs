@@ -21,7 +21,7 @@ use crate::output;
 pub const PACKAGE: &str = "@openai/codex";
 /// The login `codex login` leaves in `~/.codex` (the run's `CODEX_HOME`).
 pub const CREDENTIALS: &[&str] = &[".codex/auth.json"];
-const CLI: Cli = Cli {
+pub const CLI: Cli = Cli {
     program: "codex",
     package: PACKAGE,
     credentials: CREDENTIALS,
@@ -116,6 +116,13 @@ impl EngineAdapter for Codex {
             _ => argv.push(prompt),
         }
         let mut env = agent::base_env(home, &self.config);
+        // The provider's `env_key`.
+        agent::key_env(
+            &self.config,
+            self.engine(),
+            "SKILL_RUNNER_CODEX_API_KEY",
+            &mut env,
+        );
         env.push((
             "CODEX_HOME".into(),
             codex_home.to_string_lossy().into_owned(),

@@ -21,7 +21,7 @@ use crate::output;
 pub const PACKAGE: &str = "@google/gemini-cli";
 /// The Google login the CLI leaves in `~/.gemini`.
 pub const CREDENTIALS: &[&str] = &[".gemini/oauth_creds.json", ".gemini/google_accounts.json"];
-const CLI: Cli = Cli {
+pub const CLI: Cli = Cli {
     program: "gemini",
     package: PACKAGE,
     credentials: CREDENTIALS,

@@ -26,7 +26,7 @@ use crate::config::AgentConfig;
 use crate::output;
 
 pub const PACKAGE: &str = "@iflow-ai/iflow-cli";
-const CLI: Cli = Cli {
+pub const CLI: Cli = Cli {
     program: "iflow",
     package: PACKAGE,
     credentials: CREDENTIALS,

@@ -77,6 +77,16 @@ pub struct Cli {
     pub credentials: &'static [&'static str],
 }
 
+/// Every agent CLI.
+pub const AGENT_CLIS: [Cli; 6] = [
+    codex::CLI,
+    gemini::CLI,
+    iflow::CLI,
+    claude::CLI,
+    opencode::CLI,
+    qwen::CLI,
+];
+
 /// A failure the engine reported, with a code when it is one clients act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {

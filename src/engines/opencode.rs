@@ -19,7 +19,7 @@ use crate::output;
 pub const PACKAGE: &str = "opencode-ai";
 /// The provider keys and logins of `opencode auth login`.
 pub const CREDENTIALS: &[&str] = &[".local/share/opencode/auth.json"];
-const CLI: Cli = Cli {
+pub const CLI: Cli = Cli {
     program: "opencode",
     package: PACKAGE,
     credentials: CREDENTIALS,
@@ -102,6 +102,13 @@ impl EngineAdapter for Opencode {
         }
         argv.push(agent::prompt(turn, &setup.skill_copy));
         let mut env = agent::base_env(home, &self.config);
+        // What the provider's `{env:...}` reference reads.
+        agent::key_env(
+            &self.config,
+            self.engine(),
+            "SKILL_RUNNER_OPENCODE_API_KEY",
+            &mut env,
+        );
         for name in [
             "OPENCODE_DISABLE_MODELS_FETCH",
             "OPENCODE_DISABLE_AUTOUPDATE",

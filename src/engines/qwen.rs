@@ -18,7 +18,7 @@ use crate::config::AgentConfig;
 pub const PACKAGE: &str = "@qwen-code/qwen-code";
 /// The Qwen OAuth login the CLI leaves in `~/.qwen`.
 pub const CREDENTIALS: &[&str] = &[".qwen/oauth_creds.json"];
-const CLI: Cli = Cli {
+pub const CLI: Cli = Cli {
     program: "qwen",
     package: PACKAGE,
     credentials: CREDENTIALS,

@@ -107,6 +107,8 @@ impl Jobs {
         ending: crate::store::Ending,
         reason: &str,
     ) -> anyhow::Result<()> {
+        // A turn the stop cut short may have left lent logins in the run's home.
+        crate::engines::agent::forget_logins(&self.run_dir(run_id));
         if self
             .store
             .reconcile_interrupted(run_id, from, &ending, reason)

@@ -14,6 +14,7 @@ use super::executor::{Envelope, list_artifacts};
 use super::options::RuntimeOptions;
 use super::{Jobs, Scope};
 use crate::browse::{self, Preview, TreeEntry};
+use crate::engines::agent;
 use crate::error::{ApiError, ApiResult};
 use crate::store::{Request, Run, RunStatus};
 
@@ -196,12 +197,13 @@ impl Jobs {
     pub async fn run_files(&self, scope: Scope, request_id: &str) -> ApiResult<RunFiles> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let dir = self.run_dir(&run.run_id);
-        let entries = tokio::task::spawn_blocking(move || match browse::tree(&dir) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            other => other,
-        })
-        .await
-        .map_err(anyhow::Error::from)??;
+        let entries =
+            tokio::task::spawn_blocking(move || match browse::tree(&dir, &[agent::RUN_HOME]) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+                other => other,
+            })
+            .await
+            .map_err(anyhow::Error::from)??;
         Ok(RunFiles {
             request_id: request_id.to_owned(),
             run_id: run.run_id,
@@ -220,9 +222,10 @@ impl Jobs {
         let path = browse::relative_path(path)?;
         let dir = self.run_dir(&run.run_id);
         let rel = path.clone();
-        let preview = tokio::task::spawn_blocking(move || browse::preview(&dir, &rel))
-            .await
-            .map_err(anyhow::Error::from)??;
+        let preview =
+            tokio::task::spawn_blocking(move || browse::preview(&dir, &rel, &[agent::RUN_HOME]))
+                .await
+                .map_err(anyhow::Error::from)??;
         Ok(RunFilePreview {
             request_id: request_id.to_owned(),
             run_id: run.run_id,
@@ -438,7 +441,8 @@ fn build_bundle(
         .into_iter()
         .filter(|(rel, _)| {
             if debug {
-                !rel.starts_with("bundle/")
+                // The agents' homes may hold logins and are never handed out.
+                !rel.starts_with("bundle/") && !rel.starts_with(&format!("{}/", agent::RUN_HOME))
             } else {
                 rel == "result/result.json" || rel.starts_with("artifacts/")
             }

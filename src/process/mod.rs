@@ -35,7 +35,8 @@ pub struct ProcessSpec {
     /// argv; the first element is looked up on `PATH` unless it contains a `/`.
     pub argv: Vec<String>,
     pub cwd: PathBuf,
-    /// Added to the service's own environment.
+    /// Added to the service's own environment, from which the service's secrets (see
+    /// [`is_secret`]) are removed first: a process gets a key only when its spec passes it.
     pub env: Vec<(String, String)>,
     /// Written to stdin, which is then closed; `None` leaves stdin closed from the start.
     pub stdin: Option<Vec<u8>>,
@@ -151,9 +152,13 @@ impl Supervisor {
         let stderr_file = append(&spec.stderr_log).await?;
 
         let mut command = tokio::process::Command::new(program);
+        command.args(args).current_dir(&spec.cwd);
+        for (name, _) in std::env::vars_os() {
+            if name.to_str().is_some_and(is_secret) {
+                command.env_remove(name);
+            }
+        }
         command
-            .args(args)
-            .current_dir(&spec.cwd)
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .stdin(if spec.stdin.is_some() {
                 Stdio::piped()
@@ -302,6 +307,13 @@ impl Running {
             let _ = self.child.wait().await;
         }
     }
+}
+
+/// Whether a variable of the service's environment holds a secret no child process inherits:
+/// the Basic Auth password and the engines' API keys (`SKILL_RUNNER_<ENGINE>_API_KEY`).
+pub fn is_secret(name: &str) -> bool {
+    name == "UI_BASIC_AUTH_PASSWORD"
+        || (name.starts_with("SKILL_RUNNER_") && name.ends_with("_API_KEY"))
 }
 
 fn signal_group(pgid: i32, signal: Signal) {
