@@ -59,13 +59,23 @@ pub async fn serve(
             .context("starting the invoke host")?,
     );
     let config = Arc::new(config);
-    let jobs = Jobs::new(config.clone(), store.clone(), registry.clone(), supervisor);
+    let jobs = Jobs::new(
+        config.clone(),
+        store.clone(),
+        registry.clone(),
+        supervisor.clone(),
+    );
     jobs.start().await.context("recovering runs")?;
     jobs.engines()
         .load_added_snapshots(&store)
         .await
         .context("reading the added model snapshots")?;
-    let upgrades = Arc::new(Upgrader::new(store.clone(), jobs.engines().clone()));
+    let upgrades = Arc::new(Upgrader::new(
+        store.clone(),
+        jobs.engines().clone(),
+        supervisor,
+        &config.data_dir,
+    ));
     upgrades
         .recover()
         .await

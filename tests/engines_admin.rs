@@ -452,21 +452,38 @@ async fn upgrades_install_into_the_managed_prefix() {
 }
 
 #[tokio::test]
-async fn one_upgrade_at_a_time_and_a_restart_ends_the_one_under_way() {
+async fn one_upgrade_at_a_time_and_a_stop_ends_the_one_under_way() {
     // A package server that accepts connections and never answers keeps npm busy.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let spec = format!("http://{}/stuck.tgz", silent.local_addr().unwrap());
     let agents = Agents::new();
     let dirs = TestDirs::new();
-    let server = agents.server(dirs.clone(), &[("SKILL_RUNNER_QWEN_NPM_PACKAGE", &spec)]);
-    let (code, created) = server
-        .post_json(
-            "/v1/engines/upgrades",
-            json!({"mode": "single", "engine": "qwen"}),
-        )
-        .await;
-    assert_eq!(code, 200, "{created}");
-    let id = created["request_id"].as_str().unwrap().to_owned();
+    let env = [("SKILL_RUNNER_QWEN_NPM_PACKAGE", spec.as_str())];
+    let start_stuck = |server: &TestServer| {
+        let server_url = server.url("/v1/engines/upgrades");
+        let client = server.client.clone();
+        async move {
+            let response = client
+                .post(server_url)
+                .json(&json!({"mode": "single", "engine": "qwen"}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 200);
+            let created: Value = response.json().await.unwrap();
+            created["request_id"].as_str().unwrap().to_owned()
+        }
+    };
+    let interrupted = |upgrade: &Value| {
+        upgrade["status"] == "failed"
+            && upgrade["results"]["qwen"]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("Interrupted"))
+    };
+
+    // A graceful stop kills npm's group and records the upgrade as interrupted.
+    let mut server = agents.server(dirs.clone(), &env);
+    let id = start_stuck(&server).await;
     let (code, body) = server
         .post_json(
             "/v1/engines/upgrades",
@@ -483,18 +500,27 @@ async fn one_upgrade_at_a_time_and_a_restart_ends_the_one_under_way() {
         matches!(running["status"].as_str(), Some("queued" | "running")),
         "{running}"
     );
+    // npm's output is kept under the data dir.
+    let log = dirs.data.join(format!("upgrades/{id}/qwen.stderr.txt"));
+    let started = Instant::now();
+    while !log.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "npm never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(server.terminate().success());
 
-    drop(server);
-    let server = agents.server(dirs, &[]);
+    // A crash leaves it running; the next start ends it.
+    let server = agents.server(dirs.clone(), &env);
     let (_, after) = server.get(&format!("/v1/engines/upgrades/{id}")).await;
-    assert_eq!(after["status"], "failed", "{after}");
-    assert!(
-        after["results"]["qwen"]["error"]
-            .as_str()
-            .unwrap()
-            .contains("Interrupted"),
-        "{after}"
-    );
+    assert!(interrupted(&after), "{after}");
+    let crashed = start_stuck(&server).await;
+    drop(server);
+    let server = agents.server(dirs.clone(), &[]);
+    let (_, after) = server.get(&format!("/v1/engines/upgrades/{crashed}")).await;
+    assert!(interrupted(&after), "{after}");
     // The next one may start.
     let (code, body) = server
         .post_json(

@@ -200,6 +200,40 @@ async fn interactive_job_resumes_the_reported_session() {
     assert!(arg_after(&calls[0], "-p").unwrap().contains("ask_user"));
 }
 
+/// A reply cannot resume a conversation whose session id the CLI never reported: the run
+/// fails saying so, rather than starting a new conversation that lacks the task.
+#[tokio::test]
+async fn a_reply_without_a_known_session_fails_clearly() {
+    let stand = Stand::new();
+    let server = stand.server("no-session", &ENDPOINT);
+    let rid = start_job(&server, "interactive").await;
+    let status = server
+        .wait_status(&format!("/v1/jobs/{rid}"), &["waiting_user", "failed"])
+        .await;
+    assert_eq!(status["status"], "waiting_user", "{status}");
+    let (code, body) = server
+        .post_json(
+            &format!("/v1/jobs/{rid}/interaction/reply"),
+            json!({"interaction_id": 1, "response": "teal-green"}),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "failed", "{status}");
+    assert!(
+        status["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("reported no session id"),
+        "{status}"
+    );
+    assert_eq!(
+        stand.calls().len(),
+        1,
+        "the CLI was started without a session"
+    );
+}
+
 #[tokio::test]
 async fn model_errors_fail_with_what_the_cli_said() {
     let stand = Stand::new();

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::admin_auth::Admin;
-use super::jobs::bad_json;
+use super::jobs::{bad_json, to_completion};
 use crate::engines::agent::AuthStatus;
 use crate::engines::models::{ManifestView, Model, ModelList};
 use crate::engines::upgrades::{self, StartError};
@@ -152,21 +152,24 @@ pub async fn add_snapshot(
 ) -> ApiResult<Json<ManifestView>> {
     let engine = agent_engine(&engine)?;
     let Json(body) = body.map_err(bad_json)?;
-    match state
-        .jobs
-        .engines()
-        .add_snapshot(&state.store, engine, body.models)
-        .await
-    {
-        Ok(view) => Ok(Json(view)),
-        Err(SnapshotRefused::Invalid(problem)) => {
-            Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, problem))
+    to_completion(async move {
+        match state
+            .jobs
+            .engines()
+            .add_snapshot(&state.store, engine, body.models)
+            .await
+        {
+            Ok(view) => Ok(Json(view)),
+            Err(SnapshotRefused::Invalid(problem)) => {
+                Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, problem))
+            }
+            Err(SnapshotRefused::Conflict(problem)) => {
+                Err(ApiError::new(StatusCode::CONFLICT, problem))
+            }
+            Err(SnapshotRefused::Store(e)) => Err(e.into()),
         }
-        Err(SnapshotRefused::Conflict(problem)) => {
-            Err(ApiError::new(StatusCode::CONFLICT, problem))
-        }
-        Err(SnapshotRefused::Store(e)) => Err(e.into()),
-    }
+    })
+    .await
 }
 
 /// `POST /v1/engines/upgrades`.
@@ -206,14 +209,17 @@ pub async fn create_upgrade(
             json!([{"loc": ["body", field], "msg": format!("{field} {msg}"), "type": "value_error"}]),
         )
     })?;
-    match state.upgrades.start(scope).await {
-        Ok(upgrade) => Ok(Json(UpgradeCreated {
-            request_id: upgrade.request_id,
-            status: upgrade.status,
-        })),
-        Err(e @ StartError::Busy) => Err(ApiError::new(StatusCode::CONFLICT, e.to_string())),
-        Err(StartError::Store(e)) => Err(e.into()),
-    }
+    to_completion(async move {
+        match state.upgrades.start(scope).await {
+            Ok(upgrade) => Ok(Json(UpgradeCreated {
+                request_id: upgrade.request_id,
+                status: upgrade.status,
+            })),
+            Err(e @ StartError::Busy) => Err(ApiError::new(StatusCode::CONFLICT, e.to_string())),
+            Err(StartError::Store(e)) => Err(e.into()),
+        }
+    })
+    .await
 }
 
 /// An upgrade with each engine's status, npm output and error.

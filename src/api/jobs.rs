@@ -60,7 +60,7 @@ pub fn bad_json(e: JsonRejection) -> ApiError {
 /// Runs a state-changing operation as its own task, so a client that disconnects cannot cut
 /// it in half (a run recorded but never queued, an upload left half-received, a cancel that
 /// stopped the process but recorded nothing).
-async fn to_completion<T: Send + 'static>(
+pub(super) async fn to_completion<T: Send + 'static>(
     work: impl Future<Output = ApiResult<T>> + Send + 'static,
 ) -> ApiResult<T> {
     match tokio::spawn(work).await {

@@ -89,7 +89,13 @@ impl EngineAdapter for Iflow {
         if let Some(model) = model {
             argv.extend(["-m".into(), model.to_owned()]);
         }
-        if let (Some(session), true) = (turn.session, turn.number > 1) {
+        if turn.number > 1 {
+            // Without the session the reply would start a new conversation that lacks the task.
+            let session = turn.session.ok_or_else(|| {
+                anyhow::anyhow!(
+                    "iflow: the first turn reported no session id, so the reply cannot resume it"
+                )
+            })?;
             argv.extend(["--resume".into(), session.to_owned()]);
         }
         let mut env = agent::base_env(home, &self.config);
@@ -144,25 +150,32 @@ fn split_info(text: &str) -> (String, Option<Value>) {
         ),
         None => (&text[body_start..], ""),
     };
-    let info = serde_json::from_str(body.trim()).ok();
+    let info: Option<Value> = serde_json::from_str(body.trim()).ok();
+    if info.is_none() && rest.is_empty() && !text[body_start..].contains(INFO_CLOSE) {
+        // Not a block (an answer that merely mentions the tag): the text stays whole.
+        return (text.to_owned(), None);
+    }
     (format!("{}{rest}", &text[..start]), info)
 }
 
-/// The first line of stderr that says what went wrong (not a progress or JSON line).
+/// The line of stderr that says what went wrong: `[API Error: <status> …]` (the line before it
+/// only names a report file), else the first line that starts with `Error` or says `error:` or
+/// `fetch failed`.
 fn first_error(stderr: &str) -> Option<String> {
     let lines: Vec<&str> = stderr
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect();
-    let error = |l: &&str| {
+    let error = |l: &&&str| {
         let lower = l.to_ascii_lowercase();
-        lower.contains("error") || lower.contains("failed")
+        lower.starts_with("error") || lower.contains("error:") || lower.contains("fetch failed")
     };
-    let first = lines.iter().find(|l| error(l))?;
-    // "[API Error: 500 …]" carries the status; the report line before it only a file path.
-    let detail = lines.iter().find(|l| l.starts_with("[API Error"));
-    Some(detail.unwrap_or(first).chars().take(500).collect())
+    let line = lines
+        .iter()
+        .find(|l| l.starts_with("[API Error"))
+        .or_else(|| lines.iter().find(error))?;
+    Some(line.chars().take(500).collect())
 }
 
 #[cfg(test)]
@@ -232,8 +245,20 @@ mod tests {
     #[test]
     fn a_broken_info_block_is_not_an_answer() {
         let (text, info) = split_info("hello\n<Execution Info>\n{not json");
-        assert_eq!(text, "hello\n");
+        assert_eq!(text, "hello\n<Execution Info>\n{not json");
         assert_eq!(info, None);
+        let answer = "The CLI prints <Execution Info> last. {\"summary\": \"x\"}";
+        assert_eq!(split_info(answer).0, answer);
+        let (text, info) = split_info("ok\n<Execution Info>\n{\"session-id\": \"s\"}\n");
+        assert_eq!(
+            (text.as_str(), info.unwrap()["session-id"].as_str()),
+            ("ok\n", Some("s"))
+        );
+        assert_eq!(first_error("0 errors found\nall good"), None);
+        assert_eq!(
+            first_error("retrying\nTypeError: fetch failed").as_deref(),
+            Some("TypeError: fetch failed")
+        );
         let reading = adapter().read("no json here", "");
         assert!(reading.answer.is_none() && reading.failure.is_none());
     }

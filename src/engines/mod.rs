@@ -275,13 +275,13 @@ impl Engines {
             return Err(conflict());
         }
         let text = serde_json::to_string(&models).expect("models serialise");
-        if !store
+        let Some(added_at) = store
             .insert_model_snapshot(engine.as_str(), &version, &text)
             .await
             .map_err(SnapshotRefused::Store)?
-        {
+        else {
             return Err(conflict());
-        }
+        };
         {
             let mut snapshots = self.snapshots.write().expect("snapshots lock");
             if !exists(&snapshots) {
@@ -289,7 +289,7 @@ impl Engines {
                     engine: engine.as_str().to_owned(),
                     cli_version: version,
                     models,
-                    added_at: Some(crate::clock::now()),
+                    added_at: Some(added_at),
                 });
             }
         }

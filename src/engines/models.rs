@@ -176,7 +176,7 @@ pub fn check_new_models(models: Vec<Model>) -> Result<Vec<Model>, String> {
         .into_iter()
         .enumerate()
         .map(|(i, mut model)| {
-            let id = model.id.trim();
+            let id = model.id.as_str();
             if id.is_empty() || id.len() > 200 || id.chars().any(char::is_whitespace) {
                 return Err(format!(
                     "models[{i}].id: '{}' is not a model id (1-200 characters, no spaces)",

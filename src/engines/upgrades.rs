@@ -5,20 +5,23 @@
 //! another npm spec (a pinned version, a tarball, a mirror's URL). An upgrade under way when the
 //! service stops is marked failed at the next start; nothing waits for it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tokio::io::AsyncReadExt;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::{Engine, Engines};
 use crate::clock;
+use crate::process::{Completed, Exit, ProcessSpec, Supervisor, Windows};
 use crate::store::{Store, Upgrade, UpgradeResult};
 
 /// How long one `npm install` may take.
 const NPM_TIMEOUT: Duration = Duration::from_secs(900);
-/// The end of each output kept in the record.
-const OUTPUT_KEPT: usize = 64 * 1024;
+/// The end of each output kept in the record (the whole output stays in the log files).
+const OUTPUT_KEPT: u64 = 64 * 1024;
+/// The error of an engine whose upgrade a stop of the service cut short.
+const INTERRUPTED: &str = "Interrupted: the service stopped during the upgrade";
 
 /// Which engines an upgrade covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,7 +35,12 @@ pub enum Scope {
 pub struct Upgrader {
     store: Store,
     engines: Engines,
+    supervisor: Supervisor,
+    /// `<data>/upgrades`: each upgrade's npm output, by request and engine.
+    logs: PathBuf,
     tracker: TaskTracker,
+    /// Cancelled when the service stops.
+    stopping: CancellationToken,
 }
 
 /// Why an upgrade did not start.
@@ -45,27 +53,21 @@ pub enum StartError {
 }
 
 impl Upgrader {
-    pub fn new(store: Store, engines: Engines) -> Self {
+    pub fn new(store: Store, engines: Engines, supervisor: Supervisor, data_dir: &Path) -> Self {
         Self {
             store,
             engines,
+            supervisor,
+            logs: data_dir.join("upgrades"),
             tracker: TaskTracker::new(),
+            stopping: CancellationToken::new(),
         }
     }
 
     /// Marks upgrades a stop interrupted as failed.
     pub async fn recover(&self) -> anyhow::Result<()> {
-        for mut upgrade in self.store.unfinished_upgrades().await? {
-            for result in upgrade.results.values_mut() {
-                if matches!(result.status.as_str(), "queued" | "running") {
-                    result.status = "failed".into();
-                    result.error =
-                        Some("Interrupted: the service stopped during the upgrade".into());
-                }
-            }
-            self.store
-                .save_upgrade(&upgrade.request_id, "failed", &upgrade.results)
-                .await?;
+        for upgrade in self.store.unfinished_upgrades().await? {
+            fail_unfinished(&self.store, &upgrade.request_id, INTERRUPTED).await?;
         }
         Ok(())
     }
@@ -101,87 +103,157 @@ impl Upgrader {
         if !self.store.insert_upgrade(&upgrade).await? {
             return Err(StartError::Busy);
         }
-        let (store, engines) = (self.store.clone(), self.engines.clone());
-        let run = upgrade.clone();
+        let work = Work {
+            store: self.store.clone(),
+            engines: self.engines.clone(),
+            supervisor: self.supervisor.clone(),
+            logs: self.logs.join(&upgrade.request_id),
+            stopping: self.stopping.clone(),
+        };
+        let (store, run) = (self.store.clone(), upgrade.clone());
         self.tracker.spawn(async move {
             let id = run.request_id.clone();
-            if let Err(e) = execute(&store, &engines, run, &targets).await {
-                tracing::error!(request_id = %id, error = format!("{e:#}"), "engine upgrade failed");
+            // Its own task, so that an error or a panic still ends the record, which would
+            // otherwise hold the one-upgrade-at-a-time slot until a restart.
+            let problem = match tokio::spawn(async move { work.execute(run, &targets).await }).await
+            {
+                Ok(Ok(())) => return,
+                Ok(Err(e)) => format!("{e:#}"),
+                Err(e) => e.to_string(),
+            };
+            tracing::error!(request_id = %id, error = problem, "engine upgrade failed");
+            if let Err(e) = fail_unfinished(&store, &id, "Internal error during the upgrade (see the service log)").await {
+                tracing::error!(request_id = %id, error = format!("{e:#}"), "cannot end the upgrade record");
             }
         });
         Ok(upgrade)
     }
 
-    /// Waits up to `grace` for an upgrade under way.
+    /// Stops an upgrade under way (its npm group is killed) and waits up to `grace` for its
+    /// record to be saved.
     pub async fn shutdown(&self, grace: Duration) {
+        self.stopping.cancel();
         self.tracker.close();
         let _ = tokio::time::timeout(grace, self.tracker.wait()).await;
     }
 }
 
-/// Installs each target in turn, saving the record after every step.
-async fn execute(
-    store: &Store,
-    engines: &Engines,
-    upgrade: Upgrade,
-    targets: &[Engine],
-) -> anyhow::Result<()> {
-    let mut results = upgrade.results;
-    for engine in targets {
-        let key = engine.to_string();
-        results.insert(
-            key.clone(),
-            UpgradeResult {
-                status: "running".into(),
-                ..UpgradeResult::queued()
-            },
-        );
-        store
-            .save_upgrade(&upgrade.request_id, "running", &results)
-            .await?;
-        let cli = engines.cli(*engine).expect("upgrade targets have a CLI");
-        let spec = engines
-            .config()
-            .packages
-            .get(&key)
-            .cloned()
-            .unwrap_or_else(|| format!("{}@latest", cli.package));
-        let result = npm_install(&engines.config().npm_prefix, &spec).await;
-        tracing::info!(engine = %key, spec, status = %result.status, "engine upgrade step");
-        results.insert(key, result);
-        store
-            .save_upgrade(&upgrade.request_id, "running", &results)
-            .await?;
+/// Ends an upgrade as `failed`, with `error` for each engine it had not finished.
+async fn fail_unfinished(store: &Store, request_id: &str, error: &str) -> anyhow::Result<()> {
+    let Some(mut upgrade) = store.upgrade(request_id).await? else {
+        return Ok(());
+    };
+    for result in upgrade.results.values_mut() {
+        if matches!(result.status.as_str(), "queued" | "running") {
+            result.status = "failed".into();
+            result.error = Some(error.into());
+        }
     }
-    engines.forget_versions();
-    let all_ok = results.values().all(|r| r.status == "succeeded");
-    let status = if all_ok { "succeeded" } else { "failed" };
     store
-        .save_upgrade(&upgrade.request_id, status, &results)
+        .save_upgrade(request_id, "failed", &upgrade.results)
         .await
 }
 
-/// `npm install --global --prefix <prefix> <spec>`, with its output and how it ended.
-async fn npm_install(prefix: &Path, spec: &str) -> UpgradeResult {
-    let mut command = tokio::process::Command::new("npm");
-    command
-        .args(["install", "--global", "--prefix"])
-        .arg(prefix)
-        .args(["--no-audit", "--no-fund", "--no-update-notifier", spec])
-        .env("NPM_CONFIG_UPDATE_NOTIFIER", "false")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+/// What a running upgrade needs.
+struct Work {
+    store: Store,
+    engines: Engines,
+    supervisor: Supervisor,
+    /// `<data>/upgrades/<request_id>`.
+    logs: PathBuf,
+    stopping: CancellationToken,
+}
+
+impl Work {
+    /// Installs each target in turn, saving the record after every step.
+    async fn execute(self, upgrade: Upgrade, targets: &[Engine]) -> anyhow::Result<()> {
+        let mut results = upgrade.results;
+        for engine in targets {
+            let key = engine.to_string();
+            results.insert(
+                key.clone(),
+                UpgradeResult {
+                    status: "running".into(),
+                    ..UpgradeResult::queued()
+                },
+            );
+            self.store
+                .save_upgrade(&upgrade.request_id, "running", &results)
+                .await?;
+            let cli = self
+                .engines
+                .cli(*engine)
+                .expect("upgrade targets have a CLI");
+            let config = self.engines.config();
+            let spec = config
+                .packages
+                .get(&key)
+                .cloned()
+                .unwrap_or_else(|| format!("{}@latest", cli.package));
+            let result = npm_install(
+                &self.supervisor,
+                &self.stopping,
+                &config.npm_prefix,
+                &spec,
+                &self.logs.join(&key),
+            )
+            .await;
+            tracing::info!(engine = %key, spec, status = %result.status, "engine upgrade step");
+            results.insert(key, result);
+            self.store
+                .save_upgrade(&upgrade.request_id, "running", &results)
+                .await?;
+        }
+        self.engines.forget_versions();
+        let all_ok = results.values().all(|r| r.status == "succeeded");
+        let status = if all_ok { "succeeded" } else { "failed" };
+        self.store
+            .save_upgrade(&upgrade.request_id, status, &results)
+            .await
+    }
+}
+
+/// `npm install --global --prefix <prefix> <spec>` as a supervised process group (killed whole
+/// at the time limit or when the service stops), its output logged as `<logs>.stdout.txt` and
+/// `<logs>.stderr.txt`.
+async fn npm_install(
+    supervisor: &Supervisor,
+    cancel: &CancellationToken,
+    prefix: &Path,
+    spec: &str,
+    logs: &Path,
+) -> UpgradeResult {
     let failed = |error: String, stdout: String, stderr: String| UpgradeResult {
         status: "failed".into(),
         stdout,
         stderr,
         error: Some(error),
     };
-    let mut child = match command.spawn() {
-        Ok(child) => child,
+    let folder = logs.parent().unwrap_or(logs).to_path_buf();
+    if let Err(e) = tokio::fs::create_dir_all(&folder).await {
+        return failed(
+            format!("Cannot create the upgrade's log folder: {e}"),
+            String::new(),
+            String::new(),
+        );
+    }
+    let argv = ["npm", "install", "--global", "--prefix"]
+        .into_iter()
+        .map(str::to_owned)
+        .chain([prefix.to_string_lossy().into_owned()])
+        .chain(["--no-audit", "--no-fund", "--no-update-notifier", spec].map(str::to_owned))
+        .collect();
+    let process = ProcessSpec {
+        argv,
+        cwd: folder,
+        env: vec![("NPM_CONFIG_UPDATE_NOTIFIER".into(), "false".into())],
+        stdin: None,
+        stdout_log: logs.with_extension("stdout.txt"),
+        stderr_log: logs.with_extension("stderr.txt"),
+        output_limit: None,
+    };
+    let running = match supervisor.spawn(process, None).await {
+        Ok(running) => running,
         Err(e) => {
             return failed(
                 format!("Cannot run npm ({e}): install Node.js and npm on the server"),
@@ -190,52 +262,37 @@ async fn npm_install(prefix: &Path, spec: &str) -> UpgradeResult {
             );
         }
     };
-    let (mut out, mut err) = (
-        child.stdout.take().expect("piped"),
-        child.stderr.take().expect("piped"),
-    );
-    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-    let finished = tokio::time::timeout(NPM_TIMEOUT, async {
-        let (_, _, status) = tokio::join!(
-            out.read_to_end(&mut stdout),
-            err.read_to_end(&mut stderr),
-            child.wait()
-        );
-        status
-    })
-    .await;
-    let (stdout, stderr) = (tail(&stdout), tail(&stderr));
-    match finished {
-        Ok(Ok(status)) if status.success() => UpgradeResult {
+    let windows = Windows {
+        stdout: OUTPUT_KEPT,
+        stderr: OUTPUT_KEPT,
+    };
+    let deadline = tokio::time::Instant::now() + NPM_TIMEOUT;
+    let Completed {
+        exit,
+        stdout,
+        stderr,
+    } = running.complete(deadline, cancel, windows).await;
+    let error = match exit {
+        Exit::Exited { code: Some(0) } => None,
+        Exit::Exited { code: Some(code) } => {
+            Some(format!("Upgrade command exited with code {code}"))
+        }
+        Exit::TimedOut => Some(format!(
+            "Upgrade command timed out after {} s; its process group was killed",
+            NPM_TIMEOUT.as_secs()
+        )),
+        Exit::Canceled => Some(INTERRUPTED.into()),
+        other => Some(format!("Upgrade command failed: {}", other.describe())),
+    };
+    match error {
+        None => UpgradeResult {
             status: "succeeded".into(),
             stdout,
             stderr,
             error: None,
         },
-        Ok(Ok(status)) => failed(
-            match status.code() {
-                Some(code) => format!("Upgrade command exited with code {code}"),
-                None => "Upgrade command was killed by a signal".into(),
-            },
-            stdout,
-            stderr,
-        ),
-        Ok(Err(e)) => failed(format!("Cannot wait for npm: {e}"), stdout, stderr),
-        Err(_) => failed(
-            format!(
-                "Upgrade command timed out after {} s",
-                NPM_TIMEOUT.as_secs()
-            ),
-            stdout,
-            stderr,
-        ),
+        Some(error) => failed(error, stdout, stderr),
     }
-}
-
-/// The last [`OUTPUT_KEPT`] bytes of an output, as text.
-fn tail(bytes: &[u8]) -> String {
-    let start = bytes.len().saturating_sub(OUTPUT_KEPT);
-    String::from_utf8_lossy(&bytes[start..]).into_owned()
 }
 
 /// The upgrade a request body asks for, or which field is wrong and why.
@@ -279,12 +336,5 @@ mod tests {
         assert_eq!(scope("single", Some("script")).unwrap_err().0, "engine");
         assert_eq!(scope("single", Some("Codex")).unwrap_err().0, "engine");
         assert_eq!(scope("some", None).unwrap_err().0, "mode");
-    }
-
-    #[test]
-    fn outputs_keep_their_end() {
-        let long = vec![b'a'; OUTPUT_KEPT + 10];
-        assert_eq!(tail(&long).len(), OUTPUT_KEPT);
-        assert_eq!(tail(b"short"), "short");
     }
 }

@@ -162,13 +162,15 @@ impl Store {
         rows.into_iter().map(upgrade_from_row).collect()
     }
 
-    /// Adds a snapshot; false (nothing changed) when one exists for that engine and version.
+    /// Adds a snapshot; its creation time, or `None` (nothing changed) when one exists for
+    /// that engine and version.
     pub async fn insert_model_snapshot(
         &self,
         engine: &str,
         cli_version: &str,
         models: &str,
-    ) -> anyhow::Result<bool> {
+    ) -> anyhow::Result<Option<String>> {
+        let now = clock::now();
         let inserted = sqlx::query(
             "INSERT INTO model_snapshots (engine, cli_version, models, created_at)
              VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -176,10 +178,10 @@ impl Store {
         .bind(engine)
         .bind(cli_version)
         .bind(models)
-        .bind(clock::now())
+        .bind(&now)
         .execute(&self.pool)
         .await?;
-        Ok(inserted.rows_affected() == 1)
+        Ok((inserted.rows_affected() == 1).then_some(now))
     }
 
     pub async fn model_snapshots(&self) -> anyhow::Result<Vec<StoredSnapshot>> {
