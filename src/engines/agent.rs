@@ -356,6 +356,26 @@ pub fn key_env(
 /// management file routes and bundles never show it.
 pub const RUN_HOME: &str = ".agent-home";
 
+/// Writes a CLI's configuration file, creating its folder.
+pub fn write_config(path: &Path, text: &str) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, text)
+}
+
+/// The job's model, else `endpoint_model` when a base URL is configured for `engine` (the CLI's
+/// own default model may not exist there).
+pub fn model<'a>(
+    config: &AgentConfig,
+    engine: Engine,
+    turn: &Turn<'a>,
+    endpoint_model: &'static str,
+) -> Option<&'a str> {
+    let custom = endpoint(config, engine.as_str()).is_some_and(|e| e.base_url.is_some());
+    turn.model.or(custom.then_some(endpoint_model))
+}
+
 /// The run's own home folder, created on first use.
 pub fn run_home(run_dir: &Path) -> std::io::Result<PathBuf> {
     let home = run_dir.join(RUN_HOME);

@@ -91,8 +91,7 @@ impl EngineAdapter for Codex {
             Some((name, effort)) => (Some(name), Some(effort).filter(|e| !e.is_empty())),
             None => (None, None),
         };
-        std::fs::create_dir_all(&codex_home)?;
-        std::fs::write(codex_home.join("config.toml"), self.config_toml(model))?;
+        agent::write_config(&codex_home.join("config.toml"), &self.config_toml(model))?;
 
         let mut argv: Vec<String> = vec![
             setup.program.clone(),

@@ -59,13 +59,9 @@ impl EngineAdapter for Gemini {
                         "maxAttempts": self.config.max_retries + 1},
             "security": {"auth": {"selectedType": auth_type}},
         });
-        std::fs::create_dir_all(home.join(".gemini"))?;
-        std::fs::write(home.join(".gemini/settings.json"), settings.to_string())?;
+        agent::write_config(&home.join(".gemini/settings.json"), &settings.to_string())?;
 
-        let endpoint = agent::endpoint(&self.config, "gemini");
-        let model = turn.model.or(endpoint
-            .and_then(|e| e.base_url.as_ref())
-            .map(|_| ENDPOINT_MODEL));
+        let model = agent::model(&self.config, self.engine(), turn, ENDPOINT_MODEL);
         let mut argv: Vec<String> = vec![
             setup.program.clone(),
             "-p".into(),

@@ -76,10 +76,9 @@ impl EngineAdapter for Iflow {
         } else {
             "oauth-iflow"
         });
-        std::fs::create_dir_all(home.join(".iflow"))?;
-        std::fs::write(home.join(".iflow/settings.json"), settings.to_string())?;
+        agent::write_config(&home.join(".iflow/settings.json"), &settings.to_string())?;
 
-        let model = turn.model.or(custom.then_some(ENDPOINT_MODEL));
+        let model = agent::model(&self.config, self.engine(), turn, ENDPOINT_MODEL);
         let mut argv: Vec<String> = vec![
             setup.program.clone(),
             "-p".into(),

@@ -82,9 +82,10 @@ impl EngineAdapter for Opencode {
         let setup = agent::setup(&self.config, self, turn, ".opencode/skills", false)?;
         let home = &setup.home;
         let (config, model) = self.configuration(turn.model);
-        let config_dir = home.join(".config/opencode");
-        std::fs::create_dir_all(&config_dir)?;
-        std::fs::write(config_dir.join("opencode.json"), config.to_string())?;
+        agent::write_config(
+            &home.join(".config/opencode/opencode.json"),
+            &config.to_string(),
+        )?;
 
         let mut argv: Vec<String> = vec![
             setup.program.clone(),

@@ -58,13 +58,9 @@ impl EngineAdapter for Qwen {
             "model": {"generationConfig": {"maxRetries": self.config.max_retries}},
             "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
         });
-        std::fs::create_dir_all(home.join(".qwen"))?;
-        std::fs::write(home.join(".qwen/settings.json"), settings.to_string())?;
+        agent::write_config(&home.join(".qwen/settings.json"), &settings.to_string())?;
 
-        let endpoint = agent::endpoint(&self.config, "qwen");
-        let model = turn.model.or(endpoint
-            .and_then(|e| e.base_url.as_ref())
-            .map(|_| ENDPOINT_MODEL));
+        let model = agent::model(&self.config, self.engine(), turn, ENDPOINT_MODEL);
         let mut argv: Vec<String> = vec![
             setup.program.clone(),
             agent::prompt(turn, &setup.skill_copy),
