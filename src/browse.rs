@@ -41,8 +41,8 @@ pub struct Preview {
     pub meta: String,
 }
 
-/// The tree under `root` (see [`TreeEntry`]), without the top-level entries named in `hidden`
-/// (folders whose contents clients must not see).
+/// The tree under `root` (see [`TreeEntry`]), without the entries at the paths in `hidden`
+/// (folders whose contents clients must not see) and what lies under them.
 pub fn tree(root: &Path, hidden: &[&str]) -> std::io::Result<Vec<TreeEntry>> {
     let mut entries = Vec::new();
     walk(root, "", 0, &mut entries)?;
@@ -50,10 +50,14 @@ pub fn tree(root: &Path, hidden: &[&str]) -> std::io::Result<Vec<TreeEntry>> {
     Ok(entries)
 }
 
-/// Whether `rel` is, or lies under, a top-level entry named in `hidden`.
+/// Whether `rel` is, or lies under, a path in `hidden`.
 fn is_hidden(rel: &str, hidden: &[&str]) -> bool {
-    let top = rel.split('/').next().unwrap_or(rel);
-    hidden.contains(&top)
+    hidden.iter().any(|h| {
+        rel == *h
+            || rel
+                .strip_prefix(h)
+                .is_some_and(|rest| rest.starts_with('/'))
+    })
 }
 
 fn walk(dir: &Path, prefix: &str, depth: usize, out: &mut Vec<TreeEntry>) -> std::io::Result<()> {
@@ -175,7 +179,8 @@ fn resolve(root: &Path, rel: &str, hidden: &[&str]) -> Result<PathBuf, ApiError>
     if is_hidden(rel, hidden) || is_hidden(&inside.to_string_lossy(), hidden) {
         return Err(not_found());
     }
-    if !target.is_file() {
+    // A hard link may lead to a file outside the folder.
+    if !crate::run_folder::is_plain_file(&target) {
         return Err(not_found());
     }
     Ok(target)

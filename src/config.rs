@@ -3,10 +3,14 @@
 //! Every problem is reported as one line that names the variable and says what is wrong, so a
 //! misconfigured deployment stops before it binds a port or touches the data directory.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use crate::process::ChildEnv;
+use crate::process::sandbox::SandboxMode;
 
 /// Default upper bound for an uploaded package (compressed bytes).
 pub const DEFAULT_PACKAGE_MAX_BYTES: u64 = 50 * 1024 * 1024;
@@ -73,9 +77,17 @@ pub struct Config {
     /// Basic Auth for the administrative routes (`UI_BASIC_AUTH_ENABLED`, `_USERNAME`,
     /// `_PASSWORD`); `None` when disabled.
     pub admin_auth: Option<BasicAuth>,
-    /// The executable started as the group reaper (`skill-runner reaper`); `None` leaves crash
-    /// clean-up to the parent-death signal and restart recovery.
-    pub reaper_exe: Option<PathBuf>,
+    /// The service's own executable, started as the group reaper (`skill-runner reaper`) and
+    /// as every process's turn leader (`skill-runner turn`); set by `main`.
+    pub self_exe: Option<PathBuf>,
+    /// `SKILL_RUNNER_SANDBOX`: whether turns are confined with Landlock.
+    pub sandbox: SandboxMode,
+    /// `SKILL_RUNNER_SANDBOX_READ_PATHS` (`:`-separated): more folders every confined process
+    /// may read and execute, e.g. an interpreter manager's root (`~/.pyenv`).
+    pub sandbox_read_paths: Vec<PathBuf>,
+    /// The environment child processes start from (the allow-list plus
+    /// `SKILL_RUNNER_CHILD_ENV_PASSTHROUGH`).
+    pub child_env: ChildEnv,
 }
 
 /// The one user and password the administrative routes accept.
@@ -231,12 +243,13 @@ impl Default for JobLimits {
 impl Config {
     /// Reads the process environment.
     pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(|name| std::env::var(name).ok())
+        Self::from_vars(&std::env::vars().collect())
     }
 
-    /// Reads configuration through `lookup`, so tests can supply variables without touching the
-    /// process environment.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+    /// Reads configuration from `vars` (the environment the service was started with), so
+    /// tests can supply variables without touching the process environment.
+    pub fn from_vars(vars: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        let lookup = |name: &str| vars.get(name).cloned();
         let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
 
         let bind = match get("SKILL_RUNNER_BIND") {
@@ -416,7 +429,34 @@ impl Config {
             invoke,
             agents,
             admin_auth: parse_basic_auth(&get)?,
-            reaper_exe: None,
+            self_exe: None,
+            sandbox: match get("SKILL_RUNNER_SANDBOX") {
+                None => SandboxMode::Auto,
+                Some(raw) => SandboxMode::parse(&raw).ok_or_else(|| ConfigError {
+                    variable: "SKILL_RUNNER_SANDBOX",
+                    problem: format!(
+                        "'{raw}' is not a sandbox mode (expected auto, required or off)"
+                    ),
+                })?,
+            },
+            sandbox_read_paths: get("SKILL_RUNNER_SANDBOX_READ_PATHS")
+                .map(|raw| {
+                    std::env::split_paths(&raw)
+                        .filter(|p| !p.as_os_str().is_empty())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            child_env: ChildEnv::from_vars(
+                vars,
+                &get("SKILL_RUNNER_CHILD_ENV_PASSTHROUGH")
+                    .map(|raw| crate::process::env::parse_passthrough(&raw))
+                    .transpose()
+                    .map_err(|problem| ConfigError {
+                        variable: "SKILL_RUNNER_CHILD_ENV_PASSTHROUGH",
+                        problem,
+                    })?
+                    .unwrap_or_default(),
+            ),
         })
     }
 
@@ -621,11 +661,12 @@ mod tests {
     use super::*;
 
     fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        Config::from_lookup(|name| {
-            vars.iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| (*v).to_owned())
-        })
+        Config::from_vars(
+            &vars
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        )
     }
 
     #[test]

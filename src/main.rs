@@ -24,6 +24,9 @@ enum Command {
     /// Internal: the group reaper the service starts for itself (see `process::reaper`).
     #[command(hide = true)]
     Reaper,
+    /// Internal: the leader of one supervised process tree (see `process::leader`).
+    #[command(hide = true)]
+    Turn(skill_runner::process::leader::LeaderArgs),
     /// Test support: a scripted model server for driving agent CLIs offline
     /// (see `fake_model`).
     #[command(hide = true)]
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
             skill_runner::process::reaper::run(std::io::stdin().lock());
             ExitCode::SUCCESS
         }
+        Command::Turn(args) => skill_runner::process::leader::run(args),
         Command::FakeModel {
             listen,
             log,
@@ -117,7 +121,14 @@ fn serve() -> ExitCode {
 fn configure() -> Result<Config, ConfigError> {
     let mut config = Config::from_env()?;
     config.prepare_dirs()?;
-    config.reaper_exe = std::env::current_exe().ok();
+    config.self_exe = std::env::current_exe().ok();
+    let landlock = skill_runner::process::sandbox::landlock_supported();
+    skill_runner::process::sandbox::decide(config.sandbox, landlock).map_err(|problem| {
+        ConfigError {
+            variable: "SKILL_RUNNER_SANDBOX",
+            problem,
+        }
+    })?;
     skill_runner::telemetry::init(&config)?;
     Ok(config)
 }

@@ -13,7 +13,7 @@ use crate::engines::upgrades::Upgrader;
 use crate::invoke::Host;
 use crate::jobs::Jobs;
 use crate::packages::Installer;
-use crate::process::{Reaper, Supervisor};
+use crate::process::{Launch, Reaper, SandboxStatus, Supervisor, sandbox};
 use crate::skill::Registry;
 use crate::state::AppState;
 use crate::store::Store;
@@ -46,13 +46,12 @@ pub async fn serve(
         .recover()
         .await
         .context("recovering unfinished installs")?;
-    let reaper = match &config.reaper_exe {
-        Some(exe) => Some(Arc::new(
-            Reaper::spawn(exe).context("starting the process group reaper")?,
-        )),
-        None => None,
-    };
-    let supervisor = Supervisor::new(reaper, config.jobs.kill_grace);
+    let exe = config
+        .self_exe
+        .clone()
+        .context("the service's own executable is unknown (it leads every process it starts)")?;
+    let reaper = Arc::new(Reaper::spawn(&exe).context("starting the process group reaper")?);
+    let supervisor = Supervisor::new(launch(&config, exe)?, Some(reaper), config.jobs.kill_grace);
     let invoke = Arc::new(
         Host::new(&config, registry.clone(), &supervisor)
             .await
@@ -115,6 +114,34 @@ pub async fn serve(
     );
     store.close().await;
     Ok(())
+}
+
+/// How processes start: the turn leader, the allow-listed environment and the sandbox.
+fn launch(config: &Config, exe: std::path::PathBuf) -> anyhow::Result<Launch> {
+    let supported = sandbox::landlock_supported();
+    let status = sandbox::decide(config.sandbox, supported)
+        .map_err(|problem| anyhow::anyhow!("SKILL_RUNNER_SANDBOX: {problem}"))?;
+    match status {
+        SandboxStatus::Landlock => tracing::info!("turns are confined with Landlock"),
+        SandboxStatus::Unavailable => tracing::warn!(
+            "this kernel does not enforce Landlock: turns run unconfined (set \
+             SKILL_RUNNER_SANDBOX=required to refuse to start without it)"
+        ),
+        SandboxStatus::Off => {
+            tracing::warn!("SKILL_RUNNER_SANDBOX=off: turns run unconfined")
+        }
+    }
+    // Not the folders on PATH: an entry like `~/bin` or `.` would open a home or the service's
+    // own folder. Interpreters outside the system dirs are named by the operator.
+    let readable = std::iter::once(config.agents.npm_prefix.clone())
+        .chain(config.sandbox_read_paths.iter().cloned())
+        .collect();
+    Ok(Launch {
+        exe,
+        env: config.child_env.clone(),
+        sandbox: status,
+        readable,
+    })
 }
 
 /// Resolves on SIGINT or SIGTERM.

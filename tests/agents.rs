@@ -172,7 +172,7 @@ async fn auto_job(engine: &str) {
         result["result"]["artifacts"],
         json!(["artifacts/report.txt"])
     );
-    let report = server.run_dir(&status).join("artifacts/report.txt");
+    let report = server.workspace(&status).join("artifacts/report.txt");
     assert_eq!(std::fs::read_to_string(report).unwrap(), "all good\n");
     let calls = model_calls(&fake.requests().await, engine);
     assert!(calls.len() >= 2, "{calls:?}");
@@ -480,7 +480,7 @@ async fn two_concurrent_codex_runs_keep_their_own_models() {
         );
         homes.push(
             server
-                .run_dir(&status)
+                .workspace(&status)
                 .join(".agent-home/.codex/config.toml"),
         );
     }

@@ -121,11 +121,12 @@ async fn sigkill_with_jobs_running_and_queued_loses_nothing() {
     let status = server
         .wait_status(&format!("/v1/jobs/{running}"), &["running"])
         .await;
-    let run_dir = dirs
+    let workspace = dirs
         .data
         .join("runs")
-        .join(status["run_id"].as_str().unwrap());
-    let pgid = common::wait_pgid(&run_dir).await;
+        .join(status["run_id"].as_str().unwrap())
+        .join("workspace");
+    let pgid = common::wait_pgid(&workspace).await;
     let mut queued = Vec::new();
     for n in 0..3 {
         queued.push(

@@ -13,8 +13,13 @@ use serde_json::{Value, json};
 struct Stand {
     _tmp: tempfile::TempDir,
     prefix: String,
-    record: PathBuf,
     agent_home: PathBuf,
+    /// The stand-in and its recordings, which confined turns may read.
+    fixtures: String,
+    /// The runs folders of the servers started, where the stand-in leaves its records.
+    runs: std::cell::RefCell<Vec<PathBuf>>,
+    /// Records collected so far (removed from the run folders once read).
+    seen: std::cell::RefCell<Vec<Value>>,
 }
 
 impl Stand {
@@ -24,12 +29,16 @@ impl Stand {
         std::fs::create_dir_all(&bin).unwrap();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/iflow/iflow");
         std::os::unix::fs::symlink(script, bin.join("iflow")).unwrap();
-        let record = tmp.path().join("record");
-        std::fs::create_dir_all(&record).unwrap();
         Self {
             prefix: tmp.path().join("npm").to_str().unwrap().to_owned(),
             agent_home: tmp.path().join("agent-home"),
-            record,
+            fixtures: Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/iflow")
+                .to_str()
+                .unwrap()
+                .to_owned(),
+            runs: Default::default(),
+            seen: Default::default(),
             _tmp: tmp,
         }
     }
@@ -38,23 +47,38 @@ impl Stand {
     fn server(&self, scenario: &str, extra: &[(&str, &str)]) -> TestServer {
         let dirs = TestDirs::new();
         report_skill("reporter").write_into(&dirs.skills);
+        self.runs.borrow_mut().push(dirs.data.join("runs"));
         let mut env = vec![
             ("SKILL_RUNNER_NPM_PREFIX", self.prefix.as_str()),
             ("SKILL_RUNNER_AGENT_HOME", self.agent_home.to_str().unwrap()),
-            ("IFLOW_FAKE_RECORD", self.record.to_str().unwrap()),
+            ("SKILL_RUNNER_SANDBOX_READ_PATHS", self.fixtures.as_str()),
+            // The stand-in's own switches reach it only when passed through.
+            (
+                "SKILL_RUNNER_CHILD_ENV_PASSTHROUGH",
+                "IFLOW_FAKE_SCENARIO,IFLOW_FAKE_REFRESH",
+            ),
             ("IFLOW_FAKE_SCENARIO", scenario),
         ];
         env.extend_from_slice(extra);
         TestServer::start_with(dirs, &env)
     }
 
-    /// Every call of the stand-in so far.
+    /// Every call of the stand-in so far, in order. Each run's record is taken out of its
+    /// workspace, so the run folders hold only what the service and the CLI wrote.
     fn calls(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.record.join("calls.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        for runs in self.runs.borrow().iter() {
+            for run in std::fs::read_dir(runs).into_iter().flatten().flatten() {
+                let file = run.path().join("workspace/.iflow-calls.jsonl");
+                if let Ok(text) = std::fs::read_to_string(&file) {
+                    let mut seen = self.seen.borrow_mut();
+                    seen.extend(text.lines().map(|l| serde_json::from_str(l).unwrap()));
+                    std::fs::remove_file(&file).unwrap();
+                }
+            }
+        }
+        let mut all = self.seen.borrow().clone();
+        all.sort_by(|a, b| a["t"].as_f64().partial_cmp(&b["t"].as_f64()).unwrap());
+        all
     }
 }
 
@@ -108,14 +132,17 @@ async fn auto_job_with_an_endpoint() {
     let calls = stand.calls();
     assert_eq!(calls.len(), 1, "{calls:?}");
     let call = &calls[0];
-    let run_dir = server.run_dir(&status);
-    assert_eq!(call["cwd"], run_dir.to_str().unwrap());
-    assert_eq!(call["home"], run_dir.join(".agent-home").to_str().unwrap());
+    let workspace = server.workspace(&status);
+    assert_eq!(call["cwd"], workspace.to_str().unwrap());
+    assert_eq!(
+        call["home"],
+        workspace.join(".agent-home").to_str().unwrap()
+    );
     assert!(call["argv"].as_array().unwrap().contains(&json!("-y")));
     assert_eq!(arg_after(call, "-m"), Some("qwen3-coder-plus"));
     assert_eq!(arg_after(call, "--resume"), None);
     let prompt = arg_after(call, "-p").unwrap();
-    let skill_md = run_dir.join(".iflow/skills/reporter/SKILL.md");
+    let skill_md = workspace.join(".iflow/skills/reporter/SKILL.md");
     assert!(
         prompt.contains(skill_md.to_str().unwrap()),
         "the prompt does not point at the skill copy: {prompt}"
@@ -146,7 +173,7 @@ async fn auto_job_with_an_endpoint() {
     // No other secret of the service reaches the CLI ...
     assert_eq!(call["secrets"], json!([]), "{call}");
     // ... and the key is written nowhere in the run folder.
-    assert!(!folder_mentions(&run_dir, "sk-iflow-test"));
+    assert!(!folder_mentions(&server.run_dir(&status), "sk-iflow-test"));
 
     let (_, engines) = server.get("/v1/engines").await;
     assert!(

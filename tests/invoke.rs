@@ -503,7 +503,8 @@ async fn wait_pid_gone(pid: i32, within: Duration) {
 async fn cli_skills_timeouts_bad_output_and_manifests() {
     let dirs = TestDirs::new();
     let cli = dirs.root.join("skills_cli");
-    let pids = dirs.root.join("pids");
+    // Under the allowed root: the one shared folder a confined program may write.
+    let pids = dirs.data.join("files/pids");
     std::fs::create_dir_all(&pids).unwrap();
     // The demo contract: stdin {"input"}, a Normalized Skill Result on stdout.
     write_exec(
@@ -606,7 +607,13 @@ print(json.dumps({"success": True, "data": {"upper": text.upper(), "cwd": os.get
     let (status, body) = invoke(&server, "upper", json!({"text": "abc"})).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["data"]["upper"], "ABC");
-    assert_eq!(body["data"]["cwd"], dirs.root.to_str().unwrap());
+    // Programs run in their call's own workspace, not in the service's folder.
+    let cwd = body["data"]["cwd"].as_str().unwrap();
+    assert!(
+        cwd.starts_with(dirs.data.join("invocations").to_str().unwrap())
+            && cwd.ends_with("/workspace"),
+        "{cwd}"
+    );
     assert_eq!(
         body["data"]["root"],
         dirs.data.join("files").to_str().unwrap()

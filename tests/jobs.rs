@@ -342,7 +342,7 @@ async fn cancel_while_queued_and_running_kills_the_whole_group() {
     assert_eq!(c["accepted"], true, "{c}");
     assert_eq!(c["status"], "canceled");
 
-    let pgid = common::wait_pgid(&server.run_dir(&status)).await;
+    let pgid = common::wait_pgid(&server.workspace(&status)).await;
     assert!(
         common::group_members(pgid).len() >= 3,
         "script, sh -c and sleeps are running"
@@ -386,7 +386,7 @@ async fn hard_timeout_kills_the_group_and_server_death_takes_children_along() {
         .await;
     let status = server.wait_job(&rid).await;
     assert_eq!(status["error"]["code"], "TIMEOUT", "{status}");
-    let pgid: i32 = std::fs::read_to_string(server.run_dir(&status).join("pgid.txt"))
+    let pgid: i32 = std::fs::read_to_string(server.workspace(&status).join("pgid.txt"))
         .unwrap()
         .trim()
         .parse()
@@ -403,7 +403,7 @@ async fn hard_timeout_kills_the_group_and_server_death_takes_children_along() {
     let status = server
         .wait_status(&format!("/v1/jobs/{rid}"), &["running"])
         .await;
-    let pgid = common::wait_pgid(&server.run_dir(&status)).await;
+    let pgid = common::wait_pgid(&server.workspace(&status)).await;
     assert!(!common::group_members(pgid).is_empty());
     server.kill();
     assert_group_gone(pgid);

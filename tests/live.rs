@@ -216,7 +216,7 @@ async fn streams_show_cancel_heartbeats_and_end_at_shutdown() {
     let status = server
         .wait_status(&format!("/v1/jobs/{rid}"), &["running"])
         .await;
-    common::wait_pgid(&server.run_dir(&status)).await;
+    common::wait_pgid(&server.workspace(&status)).await;
     let mut stream = server.events(&format!("/v1/jobs/{rid}/events"), None).await;
     let snapshot = stream.next().await.unwrap();
     assert_eq!(snapshot.data["status"], "running");

@@ -252,12 +252,8 @@ pub async fn artifact(
     Kind(scope): Kind,
     Path((request_id, path)): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    let file = state.jobs.artifact_file(scope, &request_id, &path).await?;
-    let name = file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    send_file(&file, &name, "application/octet-stream").await
+    let (file, name) = state.jobs.artifact_file(scope, &request_id, &path).await?;
+    send_file(file.into(), &name, "application/octet-stream").await
 }
 
 /// The run's bundle zip (`run_bundle.zip`, or `run_bundle_debug.zip` when the request had
@@ -276,7 +272,8 @@ pub async fn bundle(
     Path(request_id): Path<String>,
 ) -> ApiResult<Response> {
     let bundle = state.jobs.bundle(scope, &request_id).await?;
-    send_file(&bundle.path, bundle.file_name, "application/zip").await
+    let file = tokio::fs::File::open(&bundle.path).await?;
+    send_file(file, bundle.file_name, "application/zip").await
 }
 
 /// `{request_id, prompt, stdout, stderr}`.
@@ -423,11 +420,10 @@ pub async fn cleanup(State(state): State<AppState>) -> ApiResult<Json<CleanupCou
 }
 
 async fn send_file(
-    path: &std::path::Path,
+    file: tokio::fs::File,
     name: &str,
     content_type: &'static str,
 ) -> ApiResult<Response> {
-    let file = tokio::fs::File::open(path).await?;
     let len = file.metadata().await?.len();
     let disposition = format!(
         "attachment; filename=\"{}\"",

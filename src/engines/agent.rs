@@ -12,6 +12,7 @@ use super::{Cli, Engine, EngineAdapter, Failure, Reading, Turn};
 use crate::config::{AgentConfig, Endpoint};
 use crate::output;
 use crate::process::ProcessSpec;
+use crate::run_folder::RunFolder;
 use crate::skill::ExecutionMode;
 
 /// `<prefix>/bin/<name>` of the managed npm prefix, else `<name>` on `PATH`.
@@ -103,24 +104,20 @@ pub fn missing_cli(engine: Engine, program: &str, package: &str, config: &AgentC
     )
 }
 
-/// The process of a turn: `argv` in the run folder with `env`, stdin closed, logs in `logs/`.
+/// The process of a turn: `argv` in the workspace with `env`, stdin closed, logs in `logs/`,
+/// confined to the workspace (the skill is copied into it).
 pub fn spec(turn: &Turn<'_>, argv: Vec<String>, env: Vec<(String, String)>) -> ProcessSpec {
-    ProcessSpec {
-        argv,
-        cwd: turn.run_dir.to_path_buf(),
-        env,
-        stdin: None,
-        stdout_log: turn.run_dir.join("logs/stdout.txt"),
-        stderr_log: turn.run_dir.join("logs/stderr.txt"),
-        output_limit: None,
-    }
+    turn.folder.process(argv, env, Vec::new())
 }
 
 /// The version `<program> --version` prints (its first semver-looking word), if it answers
 /// within a few seconds.
 pub async fn cli_version(program: &Path) -> Option<String> {
+    // Nothing of the service's environment but where programs are.
     let run = tokio::process::Command::new(program)
         .arg("--version")
+        .env_clear()
+        .envs(std::env::var_os("PATH").map(|p| ("PATH", p)))
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true)
         .output();
@@ -159,14 +156,18 @@ pub fn setup(
     let cli = adapter.cli().expect("agent engines drive a CLI");
     let program = find_cli(config, cli.program)
         .ok_or_else(|| anyhow::anyhow!(missing_cli(engine, cli.program, cli.package, config)))?;
-    let home = run_home(turn.run_dir)?;
+    let home = run_home(turn.folder)?;
     let keyed = endpoint(config, engine.as_str()).is_some_and(|e| e.api_key.is_some());
     let login = if keyed {
         Login::default()
     } else {
         Login::lend(&config.agent_home, &home, cli.credentials)?
     };
-    let base = if in_home { &home } else { turn.run_dir };
+    let base = if in_home {
+        home.clone()
+    } else {
+        turn.workspace()
+    };
     let skill_copy = base.join(skills_dir).join(&turn.skill.id);
     materialize(&turn.skill.path, &skill_copy)?;
     Ok(Setup {
@@ -288,9 +289,9 @@ impl Drop for Login {
     }
 }
 
-/// Deletes the login copies a turn left in `run_dir` when the service stopped during it.
-pub fn forget_logins(run_dir: &Path) {
-    let home = run_dir.join(RUN_HOME);
+/// Deletes the login copies a turn left in `folder` when the service stopped during it.
+pub fn forget_logins(folder: &RunFolder) {
+    let home = folder.home();
     for file in super::AGENT_CLIS.iter().flat_map(|cli| cli.credentials) {
         let _ = std::fs::remove_file(home.join(file));
     }
@@ -352,10 +353,6 @@ pub fn key_env(
     }
 }
 
-/// The folder of a run that is its agents' home. It may hold logins while a turn runs, so the
-/// management file routes and bundles never show it.
-pub const RUN_HOME: &str = ".agent-home";
-
 /// Writes a CLI's configuration file, creating its folder.
 pub fn write_config(path: &Path, text: &str) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
@@ -377,13 +374,13 @@ pub fn model<'a>(
 }
 
 /// The run's own home folder, created on first use.
-pub fn run_home(run_dir: &Path) -> std::io::Result<PathBuf> {
-    let home = run_dir.join(RUN_HOME);
+pub fn run_home(folder: &RunFolder) -> std::io::Result<PathBuf> {
+    let home = folder.home();
     std::fs::create_dir_all(&home)?;
     Ok(home)
 }
 
-/// `HOME`, the XDG dirs under it, and `PATH` with the managed prefix first.
+/// The XDG dirs under the run's home, and `PATH` with the managed prefix first.
 pub fn base_env(home: &Path, config: &AgentConfig) -> Vec<(String, String)> {
     let text = |p: &Path| p.to_string_lossy().into_owned();
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -391,7 +388,6 @@ pub fn base_env(home: &Path, config: &AgentConfig) -> Vec<(String, String)> {
     let path = std::env::join_paths(dirs)
         .map_or_else(|_| String::new(), |p| p.to_string_lossy().into_owned());
     vec![
-        ("HOME".into(), text(home)),
         ("XDG_CONFIG_HOME".into(), text(&home.join(".config"))),
         ("XDG_DATA_HOME".into(), text(&home.join(".local/share"))),
         ("XDG_STATE_HOME".into(), text(&home.join(".local/state"))),
@@ -470,7 +466,7 @@ pub fn prompt(turn: &Turn<'_>, skill_copy: &Path) -> String {
          artifacts/report.md):\n{schema}",
         id = skill.id,
         md = skill_copy.join("SKILL.md").display(),
-        run = turn.run_dir.display(),
+        run = turn.workspace().display(),
         input = pretty(turn.input),
         parameter = pretty(turn.parameter),
         schema = pretty(&skill.schema_docs.output),
@@ -683,11 +679,12 @@ mod tests {
     #[test]
     fn recovery_forgets_lent_logins() {
         let tmp = tempfile::tempdir().unwrap();
-        let codex = tmp.path().join(RUN_HOME).join(".codex");
+        let folder = RunFolder::new(tmp.path());
+        let codex = folder.home().join(".codex");
         std::fs::create_dir_all(&codex).unwrap();
         std::fs::write(codex.join("auth.json"), "{}").unwrap();
         std::fs::write(codex.join("config.toml"), "").unwrap();
-        forget_logins(tmp.path());
+        forget_logins(&folder);
         assert!(!codex.join("auth.json").exists());
         assert!(codex.join("config.toml").exists());
     }

@@ -99,7 +99,7 @@ impl EngineAdapter for Codex {
             "--json".into(),
             "--skip-git-repo-check".into(),
             "-C".into(),
-            turn.run_dir.to_string_lossy().into_owned(),
+            turn.workspace().to_string_lossy().into_owned(),
         ];
         if let Some(effort) = effort {
             argv.extend([

@@ -15,7 +15,7 @@ pub mod script;
 pub mod upgrades;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,7 @@ use serde_json::{Map, Value};
 use crate::config::AgentConfig;
 use crate::output::RepairLevel;
 use crate::process::ProcessSpec;
+use crate::run_folder::RunFolder;
 use crate::skill::{ExecutionMode, SkillManifest};
 use crate::store::Store;
 
@@ -33,7 +34,8 @@ use crate::store::Store;
 pub struct Turn<'a> {
     pub skill: &'a SkillManifest,
     pub request_id: &'a str,
-    pub run_dir: &'a Path,
+    /// The run's folders; the turn works in its workspace.
+    pub folder: &'a RunFolder,
     /// Inline inputs plus file inputs as absolute paths.
     pub input: &'a Value,
     pub parameter: &'a Value,
@@ -46,6 +48,13 @@ pub struct Turn<'a> {
     pub session: Option<&'a str>,
     /// The model asked for at create, as the engine spells it.
     pub model: Option<&'a str>,
+}
+
+impl Turn<'_> {
+    /// Where the turn works: its working directory, `artifacts/` and `uploads/` are there.
+    pub fn workspace(&self) -> std::path::PathBuf {
+        self.folder.workspace()
+    }
 }
 
 /// A turn ready to start: its process, its session when the engine lets the runner pick it up
@@ -103,8 +112,8 @@ pub trait EngineAdapter: Send + Sync + std::fmt::Debug {
         None
     }
 
-    /// Prepares the run folder for `turn` and describes its process, with its logs under
-    /// `<run_dir>/logs/`. An error fails the run with its message.
+    /// Prepares the run's workspace for `turn` and describes its process
+    /// ([`RunFolder::process`]). An error fails the run with its message.
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared>;
 
     /// Reads the turn's output (the end of its stdout and stderr).

@@ -93,7 +93,7 @@ impl EngineAdapter for Opencode {
             "--format".into(),
             "json".into(),
             "--dir".into(),
-            turn.run_dir.to_string_lossy().into_owned(),
+            turn.workspace().to_string_lossy().into_owned(),
         ];
         if let Some(model) = model {
             argv.extend(["-m".into(), model]);

@@ -9,7 +9,6 @@ use serde_json::json;
 
 use super::{Engine, EngineAdapter, Prepared, Reading, Turn};
 use crate::output;
-use crate::process::ProcessSpec;
 
 #[derive(Debug)]
 pub struct ScriptEngine;
@@ -40,10 +39,11 @@ impl EngineAdapter for ScriptEngine {
                 }
             })
             .collect();
+        let workspace = turn.workspace();
         let stdin = json!({
             "input": turn.input,
             "parameter": turn.parameter,
-            "run_dir": turn.run_dir,
+            "run_dir": workspace,
             "skill_dir": skill.path,
             "execution_mode": turn.execution_mode.as_str(),
             "turn": turn.number,
@@ -51,20 +51,18 @@ impl EngineAdapter for ScriptEngine {
             "history": turn.history,
         });
         let path = |p: &std::path::Path| p.to_string_lossy().into_owned();
-        let spec = ProcessSpec {
+        // The script reads its own folder; it writes only the workspace.
+        let mut spec = turn.folder.process(
             argv,
-            cwd: turn.run_dir.to_path_buf(),
-            env: vec![
-                ("SKILL_RUNNER_RUN_DIR".into(), path(turn.run_dir)),
+            vec![
+                ("SKILL_RUNNER_RUN_DIR".into(), path(&workspace)),
                 ("SKILL_RUNNER_SKILL_DIR".into(), path(&skill.path)),
                 ("SKILL_RUNNER_REQUEST_ID".into(), turn.request_id.to_owned()),
                 ("SKILL_RUNNER_TURN".into(), turn.number.to_string()),
             ],
-            stdin: Some(serde_json::to_vec(&stdin)?),
-            stdout_log: turn.run_dir.join("logs/stdout.txt"),
-            stderr_log: turn.run_dir.join("logs/stderr.txt"),
-            output_limit: None,
-        };
+            vec![skill.path.clone()],
+        );
+        spec.stdin = Some(serde_json::to_vec(&stdin)?);
         Ok(Prepared {
             spec,
             session: None,

@@ -246,11 +246,19 @@ async fn npm_install(
     let process = ProcessSpec {
         argv,
         cwd: folder,
-        env: vec![("NPM_CONFIG_UPDATE_NOTIFIER".into(), "false".into())],
+        // npm's own settings and the real HOME (its cache, `.npmrc`) on top of the allow-list.
+        env: supervisor
+            .child_env()
+            .npm
+            .iter()
+            .cloned()
+            .chain([("NPM_CONFIG_UPDATE_NOTIFIER".into(), "false".into())])
+            .collect(),
         stdin: None,
         stdout_log: logs.with_extension("stdout.txt"),
         stderr_log: logs.with_extension("stderr.txt"),
         output_limit: None,
+        confine: None,
     };
     let running = match supervisor.spawn(process, None).await {
         Ok(running) => running,

@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::process::Confinement;
 use crate::process::Supervisor;
 use crate::skill::Registry;
 use crate::skill::schema::{self, Schema};
@@ -162,11 +163,15 @@ impl Host {
                         "the skill's program is missing on the server",
                     ));
                 }
-                let entry = entry.to_string_lossy().into_owned();
+                // The program runs in its own workspace: its entry is named absolutely.
+                let entry = std::path::absolute(entry).map_err(|e| {
+                    SkillError::internal(format!("cannot locate the skill's program: {e}"))
+                })?;
+                let program = entry.to_string_lossy().into_owned();
                 let argv = if *python {
-                    vec!["python3".into(), entry]
+                    vec!["python3".into(), program]
                 } else {
-                    vec![entry]
+                    vec![program]
                 };
                 let env = vec![
                     (
@@ -179,7 +184,11 @@ impl Host {
                 let _slot = self.program_slot(skill, deadline).await?;
                 let scratch = Scratch::create(&self.scratch_dir, self.debug).await?;
                 let call = self.program_call(skill, deadline, cancel);
-                runners::cli(&call, &scratch, argv, env, &input).await
+                let confine = Confinement {
+                    writable: vec![skill.allowed_root.clone()],
+                    readable: vec![entry.clone()],
+                };
+                runners::cli(&call, &scratch, argv, env, confine, &input).await
             }
             Runner::Script(manifest) => {
                 // Script packages take the job's `parameter` too (optional in the body).

@@ -8,7 +8,7 @@
 //! extraction and classification), so both give the same data. No JSON at all is `INTERNAL`
 //! with a preview of what came instead.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -19,7 +19,8 @@ use super::result::{ErrorCode, Output, SkillError};
 use crate::engines::script::ScriptEngine;
 use crate::engines::{EngineAdapter, Turn};
 use crate::output::{self, Reported, TurnOutcome};
-use crate::process::{Completed, Exit, ProcessSpec, Supervisor, Windows};
+use crate::process::{Completed, Confinement, Exit, ProcessSpec, Supervisor, Windows};
+use crate::run_folder::RunFolder;
 use crate::skill::{ExecutionMode, SkillManifest};
 
 /// Most bytes a skill may print on stdout (or answer over HTTP).
@@ -29,30 +30,31 @@ const STDERR_TAIL: u64 = 4 * 1024;
 /// Characters of unreadable output quoted in an error.
 const PREVIEW_CHARS: usize = 200;
 
-/// A call's own scratch folder (`<data>/invocations/<id>`), removed when dropped unless kept
-/// for debugging.
+/// A call's own scratch folder (`<data>/invocations/<id>`), laid out as a run folder (the
+/// program works in its workspace), removed when dropped unless kept for debugging.
 #[derive(Debug)]
 pub struct Scratch {
     pub id: String,
-    pub dir: PathBuf,
+    pub folder: RunFolder,
     keep: bool,
 }
 
 impl Scratch {
     pub async fn create(parent: &Path, keep: bool) -> Result<Self, SkillError> {
         let id = uuid::Uuid::new_v4().simple().to_string();
-        let dir = parent.join(&id);
-        tokio::fs::create_dir_all(dir.join("logs"))
+        let folder = RunFolder::new(parent.join(&id));
+        folder
+            .create()
             .await
             .map_err(|e| SkillError::internal(format!("cannot create the call folder: {e}")))?;
-        Ok(Self { id, dir, keep })
+        Ok(Self { id, folder, keep })
     }
 }
 
 impl Drop for Scratch {
     fn drop(&mut self) {
         if !self.keep {
-            let dir = std::mem::take(&mut self.dir);
+            let dir = self.folder.root().to_path_buf();
             // Off the async threads; a failure leaves a folder that the next start removes.
             match tokio::runtime::Handle::try_current() {
                 Ok(runtime) => drop(runtime.spawn_blocking(move || std::fs::remove_dir_all(dir))),
@@ -73,24 +75,23 @@ pub struct ProgramCall<'a> {
     pub debug: bool,
 }
 
-/// `cli:python` / `cli:exec`: `{"input": ...}` on stdin, started in the service's working
-/// directory with `OPENSKILL_ALLOWED_ROOT`, `OPENSKILL_SKILL_ID` and `OPENSKILL_TRACE_ID` set.
+/// `cli:python` / `cli:exec`: `{"input": ...}` on stdin, started in the call's workspace with
+/// `OPENSKILL_ALLOWED_ROOT`, `OPENSKILL_SKILL_ID` and `OPENSKILL_TRACE_ID` set, confined to the
+/// workspace plus `confine` (the allowed root, the entry file).
 pub async fn cli(
     call: &ProgramCall<'_>,
     scratch: &Scratch,
     argv: Vec<String>,
     env: Vec<(String, String)>,
+    confine: Confinement,
     input: &Value,
 ) -> Result<Output, SkillError> {
-    let spec = ProcessSpec {
-        argv,
-        cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
-        env,
-        stdin: Some(serde_json::to_vec(&json!({ "input": input })).expect("input serialises")),
-        stdout_log: scratch.dir.join("logs/stdout.txt"),
-        stderr_log: scratch.dir.join("logs/stderr.txt"),
-        output_limit: Some(MAX_OUTPUT),
-    };
+    let mut spec = scratch.folder.process(argv, env, confine.readable);
+    if let Some(own) = spec.confine.as_mut() {
+        own.writable.extend(confine.writable);
+    }
+    spec.stdin = Some(serde_json::to_vec(&json!({ "input": input })).expect("input serialises"));
+    spec.output_limit = Some(MAX_OUTPUT);
     let completed = run_program(call, spec).await?;
     interpret(call, completed, Contract::Documents)
 }
@@ -113,15 +114,10 @@ pub async fn script(
     input: &Value,
     parameter: &Value,
 ) -> Result<Output, SkillError> {
-    for sub in ["artifacts", "result"] {
-        tokio::fs::create_dir_all(scratch.dir.join(sub))
-            .await
-            .map_err(|e| SkillError::internal(format!("cannot create the call folder: {e}")))?;
-    }
     let turn = Turn {
         skill,
         request_id: &scratch.id,
-        run_dir: &scratch.dir,
+        folder: &scratch.folder,
         input,
         parameter,
         execution_mode: ExecutionMode::Auto,

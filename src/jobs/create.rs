@@ -350,12 +350,12 @@ impl Jobs {
             .await
             .map_err(Refusal::Retry)?;
         if let Binding::Run(run) = &binding {
-            let run_dir = self.run_dir(&run.run_id);
-            tokio::fs::create_dir_all(&run_dir)
+            let folder = self.folder(&run.run_id);
+            tokio::fs::create_dir_all(folder.workspace())
                 .await
                 .map_err(retry_io)?;
             if !extracted.is_empty() || uploads.exists() {
-                tokio::fs::rename(&uploads, run_dir.join("uploads"))
+                tokio::fs::rename(&uploads, folder.uploads())
                     .await
                     .map_err(retry_io)?;
             }

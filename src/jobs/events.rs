@@ -104,7 +104,7 @@ impl Jobs {
             .run(&run_id)
             .await?
             .ok_or_else(|| anyhow::anyhow!("run {run_id} vanished"))?;
-        let logs = self.run_dir(&run_id).join("logs");
+        let logs = self.folder(&run_id).logs();
         let mut stdout = Cursor::open(logs.join("stdout.txt"), from.stdout).await;
         let mut stderr = Cursor::open(logs.join("stderr.txt"), from.stderr).await;
         let heartbeat = self.config.jobs.sse_heartbeat;

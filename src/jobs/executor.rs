@@ -17,7 +17,8 @@ use super::options::RuntimeOptions;
 use super::validation::schema_errors;
 use crate::engines::{Engine, Prepared, Turn};
 use crate::output::{self, RepairLevel, TurnOutcome};
-use crate::process::{Completed, Exit, OnOutput, Windows};
+use crate::process::{Completed, Exit, OnOutput, Running, Windows};
+use crate::run_folder::{RunFolder, is_plain_file};
 use crate::skill::{ExecutionMode, InputSource, Rules, SkillManifest, manifest};
 use crate::store::{Ending, Request, RequestKind, Run, RunStatus};
 
@@ -25,6 +26,12 @@ use crate::store::{Ending, Request, RequestKind, Run, RunStatus};
 const ANSWER_WINDOW: u64 = 8 * 1024 * 1024;
 /// How much of stderr a failure carries.
 const STDERR_TAIL: u64 = 4 * 1024;
+/// Pauses between attempts to record a run's end.
+const FINISH_RETRIES: [std::time::Duration; 3] = [
+    std::time::Duration::from_millis(100),
+    std::time::Duration::from_millis(500),
+    std::time::Duration::from_secs(2),
+];
 
 /// Error codes of the reference.
 pub mod codes {
@@ -33,6 +40,9 @@ pub mod codes {
     pub const RESTART_INTERRUPTED: &str = "ORCHESTRATOR_RESTART_INTERRUPTED";
     pub const INTERACTION_WAIT_TIMEOUT: &str = "INTERACTION_WAIT_TIMEOUT";
     pub const SESSION_RESUME_FAILED: &str = "SESSION_RESUME_FAILED";
+    /// The service failed while executing the run (a store write, a file); the turn's
+    /// processes were killed.
+    pub const INTERNAL_ERROR: &str = "INTERNAL_ERROR";
 }
 
 /// A result envelope (`result/result.json`, `GET .../result`).
@@ -138,7 +148,7 @@ impl Jobs {
             Err(e) => {
                 tracing::error!(run_id, error = format!("{e:#}"), "run failed internally");
                 Envelope::default().failed(
-                    None,
+                    Some(codes::INTERNAL_ERROR),
                     "Internal error while executing the run".into(),
                     None,
                 )
@@ -150,8 +160,11 @@ impl Jobs {
 
     /// Ends a run whose execution panicked.
     pub(super) async fn fail_after_panic(&self, run_id: &str) {
-        let ending =
-            Envelope::default().failed(None, "Internal error while executing the run".into(), None);
+        let ending = Envelope::default().failed(
+            Some(codes::INTERNAL_ERROR),
+            "Internal error while executing the run".into(),
+            None,
+        );
         self.finish(run_id, &[RunStatus::Running], None, ending)
             .await;
     }
@@ -166,16 +179,30 @@ impl Jobs {
         asked: Option<u32>,
         ending: Ending,
     ) -> bool {
-        match self.store.finish_run(run_id, from, asked, &ending).await {
-            Ok(true) => self.feeds.status(run_id),
-            Ok(false) => return false,
-            Err(e) => {
-                tracing::error!(
-                    run_id,
-                    error = format!("{e:#}"),
-                    "cannot record the end of a run"
-                );
-                return false;
+        // A run must not stay `running` with nothing behind it: a failing store gets a few
+        // more tries before recovery at the next start is left to settle it.
+        let mut attempt = 0;
+        loop {
+            match self.store.finish_run(run_id, from, asked, &ending).await {
+                Ok(true) => break self.feeds.status(run_id),
+                Ok(false) => return false,
+                Err(e) if attempt < FINISH_RETRIES.len() => {
+                    tracing::warn!(
+                        run_id,
+                        error = format!("{e:#}"),
+                        "cannot record the end of a run; retrying"
+                    );
+                    tokio::time::sleep(FINISH_RETRIES[attempt]).await;
+                    attempt += 1;
+                }
+                Err(e) => {
+                    tracing::error!(
+                        run_id,
+                        error = format!("{e:#}"),
+                        "cannot record the end of a run"
+                    );
+                    return false;
+                }
             }
         }
         if let Err(e) = self.after_end(run_id, &ending).await {
@@ -189,10 +216,9 @@ impl Jobs {
     }
 
     pub(super) async fn after_end(&self, run_id: &str, ending: &Ending) -> anyhow::Result<()> {
-        let dir = self.run_dir(run_id);
         if let Some(result) = &ending.result {
             write_atomic(
-                &dir.join("result/result.json"),
+                &self.folder(run_id).result_file(),
                 &serde_json::to_vec_pretty(result)?,
             )
             .await?;
@@ -247,6 +273,14 @@ impl Jobs {
         Ok(Arc::new(loaded.map_err(|e| anyhow::anyhow!("{}", e.0))?))
     }
 
+    /// Records the started turn's process group, for crash recovery.
+    async fn record_process(&self, run_id: &str, running: &Running) -> anyhow::Result<()> {
+        crate::faults::check("store-after-spawn")?;
+        self.store
+            .set_run_process(run_id, Some(running.mark()))
+            .await
+    }
+
     /// Runs the turn of a started run and tells how it ended.
     async fn execute_started(
         &self,
@@ -268,14 +302,12 @@ impl Jobs {
                 ))));
             }
         };
-        let run_dir = self.run_dir(run_id);
-        for sub in ["logs", "artifacts", "result"] {
-            tokio::fs::create_dir_all(run_dir.join(sub)).await?;
-        }
+        let folder = self.folder(run_id);
+        folder.create().await?;
         let options = RuntimeOptions::parse(Some(&request.runtime_options))
             .map_err(|e| anyhow::anyhow!(e))?;
         write_atomic(
-            &run_dir.join("input.json"),
+            &folder.input_file(),
             &serde_json::to_vec_pretty(&json!({
                 "request_id": request.request_id,
                 "skill_id": run.skill_id,
@@ -288,7 +320,7 @@ impl Jobs {
         )
         .await?;
 
-        let input = resolved_input(&skill, &request, &run_dir);
+        let input = resolved_input(&skill, &request, &folder);
         let mut problems = schema_errors(&skill.schema_docs.input, &input);
         problems.extend(schema_errors(
             &skill.schema_docs.parameter,
@@ -314,7 +346,7 @@ impl Jobs {
         let turn = Turn {
             skill: &skill,
             request_id: &request.request_id,
-            run_dir: &run_dir,
+            folder: &folder,
             input: &input,
             parameter: &request.parameter,
             execution_mode: options.execution_mode,
@@ -343,7 +375,7 @@ impl Jobs {
             self.store.set_run_session(run_id, session).await?;
         }
         if cancel.is_cancelled() {
-            return Ok(self.interrupted(&run_dir).await);
+            return Ok(self.interrupted(&folder).await);
         }
         let deadline = tokio::time::Instant::now() + self.config.jobs.hard_timeout;
         let feeds = self.feeds.clone();
@@ -359,9 +391,20 @@ impl Jobs {
                 )));
             }
         };
-        self.store
-            .set_run_process(run_id, Some(running.mark()))
-            .await?;
+        if let Err(e) = self.record_process(run_id, &running).await {
+            // Dropping the handle kills the turn's whole tree.
+            drop(running);
+            tracing::error!(
+                run_id,
+                error = format!("{e:#}"),
+                "cannot record a started turn"
+            );
+            return Ok(TurnEnd::Ended(Envelope::default().failed(
+                Some(codes::INTERNAL_ERROR),
+                "The service could not record the started turn; its processes were killed".into(),
+                None,
+            )));
+        }
         let windows = Windows {
             stdout: ANSWER_WINDOW,
             stderr: STDERR_TAIL,
@@ -374,7 +417,7 @@ impl Jobs {
         // The turn is over: a refreshed login goes back to the agent home, the copies away.
         drop(login);
         let mut envelope = Envelope {
-            artifacts: list_artifacts(&run_dir).await?,
+            artifacts: list_artifacts(&folder).await?,
             ..Envelope::default()
         };
         let reading = adapter.read(&stdout, &stderr);
@@ -384,7 +427,7 @@ impl Jobs {
             self.store.set_run_session(run_id, reported).await?;
         }
         match exit {
-            Exit::Canceled => return Ok(self.interrupted(&run_dir).await),
+            Exit::Canceled => return Ok(self.interrupted(&folder).await),
             Exit::TimedOut => {
                 let secs = self.config.jobs.hard_timeout.as_secs();
                 return Ok(TurnEnd::Ended(envelope.failed(
@@ -464,7 +507,7 @@ impl Jobs {
     /// The end after the cancel switch fired and the process is gone: shutdown fails the
     /// run, a user cancel cancels it. Recording it only now means every byte the process wrote
     /// is in the logs before the run's status turns terminal.
-    async fn interrupted(&self, run_dir: &Path) -> TurnEnd {
+    async fn interrupted(&self, folder: &RunFolder) -> TurnEnd {
         if self.shutdown.is_cancelled() {
             return TurnEnd::Ended(Envelope::default().failed(
                 Some(codes::RESTART_INTERRUPTED),
@@ -472,7 +515,7 @@ impl Jobs {
                 None,
             ));
         }
-        let artifacts = list_artifacts(run_dir).await.unwrap_or_default();
+        let artifacts = list_artifacts(folder).await.unwrap_or_default();
         TurnEnd::Ended(
             Envelope {
                 artifacts,
@@ -483,14 +526,15 @@ impl Jobs {
     }
 }
 
-/// Inline inputs plus each uploaded file input as the absolute path `<run>/uploads/<key>`.
-fn resolved_input(skill: &SkillManifest, request: &Request, run_dir: &Path) -> Value {
+/// Inline inputs plus each uploaded file input as its absolute path in the workspace
+/// (`uploads/<key>`).
+fn resolved_input(skill: &SkillManifest, request: &Request, folder: &RunFolder) -> Value {
     let mut input = match &request.input {
         Value::Object(m) => m.clone(),
         _ => Map::new(),
     };
     for (key, source) in skill.input_sources() {
-        let path = run_dir.join("uploads").join(&key);
+        let path = folder.uploads().join(&key);
         if source == InputSource::File && path.is_file() {
             input.insert(key, Value::String(path.to_string_lossy().into_owned()));
         }
@@ -498,14 +542,16 @@ fn resolved_input(skill: &SkillManifest, request: &Request, run_dir: &Path) -> V
     Value::Object(input)
 }
 
-/// The files under `artifacts/`, as `artifacts/<path>`, sorted.
-pub async fn list_artifacts(run_dir: &Path) -> std::io::Result<Vec<String>> {
-    let dir = run_dir.join("artifacts");
+/// The files under the workspace's `artifacts/`, as `artifacts/<path>`, sorted: regular files
+/// with one link only, the ones the service serves.
+pub async fn list_artifacts(folder: &RunFolder) -> std::io::Result<Vec<String>> {
+    let dir = folder.artifacts();
     let files = tokio::task::spawn_blocking(move || files_under(&dir))
         .await
         .map_err(std::io::Error::other)??;
     Ok(files
         .into_iter()
+        .filter(|(_, path)| is_plain_file(path))
         .map(|(rel, _)| format!("artifacts/{rel}"))
         .collect())
 }

@@ -267,7 +267,7 @@ impl Jobs {
             .map_err(|e| anyhow::anyhow!("stored runtime_options: {e}"))?;
         if options.interactive_require_user_reply {
             let ending = Envelope {
-                artifacts: list_artifacts(&self.run_dir(run_id))
+                artifacts: list_artifacts(&self.folder(run_id))
                     .await
                     .unwrap_or_default(),
                 ..Envelope::default()

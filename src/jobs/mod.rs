@@ -23,7 +23,6 @@ pub mod validation;
 pub mod views;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,6 +33,7 @@ use tokio_util::task::TaskTracker;
 use crate::config::Config;
 use crate::engines::Engines;
 use crate::process::Supervisor;
+use crate::run_folder::RunFolder;
 use crate::skill::Registry;
 use crate::store::{RequestKind, Store};
 
@@ -181,8 +181,8 @@ impl Jobs {
         }
     }
 
-    /// Folder of a run.
-    pub fn run_dir(&self, run_id: &str) -> PathBuf {
-        self.config.runs_dir().join(run_id)
+    /// The folders of a run.
+    pub fn folder(&self, run_id: &str) -> RunFolder {
+        RunFolder::new(self.config.runs_dir().join(run_id))
     }
 }

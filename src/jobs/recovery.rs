@@ -108,7 +108,7 @@ impl Jobs {
         reason: &str,
     ) -> anyhow::Result<()> {
         // A turn the stop cut short may have left lent logins in the run's home.
-        crate::engines::agent::forget_logins(&self.run_dir(run_id));
+        crate::engines::agent::forget_logins(&self.folder(run_id));
         if self
             .store
             .reconcile_interrupted(run_id, from, &ending, reason)

@@ -51,7 +51,7 @@ impl Jobs {
         } in removed
         {
             let dirs = [
-                run_id.map(|id| self.run_dir(&id)),
+                run_id.map(|id| self.folder(&id).root().to_path_buf()),
                 temp_dir.map(Into::into),
                 request_id.map(|id| self.config.requests_dir().join(id)),
             ];

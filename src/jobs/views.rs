@@ -1,7 +1,7 @@
 //! What clients read back about a request (status, result, artifacts, logs, bundle), and cancel.
 //! The same functions serve `/v1/jobs/*` and `/v1/temp-skill-runs/*`.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
@@ -14,8 +14,8 @@ use super::executor::{Envelope, list_artifacts};
 use super::options::RuntimeOptions;
 use super::{Jobs, Scope};
 use crate::browse::{self, Preview, TreeEntry};
-use crate::engines::agent;
 use crate::error::{ApiError, ApiResult};
+use crate::run_folder::{HOME_IN_FOLDER as HIDDEN_HOME, RunFolder, open_beneath};
 use crate::store::{Request, Run, RunStatus};
 
 /// `GET /v1/jobs/{request_id}`.
@@ -196,9 +196,9 @@ impl Jobs {
     /// The file tree of a request's run folder.
     pub async fn run_files(&self, scope: Scope, request_id: &str) -> ApiResult<RunFiles> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
-        let dir = self.run_dir(&run.run_id);
+        let dir = self.folder(&run.run_id).root().to_path_buf();
         let entries =
-            tokio::task::spawn_blocking(move || match browse::tree(&dir, &[agent::RUN_HOME]) {
+            tokio::task::spawn_blocking(move || match browse::tree(&dir, &[HIDDEN_HOME]) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
                 other => other,
             })
@@ -220,10 +220,10 @@ impl Jobs {
     ) -> ApiResult<RunFilePreview> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let path = browse::relative_path(path)?;
-        let dir = self.run_dir(&run.run_id);
+        let dir = self.folder(&run.run_id).root().to_path_buf();
         let rel = path.clone();
         let preview =
-            tokio::task::spawn_blocking(move || browse::preview(&dir, &rel, &[agent::RUN_HOME]))
+            tokio::task::spawn_blocking(move || browse::preview(&dir, &rel, &[HIDDEN_HOME]))
                 .await
                 .map_err(anyhow::Error::from)??;
         Ok(RunFilePreview {
@@ -250,18 +250,19 @@ impl Jobs {
 
     pub async fn artifacts(&self, scope: Scope, request_id: &str) -> ApiResult<Value> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
-        let artifacts = list_artifacts(&self.run_dir(&run.run_id)).await?;
+        let artifacts = list_artifacts(&self.folder(&run.run_id)).await?;
         Ok(json!({"request_id": request_id, "artifacts": artifacts}))
     }
 
-    /// The file behind `artifacts/<path>`: 404 without the prefix or when absent, 400 for
-    /// paths that try to leave the artifacts folder.
+    /// The file behind `artifacts/<path>`, opened, and its name: 404 without the prefix or when
+    /// absent, 400 for paths that try to leave the artifacts folder. The turn wrote the folder,
+    /// so no link is followed and a file with another link (maybe outside the run) is refused.
     pub async fn artifact_file(
         &self,
         scope: Scope,
         request_id: &str,
         path: &str,
-    ) -> ApiResult<PathBuf> {
+    ) -> ApiResult<(std::fs::File, String)> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let Some(rel) = path.strip_prefix("artifacts/") else {
             return Err(ApiError::not_found(
@@ -277,28 +278,26 @@ impl Jobs {
                 "Invalid artifact path '{path}'"
             )));
         }
-        let base = self.run_dir(&run.run_id).join("artifacts");
-        let target = base.join(rel);
-        let (Ok(base), Ok(target)) = (
-            tokio::fs::canonicalize(&base).await,
-            tokio::fs::canonicalize(&target).await,
-        ) else {
-            return Err(ApiError::not_found("Artifact not found"));
-        };
-        if !target.starts_with(&base) {
-            return Err(ApiError::bad_request(format!(
-                "Invalid artifact path '{path}'"
-            )));
+        let root = self.folder(&run.run_id).root().to_path_buf();
+        let rel = Path::new(crate::run_folder::WORKSPACE).join(path);
+        let opened = tokio::task::spawn_blocking(move || open_beneath(&root, &rel))
+            .await
+            .map_err(anyhow::Error::from)?;
+        match opened {
+            Ok(file) => {
+                let name = path.rsplit('/').next().unwrap_or(path).to_owned();
+                Ok((file, name))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Err(ApiError::not_found(
+                format!("Artifact not served: {e} (only regular files are)"),
+            )),
+            Err(_) => Err(ApiError::not_found("Artifact not found")),
         }
-        if !tokio::fs::metadata(&target).await?.is_file() {
-            return Err(ApiError::not_found("Artifact not found"));
-        }
-        Ok(target)
     }
 
     pub async fn logs(&self, scope: Scope, request_id: &str) -> ApiResult<RunLogs> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
-        let logs = self.run_dir(&run.run_id).join("logs");
+        let logs = self.folder(&run.run_id).logs();
         let read = |name: &str| {
             let path = logs.join(name);
             async move {
@@ -331,12 +330,12 @@ impl Jobs {
         } else {
             ("run_bundle.zip", "manifest.json")
         };
-        let run_dir = self.run_dir(&run.run_id);
-        let path = run_dir.join("bundle").join(file_name);
+        let folder = self.folder(&run.run_id);
+        let path = folder.bundle_dir().join(file_name);
         if !path.exists() {
             let target = path.clone();
             tokio::task::spawn_blocking(move || {
-                build_bundle(&run_dir, &target, manifest_name, debug)
+                build_bundle(&folder, &target, manifest_name, debug)
             })
             .await
             .map_err(anyhow::Error::from)??;
@@ -392,7 +391,7 @@ impl Jobs {
             }
         }
         let ending = Envelope {
-            artifacts: list_artifacts(&self.run_dir(run_id))
+            artifacts: list_artifacts(&self.folder(run_id))
                 .await
                 .unwrap_or_default(),
             ..Envelope::default()
@@ -429,25 +428,45 @@ impl Jobs {
     }
 }
 
+fn browse_hidden(rel: &str) -> bool {
+    rel == HIDDEN_HOME || rel.starts_with(&format!("{HIDDEN_HOME}/"))
+}
+
 /// Zips the bundle's files plus `bundle/<manifest_name>` (`{files: [{path, size, sha256}]}`)
-/// into `target`, through a temporary file.
+/// into `target`, through a temporary file. Only the service builds bundles, from the result
+/// and the artifacts (`artifacts/...`), or, for debug bundles, the whole run folder but the
+/// bundles and the home. Files are opened without following links; symlinks and files with
+/// more than one link are left out.
 fn build_bundle(
-    run_dir: &Path,
+    folder: &RunFolder,
     target: &Path,
     manifest_name: &str,
     debug: bool,
 ) -> anyhow::Result<()> {
-    let files: Vec<(String, PathBuf)> = files_under(run_dir)?
-        .into_iter()
-        .filter(|(rel, _)| {
-            if debug {
-                // The agents' homes may hold logins and are never handed out.
-                !rel.starts_with("bundle/") && !rel.starts_with(&format!("{}/", agent::RUN_HOME))
-            } else {
-                rel == "result/result.json" || rel.starts_with("artifacts/")
-            }
-        })
-        .collect();
+    let root = folder.root();
+    // (name in the zip, path under the run folder)
+    let files: Vec<(String, PathBuf)> = if debug {
+        files_under(root)?
+            .into_iter()
+            .filter(|(rel, _)| !rel.starts_with("bundle/") && !browse_hidden(rel))
+            .map(|(rel, _)| (rel.clone(), PathBuf::from(rel)))
+            .collect()
+    } else {
+        let artifacts = files_under(&folder.artifacts())?
+            .into_iter()
+            .map(|(rel, _)| {
+                let inside = Path::new(crate::run_folder::WORKSPACE)
+                    .join("artifacts")
+                    .join(&rel);
+                (format!("artifacts/{rel}"), inside)
+            });
+        std::iter::once((
+            "result/result.json".to_owned(),
+            PathBuf::from("result/result.json"),
+        ))
+        .chain(artifacts)
+        .collect()
+    };
     let dir = target.parent().expect("bundle path has a parent");
     std::fs::create_dir_all(dir)?;
     let tmp = target.with_extension(format!("tmp-{}", uuid::Uuid::new_v4()));
@@ -456,8 +475,14 @@ fn build_bundle(
         .compression_method(zip::CompressionMethod::Deflated)
         .large_file(false);
     let mut entries = Vec::new();
-    for (rel, path) in &files {
-        let bytes = std::fs::read(path)?;
+    for (rel, inside) in &files {
+        let mut bytes = Vec::new();
+        match open_beneath(root, inside) {
+            Ok(mut file) => file.read_to_end(&mut bytes)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => continue,
+            Err(e) => return Err(e.into()),
+        };
         zip.start_file(rel.as_str(), options)?;
         zip.write_all(&bytes)?;
         entries.push(json!({"path": rel, "size": bytes.len(), "sha256": sha256_hex(&bytes)}));

@@ -1,14 +1,21 @@
-//! Process supervision: every engine turn runs here, one implementation for all engines.
+//! Process supervision: every engine turn, invoke program and npm upgrade runs here, one
+//! implementation for all.
 //!
-//! A turn's process leads its own process group in the run folder, with stdin closed unless
-//! the engine feeds it. stdout and stderr are read concurrently and appended byte for byte to
-//! the run's log files (never truncated, so offsets stay valid across turns and multi-byte
-//! characters are never split by decoding). Cancel and the hard timeout send SIGTERM to the
-//! whole group and SIGKILL after a grace period; when the leader exits, whatever it left in its
-//! group is killed too. A parent-death signal and the [`reaper::Reaper`] make sure a crashed
-//! service takes its engines with it.
+//! A process starts as the child of a turn leader ([`leader`], the service's own binary), which
+//! leads its own process group, confines the command ([`sandbox`]) and kills every descendant
+//! when the command ends, even one that left the group. The command starts from the
+//! allow-listed environment ([`env`]) plus its spec's variables, in its spec's folder, with
+//! stdin closed unless the spec feeds it. stdout and stderr are read concurrently and appended
+//! byte for byte to the log files (never truncated, so offsets stay valid across turns and
+//! multi-byte characters are never split by decoding). Cancel and the hard timeout send SIGTERM
+//! to the whole group and SIGKILL after a grace period. A parent-death signal and the
+//! [`reaper::Reaper`] make sure a crashed service takes its turns with it, and a [`Running`]
+//! handle dropped before it was waited for kills its group.
 
+pub mod env;
+pub mod leader;
 pub mod reaper;
+pub mod sandbox;
 mod sys;
 
 use std::io::SeekFrom;
@@ -27,16 +34,19 @@ use tokio_util::sync::CancellationToken;
 
 use crate::store::ProcessMark;
 
+pub use env::ChildEnv;
 pub use reaper::Reaper;
+pub use sandbox::SandboxStatus;
 
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct ProcessSpec {
     /// argv; the first element is looked up on `PATH` unless it contains a `/`.
     pub argv: Vec<String>,
+    /// The working directory (also `PWD`).
     pub cwd: PathBuf,
-    /// Added to the service's own environment, from which the service's secrets (see
-    /// [`is_secret`]) are removed first: a process gets a key only when its spec passes it.
+    /// Added to the allow-listed environment ([`ChildEnv::base`]): a process gets a key only
+    /// when its spec passes it.
     pub env: Vec<(String, String)>,
     /// Written to stdin, which is then closed; `None` leaves stdin closed from the start.
     pub stdin: Option<Vec<u8>>,
@@ -45,6 +55,32 @@ pub struct ProcessSpec {
     /// Most bytes kept of each stream. More on stdout ends the group
     /// ([`Exit::TooMuchOutput`]); more on stderr is read and dropped.
     pub output_limit: Option<u64>,
+    /// What the process may touch when the sandbox is on; `None` runs it unconfined (npm
+    /// upgrades, which write the managed prefix and npm's cache).
+    pub confine: Option<Confinement>,
+}
+
+/// The folders a confined process may use besides the system ([`sandbox::SYSTEM`]) and the
+/// paths every confined process reads ([`Launch::readable`]).
+#[derive(Debug, Clone, Default)]
+pub struct Confinement {
+    /// Read and write.
+    pub writable: Vec<PathBuf>,
+    /// Read and execute.
+    pub readable: Vec<PathBuf>,
+}
+
+/// How processes are started, fixed at start-up.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    /// The service's own executable, started as each process's turn leader.
+    pub exe: PathBuf,
+    /// The environment every process starts from.
+    pub env: ChildEnv,
+    pub sandbox: SandboxStatus,
+    /// Read and execute for every confined process: the managed npm prefix and
+    /// `SKILL_RUNNER_SANDBOX_READ_PATHS`.
+    pub readable: Vec<PathBuf>,
 }
 
 /// Called after every append to a log, so live streams can read the new bytes at once.
@@ -113,26 +149,67 @@ pub struct Windows {
 /// Starts and supervises engine processes.
 #[derive(Debug, Clone)]
 pub struct Supervisor {
+    launch: Arc<Launch>,
     reaper: Option<Arc<Reaper>>,
     /// Time between SIGTERM and SIGKILL.
     grace: Duration,
 }
+
+/// How long past the grace period the service waits for a turn leader to end its tree before
+/// it kills the group itself.
+const LEADER_MARGIN: Duration = Duration::from_secs(2);
 
 /// How long log readers may drain after the group is gone; a process that escaped the group
 /// (a daemon that called setsid) could otherwise hold a pipe open forever.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
 impl Supervisor {
-    pub fn new(reaper: Option<Arc<Reaper>>, grace: Duration) -> Self {
-        Self { reaper, grace }
+    pub fn new(launch: Launch, reaper: Option<Arc<Reaper>>, grace: Duration) -> Self {
+        Self {
+            launch: Arc::new(launch),
+            reaper,
+            grace,
+        }
     }
 
     /// The same supervisor with another SIGTERM-to-SIGKILL grace period.
     pub fn with_grace(&self, grace: Duration) -> Self {
         Self {
+            launch: self.launch.clone(),
             reaper: self.reaper.clone(),
             grace,
         }
+    }
+
+    /// Whether processes are confined.
+    pub fn sandbox(&self) -> SandboxStatus {
+        self.launch.sandbox
+    }
+
+    /// The environment every process starts from.
+    pub fn child_env(&self) -> &ChildEnv {
+        &self.launch.env
+    }
+
+    /// The turn leader's arguments for `spec`: `turn [--landlock --rw .. --rx ..] -- argv`.
+    fn leader_args(&self, spec: &ProcessSpec) -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "turn".into(),
+            "--grace-ms".into(),
+            self.grace.as_millis().to_string().into(),
+        ];
+        if let (SandboxStatus::Landlock, Some(confine)) = (self.launch.sandbox, &spec.confine) {
+            args.push("--landlock".into());
+            for path in &confine.writable {
+                args.extend(["--rw".into(), path.clone().into()]);
+            }
+            for path in confine.readable.iter().chain(&self.launch.readable) {
+                args.extend(["--rx".into(), path.clone().into()]);
+            }
+        }
+        args.push("--".into());
+        args.extend(spec.argv.iter().map(Into::into));
+        args
     }
 
     /// Starts `spec`; the returned handle must be [`Running::wait`]ed. `on_output` runs after
@@ -142,23 +219,21 @@ impl Supervisor {
         spec: ProcessSpec,
         on_output: Option<OnOutput>,
     ) -> std::io::Result<Running> {
-        let (program, args) = spec
-            .argv
-            .split_first()
-            .ok_or_else(|| std::io::Error::other("empty argv"))?;
+        if spec.argv.is_empty() {
+            return Err(std::io::Error::other("empty argv"));
+        }
         let stdout_start = log_len(&spec.stdout_log).await?;
         let stderr_start = log_len(&spec.stderr_log).await?;
         let stdout_file = append(&spec.stdout_log).await?;
         let stderr_file = append(&spec.stderr_log).await?;
 
-        let mut command = tokio::process::Command::new(program);
-        command.args(args).current_dir(&spec.cwd);
-        for (name, _) in std::env::vars_os() {
-            if name.to_str().is_some_and(is_secret) {
-                command.env_remove(name);
-            }
-        }
+        let mut command = tokio::process::Command::new(&self.launch.exe);
         command
+            .args(self.leader_args(&spec))
+            .current_dir(&spec.cwd)
+            .env_clear()
+            .envs(self.launch.env.base.iter().map(|(k, v)| (k, v)))
+            .env("PWD", &spec.cwd)
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .stdin(if spec.stdin.is_some() {
                 Stdio::piped()
@@ -167,9 +242,9 @@ impl Supervisor {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        sys::kill_with_parent(&mut command);
+            .process_group(0);
+        // The leader kills its tree at once when the service dies.
+        sys::die_with_parent(command.as_std_mut(), Signal::SIGHUP);
         let mut child = command.spawn()?;
         let pid = child.id().expect("a just-spawned child has a pid") as i32;
         if let Some(reaper) = &self.reaper {
@@ -204,6 +279,10 @@ impl Supervisor {
         Ok(Running {
             child,
             pid,
+            group: GroupGuard {
+                pgid: pid,
+                reaper: self.reaper.clone(),
+            },
             mark: ProcessMark {
                 pgid: pid,
                 boot_id: boot_id(),
@@ -227,6 +306,8 @@ impl Supervisor {
 pub struct Running {
     child: tokio::process::Child,
     pid: i32,
+    /// Kills the group if this handle is dropped before [`Running::wait`] ended it.
+    group: GroupGuard,
     mark: ProcessMark,
     stdin_task: Option<JoinHandle<()>>,
     stdout: JoinHandle<std::io::Result<()>>,
@@ -261,10 +342,7 @@ impl Running {
             self.terminate().await;
         }
         // The leader is gone; anything it left behind in its group goes too.
-        signal_group(self.pid, Signal::SIGKILL);
-        if let Some(reaper) = &self.supervisor.reaper {
-            reaper.forget(self.pid);
-        }
+        self.group.end();
         if let Some(task) = self.stdin_task.take() {
             task.abort();
         }
@@ -296,10 +374,11 @@ impl Running {
         }
     }
 
-    /// SIGTERM to the group, then SIGKILL once the grace period is over.
+    /// SIGTERM to the group; the leader SIGKILLs its tree after the grace period. If it has
+    /// not ended by then, SIGKILL to the group.
     async fn terminate(&mut self) {
         signal_group(self.pid, Signal::SIGTERM);
-        if tokio::time::timeout(self.supervisor.grace, self.child.wait())
+        if tokio::time::timeout(self.supervisor.grace + LEADER_MARGIN, self.child.wait())
             .await
             .is_err()
         {
@@ -309,11 +388,38 @@ impl Running {
     }
 }
 
-/// Whether a variable of the service's environment holds a secret no child process inherits:
-/// the Basic Auth password and the engines' API keys (`SKILL_RUNNER_<ENGINE>_API_KEY`).
-pub fn is_secret(name: &str) -> bool {
-    name == "UI_BASIC_AUTH_PASSWORD"
-        || (name.starts_with("SKILL_RUNNER_") && name.ends_with("_API_KEY"))
+/// A process group that is killed when its handle goes away without ending it, so a failure
+/// after a turn started (a store write, a log file) never leaves its processes running.
+#[derive(Debug)]
+struct GroupGuard {
+    pgid: i32,
+    reaper: Option<Arc<Reaper>>,
+}
+
+impl GroupGuard {
+    /// Kills what is left of the group (nothing, once its leader ended it) and stops watching.
+    fn end(&mut self) {
+        if self.pgid > 0 {
+            signal_group(self.pgid, Signal::SIGKILL);
+            if let Some(reaper) = &self.reaper {
+                reaper.forget(self.pgid);
+            }
+            self.pgid = 0;
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.pgid > 0 {
+            // SIGHUP makes the leader kill its whole tree (escaped members too) and exit; a
+            // SIGKILL to the group could kill the leader before it did.
+            let _ = nix::sys::signal::kill(Pid::from_raw(self.pgid), Signal::SIGHUP);
+            if let Some(reaper) = &self.reaper {
+                reaper.forget(self.pgid);
+            }
+        }
+    }
 }
 
 fn signal_group(pgid: i32, signal: Signal) {
@@ -351,7 +457,7 @@ pub fn group_members(pgid: i32) -> Vec<i32> {
 }
 
 /// Fields of `/proc/<pid>/stat` after the command name (field 3 onwards); zombies excluded.
-fn proc_stat_fields(pid: i32) -> Option<Vec<String>> {
+pub(crate) fn proc_stat_fields(pid: i32) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
     let fields: Vec<String> = rest.split_whitespace().map(str::to_owned).collect();

@@ -1,20 +1,25 @@
 //! The one place with `unsafe`: child set-up between `fork` and `exec`.
 
 use std::io;
+use std::os::unix::process::CommandExt as _;
+use std::path::Path;
 
+use landlock::{RulesetCreated, RulesetCreatedAttr as _, RulesetStatus};
 use nix::sys::signal::Signal;
 use nix::unistd::{Pid, getppid};
 
-/// Makes the child die with SIGKILL when the thread that spawned it (a runtime worker, which
-/// lives as long as the service) dies, so a crashed service leaves no engine behind.
-pub fn kill_with_parent(command: &mut tokio::process::Command) {
+use super::sandbox;
+
+/// Makes the child die with `signal` when the thread that spawned it dies, so a crashed service
+/// (or turn leader) leaves nothing behind.
+pub fn die_with_parent(command: &mut std::process::Command, signal: Signal) {
     let parent = Pid::this();
     // SAFETY: the closure runs in the forked child before exec and only makes async-signal-safe
     // system calls (prctl, getppid); it allocates nothing and takes no locks.
     #[allow(unsafe_code)]
     unsafe {
         command.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from)?;
+            nix::sys::prctl::set_pdeathsig(signal).map_err(io::Error::from)?;
             // The parent may have died between fork and prctl; then nobody would signal us.
             if getppid() != parent {
                 return Err(io::Error::other("parent exited before the child started"));
@@ -22,4 +27,64 @@ pub fn kill_with_parent(command: &mut tokio::process::Command) {
             Ok(())
         });
     }
+}
+
+/// Starts the child with no signal blocked (it inherits the spawner's mask otherwise).
+pub fn unblock_signals(command: &mut std::process::Command) {
+    // SAFETY: the closure only calls sigprocmask, which is async-signal-safe.
+    #[allow(unsafe_code)]
+    unsafe {
+        command.pre_exec(|| {
+            nix::sys::signal::sigprocmask(
+                nix::sys::signal::SigmaskHow::SIG_SETMASK,
+                Some(&nix::sys::signal::SigSet::empty()),
+                None,
+            )
+            .map_err(io::Error::from)
+        });
+    }
+}
+
+/// Confines the child with `ruleset` plus read access to its own `/proc/<pid>`, which only the
+/// child can name (`/proc/self` resolves to it there). A ruleset the kernel does not enforce
+/// fails the start.
+pub fn confine(command: &mut std::process::Command, ruleset: RulesetCreated) {
+    let mut ruleset = Some(ruleset);
+    // SAFETY: only the turn leader calls this, a single-threaded process, so allocating and
+    // opening files between fork and exec cannot deadlock on a lock another thread held.
+    #[allow(unsafe_code)]
+    unsafe {
+        command.pre_exec(move || {
+            let mut rules = ruleset
+                .take()
+                .ok_or_else(|| io::Error::other("the sandbox was already applied"))?;
+            if let Some(own) = sandbox::rule(Path::new("/proc/self"), sandbox::own_proc_access()) {
+                rules = rules.add_rule(own).map_err(io::Error::other)?;
+            }
+            let status = rules.restrict_self().map_err(io::Error::other)?;
+            if status.ruleset == RulesetStatus::NotEnforced {
+                return Err(io::Error::other(
+                    "the kernel did not enforce the Landlock rules",
+                ));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Ends this process the way its child ended, by `signal`, without a core dump.
+pub fn die_by(signal: Signal) -> ! {
+    use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, sigprocmask};
+    let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0);
+    // SAFETY: restoring the default disposition installs no handler code; this process is
+    // single-threaded in what it does next (raise, then exit).
+    #[allow(unsafe_code)]
+    unsafe {
+        let _ = nix::sys::signal::signal(signal, SigHandler::SigDfl);
+    }
+    let mut set = SigSet::empty();
+    set.add(signal);
+    let _ = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&set), None);
+    let _ = nix::sys::signal::raise(signal);
+    std::process::exit(128 + signal as i32)
 }

@@ -113,6 +113,11 @@ impl TestServer {
         }
     }
 
+    /// The service's process id.
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
@@ -366,7 +371,7 @@ pub const PROBE_SCRIPT: &str = r#"#!/bin/sh
 req=$(cat)
 field() { printf '%s' "$req" | sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }
 mode=$(field mode)
-echo $$ > pgid.txt
+echo $PPID > pgid.txt
 case "$mode" in
   ok)
     mkdir -p artifacts
@@ -452,6 +457,11 @@ impl TestServer {
             .data
             .join("runs")
             .join(status["run_id"].as_str().unwrap())
+    }
+
+    /// The run's workspace: the turn's working directory, the only folder it may write.
+    pub fn workspace(&self, status: &Value) -> PathBuf {
+        self.run_dir(status).join("workspace")
     }
 
     /// Opens an event stream (asserting 200 and the SSE content type).

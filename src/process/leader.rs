@@ -1,0 +1,181 @@
+//! The turn leader (`skill-runner turn`): the first process of every supervised turn.
+//!
+//! It confines its one child (Landlock, applied before `exec` and inherited by everything the
+//! child starts), then stays as a child subreaper: every descendant that is orphaned, including
+//! one that called `setsid` to leave the process group, becomes its child. When the command
+//! exits, the leader kills whatever is left of the tree and exits the way the command did, so
+//! "the leader exited" always means "nothing of the turn is alive". On SIGTERM (the service's
+//! cancel or timeout) it passes SIGTERM to the whole tree and SIGKILLs it after the grace
+//! period; SIGHUP (the service died) kills the tree at once.
+//!
+//! It keeps no pipe open: once the command runs, its own stdin, stdout and stderr point at
+//! `/dev/null`, so the service's log readers end when the last process of the turn does.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{SigSet, Signal, kill};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+use super::{sandbox, sys};
+
+/// What to run and how to confine it (the `turn` subcommand's arguments).
+#[derive(Debug, Clone, clap::Args)]
+pub struct LeaderArgs {
+    /// Milliseconds between SIGTERM and SIGKILL of the tree.
+    #[arg(long, default_value_t = 5000)]
+    pub grace_ms: u64,
+    /// Confine the command with Landlock.
+    #[arg(long)]
+    pub landlock: bool,
+    /// A folder (or file) the command may read and write.
+    #[arg(long = "rw")]
+    pub writable: Vec<PathBuf>,
+    /// A folder (or file) the command may read and execute.
+    #[arg(long = "rx")]
+    pub readable: Vec<PathBuf>,
+    /// The command.
+    #[arg(last = true, required = true)]
+    pub argv: Vec<String>,
+}
+
+/// Exit code when the command cannot be started (as a shell reports it).
+const CANNOT_START: i32 = 127;
+
+/// Runs the command to its end; never returns.
+pub fn run(args: LeaderArgs) -> ! {
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+    let mut signals = SigSet::empty();
+    for s in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGALRM,
+    ] {
+        signals.add(s);
+    }
+    // Blocked before the child exists so no signal is missed; the child unblocks them.
+    let _ = signals.thread_block();
+    let child = match spawn(&args) {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("skill-runner: cannot start '{}': {e}", args.argv[0]);
+            std::process::exit(CANNOT_START);
+        }
+    };
+    release_stdio();
+    let grace = Duration::from_millis(args.grace_ms);
+    let mut terminating = false;
+    loop {
+        if let Some(status) = reap(child) {
+            kill_tree();
+            finish(status);
+        }
+        match signals.wait() {
+            Ok(Signal::SIGTERM | Signal::SIGINT) => {
+                signal_tree(Signal::SIGTERM);
+                if !terminating {
+                    terminating = true;
+                    std::thread::spawn(move || {
+                        std::thread::sleep(grace);
+                        let _ = kill(Pid::this(), Signal::SIGALRM);
+                    });
+                }
+            }
+            Ok(Signal::SIGHUP | Signal::SIGALRM) => signal_tree(Signal::SIGKILL),
+            _ => {}
+        }
+    }
+}
+
+fn spawn(args: &LeaderArgs) -> std::io::Result<Pid> {
+    let mut command = std::process::Command::new(&args.argv[0]);
+    command.args(&args.argv[1..]);
+    sys::unblock_signals(&mut command);
+    sys::die_with_parent(&mut command, Signal::SIGKILL);
+    if args.landlock {
+        let rules =
+            sandbox::ruleset(&args.writable, &args.readable).map_err(std::io::Error::other)?;
+        sys::confine(&mut command, rules);
+    }
+    let child = command.spawn()?;
+    Ok(Pid::from_raw(child.id() as i32))
+}
+
+/// Points stdin, stdout and stderr at `/dev/null`, so only the turn holds the log pipes.
+fn release_stdio() {
+    if let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        let _ = nix::unistd::dup2_stdin(&null);
+        let _ = nix::unistd::dup2_stdout(&null);
+        let _ = nix::unistd::dup2_stderr(&null);
+    }
+}
+
+/// Reaps every child that has ended; returns the command's status once it has.
+fn reap(command: Pid) -> Option<WaitStatus> {
+    let mut ended = None;
+    loop {
+        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => return ended,
+            Ok(status) if status.pid() == Some(command) => ended = Some(status),
+            Ok(_) | Err(_) => {}
+        }
+    }
+}
+
+/// Exits as the command did: with its code, or by its signal.
+fn finish(status: WaitStatus) -> ! {
+    match status {
+        WaitStatus::Exited(_, code) => std::process::exit(code),
+        WaitStatus::Signaled(_, signal, _) => sys::die_by(signal),
+        _ => std::process::exit(CANNOT_START),
+    }
+}
+
+/// Kills every descendant and reaps them all, until this process has no child left.
+fn kill_tree() {
+    loop {
+        signal_tree(Signal::SIGKILL);
+        match waitpid(None, None) {
+            Err(Errno::ECHILD) => return,
+            _ => continue,
+        }
+    }
+}
+
+fn signal_tree(signal: Signal) {
+    for pid in descendants(Pid::this().as_raw()) {
+        let _ = kill(Pid::from_raw(pid), signal);
+    }
+}
+
+/// Every live process below `root`, from `/proc`.
+fn descendants(root: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut children: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+    for pid in entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
+        if let Some(ppid) = super::proc_stat_fields(pid).and_then(|f| f.get(1)?.parse().ok()) {
+            children.entry(ppid).or_default().push(pid);
+        }
+    }
+    let mut found = BTreeSet::new();
+    let mut next = vec![root];
+    while let Some(pid) = next.pop() {
+        for &child in children.get(&pid).into_iter().flatten() {
+            if found.insert(child) {
+                next.push(child);
+            }
+        }
+    }
+    found.into_iter().collect()
+}

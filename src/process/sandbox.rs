@@ -1,0 +1,175 @@
+//! Filesystem confinement of a turn with Landlock: what the kernel lets a turn's processes
+//! touch, whatever they run.
+//!
+//! A confined process may write its run's workspace (and the few devices programs need) and
+//! read and execute the system and the paths its engine needs; nothing else exists for it: not
+//! the database, other runs, uploads, the skills dir, the service's working directory or the
+//! agent home. `/proc` is not readable as a whole (any process's `/proc/<pid>/environ`, with its
+//! engine key, would be), only the turn leader's own `/proc/<pid>`, granted from inside the
+//! child before `exec` (see [`crate::process::sys::confine`]). Signals and abstract UNIX
+//! sockets are scoped to the turn, so it cannot signal or connect to anything outside it.
+//! Rules apply to everything the turn starts, and cannot be lifted.
+
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, Scope,
+};
+
+/// The newest Landlock ABI this service knows the rules of; older kernels enforce what they can.
+const ABI_USED: ABI = ABI::V6;
+
+/// `SKILL_RUNNER_SANDBOX`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxMode {
+    /// Confine where the kernel supports it, and warn once where it does not.
+    Auto,
+    /// Refuse to start without confinement.
+    Required,
+    /// Run unconfined (an explicit choice).
+    Off,
+}
+
+impl SandboxMode {
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(Self::Auto),
+            "required" => Some(Self::Required),
+            "off" => Some(Self::Off),
+            _ => None,
+        }
+    }
+}
+
+/// Whether turns are confined, as reported by the management API and run status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxStatus {
+    Landlock,
+    /// `auto` on a kernel without Landlock.
+    Unavailable,
+    Off,
+}
+
+impl SandboxStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Landlock => "landlock",
+            Self::Unavailable => "unavailable",
+            Self::Off => "off",
+        }
+    }
+}
+
+/// Whether the running kernel enforces Landlock (creates a ruleset, restricts nothing).
+pub fn landlock_supported() -> bool {
+    Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(ABI::V1))
+        .and_then(|r| r.create())
+        .is_ok()
+}
+
+/// The sandbox a mode gives on a kernel that does or does not support Landlock; `required`
+/// without support is an error (the problem with `SKILL_RUNNER_SANDBOX`).
+pub fn decide(mode: SandboxMode, supported: bool) -> Result<SandboxStatus, String> {
+    match (mode, supported) {
+        (SandboxMode::Off, _) => Ok(SandboxStatus::Off),
+        (_, true) => Ok(SandboxStatus::Landlock),
+        (SandboxMode::Auto, false) => Ok(SandboxStatus::Unavailable),
+        (SandboxMode::Required, false) => Err(
+            "'required', but this kernel does not enforce Landlock (needs Linux 5.13 or later \
+             with 'landlock' in the LSM list)"
+                .to_owned(),
+        ),
+    }
+}
+
+/// The system a confined process reads and executes, whatever its engine.
+pub const SYSTEM: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+];
+/// Read: device nodes (Bun-based CLIs list `/dev`).
+const DEVICES: &str = "/dev";
+/// Read and write: devices programs open for writing, and POSIX shared memory (opencode).
+const DEVICES_WRITABLE: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+    "/dev/shm",
+];
+
+/// Builds the rules: `writable` read+write, `readable` read+execute, plus the system and the
+/// devices. Paths that do not exist are skipped. Built before `fork`, so the child only adds
+/// its own `/proc/<pid>` and restricts itself.
+pub fn ruleset(writable: &[PathBuf], readable: &[PathBuf]) -> Result<RulesetCreated, RulesetError> {
+    let all = AccessFs::from_all(ABI_USED);
+    let read = AccessFs::from_read(ABI_USED);
+    let mut ruleset = Ruleset::default()
+        .handle_access(all)?
+        .scope(Scope::from_all(ABI_USED))?
+        .create()?;
+    let system = SYSTEM.iter().map(PathBuf::from);
+    let rules = writable
+        .iter()
+        .cloned()
+        .map(|p| (p, all))
+        .chain(DEVICES_WRITABLE.iter().map(|p| (PathBuf::from(p), all)))
+        .chain(readable.iter().cloned().chain(system).map(|p| (p, read)))
+        .chain([(
+            PathBuf::from(DEVICES),
+            AccessFs::ReadFile | AccessFs::ReadDir,
+        )]);
+    for (path, access) in rules {
+        if let Some(rule) = rule(&path, access) {
+            ruleset = ruleset.add_rule(rule)?;
+        }
+    }
+    Ok(ruleset)
+}
+
+/// A rule for `path` if it exists, with the rights that apply to its kind (a file cannot carry
+/// directory rights).
+pub fn rule(path: &Path, access: BitFlags<AccessFs>) -> Option<PathBeneath<PathFd>> {
+    let is_dir = std::fs::metadata(path).ok()?.is_dir();
+    let access = if is_dir {
+        access
+    } else {
+        access & AccessFs::from_file(ABI_USED)
+    };
+    Some(PathBeneath::new(PathFd::new(path).ok()?, access))
+}
+
+/// What the turn leader's own `/proc/<pid>` is granted (runtimes read `/proc/self/...`).
+pub fn own_proc_access() -> BitFlags<AccessFs> {
+    AccessFs::ReadFile | AccessFs::ReadDir
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_and_kernels_decide_the_sandbox() {
+        use SandboxMode::*;
+        assert_eq!(decide(Auto, true), Ok(SandboxStatus::Landlock));
+        assert_eq!(decide(Required, true), Ok(SandboxStatus::Landlock));
+        assert_eq!(decide(Auto, false), Ok(SandboxStatus::Unavailable));
+        assert_eq!(decide(Off, true), Ok(SandboxStatus::Off));
+        assert_eq!(decide(Off, false), Ok(SandboxStatus::Off));
+        let refused = decide(Required, false).unwrap_err();
+        assert!(refused.contains("does not enforce Landlock"), "{refused}");
+        assert_eq!(refused.lines().count(), 1);
+    }
+
+    #[test]
+    fn modes_parse() {
+        assert_eq!(SandboxMode::parse(" Auto "), Some(SandboxMode::Auto));
+        assert_eq!(SandboxMode::parse("required"), Some(SandboxMode::Required));
+        assert_eq!(SandboxMode::parse("off"), Some(SandboxMode::Off));
+        assert_eq!(SandboxMode::parse("on"), None);
+    }
+}

@@ -1,0 +1,175 @@
+//! The folders of one run (or one invoke call): what the service keeps, and the workspace its
+//! turns may write.
+//!
+//! A turn runs code nobody reviewed, so it must never be able to replace what the service later
+//! reads and serves. The service's own files (`input.json`, `logs/`, `result/`, `bundle/`) sit
+//! beside the workspace, never inside it; a confined turn can write only the workspace
+//! (`workspace/`: its working directory, `artifacts/`, `uploads/`, its home and `TMPDIR`).
+//! Whatever the service reads back from the workspace (artifacts, debug bundles, previews) it
+//! opens without following links.
+
+use std::path::{Path, PathBuf};
+
+use crate::process::{Confinement, ProcessSpec};
+
+/// The workspace of a run, relative to the run folder.
+pub const WORKSPACE: &str = "workspace";
+/// The home of a run's processes inside the workspace. It may hold lent logins while a turn
+/// runs, so the management file routes and bundles never show it.
+pub const HOME: &str = ".agent-home";
+/// [`HOME`] as a path from the run folder.
+pub const HOME_IN_FOLDER: &str = "workspace/.agent-home";
+
+/// One run folder (`<data>/runs/<run_id>`, or an invoke call's scratch folder).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunFolder {
+    root: PathBuf,
+}
+
+impl RunFolder {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn logs(&self) -> PathBuf {
+        self.root.join("logs")
+    }
+
+    pub fn stdout_log(&self) -> PathBuf {
+        self.root.join("logs/stdout.txt")
+    }
+
+    pub fn stderr_log(&self) -> PathBuf {
+        self.root.join("logs/stderr.txt")
+    }
+
+    /// Every turn's prompt, appended.
+    pub fn prompt_log(&self) -> PathBuf {
+        self.root.join("logs/prompt.txt")
+    }
+
+    pub fn input_file(&self) -> PathBuf {
+        self.root.join("input.json")
+    }
+
+    pub fn result_file(&self) -> PathBuf {
+        self.root.join("result/result.json")
+    }
+
+    pub fn bundle_dir(&self) -> PathBuf {
+        self.root.join("bundle")
+    }
+
+    /// The turn's working directory and the only folder it may write.
+    pub fn workspace(&self) -> PathBuf {
+        self.root.join(WORKSPACE)
+    }
+
+    pub fn artifacts(&self) -> PathBuf {
+        self.workspace().join("artifacts")
+    }
+
+    /// File inputs, one file per input key.
+    pub fn uploads(&self) -> PathBuf {
+        self.workspace().join("uploads")
+    }
+
+    /// `HOME` of the turn's processes.
+    pub fn home(&self) -> PathBuf {
+        self.workspace().join(HOME)
+    }
+
+    /// `TMPDIR` of the turn's processes.
+    pub fn tmp(&self) -> PathBuf {
+        self.workspace().join("tmp")
+    }
+
+    /// Creates the folders a turn needs.
+    pub async fn create(&self) -> std::io::Result<()> {
+        for dir in [
+            self.logs(),
+            self.root.join("result"),
+            self.artifacts(),
+            self.home(),
+            self.tmp(),
+        ] {
+            tokio::fs::create_dir_all(dir).await?;
+        }
+        Ok(())
+    }
+}
+
+impl RunFolder {
+    /// A process of this run: `argv` in the workspace with `HOME` and `TMPDIR` there, `env`
+    /// added, logs in `logs/`, confined to the workspace plus `readable` (read and execute).
+    pub fn process(
+        &self,
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+        readable: Vec<PathBuf>,
+    ) -> ProcessSpec {
+        let text = |p: PathBuf| p.to_string_lossy().into_owned();
+        let mut all = vec![
+            ("HOME".to_owned(), text(self.home())),
+            ("TMPDIR".to_owned(), text(self.tmp())),
+        ];
+        all.extend(env);
+        ProcessSpec {
+            argv,
+            cwd: self.workspace(),
+            env: all,
+            stdin: None,
+            stdout_log: self.stdout_log(),
+            stderr_log: self.stderr_log(),
+            output_limit: None,
+            confine: Some(Confinement {
+                writable: vec![self.workspace()],
+                readable,
+            }),
+        }
+    }
+}
+
+/// Opens the regular file `rel` under `root` for reading without following any link on the way
+/// (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), and only if it has one link: a
+/// turn may plant a symlink, or a hard link to a file outside its workspace, where the service
+/// later reads. `NotFound` for a missing file, `InvalidInput` for anything refused.
+pub fn open_beneath(root: &Path, rel: &Path) -> std::io::Result<std::fs::File> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+    use std::os::unix::fs::MetadataExt as _;
+    let refused = |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, why.to_owned());
+    let dir = std::fs::File::open(root)?;
+    let how = OpenHow::new()
+        .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
+        .resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+        );
+    let fd = openat2(&dir, rel, how).map_err(|e| match e {
+        nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR => {
+            std::io::Error::from(std::io::ErrorKind::NotFound)
+        }
+        nix::errno::Errno::ELOOP | nix::errno::Errno::EXDEV => refused("a link on the way"),
+        other => std::io::Error::from(other),
+    })?;
+    let file = std::fs::File::from(fd);
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(refused("not a regular file"));
+    }
+    if meta.nlink() != 1 {
+        return Err(refused("a file with more than one link"));
+    }
+    Ok(file)
+}
+
+/// Whether `path` is a regular file with one link, without following a link.
+pub fn is_plain_file(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.nlink() == 1)
+}
