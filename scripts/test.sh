@@ -8,11 +8,26 @@ cd "$(dirname "$0")/.."
 # The pinned agent CLIs, from the npm registry into the managed prefix (reused when present).
 bash scripts/install-agent-clis.sh
 
+# No test may leave a file in the working tree (a run that writes outside its own folder is a
+# containment bug): what git sees must be the same after the tests as before.
+tree_before=$(git status --porcelain --untracked-files=all 2>/dev/null || true)
+check_tree() {
+  local after
+  after=$(git status --porcelain --untracked-files=all 2>/dev/null || true)
+  if [ "$after" != "$tree_before" ]; then
+    echo "!!! the tests changed the working tree:"
+    diff <(echo "$tree_before") <(echo "$after") || true
+    exit 1
+  fi
+}
+
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --all-targets --no-fail-fast
 else
   echo "cargo-nextest not found; using cargo test"
   cargo test --all-targets --no-fail-fast
 fi
+check_tree
 bash scripts/lint-docker.sh
 bash scripts/smoke-run.sh
+check_tree

@@ -141,7 +141,7 @@ async fn auth_status_and_engine_summaries() {
     let codex = &list[0];
     assert_eq!(codex["cli_version"], "0.170.0");
     assert_eq!(codex["auth_ready"], true);
-    assert_eq!(codex["sandbox_status"], "disabled");
+    assert_eq!(codex["sandbox_status"], "landlock");
     assert_eq!(
         codex["models_count"].as_u64().unwrap() as usize,
         codex_models["models"].as_array().unwrap().len()

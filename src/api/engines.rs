@@ -250,8 +250,9 @@ pub struct EngineSummary {
     /// `null` when the CLI is not installed.
     pub cli_version: Option<String>,
     pub auth_ready: bool,
-    /// Always `disabled`: runs are isolated by their own folder, home and process group, and
-    /// the CLIs' own sandboxes are switched off (see the README's engine notes).
+    /// How turns are confined: `landlock` (the service's own sandbox, which replaces the
+    /// CLIs' own, switched off because they cannot prompt headless), `unavailable` (the kernel
+    /// lacks Landlock under `SKILL_RUNNER_SANDBOX=auto`) or `off`.
     pub sandbox_status: &'static str,
     pub models_count: usize,
 }
@@ -284,7 +285,7 @@ async fn summary(state: &AppState, engine: Engine) -> (EngineSummary, Vec<Model>
         engine,
         cli_version: engines.version(engine).await,
         auth_ready: engines.auth_status(engine).is_some_and(|a| a.auth_ready),
-        sandbox_status: "disabled",
+        sandbox_status: state.jobs.sandbox().as_str(),
         models_count: models.len(),
     };
     (summary, models)

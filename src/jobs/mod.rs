@@ -181,6 +181,11 @@ impl Jobs {
         }
     }
 
+    /// How turns are confined.
+    pub fn sandbox(&self) -> crate::process::SandboxStatus {
+        self.supervisor.sandbox()
+    }
+
     /// The folders of a run.
     pub fn folder(&self, run_id: &str) -> RunFolder {
         RunFolder::new(self.config.runs_dir().join(run_id))
