@@ -51,7 +51,7 @@ pub fn tree(root: &Path, hidden: &[&str]) -> std::io::Result<Vec<TreeEntry>> {
 }
 
 /// Whether `rel` is, or lies under, a path in `hidden`.
-fn is_hidden(rel: &str, hidden: &[&str]) -> bool {
+pub fn is_hidden(rel: &str, hidden: &[&str]) -> bool {
     hidden.iter().any(|h| {
         rel == *h
             || rel

@@ -428,10 +428,6 @@ impl Jobs {
     }
 }
 
-fn browse_hidden(rel: &str) -> bool {
-    rel == HIDDEN_HOME || rel.starts_with(&format!("{HIDDEN_HOME}/"))
-}
-
 /// Zips the bundle's files plus `bundle/<manifest_name>` (`{files: [{path, size, sha256}]}`)
 /// into `target`, through a temporary file. Only the service builds bundles, from the result
 /// and the artifacts (`artifacts/...`), or, for debug bundles, the whole run folder but the
@@ -448,7 +444,9 @@ fn build_bundle(
     let files: Vec<(String, PathBuf)> = if debug {
         files_under(root)?
             .into_iter()
-            .filter(|(rel, _)| !rel.starts_with("bundle/") && !browse_hidden(rel))
+            .filter(|(rel, _)| {
+                !rel.starts_with("bundle/") && !browse::is_hidden(rel, &[HIDDEN_HOME])
+            })
             .map(|(rel, _)| (rel.clone(), PathBuf::from(rel)))
             .collect()
     } else {
