@@ -241,11 +241,6 @@ impl Default for JobLimits {
 }
 
 impl Config {
-    /// Reads the process environment.
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_vars(&std::env::vars().collect())
-    }
-
     /// Reads configuration from `vars` (the environment the service was started with), so
     /// tests can supply variables without touching the process environment.
     pub fn from_vars(vars: &BTreeMap<String, String>) -> Result<Self, ConfigError> {

@@ -1,23 +1,26 @@
 //! Failures a test can inject into a debug build, to prove what happens when the service fails
-//! at a point no real input reaches (`SKILL_RUNNER_TEST_FAULTS=point,point`). Release builds
-//! never fail here.
+//! at a point no real input reaches (`SKILL_RUNNER_TEST_FAULTS=point,point`, read by `main` from
+//! the environment the service was started with). Release builds never fail here.
 
-/// An error when `point` is listed in `SKILL_RUNNER_TEST_FAULTS` (debug builds only).
+use std::sync::OnceLock;
+
+static FAULTS: OnceLock<Vec<String>> = OnceLock::new();
+
+/// Sets the injected failure points from `SKILL_RUNNER_TEST_FAULTS` (comma-separated), once.
+pub fn configure(spec: Option<&str>) {
+    let points = spec
+        .unwrap_or_default()
+        .split(',')
+        .map(|p| p.trim().to_owned())
+        .filter(|p| !p.is_empty())
+        .collect();
+    let _ = FAULTS.set(points);
+}
+
+/// An error when `point` was configured (debug builds only).
 pub fn check(point: &str) -> anyhow::Result<()> {
-    #[cfg(debug_assertions)]
-    {
-        static FAULTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-        let faults = FAULTS.get_or_init(|| {
-            std::env::var("SKILL_RUNNER_TEST_FAULTS")
-                .unwrap_or_default()
-                .split(',')
-                .map(|p| p.trim().to_owned())
-                .collect()
-        });
-        if faults.iter().any(|f| f == point) {
-            anyhow::bail!("injected failure at '{point}'");
-        }
+    if cfg!(debug_assertions) && FAULTS.get().is_some_and(|f| f.iter().any(|p| p == point)) {
+        anyhow::bail!("injected failure at '{point}'");
     }
-    let _ = point;
     Ok(())
 }

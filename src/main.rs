@@ -1,6 +1,7 @@
 //! The `skill-runner` binary: configuration, logging, the listener, then [`skill_runner::serve`].
 #![forbid(unsafe_code)]
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -80,7 +81,29 @@ fn fake_model(
 }
 
 fn serve() -> ExitCode {
-    let config = match configure() {
+    use skill_runner::process::handover;
+    // First start: drop the environment and come back with it handed over (see `handover`).
+    let vars = match handover::receive() {
+        Ok(Some(vars)) => vars,
+        Ok(None) => {
+            let e = handover::reexec();
+            eprintln!("skill-runner: cannot re-execute itself without its environment: {e}");
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            eprintln!(
+                "skill-runner: cannot read the environment handed over in {}: {e}",
+                handover::FD_VARIABLE
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Err(e) = handover::seal() {
+        eprintln!("skill-runner: cannot mark itself non-dumpable: {e}");
+        return ExitCode::FAILURE;
+    }
+    skill_runner::faults::configure(vars.get("SKILL_RUNNER_TEST_FAULTS").map(String::as_str));
+    let config = match configure(&vars) {
         Ok(config) => config,
         Err(e) => {
             eprintln!("skill-runner: configuration error: {e}");
@@ -92,7 +115,7 @@ fn serve() -> ExitCode {
         let listener = match tokio::net::TcpListener::bind(config.bind).await {
             Ok(l) => l,
             Err(e) => {
-                let variable = if std::env::var_os("SKILL_RUNNER_BIND").is_some() {
+                let variable = if vars.contains_key("SKILL_RUNNER_BIND") {
                     "SKILL_RUNNER_BIND"
                 } else {
                     "PORT"
@@ -118,8 +141,8 @@ fn serve() -> ExitCode {
     }
 }
 
-fn configure() -> Result<Config, ConfigError> {
-    let mut config = Config::from_env()?;
+fn configure(vars: &BTreeMap<String, String>) -> Result<Config, ConfigError> {
+    let mut config = Config::from_vars(vars)?;
     config.prepare_dirs()?;
     config.self_exe = std::env::current_exe().ok();
     let landlock = skill_runner::process::sandbox::landlock_supported();

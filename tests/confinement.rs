@@ -6,6 +6,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -34,6 +35,15 @@ for name, path in p["read"].items():
     except OSError as e:
         seen["read:" + name] = "denied: " + type(e).__name__
 env = dict(os.environ)
+leaked = []
+for fd in range(3, 1024):
+    try:
+        data = os.pread(fd, 1 << 20, 0)
+    except OSError:
+        continue
+    if any(s.encode() in data for s in p["sentinels"]):
+        leaked.append(fd)
+seen["fds:sentinels"] = leaked
 seen["env:names"] = sorted(env)
 seen["env:sentinels"] = [k for k, v in env.items() for s in p["sentinels"] if s in v or s == k]
 os.makedirs("artifacts", exist_ok=True)
@@ -168,6 +178,7 @@ async fn a_hostile_script_touches_nothing_outside_its_run() {
             }
         }
         assert_eq!(seen["env:sentinels"], json!([]), "{how}: {seen:#}");
+        assert_eq!(seen["fds:sentinels"], json!([]), "{how}: {seen:#}");
         let names: Vec<&str> = seen["env:names"]
             .as_array()
             .unwrap()
@@ -181,6 +192,27 @@ async fn a_hostile_script_touches_nothing_outside_its_run() {
                 .any(|n| n.starts_with("SKILL_RUNNER_") && n.ends_with("_API_KEY")),
             "{how}: {names:?}"
         );
+    }
+
+    // The service's own environment page holds none of them either: readable as root (as CI
+    // runs), otherwise it belongs to root because the service is not dumpable.
+    let as_root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
+    match std::fs::read(format!("/proc/{}/environ", server.pid())) {
+        Ok(environ) => {
+            let environ = String::from_utf8_lossy(&environ);
+            assert!(environ.contains("PATH="), "{environ}");
+            for secret in [
+                "sentinel-5d1e",
+                "aws-sentinel-77f2",
+                "SKILL_RUNNER_TEST_SENTINEL",
+            ] {
+                assert!(!environ.contains(secret), "{secret} in {environ}");
+            }
+        }
+        Err(e) => assert!(
+            !as_root && e.kind() == std::io::ErrorKind::PermissionDenied,
+            "{e}"
+        ),
     }
 
     // Nothing outside the runs changed: not the working directory, the data dir, the skills.

@@ -13,6 +13,7 @@
 //! handle dropped before it was waited for kills its group.
 
 pub mod env;
+pub mod handover;
 pub mod leader;
 pub mod reaper;
 pub mod sandbox;

@@ -307,21 +307,35 @@ pub fn build_zip(entries: Vec<(String, Vec<u8>)>) -> Vec<u8> {
     w.finish().unwrap().into_inner()
 }
 
-/// Path → bytes of every file under `dir`, relative to it.
+/// Path → bytes of every file under `dir`, relative to it. A file or folder that vanishes
+/// while it is walked (a live service's temporary files) is left out.
 pub fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
+        let Some(entries) = present(std::fs::read_dir(dir)) else {
+            return;
+        };
+        for entry in entries {
+            let Some(entry) = present(entry) else {
+                continue;
+            };
+            let path = entry.path();
             if path.is_dir() {
                 walk(root, &path, out);
-            } else {
+            } else if let Some(bytes) = present(std::fs::read(&path)) {
                 let rel = path
                     .strip_prefix(root)
                     .unwrap()
                     .to_string_lossy()
                     .into_owned();
-                out.insert(rel, std::fs::read(&path).unwrap());
+                out.insert(rel, bytes);
             }
+        }
+    }
+    fn present<T>(result: std::io::Result<T>) -> Option<T> {
+        match result {
+            Ok(value) => Some(value),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => panic!("{e}"),
         }
     }
     let mut out = BTreeMap::new();
