@@ -77,6 +77,9 @@ pub struct Config {
     /// Basic Auth for the administrative routes (`UI_BASIC_AUTH_ENABLED`, `_USERNAME`,
     /// `_PASSWORD`); `None` when disabled.
     pub admin_auth: Option<BasicAuth>,
+    /// Bearer tokens every route but `/v1/system/ping` requires (`SKILL_RUNNER_API_TOKENS`,
+    /// `SKILL_RUNNER_API_TOKENS_FILE`); `None` when neither is set.
+    pub api_tokens: Option<ApiTokens>,
     /// The service's own executable, started as the group reaper (`skill-runner reaper`) and
     /// as every process's turn leader (`skill-runner turn`); set by `main`.
     pub self_exe: Option<PathBuf>,
@@ -106,6 +109,58 @@ impl fmt::Debug for BasicAuth {
             .finish()
     }
 }
+
+/// The bearer tokens the API accepts, kept only as SHA-256 digests.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiTokens(Vec<[u8; 32]>);
+
+impl ApiTokens {
+    /// Whether `token` is one of them. Every digest is compared, in constant time, so the
+    /// answer's timing says nothing about which or how much matched.
+    pub fn accepts(&self, token: &str) -> bool {
+        use sha2::Digest as _;
+        use subtle::ConstantTimeEq as _;
+        let digest = sha2::Sha256::digest(token.as_bytes());
+        let found = self.0.iter().fold(subtle::Choice::from(0), |found, known| {
+            found | known.as_slice().ct_eq(digest.as_slice())
+        });
+        found.into()
+    }
+
+    /// One entry: `sha256:<64 hex digits>` (the digest of the token), or the token itself (at
+    /// least 16 characters, no spaces). The error never repeats the entry.
+    fn digest_of(entry: &str) -> Result<[u8; 32], String> {
+        use sha2::Digest as _;
+        if let Some(hex) = entry.strip_prefix("sha256:") {
+            let bytes: Option<Vec<u8>> = (hex.len() == 64 && hex.is_ascii())
+                .then(|| {
+                    (0..32)
+                        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
+                        .collect()
+                })
+                .flatten();
+            return bytes
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| "a 'sha256:' entry needs 64 hex digits after it".to_owned());
+        }
+        if entry.chars().count() < MIN_TOKEN_CHARS || entry.chars().any(char::is_whitespace) {
+            return Err(format!(
+                "a token must have at least {MIN_TOKEN_CHARS} characters and no spaces \
+                 (or be given as sha256:<hex digest>)"
+            ));
+        }
+        Ok(sha2::Sha256::digest(entry.as_bytes()).into())
+    }
+}
+
+impl fmt::Debug for ApiTokens {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ApiTokens({} set)", self.0.len())
+    }
+}
+
+/// Tokens shorter than this are refused: they could be guessed.
+const MIN_TOKEN_CHARS: usize = 16;
 
 /// Queue, timeouts and retention of job runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -424,6 +479,7 @@ impl Config {
             invoke,
             agents,
             admin_auth: parse_basic_auth(&get)?,
+            api_tokens: parse_api_tokens(&get)?,
             self_exe: None,
             sandbox: match get("SKILL_RUNNER_SANDBOX") {
                 None => SandboxMode::Auto,
@@ -614,6 +670,52 @@ fn ensure_writable_dir(variable: &'static str, dir: &Path) -> Result<PathBuf, Co
     Ok(dir)
 }
 
+/// `SKILL_RUNNER_API_TOKENS` (comma-separated) and the lines of `SKILL_RUNNER_API_TOKENS_FILE`
+/// (blank lines and `#` comments skipped), together. Set but naming no token is an error: an
+/// operator who set it meant to close the API.
+fn parse_api_tokens(
+    get: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<ApiTokens>, ConfigError> {
+    let mut entries: Vec<(&'static str, String)> = Vec::new();
+    let list = get("SKILL_RUNNER_API_TOKENS");
+    if let Some(list) = &list {
+        let variable = "SKILL_RUNNER_API_TOKENS";
+        entries.extend(list.split(',').map(|e| (variable, e.trim().to_owned())));
+    }
+    let file = get("SKILL_RUNNER_API_TOKENS_FILE");
+    if let Some(path) = &file {
+        let variable = "SKILL_RUNNER_API_TOKENS_FILE";
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            variable,
+            problem: format!("cannot read '{path}': {e}"),
+        })?;
+        entries.extend(text.lines().map(|line| (variable, line.trim().to_owned())));
+    }
+    if list.is_none() && file.is_none() {
+        return Ok(None);
+    }
+    let mut digests = Vec::new();
+    for (variable, entry) in entries {
+        if entry.is_empty() || entry.starts_with('#') {
+            continue;
+        }
+        let digest =
+            ApiTokens::digest_of(&entry).map_err(|problem| ConfigError { variable, problem })?;
+        digests.push(digest);
+    }
+    if digests.is_empty() {
+        return Err(ConfigError {
+            variable: if list.is_some() {
+                "SKILL_RUNNER_API_TOKENS"
+            } else {
+                "SKILL_RUNNER_API_TOKENS_FILE"
+            },
+            problem: "names no token".into(),
+        });
+    }
+    Ok(Some(ApiTokens(digests)))
+}
+
 /// `UI_BASIC_AUTH_ENABLED` with its user and password: enabled without both is an error.
 fn parse_basic_auth(
     get: &impl Fn(&str) -> Option<String>,
@@ -672,6 +774,51 @@ mod tests {
         assert_eq!(c.skills_dir, PathBuf::from("./skills"));
         assert_eq!(c.log_format, LogFormat::Text);
         assert_eq!(c.package_limits, PackageLimits::default());
+    }
+
+    #[test]
+    fn api_tokens_come_as_a_list_a_file_or_digests() {
+        assert_eq!(config(&[]).unwrap().api_tokens, None);
+        let plain = "tok-0123456789abcdef";
+        let digest = "sha256:bb02b4d0457547291dcad5ffcf74722842767c51faaf24ad48c2049c83473bd4";
+        let c = config(&[("SKILL_RUNNER_API_TOKENS", &format!(" {plain} ,{digest}"))]).unwrap();
+        let tokens = c.api_tokens.unwrap();
+        assert!(tokens.accepts(plain));
+        assert!(
+            tokens.accepts("some-other-token-value"),
+            "given by its digest"
+        );
+        assert!(!tokens.accepts("tok-0123456789abcde"));
+        assert!(!tokens.accepts(""));
+
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("tokens");
+        std::fs::write(&file, format!("# operators\n\n{plain}\n")).unwrap();
+        let c = config(&[("SKILL_RUNNER_API_TOKENS_FILE", file.to_str().unwrap())]).unwrap();
+        assert!(c.api_tokens.unwrap().accepts(plain));
+
+        for (vars, variable) in [
+            (
+                vec![("SKILL_RUNNER_API_TOKENS", "short")],
+                "SKILL_RUNNER_API_TOKENS",
+            ),
+            (
+                vec![("SKILL_RUNNER_API_TOKENS", "sha256:abc")],
+                "SKILL_RUNNER_API_TOKENS",
+            ),
+            (
+                vec![("SKILL_RUNNER_API_TOKENS", " , ")],
+                "SKILL_RUNNER_API_TOKENS",
+            ),
+            (
+                vec![("SKILL_RUNNER_API_TOKENS_FILE", "/nonexistent/tokens")],
+                "SKILL_RUNNER_API_TOKENS_FILE",
+            ),
+        ] {
+            let e = config(&vars).unwrap_err();
+            assert_eq!(e.variable, variable, "{vars:?}");
+            assert!(!e.problem.contains("short"), "{e}");
+        }
     }
 
     #[test]

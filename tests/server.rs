@@ -48,6 +48,10 @@ fn configuration_errors_stop_startup_with_one_line() {
             ],
             "UI_BASIC_AUTH_PASSWORD: must be set when UI_BASIC_AUTH_ENABLED is true",
         ),
+        (
+            vec![("SKILL_RUNNER_API_TOKENS", "short")],
+            "SKILL_RUNNER_API_TOKENS: a token must have at least 16 characters",
+        ),
     ];
     for (i, (env, expected)) in cases.into_iter().enumerate() {
         // `serve` is also the default with no subcommand; both paths read the same configuration.
@@ -206,4 +210,109 @@ async fn bundled_skills_are_valid() {
             .contains(&json!("script"))
     );
     assert_eq!(stats["artifacts"][0]["pattern"], "report.md");
+}
+
+/// With tokens configured, every route of the OpenAPI document, every alias and `/docs`
+/// answer 401 without one (or with a wrong one) and work with one or with the console's Basic
+/// Auth; only ping stays open.
+#[tokio::test]
+async fn api_tokens_close_every_route_but_ping() {
+    let token = "tok-5b1f0c9e8d7a6b5c";
+    let server = TestServer::start_with(
+        TestDirs::new(),
+        &[
+            (
+                "SKILL_RUNNER_API_TOKENS",
+                &format!("other-token-0000000000,{token}"),
+            ),
+            ("UI_BASIC_AUTH_ENABLED", "true"),
+            ("UI_BASIC_AUTH_USERNAME", "admin"),
+            ("UI_BASIC_AUTH_PASSWORD", "console-pass"),
+        ],
+    );
+    let client = common::client();
+    let bearer = format!("Bearer {token}");
+    let (code, doc) = {
+        let r = client
+            .get(server.url("/openapi.json"))
+            .header("authorization", &bearer)
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json::<Value>().await.unwrap())
+    };
+    assert_eq!(code, 200);
+    let mut routes: Vec<(String, String)> = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            routes.push((method.to_uppercase(), path.clone()));
+        }
+    }
+    assert!(routes.len() > 30, "{routes:?}");
+    for (method, path) in [
+        ("GET", "/openapi.json"),
+        ("GET", "/docs"),
+        ("GET", "/v1/temp-skill-runs/{request_id}"),
+        ("POST", "/v1/temp-skill-runs/{request_id}/upload"),
+        ("GET", "/v1/temp-skill-runs/{request_id}/events"),
+        ("GET", "/v1/management/runs/{request_id}/events"),
+        ("POST", "/skills/{skill_id}:invoke"),
+        ("POST", "/v1/skills/{skill_id}:invoke"),
+        ("GET", "/v1/jobs/{request_id}/artifacts/a/b.txt"),
+        ("GET", "/no/such/route"),
+    ] {
+        routes.push((method.into(), path.into()));
+    }
+    let concrete = |path: &str| {
+        let path = regex::Regex::new(r"\{[^}]+\}")
+            .unwrap()
+            .replace_all(path, "nothing");
+        server.url(&path)
+    };
+    let basic = format!(
+        "Basic {}",
+        base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            "admin:console-pass"
+        )
+    );
+    for (method, path) in &routes {
+        let send = |auth: Option<&str>| {
+            let mut request = client.request(method.parse().unwrap(), concrete(path));
+            if let Some(auth) = auth {
+                request = request.header("authorization", auth);
+            }
+            async move { request.send().await.unwrap() }
+        };
+        if path == "/v1/system/ping" {
+            assert_eq!(send(None).await.status().as_u16(), 204);
+            continue;
+        }
+        for refused in [
+            None,
+            Some("Bearer tok-5b1f0c9e8d7a6b5"),
+            Some("Bearer "),
+            Some(token),
+        ] {
+            let answer = send(refused).await;
+            assert_eq!(
+                answer.status().as_u16(),
+                401,
+                "{method} {path} with {refused:?}"
+            );
+            assert_eq!(
+                answer.headers()["www-authenticate"],
+                "Bearer realm=\"skill-runner\""
+            );
+            let body: Value = answer.json().await.unwrap();
+            assert!(
+                body["detail"].as_str().unwrap().contains("Bearer"),
+                "{body}"
+            );
+        }
+        for accepted in [&bearer, &bearer.replace("Bearer", "bearer"), &basic] {
+            let code = send(Some(accepted)).await.status().as_u16();
+            assert_ne!(code, 401, "{method} {path} with {accepted}");
+        }
+    }
 }

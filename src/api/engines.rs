@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::admin_auth::Admin;
+use super::auth::Admin;
 use super::jobs::{bad_json, to_completion};
 use crate::engines::agent::AuthStatus;
 use crate::engines::models::{ManifestView, Model, ModelList};

@@ -1,6 +1,6 @@
 //! The HTTP API: routes, the OpenAPI document and the middleware stack.
 
-pub mod admin_auth;
+pub mod auth;
 pub mod engines;
 pub mod invoke;
 pub mod jobs;
@@ -165,6 +165,10 @@ pub fn router(state: AppState) -> Router {
     )
     .merge(Scalar::with_url("/docs", doc))
     .fallback(|| async { ApiError::not_found("Not Found") })
+    .layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        auth::require_token,
+    ))
     .layer(DefaultBodyLimit::max(DEFAULT_BODY_LIMIT))
     .layer(middleware)
     .with_state(state)

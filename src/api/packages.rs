@@ -6,7 +6,7 @@ use axum::extract::{Path, State};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::admin_auth::Admin;
+use super::auth::Admin;
 use super::upload::{FileField, save_file_fields};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
