@@ -159,6 +159,7 @@ async fn a_hostile_script_touches_nothing_outside_its_run() {
         .await;
     let status = server.wait_job(&rid).await;
     assert_eq!(status["status"], "succeeded", "{status}");
+    assert_eq!(status["sandbox_status"], "landlock", "{status}");
     let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
     let from_job = result["result"]["data"]["observed"].clone();
     assert_eq!(result["result"]["artifacts"], json!(["artifacts/own.txt"]));
@@ -278,6 +279,12 @@ async fn planted_files_are_never_served_and_escaped_children_die() {
             .await;
         let status = server.wait_job(&rid).await;
         assert_eq!(status["status"], "succeeded", "{sandbox}: {status}");
+        let confined = match sandbox {
+            "off" => "off",
+            _ if skill_runner::process::sandbox::landlock_supported() => "landlock",
+            _ => "unavailable",
+        };
+        assert_eq!(status["sandbox_status"], confined, "{status}");
         let workspace = server.workspace(&status);
         if sandbox == "off" {
             assert!(

@@ -132,7 +132,7 @@ impl Jobs {
     /// Executes a queued run's next turn under the switch `cancel`; a run canceled while
     /// queued is skipped.
     pub(super) async fn execute(self: &Arc<Self>, run_id: &str, cancel: CancellationToken) {
-        match self.store.start_run(run_id).await {
+        match self.store.start_run(run_id, self.sandbox().as_str()).await {
             Ok(true) => self.feeds.status(run_id),
             Ok(false) => return,
             Err(e) => {

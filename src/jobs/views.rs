@@ -42,6 +42,9 @@ pub struct RequestStatus {
     /// `{code, message}` of a failed or canceled run.
     #[schema(value_type = Option<Object>)]
     pub error: Option<Value>,
+    /// How the run's latest turn was confined: `landlock`, `unavailable` (the kernel has no
+    /// Landlock) or `off`; `null` before a turn started.
+    pub sandbox_status: Option<String>,
 }
 
 /// A request's state as the jobs routes show it, given its run (if any).
@@ -80,6 +83,7 @@ fn request_status(request: Request, run: Option<Run>) -> RequestStatus {
             .map_or_else(|| "none".to_owned(), |r| r.recovery_state.clone()),
         recovered_at: run.as_ref().and_then(|r| r.recovered_at.clone()),
         recovery_reason: run.as_ref().and_then(|r| r.recovery_reason.clone()),
+        sandbox_status: run.as_ref().and_then(|r| r.sandbox.clone()),
         warnings: run.map(|r| r.warnings).unwrap_or_default(),
         request_id: request.request_id,
     }

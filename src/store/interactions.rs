@@ -292,7 +292,7 @@ mod tests {
             .create_request(&request, Some(&Binding::Run(run)))
             .await
             .unwrap();
-        assert!(store.start_run("r1").await.unwrap());
+        assert!(store.start_run("r1", "off").await.unwrap());
         store
             .ask_user("r1", 7, &json!({"prompt": "?"}), "2100-01-01T00:00:00Z")
             .await
@@ -339,7 +339,7 @@ mod tests {
         assert_eq!(found.response, Some(yes.clone()));
         assert_eq!(found.resolution, Some(Resolution::UserReply));
 
-        assert!(store.start_run("r1").await.unwrap());
+        assert!(store.start_run("r1", "off").await.unwrap());
         let seq = store
             .ask_user(
                 "r1",

@@ -204,6 +204,8 @@ pub struct Run {
     pub updated_at: String,
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
+    /// How its latest turn was confined (`landlock`, `unavailable`, `off`); `None` before one.
+    pub sandbox: Option<String>,
 }
 
 /// Identifies an engine's process group across a crash: the group id plus what tells a reused
@@ -245,6 +247,7 @@ struct RunRow {
     updated_at: String,
     started_at: Option<String>,
     finished_at: Option<String>,
+    sandbox: Option<String>,
 }
 
 impl TryFrom<RunRow> for Run {
@@ -285,6 +288,7 @@ impl TryFrom<RunRow> for Run {
             updated_at: r.updated_at,
             started_at: r.started_at,
             finished_at: r.finished_at,
+            sandbox: r.sandbox,
         })
     }
 }
@@ -362,8 +366,7 @@ macro_rules! run_columns {
          warnings, result, cache_key, pgid, pg_boot_id, pg_start_ticks, recovery_state, \
          recovered_at, recovery_reason, turn, interaction_count, pending_interaction_id, \
          wait_deadline, auto_decision_count, last_auto_decision_at, engine_session, created_at, \
-         updated_at, \
-         started_at, finished_at"
+         updated_at, started_at, finished_at, sandbox"
     };
 }
 
@@ -554,13 +557,14 @@ impl Store {
 
     /// `queued -> running`, counting the turn; false when the run is no longer queued
     /// (canceled meanwhile).
-    pub async fn start_run(&self, run_id: &str) -> anyhow::Result<bool> {
+    pub async fn start_run(&self, run_id: &str, sandbox: &str) -> anyhow::Result<bool> {
         let now = clock::now();
         let done = sqlx::query(
-            "UPDATE runs SET status = 'running', turn = turn + 1,
+            "UPDATE runs SET status = 'running', turn = turn + 1, sandbox = ?,
                  started_at = COALESCE(started_at, ?), updated_at = ?
              WHERE run_id = ? AND status = 'queued'",
         )
+        .bind(sandbox)
         .bind(&now)
         .bind(&now)
         .bind(run_id)
@@ -860,8 +864,8 @@ mod tests {
             .create_request(&new_request("q1"), Some(&Binding::Run(new_run("r1"))))
             .await
             .unwrap();
-        assert!(store.start_run("r1").await.unwrap());
-        assert!(!store.start_run("r1").await.unwrap());
+        assert!(store.start_run("r1", "off").await.unwrap());
+        assert!(!store.start_run("r1", "off").await.unwrap());
         let mut canceled = ending(RunStatus::Canceled);
         canceled.error_code = Some("CANCELED_BY_USER".into());
         let active = [
@@ -918,7 +922,7 @@ mod tests {
             None,
             "queued runs are no hit"
         );
-        store.start_run("r1").await.unwrap();
+        store.start_run("r1", "off").await.unwrap();
         store
             .finish_run(
                 "r1",
