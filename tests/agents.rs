@@ -148,11 +148,23 @@ const ANSWER: &str = "Finished. {\"summary\": \"wrote it\", \"report\": \"artifa
 
 /// Auto mode: the model writes the artifact through the CLI's own shell tool and answers JSON
 /// that matches the output schema.
+///
+/// The same shell command also tries to write outside the run: `../../escape.txt` (the runs
+/// folder), a file in the service's working directory, and `$PWD/escape.txt` — `$PWD` is the
+/// run's workspace, so that one lands inside the run. The tool's output, sent back to the model,
+/// shows each attempt was made and denied.
 async fn auto_job(engine: &str) {
     let fake = FakeModel::start();
-    fake.script(json!([{"shell": WRITE_REPORT}, {"text": ANSWER}]))
-        .await;
     let server = server_for(engine, &fake, &[report_skill("reporter")], &[]);
+    let service_cwd = server.dirs.root.join("escape.txt");
+    let service_cwd = service_cwd.to_str().unwrap();
+    let escapes = format!(
+        "for f in ../../escape.txt \"$PWD/escape.txt\" {service_cwd}; do \
+         if (echo escaped > \"$f\") 2>/dev/null; then echo \"WROTE $f\"; \
+         else echo \"DENIED $f\"; fi; done"
+    );
+    fake.script(json!([{"shell": format!("{WRITE_REPORT}; {escapes}")}, {"text": ANSWER}]))
+        .await;
     let rid = server
         .create_job(json!({"skill_id": "reporter", "engine": engine, "input": {"text": "go"}}))
         .await;
@@ -172,10 +184,30 @@ async fn auto_job(engine: &str) {
         result["result"]["artifacts"],
         json!(["artifacts/report.txt"])
     );
-    let report = server.workspace(&status).join("artifacts/report.txt");
+    let workspace = server.workspace(&status);
+    let report = workspace.join("artifacts/report.txt");
     assert_eq!(std::fs::read_to_string(report).unwrap(), "all good\n");
     let calls = model_calls(&fake.requests().await, engine);
     assert!(calls.len() >= 2, "{calls:?}");
+    // The tool's output reaches the model in a later request (opencode makes others between).
+    let tool_output: String = calls[1..].iter().map(|c| c["body"].to_string()).collect();
+    for denied in ["../../escape.txt", service_cwd] {
+        assert!(
+            tool_output.contains(&format!("DENIED {denied}")),
+            "{denied} was not denied: {:?}",
+            tool_output
+                .match_indices("escape.txt")
+                .map(|(i, _)| &tool_output[i.saturating_sub(200)..i + 10])
+                .collect::<Vec<_>>()
+        );
+    }
+    assert!(!server.dirs.root.join("escape.txt").exists());
+    assert!(!server.dirs.data.join("runs/escape.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("escape.txt")).unwrap(),
+        "escaped\n",
+        "$PWD is the run's workspace"
+    );
     let prompt = calls[0]["body"].to_string();
     assert!(
         prompt.contains("reporter/SKILL.md") && prompt.contains("artifacts/"),
