@@ -52,6 +52,18 @@ impl RunFolder {
         self.root.join("logs/prompt.txt")
     }
 
+    /// Appends turn `turn`'s prompt to [`RunFolder::prompt_log`] under a header naming the turn.
+    pub async fn append_prompt(&self, turn: u32, prompt: &str) -> std::io::Result<()> {
+        use tokio::io::AsyncWriteExt as _;
+        let mut log = tokio::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.prompt_log())
+            .await?;
+        log.write_all(format!("=== turn {turn} ===\n{prompt}\n\n").as_bytes())
+            .await
+    }
+
     pub fn input_file(&self) -> PathBuf {
         self.root.join("input.json")
     }

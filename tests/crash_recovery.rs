@@ -249,3 +249,40 @@ async fn a_waiting_run_keeps_waiting_across_a_sigkill_and_resumes() {
     assert_eq!(status["status"], "succeeded", "{status}");
     assert_eq!(status["auto_decision_count"], 1);
 }
+
+/// SIGTERM with both slots busy and 18 runs queued: no queued run is taken during shutdown (a
+/// worker whose run the shutdown ended used to pop the next one and fail it as interrupted);
+/// after a restart all 18 run and succeed. Repeated, because the race was a coin toss.
+#[tokio::test]
+async fn sigterm_leaves_every_queued_run_queued() {
+    for round in 0..6 {
+        let dirs = TestDirs::new();
+        probe_skill("probe", None).write_into(&dirs.skills);
+        let slots = [("SKILL_RUNNER_MAX_CONCURRENT", "2")];
+        let mut server = TestServer::start_with(dirs.clone(), &slots);
+        // Runs that end at once when the shutdown signals them.
+        for _ in 0..2 {
+            let rid = server
+                .create_job(json!({"skill_id": "probe", "parameter": {"mode": "late"}}))
+                .await;
+            server
+                .wait_status(&format!("/v1/jobs/{rid}"), &["running"])
+                .await;
+        }
+        let mut queued = Vec::new();
+        for i in 0..18 {
+            queued.push(
+                server
+                    .create_job(json!({"skill_id": "probe", "input": {"text": format!("q{i}")},
+                                       "parameter": {"mode": "ok"}, "runtime_options": {"no_cache": true}}))
+                    .await,
+            );
+        }
+        assert!(server.terminate().success());
+        let server = TestServer::start_with(dirs.clone(), &slots);
+        for rid in &queued {
+            let status = server.wait_job(rid).await;
+            assert_eq!(status["status"], "succeeded", "round {round}: {status}");
+        }
+    }
+}

@@ -225,6 +225,15 @@ async fn interactive_job_resumes_the_reported_session() {
     );
     assert!(arg_after(&calls[1], "-p").unwrap().contains("teal-green"));
     assert!(arg_after(&calls[0], "-p").unwrap().contains("ask_user"));
+
+    // `/logs` carries each turn's prompt, as the CLI received it, under a turn header.
+    let (_, logs) = server.get(&format!("/v1/jobs/{rid}/logs")).await;
+    let expected = format!(
+        "=== turn 1 ===\n{}\n\n=== turn 2 ===\n{}\n\n",
+        arg_after(&calls[0], "-p").unwrap(),
+        arg_after(&calls[1], "-p").unwrap()
+    );
+    assert_eq!(logs["prompt"], expected);
 }
 
 /// A reply cannot resume a conversation whose session id the CLI never reported: the run

@@ -302,6 +302,11 @@ async fn create_validation_matches_the_reference() {
     // Nothing was recorded by the refused requests.
     let runs = server.dirs.data.join("runs");
     assert!(!runs.exists() || std::fs::read_dir(&runs).unwrap().next().is_none());
+    // The reference's tools send verbosity counts and 0/1 flags.
+    let (code, body) = post(json!({"skill_id": "probe", "parameter": {"mode": "ok"},
+                                   "runtime_options": {"verbose": 2, "no_cache": 1}}))
+    .await;
+    assert_eq!(code, 200, "{body}");
     // An optional file input may be omitted: an empty zip starts the run.
     let rid = server
         .create_job(
@@ -787,4 +792,77 @@ async fn cleanup_endpoint_and_retention_sweep_delete_finished_runs() {
     );
     assert!(!server.run_dir(&ok_status).exists());
     assert_eq!(server.get(&format!("/v1/jobs/{ok}")).await.0, 404);
+}
+
+/// A JSON body over the limit is 413 and one not declared JSON is 415, as HTTP says; a body
+/// that is not valid JSON stays the reference's 422.
+#[tokio::test]
+async fn oversized_and_non_json_bodies_get_413_and_415() {
+    let server = TestServer::with_skills(&[probe_skill("probe", None)], &[]);
+    // A new connection each time: the server closes one whose body it refused unread.
+    let _ = common::client();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let big = format!(
+        "{{\"skill_id\": \"probe\", \"input\": {{\"text\": \"{}\"}}}}",
+        "x".repeat(3 * 1024 * 1024)
+    );
+    for path in ["/v1/jobs", "/v1/temp-skill-runs"] {
+        let send = |content_type: &'static str, body: String| {
+            client
+                .post(server.url(path))
+                .header("content-type", content_type)
+                .body(body)
+                .send()
+        };
+        let answer = send("application/json", big.clone()).await.unwrap();
+        assert_eq!(answer.status().as_u16(), 413, "{path}");
+        let body: Value = answer.json().await.unwrap();
+        assert!(body["detail"].as_str().is_some(), "{body}");
+        let answer = send("text/plain", "{\"skill_id\": \"probe\"}".into())
+            .await
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 415, "{path}");
+        let body: Value = answer.json().await.unwrap();
+        assert!(
+            body["detail"]
+                .as_str()
+                .unwrap()
+                .contains("application/json"),
+            "{body}"
+        );
+        let answer = send("application/json", "{not json".into()).await.unwrap();
+        assert_eq!(answer.status().as_u16(), 422, "{path}");
+    }
+}
+
+/// `/logs` returns each log's last MiB and says it cut it; a bundle of a large artifact is
+/// complete and its manifest right (it is streamed into the zip, not read whole).
+#[tokio::test]
+async fn logs_are_cut_to_their_end_and_bundles_take_large_artifacts() {
+    let server = TestServer::with_skills(&[probe_skill("probe", None)], &[]);
+    let rid = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "big"}}))
+        .await;
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let (code, logs) = server.get(&format!("/v1/jobs/{rid}/logs")).await;
+    assert_eq!(code, 200);
+    let stdout = logs["stdout"].as_str().unwrap();
+    assert_eq!(stdout.len(), 1024 * 1024);
+    assert!(stdout.ends_with("{\"summary\":\"big\",\"turn\":1}\n"));
+    assert!(stdout.contains("\na line of output\n"));
+    assert_eq!(
+        logs["truncated"],
+        json!({"prompt": false, "stdout": true, "stderr": false})
+    );
+    assert_eq!(logs["prompt"], "", "script skills have no prompt");
+
+    let (code, _, bytes) = server.get_bytes(&format!("/v1/jobs/{rid}/bundle")).await;
+    assert_eq!(code, 200);
+    let files = unzip(&bytes);
+    assert_eq!(files["artifacts/report.md"].len(), 25_165_824);
+    check_manifest(&files, "bundle/manifest.json");
 }

@@ -660,7 +660,13 @@ async fn reply_timeouts_decide_or_fail() {
 async fn management_routes_show_the_same_runs_as_the_jobs_routes() {
     let broken = common::skill_package("broken", "1.0.0").without("assets/output.schema.json");
     let server = TestServer::with_skills(
-        &[asker_skill("asker"), probe_skill("probe", None), broken],
+        &[
+            asker_skill("asker"),
+            probe_skill("probe", None),
+            broken,
+            // Placed by hand without a version, as the reference's own example skills ship.
+            probe_skill("unversioned", None).runner(json!({"version": null})),
+        ],
         &[],
     );
     let rid = server
@@ -787,6 +793,17 @@ async fn management_routes_show_the_same_runs_as_the_jobs_routes() {
     let broken = find("broken");
     assert_eq!(broken["health"], "degraded");
     assert!(broken["health_error"].as_str().unwrap().contains("output"));
+    assert_eq!(asker["warnings"], json!([]));
+    let unversioned = find("unversioned");
+    assert_eq!(unversioned["health"], "healthy", "{unversioned}");
+    assert_eq!(unversioned["version"], "1.0.0");
+    assert_eq!(
+        unversioned["warnings"],
+        json!(["runner.json has no 'version'; the skill is treated as 1.0.0"])
+    );
+    let (_, listed) = server.get("/v1/skills/unversioned").await;
+    assert_eq!(listed["version"], "1.0.0");
+    assert_eq!(listed["warnings"], unversioned["warnings"]);
     let (code, detail) = server.get("/v1/management/skills/asker").await;
     assert_eq!(code, 200);
     assert_eq!(

@@ -79,9 +79,10 @@ async fn install_update_and_refuse_downgrade() {
     let (_, one) = server.get("/v1/skills/demo").await;
     assert_eq!(one["version"], "1.2.0");
 
-    // Same and lower versions fail, naming both, and change nothing.
+    // Same and lower versions fail, naming both, and change nothing; build metadata does not
+    // make a version higher.
     let before = common::digest(&skills);
-    for version in ["1.2.0", "1.1.9"] {
+    for version in ["1.2.0", "1.1.9", "1.2.0+b2"] {
         let status = server
             .install_and_wait(skill_package("demo", version).zip())
             .await;
@@ -247,6 +248,11 @@ async fn every_validation_rule_fails_with_a_named_error() {
             "bad x-type",
             ok().file("assets/output.schema.json", r#"{"type":"object","properties":{"a":{"type":"string","x-type":"blob"}}}"#).zip(),
             "property 'a' has x-type \"blob\"",
+        ),
+        (
+            "remote $ref",
+            ok().file("assets/parameter.schema.json", r#"{"type":"object","properties":{"a":{"$ref":"https://schemas.example.com/a.json"}}}"#).zip(),
+            "refers to 'https://schemas.example.com/a.json' outside itself",
         ),
         ("unparsable version", ok().runner(json!({"version": "one"})).zip(), "version 'one' is not a valid semantic version"),
         ("missing version", ok().runner(json!({"version": null})).zip(), "'version' is required"),

@@ -49,12 +49,18 @@ impl<S: Send + Sync> FromRequestParts<S> for Kind {
     }
 }
 
-/// A JSON body that could not be read, as a FastAPI-style 422.
+/// A JSON body that could not be read: 413 when it is over the body limit, 415 when it is
+/// not declared JSON, otherwise a FastAPI-style 422.
 pub fn bad_json(e: JsonRejection) -> ApiError {
-    ApiError::new(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        serde_json::json!([{"loc": ["body"], "msg": e.body_text(), "type": "json_invalid"}]),
-    )
+    match e.status() {
+        status @ (StatusCode::PAYLOAD_TOO_LARGE | StatusCode::UNSUPPORTED_MEDIA_TYPE) => {
+            ApiError::new(status, e.body_text())
+        }
+        _ => ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            serde_json::json!([{"loc": ["body"], "msg": e.body_text(), "type": "json_invalid"}]),
+        ),
+    }
 }
 
 /// Runs a state-changing operation as its own task, so a client that disconnects cannot cut

@@ -36,6 +36,8 @@ pub struct SkillSummary {
     /// `healthy`, or `degraded` when the folder is not a valid skill.
     pub health: &'static str,
     pub health_error: Option<String>,
+    /// What is odd but tolerated (e.g. a hand-placed skill without a version, listed as 1.0.0).
+    pub warnings: Vec<String>,
 }
 
 /// One skill with its schemas, entrypoint and files.
@@ -98,6 +100,7 @@ fn summary(entry: &SkillEntry) -> SkillSummary {
             installed_at,
             health: "healthy",
             health_error: None,
+            warnings: m.warnings.clone(),
         },
         SkillEntry::Degraded { id, error, .. } => SkillSummary {
             id: id.clone(),
@@ -110,6 +113,7 @@ fn summary(entry: &SkillEntry) -> SkillSummary {
             installed_at,
             health: "degraded",
             health_error: Some(error.clone()),
+            warnings: Vec::new(),
         },
     }
 }

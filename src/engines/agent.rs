@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{Cli, Engine, EngineAdapter, Failure, Reading, Turn};
+use super::{Cli, Engine, EngineAdapter, Failure, Prepared, Reading, Turn};
 use crate::config::{AgentConfig, Endpoint};
 use crate::output;
 use crate::process::ProcessSpec;
@@ -106,7 +106,7 @@ pub fn missing_cli(engine: Engine, program: &str, package: &str, config: &AgentC
 
 /// The process of a turn: `argv` in the workspace with `env`, stdin closed, logs in `logs/`,
 /// confined to the workspace (the skill is copied into it).
-pub fn spec(turn: &Turn<'_>, argv: Vec<String>, env: Vec<(String, String)>) -> ProcessSpec {
+fn spec(turn: &Turn<'_>, argv: Vec<String>, env: Vec<(String, String)>) -> ProcessSpec {
     turn.folder.process(argv, env, Vec::new())
 }
 
@@ -140,6 +140,27 @@ pub struct Setup {
     pub home: PathBuf,
     pub skill_copy: PathBuf,
     pub login: Login,
+    /// What the CLI is told this turn ([`prompt`]).
+    pub prompt: String,
+}
+
+impl Setup {
+    /// The turn ready to start: `argv` in the run's workspace with `env`, the login lent to
+    /// it, and its prompt for the run's prompt log.
+    pub fn prepared(
+        self,
+        turn: &Turn<'_>,
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+        session: Option<String>,
+    ) -> Prepared {
+        Prepared {
+            spec: spec(turn, argv, env),
+            session,
+            login: self.login,
+            prompt: Some(self.prompt),
+        }
+    }
 }
 
 /// Finds the adapter's CLI, creates the run's home, lends it the CLI's login (unless an API key is
@@ -172,6 +193,7 @@ pub fn setup(
     materialize(&turn.skill.path, &skill_copy)?;
     Ok(Setup {
         program: program.to_string_lossy().into_owned(),
+        prompt: prompt(turn, &skill_copy),
         home,
         skill_copy,
         login,

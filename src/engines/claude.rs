@@ -42,7 +42,7 @@ impl EngineAdapter for Claude {
         let mut argv: Vec<String> = vec![
             setup.program.clone(),
             "-p".into(),
-            agent::prompt(turn, &setup.skill_copy),
+            setup.prompt.clone(),
             "--output-format".into(),
             "stream-json".into(),
             "--verbose".into(),
@@ -73,11 +73,7 @@ impl EngineAdapter for Claude {
             "ANTHROPIC_API_KEY",
             &mut env,
         );
-        Ok(Prepared {
-            spec: agent::spec(turn, argv, env),
-            session,
-            login: setup.login,
-        })
+        Ok(setup.prepared(turn, argv, env, session))
     }
 
     fn read(&self, stdout: &str, _stderr: &str) -> Reading {

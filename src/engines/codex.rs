@@ -107,7 +107,7 @@ impl EngineAdapter for Codex {
                 format!("model_reasoning_effort={}", toml_string(effort)),
             ]);
         }
-        let prompt = agent::prompt(turn, &setup.skill_copy);
+        let prompt = setup.prompt.clone();
         match turn.session {
             Some(thread) if turn.number > 1 => {
                 argv.extend(["resume".into(), thread.to_owned(), prompt]);
@@ -126,11 +126,7 @@ impl EngineAdapter for Codex {
             "CODEX_HOME".into(),
             codex_home.to_string_lossy().into_owned(),
         ));
-        Ok(Prepared {
-            spec: agent::spec(turn, argv, env),
-            session: None,
-            login: setup.login,
-        })
+        Ok(setup.prepared(turn, argv, env, None))
     }
 
     fn read(&self, stdout: &str, _stderr: &str) -> Reading {

@@ -65,7 +65,7 @@ impl EngineAdapter for Gemini {
         let mut argv: Vec<String> = vec![
             setup.program.clone(),
             "-p".into(),
-            agent::prompt(turn, &setup.skill_copy),
+            setup.prompt.clone(),
             "-o".into(),
             "stream-json".into(),
             "--skip-trust".into(),
@@ -83,11 +83,7 @@ impl EngineAdapter for Gemini {
             "GEMINI_API_KEY",
             &mut env,
         );
-        Ok(Prepared {
-            spec: agent::spec(turn, argv, env),
-            session,
-            login: setup.login,
-        })
+        Ok(setup.prepared(turn, argv, env, session))
     }
 
     fn read(&self, stdout: &str, _stderr: &str) -> Reading {

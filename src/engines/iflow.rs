@@ -82,7 +82,7 @@ impl EngineAdapter for Iflow {
         let mut argv: Vec<String> = vec![
             setup.program.clone(),
             "-p".into(),
-            agent::prompt(turn, &setup.skill_copy),
+            setup.prompt.clone(),
             "-y".into(),
         ];
         if let Some(model) = model {
@@ -105,11 +105,7 @@ impl EngineAdapter for Iflow {
             "IFLOW_apiKey",
             &mut env,
         );
-        Ok(Prepared {
-            spec: agent::spec(turn, argv, env),
-            session: None,
-            login: setup.login,
-        })
+        Ok(setup.prepared(turn, argv, env, None))
     }
 
     fn read(&self, stdout: &str, stderr: &str) -> Reading {

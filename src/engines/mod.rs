@@ -58,12 +58,14 @@ impl Turn<'_> {
 }
 
 /// A turn ready to start: its process, its session when the engine lets the runner pick it up
-/// front, and the login lent to it (held until the turn is over).
+/// front, the login lent to it (held until the turn is over) and its prompt.
 #[derive(Debug)]
 pub struct Prepared {
     pub spec: ProcessSpec,
     pub session: Option<String>,
     pub login: agent::Login,
+    /// What an agent CLI is told this turn; kept in the run's `logs/prompt.txt`.
+    pub prompt: Option<String>,
 }
 
 /// What a turn's output says.

@@ -101,7 +101,7 @@ impl EngineAdapter for Opencode {
         if let Some(session) = turn.session.filter(|_| turn.number > 1) {
             argv.extend(["-s".into(), session.to_owned()]);
         }
-        argv.push(agent::prompt(turn, &setup.skill_copy));
+        argv.push(setup.prompt.clone());
         let mut env = agent::base_env(home, &self.config);
         // What the provider's `{env:...}` reference reads.
         agent::key_env(
@@ -118,11 +118,7 @@ impl EngineAdapter for Opencode {
         ] {
             env.push((name.into(), "1".into()));
         }
-        Ok(Prepared {
-            spec: agent::spec(turn, argv, env),
-            session: None,
-            login: setup.login,
-        })
+        Ok(setup.prepared(turn, argv, env, None))
     }
 
     fn read(&self, stdout: &str, _stderr: &str) -> Reading {

@@ -63,7 +63,7 @@ impl EngineAdapter for Qwen {
         let model = agent::model(&self.config, self.engine(), turn, ENDPOINT_MODEL);
         let mut argv: Vec<String> = vec![
             setup.program.clone(),
-            agent::prompt(turn, &setup.skill_copy),
+            setup.prompt.clone(),
             "-o".into(),
             "stream-json".into(),
             "-y".into(),
@@ -83,11 +83,7 @@ impl EngineAdapter for Qwen {
             "OPENAI_API_KEY",
             &mut env,
         );
-        Ok(Prepared {
-            spec: agent::spec(turn, argv, env),
-            session,
-            login: setup.login,
-        })
+        Ok(setup.prepared(turn, argv, env, session))
     }
 
     fn read(&self, stdout: &str, _stderr: &str) -> Reading {

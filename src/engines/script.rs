@@ -67,6 +67,7 @@ impl EngineAdapter for ScriptEngine {
             spec,
             session: None,
             login: Default::default(),
+            prompt: None,
         })
     }
 

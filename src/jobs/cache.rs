@@ -23,13 +23,13 @@ fn hex(digest: &[u8]) -> String {
 pub fn fingerprint(dir: &Path) -> std::io::Result<String> {
     let mut hasher = Sha256::new();
     for (rel, path) in files_under(dir)? {
-        let bytes = std::fs::read(&path)?;
+        let file = std::fs::File::open(&path)?;
         hasher.update(rel.as_bytes());
         hasher.update([0]);
-        hasher.update((bytes.len() as u64).to_le_bytes());
-        hasher.update(&bytes);
+        hasher.update(file.metadata()?.len().to_le_bytes());
+        hash_copy(&mut hasher, file, std::io::sink())?;
     }
-    Ok(hex(&hasher.finalize()))
+    Ok(hex_digest(hasher))
 }
 
 /// `{path, sha256, size}` of each uploaded file, sorted by path.
@@ -37,10 +37,38 @@ pub fn file_manifest(dir: &Path) -> std::io::Result<Vec<Value>> {
     files_under(dir)?
         .into_iter()
         .map(|(rel, path)| {
-            let bytes = std::fs::read(&path)?;
-            Ok(json!({"path": rel, "sha256": sha256_hex(&bytes), "size": bytes.len()}))
+            let mut hasher = Sha256::new();
+            let size = hash_copy(&mut hasher, std::fs::File::open(&path)?, std::io::sink())?;
+            Ok(json!({"path": rel, "sha256": hex_digest(hasher), "size": size}))
         })
         .collect()
+}
+
+/// Copies `from` into `to` in chunks while hashing it, so a file of any size takes constant
+/// memory; returns the bytes copied.
+pub fn hash_copy(
+    hasher: &mut Sha256,
+    mut from: impl std::io::Read,
+    mut to: impl std::io::Write,
+) -> std::io::Result<u64> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        hasher.update(&buf[..n]);
+        to.write_all(&buf[..n])?;
+        total += n as u64;
+    }
+}
+
+/// A finished hash as lower-case hex.
+pub fn hex_digest(hasher: Sha256) -> String {
+    hex(&hasher.finalize())
 }
 
 /// Regular files under `dir` with their `/`-separated relative paths, sorted; symlinks are

@@ -360,6 +360,7 @@ impl Jobs {
             spec,
             session,
             login,
+            prompt,
         } = match adapter.prepare(&turn) {
             Ok(prepared) => prepared,
             Err(e) => {
@@ -371,6 +372,9 @@ impl Jobs {
             }
         };
         let program = spec.argv.first().cloned().unwrap_or_default();
+        if let Some(prompt) = &prompt {
+            folder.append_prompt(run.turn, prompt).await?;
+        }
         if let Some(session) = &session {
             self.store.set_run_session(run_id, session).await?;
         }

@@ -138,6 +138,8 @@ impl Jobs {
     /// `ORCHESTRATOR_RESTART_INTERRUPTED`; queued runs stay queued for the next start, waiting
     /// runs keep waiting).
     pub async fn shutdown(&self, grace: Duration) {
+        // First: a worker whose run the cancel below ends must not take the next one.
+        self.queue.close();
         self.shutdown.cancel();
         self.tracker.close();
         let waiting = self.queue.waiting();
@@ -154,11 +156,7 @@ impl Jobs {
 
     /// One slot: executes runs one after another until shutdown.
     async fn worker(self: Arc<Self>) {
-        loop {
-            let run_id = tokio::select! {
-                run_id = self.queue.pop() => run_id,
-                () = self.shutdown.cancelled() => return,
-            };
+        while let Some(run_id) = self.queue.pop().await {
             let cancel = self.shutdown.child_token();
             let turn = self.turns.fetch_add(1, Ordering::Relaxed);
             self.active

@@ -10,7 +10,9 @@ pub const DEFAULT_SESSION_TIMEOUT_SEC: u64 = 1200;
 /// Parsed runtime options; they never change what a run computes, so the cache ignores them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeOptions {
-    pub verbose: bool,
+    /// A verbosity count (the reference's tools send `0`, `1`, `2`; `true` is 1). Accepted for
+    /// compatibility: the logs already hold everything a turn printed, so it changes nothing.
+    pub verbose: u64,
     pub no_cache: bool,
     pub debug: bool,
     pub debug_keep_temp: bool,
@@ -19,8 +21,8 @@ pub struct RuntimeOptions {
     pub session_timeout_sec: u64,
 }
 
-const BOOLEANS: [&str; 5] = [
-    "verbose",
+/// Flags: `true`/`false`, or `1`/`0` as older clients send them.
+const BOOLEANS: [&str; 4] = [
     "no_cache",
     "debug",
     "debug_keep_temp",
@@ -41,6 +43,7 @@ impl RuntimeOptions {
             .map(String::as_str)
             .filter(|k| {
                 !BOOLEANS.contains(k)
+                    && *k != "verbose"
                     && *k != "execution_mode"
                     && *k != "session_timeout_sec"
                     && !is_legacy_timeout(k)
@@ -48,7 +51,7 @@ impl RuntimeOptions {
             .collect();
         if !unknown.is_empty() {
             return Err(format!(
-                "Unknown runtime_options: {}; allowed: {}, execution_mode, session_timeout_sec",
+                "Unknown runtime_options: {}; allowed: verbose, {}, execution_mode, session_timeout_sec",
                 unknown.join(", "),
                 BOOLEANS.join(", ")
             ));
@@ -56,9 +59,20 @@ impl RuntimeOptions {
         let flag = |key: &str| match map.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(Value::Number(n)) if n.as_u64() == Some(0) => Ok(Some(false)),
+            Some(Value::Number(n)) if n.as_u64() == Some(1) => Ok(Some(true)),
             Some(other) => Err(format!(
-                "runtime_options.{key} must be a boolean, got {other}"
+                "runtime_options.{key} must be a boolean (or 0/1), got {other}"
             )),
+        };
+        let verbose = match map.get("verbose") {
+            None | Some(Value::Null) => 0,
+            Some(Value::Bool(b)) => u64::from(*b),
+            Some(v) => v.as_u64().ok_or_else(|| {
+                format!(
+                    "runtime_options.verbose must be a boolean or a count (0, 1, 2, …), got {v}"
+                )
+            })?,
         };
         let execution_mode = match map.get("execution_mode") {
             None | Some(Value::Null) => ExecutionMode::Auto,
@@ -82,7 +96,7 @@ impl RuntimeOptions {
             session_timeout_sec = session_timeout_sec.or(legacy);
         }
         Ok(Self {
-            verbose: flag("verbose")?.unwrap_or(false),
+            verbose,
             no_cache: flag("no_cache")?.unwrap_or(false),
             debug: flag("debug")?.unwrap_or(false),
             debug_keep_temp: flag("debug_keep_temp")?.unwrap_or(false),
@@ -118,6 +132,29 @@ mod tests {
         assert!(o.no_cache && o.debug);
         assert_eq!(o.execution_mode, ExecutionMode::Interactive);
         assert_eq!(o.session_timeout_sec, 30);
+    }
+
+    #[test]
+    fn verbose_is_a_count_and_flags_take_zero_or_one() {
+        let o =
+            RuntimeOptions::parse(Some(&json!({"verbose": 2, "no_cache": 1, "debug": 0}))).unwrap();
+        assert_eq!(o.verbose, 2);
+        assert!(o.no_cache && !o.debug);
+        let o = RuntimeOptions::parse(Some(&json!({"verbose": true}))).unwrap();
+        assert_eq!(o.verbose, 1);
+        for bad in [
+            json!({"verbose": -1}),
+            json!({"verbose": "2"}),
+            json!({"verbose": 1.5}),
+        ] {
+            let e = RuntimeOptions::parse(Some(&bad)).unwrap_err();
+            assert!(e.contains("runtime_options.verbose"), "{e}");
+        }
+        let e = RuntimeOptions::parse(Some(&json!({"debug": 2}))).unwrap_err();
+        assert!(
+            e.contains("runtime_options.debug must be a boolean (or 0/1)"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! Admission is reserved before a run is written, so the bound is exact under concurrent
 //! creates: at most `max` runs are admitted and not yet started. A worker pops the oldest run;
 //! the number of workers is the number of slots, so a slot is held exactly as long as a worker
-//! executes a run and cannot leak.
+//! executes a run and cannot leak. Closing the queue (shutdown) is decided under the same lock
+//! as a pop, so no run leaves the queue once shutdown began: queued runs stay queued.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -21,6 +22,7 @@ pub struct Queue {
 struct State {
     runs: VecDeque<String>,
     reserved: usize,
+    closed: bool,
 }
 
 /// A place in the queue, held while the run is being recorded; dropping it unused gives the
@@ -60,15 +62,27 @@ impl Queue {
         self.ready.notify_one();
     }
 
-    /// Waits for the oldest run.
-    pub async fn pop(&self) -> String {
+    /// Waits for the oldest run; `None` once the queue is closed, even with runs left in it.
+    pub async fn pop(&self) -> Option<String> {
         loop {
             let notified = self.ready.notified();
-            if let Some(run_id) = self.lock().runs.pop_front() {
-                return run_id;
+            {
+                let mut state = self.lock();
+                if state.closed {
+                    return None;
+                }
+                if let Some(run_id) = state.runs.pop_front() {
+                    return Some(run_id);
+                }
             }
             notified.await;
         }
+    }
+
+    /// Stops handing out runs (shutdown): every waiting and later [`Queue::pop`] answers `None`.
+    pub fn close(&self) {
+        self.lock().closed = true;
+        self.ready.notify_waiters();
     }
 
     /// Takes a canceled run out of the queue so it no longer counts against the bound.
@@ -127,8 +141,23 @@ mod tests {
         assert!(q.remove("r2"));
         let c = q.try_admit().unwrap();
         c.enqueue("r3".into());
-        assert_eq!(q.pop().await, "r1");
-        assert_eq!(q.pop().await, "r3");
+        assert_eq!(q.pop().await.as_deref(), Some("r1"));
+        assert_eq!(q.pop().await.as_deref(), Some("r3"));
         assert_eq!(q.waiting(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_closed_queue_hands_out_nothing_and_keeps_its_runs() {
+        let q = Queue::new(4);
+        let waiting = tokio::spawn({
+            let q = q.clone();
+            async move { q.pop().await }
+        });
+        tokio::task::yield_now().await;
+        q.close();
+        assert_eq!(waiting.await.unwrap(), None, "a waiting worker is released");
+        q.push_unbounded("r1".into());
+        assert_eq!(q.pop().await, None, "a ready run is not handed out");
+        assert_eq!(q.waiting(), 1);
     }
 }

@@ -1,15 +1,16 @@
 //! What clients read back about a request (status, result, artifacts, logs, bundle), and cancel.
 //! The same functions serve `/v1/jobs/*` and `/v1/temp-skill-runs/*`.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde::Serialize;
 use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
 
-use super::cache::{files_under, sha256_hex};
+use super::cache::{files_under, hash_copy, hex_digest};
 use super::executor::{Envelope, list_artifacts};
 use super::options::RuntimeOptions;
 use super::{Jobs, Scope};
@@ -136,13 +137,54 @@ pub struct CancelResponse {
     pub message: String,
 }
 
-/// `GET /v1/jobs/{request_id}/logs`.
+/// `GET /v1/jobs/{request_id}/logs`: each log's last [`LOG_TAIL_BYTES`].
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct RunLogs {
     pub request_id: String,
     pub prompt: String,
     pub stdout: String,
     pub stderr: String,
+    /// Which logs were longer than the limit and are cut to their end.
+    pub truncated: LogsTruncated,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct LogsTruncated {
+    pub prompt: bool,
+    pub stdout: bool,
+    pub stderr: bool,
+}
+
+/// At most this much of each log's end is returned by `/logs`: a run may print gigabytes. The
+/// event stream and the run's files serve all of it.
+pub const LOG_TAIL_BYTES: u64 = 1024 * 1024;
+
+/// The last [`LOG_TAIL_BYTES`] of `path` (empty when it does not exist) and whether it was cut;
+/// a cut never starts inside a UTF-8 character.
+async fn log_tail(path: PathBuf) -> (String, bool) {
+    use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
+    let Ok(mut file) = tokio::fs::File::open(&path).await else {
+        return (String::new(), false);
+    };
+    let len = file.metadata().await.map_or(0, |m| m.len());
+    let start = len.saturating_sub(LOG_TAIL_BYTES);
+    let mut bytes = Vec::new();
+    let read = async {
+        file.seek(std::io::SeekFrom::Start(start)).await?;
+        file.take(LOG_TAIL_BYTES).read_to_end(&mut bytes).await
+    };
+    if read.await.is_err() {
+        return (String::new(), false);
+    }
+    let skip = if start > 0 {
+        bytes.iter().take_while(|b| (**b & 0xC0) == 0x80).count()
+    } else {
+        0
+    };
+    (
+        String::from_utf8_lossy(&bytes[skip..]).into_owned(),
+        start > 0,
+    )
 }
 
 /// A built bundle, ready to send.
@@ -301,21 +343,20 @@ impl Jobs {
 
     pub async fn logs(&self, scope: Scope, request_id: &str) -> ApiResult<RunLogs> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
-        let logs = self.folder(&run.run_id).logs();
-        let read = |name: &str| {
-            let path = logs.join(name);
-            async move {
-                tokio::fs::read(path)
-                    .await
-                    .map(|b| String::from_utf8_lossy(&b).into_owned())
-                    .unwrap_or_default()
-            }
-        };
+        let folder = self.folder(&run.run_id);
+        let (prompt, prompt_cut) = log_tail(folder.prompt_log()).await;
+        let (stdout, stdout_cut) = log_tail(folder.stdout_log()).await;
+        let (stderr, stderr_cut) = log_tail(folder.stderr_log()).await;
         Ok(RunLogs {
             request_id: request_id.to_owned(),
-            prompt: read("prompt.txt").await,
-            stdout: read("stdout.txt").await,
-            stderr: read("stderr.txt").await,
+            prompt,
+            stdout,
+            stderr,
+            truncated: LogsTruncated {
+                prompt: prompt_cut,
+                stdout: stdout_cut,
+                stderr: stderr_cut,
+            },
         })
     }
 
@@ -478,16 +519,18 @@ fn build_bundle(
         .large_file(false);
     let mut entries = Vec::new();
     for (rel, inside) in &files {
-        let mut bytes = Vec::new();
-        match open_beneath(root, inside) {
-            Ok(mut file) => file.read_to_end(&mut bytes)?,
+        let file = match open_beneath(root, inside) {
+            Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => continue,
             Err(e) => return Err(e.into()),
         };
-        zip.start_file(rel.as_str(), options)?;
-        zip.write_all(&bytes)?;
-        entries.push(json!({"path": rel, "size": bytes.len(), "sha256": sha256_hex(&bytes)}));
+        // Streamed: a large artifact costs a buffer, not its size in memory.
+        let large = file.metadata()?.len() >= u64::from(u32::MAX);
+        zip.start_file(rel.as_str(), options.large_file(large))?;
+        let mut hasher = Sha256::new();
+        let size = hash_copy(&mut hasher, file, &mut zip)?;
+        entries.push(json!({"path": rel, "size": size, "sha256": hex_digest(hasher)}));
     }
     let manifest = serde_json::to_vec_pretty(&json!({"files": entries}))?;
     zip.start_file(format!("bundle/{manifest_name}"), options)?;

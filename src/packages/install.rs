@@ -352,10 +352,11 @@ fn plan_swap(skills: &Path, id: &str, version: &str) -> Result<SwapPlan, String>
     };
     let new = manifest::parse_version(version).map_err(|e| e.0)?;
     let old = manifest::parse_version(&installed).map_err(|e| e.0)?;
-    if new <= old {
+    // Precedence, as semantic versioning defines it: build metadata (`+b2`) does not count.
+    if new.cmp_precedence(&old) != std::cmp::Ordering::Greater {
         return Err(format!(
             "version {version} of '{id}' is not higher than the installed version {installed}; \
-             updates must strictly increase the version"
+             updates must strictly increase the version (build metadata does not count)"
         ));
     }
     let archive = skills.join(".archive").join(id).join(&installed);

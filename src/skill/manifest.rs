@@ -23,24 +23,39 @@ fn invalid<T>(message: impl Into<String>) -> Result<T, InvalidSkill> {
 /// Which optional fields a context insists on.
 #[derive(Debug, Clone, Copy)]
 pub struct Rules {
-    pub require_version: bool,
+    pub missing_version: MissingVersion,
     pub require_execution_modes: bool,
 }
+
+/// What a `runner.json` without `version` means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MissingVersion {
+    /// The skill is refused (a package to install: updates compare versions).
+    Refused,
+    /// [`DEFAULT_VERSION`], with a warning (a folder placed by hand; the reference's own example
+    /// skills ship without one).
+    Defaulted,
+    /// No version (a temporary run).
+    Allowed,
+}
+
+/// The version of a hand-placed skill whose `runner.json` has none.
+pub const DEFAULT_VERSION: &str = "1.0.0";
 
 impl Rules {
     /// A package uploaded for installation.
     pub const INSTALL: Rules = Rules {
-        require_version: true,
+        missing_version: MissingVersion::Refused,
         require_execution_modes: true,
     };
     /// A skill already in the skills dir: a missing `execution_modes` means `["auto"]`.
     pub const REGISTERED: Rules = Rules {
-        require_version: true,
+        missing_version: MissingVersion::Defaulted,
         require_execution_modes: false,
     };
     /// A package uploaded for one temporary run.
     pub const TEMPORARY: Rules = Rules {
-        require_version: false,
+        missing_version: MissingVersion::Allowed,
         require_execution_modes: false,
     };
 }
@@ -106,6 +121,8 @@ pub struct SkillManifest {
     pub runtime: Value,
     /// Engine default configuration files present under `assets/`, by engine.
     pub engine_configs: BTreeMap<String, String>,
+    /// What is odd but tolerated about the skill (e.g. a defaulted version).
+    pub warnings: Vec<String>,
     /// The script argv when the skill runs with the `script` engine.
     #[serde(skip)]
     pub script: Option<Vec<String>>,
@@ -203,11 +220,18 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
         ));
     }
 
+    let mut warnings = Vec::new();
     let version = match runner.get("version") {
-        None | Some(Value::Null) if rules.require_version => {
-            return invalid("runner.json: 'version' is required");
-        }
-        None | Some(Value::Null) => None,
+        None | Some(Value::Null) => match rules.missing_version {
+            MissingVersion::Refused => return invalid("runner.json: 'version' is required"),
+            MissingVersion::Defaulted => {
+                warnings.push(format!(
+                    "runner.json has no 'version'; the skill is treated as {DEFAULT_VERSION}"
+                ));
+                Some(DEFAULT_VERSION.to_owned())
+            }
+            MissingVersion::Allowed => None,
+        },
         Some(Value::String(v)) => {
             parse_version(v)?;
             Some(v.clone())
@@ -269,6 +293,7 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
         entrypoint,
         runtime,
         engine_configs,
+        warnings,
         script,
         schema_docs,
     })
@@ -579,7 +604,31 @@ fn read_schema(dir: &Path, which: &str, rel: &str) -> Result<Value, InvalidSkill
             "{rel} ({which} schema) is not a valid JSON Schema: {e}"
         ));
     }
+    // Compiled now, so a schema every run would fail on is refused at install, not blamed on
+    // a client's input later. References are resolved offline only: within the document.
+    if let Err(e) = jsonschema::validator_for(&schema) {
+        return invalid(match outside_reference(&schema) {
+            Some(target) => format!(
+                "{rel} ({which} schema) refers to '{target}' outside itself; schemas must be \
+                 self-contained (the service resolves no remote or file references)"
+            ),
+            None => format!("{rel} ({which} schema) cannot be compiled: {e}"),
+        });
+    }
     Ok(schema)
+}
+
+/// The first `$ref` that does not point into the document itself (`#…`).
+fn outside_reference(schema: &Value) -> Option<&str> {
+    match schema {
+        Value::Object(map) => map
+            .get("$ref")
+            .and_then(Value::as_str)
+            .filter(|r| !r.starts_with('#'))
+            .or_else(|| map.values().find_map(outside_reference)),
+        Value::Array(items) => items.iter().find_map(outside_reference),
+        _ => None,
+    }
 }
 
 /// Checks that `properties` (if any) maps names to objects and applies `rule` to each.
@@ -838,6 +887,56 @@ mod tests {
                 "{runner}: got '{message}', want '{expected}'"
             );
         }
+    }
+
+    #[test]
+    fn a_hand_placed_skill_without_version_is_1_0_0_with_a_warning() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = skill(root.path(), "plain", json!({"version": null}));
+        let m = load(&dir, Rules::REGISTERED).unwrap();
+        assert_eq!(m.version.as_deref(), Some("1.0.0"));
+        assert_eq!(
+            m.warnings,
+            ["runner.json has no 'version'; the skill is treated as 1.0.0"]
+        );
+        assert_eq!(load(&dir, Rules::TEMPORARY).unwrap().version, None);
+        assert!(err(&dir).contains("'version' is required"));
+        let versioned = load(&skill(root.path(), "v", json!({})), Rules::REGISTERED).unwrap();
+        assert!(versioned.warnings.is_empty());
+    }
+
+    #[test]
+    fn schemas_with_outside_references_are_refused_naming_them() {
+        let root = tempfile::tempdir().unwrap();
+        for (i, target) in [
+            "https://example.com/schemas/thing.json",
+            "other.schema.json#/defs/x",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let dir = skill(root.path(), &format!("r{i}"), json!({}));
+            std::fs::write(
+                dir.join("assets/input.schema.json"),
+                json!({"type": "object", "properties": {"t": {"$ref": target}}}).to_string(),
+            )
+            .unwrap();
+            let message = err(&dir);
+            assert!(
+                message.contains(&format!("refers to '{target}' outside itself")),
+                "{message}"
+            );
+        }
+        // References within the document are fine.
+        let dir = skill(root.path(), "local", json!({}));
+        std::fs::write(
+            dir.join("assets/input.schema.json"),
+            json!({"type": "object", "$defs": {"s": {"type": "string"}},
+                   "properties": {"t": {"$ref": "#/$defs/s"}}})
+            .to_string(),
+        )
+        .unwrap();
+        assert!(load(&dir, Rules::REGISTERED).is_ok());
     }
 
     #[test]

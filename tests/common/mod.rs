@@ -404,6 +404,11 @@ case "$mode" in
     trap 'mkdir -p artifacts; printf r > artifacts/report.md; echo "{\"summary\":\"late\"}"; exit 0' TERM
     sleep 30 & wait ;;
   grandchild) sh -c 'sleep 300' & sleep 300 ;;
+  big)
+    mkdir -p artifacts
+    head -c 25165824 /dev/zero | tr '\0' 'a' > artifacts/report.md
+    yes 'a line of output' | head -c 3145728
+    printf '{"summary":"big","turn":1}\n' ;;
 esac
 "#;
 
