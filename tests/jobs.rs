@@ -53,11 +53,25 @@ async fn file_input_and_parameter_run_to_success_with_result_artifacts_bundle_an
     let (_, before) = server.get(&format!("/v1/jobs/{rid}")).await;
     assert_eq!(before["status"], "queued");
 
-    let (code, missing) = server.upload_inputs(rid, vec![("other.txt", b"x")]).await;
-    assert_eq!(code, 400, "{missing}");
+    // A zip without the required file is accepted and its run fails naming it, as the
+    // reference's documents say; the request does not wait for another upload.
+    let (code, other) = server
+        .post_json(
+            "/v1/jobs",
+            json!({"skill_id": "probe", "input": {"text": "no doc"}, "parameter": {"mode": "ok"}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{other}");
+    let other = other["request_id"].as_str().unwrap();
+    let (code, missing) = server.upload_inputs(other, vec![("other.txt", b"x")]).await;
+    assert_eq!(code, 200, "{missing}");
+    assert_eq!(missing["status"], "queued");
+    let failed = server.wait_job(other).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let message = failed["error"]["message"].as_str().unwrap();
     assert!(
-        missing["detail"].as_str().unwrap().contains("doc"),
-        "{missing}"
+        message.starts_with("Input validation failed") && message.contains("doc"),
+        "{failed}"
     );
 
     let (code, uploaded) = server
@@ -717,6 +731,58 @@ async fn temporary_skill_runs_run_once_and_leave_nothing() {
     let status = server.get(&format!("/v1/temp-skill-runs/{bad}")).await.1;
     assert_eq!(status["status"], "failed", "{status}");
 
+    // A package that refuses the request: the request fails with the human message and the
+    // code kept apart.
+    let (_, created) = create(json!({"execution_mode": "interactive"})).await;
+    let refused = created["request_id"].as_str().unwrap().to_owned();
+    let (code, _) = server
+        .post_form(
+            &format!("/v1/temp-skill-runs/{refused}/upload"),
+            temp_form(Some(package.zip()), None),
+        )
+        .await;
+    assert_eq!(code, 400);
+    let status = server
+        .get(&format!("/v1/temp-skill-runs/{refused}"))
+        .await
+        .1;
+    assert_eq!(
+        status["error"],
+        json!({"code": "SKILL_EXECUTION_MODE_UNSUPPORTED",
+               "message": "Skill 'tmp-probe' does not support execution_mode 'interactive'"}),
+        "{status}"
+    );
+
+    // A parameter missing a required field: accepted, and the run fails naming it.
+    let (_, created) = server
+        .post_json(
+            "/v1/temp-skill-runs",
+            json!({"engine": "script", "parameter": {}}),
+        )
+        .await;
+    let unparameterised = created["request_id"].as_str().unwrap().to_owned();
+    let doc = common::build_zip(vec![("doc".into(), b"d".to_vec())]);
+    let (code, up) = server
+        .post_form(
+            &format!("/v1/temp-skill-runs/{unparameterised}/upload"),
+            temp_form(Some(package.zip()), Some(doc)),
+        )
+        .await;
+    assert_eq!((code, &up["status"]), (200, &json!("queued")), "{up}");
+    let status = server
+        .wait_status(
+            &format!("/v1/temp-skill-runs/{unparameterised}"),
+            &["succeeded", "failed"],
+        )
+        .await;
+    let message = status["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        status["status"] == "failed"
+            && message.starts_with("Input validation failed")
+            && message.contains("mode"),
+        "{status}"
+    );
+
     // Oversize: 413 with the limit named; the request can still take a proper package.
     let (_, created) = create(json!({})).await;
     let big = created["request_id"].as_str().unwrap().to_owned();
@@ -766,14 +832,16 @@ async fn cleanup_endpoint_and_retention_sweep_delete_finished_runs() {
     let ok_status = server.wait_job(&ok).await;
     assert!(server.run_dir(&failed_status).exists());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    while server.get(&format!("/v1/jobs/{failed}")).await.0 != 404 {
+    // The sweep forgets the run first, then removes its folder.
+    while server.get(&format!("/v1/jobs/{failed}")).await.0 != 404
+        || server.run_dir(&failed_status).exists()
+    {
         assert!(
             std::time::Instant::now() < deadline,
             "failed run never swept"
         );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    assert!(!server.run_dir(&failed_status).exists());
     assert_eq!(
         server.get(&format!("/v1/jobs/{ok}")).await.0,
         200,

@@ -252,13 +252,20 @@ impl Jobs {
         match &outcome {
             Ok(_) => {}
             Err(Refusal::Fail(ApiError::Client { detail, .. })) => {
-                let message = detail
-                    .as_str()
-                    .map_or_else(|| detail.to_string(), str::to_owned);
+                // A structured detail keeps its code apart from its human message.
+                let (code, message) = match detail {
+                    Value::String(text) => (None, text.clone()),
+                    other => (
+                        other["code"].as_str(),
+                        other["message"]
+                            .as_str()
+                            .map_or_else(|| other.to_string(), str::to_owned),
+                    ),
+                };
                 let dir = self.upload_dir(request.kind, &request.request_id);
                 let _ = tokio::fs::remove_dir_all(&dir).await;
                 self.store
-                    .fail_upload(&request.request_id, &message)
+                    .fail_upload(&request.request_id, code, &message)
                     .await?;
             }
             Err(_) => self.release_upload(&request).await,
@@ -312,23 +319,8 @@ impl Jobs {
             }
             None => Vec::new(),
         };
-        let missing: Vec<String> = skill
-            .required_inputs()
-            .into_iter()
-            .filter(|key| {
-                skill
-                    .input_sources()
-                    .iter()
-                    .any(|(k, s)| k == key && *s == InputSource::File)
-            })
-            .filter(|key| !uploads.join(key).is_file())
-            .collect();
-        if !missing.is_empty() {
-            return Err(Refusal::Retry(ApiError::bad_request(format!(
-                "Input validation failed: required file inputs missing from the zip: {}",
-                missing.join(", ")
-            ))));
-        }
+        // A required file missing from the zip is not refused here: the run starts and fails
+        // with `Input validation failed`, as the reference's documents say.
 
         let new_request = NewRequest {
             request_id: request.request_id.clone(),
@@ -411,7 +403,7 @@ impl Jobs {
         let list = self.engines.models(engine).await;
         validation::model(engine, request.model.as_deref(), list.as_ref())
             .map_err(Refusal::Fail)?;
-        validation::parameter(&skill, &request.parameter).map_err(Refusal::Fail)?;
+        // The parameter is checked when the run starts (a failed run naming every problem).
         Ok((skill, engine))
     }
 

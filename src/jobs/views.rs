@@ -59,7 +59,7 @@ fn request_status(request: Request, run: Option<Run>) -> RequestStatus {
         ),
         (None, Some(message)) => (
             RunStatus::Failed,
-            Some(json!({"code": null, "message": message})),
+            Some(json!({"code": request.error_code, "message": message})),
         ),
         // Waiting for its upload: the reference's clients expect `queued`, not 404.
         (None, None) => (RunStatus::Queued, None),

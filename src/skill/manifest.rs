@@ -161,20 +161,6 @@ impl SkillManifest {
             })
             .unwrap_or_default()
     }
-
-    /// Input keys listed as `required`.
-    pub fn required_inputs(&self) -> Vec<String> {
-        self.schema_docs
-            .input
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|r| {
-                r.iter()
-                    .filter_map(|k| k.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
 }
 
 /// Engine default configuration files a skill may ship.

@@ -117,6 +117,8 @@ pub struct Request {
     pub run_id: Option<String>,
     pub cache_hit: bool,
     pub error: Option<String>,
+    /// The code of that failure, when it has one (e.g. `SKILL_ENGINE_UNSUPPORTED`).
+    pub error_code: Option<String>,
     pub temp_dir: Option<String>,
     pub created_at: String,
     pub updated_at: String,
@@ -137,6 +139,7 @@ struct RequestRow {
     run_id: Option<String>,
     cache_hit: bool,
     error: Option<String>,
+    error_code: Option<String>,
     temp_dir: Option<String>,
     created_at: String,
     updated_at: String,
@@ -163,6 +166,7 @@ impl TryFrom<RequestRow> for Request {
             run_id: r.run_id,
             cache_hit: r.cache_hit,
             error: r.error,
+            error_code: r.error_code,
             temp_dir: r.temp_dir,
             created_at: r.created_at,
             updated_at: r.updated_at,
@@ -356,7 +360,8 @@ pub struct Removed {
 macro_rules! request_columns {
     () => {
         "request_id, kind, skill_id, engine, model, engine_options, input, parameter, \
-         runtime_options, upload_state, run_id, cache_hit, error, temp_dir, created_at, updated_at"
+         runtime_options, upload_state, run_id, cache_hit, error, error_code, temp_dir, created_at, \
+         updated_at"
     };
 }
 
@@ -542,11 +547,17 @@ impl Store {
     }
 
     /// Ends a claimed upload with a failure recorded on the request (no run is created).
-    pub async fn fail_upload(&self, request_id: &str, error: &str) -> anyhow::Result<()> {
+    pub async fn fail_upload(
+        &self,
+        request_id: &str,
+        code: Option<&str>,
+        error: &str,
+    ) -> anyhow::Result<()> {
         sqlx::query(
-            "UPDATE requests SET upload_state = 'done', error = ?, updated_at = ?
+            "UPDATE requests SET upload_state = 'done', error_code = ?, error = ?, updated_at = ?
              WHERE request_id = ? AND upload_state = 'receiving'",
         )
+        .bind(code)
         .bind(error)
         .bind(clock::now())
         .bind(request_id)
