@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 
 use crate::api;
 use crate::config::Config;
+use crate::engines::Engines;
 use crate::engines::upgrades::Upgrader;
 use crate::invoke::Host;
 use crate::jobs::Jobs;
@@ -52,8 +53,9 @@ pub async fn serve(
         .context("the service's own executable is unknown (it leads every process it starts)")?;
     let reaper = Arc::new(Reaper::spawn(&exe).context("starting the process group reaper")?);
     let supervisor = Supervisor::new(launch(&config, exe)?, Some(reaper), config.jobs.kill_grace);
+    let engines = Engines::new(&config.agents);
     let invoke = Arc::new(
-        Host::new(&config, registry.clone(), &supervisor)
+        Host::new(&config, registry.clone(), engines.clone(), &supervisor)
             .await
             .context("starting the invoke host")?,
     );
@@ -62,6 +64,7 @@ pub async fn serve(
         config.clone(),
         store.clone(),
         registry.clone(),
+        engines,
         supervisor.clone(),
     );
     jobs.start().await.context("recovering runs")?;

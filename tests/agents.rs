@@ -553,3 +553,50 @@ async fn two_concurrent_codex_runs_keep_their_own_models() {
         "{models:?}"
     );
 }
+
+/// `:invoke` of an agent skill runs one auto turn of its engine through the runner core that
+/// jobs use: the same answer as a job, `meta.runner_type: "engine:codex"`.
+#[tokio::test]
+async fn an_agent_skill_answers_through_invoke_as_through_a_job() {
+    if !in_netns(
+        "an_agent_skill_answers_through_invoke_as_through_a_job",
+        "codex",
+    ) {
+        return;
+    }
+    let fake = FakeModel::start();
+    fake.script(json!([
+        {"shell": WRITE_REPORT}, {"text": ANSWER},
+        {"shell": WRITE_REPORT}, {"text": ANSWER}
+    ]))
+    .await;
+    let server = server_for(
+        "codex",
+        &fake,
+        &[report_skill("reporter")],
+        &[("OPENSKILL_TIMEOUT_MS", "120000")],
+    );
+    let rid = server
+        .create_job(json!({"skill_id": "reporter", "engine": "codex", "input": {"text": "go"}}))
+        .await;
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let (_, job) = server.get(&format!("/v1/jobs/{rid}/result")).await;
+
+    let (code, invoked) = server
+        .post_json(
+            "/skills/reporter:invoke",
+            json!({"input": {"text": "go"}, "engine": "codex"}),
+        )
+        .await;
+    assert_eq!(
+        code,
+        200,
+        "{invoked}\n{}",
+        failure_context(&server, &fake, &rid).await
+    );
+    assert_eq!(invoked["data"], job["result"]["data"], "{invoked}");
+    assert_eq!(invoked["meta"]["runner_type"], "engine:codex");
+    let calls = model_calls(&fake.requests().await, "codex");
+    assert!(calls.len() >= 4, "two turns of two model calls: {calls:?}");
+}

@@ -980,7 +980,7 @@ async fn invoke_and_a_job_of_one_script_skill_give_the_same_data() {
     assert_eq!(result["data"]["summary"], "5 words");
     assert_eq!(
         (&result["meta"]["runner_type"], &result["meta"]["version"]),
-        (&json!("script"), &json!("1.2.0"))
+        (&json!("engine:script"), &json!("1.2.0"))
     );
     let (status, result) = invoke(&server, "word-stats", json!({"text": 5})).await;
     assert_eq!(
@@ -994,8 +994,53 @@ async fn invoke_and_a_job_of_one_script_skill_give_the_same_data() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|s| s["id"] == "word-stats" && s["runner_type"] == "script")
+            .any(|s| s["id"] == "word-stats" && s["runner_type"] == "engine:script")
     );
+    // An engine the skill does not have is refused naming the field.
+    let (status, result) = server
+        .post_json(
+            "/skills/word-stats:invoke",
+            json!({"input": {"text": "x"}, "engine": "gemini2"}),
+        )
+        .await;
+    assert_eq!(
+        (status, code(&result)),
+        (400, "INVALID_ARGUMENT"),
+        "{result}"
+    );
+    assert!(
+        result["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not support engine 'gemini2'"),
+        "{result}"
+    );
+}
+
+/// A package installed while the service runs is invocable at once; an update answers with
+/// the new version at once.
+#[tokio::test]
+async fn an_installed_or_updated_package_is_invocable_at_once() {
+    let server = TestServer::start();
+    let version = |v: &str, answer: &str| {
+        skill_package("fresh", v)
+            .runner(json!({"entrypoint": {"script": ["sh", "run.sh"]}}))
+            .file("run.sh", format!("echo '{{\"answer\": \"{answer}\"}}'\n"))
+            .file(
+                "assets/output.schema.json",
+                json!({"type": "object", "required": ["answer"]}).to_string(),
+            )
+    };
+    let (status, result) = invoke(&server, "fresh", json!({})).await;
+    assert_eq!((status, code(&result)), (404, "NOT_FOUND"), "{result}");
+    for (v, answer) in [("1.0.0", "first"), ("1.1.0", "second")] {
+        let installed = server.install_and_wait(version(v, answer).zip()).await;
+        assert_eq!(installed["status"], "succeeded", "{installed}");
+        let (status, result) = invoke(&server, "fresh", json!({})).await;
+        assert_eq!(status, 200, "{result}");
+        assert_eq!(result["data"], json!({"answer": answer}));
+        assert_eq!(result["meta"]["version"], v);
+    }
 }
 
 #[tokio::test]

@@ -78,7 +78,7 @@ pub async fn invoke(
             let failed = Err(SkillError::internal("the call failed unexpectedly"));
             let started = std::time::Instant::now();
             respond(crate::invoke::record(
-                &skill_id, trace_id, None, failed, started,
+                &skill_id, trace_id, None, None, failed, started,
             ))
         }
     }

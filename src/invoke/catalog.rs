@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 
 use super::builtin::Builtin;
 use crate::config::InvokeConfig;
+use crate::skill::registry::Snapshot;
 use crate::skill::schema::Schema;
 use crate::skill::{ExecutionMode, Registry, SkillManifest};
 
@@ -48,8 +49,9 @@ pub enum Runner {
         python: bool,
         entry: PathBuf,
     },
-    /// An installed package's `entrypoint.script`, under the job runs' script contract.
-    Script(Arc<SkillManifest>),
+    /// An installed skill package: one auto turn of one of its engines, through the same
+    /// runner core as a job (`engine` in the body, default as for jobs).
+    Package(Arc<SkillManifest>),
     /// POST `{"input": ...}` to `url`.
     Http {
         url: String,
@@ -65,7 +67,7 @@ impl Runner {
             Runner::Builtin(_) => "inproc".into(),
             Runner::Cli { python: true, .. } => "cli:python".into(),
             Runner::Cli { python: false, .. } => "cli:exec".into(),
-            Runner::Script(_) => "script".into(),
+            Runner::Package(m) => format!("engine:{}", m.default_engine()),
             Runner::Http { .. } => "http".into(),
             Runner::Unsupported(key) => key.clone(),
         }
@@ -194,7 +196,8 @@ struct Fingerprint {
 pub struct Catalogs {
     config: InvokeConfig,
     registry: Arc<Registry>,
-    current: RwLock<(Arc<Catalog>, Instant)>,
+    /// The catalog, when its sources were last checked, and the installed skills it holds.
+    current: RwLock<(Arc<Catalog>, Instant, Arc<Snapshot>)>,
     fingerprint: tokio::sync::Mutex<Option<Fingerprint>>,
 }
 
@@ -203,12 +206,14 @@ impl Catalogs {
 
     /// `config.allowed_root` must be canonical.
     pub async fn open(config: InvokeConfig, registry: Arc<Registry>) -> Self {
+        let installed = registry.snapshot().await;
         let catalogs = Self {
             config,
             registry,
             current: RwLock::new((
                 Arc::new(Catalog::build(Vec::new(), Vec::new())),
                 Instant::now(),
+                installed,
             )),
             fingerprint: tokio::sync::Mutex::new(None),
         };
@@ -216,11 +221,13 @@ impl Catalogs {
         catalogs
     }
 
-    /// A catalog no older than [`Self::MAX_AGE`].
+    /// A catalog no older than [`Self::MAX_AGE`] for its files, and holding the installed
+    /// skills as they are now: an install or update is invocable at once.
     pub async fn current(&self) -> Arc<Catalog> {
+        let installed = self.registry.snapshot().await;
         {
-            let (catalog, checked) = &*self.current.read().expect("catalog lock");
-            if checked.elapsed() < Self::MAX_AGE {
+            let (catalog, checked, from) = &*self.current.read().expect("catalog lock");
+            if checked.elapsed() < Self::MAX_AGE && Arc::ptr_eq(from, &installed) {
                 return catalog.clone();
             }
         }
@@ -229,18 +236,17 @@ impl Catalogs {
 
     async fn refresh(&self) -> Arc<Catalog> {
         let mut last = self.fingerprint.lock().await;
+        let snapshot = self.registry.snapshot().await;
         {
-            let (catalog, checked) = &*self.current.read().expect("catalog lock");
-            if last.is_some() && checked.elapsed() < Self::MAX_AGE {
+            let (catalog, checked, from) = &*self.current.read().expect("catalog lock");
+            if last.is_some() && checked.elapsed() < Self::MAX_AGE && Arc::ptr_eq(from, &snapshot) {
                 return catalog.clone();
             }
         }
-        let snapshot = self.registry.snapshot().await;
         let packages: Vec<Arc<SkillManifest>> = snapshot
             .skills
             .values()
             .filter_map(|e| e.manifest())
-            .filter(|m| m.script.is_some())
             .cloned()
             .collect();
         let config = self.config.clone();
@@ -265,12 +271,12 @@ impl Catalogs {
             *last = Some(fingerprint);
             Arc::new(built)
         };
-        *self.current.write().expect("catalog lock") = (fresh.clone(), Instant::now());
+        *self.current.write().expect("catalog lock") = (fresh.clone(), Instant::now(), snapshot);
         fresh
     }
 }
 
-/// A number that changes whenever the set or versions of script packages change.
+/// A number that changes whenever the set or versions of installed packages change.
 fn packages_key(packages: &[Arc<SkillManifest>]) -> usize {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -315,7 +321,7 @@ fn source_files(config: &InvokeConfig) -> Vec<PathBuf> {
     files
 }
 
-/// Builds the catalog from `files` (see [`source_files`]) and the script packages.
+/// Builds the catalog from `files` (see [`source_files`]) and the installed packages.
 fn load(config: &InvokeConfig, files: &[PathBuf], packages: &[Arc<SkillManifest>]) -> Catalog {
     let mut defined = Vec::new();
     let mut problems = Vec::new();
@@ -400,7 +406,7 @@ fn load(config: &InvokeConfig, files: &[PathBuf], packages: &[Arc<SkillManifest>
             output_schema: Some(output),
             ..base(
                 package.id.clone(),
-                Runner::Script(package.clone()),
+                Runner::Package(package.clone()),
                 Source::Package(package.path.clone()),
             )
         });

@@ -22,10 +22,12 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::engines::{Engine, Engines};
+use crate::error::ApiError;
 use crate::process::Confinement;
 use crate::process::Supervisor;
-use crate::skill::Registry;
 use crate::skill::schema::{self, Schema};
+use crate::skill::{Registry, SkillManifest};
 use builtin::Ctx;
 use catalog::{Catalogs, InvocableSkill, Runner};
 use paths::AllowedRoot;
@@ -39,6 +41,7 @@ const KILL_GRACE: Duration = Duration::from_millis(500);
 #[derive(Debug)]
 pub struct Host {
     catalogs: Catalogs,
+    engines: Engines,
     root: AllowedRoot,
     supervisor: Supervisor,
     http: reqwest::Client,
@@ -53,6 +56,7 @@ impl Host {
     pub async fn new(
         config: &Config,
         registry: Arc<Registry>,
+        engines: Engines,
         supervisor: &Supervisor,
     ) -> anyhow::Result<Self> {
         let scratch_dir = config.invocations_dir();
@@ -69,6 +73,7 @@ impl Host {
         let _ = rustls::crypto::ring::default_provider().install_default();
         Ok(Self {
             catalogs: Catalogs::open(config.invoke.clone(), registry).await,
+            engines,
             root: AllowedRoot::new(config.invoke.allowed_root.clone()),
             supervisor: supervisor.with_grace(KILL_GRACE),
             http: reqwest::Client::builder().build()?,
@@ -93,8 +98,15 @@ impl Host {
         cancel: &CancellationToken,
     ) -> SkillResult {
         let started = std::time::Instant::now();
-        let (skill, outcome) = self.dispatch(skill_id, body, &trace_id, cancel).await;
-        record(skill_id, trace_id, skill.as_deref(), outcome, started)
+        let (skill, runner_type, outcome) = self.dispatch(skill_id, body, &trace_id, cancel).await;
+        record(
+            skill_id,
+            trace_id,
+            skill.as_deref(),
+            runner_type,
+            outcome,
+            started,
+        )
     }
 
     async fn dispatch(
@@ -103,31 +115,67 @@ impl Host {
         body: Result<Value, SkillError>,
         trace_id: &str,
         cancel: &CancellationToken,
-    ) -> (Option<Arc<InvocableSkill>>, Result<Output, SkillError>) {
+    ) -> (
+        Option<Arc<InvocableSkill>>,
+        Option<String>,
+        Result<Output, SkillError>,
+    ) {
         if !catalog::is_valid_id(skill_id) {
             let error = SkillError::invalid(
                 "skill_id",
                 "must be 1-64 of a-z, 0-9, '_' and '-', starting with a letter or digit",
             );
-            return (None, Err(error));
+            return (None, None, Err(error));
         }
         let body = match body {
             Ok(body) => body,
-            Err(e) => return (None, Err(e)),
+            Err(e) => return (None, None, Err(e)),
         };
         let Some(skill) = self.catalogs.current().await.skills.get(skill_id).cloned() else {
             let error =
                 SkillError::new(ErrorCode::NotFound, format!("skill '{skill_id}' not found"))
                     .with_details(json!({"skill_id": skill_id}));
-            return (None, Err(error));
+            return (None, None, Err(error));
         };
-        let outcome = self.run(&skill, body, trace_id, cancel).await;
-        (Some(skill), outcome)
+        // A package runs the engine the body names; the runner type says which.
+        let engine = match &skill.runner {
+            Runner::Package(package) => match self.package_engine(package, &body) {
+                Ok(engine) => Some(engine),
+                Err(e) => return (Some(skill), None, Err(e)),
+            },
+            _ => None,
+        };
+        let runner_type = match engine {
+            Some(engine) => format!("engine:{engine}"),
+            None => skill.runner.runner_type(),
+        };
+        let outcome = self.run(&skill, engine, body, trace_id, cancel).await;
+        (Some(skill), Some(runner_type), outcome)
+    }
+
+    /// The engine a package call runs: `engine` in the body, else the skill's default, as for
+    /// a job (it must be one of the skill's engines, with its CLI installed).
+    fn package_engine(&self, skill: &SkillManifest, body: &Value) -> Result<Engine, SkillError> {
+        let requested = match body.get("engine") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(name)) => Some(name.as_str()),
+            Some(_) => return Err(SkillError::invalid("engine", "must be a string")),
+        };
+        crate::jobs::validation::engine(skill, requested, &self.engines).map_err(|e| match e {
+            ApiError::Client { detail, .. } => SkillError::invalid(
+                "engine",
+                detail["message"]
+                    .as_str()
+                    .map_or_else(|| detail.to_string(), str::to_owned),
+            ),
+            ApiError::Internal(e) => SkillError::internal(format!("{e:#}")),
+        })
     }
 
     async fn run(
         &self,
         skill: &InvocableSkill,
+        engine: Option<Engine>,
         body: Value,
         trace_id: &str,
         cancel: &CancellationToken,
@@ -190,8 +238,8 @@ impl Host {
                 };
                 runners::cli(&call, &scratch, argv, env, confine, &input).await
             }
-            Runner::Script(manifest) => {
-                // Script packages take the job's `parameter` too (optional in the body).
+            Runner::Package(manifest) => {
+                // Packages take the job's `parameter` too (optional in the body).
                 let parameter = match body.remove("parameter") {
                     None | Some(Value::Null) => json!({}),
                     Some(p @ Value::Object(_)) => p,
@@ -203,10 +251,22 @@ impl Host {
                 if let Some(first) = problems.first() {
                     return Err(SkillError::invalid("parameter", first.to_string()));
                 }
+                let engine = engine.unwrap_or_else(|| manifest.default_engine());
                 let _slot = self.program_slot(skill, deadline).await?;
                 let scratch = Scratch::create(&self.scratch_dir, self.debug).await?;
                 let call = self.program_call(skill, deadline, cancel);
-                runners::script(&call, &scratch, manifest, &input, &parameter).await
+                let adapter = self.engines.get(engine).ok_or_else(|| {
+                    SkillError::internal(format!("engine {engine} has no adapter"))
+                })?;
+                runners::package(
+                    &call,
+                    &scratch,
+                    adapter.as_ref(),
+                    manifest,
+                    &input,
+                    &parameter,
+                )
+                .await
             }
             Runner::Http { url } => {
                 runners::http(&self.http, url, &input, trace_id, skill.timeout).await
@@ -296,14 +356,8 @@ impl Host {
                 tracing::error!(error = %e, skill = builtin.id(), "built-in skill panicked");
                 Err(SkillError::internal("the skill failed unexpectedly"))
             }
-            Err(_) => {
-                let ms = skill.timeout.as_millis() as u64;
-                Err(SkillError::new(
-                    ErrorCode::Timeout,
-                    format!("no program slot became free within {ms} ms (OPENSKILL_MAX_PROCESSES)"),
-                )
-                .with_details(json!({"timeout_ms": ms, "reason": "busy"})))
-            }
+            // The built-in itself overran its time limit: not a busy service.
+            Err(_) => Err(runners::timed_out(skill.timeout)),
         }
     }
 }
@@ -313,6 +367,7 @@ pub fn record(
     skill_id: &str,
     trace_id: String,
     skill: Option<&InvocableSkill>,
+    runner_type: Option<String>,
     outcome: Result<Output, SkillError>,
     started: std::time::Instant,
 ) -> SkillResult {
@@ -332,7 +387,7 @@ pub fn record(
                 .and_then(|s| s.version.clone())
                 .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_owned()),
             truncated,
-            runner_type: skill.map(|s| s.runner.runner_type()),
+            runner_type,
         },
     };
     let error = result.error.as_ref();

@@ -1,12 +1,12 @@
-//! The runners that leave this process: programs (`cli:python`, `cli:exec` and installed
-//! `script` packages) under the job core's supervisor, and remote `http` skills.
+//! The runners that leave this process: programs (`cli:python`, `cli:exec`) under the job
+//! core's supervisor, installed packages through the runner core, and remote `http` skills.
 //!
 //! `cli:*` and `http` skills answer under the contract of the user's documents: the last JSON
 //! object printed (or the response body); an object with a boolean `success` is a Normalized
 //! Skill Result and is unwrapped (its `error.code` kept when it is one of ours), any other
-//! object is the data. `script` packages answer exactly as in a job run (the job core's
-//! extraction and classification), so both give the same data. No JSON at all is `INTERNAL`
-//! with a preview of what came instead.
+//! object is the data. No JSON at all is `INTERNAL` with a preview of what came instead.
+//! Installed packages answer exactly as in a job run ([`crate::runner`]), so both give the
+//! same data.
 
 use std::path::Path;
 use std::time::Duration;
@@ -16,11 +16,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::result::{ErrorCode, Output, SkillError};
-use crate::engines::script::ScriptEngine;
 use crate::engines::{EngineAdapter, Turn};
-use crate::output::{self, Reported, TurnOutcome};
+use crate::output::{self, Reported};
 use crate::process::{Completed, Confinement, Exit, ProcessSpec, Supervisor, Windows};
 use crate::run_folder::RunFolder;
+use crate::runner::{self, Outcome};
 use crate::skill::{ExecutionMode, SkillManifest};
 
 /// Most bytes a skill may print on stdout (or answer over HTTP).
@@ -93,23 +93,15 @@ pub async fn cli(
     spec.stdin = Some(serde_json::to_vec(&json!({ "input": input })).expect("input serialises"));
     spec.output_limit = Some(MAX_OUTPUT);
     let completed = run_program(call, spec).await?;
-    interpret(call, completed, Contract::Documents)
+    interpret(call, completed)
 }
 
-/// How a program's answer is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Contract {
-    /// `cli:*`: a Normalized Skill Result or a bare object.
-    Documents,
-    /// `script` packages: as a job turn.
-    Job,
-}
-
-/// An installed package's `entrypoint.script`, exactly as a job turn runs it (the scratch
-/// folder is its run folder), in auto mode.
-pub async fn script(
+/// An installed package: one auto turn of `adapter` in the call's folder, through the runner
+/// core that job runs use.
+pub async fn package(
     call: &ProgramCall<'_>,
     scratch: &Scratch,
+    adapter: &dyn EngineAdapter,
     skill: &SkillManifest,
     input: &Value,
     parameter: &Value,
@@ -127,13 +119,41 @@ pub async fn script(
         session: None,
         model: None,
     };
-    let mut spec = ScriptEngine
-        .prepare(&turn)
-        .map_err(|e| SkillError::internal(format!("{e:#}")))?
-        .spec;
-    spec.output_limit = Some(MAX_OUTPUT);
-    let completed = run_program(call, spec).await?;
-    interpret(call, completed, Contract::Job)
+    let plan = runner::Plan {
+        adapter,
+        turn: &turn,
+        supervisor: call.supervisor,
+        deadline: call.deadline,
+        cancel: call.cancel,
+        on_output: None,
+        output_limit: Some(MAX_OUTPUT),
+    };
+    let outcome = runner::run(plan, &runner::Unobserved)
+        .await
+        .map_err(|e| SkillError::internal(format!("{e:#}")))?;
+    let with_stderr = |e: SkillError, stderr: Option<String>| match stderr {
+        Some(stderr) if call.debug => {
+            let mut details = e.details.clone().unwrap_or_else(|| json!({}));
+            details["stderr"] = json!(stderr);
+            e.with_details(details)
+        }
+        _ => e,
+    };
+    match outcome {
+        Outcome::Succeeded(envelope) => Ok(envelope.data.unwrap_or(Value::Null).into()),
+        Outcome::Failed {
+            message, stderr, ..
+        } => Err(with_stderr(SkillError::internal(message), stderr)),
+        Outcome::Reported {
+            reported, stderr, ..
+        } => Err(with_stderr(reported_error(reported), Some(stderr))),
+        Outcome::TimedOut { stderr, .. } => Err(with_stderr(timed_out(call.timeout), Some(stderr))),
+        Outcome::Interrupted { .. } => Err(SkillError::internal("the call was abandoned")),
+        Outcome::Asked { .. } => Err(SkillError::internal(
+            "the skill asked its user a question; invoke calls are not interactive",
+        )),
+        Outcome::Unrecorded(e) => Err(SkillError::internal(format!("{e:#}"))),
+    }
 }
 
 async fn run_program(call: &ProgramCall<'_>, spec: ProcessSpec) -> Result<Completed, SkillError> {
@@ -151,11 +171,7 @@ async fn run_program(call: &ProgramCall<'_>, spec: ProcessSpec) -> Result<Comple
 }
 
 /// A finished program's answer.
-fn interpret(
-    call: &ProgramCall<'_>,
-    done: Completed,
-    contract: Contract,
-) -> Result<Output, SkillError> {
+fn interpret(call: &ProgramCall<'_>, done: Completed) -> Result<Output, SkillError> {
     let with_stderr = |e: SkillError| {
         if !call.debug {
             return e;
@@ -174,14 +190,12 @@ fn interpret(
         Exit::Canceled => return Err(SkillError::internal("the call was abandoned")),
         Exit::Exited { code } => code,
     };
-    let find = |text: &str| match contract {
-        Contract::Documents => output::last_object(text),
-        Contract::Job => output::extract(text).map(|(answer, _)| answer),
-    };
     // Scripts of the user's documents report failures as JSON on stderr with stdout empty.
-    let answer = find(&done.stdout).or_else(|| {
-        (contract == Contract::Documents && done.stdout.trim().is_empty())
-            .then(|| find(&done.stderr))
+    let answer = output::last_object(&done.stdout).or_else(|| {
+        done.stdout
+            .trim()
+            .is_empty()
+            .then(|| output::last_object(&done.stderr))
             .flatten()
     });
     let unreadable = |what: String| {
@@ -196,7 +210,7 @@ fn interpret(
         })))
     };
     match answer {
-        Some(answer) => match read_answer(answer, contract) {
+        Some(answer) => match read_answer(answer) {
             Ok(_) if code != Some(0) => Err(unreadable(format!(
                 "the skill printed a result but {}",
                 exit_text(code)
@@ -231,16 +245,7 @@ fn preview(text: &str) -> String {
 }
 
 /// An answer object → the call's outcome (see the module notes).
-fn read_answer(mut answer: Map<String, Value>, contract: Contract) -> Result<Output, SkillError> {
-    if contract == Contract::Job {
-        return match output::classify(answer) {
-            TurnOutcome::Final(data) => Ok(data.into()),
-            TurnOutcome::Error(reported) => Err(reported_error(reported)),
-            TurnOutcome::AskUser(_) => Err(SkillError::internal(
-                "the skill asked its user a question; invoke calls are not interactive",
-            )),
-        };
-    }
+fn read_answer(mut answer: Map<String, Value>) -> Result<Output, SkillError> {
     match answer.get("success") {
         Some(Value::Bool(true)) => Ok(Output {
             truncated: answer
@@ -324,7 +329,7 @@ pub async fn http(
         }))
     };
     match serde_json::from_slice::<Value>(&body) {
-        Ok(Value::Object(answer)) => match read_answer(answer, Contract::Documents) {
+        Ok(Value::Object(answer)) => match read_answer(answer) {
             Ok(_) if !status.is_success() => {
                 Err(unreadable(format!("{url} answered HTTP {status}")))
             }

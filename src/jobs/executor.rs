@@ -8,24 +8,18 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::Jobs;
-use super::cache::files_under;
 use super::options::RuntimeOptions;
-use super::validation::schema_errors;
-use crate::engines::{Engine, Prepared, Turn};
-use crate::output::{self, RepairLevel, TurnOutcome};
-use crate::process::{Completed, Exit, OnOutput, Running, Windows};
-use crate::run_folder::{RunFolder, is_plain_file};
-use crate::skill::{ExecutionMode, InputSource, Rules, SkillManifest, manifest};
-use crate::store::{Ending, Request, RequestKind, Run, RunStatus};
+use crate::engines::{Engine, Turn};
+use crate::output::RepairLevel;
+use crate::process::{OnOutput, Running};
+use crate::runner::{self, Envelope, Observer, Outcome};
+use crate::skill::{Rules, SkillManifest, manifest};
+use crate::store::{Ending, RequestKind, Run, RunStatus};
 
-/// The largest stretch of a turn's stdout searched for its answer (the answer comes last).
-const ANSWER_WINDOW: u64 = 8 * 1024 * 1024;
-/// How much of stderr a failure carries.
-const STDERR_TAIL: u64 = 4 * 1024;
 /// Pauses between attempts to record a run's end.
 const FINISH_RETRIES: [std::time::Duration; 3] = [
     std::time::Duration::from_millis(100),
@@ -45,15 +39,8 @@ pub mod codes {
     pub const INTERNAL_ERROR: &str = "INTERNAL_ERROR";
 }
 
-/// A result envelope (`result/result.json`, `GET .../result`).
-#[derive(Debug, Default)]
-pub struct Envelope {
-    pub data: Option<Value>,
-    pub artifacts: Vec<String>,
-    pub repair_level: Option<RepairLevel>,
-    pub warnings: Vec<String>,
-}
-
+/// A turn's envelope as the result file and the run's ending (`result/result.json`,
+/// `GET .../result`).
 impl Envelope {
     fn to_value(&self, status: RunStatus, error: Option<Value>) -> Value {
         let status = match status {
@@ -273,14 +260,6 @@ impl Jobs {
         Ok(Arc::new(loaded.map_err(|e| anyhow::anyhow!("{}", e.0))?))
     }
 
-    /// Records the started turn's process group, for crash recovery.
-    async fn record_process(&self, run_id: &str, running: &Running) -> anyhow::Result<()> {
-        crate::faults::check("store-after-spawn")?;
-        self.store
-            .set_run_process(run_id, Some(running.mark()))
-            .await
-    }
-
     /// Runs the turn of a started run and tells how it ended.
     async fn execute_started(
         &self,
@@ -320,12 +299,8 @@ impl Jobs {
         )
         .await?;
 
-        let input = resolved_input(&skill, &request, &folder);
-        let mut problems = schema_errors(&skill.schema_docs.input, &input);
-        problems.extend(schema_errors(
-            &skill.schema_docs.parameter,
-            &request.parameter,
-        ));
+        let input = runner::resolved_input(&skill, &request.input, &folder);
+        let problems = runner::input_problems(&skill, &input, &request.parameter);
         if !problems.is_empty() {
             return Ok(TurnEnd::Ended(failed_without_result(format!(
                 "Input validation failed: {problems:?}"
@@ -356,162 +331,63 @@ impl Jobs {
             session: run.engine_session.as_deref(),
             model: request.model.as_deref(),
         };
-        let Prepared {
-            spec,
-            session,
-            login,
-            prompt,
-        } = match adapter.prepare(&turn) {
-            Ok(prepared) => prepared,
-            Err(e) => {
-                return Ok(TurnEnd::Ended(Envelope::default().failed(
-                    None,
-                    format!("{e:#}"),
-                    None,
-                )));
-            }
-        };
-        let program = spec.argv.first().cloned().unwrap_or_default();
-        if let Some(prompt) = &prompt {
-            folder.append_prompt(run.turn, prompt).await?;
-        }
-        if let Some(session) = &session {
-            self.store.set_run_session(run_id, session).await?;
-        }
-        if cancel.is_cancelled() {
-            return Ok(self.interrupted(&folder).await);
-        }
-        let deadline = tokio::time::Instant::now() + self.config.jobs.hard_timeout;
         let feeds = self.feeds.clone();
         let id = run_id.to_owned();
-        let on_output = OnOutput(Arc::new(move || feeds.output(&id)));
-        let running = match self.supervisor.spawn(spec, Some(on_output)).await {
-            Ok(r) => r,
-            Err(e) => {
-                return Ok(TurnEnd::Ended(Envelope::default().failed(
-                    None,
-                    format!("Cannot start the engine process '{program}': {e}"),
-                    None,
-                )));
-            }
+        let plan = runner::Plan {
+            adapter: adapter.as_ref(),
+            turn: &turn,
+            supervisor: &self.supervisor,
+            deadline: tokio::time::Instant::now() + self.config.jobs.hard_timeout,
+            cancel,
+            on_output: Some(OnOutput(Arc::new(move || feeds.output(&id)))),
+            output_limit: None,
         };
-        if let Err(e) = self.record_process(run_id, &running).await {
-            // Dropping the handle kills the turn's whole tree.
-            drop(running);
-            tracing::error!(
-                run_id,
-                error = format!("{e:#}"),
-                "cannot record a started turn"
-            );
-            return Ok(TurnEnd::Ended(Envelope::default().failed(
-                Some(codes::INTERNAL_ERROR),
-                "The service could not record the started turn; its processes were killed".into(),
-                None,
-            )));
-        }
-        let windows = Windows {
-            stdout: ANSWER_WINDOW,
-            stderr: STDERR_TAIL,
-        };
-        let Completed {
-            exit,
-            stdout,
-            stderr,
-        } = running.complete(deadline, cancel, windows).await;
-        // The turn is over: a refreshed login goes back to the agent home, the copies away.
-        drop(login);
-        let mut envelope = Envelope {
-            artifacts: list_artifacts(&folder).await?,
-            ..Envelope::default()
-        };
-        let reading = adapter.read(&stdout, &stderr);
-        if let Some(reported) = &reading.session
-            && reading.session != run.engine_session
-        {
-            self.store.set_run_session(run_id, reported).await?;
-        }
-        match exit {
-            Exit::Canceled => return Ok(self.interrupted(&folder).await),
-            Exit::TimedOut => {
+        let observer = RunObserver { jobs: self, run_id };
+        Ok(match runner::run(plan, &observer).await? {
+            Outcome::Succeeded(envelope) => TurnEnd::Ended(envelope.succeeded()),
+            Outcome::Failed {
+                envelope,
+                code,
+                message,
+                stderr,
+            } => TurnEnd::Ended(envelope.failed(code, message, stderr)),
+            Outcome::Reported {
+                envelope,
+                reported,
+                stderr,
+            } => TurnEnd::Ended(envelope.failed(None, reported.text(), Some(stderr))),
+            Outcome::Asked { question } => TurnEnd::Asked { question, options },
+            Outcome::TimedOut { envelope, stderr } => {
                 let secs = self.config.jobs.hard_timeout.as_secs();
-                return Ok(TurnEnd::Ended(envelope.failed(
+                TurnEnd::Ended(envelope.failed(
                     Some(codes::TIMEOUT),
                     format!("Engine timed out after {secs} s (hard timeout); its process group was killed"),
                     Some(stderr),
-                )));
+                ))
             }
-            Exit::Exited { code: Some(0) } => {}
-            Exit::Exited { .. } | Exit::TooMuchOutput => {
-                if let Some(failure) = reading.failure {
-                    return Ok(TurnEnd::Ended(envelope.failed(
-                        failure.code,
-                        failure.message,
-                        Some(stderr),
-                    )));
-                }
-                let message = exit.describe();
-                return Ok(TurnEnd::Ended(envelope.failed(None, message, Some(stderr))));
+            Outcome::Interrupted { envelope } => self.interrupted(envelope),
+            Outcome::Unrecorded(e) => {
+                tracing::error!(
+                    run_id,
+                    error = format!("{e:#}"),
+                    "cannot record a started turn"
+                );
+                TurnEnd::Ended(
+                    Envelope::default().failed(
+                        Some(codes::INTERNAL_ERROR),
+                        "The service could not record the started turn; its processes were killed"
+                            .into(),
+                        None,
+                    ),
+                )
             }
-        }
-
-        let Some((answer, repair)) = reading.answer else {
-            let (code, message) = match reading.failure {
-                Some(failure) => (failure.code, failure.message),
-                None => (
-                    None,
-                    "Output JSON missing or unreadable: the turn printed no JSON object".into(),
-                ),
-            };
-            return Ok(TurnEnd::Ended(envelope.failed(code, message, Some(stderr))));
-        };
-        envelope.repair_level = Some(repair);
-        if repair != RepairLevel::None {
-            envelope.warnings.push("OUTPUT_REPAIRED_GENERIC".into());
-        }
-        let data = match output::classify(answer) {
-            TurnOutcome::Final(data) => data,
-            TurnOutcome::Error(reported) => {
-                return Ok(TurnEnd::Ended(envelope.failed(
-                    None,
-                    reported.text(),
-                    Some(stderr),
-                )));
-            }
-            TurnOutcome::AskUser(_) if options.execution_mode == ExecutionMode::Auto => {
-                return Ok(TurnEnd::Ended(envelope.failed(
-                    None,
-                    "The skill asked its user a question, but the run is in auto mode".into(),
-                    Some(stderr),
-                )));
-            }
-            TurnOutcome::AskUser(question) => {
-                return Ok(TurnEnd::Asked { question, options });
-            }
-        };
-        envelope.data = Some(data.clone());
-        let problems = schema_errors(&skill.schema_docs.output, &data);
-        if let Some(first) = problems.first() {
-            return Ok(TurnEnd::Ended(envelope.failed(
-                None,
-                format!("Output validation error: {first}"),
-                None,
-            )));
-        }
-        let missing = missing_artifacts(&skill, &envelope.artifacts);
-        if !missing.is_empty() {
-            return Ok(TurnEnd::Ended(envelope.failed(
-                None,
-                format!("Missing required artifacts: {}", missing.join(", ")),
-                None,
-            )));
-        }
-        Ok(TurnEnd::Ended(envelope.succeeded()))
+        })
     }
 
     /// The end after the cancel switch fired and the process is gone: shutdown fails the
     /// run, a user cancel cancels it. Recording it only now means every byte the process wrote
     /// is in the logs before the run's status turns terminal.
-    async fn interrupted(&self, folder: &RunFolder) -> TurnEnd {
+    fn interrupted(&self, envelope: Envelope) -> TurnEnd {
         if self.shutdown.is_cancelled() {
             return TurnEnd::Ended(Envelope::default().failed(
                 Some(codes::RESTART_INTERRUPTED),
@@ -519,61 +395,29 @@ impl Jobs {
                 None,
             ));
         }
-        let artifacts = list_artifacts(folder).await.unwrap_or_default();
-        TurnEnd::Ended(
-            Envelope {
-                artifacts,
-                ..Envelope::default()
-            }
-            .canceled(),
-        )
+        TurnEnd::Ended(envelope.canceled())
     }
 }
 
-/// Inline inputs plus each uploaded file input as its absolute path in the workspace
-/// (`uploads/<key>`).
-fn resolved_input(skill: &SkillManifest, request: &Request, folder: &RunFolder) -> Value {
-    let mut input = match &request.input {
-        Value::Object(m) => m.clone(),
-        _ => Map::new(),
-    };
-    for (key, source) in skill.input_sources() {
-        let path = folder.uploads().join(&key);
-        if source == InputSource::File && path.is_file() {
-            input.insert(key, Value::String(path.to_string_lossy().into_owned()));
-        }
+/// What a job keeps while its turn runs: the process group (for crash recovery) and the
+/// engine session (for the next turn to resume).
+struct RunObserver<'a> {
+    jobs: &'a Jobs,
+    run_id: &'a str,
+}
+
+impl Observer for RunObserver<'_> {
+    async fn started(&self, running: &Running) -> anyhow::Result<()> {
+        crate::faults::check("store-after-spawn")?;
+        self.jobs
+            .store
+            .set_run_process(self.run_id, Some(running.mark()))
+            .await
     }
-    Value::Object(input)
-}
 
-/// The files under the workspace's `artifacts/`, as `artifacts/<path>`, sorted: regular files
-/// with one link only, the ones the service serves.
-pub async fn list_artifacts(folder: &RunFolder) -> std::io::Result<Vec<String>> {
-    let dir = folder.artifacts();
-    let files = tokio::task::spawn_blocking(move || files_under(&dir))
-        .await
-        .map_err(std::io::Error::other)??;
-    Ok(files
-        .into_iter()
-        .filter(|(_, path)| is_plain_file(path))
-        .map(|(rel, _)| format!("artifacts/{rel}"))
-        .collect())
-}
-
-fn missing_artifacts(skill: &SkillManifest, artifacts: &[String]) -> Vec<String> {
-    skill
-        .artifacts
-        .iter()
-        .filter(|a| a.required)
-        .filter(|a| {
-            let pattern = glob::Pattern::new(&a.pattern).ok();
-            !artifacts.iter().any(|path| {
-                let rel = path.trim_start_matches("artifacts/");
-                rel == a.pattern || pattern.as_ref().is_some_and(|p| p.matches(rel))
-            })
-        })
-        .map(|a| a.pattern.clone())
-        .collect()
+    async fn session(&self, session: &str) -> anyhow::Result<()> {
+        self.jobs.store.set_run_session(self.run_id, session).await
+    }
 }
 
 /// Writes through a temporary file and a rename, so readers never see half a file.

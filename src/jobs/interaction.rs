@@ -12,11 +12,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::create::queue_full;
-use super::executor::{Envelope, codes, list_artifacts};
+use super::executor::codes;
 use super::options::RuntimeOptions;
 use super::{Jobs, Scope};
 use crate::clock;
 use crate::error::{ApiError, ApiResult};
+use crate::runner::{Envelope, list_artifacts};
 use crate::skill::ExecutionMode;
 use crate::store::{Answer, AnswerOutcome, Interaction, Request, Resolution, Run, RunStatus};
 

@@ -92,12 +92,13 @@ impl Jobs {
         config: Arc<Config>,
         store: Store,
         registry: Arc<Registry>,
+        engines: Engines,
         supervisor: Supervisor,
     ) -> Arc<Self> {
         Arc::new(Self {
             supervisor,
             queue: Queue::new(config.jobs.max_queue_size),
-            engines: Engines::new(&config.agents),
+            engines,
             config,
             store,
             registry,

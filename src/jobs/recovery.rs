@@ -12,9 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Jobs;
-use super::executor::{Envelope, codes};
+use super::executor::codes;
 use super::interaction::pending_question;
 use super::options::RuntimeOptions;
+use crate::runner::Envelope;
 use crate::store::{Run, RunStatus};
 use crate::{clock, process};
 

@@ -8,8 +8,7 @@ use crate::engines::{Engine, Engines};
 use crate::error::{ApiError, ApiResult};
 use crate::skill::{InputSource, SkillManifest};
 
-/// The engine to run with. Omitted: `codex`, as in the reference, except for skills that ship
-/// their own `entrypoint.script`, which run it.
+/// The engine to run with ([`SkillManifest::default_engine`] when omitted).
 pub fn engine(
     skill: &SkillManifest,
     requested: Option<&str>,
@@ -18,8 +17,7 @@ pub fn engine(
     let requested = requested.map(str::trim).filter(|e| !e.is_empty());
     let chosen = match requested {
         Some(name) => Engine::parse(name),
-        None if skill.script.is_some() => Some(Engine::Script),
-        None => Some(Engine::Codex),
+        None => Some(skill.default_engine()),
     };
     let name = requested.unwrap_or_else(|| chosen.map_or("", Engine::as_str));
     let Some(engine) = chosen.filter(|e| skill.effective_engines.contains(e)) else {
@@ -96,7 +94,7 @@ pub fn inline_input(skill: &SkillManifest, input: &Value) -> ApiResult<()> {
     }
     if problems.is_empty() {
         let schema = inline_schema(skill, &sources);
-        problems = schema_errors(&schema, &Value::Object(given.clone()));
+        problems = crate::skill::schema::messages(&schema, &Value::Object(given.clone()));
     }
     if problems.is_empty() {
         Ok(())
@@ -131,7 +129,7 @@ pub fn parameter(skill: &SkillManifest, parameter: &Value) -> ApiResult<()> {
         Value::Null => Value::Object(Map::new()),
         other => other.clone(),
     };
-    let problems = schema_errors(&skill.schema_docs.parameter, &instance);
+    let problems = crate::skill::schema::messages(&skill.schema_docs.parameter, &instance);
     if problems.is_empty() {
         Ok(())
     } else {
@@ -139,12 +137,4 @@ pub fn parameter(skill: &SkillManifest, parameter: &Value) -> ApiResult<()> {
             "Parameter validation failed: {problems:?}"
         )))
     }
-}
-
-/// Every way `instance` breaks `schema`, as `message (Path: a/b)`.
-pub fn schema_errors(schema: &Value, instance: &Value) -> Vec<String> {
-    crate::skill::schema::problems(schema, instance)
-        .iter()
-        .map(ToString::to_string)
-        .collect()
 }

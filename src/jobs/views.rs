@@ -11,12 +11,12 @@ use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
 use super::cache::{files_under, hash_copy, hex_digest};
-use super::executor::{Envelope, list_artifacts};
 use super::options::RuntimeOptions;
 use super::{Jobs, Scope};
 use crate::browse::{self, Preview, TreeEntry};
 use crate::error::{ApiError, ApiResult};
 use crate::run_folder::{HOME_IN_FOLDER as HIDDEN_HOME, RunFolder, open_beneath};
+use crate::runner::{Envelope, list_artifacts};
 use crate::store::{Request, Run, RunStatus};
 
 /// `GET /v1/jobs/{request_id}`.

@@ -141,6 +141,16 @@ pub enum InputSource {
 }
 
 impl SkillManifest {
+    /// The engine when a request names none: `codex`, as in the reference, except for skills
+    /// that ship their own `entrypoint.script`, which run it.
+    pub fn default_engine(&self) -> Engine {
+        if self.script.is_some() {
+            Engine::Script
+        } else {
+            Engine::Codex
+        }
+    }
+
     /// Each input property with its source (`x-input-source`, default `file`).
     pub fn input_sources(&self) -> Vec<(String, InputSource)> {
         self.schema_docs

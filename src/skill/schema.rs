@@ -95,3 +95,11 @@ pub fn problems(schema: &Value, instance: &Value) -> Vec<Problem> {
         }],
     }
 }
+
+/// Every way `instance` breaks `schema`, as `message (Path: a/b)`.
+pub fn messages(schema: &Value, instance: &Value) -> Vec<String> {
+    problems(schema, instance)
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}

@@ -1,0 +1,294 @@
+//! One turn of a skill, the same for jobs and for `:invoke`: from an engine's prepared
+//! invocation to a classified, schema-checked outcome.
+//!
+//! [`run`] keeps the prompt log, starts the turn (confined, under the supervisor), waits for it
+//! within its deadline, reads its answer through the engine's adapter, classifies it (final
+//! data, a reported error, a question) and checks the data against the output schema and the
+//! required artifacts. It knows no database and no HTTP: what a caller keeps while the turn runs
+//! (its process group, the engine's session) goes through an [`Observer`], and the caller
+//! phrases and records the [`Outcome`].
+
+use std::future::Future;
+
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::engines::{EngineAdapter, Prepared, Turn};
+use crate::jobs::cache::files_under;
+use crate::output::{self, RepairLevel, Reported, TurnOutcome};
+use crate::process::{Completed, Exit, OnOutput, Running, Supervisor, Windows};
+use crate::run_folder::{RunFolder, is_plain_file};
+use crate::skill::{ExecutionMode, InputSource, SkillManifest, schema};
+
+/// The largest stretch of a turn's stdout searched for its answer (the answer comes last).
+const ANSWER_WINDOW: u64 = 8 * 1024 * 1024;
+/// How much of stderr a failure carries.
+const STDERR_TAIL: u64 = 4 * 1024;
+
+/// What a turn produced: the answer's data, the artifacts, how the answer was repaired.
+#[derive(Debug, Default)]
+pub struct Envelope {
+    pub data: Option<Value>,
+    pub artifacts: Vec<String>,
+    pub repair_level: Option<RepairLevel>,
+    pub warnings: Vec<String>,
+}
+
+/// How a turn ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Final data that matches the output schema, with every required artifact.
+    Succeeded(Envelope),
+    /// The turn failed: it could not start, exited badly, answered no JSON, or its answer
+    /// broke the output schema or lacks an artifact.
+    Failed {
+        envelope: Envelope,
+        /// The engine's own code for the failure, when it said one.
+        code: Option<&'static str>,
+        message: String,
+        /// The end of stderr, when the process ran.
+        stderr: Option<String>,
+    },
+    /// The skill answered with its own error object.
+    Reported {
+        envelope: Envelope,
+        reported: Reported,
+        stderr: String,
+    },
+    /// The turn asked its user a question (interactive mode only).
+    Asked { question: Value },
+    /// The turn overran its deadline; its whole tree was killed.
+    TimedOut { envelope: Envelope, stderr: String },
+    /// The cancel switch fired and the process is gone; the caller knows why.
+    Interrupted { envelope: Envelope },
+    /// The caller's [`Observer::started`] failed; the turn's tree was killed at once.
+    Unrecorded(anyhow::Error),
+}
+
+/// What a caller keeps while a turn runs.
+pub trait Observer: Sync {
+    /// The turn's process started. An error kills its whole tree and ends the turn
+    /// [`Outcome::Unrecorded`].
+    fn started(&self, running: &Running) -> impl Future<Output = anyhow::Result<()>> + Send;
+    /// The engine session the turn continues in (known before it starts, or reported by it).
+    fn session(&self, session: &str) -> impl Future<Output = anyhow::Result<()>> + Send;
+}
+
+/// An observer that keeps nothing (an `:invoke` call).
+#[derive(Debug)]
+pub struct Unobserved;
+
+impl Observer for Unobserved {
+    async fn started(&self, _: &Running) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    async fn session(&self, _: &str) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+/// Everything one turn needs.
+pub struct Plan<'a> {
+    pub adapter: &'a dyn EngineAdapter,
+    pub turn: &'a Turn<'a>,
+    pub supervisor: &'a Supervisor,
+    pub deadline: Instant,
+    pub cancel: &'a CancellationToken,
+    /// Called whenever the turn printed something (live event streams).
+    pub on_output: Option<OnOutput>,
+    /// Most bytes the turn may print on stdout; `None`: no limit.
+    pub output_limit: Option<u64>,
+}
+
+/// Runs one turn. `Err` only when the service itself failed (a log it cannot write, an
+/// observer that cannot record a session); the turn's tree is gone by then.
+pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Outcome> {
+    let turn = plan.turn;
+    let folder = turn.folder;
+    let Prepared {
+        mut spec,
+        session,
+        login,
+        prompt,
+    } = match plan.adapter.prepare(turn) {
+        Ok(prepared) => prepared,
+        Err(e) => return Ok(failed(Envelope::default(), format!("{e:#}"), None)),
+    };
+    spec.output_limit = plan.output_limit;
+    let program = spec.argv.first().cloned().unwrap_or_default();
+    if let Some(prompt) = &prompt {
+        folder.append_prompt(turn.number, prompt).await?;
+    }
+    if let Some(session) = &session {
+        observer.session(session).await?;
+    }
+    if plan.cancel.is_cancelled() {
+        return Ok(Outcome::Interrupted {
+            envelope: Envelope::default(),
+        });
+    }
+    let running = match plan.supervisor.spawn(spec, plan.on_output).await {
+        Ok(running) => running,
+        Err(e) => {
+            let message = format!("Cannot start the engine process '{program}': {e}");
+            return Ok(failed(Envelope::default(), message, None));
+        }
+    };
+    if let Err(e) = observer.started(&running).await {
+        // Dropping the handle kills the turn's whole tree.
+        drop(running);
+        return Ok(Outcome::Unrecorded(e));
+    }
+    let windows = Windows {
+        stdout: ANSWER_WINDOW,
+        stderr: STDERR_TAIL,
+    };
+    let Completed {
+        exit,
+        stdout,
+        stderr,
+    } = running.complete(plan.deadline, plan.cancel, windows).await;
+    // The turn is over: a refreshed login goes back to the agent home, the copies away.
+    drop(login);
+    let mut envelope = Envelope {
+        artifacts: list_artifacts(folder).await?,
+        ..Envelope::default()
+    };
+    let reading = plan.adapter.read(&stdout, &stderr);
+    if let Some(reported) = &reading.session
+        && reading.session.as_deref() != turn.session
+    {
+        observer.session(reported).await?;
+    }
+    match exit {
+        Exit::Canceled => return Ok(Outcome::Interrupted { envelope }),
+        Exit::TimedOut => return Ok(Outcome::TimedOut { envelope, stderr }),
+        Exit::Exited { code: Some(0) } => {}
+        Exit::Exited { .. } | Exit::TooMuchOutput => {
+            return Ok(match reading.failure {
+                Some(failure) => Outcome::Failed {
+                    envelope,
+                    code: failure.code,
+                    message: failure.message,
+                    stderr: Some(stderr),
+                },
+                None => failed(envelope, exit.describe(), Some(stderr)),
+            });
+        }
+    }
+
+    let Some((answer, repair)) = reading.answer else {
+        let (code, message) = match reading.failure {
+            Some(failure) => (failure.code, failure.message),
+            None => (
+                None,
+                "Output JSON missing or unreadable: the turn printed no JSON object".into(),
+            ),
+        };
+        return Ok(Outcome::Failed {
+            envelope,
+            code,
+            message,
+            stderr: Some(stderr),
+        });
+    };
+    envelope.repair_level = Some(repair);
+    if repair != RepairLevel::None {
+        envelope.warnings.push("OUTPUT_REPAIRED_GENERIC".into());
+    }
+    let data = match output::classify(answer) {
+        TurnOutcome::Final(data) => data,
+        TurnOutcome::Error(reported) => {
+            return Ok(Outcome::Reported {
+                envelope,
+                reported,
+                stderr,
+            });
+        }
+        TurnOutcome::AskUser(_) if turn.execution_mode == ExecutionMode::Auto => {
+            let message = "The skill asked its user a question, but the run is in auto mode";
+            return Ok(failed(envelope, message.into(), Some(stderr)));
+        }
+        TurnOutcome::AskUser(question) => return Ok(Outcome::Asked { question }),
+    };
+    envelope.data = Some(data.clone());
+    let problems = schema::messages(&turn.skill.schema_docs.output, &data);
+    if let Some(first) = problems.first() {
+        return Ok(failed(
+            envelope,
+            format!("Output validation error: {first}"),
+            None,
+        ));
+    }
+    let missing = missing_artifacts(turn.skill, &envelope.artifacts);
+    if !missing.is_empty() {
+        let message = format!("Missing required artifacts: {}", missing.join(", "));
+        return Ok(failed(envelope, message, None));
+    }
+    Ok(Outcome::Succeeded(envelope))
+}
+
+fn failed(envelope: Envelope, message: String, stderr: Option<String>) -> Outcome {
+    Outcome::Failed {
+        envelope,
+        code: None,
+        message,
+        stderr,
+    }
+}
+
+/// Where a turn's input breaks the skill's schemas: the full input (inline values plus each
+/// uploaded file as its path) and the parameter. Empty when both are valid.
+pub fn input_problems(skill: &SkillManifest, input: &Value, parameter: &Value) -> Vec<String> {
+    let mut problems = schema::messages(&skill.schema_docs.input, input);
+    problems.extend(schema::messages(&skill.schema_docs.parameter, parameter));
+    problems
+}
+
+/// Inline inputs plus each uploaded file input as its absolute path in the workspace
+/// (`uploads/<key>`).
+pub fn resolved_input(skill: &SkillManifest, inline: &Value, folder: &RunFolder) -> Value {
+    let mut input = match inline {
+        Value::Object(m) => m.clone(),
+        _ => Map::new(),
+    };
+    for (key, source) in skill.input_sources() {
+        let path = folder.uploads().join(&key);
+        if source == InputSource::File && path.is_file() {
+            input.insert(key, Value::String(path.to_string_lossy().into_owned()));
+        }
+    }
+    Value::Object(input)
+}
+
+/// The files under the workspace's `artifacts/`, as `artifacts/<path>`, sorted: regular files
+/// with one link only, the ones the service serves.
+pub async fn list_artifacts(folder: &RunFolder) -> std::io::Result<Vec<String>> {
+    let dir = folder.artifacts();
+    let files = tokio::task::spawn_blocking(move || files_under(&dir))
+        .await
+        .map_err(std::io::Error::other)??;
+    Ok(files
+        .into_iter()
+        .filter(|(_, path)| is_plain_file(path))
+        .map(|(rel, _)| format!("artifacts/{rel}"))
+        .collect())
+}
+
+fn missing_artifacts(skill: &SkillManifest, artifacts: &[String]) -> Vec<String> {
+    skill
+        .artifacts
+        .iter()
+        .filter(|a| a.required)
+        .filter(|a| {
+            let pattern = glob::Pattern::new(&a.pattern).ok();
+            !artifacts.iter().any(|path| {
+                let rel = path.trim_start_matches("artifacts/");
+                rel == a.pattern || pattern.as_ref().is_some_and(|p| p.matches(rel))
+            })
+        })
+        .map(|a| a.pattern.clone())
+        .collect()
+}
