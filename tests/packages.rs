@@ -261,6 +261,11 @@ async fn every_validation_rule_fails_with_a_named_error() {
             skill_package(".archive", "1.0.0").zip(),
             "id '.archive' is not a valid skill id",
         ),
+        (
+            "id outside the one rule",
+            skill_package("Demo.Skill", "1.0.0").zip(),
+            "id 'Demo.Skill' is not a valid skill id (1-64 of a-z, 0-9, '_' and '-'",
+        ),
         ("zip-slip", zip_slip, "escapes the package with '..' (zip-slip)"),
         ("absolute path", absolute, "has an absolute path"),
         ("symlink entry", symlink, "symlink entry 'rules/link' is not allowed"),

@@ -24,20 +24,10 @@ use serde_json::{Value, json};
 
 use super::builtin::Builtin;
 use crate::config::InvokeConfig;
+use crate::skill::manifest::{ID_RULE, is_valid_id};
 use crate::skill::registry::Snapshot;
 use crate::skill::schema::Schema;
 use crate::skill::{ExecutionMode, Registry, SkillManifest};
-
-/// Skill ids of the invoke host.
-pub fn is_valid_id(id: &str) -> bool {
-    let bytes = id.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 64
-        && (bytes[0].is_ascii_lowercase() || bytes[0].is_ascii_digit())
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_' || *b == b'-')
-}
 
 /// How a skill runs.
 #[derive(Debug, Clone)]
@@ -365,14 +355,8 @@ fn load(config: &InvokeConfig, files: &[PathBuf], packages: &[Arc<SkillManifest>
             Err(message) => problems.push(problem(path, message)),
         }
     }
+    // Installed packages were loaded under the same id rule.
     for package in packages {
-        if !is_valid_id(&package.id) {
-            problems.push(problem(
-                &package.path,
-                format!("package id '{}' is not a valid invoke skill id", package.id),
-            ));
-            continue;
-        }
         if !package.execution_modes.contains(&ExecutionMode::Auto) {
             problems.push(problem(
                 &package.path,
@@ -451,7 +435,7 @@ fn manifest(config: &InvokeConfig, path: &Path) -> Result<(InvocableSkill, Vec<S
     };
     if !is_valid_id(&file.id) {
         return Err(format!(
-            "id '{}' is not a valid skill id (1-64 of a-z, 0-9, '_' and '-', starting with a letter or digit)",
+            "id '{}' is not a valid skill id ({ID_RULE})",
             file.id
         ));
     }
@@ -547,33 +531,6 @@ fn manifest(config: &InvokeConfig, path: &Path) -> Result<(InvocableSkill, Vec<S
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn invoke_ids() {
-        for ok in [
-            "echo",
-            "file_search",
-            "log_transform",
-            "a",
-            "0-x",
-            &"a".repeat(64),
-        ] {
-            assert!(is_valid_id(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            "Echo",
-            "..x",
-            "-x",
-            "_x",
-            "a.b",
-            "a/b",
-            "é",
-            &"a".repeat(65),
-        ] {
-            assert!(!is_valid_id(bad), "{bad}");
-        }
-    }
 
     fn config(tmp: &Path) -> InvokeConfig {
         let root = tmp.join("files");

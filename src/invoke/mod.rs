@@ -27,7 +27,7 @@ use crate::error::ApiError;
 use crate::process::Confinement;
 use crate::process::Supervisor;
 use crate::skill::schema::{self, Schema};
-use crate::skill::{Registry, SkillManifest};
+use crate::skill::{Registry, SkillManifest, manifest};
 use builtin::Ctx;
 use catalog::{Catalogs, InvocableSkill, Runner};
 use paths::AllowedRoot;
@@ -120,11 +120,8 @@ impl Host {
         Option<String>,
         Result<Output, SkillError>,
     ) {
-        if !catalog::is_valid_id(skill_id) {
-            let error = SkillError::invalid(
-                "skill_id",
-                "must be 1-64 of a-z, 0-9, '_' and '-', starting with a letter or digit",
-            );
+        if !manifest::is_valid_id(skill_id) {
+            let error = SkillError::invalid("skill_id", format!("must be {}", manifest::ID_RULE));
             return (None, None, Err(error));
         }
         let body = match body {

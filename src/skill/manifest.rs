@@ -205,8 +205,7 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
     };
     if !is_valid_id(&id) {
         return invalid(format!(
-            "runner.json: id '{id}' is not a valid skill id (letters, digits, '.', '_', '-'; \
-             starting with a letter or digit; at most 128 characters)"
+            "runner.json: id '{id}' is not a valid skill id ({ID_RULE})"
         ));
     }
     if folder != frontmatter_name || folder != id {
@@ -295,15 +294,22 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
     })
 }
 
-/// Skill ids name folders, so they must be plain names that cannot collide with the hidden
-/// `.archive`, `.staging` and `.invalid` folders.
+/// The one skill-id rule of the service (jobs, packages and `:invoke` alike, as the invoke
+/// documents give it): 1-64 of `a-z`, `0-9`, `_` and `-`, starting with a letter or digit.
+/// Ids name folders, so they cannot collide with the hidden `.archive`, `.staging` and
+/// `.invalid` folders.
 pub fn is_valid_id(id: &str) -> bool {
-    id.len() <= 128
-        && id.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    let bytes = id.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 64
+        && (bytes[0].is_ascii_lowercase() || bytes[0].is_ascii_digit())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_' || *b == b'-')
 }
+
+/// How [`is_valid_id`] is said in an error.
+pub const ID_RULE: &str = "1-64 of a-z, 0-9, '_' and '-', starting with a letter or digit";
 
 /// Parses a skill version (semantic versioning, `MAJOR.MINOR.PATCH[-pre][+build]`).
 pub fn parse_version(raw: &str) -> Result<semver::Version, InvalidSkill> {
@@ -882,6 +888,34 @@ mod tests {
                 message.contains(expected),
                 "{runner}: got '{message}', want '{expected}'"
             );
+        }
+    }
+
+    #[test]
+    fn one_id_rule_for_jobs_packages_and_invoke() {
+        for ok in [
+            "echo",
+            "file_search",
+            "log_transform",
+            "a",
+            "0-x",
+            &"a".repeat(64),
+        ] {
+            assert!(is_valid_id(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "Echo",
+            "..x",
+            ".archive",
+            "-x",
+            "_x",
+            "a.b",
+            "a/b",
+            "é",
+            &"a".repeat(65),
+        ] {
+            assert!(!is_valid_id(bad), "{bad}");
         }
     }
 
