@@ -21,6 +21,15 @@ pub fn after(after: std::time::Duration) -> String {
         .to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
+/// `ago` before now, in the form of [`now`].
+pub fn before(ago: std::time::Duration) -> String {
+    chrono::Duration::from_std(ago)
+        .ok()
+        .and_then(|ago| Utc::now().checked_sub_signed(ago))
+        .unwrap_or(chrono::DateTime::<Utc>::MIN_UTC)
+        .to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
 /// `time` in the form of [`now`].
 pub fn format(time: std::time::SystemTime) -> String {
     chrono::DateTime::<Utc>::from(time).to_rfc3339_opts(SecondsFormat::Micros, true)

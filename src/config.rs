@@ -181,6 +181,8 @@ pub struct JobLimits {
     pub failed_retention: Duration,
     /// Time between retention sweeps (`SKILL_RUNNER_CLEANUP_INTERVAL_SECONDS`).
     pub cleanup_interval: Duration,
+    /// Time between reconciler passes (`SKILL_RUNNER_RECONCILE_INTERVAL_SECONDS`).
+    pub reconcile_interval: Duration,
     /// An event stream with nothing to say sends a heartbeat after this long
     /// (`SKILL_RUNNER_SSE_HEARTBEAT_SECONDS`).
     pub sse_heartbeat: Duration,
@@ -290,6 +292,7 @@ impl Default for JobLimits {
             retention: Duration::from_secs(7 * 24 * 3600),
             failed_retention: Duration::from_secs(12 * 3600),
             cleanup_interval: Duration::from_secs(12 * 3600),
+            reconcile_interval: Duration::from_secs(30),
             sse_heartbeat: Duration::from_secs(5),
         }
     }
@@ -388,6 +391,10 @@ impl Config {
             cleanup_interval: seconds(
                 "SKILL_RUNNER_CLEANUP_INTERVAL_SECONDS",
                 job_defaults.cleanup_interval,
+            )?,
+            reconcile_interval: seconds(
+                "SKILL_RUNNER_RECONCILE_INTERVAL_SECONDS",
+                job_defaults.reconcile_interval,
             )?,
             sse_heartbeat: seconds(
                 "SKILL_RUNNER_SSE_HEARTBEAT_SECONDS",

@@ -1,26 +1,43 @@
 //! Failures a test can inject into a debug build, to prove what happens when the service fails
-//! at a point no real input reaches (`SKILL_RUNNER_TEST_FAULTS=point,point`, read by `main` from
-//! the environment the service was started with). Release builds never fail here.
+//! at a point no real input reaches. `SKILL_RUNNER_TEST_FAULTS=point,point*N` (read by `main`
+//! from the environment the service was started with): each point fails the first time it is
+//! reached, or the first `N` times. Release builds never fail here.
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 
-static FAULTS: OnceLock<Vec<String>> = OnceLock::new();
+/// Failures left, by point.
+static FAULTS: OnceLock<Mutex<HashMap<String, u32>>> = OnceLock::new();
 
-/// Sets the injected failure points from `SKILL_RUNNER_TEST_FAULTS` (comma-separated), once.
+/// Sets the injected failure points from `SKILL_RUNNER_TEST_FAULTS`, once.
 pub fn configure(spec: Option<&str>) {
     let points = spec
         .unwrap_or_default()
         .split(',')
-        .map(|p| p.trim().to_owned())
+        .map(str::trim)
         .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('*') {
+            Some((point, times)) => (point.to_owned(), times.parse().unwrap_or(1)),
+            None => (p.to_owned(), 1),
+        })
         .collect();
-    let _ = FAULTS.set(points);
+    let _ = FAULTS.set(Mutex::new(points));
 }
 
-/// An error when `point` was configured (debug builds only).
+/// An error when `point` still has failures left (debug builds only).
 pub fn check(point: &str) -> anyhow::Result<()> {
-    if cfg!(debug_assertions) && FAULTS.get().is_some_and(|f| f.iter().any(|p| p == point)) {
-        anyhow::bail!("injected failure at '{point}'");
+    if !cfg!(debug_assertions) {
+        return Ok(());
     }
-    Ok(())
+    let Some(faults) = FAULTS.get() else {
+        return Ok(());
+    };
+    let mut faults = faults.lock().expect("faults lock");
+    match faults.get_mut(point) {
+        Some(left) if *left > 0 => {
+            *left -= 1;
+            anyhow::bail!("injected failure at '{point}'")
+        }
+        _ => Ok(()),
+    }
 }

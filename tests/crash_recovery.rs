@@ -286,3 +286,45 @@ async fn sigterm_leaves_every_queued_run_queued() {
         }
     }
 }
+
+/// The store fails while the service runs (injected in the test build): a failure on the first
+/// `start_run` and the first `finish` is retried and the run succeeds; a `finish` that keeps
+/// failing leaves the run to the reconciler, which ends it `failed` `INTERNAL_ERROR`; a start
+/// that keeps failing fails the run at once. No process is left either way.
+#[tokio::test]
+async fn store_failures_at_start_and_finish_are_retried_then_reconciled() {
+    let cases = [
+        ("store-start-run,store-finish", "succeeded", None),
+        ("store-finish*4", "failed", Some("lost track")),
+        (
+            "store-start-run*4",
+            "failed",
+            Some("could not record the start"),
+        ),
+    ];
+    for (faults, wanted, says) in cases {
+        let server = TestServer::with_skills(
+            &[probe_skill("probe", None)],
+            &[
+                ("SKILL_RUNNER_TEST_FAULTS", faults),
+                ("SKILL_RUNNER_RECONCILE_INTERVAL_SECONDS", "1"),
+            ],
+        );
+        let rid = server
+            .create_job(json!({"skill_id": "probe", "parameter": {"mode": "ok"}}))
+            .await;
+        let status = server.wait_job(&rid).await;
+        assert_eq!(status["status"], wanted, "{faults}: {status}");
+        if let Some(says) = says {
+            assert_eq!(
+                status["error"]["code"], "INTERNAL_ERROR",
+                "{faults}: {status}"
+            );
+            let message = status["error"]["message"].as_str().unwrap();
+            assert!(message.contains(says), "{faults}: {status}");
+        }
+        if let Ok(text) = std::fs::read_to_string(server.workspace(&status).join("pgid.txt")) {
+            assert_group_gone(text.trim().parse().unwrap());
+        }
+    }
+}

@@ -20,8 +20,8 @@ use crate::runner::{self, Envelope, Observer, Outcome};
 use crate::skill::{Rules, SkillManifest, manifest};
 use crate::store::{Ending, RequestKind, Run, RunStatus};
 
-/// Pauses between attempts to record a run's end.
-const FINISH_RETRIES: [std::time::Duration; 3] = [
+/// Pauses between attempts to record a run's start or end.
+const STORE_RETRIES: [std::time::Duration; 3] = [
     std::time::Duration::from_millis(100),
     std::time::Duration::from_millis(500),
     std::time::Duration::from_secs(2),
@@ -119,11 +119,20 @@ impl Jobs {
     /// Executes a queued run's next turn under the switch `cancel`; a run canceled while
     /// queued is skipped.
     pub(super) async fn execute(self: &Arc<Self>, run_id: &str, cancel: CancellationToken) {
-        match self.store.start_run(run_id, self.sandbox().as_str()).await {
+        let sandbox = self.sandbox().as_str();
+        match retried("start", run_id, || self.store.start_run(run_id, sandbox)).await {
             Ok(true) => self.feeds.status(run_id),
             Ok(false) => return,
-            Err(e) => {
-                tracing::error!(run_id, error = format!("{e:#}"), "cannot start run");
+            Err(_) => {
+                // Never a run left `queued` in no queue: it fails, or (when even that cannot
+                // be recorded) the reconciler queues it again.
+                let ending = Envelope::default().failed(
+                    Some(codes::INTERNAL_ERROR),
+                    "The service could not record the start of the run".into(),
+                    None,
+                );
+                self.finish(run_id, &[RunStatus::Queued], None, ending)
+                    .await;
                 return;
             }
         }
@@ -167,30 +176,14 @@ impl Jobs {
         ending: Ending,
     ) -> bool {
         // A run must not stay `running` with nothing behind it: a failing store gets a few
-        // more tries before recovery at the next start is left to settle it.
-        let mut attempt = 0;
-        loop {
-            match self.store.finish_run(run_id, from, asked, &ending).await {
-                Ok(true) => break self.feeds.status(run_id),
-                Ok(false) => return false,
-                Err(e) if attempt < FINISH_RETRIES.len() => {
-                    tracing::warn!(
-                        run_id,
-                        error = format!("{e:#}"),
-                        "cannot record the end of a run; retrying"
-                    );
-                    tokio::time::sleep(FINISH_RETRIES[attempt]).await;
-                    attempt += 1;
-                }
-                Err(e) => {
-                    tracing::error!(
-                        run_id,
-                        error = format!("{e:#}"),
-                        "cannot record the end of a run"
-                    );
-                    return false;
-                }
-            }
+        // more tries, then the reconciler settles the run.
+        let recorded = retried("end", run_id, || {
+            self.store.finish_run(run_id, from, asked, &ending)
+        })
+        .await;
+        match recorded {
+            Ok(true) => self.feeds.status(run_id),
+            Ok(false) | Err(_) => return false,
         }
         if let Err(e) = self.after_end(run_id, &ending).await {
             tracing::error!(
@@ -417,6 +410,38 @@ impl Observer for RunObserver<'_> {
 
     async fn session(&self, session: &str) -> anyhow::Result<()> {
         self.jobs.store.set_run_session(self.run_id, session).await
+    }
+}
+
+/// Runs a store write, trying again after each of [`STORE_RETRIES`] when it fails; `what`
+/// (`start`, `end`) names it in the log.
+async fn retried<T, F>(what: &str, run_id: &str, mut write: impl FnMut() -> F) -> anyhow::Result<T>
+where
+    F: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let mut pauses = STORE_RETRIES.iter();
+    loop {
+        match write().await {
+            Ok(value) => return Ok(value),
+            Err(e) => match pauses.next() {
+                Some(pause) => {
+                    tracing::warn!(
+                        run_id,
+                        error = format!("{e:#}"),
+                        "cannot record the {what} of a run; retrying"
+                    );
+                    tokio::time::sleep(*pause).await;
+                }
+                None => {
+                    tracing::error!(
+                        run_id,
+                        error = format!("{e:#}"),
+                        "cannot record the {what} of a run"
+                    );
+                    return Err(e);
+                }
+            },
+        }
     }
 }
 

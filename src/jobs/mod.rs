@@ -126,6 +126,9 @@ impl Jobs {
         let jobs = self.clone();
         self.tracker
             .spawn(async move { jobs.retention_loop().await });
+        let jobs = self.clone();
+        self.tracker
+            .spawn(async move { jobs.reconcile_loop().await });
         Ok(())
     }
 

@@ -93,6 +93,11 @@ impl Queue {
         before != state.runs.len()
     }
 
+    /// Whether `run_id` waits in the queue.
+    pub fn contains(&self, run_id: &str) -> bool {
+        self.lock().runs.iter().any(|r| r == run_id)
+    }
+
     /// Runs waiting for a slot.
     pub fn waiting(&self) -> usize {
         self.lock().runs.len()

@@ -7,6 +7,9 @@
 //! their question is intact, with a fresh reply window: the user could not answer while the
 //! service was down. Uploads that were being received when the service stopped were never
 //! acknowledged, so their requests wait for the upload again.
+//!
+//! While the service runs, the reconciler settles what it lost track of when the store failed
+//! past its retries: see [`Jobs::reconcile_once`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -121,6 +124,76 @@ impl Jobs {
                 error = format!("{e:#}"),
                 "clean-up of an interrupted run failed"
             );
+        }
+        Ok(())
+    }
+}
+
+impl Jobs {
+    pub(super) async fn reconcile_loop(self: &Arc<Self>) {
+        let interval = self.config.jobs.reconcile_interval;
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(interval) => {}
+                () = self.shutdown.cancelled() => return,
+            }
+            if let Err(e) = self.reconcile_once().await {
+                tracing::error!(error = format!("{e:#}"), "reconciler pass failed");
+            }
+        }
+    }
+
+    /// One pass: a run `running` that no turn of this process executes (its end could not be
+    /// recorded) ends `failed` `INTERNAL_ERROR` and its recorded group is killed; a run
+    /// `queued` for a while that is in no queue (its start could not be recorded) is queued
+    /// again. The store is read before the live turns, so a turn that starts meanwhile is
+    /// never taken for a lost one.
+    pub(super) async fn reconcile_once(self: &Arc<Self>) -> anyhow::Result<()> {
+        let running = self.store.runs_with_status(RunStatus::Running).await?;
+        let queued = self.store.runs_with_status(RunStatus::Queued).await?;
+        let lost: Vec<&Run> = {
+            let active = self.active.lock().expect("active lock");
+            running
+                .iter()
+                .filter(|r| !active.contains_key(&r.run_id))
+                .collect()
+        };
+        for run in lost {
+            if let Some(mark) = &run.process {
+                process::kill_recorded_group(mark);
+            }
+            let ending = Envelope::default().failed(
+                Some(codes::INTERNAL_ERROR),
+                "The service lost track of the run (its end could not be recorded); its \
+                 processes were killed"
+                    .into(),
+                None,
+            );
+            if self
+                .finish(&run.run_id, &[RunStatus::Running], None, ending)
+                .await
+            {
+                tracing::warn!(
+                    run_id = run.run_id,
+                    "reconciled a run no turn was executing"
+                );
+            }
+        }
+        let settled = clock::before(self.config.jobs.reconcile_interval);
+        for run in queued {
+            let stale = run.updated_at < settled;
+            let held = self
+                .active
+                .lock()
+                .expect("active lock")
+                .contains_key(&run.run_id);
+            if stale && !held && !self.queue.contains(&run.run_id) {
+                tracing::warn!(
+                    run_id = run.run_id,
+                    "queued a run again that was in no queue"
+                );
+                self.queue.push_unbounded(run.run_id);
+            }
         }
         Ok(())
     }

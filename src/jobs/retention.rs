@@ -3,9 +3,8 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
-
 use super::Jobs;
+use crate::clock;
 use crate::store::{CleanupCounts, Removed};
 
 impl Jobs {
@@ -16,9 +15,8 @@ impl Jobs {
                 () = tokio::time::sleep(interval) => {}
                 () = self.shutdown.cancelled() => return,
             }
-            let now = Utc::now();
-            let failed_before = before(now, self.config.jobs.failed_retention);
-            let finished_before = before(now, self.config.jobs.retention);
+            let failed_before = clock::before(self.config.jobs.failed_retention);
+            let finished_before = clock::before(self.config.jobs.retention);
             match self.delete_finished(&failed_before, &finished_before).await {
                 Ok(counts) if counts.runs_deleted + counts.requests_deleted > 0 => {
                     tracing::info!(?counts, "retention sweep deleted old runs");
@@ -31,7 +29,7 @@ impl Jobs {
 
     /// `POST /v1/jobs/cleanup`: deletes every finished run now. Active runs are kept.
     pub async fn cleanup_now(&self) -> anyhow::Result<CleanupCounts> {
-        let future = before(Utc::now(), Duration::ZERO);
+        let future = clock::before(Duration::ZERO);
         self.delete_finished(&future, &future).await
     }
 
@@ -65,13 +63,4 @@ impl Jobs {
         }
         Ok(counts)
     }
-}
-
-/// The RFC 3339 instant `age` before `now`, in the store's timestamp format.
-fn before(now: chrono::DateTime<Utc>, age: Duration) -> String {
-    chrono::Duration::from_std(age)
-        .ok()
-        .and_then(|age| now.checked_sub_signed(age))
-        .unwrap_or(chrono::DateTime::<Utc>::MIN_UTC)
-        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }

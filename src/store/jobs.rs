@@ -569,6 +569,7 @@ impl Store {
     /// `queued -> running`, counting the turn; false when the run is no longer queued
     /// (canceled meanwhile).
     pub async fn start_run(&self, run_id: &str, sandbox: &str) -> anyhow::Result<bool> {
+        crate::faults::check("store-start-run")?;
         let now = clock::now();
         let done = sqlx::query(
             "UPDATE runs SET status = 'running', turn = turn + 1, sandbox = ?,
@@ -622,6 +623,7 @@ impl Store {
         ending: &Ending,
     ) -> anyhow::Result<bool> {
         debug_assert!(ending.status.is_terminal());
+        crate::faults::check("store-finish")?;
         let now = clock::now();
         let from: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
         let done = sqlx::query(
