@@ -669,6 +669,12 @@ async fn temporary_skill_runs_run_once_and_leave_nothing() {
         .collect()
         .await;
     assert_eq!(events.last().unwrap().data["reason"], "terminal");
+    // A stream opened after the end still gives the final status right before `end`.
+    let before_end = &events[events.len() - 2];
+    assert_eq!(
+        (before_end.name.as_str(), &before_end.data["status"]),
+        ("status", &json!("succeeded"))
+    );
     let stdout = std::fs::read(server.run_dir(&status).join("logs/stdout.txt")).unwrap();
     assert_eq!(common::reassemble(&events, "stdout", 0), stdout);
     let (code, state) = server.get(&format!("/v1/management/runs/{rid}")).await;

@@ -122,7 +122,10 @@ impl Jobs {
                     "pending_interaction_id": run.pending_interaction_id,
                 }),
             };
-            let mut shown = Shown::of(&run);
+            // A run already settled still gets its status event after the rest of its output,
+            // so every stream ends with the final output, the status, then `end` (a client that
+            // reconnects between that status and `end` sees it again).
+            let mut shown = (!Shown::of(&run).settled()).then(|| Shown::of(&run));
             let mut reread = false;
             loop {
                 // Status before output: output written before a status change is in the file
@@ -156,8 +159,8 @@ impl Jobs {
                     reread = false;
                     continue;
                 }
-                if current != shown {
-                    shown = current;
+                if shown.as_ref() != Some(&current) {
+                    shown = Some(current);
                     last_event = Instant::now();
                     yield RunEvent {
                         name: "status",
@@ -170,7 +173,7 @@ impl Jobs {
                         }),
                     };
                 }
-                if shown.settled() {
+                if let Some(shown) = shown.as_ref().filter(|s| s.settled()) {
                     let reason = if shown.status == RunStatus::WaitingUser { "waiting_user" } else { "terminal" };
                     yield RunEvent { name: "end", id: sent.event_id(), data: json!({"reason": reason}) };
                     break;

@@ -126,11 +126,7 @@ impl Jobs {
             Err(_) => {
                 // Never a run left `queued` in no queue: it fails, or (when even that cannot
                 // be recorded) the reconciler queues it again.
-                let ending = Envelope::default().failed(
-                    Some(codes::INTERNAL_ERROR),
-                    "The service could not record the start of the run".into(),
-                    None,
-                );
+                let ending = internal_error("The service could not record the start of the run");
                 self.finish(run_id, &[RunStatus::Queued], None, ending)
                     .await;
                 return;
@@ -143,11 +139,7 @@ impl Jobs {
             }
             Err(e) => {
                 tracing::error!(run_id, error = format!("{e:#}"), "run failed internally");
-                Envelope::default().failed(
-                    Some(codes::INTERNAL_ERROR),
-                    "Internal error while executing the run".into(),
-                    None,
-                )
+                internal_error(INTERNAL_MESSAGE)
             }
         };
         self.finish(run_id, &[RunStatus::Running], None, ending)
@@ -156,11 +148,7 @@ impl Jobs {
 
     /// Ends a run whose execution panicked.
     pub(super) async fn fail_after_panic(&self, run_id: &str) {
-        let ending = Envelope::default().failed(
-            Some(codes::INTERNAL_ERROR),
-            "Internal error while executing the run".into(),
-            None,
-        );
+        let ending = internal_error(INTERNAL_MESSAGE);
         self.finish(run_id, &[RunStatus::Running], None, ending)
             .await;
     }
@@ -365,14 +353,9 @@ impl Jobs {
                     error = format!("{e:#}"),
                     "cannot record a started turn"
                 );
-                TurnEnd::Ended(
-                    Envelope::default().failed(
-                        Some(codes::INTERNAL_ERROR),
-                        "The service could not record the started turn; its processes were killed"
-                            .into(),
-                        None,
-                    ),
-                )
+                TurnEnd::Ended(internal_error(
+                    "The service could not record the started turn; its processes were killed",
+                ))
             }
         })
     }
@@ -411,6 +394,14 @@ impl Observer for RunObserver<'_> {
     async fn session(&self, session: &str) -> anyhow::Result<()> {
         self.jobs.store.set_run_session(self.run_id, session).await
     }
+}
+
+/// What a run that failed inside the service says (the cause is in the log only).
+const INTERNAL_MESSAGE: &str = "Internal error while executing the run";
+
+/// The ending of a run the service itself failed (`INTERNAL_ERROR`).
+pub(super) fn internal_error(message: &str) -> Ending {
+    Envelope::default().failed(Some(codes::INTERNAL_ERROR), message.to_owned(), None)
 }
 
 /// Runs a store write, trying again after each of [`STORE_RETRIES`] when it fails; `what`

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Jobs;
-use super::executor::codes;
+use super::executor::{codes, internal_error};
 use super::interaction::pending_question;
 use super::options::RuntimeOptions;
 use crate::runner::Envelope;
@@ -162,12 +162,9 @@ impl Jobs {
             if let Some(mark) = &run.process {
                 process::kill_recorded_group(mark);
             }
-            let ending = Envelope::default().failed(
-                Some(codes::INTERNAL_ERROR),
+            let ending = internal_error(
                 "The service lost track of the run (its end could not be recorded); its \
-                 processes were killed"
-                    .into(),
-                None,
+                 processes were killed",
             );
             if self
                 .finish(&run.run_id, &[RunStatus::Running], None, ending)
