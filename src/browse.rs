@@ -16,6 +16,39 @@ const SNIFF_BYTES: usize = 4096;
 /// Entries listed at most, so a folder with a huge tree cannot flood a response.
 const TREE_MAX_ENTRIES: usize = 20_000;
 
+/// Regular files under `dir` with their `/`-separated relative paths, sorted; symlinks are
+/// not followed.
+pub fn files_under(dir: &Path) -> std::io::Result<Vec<(String, std::path::PathBuf)>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        let entries = match std::fs::read_dir(&current) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let entry = entry?;
+            let kind = entry.file_type()?;
+            let path = entry.path();
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file() {
+                let rel = path
+                    .strip_prefix(dir)
+                    .expect("under dir")
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join("/");
+                out.push((rel, path));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// One entry of a folder tree, listed depth-first: a folder comes right before its contents,
 /// folders before files, names ordered case-insensitively.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]

@@ -14,8 +14,8 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::browse::files_under;
 use crate::engines::{EngineAdapter, Prepared, Turn};
-use crate::jobs::cache::files_under;
 use crate::output::{self, RepairLevel, Reported, TurnOutcome};
 use crate::process::{Completed, Exit, OnOutput, Running, Supervisor, Windows};
 use crate::run_folder::{RunFolder, is_plain_file};
@@ -125,9 +125,12 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
         observer.session(session).await?;
     }
     if plan.cancel.is_cancelled() {
-        return Ok(Outcome::Interrupted {
-            envelope: Envelope::default(),
-        });
+        // Earlier turns' artifacts stay part of what a canceled run produced.
+        let envelope = Envelope {
+            artifacts: list_artifacts(folder).await?,
+            ..Envelope::default()
+        };
+        return Ok(Outcome::Interrupted { envelope });
     }
     let running = match plan.supervisor.spawn(spec, plan.on_output).await {
         Ok(running) => running,

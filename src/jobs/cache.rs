@@ -10,6 +10,8 @@ use std::path::Path;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::browse::files_under;
+
 /// Hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
@@ -69,39 +71,6 @@ pub fn hash_copy(
 /// A finished hash as lower-case hex.
 pub fn hex_digest(hasher: Sha256) -> String {
     hex(&hasher.finalize())
-}
-
-/// Regular files under `dir` with their `/`-separated relative paths, sorted; symlinks are
-/// not followed.
-pub fn files_under(dir: &Path) -> std::io::Result<Vec<(String, std::path::PathBuf)>> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(current) = stack.pop() {
-        let entries = match std::fs::read_dir(&current) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
-        };
-        for entry in entries {
-            let entry = entry?;
-            let kind = entry.file_type()?;
-            let path = entry.path();
-            if kind.is_dir() {
-                stack.push(path);
-            } else if kind.is_file() {
-                let rel = path
-                    .strip_prefix(dir)
-                    .expect("under dir")
-                    .components()
-                    .map(|c| c.as_os_str().to_string_lossy())
-                    .collect::<Vec<_>>()
-                    .join("/");
-                out.push((rel, path));
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
 }
 
 /// What goes into a cache key.

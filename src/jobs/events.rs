@@ -104,9 +104,9 @@ impl Jobs {
             .run(&run_id)
             .await?
             .ok_or_else(|| anyhow::anyhow!("run {run_id} vanished"))?;
-        let logs = self.folder(&run_id).logs();
-        let mut stdout = Cursor::open(logs.join("stdout.txt"), from.stdout).await;
-        let mut stderr = Cursor::open(logs.join("stderr.txt"), from.stderr).await;
+        let folder = self.folder(&run_id);
+        let mut stdout = Cursor::open(folder.stdout_log(), from.stdout).await;
+        let mut stderr = Cursor::open(folder.stderr_log(), from.stderr).await;
         let heartbeat = self.config.jobs.sse_heartbeat;
         let jobs = self.clone();
         Ok(async_stream::stream! {

@@ -151,13 +151,14 @@ impl Jobs {
     pub(super) async fn reconcile_once(self: &Arc<Self>) -> anyhow::Result<()> {
         let running = self.store.runs_with_status(RunStatus::Running).await?;
         let queued = self.store.runs_with_status(RunStatus::Queued).await?;
-        let lost: Vec<&Run> = {
-            let active = self.active.lock().expect("active lock");
-            running
-                .iter()
-                .filter(|r| !active.contains_key(&r.run_id))
-                .collect()
-        };
+        let held: std::collections::HashSet<String> = self
+            .active
+            .lock()
+            .expect("active lock")
+            .keys()
+            .cloned()
+            .collect();
+        let lost = running.iter().filter(|r| !held.contains(&r.run_id));
         for run in lost {
             if let Some(mark) = &run.process {
                 process::kill_recorded_group(mark);
@@ -178,13 +179,9 @@ impl Jobs {
         }
         let settled = clock::before(self.config.jobs.reconcile_interval);
         for run in queued {
+            // A run popped meanwhile may be queued twice; its second start finds it started.
             let stale = run.updated_at < settled;
-            let held = self
-                .active
-                .lock()
-                .expect("active lock")
-                .contains_key(&run.run_id);
-            if stale && !held && !self.queue.contains(&run.run_id) {
+            if stale && !held.contains(&run.run_id) && !self.queue.contains(&run.run_id) {
                 tracing::warn!(
                     run_id = run.run_id,
                     "queued a run again that was in no queue"

@@ -10,10 +10,10 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
-use super::cache::{files_under, hash_copy, hex_digest};
+use super::cache::{hash_copy, hex_digest};
 use super::options::RuntimeOptions;
 use super::{Jobs, Scope};
-use crate::browse::{self, Preview, TreeEntry};
+use crate::browse::{self, Preview, TreeEntry, files_under};
 use crate::error::{ApiError, ApiResult};
 use crate::run_folder::{HOME_IN_FOLDER as HIDDEN_HOME, RunFolder, open_beneath};
 use crate::runner::{Envelope, list_artifacts};
@@ -156,7 +156,7 @@ pub struct LogsTruncated {
 }
 
 /// At most this much of each log's end is returned by `/logs`: a run may print gigabytes. The
-/// event stream and the run's files serve all of it.
+/// event stream serves all of it, from any offset.
 pub const LOG_TAIL_BYTES: u64 = 1024 * 1024;
 
 /// The last [`LOG_TAIL_BYTES`] of `path` (empty when it does not exist) and whether it was cut;
