@@ -7,7 +7,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::error::ApiError;
+use crate::error::{Error, Result};
 
 /// Files larger than this are not previewed.
 pub const PREVIEW_MAX_BYTES: u64 = 256 * 1024;
@@ -138,9 +138,9 @@ fn walk(dir: &Path, prefix: &str, depth: usize, out: &mut Vec<TreeEntry>) -> std
 
 /// Normalises a client's relative path (`./a//b` -> `a/b`); 400 for blank, absolute or `..`
 /// paths.
-pub fn relative_path(path: &str) -> Result<String, ApiError> {
+pub fn relative_path(path: &str) -> Result<String> {
     if path.trim().is_empty() {
-        return Err(ApiError::bad_request("path is required"));
+        return Err(Error::invalid("path is required"));
     }
     let mut parts = Vec::new();
     for component in Path::new(path).components() {
@@ -148,21 +148,21 @@ pub fn relative_path(path: &str) -> Result<String, ApiError> {
             Component::Normal(p) => parts.push(p.to_string_lossy().into_owned()),
             Component::CurDir => {}
             _ => {
-                return Err(ApiError::bad_request(format!(
+                return Err(Error::invalid(format!(
                     "invalid path '{path}': it must be relative and must not contain '..'"
                 )));
             }
         }
     }
     if path.contains('\0') || parts.is_empty() {
-        return Err(ApiError::bad_request(format!("invalid path '{path}'")));
+        return Err(Error::invalid(format!("invalid path '{path}'")));
     }
     Ok(parts.join("/"))
 }
 
 /// The preview of `rel` (already normalised by [`relative_path`]) under `root`; a file under a
 /// `hidden` top-level entry (also when reached through a symlink) is not found.
-pub fn preview(root: &Path, rel: &str, hidden: &[&str]) -> Result<Preview, ApiError> {
+pub fn preview(root: &Path, rel: &str, hidden: &[&str]) -> Result<Preview> {
     let target = resolve(root, rel, hidden)?;
     let file = std::fs::File::open(&target).map_err(|_| not_found())?;
     let size = file.metadata()?.len();
@@ -201,11 +201,11 @@ pub fn preview(root: &Path, rel: &str, hidden: &[&str]) -> Result<Preview, ApiEr
 
 /// The file `rel` under `root`, symlinks resolved; 400 when it resolves outside `root`, 404
 /// when it is missing or a folder.
-fn resolve(root: &Path, rel: &str, hidden: &[&str]) -> Result<PathBuf, ApiError> {
+fn resolve(root: &Path, rel: &str, hidden: &[&str]) -> Result<PathBuf> {
     let root = root.canonicalize().map_err(|_| not_found())?;
     let target = root.join(rel).canonicalize().map_err(|_| not_found())?;
     let Ok(inside) = target.strip_prefix(&root) else {
-        return Err(ApiError::bad_request(format!(
+        return Err(Error::invalid(format!(
             "invalid path '{rel}': it resolves outside the folder"
         )));
     };
@@ -219,8 +219,8 @@ fn resolve(root: &Path, rel: &str, hidden: &[&str]) -> Result<PathBuf, ApiError>
     Ok(target)
 }
 
-fn not_found() -> ApiError {
-    ApiError::not_found("file not found")
+fn not_found() -> Error {
+    Error::not_found("file not found")
 }
 
 /// A NUL byte, or more than 30 % control characters other than tab, newline and CR.
@@ -293,17 +293,21 @@ mod tests {
         assert_eq!(latin.content.as_deref(), Some("caf\u{fffd}"));
         assert!(latin.meta.ends_with("utf-8-replace"));
 
-        let status = |r: Result<Preview, ApiError>| r.unwrap_err().status().as_u16();
-        assert_eq!(status(preview(&root, "escape", &[])), 400);
-        assert_eq!(status(preview(&root, "missing", &[])), 404);
-        assert_eq!(status(preview(&root, "logs", &[])), 404);
+        let kind = |r: Result<Preview>| match r.unwrap_err() {
+            Error::Invalid(_) => "invalid",
+            Error::NotFound(_) => "not found",
+            other => panic!("unexpected {other:?}"),
+        };
+        assert_eq!(kind(preview(&root, "escape", &[])), "invalid");
+        assert_eq!(kind(preview(&root, "missing", &[])), "not found");
+        assert_eq!(kind(preview(&root, "logs", &[])), "not found");
         // A hidden folder is not found, directly or through a symlink, and not listed.
         std::fs::create_dir_all(root.join(".home")).unwrap();
         std::fs::write(root.join(".home/token"), "t").unwrap();
         std::os::unix::fs::symlink(root.join(".home/token"), root.join("logs/t")).unwrap();
         let hidden = [".home"];
-        assert_eq!(status(preview(&root, ".home/token", &hidden)), 404);
-        assert_eq!(status(preview(&root, "logs/t", &hidden)), 404);
+        assert_eq!(kind(preview(&root, ".home/token", &hidden)), "not found");
+        assert_eq!(kind(preview(&root, "logs/t", &hidden)), "not found");
         assert_eq!(
             preview(&root, "logs/t", &[]).unwrap().content.as_deref(),
             Some("t")
@@ -315,9 +319,8 @@ mod tests {
                 .all(|e| !e.rel_path.starts_with(".home"))
         );
         for bad in ["", "  ", "/etc/passwd", "../secret", "logs/../../secret"] {
-            assert_eq!(
-                relative_path(bad).unwrap_err().status().as_u16(),
-                400,
+            assert!(
+                matches!(relative_path(bad), Err(Error::Invalid(_))),
                 "{bad:?}"
             );
         }

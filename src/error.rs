@@ -1,108 +1,88 @@
-//! The one error type of the HTTP API.
+//! The errors of the service's operations, by kind of problem.
 //!
-//! Every `/v1` error answers `{"detail": ...}` (a string or an object), the shape clients of the
-//! reference service already parse. Server-side failures are logged with their cause chain and
-//! answered with a fixed message, so internals never leak into a response.
+//! Core modules (`jobs`, `browse`, …) answer with these; only `api::error` decides which HTTP
+//! status each kind becomes. A `detail` is the payload a client reads: a message, or an object
+//! with a `code` and a `message` where clients of the reference service expect one.
 
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-/// An error answered to an API client.
+/// Why an operation did not happen.
 #[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    /// A client-side problem: the status and the `detail` payload to send.
-    #[error("{status}: {detail}")]
-    Client { status: StatusCode, detail: Value },
-    /// A server-side failure; the cause is logged, never returned.
+pub enum Error {
+    /// The caller's request is wrong; the detail names the field and why.
+    #[error("invalid request: {0}")]
+    Invalid(Value),
+    /// A required field of the request is absent.
+    #[error("'{field}' is missing from the {location}")]
+    Missing {
+        location: &'static str,
+        field: &'static str,
+    },
+    /// The named thing does not exist (or not in the caller's scope).
+    #[error("not found: {0}")]
+    NotFound(Value),
+    /// The thing exists, but its state does not allow the operation now.
+    #[error("conflict: {0}")]
+    Conflict(Value),
+    /// The job queue has no free place; a retry after runs start may succeed.
+    #[error("Job queue is full")]
+    QueueFull,
+    /// A failure of the service itself; its cause is logged, never shown to a client.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
 
-impl ApiError {
-    pub fn new(status: StatusCode, detail: impl Into<Value>) -> Self {
-        Self::Client {
-            status,
-            detail: detail.into(),
-        }
-    }
-
-    pub fn bad_request(detail: impl Into<Value>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, detail)
+impl Error {
+    pub fn invalid(detail: impl Into<Value>) -> Self {
+        Self::Invalid(detail.into())
     }
 
     pub fn not_found(detail: impl Into<Value>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, detail)
+        Self::NotFound(detail.into())
     }
 
-    /// The HTTP status this error answers with.
-    #[cfg(test)]
-    pub fn status(&self) -> StatusCode {
+    pub fn conflict(detail: impl Into<Value>) -> Self {
+        Self::Conflict(detail.into())
+    }
+
+    /// The human message of a client-side error (a string detail, or an object's `message`);
+    /// `None` for an internal failure, whose cause is not for clients.
+    pub fn message(&self) -> Option<String> {
+        let detail = match self {
+            Self::Invalid(d) | Self::NotFound(d) | Self::Conflict(d) => d,
+            Self::Internal(_) => return None,
+            other => return Some(other.to_string()),
+        };
+        Some(match detail {
+            Value::String(s) => s.clone(),
+            Value::Object(m) => match m.get("message") {
+                Some(Value::String(s)) => s.clone(),
+                _ => detail.to_string(),
+            },
+            other => other.to_string(),
+        })
+    }
+
+    /// The machine-readable code of an object detail (`SKILL_ENGINE_UNSUPPORTED`, …).
+    pub fn code(&self) -> Option<&str> {
         match self {
-            Self::Client { status, .. } => *status,
-            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Invalid(d) | Self::NotFound(d) | Self::Conflict(d) => d.get("code")?.as_str(),
+            _ => None,
         }
-    }
-
-    /// A required form or body field is absent, in the list shape FastAPI clients expect.
-    pub fn missing_field(location: &str, field: &str) -> Self {
-        Self::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            json!([{
-                "loc": [location, field],
-                "msg": format!("Field required: '{field}' is missing from the {location}"),
-                "type": "missing",
-            }]),
-        )
     }
 }
 
-impl From<sqlx::Error> for ApiError {
+impl From<sqlx::Error> for Error {
     fn from(e: sqlx::Error) -> Self {
         Self::Internal(e.into())
     }
 }
 
-impl From<std::io::Error> for ApiError {
+impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         Self::Internal(e.into())
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        match self {
-            Self::Client { status, detail } => {
-                let mut response =
-                    (status, axum::Json(json!({ "detail": detail }))).into_response();
-                if status == StatusCode::TOO_MANY_REQUESTS {
-                    // Queue places free up as runs start; a second is a fair first retry.
-                    response
-                        .headers_mut()
-                        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                }
-                response
-            }
-            Self::Internal(cause) => {
-                tracing::error!(error = format!("{cause:#}"), "request failed");
-                internal_error_response()
-            }
-        }
-    }
-}
-
-/// The body of every 5xx answer, also used for a handler that panicked.
-pub fn internal_error_response() -> Response {
-    let mut response = (
-        StatusCode::INTERNAL_SERVER_ERROR,
-        axum::Json(json!({ "detail": "Internal server error" })),
-    )
-        .into_response();
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
-}
-
-/// Result type of API handlers.
-pub type ApiResult<T> = Result<T, ApiError>;
+/// Result of a service operation.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

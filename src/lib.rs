@@ -19,6 +19,7 @@ pub mod output;
 pub mod packages;
 pub mod process;
 pub mod run_folder;
+pub mod run_state;
 pub mod runner;
 pub mod server;
 pub mod skill;

@@ -15,8 +15,8 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use subtle::ConstantTimeEq;
 
+use crate::api::error::ApiError;
 use crate::config::{ApiTokens, BasicAuth, Config};
-use crate::error::ApiError;
 use crate::state::AppState;
 
 /// The one route open without a token: load balancers and `docker` health checks probe it.

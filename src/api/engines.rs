@@ -13,13 +13,13 @@ use serde_json::json;
 
 use super::auth::Admin;
 use super::jobs::{bad_json, to_completion};
+use crate::api::error::{ApiError, ApiResult};
 use crate::engines::agent::AuthStatus;
 use crate::engines::models::{ManifestView, Model, ModelList};
 use crate::engines::upgrades::{self, StartError};
 use crate::engines::{Engine, SnapshotRefused};
-use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
-use crate::store::Upgrade;
+use crate::store::{TaskStatus, Upgrade};
 
 /// An agent engine and the version of its CLI found on this server.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -185,7 +185,7 @@ pub struct NewUpgrade {
 pub struct UpgradeCreated {
     pub request_id: String,
     /// Always `queued`.
-    pub status: String,
+    pub status: TaskStatus,
 }
 
 /// Installs the engines' CLIs (`npm install` of each package into the managed prefix, one
@@ -264,7 +264,7 @@ pub struct EngineDetail {
     pub summary: EngineSummary,
     pub models: Vec<Model>,
     /// This engine's status in the latest upgrade that covered it; `null` if none did.
-    pub upgrade_status: Option<String>,
+    pub upgrade_status: Option<TaskStatus>,
     /// That upgrade's error for this engine, if it failed.
     pub last_error: Option<String>,
 }
@@ -320,7 +320,7 @@ pub async fn management_engine(
     Ok(Json(EngineDetail {
         summary,
         models,
-        upgrade_status: result.as_ref().map(|r| r.status.clone()),
+        upgrade_status: result.as_ref().map(|r| r.status),
         last_error: result.and_then(|r| r.error),
     }))
 }

@@ -16,7 +16,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::jobs::bad_json;
-use crate::error::{ApiError, ApiResult};
+use crate::api::error::{ApiError, ApiResult};
 use crate::invoke::result::{self, ErrorCode, SkillError, SkillResult};
 use crate::invoke::route::{Route, route};
 use crate::state::AppState;
@@ -105,8 +105,22 @@ fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<Value, SkillError> 
     })
 }
 
+/// The HTTP status of a result: 200 with data, else the one its error code stands for.
+fn status(result: &SkillResult) -> StatusCode {
+    match result.error.as_ref().map(|e| e.code) {
+        None => StatusCode::OK,
+        Some(ErrorCode::InvalidArgument | ErrorCode::InvalidJson) => StatusCode::BAD_REQUEST,
+        Some(ErrorCode::ForbiddenPath) => StatusCode::FORBIDDEN,
+        Some(ErrorCode::NotFound) => StatusCode::NOT_FOUND,
+        Some(ErrorCode::Timeout) => StatusCode::GATEWAY_TIMEOUT,
+        Some(ErrorCode::Internal | ErrorCode::ToolInvocationError) => {
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
+    }
+}
+
 fn respond(result: SkillResult) -> Response {
-    let status = result.status();
+    let status = status(&result);
     let trace = HeaderValue::from_str(&result.trace_id).ok();
     let mut response = (status, Json(result)).into_response();
     if let Some(trace) = trace {
@@ -157,4 +171,41 @@ pub async fn route_text(
         "route"
     );
     Ok(Json(chosen))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::invoke::result::{Meta, SkillError};
+
+    #[test]
+    fn statuses_follow_codes() {
+        let pairs = [
+            ("INVALID_ARGUMENT", 400),
+            ("INVALID_JSON", 400),
+            ("FORBIDDEN_PATH", 403),
+            ("NOT_FOUND", 404),
+            ("TIMEOUT", 504),
+            ("INTERNAL", 500),
+            ("TOOL_INVOCATION_ERROR", 500),
+        ];
+        for (code, expected) in pairs {
+            let parsed = ErrorCode::parse(code).unwrap();
+            assert_eq!(serde_json::to_value(parsed).unwrap(), code);
+            let result = SkillResult {
+                success: false,
+                skill_id: "s".into(),
+                trace_id: "t".into(),
+                data: None,
+                error: Some(SkillError::new(parsed, "m")),
+                meta: Meta {
+                    latency_ms: 0,
+                    version: "1".into(),
+                    truncated: None,
+                    runner_type: None,
+                },
+            };
+            assert_eq!(status(&result).as_u16(), expected, "{code}");
+        }
+    }
 }

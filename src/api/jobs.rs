@@ -16,7 +16,7 @@ use serde_json::Value;
 use tokio_util::io::ReaderStream;
 
 use super::upload::{FileField, save_file_fields};
-use crate::error::{ApiError, ApiResult};
+use crate::api::error::{ApiError, ApiResult};
 use crate::jobs::Scope;
 use crate::jobs::create::{CreateJob, CreateTemp, Created, UploadFiles, Uploaded};
 use crate::jobs::events::Offsets;
@@ -66,11 +66,11 @@ pub fn bad_json(e: JsonRejection) -> ApiError {
 /// Runs a state-changing operation as its own task, so a client that disconnects cannot cut
 /// it in half (a run recorded but never queued, an upload left half-received, a cancel that
 /// stopped the process but recorded nothing).
-pub(super) async fn to_completion<T: Send + 'static>(
-    work: impl Future<Output = ApiResult<T>> + Send + 'static,
+pub(super) async fn to_completion<T: Send + 'static, E: Into<ApiError> + Send + 'static>(
+    work: impl Future<Output = Result<T, E>> + Send + 'static,
 ) -> ApiResult<T> {
     match tokio::spawn(work).await {
-        Ok(result) => result,
+        Ok(result) => result.map_err(Into::into),
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(e) => Err(ApiError::Internal(e.into())),
     }
@@ -205,7 +205,7 @@ async fn receive_upload(
         inputs: path_of(0),
         package: path_of(1),
     };
-    jobs.accept_upload(request, files).await
+    Ok(jobs.accept_upload(request, files).await?)
 }
 
 /// Where a request stands. The same route exists under `/v1/temp-skill-runs/{request_id}`.
@@ -217,7 +217,7 @@ pub async fn status(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<RequestStatus>> {
-    state.jobs.status(scope, &request_id).await.map(Json)
+    Ok(Json(state.jobs.status(scope, &request_id).await?))
 }
 
 /// The result envelope: `{request_id, result: {status, data, artifacts, repair_level,
@@ -230,7 +230,7 @@ pub async fn result(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    state.jobs.result(scope, &request_id).await.map(Json)
+    Ok(Json(state.jobs.result(scope, &request_id).await?))
 }
 
 /// `{request_id, artifacts: ["artifacts/..."]}`.
@@ -242,7 +242,7 @@ pub async fn artifacts(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    state.jobs.artifacts(scope, &request_id).await.map(Json)
+    Ok(Json(state.jobs.artifacts(scope, &request_id).await?))
 }
 
 /// Downloads one artifact; the path must start with `artifacts/`.
@@ -291,7 +291,7 @@ pub async fn logs(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<RunLogs>> {
-    state.jobs.logs(scope, &request_id).await.map(Json)
+    Ok(Json(state.jobs.logs(scope, &request_id).await?))
 }
 
 /// Cancels a queued or running run (`CANCELED_BY_USER`); a finished run answers
@@ -388,7 +388,7 @@ pub async fn pending(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<PendingInteraction>> {
-    state.jobs.pending(scope, &request_id).await.map(Json)
+    Ok(Json(state.jobs.pending(scope, &request_id).await?))
 }
 
 /// Answers the pending question; the run's next turn is queued. Also
@@ -420,7 +420,7 @@ pub async fn reply(
 #[utoipa::path(post, path = "/v1/jobs/cleanup", tag = "jobs",
     responses((status = 200, body = CleanupCounts)))]
 pub async fn cleanup(State(state): State<AppState>) -> ApiResult<Json<CleanupCounts>> {
-    to_completion(async move { Ok(state.jobs.cleanup_now().await?) })
+    to_completion(async move { state.jobs.cleanup_now().await.map_err(ApiError::Internal) })
         .await
         .map(Json)
 }

@@ -12,10 +12,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::jobs::{Kind, bad_query};
+use crate::api::error::{ApiError, ApiResult};
 use crate::browse::{self, TreeEntry};
 use crate::clock;
 use crate::engines::Engine;
-use crate::error::{ApiError, ApiResult};
 use crate::jobs::views::{RunFilePreview, RunFiles, RunState};
 use crate::skill::{ExecutionMode, SkillEntry};
 use crate::state::AppState;
@@ -237,7 +237,7 @@ pub async fn get_run(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<RunState>> {
-    state.jobs.run_state(scope, &request_id).await.map(Json)
+    Ok(Json(state.jobs.run_state(scope, &request_id).await?))
 }
 
 /// The run folder's file tree.
@@ -249,7 +249,7 @@ pub async fn run_files(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<RunFiles>> {
-    state.jobs.run_files(scope, &request_id).await.map(Json)
+    Ok(Json(state.jobs.run_files(scope, &request_id).await?))
 }
 
 /// `?path=` of a file preview.
@@ -276,9 +276,7 @@ pub async fn run_file(
     query: Result<Query<FileQuery>, QueryRejection>,
 ) -> ApiResult<Json<RunFilePreview>> {
     let Query(query) = query.map_err(|_| ApiError::missing_field("query", "path"))?;
-    state
-        .jobs
-        .run_file(scope, &request_id, &query.path)
-        .await
-        .map(Json)
+    Ok(Json(
+        state.jobs.run_file(scope, &request_id, &query.path).await?,
+    ))
 }

@@ -2,6 +2,7 @@
 
 pub mod auth;
 pub mod engines;
+pub mod error;
 pub mod invoke;
 pub mod jobs;
 pub mod management;
@@ -23,7 +24,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use utoipa_scalar::{Scalar, Servable};
 
-use crate::error::{ApiError, internal_error_response};
+use crate::api::error::{ApiError, internal_error_response};
 use crate::state::AppState;
 
 /// Body limit for JSON and form routes; package uploads set their own.

@@ -8,16 +8,16 @@ use uuid::Uuid;
 
 use super::auth::Admin;
 use super::upload::{FileField, save_file_fields};
-use crate::error::{ApiError, ApiResult};
+use crate::api::error::{ApiError, ApiResult};
 use crate::state::AppState;
-use crate::store::{InstallRequest, InstallStatus};
+use crate::store::{InstallRequest, TaskStatus};
 
 /// Answer to an accepted upload.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct InstallCreated {
     pub request_id: String,
     /// Always `queued`: the install runs in the background.
-    pub status: InstallStatus,
+    pub status: TaskStatus,
 }
 
 /// The multipart form of an install.
@@ -73,7 +73,7 @@ pub async fn install_package(
     }
     Ok(Json(InstallCreated {
         request_id,
-        status: InstallStatus::Queued,
+        status: TaskStatus::Queued,
     }))
 }
 

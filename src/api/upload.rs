@@ -6,7 +6,7 @@ use axum::extract::multipart::{Field, Multipart, MultipartError};
 use axum::http::StatusCode;
 use tokio::io::AsyncWriteExt;
 
-use crate::error::{ApiError, ApiResult};
+use crate::api::error::{ApiError, ApiResult};
 
 fn malformed(e: MultipartError) -> ApiError {
     ApiError::bad_request(format!("malformed multipart body: {e}"))

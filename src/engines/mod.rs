@@ -336,8 +336,10 @@ impl Engines {}
     Serialize,
     Deserialize,
     utoipa::ToSchema,
+    sqlx::Type,
 )]
 #[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
 pub enum Engine {
     Codex,
     Gemini,

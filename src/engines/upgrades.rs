@@ -14,7 +14,7 @@ use tokio_util::task::TaskTracker;
 use super::{Engine, Engines};
 use crate::clock;
 use crate::process::{Completed, Exit, ProcessSpec, Supervisor, Windows};
-use crate::store::{Store, Upgrade, UpgradeResult};
+use crate::store::{Store, TaskStatus, Upgrade, UpgradeResult};
 
 /// How long one `npm install` may take.
 const NPM_TIMEOUT: Duration = Duration::from_secs(900);
@@ -92,7 +92,7 @@ impl Upgrader {
                 Scope::Single(engine) => Some(engine.to_string()),
                 Scope::All => None,
             },
-            status: "queued".into(),
+            status: TaskStatus::Queued,
             results: targets
                 .iter()
                 .map(|e| (e.to_string(), UpgradeResult::queued()))
@@ -144,13 +144,13 @@ async fn fail_unfinished(store: &Store, request_id: &str, error: &str) -> anyhow
         return Ok(());
     };
     for result in upgrade.results.values_mut() {
-        if matches!(result.status.as_str(), "queued" | "running") {
-            result.status = "failed".into();
+        if result.status.is_active() {
+            result.status = TaskStatus::Failed;
             result.error = Some(error.into());
         }
     }
     store
-        .save_upgrade(request_id, "failed", &upgrade.results)
+        .save_upgrade(request_id, TaskStatus::Failed, &upgrade.results)
         .await
 }
 
@@ -173,12 +173,12 @@ impl Work {
             results.insert(
                 key.clone(),
                 UpgradeResult {
-                    status: "running".into(),
+                    status: TaskStatus::Running,
                     ..UpgradeResult::queued()
                 },
             );
             self.store
-                .save_upgrade(&upgrade.request_id, "running", &results)
+                .save_upgrade(&upgrade.request_id, TaskStatus::Running, &results)
                 .await?;
             let cli = self
                 .engines
@@ -198,15 +198,19 @@ impl Work {
                 &self.logs.join(&key),
             )
             .await;
-            tracing::info!(engine = %key, spec, status = %result.status, "engine upgrade step");
+            tracing::info!(engine = %key, spec, status = ?result.status, "engine upgrade step");
             results.insert(key, result);
             self.store
-                .save_upgrade(&upgrade.request_id, "running", &results)
+                .save_upgrade(&upgrade.request_id, TaskStatus::Running, &results)
                 .await?;
         }
         self.engines.forget_versions();
-        let all_ok = results.values().all(|r| r.status == "succeeded");
-        let status = if all_ok { "succeeded" } else { "failed" };
+        let all_ok = results.values().all(|r| r.status == TaskStatus::Succeeded);
+        let status = if all_ok {
+            TaskStatus::Succeeded
+        } else {
+            TaskStatus::Failed
+        };
         self.store
             .save_upgrade(&upgrade.request_id, status, &results)
             .await
@@ -224,7 +228,7 @@ async fn npm_install(
     logs: &Path,
 ) -> UpgradeResult {
     let failed = |error: String, stdout: String, stderr: String| UpgradeResult {
-        status: "failed".into(),
+        status: TaskStatus::Failed,
         stdout,
         stderr,
         error: Some(error),
@@ -294,7 +298,7 @@ async fn npm_install(
     };
     match error {
         None => UpgradeResult {
-            status: "succeeded".into(),
+            status: TaskStatus::Succeeded,
             stdout,
             stderr,
             error: None,

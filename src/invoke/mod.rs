@@ -23,7 +23,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::engines::{Engine, Engines};
-use crate::error::ApiError;
 use crate::process::Confinement;
 use crate::process::Supervisor;
 use crate::skill::schema::{self, Schema};
@@ -158,14 +157,11 @@ impl Host {
             Some(Value::String(name)) => Some(name.as_str()),
             Some(_) => return Err(SkillError::invalid("engine", "must be a string")),
         };
-        crate::jobs::validation::engine(skill, requested, &self.engines).map_err(|e| match e {
-            ApiError::Client { detail, .. } => SkillError::invalid(
-                "engine",
-                detail["message"]
-                    .as_str()
-                    .map_or_else(|| detail.to_string(), str::to_owned),
-            ),
-            ApiError::Internal(e) => SkillError::internal(format!("{e:#}")),
+        crate::jobs::validation::engine(skill, requested, &self.engines).map_err(|e| {
+            match e.message() {
+                Some(message) => SkillError::invalid("engine", message),
+                None => SkillError::internal(format!("{e:#}")),
+            }
         })
     }
 

@@ -1,6 +1,5 @@
 //! The Normalized Skill Result: the one body every invoke call answers with.
 
-use axum::http::StatusCode;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -42,18 +41,6 @@ impl ErrorCode {
 
     pub fn parse(code: &str) -> Option<ErrorCode> {
         ErrorCode::ALL.into_iter().find(|c| c.as_str() == code)
-    }
-
-    pub fn status(self) -> StatusCode {
-        match self {
-            ErrorCode::InvalidArgument | ErrorCode::InvalidJson => StatusCode::BAD_REQUEST,
-            ErrorCode::ForbiddenPath => StatusCode::FORBIDDEN,
-            ErrorCode::NotFound => StatusCode::NOT_FOUND,
-            ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
-            ErrorCode::Internal | ErrorCode::ToolInvocationError => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
-        }
     }
 }
 
@@ -125,14 +112,6 @@ pub struct SkillResult {
     pub meta: Meta,
 }
 
-impl SkillResult {
-    pub fn status(&self) -> StatusCode {
-        self.error
-            .as_ref()
-            .map_or(StatusCode::OK, |e| e.code.status())
-    }
-}
-
 /// What a runner produced: data and whether it was cut short, or an error.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Output {
@@ -183,23 +162,5 @@ mod tests {
             assert!(uuid::Uuid::parse_str(&id).is_ok(), "{bad:?} -> {id}");
         }
         assert_ne!(trace_id(None), trace_id(None));
-    }
-
-    #[test]
-    fn statuses_follow_codes() {
-        let pairs = [
-            ("INVALID_ARGUMENT", 400),
-            ("INVALID_JSON", 400),
-            ("FORBIDDEN_PATH", 403),
-            ("NOT_FOUND", 404),
-            ("TIMEOUT", 504),
-            ("INTERNAL", 500),
-            ("TOOL_INVOCATION_ERROR", 500),
-        ];
-        for (code, status) in pairs {
-            let parsed = ErrorCode::parse(code).unwrap();
-            assert_eq!(parsed.status().as_u16(), status, "{code}");
-            assert_eq!(serde_json::to_value(parsed).unwrap(), code);
-        }
     }
 }

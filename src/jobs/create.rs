@@ -8,7 +8,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
@@ -20,7 +19,7 @@ use super::validation;
 use super::{Jobs, Scope};
 use crate::engines::Engine;
 use crate::engines::models::ModelList;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{Error, Result};
 use crate::packages::archive::{self, ArchiveError};
 use crate::skill::{ExecutionMode, InputSource, Rules, SkillEntry, SkillManifest, manifest};
 use crate::store::{Binding, NewRequest, NewRun, Request, RequestKind, RunStatus};
@@ -88,14 +87,10 @@ pub struct UploadFiles {
     pub package: Option<PathBuf>,
 }
 
-pub(super) fn queue_full() -> ApiError {
-    ApiError::new(StatusCode::TOO_MANY_REQUESTS, "Job queue is full")
-}
-
-fn rejected(e: ArchiveError) -> ApiError {
+fn rejected(e: ArchiveError) -> Error {
     match e {
-        ArchiveError::Rejected(m) => ApiError::bad_request(m),
-        ArchiveError::Io(e) => ApiError::Internal(e.into()),
+        ArchiveError::Rejected(m) => Error::invalid(m),
+        ArchiveError::Io(e) => Error::Internal(e.into()),
     }
 }
 
@@ -110,18 +105,18 @@ impl Jobs {
     }
 
     /// `POST /v1/jobs`.
-    pub async fn create_job(self: &Arc<Self>, body: CreateJob) -> ApiResult<Created> {
+    pub async fn create_job(self: &Arc<Self>, body: CreateJob) -> Result<Created> {
         let snapshot = self.registry.snapshot().await;
         let skill = match snapshot.skills.get(&body.skill_id) {
             Some(SkillEntry::Healthy(m)) => m.clone(),
             Some(SkillEntry::Degraded { error, .. }) => {
-                return Err(ApiError::not_found(format!(
+                return Err(Error::not_found(format!(
                     "Skill '{}' is installed but invalid: {error}",
                     body.skill_id
                 )));
             }
             None => {
-                return Err(ApiError::not_found(format!(
+                return Err(Error::not_found(format!(
                     "Skill not found: '{}'",
                     body.skill_id
                 )));
@@ -129,7 +124,7 @@ impl Jobs {
         };
         let engine = validation::engine(&skill, body.engine.as_deref(), &self.engines)?;
         let options =
-            RuntimeOptions::parse(body.runtime_options.as_ref()).map_err(ApiError::bad_request)?;
+            RuntimeOptions::parse(body.runtime_options.as_ref()).map_err(Error::invalid)?;
         validation::execution_mode(&skill, &options)?;
         let list = self.model_list(engine, body.model.as_deref()).await;
         let engine_options = validation::model(engine, body.model.as_deref(), list.as_ref())?;
@@ -140,14 +135,12 @@ impl Jobs {
             request_id: Uuid::new_v4().to_string(),
             kind: RequestKind::Job,
             skill_id: Some(skill.id.clone()),
-            engine: engine.as_str().to_owned(),
+            engine: Some(engine),
             model: body.model,
             engine_options,
             input: normalise_object(body.input),
             parameter: normalise_object(body.parameter),
-            runtime_options: body
-                .runtime_options
-                .unwrap_or(Value::Object(Default::default())),
+            runtime_options: options,
         };
         let request_id = request.request_id.clone();
         let takes_files = skill
@@ -163,16 +156,17 @@ impl Jobs {
             });
         }
         let cache_key = self
-            .cache_key(RequestKind::Job, &options, &skill, &request, None)
+            .cache_key(RequestKind::Job, &skill, &request, None)
             .await?;
-        let (binding, admission) = self.bind(&skill, &request, cache_key, &options).await?;
+        let (binding, admission) = self.bind(&skill, &request, cache_key).await?;
         self.store.create_request(&request, Some(&binding)).await?;
         Ok(self.bound(request_id, binding, admission))
     }
 
     /// `POST /v1/temp-skill-runs`: records the request; the skill arrives with the upload.
-    pub async fn create_temp(self: &Arc<Self>, body: CreateTemp) -> ApiResult<Created> {
-        RuntimeOptions::parse(body.runtime_options.as_ref()).map_err(ApiError::bad_request)?;
+    pub async fn create_temp(self: &Arc<Self>, body: CreateTemp) -> Result<Created> {
+        let options =
+            RuntimeOptions::parse(body.runtime_options.as_ref()).map_err(Error::invalid)?;
         let engine = match body
             .engine
             .as_deref()
@@ -181,28 +175,26 @@ impl Jobs {
         {
             None => None,
             Some(name) => Some(Engine::parse(name).ok_or_else(|| {
-                ApiError::bad_request(format!(
+                Error::invalid(format!(
                     "Unknown engine '{name}'; known engines: {}",
                     Engine::ALL.map(Engine::as_str).join(", ")
                 ))
             })?),
         };
         if !matches!(body.parameter, Value::Null | Value::Object(_)) {
-            return Err(ApiError::bad_request("parameter must be an object"));
+            return Err(Error::invalid("parameter must be an object"));
         }
         let request = NewRequest {
             request_id: Uuid::new_v4().to_string(),
             kind: RequestKind::Temp,
             skill_id: None,
             // Chosen against the skill at upload when omitted.
-            engine: engine.map_or("", Engine::as_str).to_owned(),
+            engine,
             model: body.model,
             engine_options: Value::Object(Default::default()),
             input: Value::Object(Default::default()),
             parameter: normalise_object(body.parameter),
-            runtime_options: body
-                .runtime_options
-                .unwrap_or(Value::Object(Default::default())),
+            runtime_options: options,
         };
         self.store.create_request(&request, None).await?;
         Ok(Created {
@@ -221,11 +213,10 @@ impl Jobs {
     }
 
     /// Takes the request's only upload; 404 for unknown requests, 409 when it already has one.
-    pub async fn claim_upload(&self, kind: RequestKind, request_id: &str) -> ApiResult<Request> {
+    pub async fn claim_upload(&self, kind: RequestKind, request_id: &str) -> Result<Request> {
         let request = self.request_in(kind.into(), request_id).await?;
         if !self.store.claim_upload(request_id).await? {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
+            return Err(Error::conflict(
                 "Run already started: this request already received its upload",
             ));
         }
@@ -247,21 +238,14 @@ impl Jobs {
         self: &Arc<Self>,
         request: Request,
         files: UploadFiles,
-    ) -> ApiResult<Uploaded> {
+    ) -> Result<Uploaded> {
         let outcome = self.try_accept_upload(&request, files).await;
         match &outcome {
             Ok(_) => {}
-            Err(Refusal::Fail(ApiError::Client { detail, .. })) => {
+            Err(Refusal::Fail(refused)) if refused.message().is_some() => {
                 // A structured detail keeps its code apart from its human message.
-                let (code, message) = match detail {
-                    Value::String(text) => (None, text.clone()),
-                    other => (
-                        other["code"].as_str(),
-                        other["message"]
-                            .as_str()
-                            .map_or_else(|| other.to_string(), str::to_owned),
-                    ),
-                };
+                let message = refused.message().unwrap_or_default();
+                let code = refused.code();
                 let dir = self.upload_dir(request.kind, &request.request_id);
                 let _ = tokio::fs::remove_dir_all(&dir).await;
                 self.store
@@ -289,22 +273,23 @@ impl Jobs {
                     .and_then(SkillEntry::manifest)
                     .cloned()
                     .ok_or_else(|| {
-                        Refusal::Retry(ApiError::not_found(format!(
+                        Refusal::Retry(Error::not_found(format!(
                             "Skill '{id}' of this request is no longer installed"
                         )))
                     })?;
-                let engine = Engine::parse(&request.engine).unwrap_or(Engine::Script);
+                let engine = request.engine.unwrap_or(Engine::Script);
                 (skill, engine)
             }
             RequestKind::Temp => {
                 let package = files.package.clone().ok_or_else(|| {
-                    Refusal::Retry(ApiError::missing_field("body", "skill_package"))
+                    Refusal::Retry(Error::Missing {
+                        location: "body",
+                        field: "skill_package",
+                    })
                 })?;
                 self.temp_skill(request, &package, &dir).await?
             }
         };
-        let options = RuntimeOptions::parse(Some(&request.runtime_options))
-            .map_err(|e| Refusal::Retry(ApiError::bad_request(e)))?;
 
         let uploads = dir.join("uploads");
         let _ = tokio::fs::remove_dir_all(&uploads).await;
@@ -314,7 +299,7 @@ impl Jobs {
                     (zip.clone(), uploads.clone(), self.config.package_limits);
                 tokio::task::spawn_blocking(move || archive::extract_upload(&zip, &dest, &limits))
                     .await
-                    .map_err(|e| Refusal::Retry(ApiError::Internal(e.into())))?
+                    .map_err(|e| Refusal::Retry(Error::Internal(e.into())))?
                     .map_err(|e| Refusal::Retry(rejected(e)))?
             }
             None => Vec::new(),
@@ -326,7 +311,7 @@ impl Jobs {
             request_id: request.request_id.clone(),
             kind: request.kind,
             skill_id: Some(skill.id.clone()),
-            engine: engine.as_str().to_owned(),
+            engine: Some(engine),
             model: request.model.clone(),
             engine_options: request.engine_options.clone(),
             input: request.input.clone(),
@@ -334,11 +319,11 @@ impl Jobs {
             runtime_options: request.runtime_options.clone(),
         };
         let cache_key = self
-            .cache_key(request.kind, &options, &skill, &new_request, Some(&uploads))
+            .cache_key(request.kind, &skill, &new_request, Some(&uploads))
             .await
             .map_err(Refusal::Retry)?;
         let (binding, admission) = self
-            .bind(&skill, &new_request, cache_key, &options)
+            .bind(&skill, &new_request, cache_key)
             .await
             .map_err(Refusal::Retry)?;
         if let Binding::Run(run) = &binding {
@@ -393,13 +378,11 @@ impl Jobs {
                 .map_err(|e| ArchiveError::Rejected(format!("invalid skill package: {}", e.0)))
         })
         .await
-        .map_err(|e| Refusal::Retry(ApiError::Internal(e.into())))?;
+        .map_err(|e| Refusal::Retry(Error::Internal(e.into())))?;
         let skill = Arc::new(loaded.map_err(|e| Refusal::Fail(rejected(e)))?);
-        let requested = (!request.engine.is_empty()).then_some(request.engine.as_str());
+        let requested = request.engine.map(Engine::as_str);
         let engine = validation::engine(&skill, requested, &self.engines).map_err(Refusal::Fail)?;
-        let options = RuntimeOptions::parse(Some(&request.runtime_options))
-            .map_err(|e| Refusal::Fail(ApiError::bad_request(e)))?;
-        validation::execution_mode(&skill, &options).map_err(Refusal::Fail)?;
+        validation::execution_mode(&skill, &request.runtime_options).map_err(Refusal::Fail)?;
         let list = self.engines.models(engine).await;
         validation::model(engine, request.model.as_deref(), list.as_ref())
             .map_err(Refusal::Fail)?;
@@ -412,11 +395,11 @@ impl Jobs {
     async fn cache_key(
         &self,
         kind: RequestKind,
-        options: &RuntimeOptions,
         skill: &SkillManifest,
         request: &NewRequest,
         uploads: Option<&Path>,
-    ) -> ApiResult<Option<String>> {
+    ) -> Result<Option<String>> {
+        let options = &request.runtime_options;
         if kind == RequestKind::Temp || options.execution_mode == ExecutionMode::Interactive {
             return Ok(None);
         }
@@ -430,10 +413,10 @@ impl Jobs {
             Ok::<_, std::io::Error>((cache::fingerprint(&skill_dir)?, files))
         })
         .await
-        .map_err(|e| ApiError::Internal(e.into()))??;
+        .map_err(|e| Error::Internal(e.into()))??;
         Ok(Some(cache::key(&KeyParts {
             skill_id: &skill.id,
-            engine: &request.engine,
+            engine: request.engine.map_or("", Engine::as_str),
             skill_fingerprint: &fingerprint,
             parameter: &request.parameter,
             engine_options: &request.engine_options,
@@ -448,20 +431,19 @@ impl Jobs {
         skill: &SkillManifest,
         request: &NewRequest,
         cache_key: Option<String>,
-        options: &RuntimeOptions,
-    ) -> ApiResult<(Binding, Option<Admission>)> {
+    ) -> Result<(Binding, Option<Admission>)> {
         if let Some(key) = &cache_key
-            && !options.no_cache
+            && !request.runtime_options.no_cache
             && let Some(run_id) = self.store.cached_run(key).await?
         {
             return Ok((Binding::CacheHit(run_id), None));
         }
-        let admission = self.queue.try_admit().ok_or_else(queue_full)?;
+        let admission = self.queue.try_admit().ok_or(Error::QueueFull)?;
         let run = NewRun {
             run_id: Uuid::new_v4().to_string(),
             skill_id: skill.id.clone(),
             skill_dir: skill.path.to_string_lossy().into_owned(),
-            engine: request.engine.clone(),
+            engine: request.engine.unwrap_or(Engine::Script),
             cache_key,
         };
         Ok((Binding::Run(run), Some(admission)))
@@ -487,10 +469,10 @@ impl Jobs {
     }
 
     /// The request, if it exists and `scope` may see it.
-    pub async fn request_in(&self, scope: Scope, request_id: &str) -> ApiResult<Request> {
+    pub async fn request_in(&self, scope: Scope, request_id: &str) -> Result<Request> {
         match self.store.request(request_id).await? {
             Some(r) if scope.admits(r.kind) => Ok(r),
-            _ => Err(ApiError::not_found("Request not found")),
+            _ => Err(Error::not_found("Request not found")),
         }
     }
 }
@@ -498,13 +480,13 @@ impl Jobs {
 /// Why an upload was refused, and what happens to the request.
 enum Refusal {
     /// The request keeps waiting for a corrected upload.
-    Retry(ApiError),
+    Retry(Error),
     /// The request ends `failed` (an invalid temporary package).
-    Fail(ApiError),
+    Fail(Error),
 }
 
 impl Refusal {
-    fn into_error(self) -> ApiError {
+    fn into_error(self) -> Error {
         match self {
             Self::Retry(e) | Self::Fail(e) => e,
         }

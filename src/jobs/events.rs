@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use super::live::Feeds;
 use super::{Jobs, Scope};
 use crate::clock;
-use crate::error::ApiResult;
+use crate::error::Result;
 use crate::store::{Run, RunStatus};
 
 /// The largest `chunk` of one event, in bytes.
@@ -93,7 +93,7 @@ impl Jobs {
         scope: Scope,
         request_id: &str,
         from: Offsets,
-    ) -> ApiResult<impl Stream<Item = RunEvent> + Send + 'static> {
+    ) -> Result<impl Stream<Item = RunEvent> + Send + 'static> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let run_id = run.run_id;
         // Subscribe before reading the run, so no change falls between the read and the wait.

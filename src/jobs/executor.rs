@@ -13,9 +13,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::Jobs;
 use super::options::RuntimeOptions;
-use crate::engines::{Engine, Turn};
+use crate::engines::Turn;
 use crate::output::RepairLevel;
 use crate::process::{OnOutput, Running};
+use crate::run_state::Move;
 use crate::runner::{self, Envelope, Observer, Outcome};
 use crate::skill::{Rules, SkillManifest, manifest};
 use crate::store::{Ending, RequestKind, Run, RunStatus};
@@ -127,8 +128,7 @@ impl Jobs {
                 // Never a run left `queued` in no queue: it fails, or (when even that cannot
                 // be recorded) the reconciler queues it again.
                 let ending = internal_error("The service could not record the start of the run");
-                self.finish(run_id, &[RunStatus::Queued], None, ending)
-                    .await;
+                self.finish(run_id, Move::Abort, None, ending).await;
                 return;
             }
         }
@@ -142,31 +142,29 @@ impl Jobs {
                 internal_error(INTERNAL_MESSAGE)
             }
         };
-        self.finish(run_id, &[RunStatus::Running], None, ending)
-            .await;
+        self.finish(run_id, Move::End, None, ending).await;
     }
 
     /// Ends a run whose execution panicked.
     pub(super) async fn fail_after_panic(&self, run_id: &str) {
         let ending = internal_error(INTERNAL_MESSAGE);
-        self.finish(run_id, &[RunStatus::Running], None, ending)
-            .await;
+        self.finish(run_id, Move::End, None, ending).await;
     }
 
-    /// Records `ending` if the run is still in one of `from` (and, with `asked`, still waits
-    /// on that question); the winner writes `result/result.json`, the cache entry and removes a
+    /// Records `ending` by the move `by` (with `asked`, only while the run still waits on that
+    /// question); the winner writes `result/result.json`, the cache entry and removes a
     /// temporary skill. Returns whether this call ended the run.
     pub(super) async fn finish(
         &self,
         run_id: &str,
-        from: &[RunStatus],
+        by: Move,
         asked: Option<u32>,
         ending: Ending,
     ) -> bool {
         // A run must not stay `running` with nothing behind it: a failing store gets a few
         // more tries, then the reconciler settles the run.
         let recorded = retried("end", run_id, || {
-            self.store.finish_run(run_id, from, asked, &ending)
+            self.store.finish_run(run_id, by, asked, &ending)
         })
         .await;
         match recorded {
@@ -202,18 +200,12 @@ impl Jobs {
         let request = self.store.request(&run.request_id).await?;
         if let Some(request) = request
             && let Some(temp_dir) = &request.temp_dir
+            && !request.runtime_options.debug_keep_temp
+            // Failing to delete is not the run's failure; retention retries later.
+            && let Err(e) = tokio::fs::remove_dir_all(temp_dir).await
+            && e.kind() != std::io::ErrorKind::NotFound
         {
-            let keep = RuntimeOptions::parse(Some(&request.runtime_options))
-                .map(|o| o.debug_keep_temp)
-                .unwrap_or(false);
-            if !keep {
-                // Failing to delete is not the run's failure; retention retries later.
-                if let Err(e) = tokio::fs::remove_dir_all(temp_dir).await
-                    && e.kind() != std::io::ErrorKind::NotFound
-                {
-                    tracing::warn!(run_id, error = %e, "cannot delete the temporary skill");
-                }
-            }
+            tracing::warn!(run_id, error = %e, "cannot delete the temporary skill");
         }
         Ok(())
     }
@@ -264,8 +256,7 @@ impl Jobs {
         };
         let folder = self.folder(run_id);
         folder.create().await?;
-        let options = RuntimeOptions::parse(Some(&request.runtime_options))
-            .map_err(|e| anyhow::anyhow!(e))?;
+        let options = &request.runtime_options;
         write_atomic(
             &folder.input_file(),
             &serde_json::to_vec_pretty(&json!({
@@ -288,7 +279,7 @@ impl Jobs {
             ))));
         }
 
-        let engine = Engine::parse(&run.engine).context("unknown engine in the run row")?;
+        let engine = run.engine;
         let adapter = self
             .engines
             .get(engine)
@@ -337,7 +328,10 @@ impl Jobs {
                 reported,
                 stderr,
             } => TurnEnd::Ended(envelope.failed(None, reported.text(), Some(stderr))),
-            Outcome::Asked { question } => TurnEnd::Asked { question, options },
+            Outcome::Asked { question } => TurnEnd::Asked {
+                question,
+                options: options.clone(),
+            },
             Outcome::TimedOut { envelope, stderr } => {
                 let secs = self.config.jobs.hard_timeout.as_secs();
                 TurnEnd::Ended(envelope.failed(

@@ -7,16 +7,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::create::queue_full;
 use super::executor::codes;
 use super::options::RuntimeOptions;
 use super::{Jobs, Scope};
 use crate::clock;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{Error, Result};
+use crate::run_state::Move;
 use crate::runner::{Envelope, list_artifacts};
 use crate::skill::ExecutionMode;
 use crate::store::{Answer, AnswerOutcome, Interaction, Request, Resolution, Run, RunStatus};
@@ -61,10 +60,6 @@ pub struct PendingInteraction {
 /// Delay before a reply timeout that failed is handled again.
 const RETRY_EXPIRY: Duration = Duration::from_secs(5);
 
-fn conflict(message: impl Into<String>) -> ApiError {
-    ApiError::new(StatusCode::CONFLICT, message.into())
-}
-
 /// The reply the runner gives in the user's place when the wait times out.
 fn auto_decision(question: &Value) -> Value {
     json!({
@@ -90,12 +85,10 @@ pub(super) fn pending_question(run: &Run, interactions: &[Interaction]) -> Optio
 impl Jobs {
     /// The request and run of an interaction route: 404 when unknown, 400 when the request is
     /// not interactive.
-    async fn interactive_run(&self, scope: Scope, request_id: &str) -> ApiResult<(Request, Run)> {
+    async fn interactive_run(&self, scope: Scope, request_id: &str) -> Result<(Request, Run)> {
         let (request, run) = self.request_and_run(scope, request_id).await?;
-        let options = RuntimeOptions::parse(Some(&request.runtime_options))
-            .map_err(|e| anyhow::anyhow!("stored runtime_options: {e}"))?;
-        if options.execution_mode != ExecutionMode::Interactive {
-            return Err(ApiError::bad_request(
+        if request.runtime_options.execution_mode != ExecutionMode::Interactive {
+            return Err(Error::invalid(
                 "Interaction endpoints require runtime_options.execution_mode=interactive",
             ));
         }
@@ -103,7 +96,7 @@ impl Jobs {
     }
 
     /// `GET .../interaction/pending`.
-    pub async fn pending(&self, scope: Scope, request_id: &str) -> ApiResult<PendingInteraction> {
+    pub async fn pending(&self, scope: Scope, request_id: &str) -> Result<PendingInteraction> {
         let (_, run) = self.interactive_run(scope, request_id).await?;
         let interactions = self.store.interactions(&run.run_id).await?;
         let pending = pending_question(&run, &interactions);
@@ -121,7 +114,7 @@ impl Jobs {
         scope: Scope,
         request_id: &str,
         body: ReplyBody,
-    ) -> ApiResult<ReplyAccepted> {
+    ) -> Result<ReplyAccepted> {
         let (_, run) = self.interactive_run(scope, request_id).await?;
         let accepted = || ReplyAccepted {
             request_id: request_id.to_owned(),
@@ -141,10 +134,12 @@ impl Jobs {
                 }
                 waits_on(&fresh, body.interaction_id)?;
                 if fresh.interaction_count != run.interaction_count {
-                    return Err(conflict("stale interaction: it was answered meanwhile"));
+                    return Err(Error::conflict(
+                        "stale interaction: it was answered meanwhile",
+                    ));
                 }
             }
-            return Err(queue_full());
+            return Err(Error::QueueFull);
         };
         let answer = Answer {
             seq: run.interaction_count,
@@ -160,7 +155,7 @@ impl Jobs {
             }
             // A concurrent call with the same key won: this one is its retry.
             AnswerOutcome::Stale if self.replayed(&run, key, &body).await? => Ok(accepted()),
-            AnswerOutcome::Stale => Err(conflict(
+            AnswerOutcome::Stale => Err(Error::conflict(
                 "stale interaction: it was answered, canceled or timed out meanwhile",
             )),
             AnswerOutcome::KeyTaken => Err(key_conflict()),
@@ -169,7 +164,7 @@ impl Jobs {
 
     /// Whether `key` already answered this run with the same reply; 409 when it answered
     /// with a different one.
-    async fn replayed(&self, run: &Run, key: Option<&str>, body: &ReplyBody) -> ApiResult<bool> {
+    async fn replayed(&self, run: &Run, key: Option<&str>, body: &ReplyBody) -> Result<bool> {
         let Some(key) = key else { return Ok(false) };
         match self.store.answered_with_key(&run.run_id, key).await? {
             None => Ok(false),
@@ -229,8 +224,7 @@ impl Jobs {
                     "Internal error while waiting for the user".into(),
                     None,
                 );
-                self.finish(run_id, &[RunStatus::Running], None, ending)
-                    .await;
+                self.finish(run_id, Move::End, None, ending).await;
             }
         }
     }
@@ -264,8 +258,7 @@ impl Jobs {
         let Some(request) = self.store.request(&run.request_id).await? else {
             return Ok(());
         };
-        let options = RuntimeOptions::parse(Some(&request.runtime_options))
-            .map_err(|e| anyhow::anyhow!("stored runtime_options: {e}"))?;
+        let options = &request.runtime_options;
         if options.interactive_require_user_reply {
             let ending = Envelope {
                 artifacts: list_artifacts(&self.folder(run_id))
@@ -282,8 +275,7 @@ impl Jobs {
                 ),
                 None,
             );
-            self.finish(run_id, &[RunStatus::WaitingUser], Some(seq), ending)
-                .await;
+            self.finish(run_id, Move::Expire, Some(seq), ending).await;
             return Ok(());
         }
         let interactions = self.store.interactions(run_id).await?;
@@ -306,24 +298,24 @@ impl Jobs {
 }
 
 /// 409 unless `run` waits on question `interaction_id`.
-fn waits_on(run: &Run, interaction_id: u64) -> ApiResult<()> {
+fn waits_on(run: &Run, interaction_id: u64) -> Result<()> {
     if run.status != RunStatus::WaitingUser {
-        return Err(conflict(format!(
+        return Err(Error::conflict(format!(
             "Run is not waiting for user interaction (status: {})",
             run.status.as_str()
         )));
     }
     match run.pending_interaction_id {
-        None => Err(conflict("No pending interaction")),
-        Some(pending) if pending != interaction_id => Err(conflict(format!(
+        None => Err(Error::conflict("No pending interaction")),
+        Some(pending) if pending != interaction_id => Err(Error::conflict(format!(
             "stale interaction: the pending interaction is {pending}, not {interaction_id}"
         ))),
         Some(_) => Ok(()),
     }
 }
 
-fn key_conflict() -> ApiError {
-    conflict("idempotency_key already used with a different response")
+fn key_conflict() -> Error {
+    Error::conflict("idempotency_key already used with a different response")
 }
 
 #[cfg(test)]

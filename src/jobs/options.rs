@@ -1,5 +1,9 @@
 //! `runtime_options`: the allow-list of the reference, with types checked.
+//!
+//! Parsed once, when a request is created: the request stores the parsed struct (its canonical
+//! JSON), and every later reader gets the struct back through serde.
 
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::skill::ExecutionMode;
@@ -8,7 +12,10 @@ use crate::skill::ExecutionMode;
 pub const DEFAULT_SESSION_TIMEOUT_SEC: u64 = 1200;
 
 /// Parsed runtime options; they never change what a run computes, so the cache ignores them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Deserializing runs [`RuntimeOptions::parse`]: unknown keys are refused and every error
+/// names its key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(try_from = "Value")]
 pub struct RuntimeOptions {
     /// A verbosity count (the reference's tools send `0`, `1`, `2`; `true` is 1). Accepted for
     /// compatibility: the logs already hold everything a turn printed, so it changes nothing.
@@ -107,6 +114,19 @@ impl RuntimeOptions {
     }
 }
 
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        Self::parse(None).expect("no options are valid options")
+    }
+}
+
+impl TryFrom<Value> for RuntimeOptions {
+    type Error = String;
+    fn try_from(raw: Value) -> Result<Self, String> {
+        Self::parse(Some(&raw))
+    }
+}
+
 /// Older clients send `<something>_wait_timeout_sec`; it folds into `session_timeout_sec`.
 fn is_legacy_timeout(key: &str) -> bool {
     key.ends_with("_wait_timeout_sec")
@@ -171,5 +191,14 @@ mod tests {
         let e = RuntimeOptions::parse(Some(&json!({"session_timeout_sec": 0}))).unwrap_err();
         assert!(e.contains("session_timeout_sec"), "{e}");
         assert!(RuntimeOptions::parse(Some(&json!([]))).is_err());
+    }
+
+    #[test]
+    fn the_stored_form_reads_back_the_same() {
+        let o = RuntimeOptions::parse(Some(&json!({"verbose": 2, "no_cache": 1}))).unwrap();
+        let stored = serde_json::to_string(&o).unwrap();
+        assert_eq!(serde_json::from_str::<RuntimeOptions>(&stored).unwrap(), o);
+        let e = serde_json::from_str::<RuntimeOptions>(r#"{"debug": "x"}"#).unwrap_err();
+        assert!(e.to_string().contains("runtime_options.debug"), "{e}");
     }
 }

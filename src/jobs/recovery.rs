@@ -17,7 +17,7 @@ use std::time::Duration;
 use super::Jobs;
 use super::executor::{codes, internal_error};
 use super::interaction::pending_question;
-use super::options::RuntimeOptions;
+use crate::run_state::Move;
 use crate::runner::Envelope;
 use crate::store::{Run, RunStatus};
 use crate::{clock, process};
@@ -76,7 +76,7 @@ impl Jobs {
     async fn keep_waiting(self: &Arc<Self>, run: &Run) -> anyhow::Result<()> {
         let interactions = self.store.interactions(&run.run_id).await?;
         let options = match self.store.request(&run.request_id).await? {
-            Some(request) => RuntimeOptions::parse(Some(&request.runtime_options)).ok(),
+            Some(request) => Some(request.runtime_options),
             None => None,
         };
         if let (Some(options), Some(_)) = (options, pending_question(run, &interactions)) {
@@ -168,7 +168,7 @@ impl Jobs {
                  processes were killed",
             );
             if self
-                .finish(&run.run_id, &[RunStatus::Running], None, ending)
+                .finish(&run.run_id, Move::Reconcile, None, ending)
                 .await
             {
                 tracing::warn!(

@@ -5,15 +5,11 @@ use serde_json::{Map, Value, json};
 use super::options::RuntimeOptions;
 use crate::engines::models::{self, ModelList};
 use crate::engines::{Engine, Engines};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{Error, Result};
 use crate::skill::{InputSource, SkillManifest};
 
 /// The engine to run with ([`SkillManifest::default_engine`] when omitted).
-pub fn engine(
-    skill: &SkillManifest,
-    requested: Option<&str>,
-    engines: &Engines,
-) -> ApiResult<Engine> {
+pub fn engine(skill: &SkillManifest, requested: Option<&str>, engines: &Engines) -> Result<Engine> {
     let requested = requested.map(str::trim).filter(|e| !e.is_empty());
     let chosen = match requested {
         Some(name) => Engine::parse(name),
@@ -21,7 +17,7 @@ pub fn engine(
     };
     let name = requested.unwrap_or_else(|| chosen.map_or("", Engine::as_str));
     let Some(engine) = chosen.filter(|e| skill.effective_engines.contains(e)) else {
-        return Err(ApiError::bad_request(json!({
+        return Err(Error::invalid(json!({
             "code": "SKILL_ENGINE_UNSUPPORTED",
             "message": format!("Skill '{}' does not support engine '{name}'", skill.id),
             "declared_engines": skill.engines,
@@ -31,7 +27,7 @@ pub fn engine(
         })));
     };
     if let Err(missing) = engines.locate(engine) {
-        return Err(ApiError::bad_request(json!({
+        return Err(Error::invalid(json!({
             "code": "ENGINE_CLI_MISSING",
             "message": missing,
             "requested_engine": name,
@@ -40,11 +36,11 @@ pub fn engine(
     Ok(engine)
 }
 
-pub fn execution_mode(skill: &SkillManifest, options: &RuntimeOptions) -> ApiResult<()> {
+pub fn execution_mode(skill: &SkillManifest, options: &RuntimeOptions) -> Result<()> {
     if skill.execution_modes.contains(&options.execution_mode) {
         return Ok(());
     }
-    Err(ApiError::bad_request(json!({
+    Err(Error::invalid(json!({
         "code": "SKILL_EXECUTION_MODE_UNSUPPORTED",
         "message": format!(
             "Skill '{}' does not support execution_mode '{}'",
@@ -58,23 +54,23 @@ pub fn execution_mode(skill: &SkillManifest, options: &RuntimeOptions) -> ApiRes
 
 /// The engine options the model selects, checked against the engine's model list (`list`,
 /// the snapshot for its CLI). `script` runs no model, so it takes none.
-pub fn model(engine: Engine, model: Option<&str>, list: Option<&ModelList>) -> ApiResult<Value> {
+pub fn model(engine: Engine, model: Option<&str>, list: Option<&ModelList>) -> Result<Value> {
     match (engine, model.map(str::trim).filter(|m| !m.is_empty()), list) {
         (_, None, _) => Ok(json!({})),
-        (Engine::Script, Some(m), _) => Err(ApiError::bad_request(format!(
+        (Engine::Script, Some(m), _) => Err(Error::invalid(format!(
             "Model validation failed: engine 'script' runs the skill's own entrypoint and takes no model (got '{m}')"
         ))),
-        (e, Some(m), None) => Err(ApiError::bad_request(format!(
+        (e, Some(m), None) => Err(Error::invalid(format!(
             "Model validation failed: engine '{e}' has no model list (got '{m}')"
         ))),
         (_, Some(m), Some(list)) => models::select(list, m)
-            .map_err(|e| ApiError::bad_request(format!("Model validation failed: {e}"))),
+            .map_err(|e| Error::invalid(format!("Model validation failed: {e}"))),
     }
 }
 
 /// Inline inputs: only keys the schema declares `inline`, valid against their properties, and
 /// every required inline key present.
-pub fn inline_input(skill: &SkillManifest, input: &Value) -> ApiResult<()> {
+pub fn inline_input(skill: &SkillManifest, input: &Value) -> Result<()> {
     let empty = Map::new();
     let given = match input {
         Value::Null => &empty,
@@ -103,8 +99,8 @@ pub fn inline_input(skill: &SkillManifest, input: &Value) -> ApiResult<()> {
     }
 }
 
-fn input_error(problems: Vec<String>) -> ApiError {
-    ApiError::bad_request(format!("Input validation failed: {problems:?}"))
+fn input_error(problems: Vec<String>) -> Error {
+    Error::invalid(format!("Input validation failed: {problems:?}"))
 }
 
 /// The input schema restricted to its inline properties.
@@ -124,7 +120,7 @@ fn inline_schema(skill: &SkillManifest, sources: &[(String, InputSource)]) -> Va
     schema
 }
 
-pub fn parameter(skill: &SkillManifest, parameter: &Value) -> ApiResult<()> {
+pub fn parameter(skill: &SkillManifest, parameter: &Value) -> Result<()> {
     let instance = match parameter {
         Value::Null => Value::Object(Map::new()),
         other => other.clone(),
@@ -133,7 +129,7 @@ pub fn parameter(skill: &SkillManifest, parameter: &Value) -> ApiResult<()> {
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(ApiError::bad_request(format!(
+        Err(Error::invalid(format!(
             "Parameter validation failed: {problems:?}"
         )))
     }

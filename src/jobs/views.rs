@@ -5,17 +5,17 @@ use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
 use super::cache::{hash_copy, hex_digest};
-use super::options::RuntimeOptions;
 use super::{Jobs, Scope};
 use crate::browse::{self, Preview, TreeEntry, files_under};
-use crate::error::{ApiError, ApiResult};
+use crate::engines::Engine;
+use crate::error::{Error, Result};
 use crate::run_folder::{HOME_IN_FOLDER as HIDDEN_HOME, RunFolder, open_beneath};
+use crate::run_state::Move;
 use crate::runner::{Envelope, list_artifacts};
 use crate::store::{Request, Run, RunStatus};
 
@@ -68,7 +68,8 @@ fn request_status(request: Request, run: Option<Run>) -> RequestStatus {
         status,
         error,
         skill_id: request.skill_id,
-        engine: request.engine,
+        // A temporary run whose package will choose its engine shows `""`, as it always did.
+        engine: request.engine.map_or("", Engine::as_str).to_owned(),
         run_id: request.run_id,
         cache_hit: request.cache_hit,
         created_at: request.created_at,
@@ -200,20 +201,20 @@ impl Jobs {
         &self,
         scope: Scope,
         request_id: &str,
-    ) -> ApiResult<(Request, Run)> {
+    ) -> Result<(Request, Run)> {
         let request = self.request_in(scope, request_id).await?;
         let run_id = request.run_id.as_deref().ok_or_else(|| {
-            ApiError::not_found("Run not found: the request is waiting for its upload")
+            Error::not_found("Run not found: the request is waiting for its upload")
         })?;
         let run = self
             .store
             .run(run_id)
             .await?
-            .ok_or_else(|| ApiError::not_found("Run not found"))?;
+            .ok_or_else(|| Error::not_found("Run not found"))?;
         Ok((request, run))
     }
 
-    pub async fn status(&self, scope: Scope, request_id: &str) -> ApiResult<RequestStatus> {
+    pub async fn status(&self, scope: Scope, request_id: &str) -> Result<RequestStatus> {
         let request = self.request_in(scope, request_id).await?;
         let run = match &request.run_id {
             Some(id) => self.store.run(id).await?,
@@ -223,7 +224,7 @@ impl Jobs {
     }
 
     /// `GET /v1/management/runs`: the newest `limit` requests with a run.
-    pub async fn run_states(&self, limit: u32) -> ApiResult<Vec<RunState>> {
+    pub async fn run_states(&self, limit: u32) -> Result<Vec<RunState>> {
         Ok(self
             .store
             .recent_requests(limit)
@@ -234,13 +235,13 @@ impl Jobs {
     }
 
     /// `GET /v1/management/runs/{request_id}`: like the status, 404 before the run exists.
-    pub async fn run_state(&self, scope: Scope, request_id: &str) -> ApiResult<RunState> {
+    pub async fn run_state(&self, scope: Scope, request_id: &str) -> Result<RunState> {
         let (request, run) = self.request_and_run(scope, request_id).await?;
         Ok(RunState::of(request_status(request, Some(run))))
     }
 
     /// The file tree of a request's run folder.
-    pub async fn run_files(&self, scope: Scope, request_id: &str) -> ApiResult<RunFiles> {
+    pub async fn run_files(&self, scope: Scope, request_id: &str) -> Result<RunFiles> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let dir = self.folder(&run.run_id).root().to_path_buf();
         let entries =
@@ -263,7 +264,7 @@ impl Jobs {
         scope: Scope,
         request_id: &str,
         path: &str,
-    ) -> ApiResult<RunFilePreview> {
+    ) -> Result<RunFilePreview> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let path = browse::relative_path(path)?;
         let dir = self.folder(&run.run_id).root().to_path_buf();
@@ -281,10 +282,10 @@ impl Jobs {
     }
 
     /// The result envelope; 404 until the run ended with one.
-    pub async fn result(&self, scope: Scope, request_id: &str) -> ApiResult<Value> {
+    pub async fn result(&self, scope: Scope, request_id: &str) -> Result<Value> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let Some(result) = run.result else {
-            return Err(ApiError::not_found(if run.status.is_terminal() {
+            return Err(Error::not_found(if run.status.is_terminal() {
                 "Result not found: the run failed before its engine started".to_owned()
             } else {
                 format!("Result not ready: the run is {}", run.status.as_str())
@@ -294,7 +295,7 @@ impl Jobs {
         Ok(json!({"request_id": request_id, "result": result}))
     }
 
-    pub async fn artifacts(&self, scope: Scope, request_id: &str) -> ApiResult<Value> {
+    pub async fn artifacts(&self, scope: Scope, request_id: &str) -> Result<Value> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let artifacts = list_artifacts(&self.folder(&run.run_id)).await?;
         Ok(json!({"request_id": request_id, "artifacts": artifacts}))
@@ -308,10 +309,10 @@ impl Jobs {
         scope: Scope,
         request_id: &str,
         path: &str,
-    ) -> ApiResult<(std::fs::File, String)> {
+    ) -> Result<(std::fs::File, String)> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let Some(rel) = path.strip_prefix("artifacts/") else {
-            return Err(ApiError::not_found(
+            return Err(Error::not_found(
                 "Artifact not found: the path must start with artifacts/",
             ));
         };
@@ -320,9 +321,7 @@ impl Jobs {
                 .components()
                 .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir));
         if escapes || rel.is_empty() {
-            return Err(ApiError::bad_request(format!(
-                "Invalid artifact path '{path}'"
-            )));
+            return Err(Error::invalid(format!("Invalid artifact path '{path}'")));
         }
         let root = self.folder(&run.run_id).root().to_path_buf();
         let rel = Path::new(crate::run_folder::WORKSPACE).join(path);
@@ -334,14 +333,14 @@ impl Jobs {
                 let name = path.rsplit('/').next().unwrap_or(path).to_owned();
                 Ok((file, name))
             }
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Err(ApiError::not_found(
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Err(Error::not_found(
                 format!("Artifact not served: {e} (only regular files are)"),
             )),
-            Err(_) => Err(ApiError::not_found("Artifact not found")),
+            Err(_) => Err(Error::not_found("Artifact not found")),
         }
     }
 
-    pub async fn logs(&self, scope: Scope, request_id: &str) -> ApiResult<RunLogs> {
+    pub async fn logs(&self, scope: Scope, request_id: &str) -> Result<RunLogs> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let folder = self.folder(&run.run_id);
         let (prompt, prompt_cut) = log_tail(folder.prompt_log()).await;
@@ -361,15 +360,15 @@ impl Jobs {
     }
 
     /// The run's bundle (debug when the request asked for it), built on first request.
-    pub async fn bundle(&self, scope: Scope, request_id: &str) -> ApiResult<Bundle> {
+    pub async fn bundle(&self, scope: Scope, request_id: &str) -> Result<Bundle> {
         let (request, run) = self.request_and_run(scope, request_id).await?;
         if !run.status.is_terminal() {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                format!("Bundle not available: the run is {}", run.status.as_str()),
-            ));
+            return Err(Error::conflict(format!(
+                "Bundle not available: the run is {}",
+                run.status.as_str()
+            )));
         }
-        let debug = RuntimeOptions::parse(Some(&request.runtime_options)).is_ok_and(|o| o.debug);
+        let debug = request.runtime_options.debug;
         let (file_name, manifest_name) = if debug {
             ("run_bundle_debug.zip", "manifest_debug.json")
         } else {
@@ -389,7 +388,7 @@ impl Jobs {
     }
 
     /// Cancels an active run; a finished one answers `accepted: false`.
-    pub async fn cancel(&self, scope: Scope, request_id: &str) -> ApiResult<CancelResponse> {
+    pub async fn cancel(&self, scope: Scope, request_id: &str) -> Result<CancelResponse> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let accepted = !run.status.is_terminal() && self.cancel_run(&run.run_id).await?;
         let status = self
@@ -442,12 +441,7 @@ impl Jobs {
             ..Envelope::default()
         }
         .canceled();
-        let active = [
-            RunStatus::Queued,
-            RunStatus::Running,
-            RunStatus::WaitingUser,
-        ];
-        let accepted = self.finish(run_id, &active, None, ending).await;
+        let accepted = self.finish(run_id, Move::Cancel, None, ending).await;
         self.queue.remove(run_id);
         Ok(accepted)
     }

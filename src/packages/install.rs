@@ -20,7 +20,7 @@ use super::archive::{self, ArchiveError};
 use crate::clock;
 use crate::config::PackageLimits;
 use crate::skill::{Registry, Rules, manifest};
-use crate::store::{InstallPhase, InstallRequest, InstallStatus, Store};
+use crate::store::{InstallPhase, InstallRequest, Store, TaskStatus};
 
 /// Installs running at once; more requests wait in `queued`.
 const INSTALL_WORKERS: usize = 4;
@@ -145,8 +145,8 @@ impl Installer {
         let outcome = self.install(rid).await;
         self.remove_leftovers(rid).await;
         let (status, error) = match &outcome {
-            Ok(()) => (InstallStatus::Succeeded, None),
-            Err(message) => (InstallStatus::Failed, Some(message.as_str())),
+            Ok(()) => (TaskStatus::Succeeded, None),
+            Err(message) => (TaskStatus::Failed, Some(message.as_str())),
         };
         match self.store.finish_install(rid, status, error).await {
             Ok(_) => tracing::info!(
@@ -248,7 +248,7 @@ impl Installer {
         let unfinished = self.store.unfinished_install_requests().await?;
         let mut queued = Vec::new();
         for request in unfinished {
-            if request.status == InstallStatus::Queued {
+            if request.status == TaskStatus::Queued {
                 queued.push(request.request_id);
                 continue;
             }
@@ -286,7 +286,7 @@ impl Installer {
                 self.store
                     .finish_install(
                         &rid,
-                        InstallStatus::Failed,
+                        TaskStatus::Failed,
                         Some("the uploaded package was lost before the install started"),
                     )
                     .await?;
@@ -295,7 +295,7 @@ impl Installer {
         Ok(())
     }
 
-    async fn recover_running(&self, request: &InstallRequest) -> (InstallStatus, Option<String>) {
+    async fn recover_running(&self, request: &InstallRequest) -> (TaskStatus, Option<String>) {
         const NOT_SWAPPED: &str = "the install was interrupted by a service restart before the new version \
              was swapped in; the installed skill is unchanged; upload the package again";
         let (InstallPhase::Swapping, Some(id), Some(version)) = (
@@ -303,16 +303,16 @@ impl Installer {
             request.skill_id.clone(),
             request.version.clone(),
         ) else {
-            return (InstallStatus::Failed, Some(NOT_SWAPPED.to_owned()));
+            return (TaskStatus::Failed, Some(NOT_SWAPPED.to_owned()));
         };
         let skills = self.registry.dir().to_path_buf();
         let staged = self.staging_dir(&request.request_id).join(&id);
         let rolled = blocking(move || roll_forward(&skills, &staged, &id, &version)).await;
         match rolled {
-            Ok(true) => (InstallStatus::Succeeded, None),
-            Ok(false) => (InstallStatus::Failed, Some(NOT_SWAPPED.to_owned())),
+            Ok(true) => (TaskStatus::Succeeded, None),
+            Ok(false) => (TaskStatus::Failed, Some(NOT_SWAPPED.to_owned())),
             Err(e) => (
-                InstallStatus::Failed,
+                TaskStatus::Failed,
                 Some(format!(
                     "the interrupted install could not be completed: {e}"
                 )),
@@ -518,7 +518,7 @@ mod tests {
         write_skill(&f.skills.join(".staging/r1/demo"), "2.0.0");
         interrupted(&f, "r1", InstallPhase::Validating, "update").await;
         let r = outcome(&f, "r1").await;
-        assert_eq!(r.status, InstallStatus::Failed);
+        assert_eq!(r.status, TaskStatus::Failed);
         assert!(r.error.unwrap().contains("service restart"));
         assert_eq!(version_of(&f.skills.join("demo")).as_deref(), Some("1.0.0"));
         assert!(!f.skills.join(".staging").exists());
@@ -531,7 +531,7 @@ mod tests {
         write_skill(&f.skills.join(".staging/r1/demo"), "2.0.0");
         interrupted(&f, "r1", InstallPhase::Swapping, "update").await;
         let r = outcome(&f, "r1").await;
-        assert_eq!(r.status, InstallStatus::Failed);
+        assert_eq!(r.status, TaskStatus::Failed);
         assert_eq!(version_of(&f.skills.join("demo")).as_deref(), Some("1.0.0"));
         assert!(!f.skills.join(".archive").exists());
     }
@@ -543,7 +543,7 @@ mod tests {
         write_skill(&f.skills.join(".staging/r1/demo"), "1.0.0");
         interrupted(&f, "r1", InstallPhase::Swapping, "update").await;
         let r = outcome(&f, "r1").await;
-        assert_eq!(r.status, InstallStatus::Succeeded, "{r:?}");
+        assert_eq!(r.status, TaskStatus::Succeeded, "{r:?}");
         assert_eq!(version_of(&f.skills.join("demo")).as_deref(), Some("2.0.0"));
         assert_eq!(
             version_of(&f.skills.join(".archive/demo/1.0.0")).as_deref(),
@@ -560,7 +560,7 @@ mod tests {
         write_skill(&f.skills.join(".staging/r1/demo"), "2.0.0");
         interrupted(&f, "r1", InstallPhase::Swapping, "update").await;
         let r = outcome(&f, "r1").await;
-        assert_eq!(r.status, InstallStatus::Succeeded);
+        assert_eq!(r.status, TaskStatus::Succeeded);
         assert_eq!(version_of(&f.skills.join("demo")).as_deref(), Some("2.0.0"));
     }
 
@@ -569,7 +569,7 @@ mod tests {
         let f = fixture().await;
         write_skill(&f.skills.join("demo"), "2.0.0");
         interrupted(&f, "r1", InstallPhase::Swapping, "install").await;
-        assert_eq!(outcome(&f, "r1").await.status, InstallStatus::Succeeded);
+        assert_eq!(outcome(&f, "r1").await.status, TaskStatus::Succeeded);
     }
 
     #[tokio::test]
@@ -598,10 +598,10 @@ mod tests {
         f.installer.recover().await.unwrap();
         f.installer.shutdown(Duration::from_secs(30)).await;
         let lost = f.store.install_request("lost").await.unwrap().unwrap();
-        assert_eq!(lost.status, InstallStatus::Failed);
+        assert_eq!(lost.status, TaskStatus::Failed);
         assert!(lost.error.unwrap().contains("lost"));
         let kept = f.store.install_request("kept").await.unwrap().unwrap();
-        assert_eq!(kept.status, InstallStatus::Succeeded, "{kept:?}");
+        assert_eq!(kept.status, TaskStatus::Succeeded, "{kept:?}");
         assert_eq!(version_of(&f.skills.join("demo")).as_deref(), Some("3.0.0"));
     }
 }

@@ -4,14 +4,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::Store;
+use super::{Store, TaskStatus};
 use crate::clock;
 
 /// What became of one engine in an upgrade.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct UpgradeResult {
-    /// `queued`, `running`, `succeeded` or `failed`.
-    pub status: String,
+    pub status: TaskStatus,
     pub stdout: String,
     pub stderr: String,
     pub error: Option<String>,
@@ -20,7 +19,7 @@ pub struct UpgradeResult {
 impl UpgradeResult {
     pub fn queued() -> Self {
         Self {
-            status: "queued".into(),
+            status: TaskStatus::Queued,
             stdout: String::new(),
             stderr: String::new(),
             error: None,
@@ -29,44 +28,22 @@ impl UpgradeResult {
 }
 
 /// An upgrade request as stored and as `GET /v1/engines/upgrades/{id}` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 pub struct Upgrade {
     pub request_id: String,
     /// `single` or `all`.
     pub mode: String,
     pub requested_engine: Option<String>,
-    /// `queued`, `running`, `succeeded` (every engine did) or `failed`.
-    pub status: String,
+    /// `succeeded` when every engine did.
+    pub status: TaskStatus,
     /// By engine.
+    #[sqlx(json)]
     pub results: BTreeMap<String, UpgradeResult>,
     pub created_at: String,
     pub updated_at: String,
 }
 
-type UpgradeRow = (
-    String,
-    String,
-    Option<String>,
-    String,
-    String,
-    String,
-    String,
-);
-
-fn upgrade_from_row(row: UpgradeRow) -> anyhow::Result<Upgrade> {
-    let (request_id, mode, requested_engine, status, results, created_at, updated_at) = row;
-    Ok(Upgrade {
-        request_id,
-        mode,
-        requested_engine,
-        status,
-        results: serde_json::from_str(&results)?,
-        created_at,
-        updated_at,
-    })
-}
-
-/// Columns read into an [`UpgradeRow`], as a literal so queries stay static strings.
+/// Columns read into an [`Upgrade`], as a literal so queries stay static strings.
 macro_rules! upgrade_columns {
     () => {
         "request_id, mode, requested_engine, status, results, created_at, updated_at"
@@ -105,7 +82,7 @@ impl Store {
     }
 
     pub async fn upgrade(&self, request_id: &str) -> anyhow::Result<Option<Upgrade>> {
-        let row: Option<UpgradeRow> = sqlx::query_as(concat!(
+        let row: Option<Upgrade> = sqlx::query_as(concat!(
             "SELECT ",
             upgrade_columns!(),
             " FROM engine_upgrades WHERE request_id = ?"
@@ -113,12 +90,12 @@ impl Store {
         .bind(request_id)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(upgrade_from_row).transpose()
+        Ok(row)
     }
 
     /// The latest upgrade whose results name `engine`.
     pub async fn latest_upgrade_of(&self, engine: &str) -> anyhow::Result<Option<Upgrade>> {
-        let row: Option<UpgradeRow> = sqlx::query_as(concat!(
+        let row: Option<Upgrade> = sqlx::query_as(concat!(
             "SELECT ",
             upgrade_columns!(),
             " FROM engine_upgrades WHERE json_type(results, '$.' || ?) IS NOT NULL",
@@ -127,14 +104,14 @@ impl Store {
         .bind(engine)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(upgrade_from_row).transpose()
+        Ok(row)
     }
 
     /// Saves an upgrade's overall status and results as they stand.
     pub async fn save_upgrade(
         &self,
         request_id: &str,
-        status: &str,
+        status: TaskStatus,
         results: &BTreeMap<String, UpgradeResult>,
     ) -> anyhow::Result<()> {
         sqlx::query(
@@ -152,14 +129,14 @@ impl Store {
 
     /// Upgrades that were queued or running when the service last stopped.
     pub async fn unfinished_upgrades(&self) -> anyhow::Result<Vec<Upgrade>> {
-        let rows: Vec<UpgradeRow> = sqlx::query_as(concat!(
+        let rows: Vec<Upgrade> = sqlx::query_as(concat!(
             "SELECT ",
             upgrade_columns!(),
             " FROM engine_upgrades WHERE status IN ('queued', 'running')"
         ))
         .fetch_all(&self.pool)
         .await?;
-        rows.into_iter().map(upgrade_from_row).collect()
+        Ok(rows)
     }
 
     /// Adds a snapshot; its creation time, or `None` (nothing changed) when one exists for

@@ -2,42 +2,12 @@
 
 use serde::Serialize;
 
-use super::Store;
+use super::{Store, TaskStatus};
 use crate::clock;
 
-/// Lifecycle of a package install request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum InstallStatus {
-    Queued,
-    Running,
-    Succeeded,
-    Failed,
-}
-
-impl InstallStatus {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Queued => "queued",
-            Self::Running => "running",
-            Self::Succeeded => "succeeded",
-            Self::Failed => "failed",
-        }
-    }
-
-    fn parse(s: &str) -> anyhow::Result<Self> {
-        Ok(match s {
-            "queued" => Self::Queued,
-            "running" => Self::Running,
-            "succeeded" => Self::Succeeded,
-            "failed" => Self::Failed,
-            other => anyhow::bail!("unknown install status '{other}' in the database"),
-        })
-    }
-}
-
 /// How far a running install got, recorded before each irreversible step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
+#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
 pub enum InstallPhase {
     Received,
     Validating,
@@ -46,32 +16,11 @@ pub enum InstallPhase {
     Done,
 }
 
-impl InstallPhase {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Received => "received",
-            Self::Validating => "validating",
-            Self::Swapping => "swapping",
-            Self::Done => "done",
-        }
-    }
-
-    fn parse(s: &str) -> anyhow::Result<Self> {
-        Ok(match s {
-            "received" => Self::Received,
-            "validating" => Self::Validating,
-            "swapping" => Self::Swapping,
-            "done" => Self::Done,
-            other => anyhow::bail!("unknown install phase '{other}' in the database"),
-        })
-    }
-}
-
 /// One package install request, as stored and as `GET /v1/skill-packages/{id}` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 pub struct InstallRequest {
     pub request_id: String,
-    pub status: InstallStatus,
+    pub status: TaskStatus,
     /// Internal progress marker for start-up recovery; not shown to clients.
     #[serde(skip)]
     #[schema(ignore)]
@@ -85,38 +34,11 @@ pub struct InstallRequest {
     pub updated_at: String,
 }
 
-type InstallRow = (
-    String,
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    String,
-    String,
-);
-
-/// Columns read into an [`InstallRow`], as a literal so queries stay static strings.
+/// Columns read into an [`InstallRequest`], as a literal so queries stay static strings.
 macro_rules! install_columns {
     () => {
         "request_id, status, phase, skill_id, version, action, error, created_at, updated_at"
     };
-}
-
-fn install_from_row(row: InstallRow) -> anyhow::Result<InstallRequest> {
-    let (request_id, status, phase, skill_id, version, action, error, created_at, updated_at) = row;
-    Ok(InstallRequest {
-        request_id,
-        status: InstallStatus::parse(&status)?,
-        phase: InstallPhase::parse(&phase)?,
-        skill_id,
-        version,
-        action,
-        error,
-        created_at,
-        updated_at,
-    })
 }
 
 impl Store {
@@ -139,7 +61,7 @@ impl Store {
         &self,
         request_id: &str,
     ) -> anyhow::Result<Option<InstallRequest>> {
-        let row: Option<InstallRow> = sqlx::query_as(concat!(
+        let row: Option<InstallRequest> = sqlx::query_as(concat!(
             "SELECT ",
             install_columns!(),
             " FROM install_requests WHERE request_id = ?"
@@ -147,12 +69,12 @@ impl Store {
         .bind(request_id)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(install_from_row).transpose()
+        Ok(row)
     }
 
     /// Requests that were queued or running when the service last stopped, oldest first.
     pub async fn unfinished_install_requests(&self) -> anyhow::Result<Vec<InstallRequest>> {
-        let rows: Vec<InstallRow> = sqlx::query_as(concat!(
+        let rows: Vec<InstallRequest> = sqlx::query_as(concat!(
             "SELECT ",
             install_columns!(),
             " FROM install_requests WHERE status IN ('queued', 'running')",
@@ -160,7 +82,7 @@ impl Store {
         ))
         .fetch_all(&self.pool)
         .await?;
-        rows.into_iter().map(install_from_row).collect()
+        Ok(rows)
     }
 
     /// Moves a queued request to `running`; false when it was not queued.
@@ -190,7 +112,7 @@ impl Store {
              SET phase = ?, skill_id = ?, version = ?, action = COALESCE(?, action), updated_at = ?
              WHERE request_id = ? AND status = 'running'",
         )
-        .bind(phase.as_str())
+        .bind(phase)
         .bind(skill_id)
         .bind(version)
         .bind(action)
@@ -205,18 +127,15 @@ impl Store {
     pub async fn finish_install(
         &self,
         request_id: &str,
-        status: InstallStatus,
+        status: TaskStatus,
         error: Option<&str>,
     ) -> anyhow::Result<bool> {
-        debug_assert!(matches!(
-            status,
-            InstallStatus::Succeeded | InstallStatus::Failed
-        ));
+        debug_assert!(matches!(status, TaskStatus::Succeeded | TaskStatus::Failed));
         let done = sqlx::query(
             "UPDATE install_requests SET status = ?, phase = 'done', error = ?, updated_at = ?
              WHERE request_id = ? AND status IN ('queued', 'running')",
         )
-        .bind(status.as_str())
+        .bind(status)
         .bind(error)
         .bind(clock::now())
         .bind(request_id)
@@ -236,7 +155,7 @@ mod tests {
         let (_dir, store) = store().await;
         store.insert_install_request("r1").await.unwrap();
         let r = store.install_request("r1").await.unwrap().unwrap();
-        assert_eq!(r.status, InstallStatus::Queued);
+        assert_eq!(r.status, TaskStatus::Queued);
         assert_eq!(r.phase, InstallPhase::Received);
         assert!(r.created_at.ends_with('Z'));
 
@@ -259,19 +178,19 @@ mod tests {
 
         assert!(
             store
-                .finish_install("r1", InstallStatus::Succeeded, None)
+                .finish_install("r1", TaskStatus::Succeeded, None)
                 .await
                 .unwrap()
         );
         assert!(
             !store
-                .finish_install("r1", InstallStatus::Failed, Some("late"))
+                .finish_install("r1", TaskStatus::Failed, Some("late"))
                 .await
                 .unwrap(),
             "a finished request never changes again"
         );
         let r = store.install_request("r1").await.unwrap().unwrap();
-        assert_eq!(r.status, InstallStatus::Succeeded);
+        assert_eq!(r.status, TaskStatus::Succeeded);
         assert_eq!(r.phase, InstallPhase::Done);
         assert_eq!(r.skill_id.as_deref(), Some("demo"));
         assert_eq!(r.action.as_deref(), Some("install"));

@@ -9,9 +9,11 @@ use serde_json::Value;
 
 use super::Store;
 use crate::clock;
+use crate::run_state::{Move, RunStatus};
 
 /// Who answered a question.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
+#[sqlx(type_name = "TEXT", rename_all = "snake_case")]
 pub enum Resolution {
     UserReply,
     /// The wait timed out and the runner decided (`interactive_require_user_reply = false`).
@@ -25,68 +27,28 @@ impl Resolution {
             Self::AutoDecideTimeout => "auto_decide_timeout",
         }
     }
-
-    fn parse(s: &str) -> anyhow::Result<Self> {
-        Ok(match s {
-            "user_reply" => Self::UserReply,
-            "auto_decide_timeout" => Self::AutoDecideTimeout,
-            other => anyhow::bail!("unknown resolution mode '{other}' in the database"),
-        })
-    }
 }
 
 /// One question of a run, with its answer once given.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct Interaction {
     /// 1, 2, ... in the order asked.
+    #[sqlx(try_from = "i64")]
     pub seq: u32,
     /// The engine's id for the question.
+    #[sqlx(try_from = "i64")]
     pub interaction_id: u64,
+    #[sqlx(try_from = "i64")]
     pub turn: u32,
+    #[sqlx(json)]
     pub question: Value,
     pub asked_at: String,
+    #[sqlx(json(nullable))]
     pub response: Option<Value>,
+    #[sqlx(rename = "resolution_mode")]
     pub resolution: Option<Resolution>,
     pub idempotency_key: Option<String>,
     pub replied_at: Option<String>,
-}
-
-#[derive(sqlx::FromRow)]
-struct InteractionRow {
-    seq: i64,
-    interaction_id: i64,
-    turn: i64,
-    question: String,
-    asked_at: String,
-    response: Option<String>,
-    resolution_mode: Option<String>,
-    idempotency_key: Option<String>,
-    replied_at: Option<String>,
-}
-
-impl TryFrom<InteractionRow> for Interaction {
-    type Error = anyhow::Error;
-    fn try_from(r: InteractionRow) -> anyhow::Result<Self> {
-        Ok(Self {
-            seq: u32::try_from(r.seq)?,
-            interaction_id: u64::try_from(r.interaction_id)?,
-            turn: u32::try_from(r.turn)?,
-            question: serde_json::from_str(&r.question)?,
-            asked_at: r.asked_at,
-            response: r
-                .response
-                .as_deref()
-                .map(serde_json::from_str)
-                .transpose()?,
-            resolution: r
-                .resolution_mode
-                .as_deref()
-                .map(Resolution::parse)
-                .transpose()?,
-            idempotency_key: r.idempotency_key,
-            replied_at: r.replied_at,
-        })
-    }
 }
 
 /// An answer to record.
@@ -118,7 +80,7 @@ macro_rules! interaction_columns {
 }
 
 impl Store {
-    /// `running -> waiting_user` with `question` pending until `deadline`; returns the
+    /// [`Move::Ask`], with `question` pending until `deadline`; returns the
     /// question's `seq`, or `None` when the run was no longer running (canceled meanwhile).
     pub async fn ask_user(
         &self,
@@ -130,16 +92,18 @@ impl Store {
         let now = clock::now();
         let mut tx = self.pool.begin().await?;
         let asked: Option<(i64, i64)> = sqlx::query_as(
-            "UPDATE runs SET status = 'waiting_user', interaction_count = interaction_count + 1,
+            "UPDATE runs SET status = ?, interaction_count = interaction_count + 1,
                  pending_interaction_id = ?, wait_deadline = ?,
                  pgid = NULL, pg_boot_id = NULL, pg_start_ticks = NULL, updated_at = ?
-             WHERE run_id = ? AND status = 'running'
+             WHERE run_id = ? AND status IN (SELECT value FROM json_each(?))
              RETURNING interaction_count, turn",
         )
+        .bind(RunStatus::WaitingUser)
         .bind(i64::try_from(interaction_id)?)
         .bind(deadline)
         .bind(&now)
         .bind(run_id)
+        .bind(Move::Ask.from_json())
         .fetch_optional(&mut *tx)
         .await?;
         let Some((seq, turn)) = asked else {
@@ -163,7 +127,7 @@ impl Store {
 
     /// Every question of a run, in the order asked.
     pub async fn interactions(&self, run_id: &str) -> anyhow::Result<Vec<Interaction>> {
-        let rows: Vec<InteractionRow> = sqlx::query_as(concat!(
+        let rows: Vec<Interaction> = sqlx::query_as(concat!(
             "SELECT ",
             interaction_columns!(),
             " FROM interactions WHERE run_id = ? ORDER BY seq"
@@ -171,7 +135,7 @@ impl Store {
         .bind(run_id)
         .fetch_all(&self.pool)
         .await?;
-        rows.into_iter().map(Interaction::try_from).collect()
+        Ok(rows)
     }
 
     /// The question of `run_id` answered with `idempotency_key`, if any.
@@ -180,7 +144,7 @@ impl Store {
         run_id: &str,
         idempotency_key: &str,
     ) -> anyhow::Result<Option<Interaction>> {
-        let row: Option<InteractionRow> = sqlx::query_as(concat!(
+        let row: Option<Interaction> = sqlx::query_as(concat!(
             "SELECT ",
             interaction_columns!(),
             " FROM interactions WHERE run_id = ? AND idempotency_key = ?"
@@ -189,26 +153,30 @@ impl Store {
         .bind(idempotency_key)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(Interaction::try_from).transpose()
+        Ok(row)
     }
 
-    /// Records `answer` and queues the run, if it still waits on that question.
+    /// Records `answer` and queues the run ([`Move::Resume`]), if it still waits on that
+    /// question.
     pub async fn answer(&self, run_id: &str, answer: Answer<'_>) -> anyhow::Result<AnswerOutcome> {
         let now = clock::now();
         let auto = answer.resolution == Resolution::AutoDecideTimeout;
         let mut tx = self.pool.begin().await?;
         let moved = sqlx::query(
-            "UPDATE runs SET status = 'queued', pending_interaction_id = NULL,
+            "UPDATE runs SET status = ?, pending_interaction_id = NULL,
                  wait_deadline = NULL, updated_at = ?,
                  auto_decision_count = auto_decision_count + ?,
                  last_auto_decision_at = CASE WHEN ? THEN ? ELSE last_auto_decision_at END
-             WHERE run_id = ? AND status = 'waiting_user' AND interaction_count = ?",
+             WHERE run_id = ? AND status IN (SELECT value FROM json_each(?))
+               AND interaction_count = ?",
         )
+        .bind(RunStatus::Queued)
         .bind(&now)
         .bind(i64::from(auto))
         .bind(auto)
         .bind(&now)
         .bind(run_id)
+        .bind(Move::Resume.from_json())
         .bind(answer.seq)
         .execute(&mut *tx)
         .await?;
@@ -221,7 +189,7 @@ impl Store {
              WHERE run_id = ? AND seq = ? AND response IS NULL",
         )
         .bind(answer.response.to_string())
-        .bind(answer.resolution.as_str())
+        .bind(answer.resolution)
         .bind(answer.idempotency_key)
         .bind(&now)
         .bind(run_id)
@@ -266,6 +234,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::engines::Engine;
     use crate::store::tests::store;
     use crate::store::{Binding, NewRequest, NewRun, RequestKind, RunStatus};
 
@@ -274,18 +243,19 @@ mod tests {
             request_id: "q1".into(),
             kind: RequestKind::Job,
             skill_id: Some("demo".into()),
-            engine: "script".into(),
+            engine: Some(Engine::Script),
             model: None,
             engine_options: json!({}),
             input: json!({}),
             parameter: json!({}),
-            runtime_options: json!({"execution_mode": "interactive"}),
+            runtime_options: serde_json::from_value(json!({"execution_mode": "interactive"}))
+                .unwrap(),
         };
         let run = NewRun {
             run_id: "r1".into(),
             skill_id: "demo".into(),
             skill_dir: "/skills/demo".into(),
-            engine: "script".into(),
+            engine: Engine::Script,
             cache_key: None,
         };
         store

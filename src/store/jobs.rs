@@ -1,58 +1,22 @@
 //! Job requests, runs and cache entries.
 //!
-//! A run moves `queued -> running -> succeeded | failed | canceled`; every move is one guarded
-//! `UPDATE` that names the states it may leave, so a late writer (a process that printed valid
-//! output after it was canceled or timed out) changes nothing.
+//! Every change of a run's status is one guarded `UPDATE` whose guard is a [`Move`] of the one
+//! transition table (`run_state`), so a late writer (a process that printed valid output after
+//! it was canceled or timed out) changes nothing.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::Store;
 use crate::clock;
-
-/// Where a run stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    Queued,
-    Running,
-    WaitingUser,
-    Succeeded,
-    Failed,
-    Canceled,
-}
-
-impl RunStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Queued => "queued",
-            Self::Running => "running",
-            Self::WaitingUser => "waiting_user",
-            Self::Succeeded => "succeeded",
-            Self::Failed => "failed",
-            Self::Canceled => "canceled",
-        }
-    }
-
-    fn parse(s: &str) -> anyhow::Result<Self> {
-        Ok(match s {
-            "queued" => Self::Queued,
-            "running" => Self::Running,
-            "waiting_user" => Self::WaitingUser,
-            "succeeded" => Self::Succeeded,
-            "failed" => Self::Failed,
-            "canceled" => Self::Canceled,
-            other => anyhow::bail!("unknown run status '{other}' in the database"),
-        })
-    }
-
-    pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Succeeded | Self::Failed | Self::Canceled)
-    }
-}
+use crate::engines::Engine;
+use crate::jobs::options::RuntimeOptions;
+use crate::run_state::Move;
+pub use crate::run_state::RunStatus;
 
 /// Which API a request came through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
+#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
 pub enum RequestKind {
     /// `/v1/jobs`: an installed skill.
     Job,
@@ -60,17 +24,9 @@ pub enum RequestKind {
     Temp,
 }
 
-impl RequestKind {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Job => "job",
-            Self::Temp => "temp",
-        }
-    }
-}
-
 /// Whether a request still waits for its input upload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
+#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
 pub enum UploadState {
     /// The request needed no upload.
     None,
@@ -80,39 +36,23 @@ pub enum UploadState {
     Done,
 }
 
-impl UploadState {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::None => "none",
-            Self::Awaiting => "awaiting",
-            Self::Receiving => "receiving",
-            Self::Done => "done",
-        }
-    }
-
-    fn parse(s: &str) -> anyhow::Result<Self> {
-        Ok(match s {
-            "none" => Self::None,
-            "awaiting" => Self::Awaiting,
-            "receiving" => Self::Receiving,
-            "done" => Self::Done,
-            other => anyhow::bail!("unknown upload state '{other}' in the database"),
-        })
-    }
-}
-
 /// A client's request, as stored.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Request {
     pub request_id: String,
     pub kind: RequestKind,
     pub skill_id: Option<String>,
-    pub engine: String,
+    /// `None` for a temporary run that left the choice to its package (chosen at upload).
+    pub engine: Option<Engine>,
     pub model: Option<String>,
+    #[sqlx(json)]
     pub engine_options: Value,
+    #[sqlx(json)]
     pub input: Value,
+    #[sqlx(json)]
     pub parameter: Value,
-    pub runtime_options: Value,
+    #[sqlx(json)]
+    pub runtime_options: RuntimeOptions,
     pub upload_state: UploadState,
     pub run_id: Option<String>,
     pub cache_hit: bool,
@@ -124,63 +64,13 @@ pub struct Request {
     pub updated_at: String,
 }
 
-#[derive(sqlx::FromRow)]
-struct RequestRow {
-    request_id: String,
-    kind: String,
-    skill_id: Option<String>,
-    engine: String,
-    model: Option<String>,
-    engine_options: String,
-    input: String,
-    parameter: String,
-    runtime_options: String,
-    upload_state: String,
-    run_id: Option<String>,
-    cache_hit: bool,
-    error: Option<String>,
-    error_code: Option<String>,
-    temp_dir: Option<String>,
-    created_at: String,
-    updated_at: String,
-}
-
-impl TryFrom<RequestRow> for Request {
-    type Error = anyhow::Error;
-    fn try_from(r: RequestRow) -> anyhow::Result<Self> {
-        Ok(Self {
-            kind: match r.kind.as_str() {
-                "job" => RequestKind::Job,
-                "temp" => RequestKind::Temp,
-                other => anyhow::bail!("unknown request kind '{other}' in the database"),
-            },
-            engine_options: serde_json::from_str(&r.engine_options)?,
-            input: serde_json::from_str(&r.input)?,
-            parameter: serde_json::from_str(&r.parameter)?,
-            runtime_options: serde_json::from_str(&r.runtime_options)?,
-            upload_state: UploadState::parse(&r.upload_state)?,
-            request_id: r.request_id,
-            skill_id: r.skill_id,
-            engine: r.engine,
-            model: r.model,
-            run_id: r.run_id,
-            cache_hit: r.cache_hit,
-            error: r.error,
-            error_code: r.error_code,
-            temp_dir: r.temp_dir,
-            created_at: r.created_at,
-            updated_at: r.updated_at,
-        })
-    }
-}
-
 /// A run, as stored.
 #[derive(Debug, Clone)]
 pub struct Run {
     pub run_id: String,
     pub request_id: String,
     pub skill_id: String,
-    pub engine: String,
+    pub engine: Engine,
     pub skill_dir: String,
     pub status: RunStatus,
     pub error_code: Option<String>,
@@ -226,9 +116,9 @@ struct RunRow {
     run_id: String,
     request_id: String,
     skill_id: String,
-    engine: String,
+    engine: Engine,
     skill_dir: String,
-    status: String,
+    status: RunStatus,
     error_code: Option<String>,
     error_message: Option<String>,
     warnings: String,
@@ -266,7 +156,7 @@ impl TryFrom<RunRow> for Run {
             _ => None,
         };
         Ok(Self {
-            status: RunStatus::parse(&r.status)?,
+            status: r.status,
             warnings: serde_json::from_str(&r.warnings)?,
             process,
             run_id: r.run_id,
@@ -303,12 +193,12 @@ pub struct NewRequest {
     pub request_id: String,
     pub kind: RequestKind,
     pub skill_id: Option<String>,
-    pub engine: String,
+    pub engine: Option<Engine>,
     pub model: Option<String>,
     pub engine_options: Value,
     pub input: Value,
     pub parameter: Value,
-    pub runtime_options: Value,
+    pub runtime_options: RuntimeOptions,
 }
 
 /// A run to create.
@@ -317,7 +207,7 @@ pub struct NewRun {
     pub run_id: String,
     pub skill_id: String,
     pub skill_dir: String,
-    pub engine: String,
+    pub engine: Engine,
     pub cache_key: Option<String>,
 }
 
@@ -359,7 +249,8 @@ pub struct Removed {
 
 macro_rules! request_columns {
     () => {
-        "request_id, kind, skill_id, engine, model, engine_options, input, parameter, \
+        "request_id, kind, skill_id, NULLIF(engine, '') AS engine, model, engine_options, input, \
+         parameter, \
          runtime_options, upload_state, run_id, cache_hit, error, error_code, temp_dir, created_at, \
          updated_at"
     };
@@ -391,7 +282,7 @@ async fn insert_run(
     .bind(&run.run_id)
     .bind(request_id)
     .bind(&run.skill_id)
-    .bind(&run.engine)
+    .bind(run.engine)
     .bind(&run.skill_dir)
     .bind(&run.cache_key)
     .bind(now)
@@ -426,15 +317,15 @@ impl Store {
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(&request.request_id)
-        .bind(request.kind.as_str())
+        .bind(request.kind)
         .bind(&request.skill_id)
-        .bind(&request.engine)
+        .bind(request.engine.map_or("", Engine::as_str))
         .bind(&request.model)
         .bind(request.engine_options.to_string())
         .bind(request.input.to_string())
         .bind(request.parameter.to_string())
-        .bind(request.runtime_options.to_string())
-        .bind(upload_state.as_str())
+        .bind(serde_json::to_string(&request.runtime_options)?)
+        .bind(upload_state)
         .bind(run_id)
         .bind(cache_hit)
         .bind(&now)
@@ -446,15 +337,14 @@ impl Store {
     }
 
     pub async fn request(&self, request_id: &str) -> anyhow::Result<Option<Request>> {
-        let row: Option<RequestRow> = sqlx::query_as(concat!(
+        Ok(sqlx::query_as(concat!(
             "SELECT ",
             request_columns!(),
             " FROM requests WHERE request_id = ?"
         ))
         .bind(request_id)
         .fetch_optional(&self.pool)
-        .await?;
-        row.map(Request::try_from).transpose()
+        .await?)
     }
 
     pub async fn run(&self, run_id: &str) -> anyhow::Result<Option<Run>> {
@@ -566,20 +456,22 @@ impl Store {
         Ok(())
     }
 
-    /// `queued -> running`, counting the turn; false when the run is no longer queued
-    /// (canceled meanwhile).
+    /// [`Move::Start`], counting the turn; false when the run is no longer queued (canceled
+    /// meanwhile).
     pub async fn start_run(&self, run_id: &str, sandbox: &str) -> anyhow::Result<bool> {
         crate::faults::check("store-start-run")?;
         let now = clock::now();
         let done = sqlx::query(
-            "UPDATE runs SET status = 'running', turn = turn + 1, sandbox = ?,
+            "UPDATE runs SET status = ?, turn = turn + 1, sandbox = ?,
                  started_at = COALESCE(started_at, ?), updated_at = ?
-             WHERE run_id = ? AND status = 'queued'",
+             WHERE run_id = ? AND status IN (SELECT value FROM json_each(?))",
         )
+        .bind(RunStatus::Running)
         .bind(sandbox)
         .bind(&now)
         .bind(&now)
         .bind(run_id)
+        .bind(Move::Start.from_json())
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
@@ -613,19 +505,18 @@ impl Store {
         Ok(())
     }
 
-    /// Ends a run that is in one of `from` (and, with `asked`, still waits on its `asked`-th
-    /// question); false when another writer moved it first.
+    /// Ends a run by `by` (with `asked`, only while it still waits on its `asked`-th question);
+    /// false when another writer moved it first.
     pub async fn finish_run(
         &self,
         run_id: &str,
-        from: &[RunStatus],
+        by: Move,
         asked: Option<u32>,
         ending: &Ending,
     ) -> anyhow::Result<bool> {
-        debug_assert!(ending.status.is_terminal());
+        by.check_target(ending.status)?;
         crate::faults::check("store-finish")?;
         let now = clock::now();
-        let from: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
         let done = sqlx::query(
             "UPDATE runs SET status = ?, error_code = ?, error_message = ?, warnings = ?,
                  result = ?, pgid = NULL, pg_boot_id = NULL, pg_start_ticks = NULL,
@@ -634,7 +525,7 @@ impl Store {
              WHERE run_id = ? AND status IN (SELECT value FROM json_each(?))
                AND (? IS NULL OR interaction_count = ?)",
         )
-        .bind(ending.status.as_str())
+        .bind(ending.status)
         .bind(&ending.error_code)
         .bind(&ending.error_message)
         .bind(serde_json::to_string(&ending.warnings)?)
@@ -642,7 +533,7 @@ impl Store {
         .bind(&now)
         .bind(&now)
         .bind(run_id)
-        .bind(serde_json::to_string(&from)?)
+        .bind(by.from_json())
         .bind(asked)
         .bind(asked)
         .execute(&self.pool)
@@ -650,7 +541,7 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
-    /// Ends a run found in `from` at start-up as failed and reconciled.
+    /// Ends a run found in `from` at start-up as failed and reconciled ([`Move::Reconcile`]).
     pub async fn reconcile_interrupted(
         &self,
         run_id: &str,
@@ -658,15 +549,22 @@ impl Store {
         ending: &Ending,
         reason: &str,
     ) -> anyhow::Result<bool> {
+        anyhow::ensure!(
+            Move::Reconcile.allows(from, ending.status),
+            "cannot reconcile a run from '{}' to '{}'",
+            from.as_str(),
+            ending.status.as_str()
+        );
         let now = clock::now();
         let done = sqlx::query(
-            "UPDATE runs SET status = 'failed', error_code = ?, error_message = ?, result = ?,
+            "UPDATE runs SET status = ?, error_code = ?, error_message = ?, result = ?,
                  recovery_state = 'failed_reconciled', recovered_at = ?, recovery_reason = ?,
                  pgid = NULL, pg_boot_id = NULL, pg_start_ticks = NULL,
                  pending_interaction_id = NULL, wait_deadline = NULL,
                  updated_at = ?, finished_at = ?
              WHERE run_id = ? AND status = ?",
         )
+        .bind(ending.status)
         .bind(&ending.error_code)
         .bind(&ending.error_message)
         .bind(ending.result.as_ref().map(Value::to_string))
@@ -675,7 +573,7 @@ impl Store {
         .bind(&now)
         .bind(&now)
         .bind(run_id)
-        .bind(from.as_str())
+        .bind(from)
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
@@ -683,7 +581,7 @@ impl Store {
 
     /// The newest `limit` requests that have a run, with their runs, newest first.
     pub async fn recent_requests(&self, limit: u32) -> anyhow::Result<Vec<(Request, Run)>> {
-        let requests: Vec<RequestRow> = sqlx::query_as(concat!(
+        let requests: Vec<Request> = sqlx::query_as(concat!(
             "SELECT ",
             request_columns!(),
             " FROM requests WHERE run_id IS NOT NULL ORDER BY created_at DESC, rowid DESC LIMIT ?"
@@ -708,8 +606,7 @@ impl Store {
             .map(|r| Run::try_from(r).map(|r| (r.run_id.clone(), r)))
             .collect::<anyhow::Result<_>>()?;
         let mut out = Vec::with_capacity(requests.len());
-        for row in requests {
-            let request = Request::try_from(row)?;
+        for request in requests {
             let run = request.run_id.as_ref().and_then(|id| runs.get(id).cloned());
             if let Some(run) = run {
                 out.push((request, run));
@@ -725,7 +622,7 @@ impl Store {
             run_columns!(),
             " FROM runs WHERE status = ? ORDER BY rowid"
         ))
-        .bind(status.as_str())
+        .bind(status)
         .fetch_all(&self.pool)
         .await?;
         rows.into_iter().map(Run::try_from).collect()
@@ -841,12 +738,12 @@ mod tests {
             request_id: id.into(),
             kind: RequestKind::Job,
             skill_id: Some("demo".into()),
-            engine: "script".into(),
+            engine: Some(Engine::Script),
             model: None,
             engine_options: json!({}),
             input: json!({"text": "hi"}),
             parameter: json!({}),
-            runtime_options: json!({}),
+            runtime_options: Default::default(),
         }
     }
 
@@ -855,7 +752,7 @@ mod tests {
             run_id: id.into(),
             skill_id: "demo".into(),
             skill_dir: "/skills/demo".into(),
-            engine: "script".into(),
+            engine: Engine::Script,
             cache_key: Some("k1".into()),
         }
     }
@@ -881,27 +778,24 @@ mod tests {
         assert!(!store.start_run("r1", "off").await.unwrap());
         let mut canceled = ending(RunStatus::Canceled);
         canceled.error_code = Some("CANCELED_BY_USER".into());
-        let active = [
-            RunStatus::Queued,
-            RunStatus::Running,
-            RunStatus::WaitingUser,
-        ];
         assert!(
             store
-                .finish_run("r1", &active, None, &canceled)
+                .finish_run("r1", Move::Cancel, None, &canceled)
                 .await
                 .unwrap()
         );
         assert!(
             !store
-                .finish_run(
-                    "r1",
-                    &[RunStatus::Running],
-                    None,
-                    &ending(RunStatus::Succeeded)
-                )
+                .finish_run("r1", Move::End, None, &ending(RunStatus::Succeeded))
                 .await
                 .unwrap()
+        );
+        // A move that may not end a run that way writes nothing.
+        assert!(
+            store
+                .finish_run("r1", Move::Expire, None, &ending(RunStatus::Succeeded))
+                .await
+                .is_err()
         );
         let run = store.run("r1").await.unwrap().unwrap();
         assert_eq!(run.status, RunStatus::Canceled);
@@ -937,12 +831,7 @@ mod tests {
         );
         store.start_run("r1", "off").await.unwrap();
         store
-            .finish_run(
-                "r1",
-                &[RunStatus::Running],
-                None,
-                &ending(RunStatus::Succeeded),
-            )
+            .finish_run("r1", Move::End, None, &ending(RunStatus::Succeeded))
             .await
             .unwrap();
         assert_eq!(store.cached_run("k1").await.unwrap().as_deref(), Some("r1"));

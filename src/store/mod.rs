@@ -10,6 +10,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::Context;
+use serde::{Deserialize, Serialize};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -20,9 +21,28 @@ mod interactions;
 mod jobs;
 
 pub use engines::{StoredSnapshot, Upgrade, UpgradeResult};
-pub use installs::{InstallPhase, InstallRequest, InstallStatus};
+pub use installs::{InstallPhase, InstallRequest};
 pub use interactions::*;
 pub use jobs::*;
+
+/// Lifecycle of a background task: a package install, an engine upgrade (and each engine in it).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, sqlx::Type, utoipa::ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
+pub enum TaskStatus {
+    Queued,
+    Running,
+    Succeeded,
+    Failed,
+}
+
+impl TaskStatus {
+    pub fn is_active(self) -> bool {
+        matches!(self, Self::Queued | Self::Running)
+    }
+}
 
 /// Handle to the database; cheap to clone.
 #[derive(Clone, Debug)]

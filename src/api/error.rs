@@ -1,0 +1,124 @@
+//! The one error type of the HTTP API, and the one place a domain [`Error`] gets its status.
+//!
+//! Every `/v1` error answers `{"detail": ...}` (a string or an object), the shape clients of the
+//! reference service already parse. Server-side failures are logged with their cause chain and
+//! answered with a fixed message, so internals never leak into a response.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::error::Error;
+
+/// An error answered to an API client.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// A client-side problem: the status and the `detail` payload to send.
+    #[error("{status}: {detail}")]
+    Client { status: StatusCode, detail: Value },
+    /// A server-side failure; the cause is logged, never returned.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, detail: impl Into<Value>) -> Self {
+        Self::Client {
+            status,
+            detail: detail.into(),
+        }
+    }
+
+    pub fn bad_request(detail: impl Into<Value>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, detail)
+    }
+
+    pub fn not_found(detail: impl Into<Value>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, detail)
+    }
+
+    /// A required form or body field is absent, in the list shape FastAPI clients expect.
+    pub fn missing_field(location: &str, field: &str) -> Self {
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!([{
+                "loc": [location, field],
+                "msg": format!("Field required: '{field}' is missing from the {location}"),
+                "type": "missing",
+            }]),
+        )
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        let status = match &e {
+            Error::Invalid(_) => StatusCode::BAD_REQUEST,
+            Error::Missing { location, field } => return Self::missing_field(location, field),
+            Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::Conflict(_) => StatusCode::CONFLICT,
+            Error::QueueFull => StatusCode::TOO_MANY_REQUESTS,
+            Error::Internal(_) => {
+                let Error::Internal(cause) = e else {
+                    unreachable!()
+                };
+                return Self::Internal(cause);
+            }
+        };
+        let detail = match e {
+            Error::Invalid(d) | Error::NotFound(d) | Error::Conflict(d) => d,
+            other => Value::String(other.to_string()),
+        };
+        Self::new(status, detail)
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(e: sqlx::Error) -> Self {
+        Self::Internal(e.into())
+    }
+}
+
+impl From<std::io::Error> for ApiError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Internal(e.into())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Client { status, detail } => {
+                let mut response =
+                    (status, axum::Json(json!({ "detail": detail }))).into_response();
+                if status == StatusCode::TOO_MANY_REQUESTS {
+                    // Queue places free up as runs start; a second is a fair first retry.
+                    response
+                        .headers_mut()
+                        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                }
+                response
+            }
+            Self::Internal(cause) => {
+                tracing::error!(error = format!("{cause:#}"), "request failed");
+                internal_error_response()
+            }
+        }
+    }
+}
+
+/// The body of every 5xx answer, also used for a handler that panicked.
+pub fn internal_error_response() -> Response {
+    let mut response = (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        axum::Json(json!({ "detail": "Internal server error" })),
+    )
+        .into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// Result type of API handlers.
+pub type ApiResult<T> = Result<T, ApiError>;
