@@ -100,18 +100,26 @@ impl RunFolder {
         self.workspace().join("tmp")
     }
 
-    /// Creates the folders a turn needs.
+    /// Creates the folders a turn needs, parents first and in one blocking task (each
+    /// `tokio::fs` call is a hop to the blocking pool, and a failed `mkdir` of a child whose
+    /// parent is missing costs a second one).
     pub async fn create(&self) -> std::io::Result<()> {
-        for dir in [
+        let dirs = [
+            self.root.clone(),
             self.logs(),
             self.root.join("result"),
+            self.workspace(),
             self.artifacts(),
             self.home(),
             self.tmp(),
-        ] {
-            tokio::fs::create_dir_all(dir).await?;
-        }
-        Ok(())
+        ];
+        tokio::task::spawn_blocking(move || {
+            let mut builder = std::fs::DirBuilder::new();
+            builder.recursive(true);
+            dirs.iter().try_for_each(|dir| builder.create(dir))
+        })
+        .await
+        .map_err(std::io::Error::other)?
     }
 }
 

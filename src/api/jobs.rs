@@ -17,13 +17,15 @@ use tokio_util::io::ReaderStream;
 
 use super::upload::{FileField, save_file_fields};
 use crate::api::error::{ApiError, ApiResult};
+use crate::api::run_views::{
+    CancelResponse, CreateJob, CreateTemp, Created, PendingInteraction, ReplyAccepted, ReplyBody,
+    RequestStatus, RunLogs, Uploaded, request_status,
+};
 use crate::jobs::Scope;
-use crate::jobs::create::{CreateJob, CreateTemp, Created, UploadFiles, Uploaded};
+use crate::jobs::create::UploadFiles;
 use crate::jobs::events::Offsets;
-use crate::jobs::interaction::{PendingInteraction, ReplyAccepted, ReplyBody};
-use crate::jobs::views::{CancelResponse, RequestStatus, RunLogs};
 use crate::state::AppState;
-use crate::store::{CleanupCounts, RequestKind};
+use crate::store::{CleanupCounts, RequestKind, RunStatus};
 
 /// Prefix of the temporary-skill routes.
 pub const TEMP_PREFIX: &str = "/v1/temp-skill-runs";
@@ -99,9 +101,9 @@ pub async fn create_job(
     body: Result<Json<CreateJob>, JsonRejection>,
 ) -> ApiResult<Json<Created>> {
     let Json(body) = body.map_err(bad_json)?;
-    to_completion(async move { state.jobs.create_job(body).await })
+    to_completion(async move { state.jobs.create_job(body.into()).await })
         .await
-        .map(Json)
+        .map(|admitted| Json(admitted.into()))
 }
 
 /// Creates a temporary skill run; the package comes with `/upload`.
@@ -116,9 +118,9 @@ pub async fn create_temp(
     body: Result<Json<CreateTemp>, JsonRejection>,
 ) -> ApiResult<Json<Created>> {
     let Json(body) = body.map_err(bad_json)?;
-    to_completion(async move { state.jobs.create_temp(body).await })
+    to_completion(async move { state.jobs.create_temp(body.into()).await })
         .await
-        .map(Json)
+        .map(|admitted| Json(admitted.into()))
 }
 
 /// The multipart form of an upload.
@@ -205,7 +207,7 @@ async fn receive_upload(
         inputs: path_of(0),
         package: path_of(1),
     };
-    Ok(jobs.accept_upload(request, files).await?)
+    Ok(jobs.accept_upload(request, files).await?.into())
 }
 
 /// Where a request stands. The same route exists under `/v1/temp-skill-runs/{request_id}`.
@@ -217,7 +219,8 @@ pub async fn status(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<RequestStatus>> {
-    Ok(Json(state.jobs.status(scope, &request_id).await?))
+    let (request, run) = state.jobs.status(scope, &request_id).await?;
+    Ok(Json(request_status(request, run)))
 }
 
 /// The result envelope: `{request_id, result: {status, data, artifacts, repair_level,
@@ -291,7 +294,8 @@ pub async fn logs(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<RunLogs>> {
-    Ok(Json(state.jobs.logs(scope, &request_id).await?))
+    let logs = state.jobs.logs(scope, &request_id).await?;
+    Ok(Json(RunLogs::of(&request_id, logs)))
 }
 
 /// Cancels a queued or running run (`CANCELED_BY_USER`); a finished run answers
@@ -304,9 +308,11 @@ pub async fn cancel(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<CancelResponse>> {
-    to_completion(async move { state.jobs.cancel(scope, &request_id).await })
-        .await
-        .map(Json)
+    to_completion(async move {
+        let canceled = state.jobs.cancel(scope, &request_id).await?;
+        Ok::<_, crate::error::Error>(Json(CancelResponse::of(&request_id, canceled)))
+    })
+    .await
 }
 
 /// `stdout_from` / `stderr_from` of an event stream.
@@ -388,7 +394,8 @@ pub async fn pending(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<PendingInteraction>> {
-    Ok(Json(state.jobs.pending(scope, &request_id).await?))
+    let pending = state.jobs.pending(scope, &request_id).await?;
+    Ok(Json(PendingInteraction::of(&request_id, pending)))
 }
 
 /// Answers the pending question; the run's next turn is queued. Also
@@ -411,9 +418,15 @@ pub async fn reply(
     body: Result<Json<ReplyBody>, JsonRejection>,
 ) -> ApiResult<Json<ReplyAccepted>> {
     let Json(body) = body.map_err(bad_json)?;
-    to_completion(async move { state.jobs.reply(scope, &request_id, body).await })
-        .await
-        .map(Json)
+    to_completion(async move {
+        state.jobs.reply(scope, &request_id, body.into()).await?;
+        Ok::<_, crate::error::Error>(Json(ReplyAccepted {
+            request_id,
+            status: RunStatus::Queued,
+            accepted: true,
+        }))
+    })
+    .await
 }
 
 /// Deletes every finished run with its requests and cache entries; active runs are kept.

@@ -13,10 +13,10 @@ use serde_json::{Value, json};
 
 use super::jobs::{Kind, bad_query};
 use crate::api::error::{ApiError, ApiResult};
+use crate::api::run_views::{RunFilePreview, RunFiles, RunState};
 use crate::browse::{self, TreeEntry};
 use crate::clock;
 use crate::engines::Engine;
-use crate::jobs::views::{RunFilePreview, RunFiles, RunState};
 use crate::skill::{ExecutionMode, SkillEntry};
 use crate::state::AppState;
 
@@ -224,7 +224,13 @@ pub async fn list_runs(
         ));
     }
     Ok(Json(RunList {
-        runs: state.jobs.run_states(limit).await?,
+        runs: state
+            .jobs
+            .recent(limit)
+            .await?
+            .into_iter()
+            .map(|(request, run)| RunState::of(request, run))
+            .collect(),
     }))
 }
 
@@ -237,7 +243,8 @@ pub async fn get_run(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<RunState>> {
-    Ok(Json(state.jobs.run_state(scope, &request_id).await?))
+    let (request, run) = state.jobs.request_and_run(scope, &request_id).await?;
+    Ok(Json(RunState::of(request, run)))
 }
 
 /// The run folder's file tree.
@@ -249,7 +256,8 @@ pub async fn run_files(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<RunFiles>> {
-    Ok(Json(state.jobs.run_files(scope, &request_id).await?))
+    let (run, entries) = state.jobs.run_files(scope, &request_id).await?;
+    Ok(Json(RunFiles::of(&request_id, run, entries)))
 }
 
 /// `?path=` of a file preview.
@@ -276,7 +284,6 @@ pub async fn run_file(
     query: Result<Query<FileQuery>, QueryRejection>,
 ) -> ApiResult<Json<RunFilePreview>> {
     let Query(query) = query.map_err(|_| ApiError::missing_field("query", "path"))?;
-    Ok(Json(
-        state.jobs.run_file(scope, &request_id, &query.path).await?,
-    ))
+    let found = state.jobs.run_file(scope, &request_id, &query.path).await?;
+    Ok(Json(RunFilePreview::of(&request_id, found)))
 }

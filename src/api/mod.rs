@@ -7,6 +7,7 @@ pub mod invoke;
 pub mod jobs;
 pub mod management;
 pub mod packages;
+pub mod run_views;
 pub mod skills;
 pub mod system;
 pub mod upload;

@@ -8,7 +8,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -24,54 +23,42 @@ use crate::packages::archive::{self, ArchiveError};
 use crate::skill::{ExecutionMode, InputSource, Rules, SkillEntry, SkillManifest, manifest};
 use crate::store::{Binding, NewRequest, NewRun, Request, RequestKind, RunStatus};
 
-/// `POST /v1/jobs` body.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-pub struct CreateJob {
+/// A job to create: an installed skill with its inputs (checked in the reference's order).
+#[derive(Debug, Clone)]
+pub struct NewJob {
     pub skill_id: String,
-    /// Default: `codex`, or `script` for skills with their own entrypoint.
-    #[serde(default)]
+    /// The skill's default engine when `None`.
     pub engine: Option<String>,
-    /// Inline inputs (`x-input-source: inline`); file inputs come with the upload.
-    #[serde(default)]
-    #[schema(value_type = Object)]
+    /// Inline inputs; file inputs come with the upload.
     pub input: Value,
-    #[serde(default)]
-    #[schema(value_type = Object)]
     pub parameter: Value,
-    #[serde(default)]
     pub model: Option<String>,
-    #[serde(default)]
-    #[schema(value_type = Object)]
+    /// Checked against the allow-list before anything is recorded.
     pub runtime_options: Option<Value>,
 }
 
-/// `POST /v1/temp-skill-runs` body: like a job, without skill id and inputs.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-pub struct CreateTemp {
-    #[serde(default)]
+/// A temporary run to create: like a job, without skill id and inputs (the package and the
+/// input files come with the upload).
+#[derive(Debug, Clone)]
+pub struct NewTempRun {
     pub engine: Option<String>,
-    #[serde(default)]
-    #[schema(value_type = Object)]
     pub parameter: Value,
-    #[serde(default)]
     pub model: Option<String>,
-    #[serde(default)]
-    #[schema(value_type = Object)]
     pub runtime_options: Option<Value>,
 }
 
-/// Answer to a create.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct Created {
+/// A recorded request and where it stands.
+#[derive(Debug, Clone)]
+pub struct Admitted {
     pub request_id: String,
     pub cache_hit: bool,
-    /// `null` while the request waits for its upload.
+    /// `None` while the request waits for its upload.
     pub status: Option<RunStatus>,
 }
 
-/// Answer to an upload.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct Uploaded {
+/// An accepted upload: the run it started (or the cached run it was bound to).
+#[derive(Debug, Clone)]
+pub struct Received {
     pub request_id: String,
     pub cache_hit: bool,
     pub status: RunStatus,
@@ -105,7 +92,7 @@ impl Jobs {
     }
 
     /// `POST /v1/jobs`.
-    pub async fn create_job(self: &Arc<Self>, body: CreateJob) -> Result<Created> {
+    pub async fn create_job(self: &Arc<Self>, body: NewJob) -> Result<Admitted> {
         let snapshot = self.registry.snapshot().await;
         let skill = match snapshot.skills.get(&body.skill_id) {
             Some(SkillEntry::Healthy(m)) => m.clone(),
@@ -149,7 +136,7 @@ impl Jobs {
             .any(|(_, s)| *s == InputSource::File);
         if takes_files {
             self.store.create_request(&request, None).await?;
-            return Ok(Created {
+            return Ok(Admitted {
                 request_id,
                 cache_hit: false,
                 status: None,
@@ -164,7 +151,7 @@ impl Jobs {
     }
 
     /// `POST /v1/temp-skill-runs`: records the request; the skill arrives with the upload.
-    pub async fn create_temp(self: &Arc<Self>, body: CreateTemp) -> Result<Created> {
+    pub async fn create_temp(self: &Arc<Self>, body: NewTempRun) -> Result<Admitted> {
         let options =
             RuntimeOptions::parse(body.runtime_options.as_ref()).map_err(Error::invalid)?;
         let engine = match body
@@ -197,7 +184,7 @@ impl Jobs {
             runtime_options: options,
         };
         self.store.create_request(&request, None).await?;
-        Ok(Created {
+        Ok(Admitted {
             request_id: request.request_id,
             cache_hit: false,
             status: Some(RunStatus::Queued),
@@ -238,7 +225,7 @@ impl Jobs {
         self: &Arc<Self>,
         request: Request,
         files: UploadFiles,
-    ) -> Result<Uploaded> {
+    ) -> Result<Received> {
         let outcome = self.try_accept_upload(&request, files).await;
         match &outcome {
             Ok(_) => {}
@@ -261,7 +248,7 @@ impl Jobs {
         self: &Arc<Self>,
         request: &Request,
         files: UploadFiles,
-    ) -> Result<Uploaded, Refusal> {
+    ) -> Result<Received, Refusal> {
         let dir = self.upload_dir(request.kind, &request.request_id);
         let (skill, engine) = match request.kind {
             RequestKind::Job => {
@@ -351,7 +338,7 @@ impl Jobs {
             let _ = tokio::fs::remove_dir_all(&dir).await;
         }
         let created = self.bound(request.request_id.clone(), binding, admission);
-        Ok(Uploaded {
+        Ok(Received {
             request_id: created.request_id,
             cache_hit: created.cache_hit,
             status: created.status.unwrap_or(RunStatus::Queued),
@@ -450,17 +437,22 @@ impl Jobs {
     }
 
     /// Queues a recorded run and says what the client sees.
-    fn bound(&self, request_id: String, binding: Binding, admission: Option<Admission>) -> Created {
+    fn bound(
+        &self,
+        request_id: String,
+        binding: Binding,
+        admission: Option<Admission>,
+    ) -> Admitted {
         match (binding, admission) {
             (Binding::Run(run), Some(admission)) => {
                 admission.enqueue(run.run_id);
-                Created {
+                Admitted {
                     request_id,
                     cache_hit: false,
                     status: Some(RunStatus::Queued),
                 }
             }
-            _ => Created {
+            _ => Admitted {
                 request_id,
                 cache_hit: true,
                 status: Some(RunStatus::Succeeded),

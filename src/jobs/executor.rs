@@ -430,12 +430,18 @@ where
     }
 }
 
-/// Writes through a temporary file and a rename, so readers never see half a file.
+/// Writes through a temporary file and a rename, so readers never see half a file (in one
+/// blocking task rather than a hop to the blocking pool per step).
 pub async fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    if let Some(parent) = path.parent() {
-        tokio::fs::create_dir_all(parent).await?;
-    }
-    let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4()));
-    tokio::fs::write(&tmp, bytes).await?;
-    tokio::fs::rename(&tmp, path).await
+    let (path, bytes) = (path.to_path_buf(), bytes.to_vec());
+    tokio::task::spawn_blocking(move || {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4()));
+        std::fs::write(&tmp, bytes)?;
+        std::fs::rename(&tmp, &path)
+    })
+    .await
+    .map_err(std::io::Error::other)?
 }

@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::executor::codes;
@@ -20,41 +19,24 @@ use crate::runner::{Envelope, list_artifacts};
 use crate::skill::ExecutionMode;
 use crate::store::{Answer, AnswerOutcome, Interaction, Request, Resolution, Run, RunStatus};
 
-/// `POST .../interaction/reply` body.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-pub struct ReplyBody {
-    /// The id of the pending question (`pending.interaction_id`).
+/// A client's reply to the pending question.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// The id of the pending question.
     pub interaction_id: u64,
-    /// The answer: text, or any JSON the question's kind calls for.
-    #[schema(value_type = Object)]
     pub response: Value,
-    /// Makes retries safe: the same key with the same response is answered like the first
-    /// call; with a different response it is refused (409).
-    #[serde(default)]
+    /// The same key with the same response is answered like the first call; with a
+    /// different response it is refused.
     pub idempotency_key: Option<String>,
 }
 
-/// Answer to an accepted reply.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ReplyAccepted {
-    pub request_id: String,
-    /// `queued`: the next turn waits for a slot.
+/// The question a run waits on, if any.
+#[derive(Debug, Clone)]
+pub struct Pending {
     pub status: RunStatus,
-    pub accepted: bool,
-}
-
-/// `GET .../interaction/pending`.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct PendingInteraction {
-    pub request_id: String,
-    pub status: RunStatus,
-    /// The question waiting for a reply: `{interaction_id, kind, prompt, options, ui_hints,
-    /// default_decision_policy, required_fields, context}`; `null` when none waits.
-    #[schema(value_type = Option<Object>)]
-    pub pending: Option<Value>,
-    /// When the wait for a reply times out (`session_timeout_sec` after the question, or
-    /// after a restart); `null` unless waiting.
-    pub wait_deadline_at: Option<String>,
+    pub question: Option<Value>,
+    /// When the wait times out; `None` unless waiting.
+    pub wait_deadline: Option<String>,
 }
 
 /// Delay before a reply timeout that failed is handled again.
@@ -95,42 +77,31 @@ impl Jobs {
         Ok((request, run))
     }
 
-    /// `GET .../interaction/pending`.
-    pub async fn pending(&self, scope: Scope, request_id: &str) -> Result<PendingInteraction> {
+    /// The question the request's run waits on.
+    pub async fn pending(&self, scope: Scope, request_id: &str) -> Result<Pending> {
         let (_, run) = self.interactive_run(scope, request_id).await?;
         let interactions = self.store.interactions(&run.run_id).await?;
-        let pending = pending_question(&run, &interactions);
-        Ok(PendingInteraction {
-            request_id: request_id.to_owned(),
+        let question = pending_question(&run, &interactions);
+        Ok(Pending {
             status: run.status,
-            wait_deadline_at: pending.as_ref().and(run.wait_deadline),
-            pending,
+            wait_deadline: question.as_ref().and(run.wait_deadline),
+            question,
         })
     }
 
-    /// `POST .../interaction/reply`: answers the pending question and queues the next turn.
-    pub async fn reply(
-        &self,
-        scope: Scope,
-        request_id: &str,
-        body: ReplyBody,
-    ) -> Result<ReplyAccepted> {
+    /// Answers the pending question and queues the next turn (the run is then `queued`).
+    pub async fn reply(&self, scope: Scope, request_id: &str, body: Reply) -> Result<()> {
         let (_, run) = self.interactive_run(scope, request_id).await?;
-        let accepted = || ReplyAccepted {
-            request_id: request_id.to_owned(),
-            status: RunStatus::Queued,
-            accepted: true,
-        };
         let key = body.idempotency_key.as_deref();
         if self.replayed(&run, key, &body).await? {
-            return Ok(accepted());
+            return Ok(());
         }
         waits_on(&run, body.interaction_id)?;
         let Some(admission) = self.queue.try_admit() else {
             // A full queue only matters to a reply that could still be accepted.
             if let Some(fresh) = self.store.run(&run.run_id).await? {
                 if self.replayed(&fresh, key, &body).await? {
-                    return Ok(accepted());
+                    return Ok(());
                 }
                 waits_on(&fresh, body.interaction_id)?;
                 if fresh.interaction_count != run.interaction_count {
@@ -151,10 +122,10 @@ impl Jobs {
             AnswerOutcome::Accepted => {
                 admission.enqueue(run.run_id.clone());
                 self.feeds.status(&run.run_id);
-                Ok(accepted())
+                Ok(())
             }
             // A concurrent call with the same key won: this one is its retry.
-            AnswerOutcome::Stale if self.replayed(&run, key, &body).await? => Ok(accepted()),
+            AnswerOutcome::Stale if self.replayed(&run, key, &body).await? => Ok(()),
             AnswerOutcome::Stale => Err(Error::conflict(
                 "stale interaction: it was answered, canceled or timed out meanwhile",
             )),
@@ -164,7 +135,7 @@ impl Jobs {
 
     /// Whether `key` already answered this run with the same reply; 409 when it answered
     /// with a different one.
-    async fn replayed(&self, run: &Run, key: Option<&str>, body: &ReplyBody) -> Result<bool> {
+    async fn replayed(&self, run: &Run, key: Option<&str>, body: &Reply) -> Result<bool> {
         let Some(key) = key else { return Ok(false) };
         match self.store.answered_with_key(&run.run_id, key).await? {
             None => Ok(false),

@@ -5,155 +5,41 @@ use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
-use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
 use super::cache::{hash_copy, hex_digest};
 use super::{Jobs, Scope};
 use crate::browse::{self, Preview, TreeEntry, files_under};
-use crate::engines::Engine;
 use crate::error::{Error, Result};
 use crate::run_folder::{HOME_IN_FOLDER as HIDDEN_HOME, RunFolder, open_beneath};
 use crate::run_state::Move;
 use crate::runner::{Envelope, list_artifacts};
 use crate::store::{Request, Run, RunStatus};
 
-/// `GET /v1/jobs/{request_id}`.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct RequestStatus {
-    pub request_id: String,
-    pub status: RunStatus,
-    pub skill_id: Option<String>,
-    pub engine: String,
-    /// The run serving this request (shared with earlier requests on a cache hit).
-    pub run_id: Option<String>,
-    pub cache_hit: bool,
-    pub created_at: String,
-    pub updated_at: String,
-    pub pending_interaction_id: Option<u64>,
-    pub interaction_count: u32,
-    pub auto_decision_count: u32,
-    pub last_auto_decision_at: Option<String>,
-    /// `none`, `recovered_waiting` or `failed_reconciled`.
-    pub recovery_state: String,
-    pub recovered_at: Option<String>,
-    pub recovery_reason: Option<String>,
-    pub warnings: Vec<String>,
-    /// `{code, message}` of a failed or canceled run.
-    #[schema(value_type = Option<Object>)]
-    pub error: Option<Value>,
-    /// How the run's latest turn was confined: `landlock`, `unavailable` (the kernel has no
-    /// Landlock) or `off`; `null` before a turn started.
-    pub sandbox_status: Option<String>,
+/// The last part of a log, and whether it was cut there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tail {
+    pub text: String,
+    pub cut: bool,
 }
 
-/// A request's state as the jobs routes show it, given its run (if any).
-fn request_status(request: Request, run: Option<Run>) -> RequestStatus {
-    let (status, error) = match (&run, &request.error) {
-        (Some(run), _) => (
-            run.status,
-            run.error_message
-                .as_ref()
-                .map(|m| json!({"code": run.error_code, "message": m})),
-        ),
-        (None, Some(message)) => (
-            RunStatus::Failed,
-            Some(json!({"code": request.error_code, "message": message})),
-        ),
-        // Waiting for its upload: the reference's clients expect `queued`, not 404.
-        (None, None) => (RunStatus::Queued, None),
-    };
-    RequestStatus {
-        status,
-        error,
-        skill_id: request.skill_id,
-        // A temporary run whose package will choose its engine shows `""`, as it always did.
-        engine: request.engine.map_or("", Engine::as_str).to_owned(),
-        run_id: request.run_id,
-        cache_hit: request.cache_hit,
-        created_at: request.created_at,
-        updated_at: run
-            .as_ref()
-            .map_or(request.updated_at, |r| r.updated_at.clone()),
-        pending_interaction_id: run.as_ref().and_then(|r| r.pending_interaction_id),
-        interaction_count: run.as_ref().map_or(0, |r| r.interaction_count),
-        auto_decision_count: run.as_ref().map_or(0, |r| r.auto_decision_count),
-        last_auto_decision_at: run.as_ref().and_then(|r| r.last_auto_decision_at.clone()),
-        recovery_state: run
-            .as_ref()
-            .map_or_else(|| "none".to_owned(), |r| r.recovery_state.clone()),
-        recovered_at: run.as_ref().and_then(|r| r.recovered_at.clone()),
-        recovery_reason: run.as_ref().and_then(|r| r.recovery_reason.clone()),
-        sandbox_status: run.as_ref().and_then(|r| r.sandbox.clone()),
-        warnings: run.map(|r| r.warnings).unwrap_or_default(),
-        request_id: request.request_id,
-    }
+/// The ends of a run's three logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Logs {
+    pub prompt: Tail,
+    pub stdout: Tail,
+    pub stderr: Tail,
 }
 
-/// A run as the management routes show it: the request's status plus `poll_logs`.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct RunState {
-    #[serde(flatten)]
-    pub status: RequestStatus,
-    /// True while the run may still produce output (queued or running).
-    pub poll_logs: bool,
-}
-
-impl RunState {
-    fn of(status: RequestStatus) -> Self {
-        Self {
-            poll_logs: matches!(status.status, RunStatus::Queued | RunStatus::Running),
-            status,
-        }
-    }
-}
-
-/// `GET /v1/management/runs/{request_id}/files`.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct RunFiles {
-    pub request_id: String,
+/// What a cancel did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Canceled {
     pub run_id: String,
-    pub entries: Vec<TreeEntry>,
-}
-
-/// `GET /v1/management/runs/{request_id}/file`.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct RunFilePreview {
-    pub request_id: String,
-    pub run_id: String,
-    /// The path, normalised.
-    pub path: String,
-    pub preview: Preview,
-}
-
-/// `POST /v1/jobs/{request_id}/cancel`.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct CancelResponse {
-    pub request_id: String,
-    pub run_id: String,
+    /// The run's status after the call.
     pub status: RunStatus,
     /// True when this call canceled the run; false when it had already ended.
     pub accepted: bool,
-    pub message: String,
-}
-
-/// `GET /v1/jobs/{request_id}/logs`: each log's last [`LOG_TAIL_BYTES`].
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct RunLogs {
-    pub request_id: String,
-    pub prompt: String,
-    pub stdout: String,
-    pub stderr: String,
-    /// Which logs were longer than the limit and are cut to their end.
-    pub truncated: LogsTruncated,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct LogsTruncated {
-    pub prompt: bool,
-    pub stdout: bool,
-    pub stderr: bool,
 }
 
 /// At most this much of each log's end is returned by `/logs`: a run may print gigabytes. The
@@ -162,10 +48,14 @@ pub const LOG_TAIL_BYTES: u64 = 1024 * 1024;
 
 /// The last [`LOG_TAIL_BYTES`] of `path` (empty when it does not exist) and whether it was cut;
 /// a cut never starts inside a UTF-8 character.
-async fn log_tail(path: PathBuf) -> (String, bool) {
+async fn log_tail(path: PathBuf) -> Tail {
     use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
+    let empty = Tail {
+        text: String::new(),
+        cut: false,
+    };
     let Ok(mut file) = tokio::fs::File::open(&path).await else {
-        return (String::new(), false);
+        return empty;
     };
     let len = file.metadata().await.map_or(0, |m| m.len());
     let start = len.saturating_sub(LOG_TAIL_BYTES);
@@ -175,17 +65,17 @@ async fn log_tail(path: PathBuf) -> (String, bool) {
         file.take(LOG_TAIL_BYTES).read_to_end(&mut bytes).await
     };
     if read.await.is_err() {
-        return (String::new(), false);
+        return empty;
     }
     let skip = if start > 0 {
         bytes.iter().take_while(|b| (**b & 0xC0) == 0x80).count()
     } else {
         0
     };
-    (
-        String::from_utf8_lossy(&bytes[skip..]).into_owned(),
-        start > 0,
-    )
+    Tail {
+        text: String::from_utf8_lossy(&bytes[skip..]).into_owned(),
+        cut: start > 0,
+    }
 }
 
 /// A built bundle, ready to send.
@@ -197,11 +87,7 @@ pub struct Bundle {
 
 impl Jobs {
     /// The request and its run; 404 before the run exists.
-    pub(super) async fn request_and_run(
-        &self,
-        scope: Scope,
-        request_id: &str,
-    ) -> Result<(Request, Run)> {
+    pub async fn request_and_run(&self, scope: Scope, request_id: &str) -> Result<(Request, Run)> {
         let request = self.request_in(scope, request_id).await?;
         let run_id = request.run_id.as_deref().ok_or_else(|| {
             Error::not_found("Run not found: the request is waiting for its upload")
@@ -214,34 +100,23 @@ impl Jobs {
         Ok((request, run))
     }
 
-    pub async fn status(&self, scope: Scope, request_id: &str) -> Result<RequestStatus> {
+    /// The request and its run, if it has one yet.
+    pub async fn status(&self, scope: Scope, request_id: &str) -> Result<(Request, Option<Run>)> {
         let request = self.request_in(scope, request_id).await?;
         let run = match &request.run_id {
             Some(id) => self.store.run(id).await?,
             None => None,
         };
-        Ok(request_status(request, run))
+        Ok((request, run))
     }
 
-    /// `GET /v1/management/runs`: the newest `limit` requests with a run.
-    pub async fn run_states(&self, limit: u32) -> Result<Vec<RunState>> {
-        Ok(self
-            .store
-            .recent_requests(limit)
-            .await?
-            .into_iter()
-            .map(|(request, run)| RunState::of(request_status(request, Some(run))))
-            .collect())
-    }
-
-    /// `GET /v1/management/runs/{request_id}`: like the status, 404 before the run exists.
-    pub async fn run_state(&self, scope: Scope, request_id: &str) -> Result<RunState> {
-        let (request, run) = self.request_and_run(scope, request_id).await?;
-        Ok(RunState::of(request_status(request, Some(run))))
+    /// The newest `limit` requests with a run.
+    pub async fn recent(&self, limit: u32) -> Result<Vec<(Request, Run)>> {
+        Ok(self.store.recent_requests(limit).await?)
     }
 
     /// The file tree of a request's run folder.
-    pub async fn run_files(&self, scope: Scope, request_id: &str) -> Result<RunFiles> {
+    pub async fn run_files(&self, scope: Scope, request_id: &str) -> Result<(Run, Vec<TreeEntry>)> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let dir = self.folder(&run.run_id).root().to_path_buf();
         let entries =
@@ -251,20 +126,16 @@ impl Jobs {
             })
             .await
             .map_err(anyhow::Error::from)??;
-        Ok(RunFiles {
-            request_id: request_id.to_owned(),
-            run_id: run.run_id,
-            entries,
-        })
+        Ok((run, entries))
     }
 
-    /// A preview of one file of a request's run folder.
+    /// A preview of one file of a request's run folder, with its normalised path.
     pub async fn run_file(
         &self,
         scope: Scope,
         request_id: &str,
         path: &str,
-    ) -> Result<RunFilePreview> {
+    ) -> Result<(Run, String, Preview)> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let path = browse::relative_path(path)?;
         let dir = self.folder(&run.run_id).root().to_path_buf();
@@ -273,12 +144,7 @@ impl Jobs {
             tokio::task::spawn_blocking(move || browse::preview(&dir, &rel, &[HIDDEN_HOME]))
                 .await
                 .map_err(anyhow::Error::from)??;
-        Ok(RunFilePreview {
-            request_id: request_id.to_owned(),
-            run_id: run.run_id,
-            path,
-            preview,
-        })
+        Ok((run, path, preview))
     }
 
     /// The result envelope; 404 until the run ended with one.
@@ -340,22 +206,14 @@ impl Jobs {
         }
     }
 
-    pub async fn logs(&self, scope: Scope, request_id: &str) -> Result<RunLogs> {
+    /// The end of each log of the request's run.
+    pub async fn logs(&self, scope: Scope, request_id: &str) -> Result<Logs> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let folder = self.folder(&run.run_id);
-        let (prompt, prompt_cut) = log_tail(folder.prompt_log()).await;
-        let (stdout, stdout_cut) = log_tail(folder.stdout_log()).await;
-        let (stderr, stderr_cut) = log_tail(folder.stderr_log()).await;
-        Ok(RunLogs {
-            request_id: request_id.to_owned(),
-            prompt,
-            stdout,
-            stderr,
-            truncated: LogsTruncated {
-                prompt: prompt_cut,
-                stdout: stdout_cut,
-                stderr: stderr_cut,
-            },
+        Ok(Logs {
+            prompt: log_tail(folder.prompt_log()).await,
+            stdout: log_tail(folder.stdout_log()).await,
+            stderr: log_tail(folder.stderr_log()).await,
         })
     }
 
@@ -388,7 +246,7 @@ impl Jobs {
     }
 
     /// Cancels an active run; a finished one answers `accepted: false`.
-    pub async fn cancel(&self, scope: Scope, request_id: &str) -> Result<CancelResponse> {
+    pub async fn cancel(&self, scope: Scope, request_id: &str) -> Result<Canceled> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let accepted = !run.status.is_terminal() && self.cancel_run(&run.run_id).await?;
         let status = self
@@ -396,16 +254,10 @@ impl Jobs {
             .run(&run.run_id)
             .await?
             .map_or(run.status, |r| r.status);
-        Ok(CancelResponse {
-            request_id: request_id.to_owned(),
+        Ok(Canceled {
             run_id: run.run_id,
             status,
             accepted,
-            message: if accepted {
-                "Cancel request accepted".into()
-            } else {
-                format!("The run already ended ({})", status.as_str())
-            },
         })
     }
 }

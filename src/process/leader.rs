@@ -28,6 +28,9 @@ pub struct LeaderArgs {
     /// Milliseconds between SIGTERM and SIGKILL of the tree.
     #[arg(long, default_value_t = 5000)]
     pub grace_ms: u64,
+    /// The service's pid: the leader kills its tree at once (SIGHUP) when that parent dies.
+    #[arg(long)]
+    pub parent: Option<i32>,
     /// Confine the command with Landlock.
     #[arg(long)]
     pub landlock: bool,
@@ -48,6 +51,15 @@ const CANNOT_START: i32 = 127;
 /// Runs the command to its end; never returns.
 pub fn run(args: LeaderArgs) -> ! {
     let _ = nix::sys::prctl::set_child_subreaper(true);
+    if let Some(parent) = args.parent {
+        // Armed here rather than between fork and exec in the service; a parent that died
+        // before this line is seen by the check after it.
+        let armed = nix::sys::prctl::set_pdeathsig(Signal::SIGHUP);
+        if armed.is_err() || nix::unistd::getppid() != Pid::from_raw(parent) {
+            eprintln!("skill-runner: the service exited before the turn started");
+            std::process::exit(CANNOT_START);
+        }
+    }
     let mut signals = SigSet::empty();
     for s in [
         Signal::SIGCHLD,
@@ -142,12 +154,14 @@ fn finish(status: WaitStatus) -> ! {
 
 /// Kills every descendant and reaps them all, until this process has no child left.
 fn kill_tree() {
-    loop {
+    // As a subreaper, every descendant left once the command ended hangs below a child of this
+    // process: with no child left there is nothing to look for in /proc (the usual case).
+    while !matches!(
+        waitpid(None, Some(WaitPidFlag::WNOHANG)),
+        Err(Errno::ECHILD)
+    ) {
         signal_tree(Signal::SIGKILL);
-        match waitpid(None, None) {
-            Err(Errno::ECHILD) => return,
-            _ => continue,
-        }
+        let _ = waitpid(None, None);
     }
 }
 

@@ -198,6 +198,8 @@ impl Supervisor {
             "turn".into(),
             "--grace-ms".into(),
             self.grace.as_millis().to_string().into(),
+            "--parent".into(),
+            std::process::id().to_string().into(),
         ];
         if let (SandboxStatus::Landlock, Some(confine)) = (self.launch.sandbox, &spec.confine) {
             args.push("--landlock".into());
@@ -223,10 +225,8 @@ impl Supervisor {
         if spec.argv.is_empty() {
             return Err(std::io::Error::other("empty argv"));
         }
-        let stdout_start = log_len(&spec.stdout_log).await?;
-        let stderr_start = log_len(&spec.stderr_log).await?;
-        let stdout_file = append(&spec.stdout_log).await?;
-        let stderr_file = append(&spec.stderr_log).await?;
+        let [(stdout_file, stdout_start), (stderr_file, stderr_start)] =
+            open_logs([spec.stdout_log.clone(), spec.stderr_log.clone()]).await?;
 
         let mut command = tokio::process::Command::new(&self.launch.exe);
         command
@@ -244,8 +244,8 @@ impl Supervisor {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
-        // The leader kills its tree at once when the service dies.
-        sys::die_with_parent(command.as_std_mut(), Signal::SIGHUP);
+        // No `pre_exec` here: the leader arms its own parent-death signal (`--parent`), so the
+        // service starts it with `posix_spawn` instead of copying its address space in a fork.
         let mut child = command.spawn()?;
         let pid = child.id().expect("a just-spawned child has a pid") as i32;
         if let Some(reaper) = &self.reaper {
@@ -350,8 +350,10 @@ impl Running {
         drain(self.stdout).await;
         drain(self.stderr).await;
         // Only this turn appends to the logs, so their ends are where its output ends.
-        let stdout_end = log_len(&self.stdout_log).await.unwrap_or(self.stdout_start);
-        let stderr_end = log_len(&self.stderr_log).await.unwrap_or(self.stderr_start);
+        let [stdout_end, stderr_end] = match open_logs([self.stdout_log, self.stderr_log]).await {
+            Ok([(_, out), (_, err)]) => [out, err],
+            Err(_) => [self.stdout_start, self.stderr_start],
+        };
         Finished {
             exit,
             stdout: self.stdout_start..stdout_end.max(self.stdout_start),
@@ -476,20 +478,21 @@ fn boot_id() -> String {
         .unwrap_or_default()
 }
 
-async fn log_len(path: &Path) -> std::io::Result<u64> {
-    match tokio::fs::metadata(path).await {
-        Ok(m) => Ok(m.len()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
-        Err(e) => Err(e),
-    }
-}
-
-async fn append(path: &Path) -> std::io::Result<tokio::fs::File> {
-    tokio::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .await
+/// Opens the logs for appending, with where each ends now, in one blocking task.
+async fn open_logs(paths: [PathBuf; 2]) -> std::io::Result<[(tokio::fs::File, u64); 2]> {
+    tokio::task::spawn_blocking(move || {
+        let open = |path: &PathBuf| -> std::io::Result<(tokio::fs::File, u64)> {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?;
+            let len = file.metadata()?.len();
+            Ok((tokio::fs::File::from_std(file), len))
+        };
+        Ok([open(&paths[0])?, open(&paths[1])?])
+    })
+    .await
+    .map_err(std::io::Error::other)?
 }
 
 type Pipe = Box<dyn AsyncRead + Send + Unpin>;

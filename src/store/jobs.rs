@@ -300,6 +300,7 @@ impl Store {
         request: &NewRequest,
         binding: Option<&Binding>,
     ) -> anyhow::Result<()> {
+        let _writing = self.writing();
         let now = clock::now();
         let mut tx = self.pool.begin().await?;
         let (run_id, cache_hit, upload_state) = match binding {
@@ -336,18 +337,36 @@ impl Store {
         Ok(())
     }
 
+    /// The request, from memory when nothing was written since it was last read.
     pub async fn request(&self, request_id: &str) -> anyhow::Result<Option<Request>> {
-        Ok(sqlx::query_as(concat!(
+        let recent = &self.recent;
+        if let Some(request) = recent.requests.get(&recent.generation, request_id) {
+            return Ok(Some(request));
+        }
+        let seen = recent.generation.current();
+        let request: Option<Request> = sqlx::query_as(concat!(
             "SELECT ",
             request_columns!(),
             " FROM requests WHERE request_id = ?"
         ))
         .bind(request_id)
         .fetch_optional(&self.pool)
-        .await?)
+        .await?;
+        if let Some(request) = &request {
+            recent
+                .requests
+                .put(&recent.generation, request_id, seen, request);
+        }
+        Ok(request)
     }
 
+    /// The run, from memory when nothing was written since it was last read.
     pub async fn run(&self, run_id: &str) -> anyhow::Result<Option<Run>> {
+        let recent = &self.recent;
+        if let Some(run) = recent.runs.get(&recent.generation, run_id) {
+            return Ok(Some(run));
+        }
+        let seen = recent.generation.current();
         let row: Option<RunRow> = sqlx::query_as(concat!(
             "SELECT ",
             run_columns!(),
@@ -356,11 +375,16 @@ impl Store {
         .bind(run_id)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(Run::try_from).transpose()
+        let run = row.map(Run::try_from).transpose()?;
+        if let Some(run) = &run {
+            recent.runs.put(&recent.generation, run_id, seen, run);
+        }
+        Ok(run)
     }
 
     /// Takes the request's upload slot; false when it is not awaiting one.
     pub async fn claim_upload(&self, request_id: &str) -> anyhow::Result<bool> {
+        let _writing = self.writing();
         let done = sqlx::query(
             "UPDATE requests SET upload_state = 'receiving', updated_at = ?
              WHERE request_id = ? AND upload_state = 'awaiting'",
@@ -374,6 +398,7 @@ impl Store {
 
     /// Gives a claimed upload slot back after an upload that was refused.
     pub async fn release_upload(&self, request_id: &str) -> anyhow::Result<()> {
+        let _writing = self.writing();
         sqlx::query(
             "UPDATE requests SET upload_state = 'awaiting', updated_at = ?
              WHERE request_id = ? AND upload_state = 'receiving'",
@@ -393,6 +418,7 @@ impl Store {
         binding: &Binding,
         temp_skill: Option<(&str, &str)>,
     ) -> anyhow::Result<()> {
+        let _writing = self.writing();
         let now = clock::now();
         let mut tx = self.pool.begin().await?;
         let (run_id, cache_hit) = match binding {
@@ -426,6 +452,7 @@ impl Store {
 
     /// Requests whose upload was cut short by a crash wait for it again; returns how many.
     pub async fn reopen_interrupted_uploads(&self) -> anyhow::Result<u64> {
+        let _writing = self.writing();
         let done = sqlx::query(
             "UPDATE requests SET upload_state = 'awaiting', updated_at = ?
              WHERE upload_state = 'receiving'",
@@ -443,6 +470,7 @@ impl Store {
         code: Option<&str>,
         error: &str,
     ) -> anyhow::Result<()> {
+        let _writing = self.writing();
         sqlx::query(
             "UPDATE requests SET upload_state = 'done', error_code = ?, error = ?, updated_at = ?
              WHERE request_id = ? AND upload_state = 'receiving'",
@@ -459,6 +487,7 @@ impl Store {
     /// [`Move::Start`], counting the turn; false when the run is no longer queued (canceled
     /// meanwhile).
     pub async fn start_run(&self, run_id: &str, sandbox: &str) -> anyhow::Result<bool> {
+        let _writing = self.writing();
         crate::faults::check("store-start-run")?;
         let now = clock::now();
         let done = sqlx::query(
@@ -483,6 +512,7 @@ impl Store {
         run_id: &str,
         mark: Option<&ProcessMark>,
     ) -> anyhow::Result<()> {
+        let _writing = self.writing();
         sqlx::query(
             "UPDATE runs SET pgid = ?, pg_boot_id = ?, pg_start_ticks = ? WHERE run_id = ?",
         )
@@ -497,6 +527,7 @@ impl Store {
 
     /// Records the engine session a later turn of the run resumes.
     pub async fn set_run_session(&self, run_id: &str, session: &str) -> anyhow::Result<()> {
+        let _writing = self.writing();
         sqlx::query("UPDATE runs SET engine_session = ? WHERE run_id = ?")
             .bind(session)
             .bind(run_id)
@@ -514,6 +545,7 @@ impl Store {
         asked: Option<u32>,
         ending: &Ending,
     ) -> anyhow::Result<bool> {
+        let _writing = self.writing();
         by.check_target(ending.status)?;
         crate::faults::check("store-finish")?;
         let now = clock::now();
@@ -549,6 +581,7 @@ impl Store {
         ending: &Ending,
         reason: &str,
     ) -> anyhow::Result<bool> {
+        let _writing = self.writing();
         anyhow::ensure!(
             Move::Reconcile.allows(from, ending.status),
             "cannot reconcile a run from '{}' to '{}'",
@@ -641,6 +674,7 @@ impl Store {
     }
 
     pub async fn put_cache_entry(&self, cache_key: &str, run_id: &str) -> anyhow::Result<()> {
+        let _writing = self.writing();
         sqlx::query(
             "INSERT INTO cache_entries (cache_key, run_id, created_at) VALUES (?, ?, ?)
              ON CONFLICT (cache_key) DO UPDATE SET run_id = excluded.run_id,
@@ -663,6 +697,7 @@ impl Store {
         failed_before: &str,
         finished_before: &str,
     ) -> anyhow::Result<(CleanupCounts, Vec<Removed>)> {
+        let _writing = self.writing();
         let mut tx = self.pool.begin().await?;
         sqlx::query("CREATE TEMP TABLE IF NOT EXISTS doomed_runs (run_id TEXT PRIMARY KEY)")
             .execute(&mut *tx)

@@ -19,6 +19,7 @@ mod engines;
 mod installs;
 mod interactions;
 mod jobs;
+mod recent;
 
 pub use engines::{StoredSnapshot, Upgrade, UpgradeResult};
 pub use installs::{InstallPhase, InstallRequest};
@@ -48,6 +49,22 @@ impl TaskStatus {
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: SqlitePool,
+    recent: std::sync::Arc<RecentRows>,
+}
+
+/// The read cache of requests and runs (see `recent`).
+#[derive(Debug, Default)]
+struct RecentRows {
+    generation: recent::Generation,
+    requests: recent::Recent<Request>,
+    runs: recent::Recent<Run>,
+}
+
+impl Store {
+    /// Held by every method that writes: its end invalidates what was read before.
+    fn writing(&self) -> recent::Writing<'_> {
+        self.recent.generation.writing()
+    }
 }
 
 impl Store {
@@ -69,7 +86,10 @@ impl Store {
             .run(&pool)
             .await
             .context("applying database migrations")?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            recent: Default::default(),
+        })
     }
 
     /// Waits for open connections to finish and closes the pool.

@@ -1,0 +1,361 @@
+//! How a request and its run look through the API: the shapes of the run routes' answers
+//! (`/v1/jobs/*`, `/v1/temp-skill-runs/*`, `/v1/management/runs/*`), built from the domain
+//! values `jobs` returns.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::browse::{Preview, TreeEntry};
+use crate::engines::Engine;
+use crate::jobs::create::{Admitted, NewJob, NewTempRun, Received};
+use crate::jobs::interaction::{Pending, Reply};
+use crate::jobs::views::{Canceled, Logs};
+use crate::store::{Request, Run, RunStatus};
+
+/// `GET /v1/jobs/{request_id}`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RequestStatus {
+    pub request_id: String,
+    pub status: RunStatus,
+    pub skill_id: Option<String>,
+    pub engine: String,
+    /// The run serving this request (shared with earlier requests on a cache hit).
+    pub run_id: Option<String>,
+    pub cache_hit: bool,
+    pub created_at: String,
+    pub updated_at: String,
+    pub pending_interaction_id: Option<u64>,
+    pub interaction_count: u32,
+    pub auto_decision_count: u32,
+    pub last_auto_decision_at: Option<String>,
+    /// `none`, `recovered_waiting` or `failed_reconciled`.
+    pub recovery_state: String,
+    pub recovered_at: Option<String>,
+    pub recovery_reason: Option<String>,
+    pub warnings: Vec<String>,
+    /// `{code, message}` of a failed or canceled run.
+    #[schema(value_type = Option<Object>)]
+    pub error: Option<Value>,
+    /// How the run's latest turn was confined: `landlock`, `unavailable` (the kernel has no
+    /// Landlock) or `off`; `null` before a turn started.
+    pub sandbox_status: Option<String>,
+}
+
+/// A request's state as the jobs routes show it, given its run (if any).
+pub fn request_status(request: Request, run: Option<Run>) -> RequestStatus {
+    let (status, error) = match (&run, &request.error) {
+        (Some(run), _) => (
+            run.status,
+            run.error_message
+                .as_ref()
+                .map(|m| json!({"code": run.error_code, "message": m})),
+        ),
+        (None, Some(message)) => (
+            RunStatus::Failed,
+            Some(json!({"code": request.error_code, "message": message})),
+        ),
+        // Waiting for its upload: the reference's clients expect `queued`, not 404.
+        (None, None) => (RunStatus::Queued, None),
+    };
+    RequestStatus {
+        status,
+        error,
+        skill_id: request.skill_id,
+        // A temporary run whose package will choose its engine shows `""`, as it always did.
+        engine: request.engine.map_or("", Engine::as_str).to_owned(),
+        run_id: request.run_id,
+        cache_hit: request.cache_hit,
+        created_at: request.created_at,
+        updated_at: run
+            .as_ref()
+            .map_or(request.updated_at, |r| r.updated_at.clone()),
+        pending_interaction_id: run.as_ref().and_then(|r| r.pending_interaction_id),
+        interaction_count: run.as_ref().map_or(0, |r| r.interaction_count),
+        auto_decision_count: run.as_ref().map_or(0, |r| r.auto_decision_count),
+        last_auto_decision_at: run.as_ref().and_then(|r| r.last_auto_decision_at.clone()),
+        recovery_state: run
+            .as_ref()
+            .map_or_else(|| "none".to_owned(), |r| r.recovery_state.clone()),
+        recovered_at: run.as_ref().and_then(|r| r.recovered_at.clone()),
+        recovery_reason: run.as_ref().and_then(|r| r.recovery_reason.clone()),
+        sandbox_status: run.as_ref().and_then(|r| r.sandbox.clone()),
+        warnings: run.map(|r| r.warnings).unwrap_or_default(),
+        request_id: request.request_id,
+    }
+}
+
+/// A run as the management routes show it: the request's status plus `poll_logs`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RunState {
+    #[serde(flatten)]
+    pub status: RequestStatus,
+    /// True while the run may still produce output (queued or running).
+    pub poll_logs: bool,
+}
+
+impl RunState {
+    pub fn of(request: Request, run: Run) -> Self {
+        let status = request_status(request, Some(run));
+        Self {
+            poll_logs: matches!(status.status, RunStatus::Queued | RunStatus::Running),
+            status,
+        }
+    }
+}
+
+/// `GET /v1/management/runs/{request_id}/files`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RunFiles {
+    pub request_id: String,
+    pub run_id: String,
+    pub entries: Vec<TreeEntry>,
+}
+
+/// `GET /v1/management/runs/{request_id}/file`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RunFilePreview {
+    pub request_id: String,
+    pub run_id: String,
+    /// The path, normalised.
+    pub path: String,
+    pub preview: Preview,
+}
+
+/// `POST /v1/jobs/{request_id}/cancel`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct CancelResponse {
+    pub request_id: String,
+    pub run_id: String,
+    pub status: RunStatus,
+    /// True when this call canceled the run; false when it had already ended.
+    pub accepted: bool,
+    pub message: String,
+}
+
+/// `GET /v1/jobs/{request_id}/logs`: each log's last [`LOG_TAIL_BYTES`](crate::jobs::views::LOG_TAIL_BYTES).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RunLogs {
+    pub request_id: String,
+    pub prompt: String,
+    pub stdout: String,
+    pub stderr: String,
+    /// Which logs were longer than the limit and are cut to their end.
+    pub truncated: LogsTruncated,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct LogsTruncated {
+    pub prompt: bool,
+    pub stdout: bool,
+    pub stderr: bool,
+}
+
+impl RunFiles {
+    pub fn of(request_id: &str, run: Run, entries: Vec<TreeEntry>) -> Self {
+        Self {
+            request_id: request_id.to_owned(),
+            run_id: run.run_id,
+            entries,
+        }
+    }
+}
+
+impl RunFilePreview {
+    pub fn of(request_id: &str, (run, path, preview): (Run, String, Preview)) -> Self {
+        Self {
+            request_id: request_id.to_owned(),
+            run_id: run.run_id,
+            path,
+            preview,
+        }
+    }
+}
+
+impl CancelResponse {
+    pub fn of(request_id: &str, canceled: Canceled) -> Self {
+        Self {
+            request_id: request_id.to_owned(),
+            message: if canceled.accepted {
+                "Cancel request accepted".into()
+            } else {
+                format!("The run already ended ({})", canceled.status.as_str())
+            },
+            run_id: canceled.run_id,
+            status: canceled.status,
+            accepted: canceled.accepted,
+        }
+    }
+}
+
+impl RunLogs {
+    pub fn of(request_id: &str, logs: Logs) -> Self {
+        Self {
+            request_id: request_id.to_owned(),
+            truncated: LogsTruncated {
+                prompt: logs.prompt.cut,
+                stdout: logs.stdout.cut,
+                stderr: logs.stderr.cut,
+            },
+            prompt: logs.prompt.text,
+            stdout: logs.stdout.text,
+            stderr: logs.stderr.text,
+        }
+    }
+}
+
+/// `POST .../interaction/reply` body.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+pub struct ReplyBody {
+    /// The id of the pending question (`pending.interaction_id`).
+    pub interaction_id: u64,
+    /// The answer: text, or any JSON the question's kind calls for.
+    #[schema(value_type = Object)]
+    pub response: Value,
+    /// Makes retries safe: the same key with the same response is answered like the first
+    /// call; with a different response it is refused (409).
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+impl From<ReplyBody> for Reply {
+    fn from(body: ReplyBody) -> Self {
+        Self {
+            interaction_id: body.interaction_id,
+            response: body.response,
+            idempotency_key: body.idempotency_key,
+        }
+    }
+}
+
+/// Answer to an accepted reply.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ReplyAccepted {
+    pub request_id: String,
+    /// `queued`: the next turn waits for a slot.
+    pub status: RunStatus,
+    pub accepted: bool,
+}
+
+/// `GET .../interaction/pending`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PendingInteraction {
+    pub request_id: String,
+    pub status: RunStatus,
+    /// The question waiting for a reply: `{interaction_id, kind, prompt, options, ui_hints,
+    /// default_decision_policy, required_fields, context}`; `null` when none waits.
+    #[schema(value_type = Option<Object>)]
+    pub pending: Option<Value>,
+    /// When the wait for a reply times out (`session_timeout_sec` after the question, or
+    /// after a restart); `null` unless waiting.
+    pub wait_deadline_at: Option<String>,
+}
+
+impl PendingInteraction {
+    pub fn of(request_id: &str, pending: Pending) -> Self {
+        Self {
+            request_id: request_id.to_owned(),
+            status: pending.status,
+            pending: pending.question,
+            wait_deadline_at: pending.wait_deadline,
+        }
+    }
+}
+
+/// `POST /v1/jobs` body.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+pub struct CreateJob {
+    pub skill_id: String,
+    /// Default: `codex`, or `script` for skills with their own entrypoint.
+    #[serde(default)]
+    pub engine: Option<String>,
+    /// Inline inputs (`x-input-source: inline`); file inputs come with the upload.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub input: Value,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub parameter: Value,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub runtime_options: Option<Value>,
+}
+
+/// `POST /v1/temp-skill-runs` body: like a job, without skill id and inputs.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+pub struct CreateTemp {
+    #[serde(default)]
+    pub engine: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub parameter: Value,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub runtime_options: Option<Value>,
+}
+
+/// Answer to a create.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Created {
+    pub request_id: String,
+    pub cache_hit: bool,
+    /// `null` while the request waits for its upload.
+    pub status: Option<RunStatus>,
+}
+
+/// Answer to an upload.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Uploaded {
+    pub request_id: String,
+    pub cache_hit: bool,
+    pub status: RunStatus,
+    pub extracted_files: Vec<String>,
+}
+
+impl From<CreateJob> for NewJob {
+    fn from(b: CreateJob) -> Self {
+        Self {
+            skill_id: b.skill_id,
+            engine: b.engine,
+            input: b.input,
+            parameter: b.parameter,
+            model: b.model,
+            runtime_options: b.runtime_options,
+        }
+    }
+}
+
+impl From<CreateTemp> for NewTempRun {
+    fn from(b: CreateTemp) -> Self {
+        Self {
+            engine: b.engine,
+            parameter: b.parameter,
+            model: b.model,
+            runtime_options: b.runtime_options,
+        }
+    }
+}
+
+impl From<Admitted> for Created {
+    fn from(a: Admitted) -> Self {
+        Self {
+            request_id: a.request_id,
+            cache_hit: a.cache_hit,
+            status: a.status,
+        }
+    }
+}
+
+impl From<Received> for Uploaded {
+    fn from(r: Received) -> Self {
+        Self {
+            request_id: r.request_id,
+            cache_hit: r.cache_hit,
+            status: r.status,
+            extracted_files: r.extracted_files,
+        }
+    }
+}
