@@ -69,7 +69,11 @@ def start(tmp, port, skills=True, env_extra=None):
                 with open(path, "w") as f:
                     f.write(text)
     env = dict(os.environ, PORT=str(port), SKILL_RUNNER_DATA_DIR=os.path.join(tmp, "data"),
-               SKILL_RUNNER_SKILLS_DIR=skills_dir, LOG_LEVEL="warn", **(env_extra or {}))
+               SKILL_RUNNER_SKILLS_DIR=skills_dir, LOG_LEVEL="warn",
+               # Confined turns may read the interpreter the python skills run with (pyenv
+               # installs it under the home folder, outside the system paths).
+               SKILL_RUNNER_SANDBOX_READ_PATHS=os.path.realpath(sys.base_prefix),
+               **(env_extra or {}))
     env.pop("SKILL_RUNNER_BIND", None)
     return subprocess.Popen([BINARY], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -243,7 +247,7 @@ def jobs():
             # Status polls of an active run (one printing a line every 10 ms), against the
             # same server's floor.
             _, body = client.call("POST", "/v1/jobs", {"skill_id": "talker", "engine": "script",
-                                                        "parameter": {"bursts": 100_000}})
+                                                        "parameter": {"bursts": 5000}})
             rid = body["request_id"]
             while client.call("GET", f"/v1/jobs/{rid}")[1]["status"] != "running":
                 time.sleep(0.01)

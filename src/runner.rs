@@ -19,7 +19,7 @@ use crate::engines::{EngineAdapter, Prepared, Turn};
 use crate::output::{self, RepairLevel, Reported, TurnOutcome};
 use crate::process::{Completed, Exit, OnOutput, Running, Supervisor, Windows};
 use crate::run_folder::{RunFolder, is_plain_file};
-use crate::skill::{ExecutionMode, InputSource, SkillManifest, schema};
+use crate::skill::{ExecutionMode, InputSource, SkillManifest};
 
 /// The largest stretch of a turn's stdout searched for its answer (the answer comes last).
 const ANSWER_WINDOW: u64 = 8 * 1024 * 1024;
@@ -217,7 +217,7 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
         TurnOutcome::AskUser(question) => return Ok(Outcome::Asked { question }),
     };
     envelope.data = Some(data.clone());
-    let problems = schema::messages(&turn.skill.schema_docs.output, &data);
+    let problems = turn.skill.schema_docs.output_checker().messages(&data);
     if let Some(first) = problems.first() {
         return Ok(failed(
             envelope,
@@ -245,8 +245,9 @@ fn failed(envelope: Envelope, message: String, stderr: Option<String>) -> Outcom
 /// Where a turn's input breaks the skill's schemas: the full input (inline values plus each
 /// uploaded file as its path) and the parameter. Empty when both are valid.
 pub fn input_problems(skill: &SkillManifest, input: &Value, parameter: &Value) -> Vec<String> {
-    let mut problems = schema::messages(&skill.schema_docs.input, input);
-    problems.extend(schema::messages(&skill.schema_docs.parameter, parameter));
+    let docs = &skill.schema_docs;
+    let mut problems = docs.input_checker().messages(input);
+    problems.extend(docs.parameter_checker().messages(parameter));
     problems
 }
 

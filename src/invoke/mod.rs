@@ -25,7 +25,7 @@ use crate::config::Config;
 use crate::engines::{Engine, Engines};
 use crate::process::Confinement;
 use crate::process::Supervisor;
-use crate::skill::schema::{self, Schema};
+use crate::skill::schema::Schema;
 use crate::skill::{Registry, SkillManifest, manifest};
 use builtin::Ctx;
 use catalog::{Catalogs, InvocableSkill, Runner};
@@ -240,7 +240,10 @@ impl Host {
                         return Err(SkillError::invalid("parameter", "must be a JSON object"));
                     }
                 };
-                let problems = schema::problems(&manifest.schema_docs.parameter, &parameter);
+                let problems = manifest
+                    .schema_docs
+                    .parameter_checker()
+                    .problems(&parameter);
                 if let Some(first) = problems.first() {
                     return Err(SkillError::invalid("parameter", first.to_string()));
                 }

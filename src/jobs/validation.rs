@@ -89,8 +89,10 @@ pub fn inline_input(skill: &SkillManifest, input: &Value) -> Result<()> {
         }
     }
     if problems.is_empty() {
-        let schema = inline_schema(skill, &sources);
-        problems = crate::skill::schema::messages(&schema, &Value::Object(given.clone()));
+        problems = skill
+            .schema_docs
+            .inline_input_checker(|| inline_schema(skill, &sources))
+            .messages(&Value::Object(given.clone()));
     }
     if problems.is_empty() {
         Ok(())
@@ -125,7 +127,7 @@ pub fn parameter(skill: &SkillManifest, parameter: &Value) -> Result<()> {
         Value::Null => Value::Object(Map::new()),
         other => other.clone(),
     };
-    let problems = crate::skill::schema::messages(&skill.schema_docs.parameter, &instance);
+    let problems = skill.schema_docs.parameter_checker().messages(&instance);
     if problems.is_empty() {
         Ok(())
     } else {

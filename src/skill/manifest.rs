@@ -5,11 +5,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::engines::Engine;
+use crate::skill::schema::Checker;
 
 /// Why a skill folder is not a valid skill. The message names the broken rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -533,6 +535,44 @@ pub struct SchemaDocs {
     pub input: Value,
     pub parameter: Value,
     pub output: Value,
+    /// Checkers compiled on first use and shared by every clone: a skill's schemas are checked
+    /// for each of its jobs, and compiling them each time cost more than the checks.
+    checkers: Arc<Checkers>,
+}
+
+#[derive(Debug, Default)]
+struct Checkers {
+    input: OnceLock<Checker>,
+    inline_input: OnceLock<Checker>,
+    parameter: OnceLock<Checker>,
+    output: OnceLock<Checker>,
+}
+
+impl SchemaDocs {
+    pub fn input_checker(&self) -> &Checker {
+        self.checkers
+            .input
+            .get_or_init(|| Checker::new(&self.input))
+    }
+
+    /// The input schema restricted to its inline properties (`restrict` builds it, once).
+    pub fn inline_input_checker(&self, restrict: impl FnOnce() -> Value) -> &Checker {
+        self.checkers
+            .inline_input
+            .get_or_init(|| Checker::new(&restrict()))
+    }
+
+    pub fn parameter_checker(&self) -> &Checker {
+        self.checkers
+            .parameter
+            .get_or_init(|| Checker::new(&self.parameter))
+    }
+
+    pub fn output_checker(&self) -> &Checker {
+        self.checkers
+            .output
+            .get_or_init(|| Checker::new(&self.output))
+    }
 }
 
 impl SchemaDocs {
@@ -588,6 +628,7 @@ impl SchemaDocs {
             input,
             parameter,
             output,
+            checkers: Default::default(),
         })
     }
 }

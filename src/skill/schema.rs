@@ -81,25 +81,38 @@ impl Schema {
     }
 }
 
-/// Where `instance` breaks `schema`, compiling it for this one check.
-pub fn problems(schema: &Value, instance: &Value) -> Vec<Problem> {
-    match jsonschema::validator_for(schema) {
-        Ok(validator) => Schema {
-            doc: Value::Null,
-            validator: Arc::new(validator),
-        }
-        .problems(instance),
-        Err(e) => vec![Problem {
-            field: String::new(),
-            reason: format!("the schema itself is invalid: {e}"),
-        }],
-    }
-}
+/// A schema compiled once for many checks; one that does not compile reports that as the
+/// problem of every instance.
+#[derive(Debug)]
+pub struct Checker(Result<Schema, Problem>);
 
-/// Every way `instance` breaks `schema`, as `message (Path: a/b)`.
-pub fn messages(schema: &Value, instance: &Value) -> Vec<String> {
-    problems(schema, instance)
-        .iter()
-        .map(ToString::to_string)
-        .collect()
+impl Checker {
+    pub fn new(schema: &Value) -> Self {
+        Self(match jsonschema::validator_for(schema) {
+            Ok(validator) => Ok(Schema {
+                doc: Value::Null,
+                validator: Arc::new(validator),
+            }),
+            Err(e) => Err(Problem {
+                field: String::new(),
+                reason: format!("the schema itself is invalid: {e}"),
+            }),
+        })
+    }
+
+    /// Where `instance` breaks the schema (empty when it is valid).
+    pub fn problems(&self, instance: &Value) -> Vec<Problem> {
+        match &self.0 {
+            Ok(schema) => schema.problems(instance),
+            Err(problem) => vec![problem.clone()],
+        }
+    }
+
+    /// The problems as `message (Path: a/b)`.
+    pub fn messages(&self, instance: &Value) -> Vec<String> {
+        self.problems(instance)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
 }

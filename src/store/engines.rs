@@ -64,6 +64,7 @@ impl Store {
     /// Records a queued upgrade; false (nothing recorded) while another one is queued or
     /// running.
     pub async fn insert_upgrade(&self, upgrade: &Upgrade) -> anyhow::Result<bool> {
+        let _writing = self.writing().await;
         let inserted = sqlx::query(
             "INSERT INTO engine_upgrades
              (request_id, mode, requested_engine, status, results, created_at, updated_at)
@@ -114,6 +115,7 @@ impl Store {
         status: TaskStatus,
         results: &BTreeMap<String, UpgradeResult>,
     ) -> anyhow::Result<()> {
+        let _writing = self.writing().await;
         sqlx::query(
             "UPDATE engine_upgrades SET status = ?, results = ?, updated_at = ?
              WHERE request_id = ? AND status IN ('queued', 'running')",
@@ -147,6 +149,7 @@ impl Store {
         cli_version: &str,
         models: &str,
     ) -> anyhow::Result<Option<String>> {
+        let _writing = self.writing().await;
         let now = clock::now();
         let inserted = sqlx::query(
             "INSERT INTO model_snapshots (engine, cli_version, models, created_at)

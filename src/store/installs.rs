@@ -44,6 +44,7 @@ macro_rules! install_columns {
 impl Store {
     /// Records a new install request as `queued`.
     pub async fn insert_install_request(&self, request_id: &str) -> anyhow::Result<()> {
+        let _writing = self.writing().await;
         let now = clock::now();
         sqlx::query(
             "INSERT INTO install_requests (request_id, status, phase, created_at, updated_at)
@@ -87,6 +88,7 @@ impl Store {
 
     /// Moves a queued request to `running`; false when it was not queued.
     pub async fn start_install(&self, request_id: &str) -> anyhow::Result<bool> {
+        let _writing = self.writing().await;
         let done = sqlx::query(
             "UPDATE install_requests SET status = 'running', phase = 'validating', updated_at = ?
              WHERE request_id = ? AND status = 'queued'",
@@ -107,6 +109,7 @@ impl Store {
         version: &str,
         action: Option<&str>,
     ) -> anyhow::Result<()> {
+        let _writing = self.writing().await;
         sqlx::query(
             "UPDATE install_requests
              SET phase = ?, skill_id = ?, version = ?, action = COALESCE(?, action), updated_at = ?
@@ -130,6 +133,7 @@ impl Store {
         status: TaskStatus,
         error: Option<&str>,
     ) -> anyhow::Result<bool> {
+        let _writing = self.writing().await;
         debug_assert!(matches!(status, TaskStatus::Succeeded | TaskStatus::Failed));
         let done = sqlx::query(
             "UPDATE install_requests SET status = ?, phase = 'done', error = ?, updated_at = ?

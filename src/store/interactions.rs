@@ -89,7 +89,7 @@ impl Store {
         question: &Value,
         deadline: &str,
     ) -> anyhow::Result<Option<u32>> {
-        let _writing = self.writing();
+        let _writing = self.writing().await;
         let now = clock::now();
         let mut tx = self.pool.begin().await?;
         let asked: Option<(i64, i64)> = sqlx::query_as(
@@ -160,7 +160,7 @@ impl Store {
     /// Records `answer` and queues the run ([`Move::Resume`]), if it still waits on that
     /// question.
     pub async fn answer(&self, run_id: &str, answer: Answer<'_>) -> anyhow::Result<AnswerOutcome> {
-        let _writing = self.writing();
+        let _writing = self.writing().await;
         let now = clock::now();
         let auto = answer.resolution == Resolution::AutoDecideTimeout;
         let mut tx = self.pool.begin().await?;
@@ -215,7 +215,7 @@ impl Store {
 
     /// Keeps a run that was waiting when the service stopped waiting, until `deadline`.
     pub async fn keep_waiting(&self, run_id: &str, deadline: &str) -> anyhow::Result<bool> {
-        let _writing = self.writing();
+        let _writing = self.writing().await;
         let now = clock::now();
         let done = sqlx::query(
             "UPDATE runs SET recovery_state = 'recovered_waiting', recovered_at = ?,

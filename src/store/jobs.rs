@@ -300,7 +300,7 @@ impl Store {
         request: &NewRequest,
         binding: Option<&Binding>,
     ) -> anyhow::Result<()> {
-        let _writing = self.writing();
+        let _writing = self.writing().await;
         let now = clock::now();
         let mut tx = self.pool.begin().await?;
         let (run_id, cache_hit, upload_state) = match binding {
@@ -384,7 +384,7 @@ impl Store {
 
     /// Takes the request's upload slot; false when it is not awaiting one.
     pub async fn claim_upload(&self, request_id: &str) -> anyhow::Result<bool> {
-        let _writing = self.writing();
+        let _writing = self.writing().await;
         let done = sqlx::query(
             "UPDATE requests SET upload_state = 'receiving', updated_at = ?
              WHERE request_id = ? AND upload_state = 'awaiting'",
@@ -398,7 +398,7 @@ impl Store {
 
     /// Gives a claimed upload slot back after an upload that was refused.
     pub async fn release_upload(&self, request_id: &str) -> anyhow::Result<()> {
-        let _writing = self.writing();
+        let _writing = self.writing().await;
         sqlx::query(
             "UPDATE requests SET upload_state = 'awaiting', updated_at = ?
              WHERE request_id = ? AND upload_state = 'receiving'",
@@ -418,7 +418,7 @@ impl Store {
         binding: &Binding,
         temp_skill: Option<(&str, &str)>,
     ) -> anyhow::Result<()> {
-        let _writing = self.writing();
+        let _writing = self.writing().await;
         let now = clock::now();
         let mut tx = self.pool.begin().await?;
         let (run_id, cache_hit) = match binding {
@@ -452,7 +452,7 @@ impl Store {
 
     /// Requests whose upload was cut short by a crash wait for it again; returns how many.
     pub async fn reopen_interrupted_uploads(&self) -> anyhow::Result<u64> {
-        let _writing = self.writing();
+        let _writing = self.writing().await;
         let done = sqlx::query(
             "UPDATE requests SET upload_state = 'awaiting', updated_at = ?
              WHERE upload_state = 'receiving'",
@@ -470,7 +470,7 @@ impl Store {
         code: Option<&str>,
         error: &str,
     ) -> anyhow::Result<()> {
-        let _writing = self.writing();
+        let _writing = self.writing().await;
         sqlx::query(
             "UPDATE requests SET upload_state = 'done', error_code = ?, error = ?, updated_at = ?
              WHERE request_id = ? AND upload_state = 'receiving'",
@@ -487,7 +487,7 @@ impl Store {
     /// [`Move::Start`], counting the turn; false when the run is no longer queued (canceled
     /// meanwhile).
     pub async fn start_run(&self, run_id: &str, sandbox: &str) -> anyhow::Result<bool> {
-        let _writing = self.writing();
+        let _writing = self.writing().await;
         crate::faults::check("store-start-run")?;
         let now = clock::now();
         let done = sqlx::query(
@@ -512,7 +512,7 @@ impl Store {
         run_id: &str,
         mark: Option<&ProcessMark>,
     ) -> anyhow::Result<()> {
-        let _writing = self.writing();
+        let _writing = self.writing().await;
         sqlx::query(
             "UPDATE runs SET pgid = ?, pg_boot_id = ?, pg_start_ticks = ? WHERE run_id = ?",
         )
@@ -527,7 +527,7 @@ impl Store {
 
     /// Records the engine session a later turn of the run resumes.
     pub async fn set_run_session(&self, run_id: &str, session: &str) -> anyhow::Result<()> {
-        let _writing = self.writing();
+        let _writing = self.writing().await;
         sqlx::query("UPDATE runs SET engine_session = ? WHERE run_id = ?")
             .bind(session)
             .bind(run_id)
@@ -545,7 +545,7 @@ impl Store {
         asked: Option<u32>,
         ending: &Ending,
     ) -> anyhow::Result<bool> {
-        let _writing = self.writing();
+        let _writing = self.writing().await;
         by.check_target(ending.status)?;
         crate::faults::check("store-finish")?;
         let now = clock::now();
@@ -581,7 +581,7 @@ impl Store {
         ending: &Ending,
         reason: &str,
     ) -> anyhow::Result<bool> {
-        let _writing = self.writing();
+        let _writing = self.writing().await;
         anyhow::ensure!(
             Move::Reconcile.allows(from, ending.status),
             "cannot reconcile a run from '{}' to '{}'",
@@ -674,7 +674,7 @@ impl Store {
     }
 
     pub async fn put_cache_entry(&self, cache_key: &str, run_id: &str) -> anyhow::Result<()> {
-        let _writing = self.writing();
+        let _writing = self.writing().await;
         sqlx::query(
             "INSERT INTO cache_entries (cache_key, run_id, created_at) VALUES (?, ?, ?)
              ON CONFLICT (cache_key) DO UPDATE SET run_id = excluded.run_id,
@@ -697,7 +697,7 @@ impl Store {
         failed_before: &str,
         finished_before: &str,
     ) -> anyhow::Result<(CleanupCounts, Vec<Removed>)> {
-        let _writing = self.writing();
+        let _writing = self.writing().await;
         let mut tx = self.pool.begin().await?;
         sqlx::query("CREATE TEMP TABLE IF NOT EXISTS doomed_runs (run_id TEXT PRIMARY KEY)")
             .execute(&mut *tx)
@@ -836,6 +836,46 @@ mod tests {
         assert_eq!(run.status, RunStatus::Canceled);
         assert_eq!(run.error_code.as_deref(), Some("CANCELED_BY_USER"));
         assert!(run.finished_at.is_some());
+    }
+
+    #[tokio::test]
+    async fn a_read_after_a_write_sees_it_although_reads_are_kept() {
+        let (_dir, store) = store().await;
+        store
+            .create_request(&new_request("q1"), Some(&Binding::Run(new_run("r1"))))
+            .await
+            .unwrap();
+        // Read twice: the second answer comes from memory.
+        for _ in 0..2 {
+            assert_eq!(
+                store.run("r1").await.unwrap().unwrap().status,
+                RunStatus::Queued
+            );
+            assert!(store.request("q1").await.unwrap().is_some());
+        }
+        assert!(store.start_run("r1", "off").await.unwrap());
+        assert_eq!(
+            store.run("r1").await.unwrap().unwrap().status,
+            RunStatus::Running
+        );
+        store
+            .finish_run("r1", Move::End, None, &ending(RunStatus::Succeeded))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.run("r1").await.unwrap().unwrap().status,
+            RunStatus::Succeeded
+        );
+        // A cleanup forgets the rows it deletes.
+        store
+            .delete_finished(
+                &clock::after(std::time::Duration::from_secs(60)),
+                &clock::after(std::time::Duration::from_secs(60)),
+            )
+            .await
+            .unwrap();
+        assert!(store.run("r1").await.unwrap().is_none());
+        assert!(store.request("q1").await.unwrap().is_none());
     }
 
     #[tokio::test]

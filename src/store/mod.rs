@@ -52,18 +52,33 @@ pub struct Store {
     recent: std::sync::Arc<RecentRows>,
 }
 
-/// The read cache of requests and runs (see `recent`).
+/// The read cache of requests and runs (see `recent`), and the one writer's turn.
 #[derive(Debug, Default)]
 struct RecentRows {
     generation: recent::Generation,
     requests: recent::Recent<Request>,
     runs: recent::Recent<Run>,
+    /// Writes take turns here, first come first served, instead of meeting in SQLite, whose
+    /// busy handler makes a writer that finds the database locked sleep in growing steps (up
+    /// to 100 ms each): under load that sleep, not the work, was a create's p99.
+    writer: tokio::sync::Mutex<()>,
+}
+
+/// A write under way: the writer's turn, and the end that invalidates earlier reads.
+pub(crate) struct WriteTurn<'a> {
+    // Dropped first: the generation moves on while the turn is still held.
+    _writing: recent::Writing<'a>,
+    _turn: tokio::sync::MutexGuard<'a, ()>,
 }
 
 impl Store {
-    /// Held by every method that writes: its end invalidates what was read before.
-    fn writing(&self) -> recent::Writing<'_> {
-        self.recent.generation.writing()
+    /// Held by every method that writes, for the whole write.
+    async fn writing(&self) -> WriteTurn<'_> {
+        let turn = self.recent.writer.lock().await;
+        WriteTurn {
+            _writing: self.recent.generation.writing(),
+            _turn: turn,
+        }
     }
 }
 

@@ -2,8 +2,9 @@
 //!
 //! Clients poll a run's status many times a second while it changes a few times in its life,
 //! so `Store::request` and `Store::run` answer from memory when nothing was written since the
-//! value was read. Every write method of the store holds a [`Writing`] guard, which moves the
-//! write generation on when it ends (committed or not); an entry is served only while the
+//! value was read. Every write method of the store holds a [`Writing`] guard (inside its
+//! writer's turn, `Store::writing`), which moves the write generation on when it ends
+//! (committed or not); an entry is served only while the
 //! generation it was read at is current, and a read that overlapped a write is not kept. Any
 //! write forgets everything, which is coarse but cannot miss a row (a cleanup, a recovery sweep).
 
