@@ -1,10 +1,109 @@
-//! Timestamps as the API shows them: UTC, RFC 3339, microseconds, always with `Z`.
+//! Time as the service stores and shows it: [`Timestamp`], UTC, RFC 3339 with microseconds and
+//! `Z` (`2026-02-10T08:30:00.123456Z`). That text sorts as the time does, which lets the store
+//! compare timestamps in SQL.
 
-use chrono::{SecondsFormat, Utc};
+use std::fmt;
 
-/// Now, e.g. `2026-02-10T08:30:00.123456Z`.
-pub fn now() -> String {
-    Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true)
+use chrono::{DateTime, SecondsFormat, Utc};
+use sqlx::Sqlite;
+use sqlx::encode::IsNull;
+use sqlx::error::BoxDynError;
+use sqlx::sqlite::{SqliteArgumentsBuffer, SqliteTypeInfo, SqliteValueRef};
+
+/// A moment in UTC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(DateTime<Utc>);
+
+impl Timestamp {
+    pub fn now() -> Self {
+        Self(Utc::now())
+    }
+
+    /// `after` from now (the end of time when that overflows).
+    pub fn after(after: std::time::Duration) -> Self {
+        let after = chrono::Duration::from_std(after).unwrap_or(chrono::Duration::MAX);
+        Self(
+            Utc::now()
+                .checked_add_signed(after)
+                .unwrap_or(DateTime::<Utc>::MAX_UTC),
+        )
+    }
+
+    /// `ago` before now (the start of time when that underflows).
+    pub fn before(ago: std::time::Duration) -> Self {
+        Self(
+            chrono::Duration::from_std(ago)
+                .ok()
+                .and_then(|ago| Utc::now().checked_sub_signed(ago))
+                .unwrap_or(DateTime::<Utc>::MIN_UTC),
+        )
+    }
+
+    pub fn parse(text: &str) -> Result<Self, chrono::ParseError> {
+        DateTime::parse_from_rfc3339(text).map(|t| Self(t.with_timezone(&Utc)))
+    }
+}
+
+impl From<std::time::SystemTime> for Timestamp {
+    fn from(time: std::time::SystemTime) -> Self {
+        Self(time.into())
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.to_rfc3339_opts(SecondsFormat::Micros, true))
+    }
+}
+
+impl serde::Serialize for Timestamp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Timestamp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Self::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+impl utoipa::PartialSchema for Timestamp {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                utoipa::openapi::KnownFormat::DateTime,
+            )))
+            .examples([serde_json::json!("2026-02-10T08:30:00.123456Z")])
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Timestamp {}
+
+impl sqlx::Type<Sqlite> for Timestamp {
+    fn type_info() -> SqliteTypeInfo {
+        <String as sqlx::Type<Sqlite>>::type_info()
+    }
+
+    fn compatible(ty: &SqliteTypeInfo) -> bool {
+        <String as sqlx::Type<Sqlite>>::compatible(ty)
+    }
+}
+
+impl<'q> sqlx::Encode<'q, Sqlite> for Timestamp {
+    fn encode_by_ref(&self, buf: &mut SqliteArgumentsBuffer) -> Result<IsNull, BoxDynError> {
+        <String as sqlx::Encode<'q, Sqlite>>::encode(self.to_string(), buf)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, Sqlite> for Timestamp {
+    fn decode(value: SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
+        let text = <&str as sqlx::Decode<'r, Sqlite>>::decode(value)?;
+        Ok(Self::parse(text)?)
+    }
 }
 
 /// Now in the compact form used in folder names, e.g. `20260210T083000Z`.
@@ -12,32 +111,33 @@ pub fn now_compact() -> String {
     Utc::now().format("%Y%m%dT%H%M%SZ").to_string()
 }
 
-/// `after` from now, in the form of [`now`].
-pub fn after(after: std::time::Duration) -> String {
-    let after = chrono::Duration::from_std(after).unwrap_or(chrono::Duration::MAX);
-    Utc::now()
-        .checked_add_signed(after)
-        .unwrap_or(chrono::DateTime::<Utc>::MAX_UTC)
-        .to_rfc3339_opts(SecondsFormat::Micros, true)
-}
-
-/// `ago` before now, in the form of [`now`].
-pub fn before(ago: std::time::Duration) -> String {
-    chrono::Duration::from_std(ago)
-        .ok()
-        .and_then(|ago| Utc::now().checked_sub_signed(ago))
-        .unwrap_or(chrono::DateTime::<Utc>::MIN_UTC)
-        .to_rfc3339_opts(SecondsFormat::Micros, true)
-}
-
-/// `time` in the form of [`now`].
-pub fn format(time: std::time::SystemTime) -> String {
-    chrono::DateTime::<Utc>::from(time).to_rfc3339_opts(SecondsFormat::Micros, true)
-}
-
 /// Seconds since the Unix epoch.
 pub fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_round_trips_and_sorts_as_time() {
+        let t = Timestamp::parse("2026-02-10T08:30:00.123456Z").unwrap();
+        assert_eq!(t.to_string(), "2026-02-10T08:30:00.123456Z");
+        assert_eq!(
+            serde_json::to_value(t).unwrap(),
+            "2026-02-10T08:30:00.123456Z"
+        );
+        // Another offset is read as the same moment, shown in UTC.
+        let shifted = Timestamp::parse("2026-02-10T09:30:00.123456+01:00").unwrap();
+        assert_eq!(shifted, t);
+        let (a, b) = (
+            Timestamp::before(std::time::Duration::from_secs(1)),
+            Timestamp::now(),
+        );
+        assert!(a < b && a.to_string() < b.to_string());
+        assert!(Timestamp::after(std::time::Duration::MAX) > b);
+    }
 }

@@ -120,6 +120,29 @@ async fn serves_ping_request_ids_openapi_and_docs() {
     }
     let form = &paths["/v1/skill-packages/install"]["post"]["requestBody"]["content"]["multipart/form-data"];
     assert!(form.is_object(), "install documents its multipart form");
+    // Every schema the document refers to is in it.
+    fn refs(value: &serde_json::Value, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                if let Some(serde_json::Value::String(r)) = map.get("$ref") {
+                    out.push(r.clone());
+                }
+                map.values().for_each(|v| refs(v, out));
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    refs(&doc, &mut found);
+    assert!(!found.is_empty());
+    for r in found {
+        let name = r.strip_prefix("#/components/schemas/").expect("a schema ref");
+        assert!(
+            doc["components"]["schemas"][name].is_object(),
+            "{r} is not in the document"
+        );
+    }
 
     let resp = server.client.get(server.url("/docs")).send().await.unwrap();
     assert_eq!(resp.status().as_u16(), 200);

@@ -15,7 +15,7 @@ use super::jobs::{Kind, bad_query};
 use crate::api::error::{ApiError, ApiResult};
 use crate::api::run_views::{RunFilePreview, RunFiles, RunState};
 use crate::browse::{self, TreeEntry};
-use crate::clock;
+use crate::clock::Timestamp;
 use crate::engines::Engine;
 use crate::skill::{ExecutionMode, SkillEntry};
 use crate::state::AppState;
@@ -32,7 +32,7 @@ pub struct SkillSummary {
     pub effective_engines: Vec<Engine>,
     pub execution_modes: Vec<ExecutionMode>,
     /// When the skill folder last changed (an install or an update).
-    pub installed_at: Option<String>,
+    pub installed_at: Option<Timestamp>,
     /// `healthy`, or `degraded` when the folder is not a valid skill.
     pub health: &'static str,
     pub health_error: Option<String>,
@@ -87,7 +87,7 @@ fn summary(entry: &SkillEntry) -> SkillSummary {
     let installed_at = std::fs::metadata(folder_of(entry))
         .and_then(|m| m.modified())
         .ok()
-        .map(clock::format);
+        .map(Timestamp::from);
     match entry {
         SkillEntry::Healthy(m) => SkillSummary {
             id: m.id.clone(),

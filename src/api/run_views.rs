@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::browse::{Preview, TreeEntry};
+use crate::clock::Timestamp;
 use crate::engines::Engine;
 use crate::jobs::create::{Admitted, NewJob, NewTempRun, Received};
 use crate::jobs::interaction::{Pending, Reply};
@@ -22,15 +23,15 @@ pub struct RequestStatus {
     /// The run serving this request (shared with earlier requests on a cache hit).
     pub run_id: Option<String>,
     pub cache_hit: bool,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
     pub pending_interaction_id: Option<u64>,
     pub interaction_count: u32,
     pub auto_decision_count: u32,
-    pub last_auto_decision_at: Option<String>,
+    pub last_auto_decision_at: Option<Timestamp>,
     /// `none`, `recovered_waiting` or `failed_reconciled`.
     pub recovery_state: String,
-    pub recovered_at: Option<String>,
+    pub recovered_at: Option<Timestamp>,
     pub recovery_reason: Option<String>,
     pub warnings: Vec<String>,
     /// `{code, message}` of a failed or canceled run.
@@ -66,17 +67,15 @@ pub fn request_status(request: Request, run: Option<Run>) -> RequestStatus {
         run_id: request.run_id,
         cache_hit: request.cache_hit,
         created_at: request.created_at,
-        updated_at: run
-            .as_ref()
-            .map_or(request.updated_at, |r| r.updated_at.clone()),
+        updated_at: run.as_ref().map_or(request.updated_at, |r| r.updated_at),
         pending_interaction_id: run.as_ref().and_then(|r| r.pending_interaction_id),
         interaction_count: run.as_ref().map_or(0, |r| r.interaction_count),
         auto_decision_count: run.as_ref().map_or(0, |r| r.auto_decision_count),
-        last_auto_decision_at: run.as_ref().and_then(|r| r.last_auto_decision_at.clone()),
+        last_auto_decision_at: run.as_ref().and_then(|r| r.last_auto_decision_at),
         recovery_state: run
             .as_ref()
             .map_or_else(|| "none".to_owned(), |r| r.recovery_state.clone()),
-        recovered_at: run.as_ref().and_then(|r| r.recovered_at.clone()),
+        recovered_at: run.as_ref().and_then(|r| r.recovered_at),
         recovery_reason: run.as_ref().and_then(|r| r.recovery_reason.clone()),
         sandbox_status: run.as_ref().and_then(|r| r.sandbox.clone()),
         warnings: run.map(|r| r.warnings).unwrap_or_default(),
@@ -247,7 +246,7 @@ pub struct PendingInteraction {
     pub pending: Option<Value>,
     /// When the wait for a reply times out (`session_timeout_sec` after the question, or
     /// after a restart); `null` unless waiting.
-    pub wait_deadline_at: Option<String>,
+    pub wait_deadline_at: Option<Timestamp>,
 }
 
 impl PendingInteraction {

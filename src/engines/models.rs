@@ -5,6 +5,7 @@
 //! there is none (or the version is unknown or not semver) it is the highest, with a
 //! `fallback_reason` (`no_match`, `cli_version_unknown`, `no_semver_match`).
 
+use crate::clock::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -33,7 +34,7 @@ pub struct Snapshot {
     /// When an operator added it (`POST /v1/engines/{engine}/models/snapshots`); `None` for the
     /// snapshots shipped with the service.
     #[serde(default, skip_serializing)]
-    pub added_at: Option<String>,
+    pub added_at: Option<Timestamp>,
 }
 
 /// The snapshots shipped with the service.
@@ -100,7 +101,7 @@ pub struct ManifestEntry {
     pub file: String,
     /// `bundled` (shipped with the service) or `added` (by an operator).
     pub source: &'static str,
-    pub created_at: Option<String>,
+    pub created_at: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -141,7 +142,7 @@ pub fn manifest(
                 } else {
                     "bundled"
                 },
-                created_at: s.added_at.clone(),
+                created_at: s.added_at,
             };
             (semver::Version::parse(&s.cli_version).ok(), entry)
         })

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::{Engine, Engines};
-use crate::clock;
+use crate::clock::Timestamp;
 use crate::process::{Completed, Exit, ProcessSpec, Supervisor, Windows};
 use crate::store::{Store, TaskStatus, Upgrade, UpgradeResult};
 
@@ -81,7 +81,7 @@ impl Upgrader {
                 .filter(|e| self.engines.cli(*e).is_some())
                 .collect(),
         };
-        let now = clock::now();
+        let now = Timestamp::now();
         let upgrade = Upgrade {
             request_id: uuid::Uuid::new_v4().to_string(),
             mode: match scope {
@@ -97,7 +97,7 @@ impl Upgrader {
                 .iter()
                 .map(|e| (e.to_string(), UpgradeResult::queued()))
                 .collect(),
-            created_at: now.clone(),
+            created_at: now,
             updated_at: now,
         };
         if !self.store.insert_upgrade(&upgrade).await? {

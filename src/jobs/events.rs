@@ -23,7 +23,7 @@ use tokio::time::Instant;
 
 use super::live::Feeds;
 use super::{Jobs, Scope};
-use crate::clock;
+use crate::clock::Timestamp;
 use crate::error::Result;
 use crate::store::{Run, RunStatus};
 
@@ -191,7 +191,7 @@ impl Jobs {
                     None => {
                         reread = false;
                         last_event = Instant::now();
-                        yield RunEvent { name: "heartbeat", id: sent.event_id(), data: json!({"ts": clock::now()}) };
+                        yield RunEvent { name: "heartbeat", id: sent.event_id(), data: json!({"ts": Timestamp::now()}) };
                     }
                 }
             }

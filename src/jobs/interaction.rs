@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::executor::codes;
 use super::options::RuntimeOptions;
 use super::{Jobs, Scope};
-use crate::clock;
+use crate::clock::Timestamp;
 use crate::error::{Error, Result};
 use crate::run_state::Move;
 use crate::runner::{Envelope, list_artifacts};
@@ -36,7 +36,7 @@ pub struct Pending {
     pub status: RunStatus,
     pub question: Option<Value>,
     /// When the wait times out; `None` unless waiting.
-    pub wait_deadline: Option<String>,
+    pub wait_deadline: Option<Timestamp>,
 }
 
 /// Delay before a reply timeout that failed is handled again.
@@ -179,7 +179,7 @@ impl Jobs {
         let interaction_id = question["interaction_id"].as_u64().unwrap_or_default();
         let asked = self
             .store
-            .ask_user(run_id, interaction_id, &question, &clock::after(timeout))
+            .ask_user(run_id, interaction_id, &question, Timestamp::after(timeout))
             .await;
         match asked {
             Ok(Some(seq)) => {

@@ -17,10 +17,11 @@ use std::time::Duration;
 use super::Jobs;
 use super::executor::{codes, internal_error};
 use super::interaction::pending_question;
+use crate::clock::Timestamp;
+use crate::process;
 use crate::run_state::Move;
 use crate::runner::Envelope;
 use crate::store::{Run, RunStatus};
-use crate::{clock, process};
 
 impl Jobs {
     pub(super) async fn recover(self: &Arc<Self>) -> anyhow::Result<()> {
@@ -83,7 +84,7 @@ impl Jobs {
             let window = Duration::from_secs(options.session_timeout_sec);
             if self
                 .store
-                .keep_waiting(&run.run_id, &clock::after(window))
+                .keep_waiting(&run.run_id, Timestamp::after(window))
                 .await?
             {
                 self.arm_wait_timer(&run.run_id, run.interaction_count, window);
@@ -177,7 +178,7 @@ impl Jobs {
                 );
             }
         }
-        let settled = clock::before(self.config.jobs.reconcile_interval);
+        let settled = Timestamp::before(self.config.jobs.reconcile_interval);
         for run in queued {
             // A run popped meanwhile may be queued twice; its second start finds it started.
             let stale = run.updated_at < settled;

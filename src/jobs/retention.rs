@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::Jobs;
-use crate::clock;
+use crate::clock::Timestamp;
 use crate::store::{CleanupCounts, Removed};
 
 impl Jobs {
@@ -15,9 +15,9 @@ impl Jobs {
                 () = tokio::time::sleep(interval) => {}
                 () = self.shutdown.cancelled() => return,
             }
-            let failed_before = clock::before(self.config.jobs.failed_retention);
-            let finished_before = clock::before(self.config.jobs.retention);
-            match self.delete_finished(&failed_before, &finished_before).await {
+            let failed_before = Timestamp::before(self.config.jobs.failed_retention);
+            let finished_before = Timestamp::before(self.config.jobs.retention);
+            match self.delete_finished(failed_before, finished_before).await {
                 Ok(counts) if counts.runs_deleted + counts.requests_deleted > 0 => {
                     tracing::info!(?counts, "retention sweep deleted old runs");
                 }
@@ -29,14 +29,14 @@ impl Jobs {
 
     /// `POST /v1/jobs/cleanup`: deletes every finished run now. Active runs are kept.
     pub async fn cleanup_now(&self) -> anyhow::Result<CleanupCounts> {
-        let future = clock::before(Duration::ZERO);
-        self.delete_finished(&future, &future).await
+        let future = Timestamp::before(Duration::ZERO);
+        self.delete_finished(future, future).await
     }
 
     async fn delete_finished(
         &self,
-        failed_before: &str,
-        finished_before: &str,
+        failed_before: Timestamp,
+        finished_before: Timestamp,
     ) -> anyhow::Result<CleanupCounts> {
         let (counts, removed) = self
             .store

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{Store, TaskStatus};
-use crate::clock;
+use crate::clock::Timestamp;
 
 /// What became of one engine in an upgrade.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -39,8 +39,8 @@ pub struct Upgrade {
     /// By engine.
     #[sqlx(json)]
     pub results: BTreeMap<String, UpgradeResult>,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
 }
 
 /// Columns read into an [`Upgrade`], as a literal so queries stay static strings.
@@ -57,7 +57,7 @@ pub struct StoredSnapshot {
     pub cli_version: String,
     /// JSON array of models.
     pub models: String,
-    pub created_at: String,
+    pub created_at: Timestamp,
 }
 
 impl Store {
@@ -75,8 +75,8 @@ impl Store {
         .bind(&upgrade.mode)
         .bind(&upgrade.requested_engine)
         .bind(serde_json::to_string(&upgrade.results)?)
-        .bind(&upgrade.created_at)
-        .bind(&upgrade.updated_at)
+        .bind(upgrade.created_at)
+        .bind(upgrade.updated_at)
         .execute(&self.pool)
         .await?;
         Ok(inserted.rows_affected() == 1)
@@ -122,7 +122,7 @@ impl Store {
         )
         .bind(status)
         .bind(serde_json::to_string(results)?)
-        .bind(clock::now())
+        .bind(Timestamp::now())
         .bind(request_id)
         .execute(&self.pool)
         .await?;
@@ -148,9 +148,9 @@ impl Store {
         engine: &str,
         cli_version: &str,
         models: &str,
-    ) -> anyhow::Result<Option<String>> {
+    ) -> anyhow::Result<Option<Timestamp>> {
         let _writing = self.writing().await;
-        let now = clock::now();
+        let now = Timestamp::now();
         let inserted = sqlx::query(
             "INSERT INTO model_snapshots (engine, cli_version, models, created_at)
              VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -158,14 +158,14 @@ impl Store {
         .bind(engine)
         .bind(cli_version)
         .bind(models)
-        .bind(&now)
+        .bind(now)
         .execute(&self.pool)
         .await?;
         Ok((inserted.rows_affected() == 1).then_some(now))
     }
 
     pub async fn model_snapshots(&self) -> anyhow::Result<Vec<StoredSnapshot>> {
-        let rows: Vec<(String, String, String, String)> = sqlx::query_as(
+        let rows: Vec<(String, String, String, Timestamp)> = sqlx::query_as(
             "SELECT engine, cli_version, models, created_at FROM model_snapshots
              ORDER BY engine, created_at",
         )

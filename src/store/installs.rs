@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::{Store, TaskStatus};
-use crate::clock;
+use crate::clock::Timestamp;
 
 /// How far a running install got, recorded before each irreversible step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
@@ -30,8 +30,8 @@ pub struct InstallRequest {
     /// `install` or `update`, once known.
     pub action: Option<String>,
     pub error: Option<String>,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
 }
 
 /// Columns read into an [`InstallRequest`], as a literal so queries stay static strings.
@@ -45,14 +45,14 @@ impl Store {
     /// Records a new install request as `queued`.
     pub async fn insert_install_request(&self, request_id: &str) -> anyhow::Result<()> {
         let _writing = self.writing().await;
-        let now = clock::now();
+        let now = Timestamp::now();
         sqlx::query(
             "INSERT INTO install_requests (request_id, status, phase, created_at, updated_at)
              VALUES (?, 'queued', 'received', ?, ?)",
         )
         .bind(request_id)
-        .bind(&now)
-        .bind(&now)
+        .bind(now)
+        .bind(now)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -93,7 +93,7 @@ impl Store {
             "UPDATE install_requests SET status = 'running', phase = 'validating', updated_at = ?
              WHERE request_id = ? AND status = 'queued'",
         )
-        .bind(clock::now())
+        .bind(Timestamp::now())
         .bind(request_id)
         .execute(&self.pool)
         .await?;
@@ -119,7 +119,7 @@ impl Store {
         .bind(skill_id)
         .bind(version)
         .bind(action)
-        .bind(clock::now())
+        .bind(Timestamp::now())
         .bind(request_id)
         .execute(&self.pool)
         .await?;
@@ -141,7 +141,7 @@ impl Store {
         )
         .bind(status)
         .bind(error)
-        .bind(clock::now())
+        .bind(Timestamp::now())
         .bind(request_id)
         .execute(&self.pool)
         .await?;
@@ -161,7 +161,7 @@ mod tests {
         let r = store.install_request("r1").await.unwrap().unwrap();
         assert_eq!(r.status, TaskStatus::Queued);
         assert_eq!(r.phase, InstallPhase::Received);
-        assert!(r.created_at.ends_with('Z'));
+        assert!(r.created_at.to_string().ends_with('Z'));
 
         assert!(store.start_install("r1").await.unwrap());
         assert!(

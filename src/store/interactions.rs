@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::Store;
-use crate::clock;
+use crate::clock::Timestamp;
 use crate::run_state::{Move, RunStatus};
 
 /// Who answered a question.
@@ -42,13 +42,13 @@ pub struct Interaction {
     pub turn: u32,
     #[sqlx(json)]
     pub question: Value,
-    pub asked_at: String,
+    pub asked_at: Timestamp,
     #[sqlx(json(nullable))]
     pub response: Option<Value>,
     #[sqlx(rename = "resolution_mode")]
     pub resolution: Option<Resolution>,
     pub idempotency_key: Option<String>,
-    pub replied_at: Option<String>,
+    pub replied_at: Option<Timestamp>,
 }
 
 /// An answer to record.
@@ -87,10 +87,10 @@ impl Store {
         run_id: &str,
         interaction_id: u64,
         question: &Value,
-        deadline: &str,
+        deadline: Timestamp,
     ) -> anyhow::Result<Option<u32>> {
         let _writing = self.writing().await;
-        let now = clock::now();
+        let now = Timestamp::now();
         let mut tx = self.pool.begin().await?;
         let asked: Option<(i64, i64)> = sqlx::query_as(
             "UPDATE runs SET status = ?, interaction_count = interaction_count + 1,
@@ -102,7 +102,7 @@ impl Store {
         .bind(RunStatus::WaitingUser)
         .bind(i64::try_from(interaction_id)?)
         .bind(deadline)
-        .bind(&now)
+        .bind(now)
         .bind(run_id)
         .bind(Move::Ask.from_json())
         .fetch_optional(&mut *tx)
@@ -119,7 +119,7 @@ impl Store {
         .bind(i64::try_from(interaction_id)?)
         .bind(turn)
         .bind(question.to_string())
-        .bind(&now)
+        .bind(now)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -161,7 +161,7 @@ impl Store {
     /// question.
     pub async fn answer(&self, run_id: &str, answer: Answer<'_>) -> anyhow::Result<AnswerOutcome> {
         let _writing = self.writing().await;
-        let now = clock::now();
+        let now = Timestamp::now();
         let auto = answer.resolution == Resolution::AutoDecideTimeout;
         let mut tx = self.pool.begin().await?;
         let moved = sqlx::query(
@@ -173,10 +173,10 @@ impl Store {
                AND interaction_count = ?",
         )
         .bind(RunStatus::Queued)
-        .bind(&now)
+        .bind(now)
         .bind(i64::from(auto))
         .bind(auto)
-        .bind(&now)
+        .bind(now)
         .bind(run_id)
         .bind(Move::Resume.from_json())
         .bind(answer.seq)
@@ -193,7 +193,7 @@ impl Store {
         .bind(answer.response.to_string())
         .bind(answer.resolution)
         .bind(answer.idempotency_key)
-        .bind(&now)
+        .bind(now)
         .bind(run_id)
         .bind(answer.seq)
         .execute(&mut *tx)
@@ -214,17 +214,17 @@ impl Store {
     }
 
     /// Keeps a run that was waiting when the service stopped waiting, until `deadline`.
-    pub async fn keep_waiting(&self, run_id: &str, deadline: &str) -> anyhow::Result<bool> {
+    pub async fn keep_waiting(&self, run_id: &str, deadline: Timestamp) -> anyhow::Result<bool> {
         let _writing = self.writing().await;
-        let now = clock::now();
+        let now = Timestamp::now();
         let done = sqlx::query(
             "UPDATE runs SET recovery_state = 'recovered_waiting', recovered_at = ?,
                  recovery_reason = 'resumable_waiting_preserved', wait_deadline = ?, updated_at = ?
              WHERE run_id = ? AND status = 'waiting_user'",
         )
-        .bind(&now)
+        .bind(now)
         .bind(deadline)
-        .bind(&now)
+        .bind(now)
         .bind(run_id)
         .execute(&self.pool)
         .await?;
@@ -240,6 +240,10 @@ mod tests {
     use crate::engines::Engine;
     use crate::store::tests::store;
     use crate::store::{Binding, NewRequest, NewRun, RequestKind, RunStatus};
+
+    fn far_future() -> Timestamp {
+        Timestamp::parse("2100-01-01T00:00:00Z").unwrap()
+    }
 
     async fn waiting_run(store: &Store) -> u32 {
         let request = NewRequest {
@@ -267,7 +271,7 @@ mod tests {
             .unwrap();
         assert!(store.start_run("r1", "off").await.unwrap());
         store
-            .ask_user("r1", 7, &json!({"prompt": "?"}), "2100-01-01T00:00:00Z")
+            .ask_user("r1", 7, &json!({"prompt": "?"}), far_future())
             .await
             .unwrap()
             .unwrap()
@@ -285,7 +289,10 @@ mod tests {
             (1, 1, Some(7))
         );
         assert_eq!(
-            store.ask_user("r1", 8, &json!({}), "x").await.unwrap(),
+            store
+                .ask_user("r1", 8, &json!({}), far_future())
+                .await
+                .unwrap(),
             None,
             "only a running run can ask"
         );
@@ -314,12 +321,7 @@ mod tests {
 
         assert!(store.start_run("r1", "off").await.unwrap());
         let seq = store
-            .ask_user(
-                "r1",
-                9,
-                &json!({"prompt": "again?"}),
-                "2100-01-01T00:00:00Z",
-            )
+            .ask_user("r1", 9, &json!({"prompt": "again?"}), far_future())
             .await
             .unwrap()
             .unwrap();

@@ -7,8 +7,8 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::Store;
-use crate::clock;
+use super::{Store, recent};
+use crate::clock::Timestamp;
 use crate::engines::Engine;
 use crate::jobs::options::RuntimeOptions;
 use crate::run_state::Move;
@@ -60,8 +60,8 @@ pub struct Request {
     /// The code of that failure, when it has one (e.g. `SKILL_ENGINE_UNSUPPORTED`).
     pub error_code: Option<String>,
     pub temp_dir: Option<String>,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
 }
 
 /// A run, as stored.
@@ -81,7 +81,7 @@ pub struct Run {
     pub cache_key: Option<String>,
     pub process: Option<ProcessMark>,
     pub recovery_state: String,
-    pub recovered_at: Option<String>,
+    pub recovered_at: Option<Timestamp>,
     pub recovery_reason: Option<String>,
     /// Turns started so far.
     pub turn: u32,
@@ -89,15 +89,15 @@ pub struct Run {
     pub interaction_count: u32,
     pub pending_interaction_id: Option<u64>,
     /// When the wait for a reply times out.
-    pub wait_deadline: Option<String>,
+    pub wait_deadline: Option<Timestamp>,
     pub auto_decision_count: u32,
-    pub last_auto_decision_at: Option<String>,
+    pub last_auto_decision_at: Option<Timestamp>,
     /// The agent engine's session a resumed turn continues.
     pub engine_session: Option<String>,
-    pub created_at: String,
-    pub updated_at: String,
-    pub started_at: Option<String>,
-    pub finished_at: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
     /// How its latest turn was confined (`landlock`, `unavailable`, `off`); `None` before one.
     pub sandbox: Option<String>,
 }
@@ -128,19 +128,19 @@ struct RunRow {
     pg_boot_id: Option<String>,
     pg_start_ticks: Option<i64>,
     recovery_state: String,
-    recovered_at: Option<String>,
+    recovered_at: Option<Timestamp>,
     recovery_reason: Option<String>,
     turn: i64,
     interaction_count: i64,
     pending_interaction_id: Option<i64>,
-    wait_deadline: Option<String>,
+    wait_deadline: Option<Timestamp>,
     auto_decision_count: i64,
-    last_auto_decision_at: Option<String>,
+    last_auto_decision_at: Option<Timestamp>,
     engine_session: Option<String>,
-    created_at: String,
-    updated_at: String,
-    started_at: Option<String>,
-    finished_at: Option<String>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    started_at: Option<Timestamp>,
+    finished_at: Option<Timestamp>,
     sandbox: Option<String>,
 }
 
@@ -272,7 +272,7 @@ async fn insert_run(
     tx: &mut Tx<'_>,
     request_id: &str,
     run: &NewRun,
-    now: &str,
+    now: &Timestamp,
 ) -> anyhow::Result<()> {
     sqlx::query(
         "INSERT INTO runs (run_id, request_id, skill_id, engine, skill_dir, status, cache_key,
@@ -301,7 +301,7 @@ impl Store {
         binding: Option<&Binding>,
     ) -> anyhow::Result<()> {
         let _writing = self.writing().await;
-        let now = clock::now();
+        let now = Timestamp::now();
         let mut tx = self.pool.begin().await?;
         let (run_id, cache_hit, upload_state) = match binding {
             Some(Binding::Run(run)) => {
@@ -329,8 +329,8 @@ impl Store {
         .bind(upload_state)
         .bind(run_id)
         .bind(cache_hit)
-        .bind(&now)
-        .bind(&now)
+        .bind(now)
+        .bind(now)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -353,9 +353,13 @@ impl Store {
         .fetch_optional(&self.pool)
         .await?;
         if let Some(request) = &request {
+            let weight = [&request.input, &request.parameter, &request.engine_options]
+                .into_iter()
+                .map(recent::json_weight)
+                .sum();
             recent
                 .requests
-                .put(&recent.generation, request_id, seen, request);
+                .put(&recent.generation, request_id, seen, request, weight);
         }
         Ok(request)
     }
@@ -377,7 +381,12 @@ impl Store {
         .await?;
         let run = row.map(Run::try_from).transpose()?;
         if let Some(run) = &run {
-            recent.runs.put(&recent.generation, run_id, seen, run);
+            let weight = run.result.as_ref().map_or(0, String::len)
+                + run.error_message.as_ref().map_or(0, String::len)
+                + run.warnings.iter().map(String::len).sum::<usize>();
+            recent
+                .runs
+                .put(&recent.generation, run_id, seen, run, weight);
         }
         Ok(run)
     }
@@ -389,7 +398,7 @@ impl Store {
             "UPDATE requests SET upload_state = 'receiving', updated_at = ?
              WHERE request_id = ? AND upload_state = 'awaiting'",
         )
-        .bind(clock::now())
+        .bind(Timestamp::now())
         .bind(request_id)
         .execute(&self.pool)
         .await?;
@@ -403,7 +412,7 @@ impl Store {
             "UPDATE requests SET upload_state = 'awaiting', updated_at = ?
              WHERE request_id = ? AND upload_state = 'receiving'",
         )
-        .bind(clock::now())
+        .bind(Timestamp::now())
         .bind(request_id)
         .execute(&self.pool)
         .await?;
@@ -419,7 +428,7 @@ impl Store {
         temp_skill: Option<(&str, &str)>,
     ) -> anyhow::Result<()> {
         let _writing = self.writing().await;
-        let now = clock::now();
+        let now = Timestamp::now();
         let mut tx = self.pool.begin().await?;
         let (run_id, cache_hit) = match binding {
             Binding::Run(run) => {
@@ -438,7 +447,7 @@ impl Store {
         .bind(cache_hit)
         .bind(skill_id)
         .bind(temp_dir)
-        .bind(&now)
+        .bind(now)
         .bind(request_id)
         .execute(&mut *tx)
         .await?;
@@ -457,7 +466,7 @@ impl Store {
             "UPDATE requests SET upload_state = 'awaiting', updated_at = ?
              WHERE upload_state = 'receiving'",
         )
-        .bind(clock::now())
+        .bind(Timestamp::now())
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected())
@@ -477,7 +486,7 @@ impl Store {
         )
         .bind(code)
         .bind(error)
-        .bind(clock::now())
+        .bind(Timestamp::now())
         .bind(request_id)
         .execute(&self.pool)
         .await?;
@@ -489,7 +498,7 @@ impl Store {
     pub async fn start_run(&self, run_id: &str, sandbox: &str) -> anyhow::Result<bool> {
         let _writing = self.writing().await;
         crate::faults::check("store-start-run")?;
-        let now = clock::now();
+        let now = Timestamp::now();
         let done = sqlx::query(
             "UPDATE runs SET status = ?, turn = turn + 1, sandbox = ?,
                  started_at = COALESCE(started_at, ?), updated_at = ?
@@ -497,8 +506,8 @@ impl Store {
         )
         .bind(RunStatus::Running)
         .bind(sandbox)
-        .bind(&now)
-        .bind(&now)
+        .bind(now)
+        .bind(now)
         .bind(run_id)
         .bind(Move::Start.from_json())
         .execute(&self.pool)
@@ -548,7 +557,7 @@ impl Store {
         let _writing = self.writing().await;
         by.check_target(ending.status)?;
         crate::faults::check("store-finish")?;
-        let now = clock::now();
+        let now = Timestamp::now();
         let done = sqlx::query(
             "UPDATE runs SET status = ?, error_code = ?, error_message = ?, warnings = ?,
                  result = ?, pgid = NULL, pg_boot_id = NULL, pg_start_ticks = NULL,
@@ -562,8 +571,8 @@ impl Store {
         .bind(&ending.error_message)
         .bind(serde_json::to_string(&ending.warnings)?)
         .bind(ending.result.as_ref().map(Value::to_string))
-        .bind(&now)
-        .bind(&now)
+        .bind(now)
+        .bind(now)
         .bind(run_id)
         .bind(by.from_json())
         .bind(asked)
@@ -588,7 +597,7 @@ impl Store {
             from.as_str(),
             ending.status.as_str()
         );
-        let now = clock::now();
+        let now = Timestamp::now();
         let done = sqlx::query(
             "UPDATE runs SET status = ?, error_code = ?, error_message = ?, result = ?,
                  recovery_state = 'failed_reconciled', recovered_at = ?, recovery_reason = ?,
@@ -601,10 +610,10 @@ impl Store {
         .bind(&ending.error_code)
         .bind(&ending.error_message)
         .bind(ending.result.as_ref().map(Value::to_string))
-        .bind(&now)
+        .bind(now)
         .bind(reason)
-        .bind(&now)
-        .bind(&now)
+        .bind(now)
+        .bind(now)
         .bind(run_id)
         .bind(from)
         .execute(&self.pool)
@@ -682,7 +691,7 @@ impl Store {
         )
         .bind(cache_key)
         .bind(run_id)
-        .bind(clock::now())
+        .bind(Timestamp::now())
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -694,8 +703,8 @@ impl Store {
     /// counts and what was removed, so the caller can delete the folders.
     pub async fn delete_finished(
         &self,
-        failed_before: &str,
-        finished_before: &str,
+        failed_before: Timestamp,
+        finished_before: Timestamp,
     ) -> anyhow::Result<(CleanupCounts, Vec<Removed>)> {
         let _writing = self.writing().await;
         let mut tx = self.pool.begin().await?;
@@ -869,8 +878,8 @@ mod tests {
         // A cleanup forgets the rows it deletes.
         store
             .delete_finished(
-                &clock::after(std::time::Duration::from_secs(60)),
-                &clock::after(std::time::Duration::from_secs(60)),
+                Timestamp::after(std::time::Duration::from_secs(60)),
+                Timestamp::after(std::time::Duration::from_secs(60)),
             )
             .await
             .unwrap();
@@ -919,7 +928,10 @@ mod tests {
         assert_eq!(q2.run_id.as_deref(), Some("r1"));
 
         let (counts, removed) = store
-            .delete_finished("9999-01-01T00:00:00Z", "9999-01-01T00:00:00Z")
+            .delete_finished(
+                Timestamp::parse("9999-01-01T00:00:00Z").unwrap(),
+                Timestamp::parse("9999-01-01T00:00:00Z").unwrap(),
+            )
             .await
             .unwrap();
         assert_eq!(

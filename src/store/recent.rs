@@ -15,6 +15,27 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Entries kept per kind before the map starts over.
 const CAPACITY: usize = 1024;
 
+/// Values larger than this (roughly, in bytes) are not kept: with [`CAPACITY`] entries the cache
+/// stays within a few tens of MiB even when clients send 2 MiB inputs or runs answer large
+/// results; such rows are read from the database each time.
+pub(super) const MAX_WEIGHT: usize = 16 * 1024;
+
+/// About how many bytes a JSON value holds.
+pub(super) fn json_weight(value: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    match value {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 8,
+        Value::String(s) => s.len() + 8,
+        Value::Array(items) => items.iter().map(json_weight).sum::<usize>() + 8,
+        Value::Object(map) => {
+            map.iter()
+                .map(|(k, v)| k.len() + json_weight(v))
+                .sum::<usize>()
+                + 8
+        }
+    }
+}
+
 /// One kind of row, by key, with the generation each was read at.
 #[derive(Debug)]
 pub(super) struct Recent<T> {
@@ -40,9 +61,20 @@ impl<T: Clone> Recent<T> {
         }
     }
 
-    /// Keeps `value`, read after `seen` was sampled, unless a write began or ended since.
-    pub(super) fn put(&self, generation: &Generation, key: &str, seen: u64, value: &T) {
-        if generation.current() != seen || generation.writers.load(Ordering::Acquire) != 0 {
+    /// Keeps `value` (about `weight` bytes), read after `seen` was sampled, unless a write
+    /// began or ended since or it is too large to keep.
+    pub(super) fn put(
+        &self,
+        generation: &Generation,
+        key: &str,
+        seen: u64,
+        value: &T,
+        weight: usize,
+    ) {
+        if weight > MAX_WEIGHT
+            || generation.current() != seen
+            || generation.writers.load(Ordering::Acquire) != 0
+        {
             return;
         }
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
@@ -91,7 +123,7 @@ mod tests {
         let generation = Generation::default();
         let recent = Recent::<u32>::default();
         let seen = generation.current();
-        recent.put(&generation, "a", seen, &1);
+        recent.put(&generation, "a", seen, &1, 8);
         assert_eq!(recent.get(&generation, "a"), Some(1));
         drop(generation.writing());
         assert_eq!(recent.get(&generation, "a"), None);
@@ -99,17 +131,22 @@ mod tests {
         // A read that started before a write ended is dropped.
         let seen = generation.current();
         drop(generation.writing());
-        recent.put(&generation, "a", seen, &2);
+        recent.put(&generation, "a", seen, &2, 8);
         assert_eq!(recent.get(&generation, "a"), None);
 
         // So is one that ends while a write is under way.
         let write = generation.writing();
         let seen = generation.current();
-        recent.put(&generation, "a", seen, &3);
+        recent.put(&generation, "a", seen, &3, 8);
         assert_eq!(recent.get(&generation, "a"), None);
         drop(write);
         let seen = generation.current();
-        recent.put(&generation, "a", seen, &4);
+        recent.put(&generation, "a", seen, &4, 8);
         assert_eq!(recent.get(&generation, "a"), Some(4));
+        // Too large to keep.
+        let big = serde_json::json!({"text": "x".repeat(MAX_WEIGHT)});
+        assert!(json_weight(&big) > MAX_WEIGHT);
+        recent.put(&generation, "b", seen, &5, json_weight(&big));
+        assert_eq!(recent.get(&generation, "b"), None);
     }
 }
