@@ -137,7 +137,9 @@ async fn serves_ping_request_ids_openapi_and_docs() {
     refs(&doc, &mut found);
     assert!(!found.is_empty());
     for r in found {
-        let name = r.strip_prefix("#/components/schemas/").expect("a schema ref");
+        let name = r
+            .strip_prefix("#/components/schemas/")
+            .expect("a schema ref");
         assert!(
             doc["components"]["schemas"][name].is_object(),
             "{r} is not in the document"
