@@ -102,13 +102,18 @@ impl Registry {
         &self.dir
     }
 
-    /// A snapshot no older than [`Self::MAX_AGE`].
+    /// The latest snapshot; when it is older than [`Self::MAX_AGE`], this call rescans first,
+    /// unless another call is already rescanning: then it goes on with the snapshot it has
+    /// rather than wait (a scan reads every skill folder, and every create of a busy service
+    /// used to queue behind it once per `MAX_AGE`).
     pub async fn snapshot(&self) -> Arc<Snapshot> {
         let current = self.latest();
         if current.scanned_at.elapsed() < Self::MAX_AGE {
             return current;
         }
-        let _scan = self.scan_lock.lock().await;
+        let Ok(_scan) = self.scan_lock.try_lock() else {
+            return current;
+        };
         let current = self.latest();
         if current.scanned_at.elapsed() < Self::MAX_AGE {
             return current;
