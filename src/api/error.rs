@@ -52,22 +52,16 @@ impl ApiError {
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
-        let status = match &e {
-            Error::Invalid(_) => StatusCode::BAD_REQUEST,
+        let (status, detail) = match e {
+            Error::Invalid(d) => (StatusCode::BAD_REQUEST, d),
+            Error::NotFound(d) => (StatusCode::NOT_FOUND, d),
+            Error::Conflict(d) => (StatusCode::CONFLICT, d),
+            Error::QueueFull => (
+                StatusCode::TOO_MANY_REQUESTS,
+                Value::String(Error::QueueFull.to_string()),
+            ),
             Error::Missing { location, field } => return Self::missing_field(location, field),
-            Error::NotFound(_) => StatusCode::NOT_FOUND,
-            Error::Conflict(_) => StatusCode::CONFLICT,
-            Error::QueueFull => StatusCode::TOO_MANY_REQUESTS,
-            Error::Internal(_) => {
-                let Error::Internal(cause) = e else {
-                    unreachable!()
-                };
-                return Self::Internal(cause);
-            }
-        };
-        let detail = match e {
-            Error::Invalid(d) | Error::NotFound(d) | Error::Conflict(d) => d,
-            other => Value::String(other.to_string()),
+            Error::Internal(cause) => return Self::Internal(cause),
         };
         Self::new(status, detail)
     }

@@ -350,10 +350,12 @@ impl Running {
         drain(self.stdout).await;
         drain(self.stderr).await;
         // Only this turn appends to the logs, so their ends are where its output ends.
-        let [stdout_end, stderr_end] = match open_logs([self.stdout_log, self.stderr_log]).await {
-            Ok([(_, out), (_, err)]) => [out, err],
-            Err(_) => [self.stdout_start, self.stderr_start],
-        };
+        let ends = [self.stdout_log, self.stderr_log];
+        let [stdout_end, stderr_end] = tokio::task::spawn_blocking(move || {
+            ends.map(|path| std::fs::metadata(path).map_or(0, |m| m.len()))
+        })
+        .await
+        .unwrap_or([self.stdout_start, self.stderr_start]);
         Finished {
             exit,
             stdout: self.stdout_start..stdout_end.max(self.stdout_start),
