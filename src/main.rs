@@ -2,10 +2,11 @@
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use skill_runner::config::{Config, ConfigError};
+use skill_runner::config::{Config, ConfigError, Refused};
 
 #[derive(Parser)]
 #[command(
@@ -20,8 +21,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the API (the default). Configured by environment variables; see the README.
-    Serve,
+    /// Serve the API (the default). Every setting is an environment variable or a flag:
+    /// `skill-runner serve --help` lists them.
+    #[command(disable_help_flag = true)]
+    Serve {
+        /// Settings as flags.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
     /// Internal: the group reaper the service starts for itself (see `process::reaper`).
     #[command(hide = true)]
     Reaper,
@@ -45,8 +52,8 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => serve(),
+    match cli.command.unwrap_or(Command::Serve { args: Vec::new() }) {
+        Command::Serve { args } => serve(&args),
         Command::Reaper => {
             skill_runner::process::reaper::run(std::io::stdin().lock());
             ExitCode::SUCCESS
@@ -80,7 +87,7 @@ fn fake_model(
     }
 }
 
-fn serve() -> ExitCode {
+fn serve(args: &[OsString]) -> ExitCode {
     use skill_runner::process::handover;
     // First start: drop the environment and come back with it handed over (see `handover`).
     let vars = match handover::receive() {
@@ -103,9 +110,13 @@ fn serve() -> ExitCode {
         return ExitCode::FAILURE;
     }
     skill_runner::faults::configure(vars.get("SKILL_RUNNER_TEST_FAULTS").map(String::as_str));
-    let config = match configure(&vars) {
+    let config = match configure(args, &vars) {
         Ok(config) => config,
-        Err(e) => {
+        Err(Refused::Help(text)) => {
+            println!("{text}");
+            return ExitCode::SUCCESS;
+        }
+        Err(Refused::Invalid(e)) => {
             eprintln!("skill-runner: configuration error: {e}");
             return ExitCode::from(2);
         }
@@ -141,17 +152,13 @@ fn serve() -> ExitCode {
     }
 }
 
-fn configure(vars: &BTreeMap<String, String>) -> Result<Config, ConfigError> {
-    let mut config = Config::from_vars(vars)?;
-    config.prepare_dirs()?;
+fn configure(args: &[OsString], vars: &BTreeMap<String, String>) -> Result<Config, Refused> {
+    let mut config = Config::load(args, vars)?;
+    config.prepare_dirs().map_err(Refused::Invalid)?;
     config.self_exe = std::env::current_exe().ok();
     let landlock = skill_runner::process::sandbox::landlock_supported();
-    skill_runner::process::sandbox::decide(config.sandbox, landlock).map_err(|problem| {
-        ConfigError {
-            variable: "SKILL_RUNNER_SANDBOX",
-            problem,
-        }
-    })?;
-    skill_runner::telemetry::init(&config)?;
+    skill_runner::process::sandbox::decide(config.sandbox, landlock)
+        .map_err(|problem| Refused::Invalid(ConfigError::new("SKILL_RUNNER_SANDBOX", problem)))?;
+    skill_runner::telemetry::init(&config).map_err(Refused::Invalid)?;
     Ok(config)
 }

@@ -8,9 +8,11 @@ use crate::config::{Config, ConfigError, LogFormat};
 
 /// Installs the global subscriber (logs go to stderr). Fails on an unparsable filter.
 pub fn init(config: &Config) -> Result<(), ConfigError> {
-    let filter = EnvFilter::try_new(&config.log_filter).map_err(|e| ConfigError {
-        variable: "LOG_LEVEL",
-        problem: format!("'{}' is not a log level or filter: {e}", config.log_filter),
+    let filter = EnvFilter::try_new(&config.log_filter).map_err(|e| {
+        ConfigError::new(
+            "LOG_LEVEL",
+            format!("'{}' is not a log level or filter: {e}", config.log_filter),
+        )
     })?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -68,6 +68,42 @@ fn configuration_errors_stop_startup_with_one_line() {
 }
 
 #[test]
+fn every_setting_is_also_a_flag_that_wins_and_help_lists_the_variables() {
+    let out = run_with_env(
+        &["serve", "--max-queue-size=0"],
+        &[("SKILL_RUNNER_MAX_QUEUE_SIZE", "5")],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        stderr.trim(),
+        "skill-runner: configuration error: --max-queue-size: '0' is not a positive whole number"
+    );
+    let out = run_with_env(&["serve", "--no-such-setting"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("command line: unexpected argument '--no-such-setting'"),
+        "{stderr}"
+    );
+
+    let out = run_with_env(
+        &["serve", "--help"],
+        &[("UI_BASIC_AUTH_PASSWORD", "hunter2-secret")],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8(out.stdout).unwrap();
+    for variable in [
+        "[env: SKILL_RUNNER_MAX_QUEUE_SIZE]",
+        "[env: OPENSKILL_TIMEOUT_MS]",
+        "UI_BASIC_AUTH_PASSWORD",
+    ] {
+        assert!(help.contains(variable), "{variable} in {help}");
+    }
+    assert!(!help.contains("hunter2"), "no value is shown");
+}
+
+#[test]
 fn unknown_subcommand_is_refused() {
     let out = run_with_env(&["frobnicate"], &[]);
     assert_eq!(out.status.code(), Some(2));

@@ -4,6 +4,7 @@
 //! misconfigured deployment stops before it binds a port or touches the data directory.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -12,14 +13,27 @@ use std::time::Duration;
 use crate::process::ChildEnv;
 use crate::process::sandbox::SandboxMode;
 
+mod settings;
+pub use settings::{Refused, Settings};
+
 /// Default upper bound for an uploaded package (compressed bytes).
 pub const DEFAULT_PACKAGE_MAX_BYTES: u64 = 50 * 1024 * 1024;
 
 /// A configuration problem: the variable that carries it and what is wrong with its value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
-    pub variable: &'static str,
+    /// The variable (or, for a flag given on the command line, the flag).
+    pub variable: String,
     pub problem: String,
+}
+
+impl ConfigError {
+    pub fn new(variable: impl Into<String>, problem: impl Into<String>) -> Self {
+        Self {
+            variable: variable.into(),
+            problem: problem.into(),
+        }
+    }
 }
 
 impl fmt::Display for ConfigError {
@@ -299,144 +313,22 @@ impl Default for JobLimits {
 }
 
 impl Config {
-    /// Reads configuration from `vars` (the environment the service was started with), so
-    /// tests can supply variables without touching the process environment.
-    pub fn from_vars(vars: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
-        let lookup = |name: &str| vars.get(name).cloned();
-        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+    /// The configuration given by `args` (the words after `serve`) over `vars` (the
+    /// environment the service was started with); tests supply both without touching the
+    /// process. Each setting is parsed by [`Settings`]; what has no flag (secrets, per-engine
+    /// families, the child environment) is read from `vars` here.
+    pub fn load(args: &[OsString], vars: &BTreeMap<String, String>) -> Result<Self, Refused> {
+        let settings = Settings::parse(args, vars)?;
+        Self::from_settings(settings, vars).map_err(Refused::Invalid)
+    }
 
-        let bind = match get("SKILL_RUNNER_BIND") {
-            Some(raw) => parse_bind(&raw)?,
-            None => {
-                let port = match get("PORT") {
-                    Some(raw) => raw.trim().parse::<u16>().map_err(|_| ConfigError {
-                        variable: "PORT",
-                        problem: format!("'{raw}' is not a port number (expected 0-65535)"),
-                    })?,
-                    None => 8000,
-                };
-                SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port)
-            }
-        };
-
-        let log_format = match get("LOG_FORMAT").as_deref().map(str::to_ascii_lowercase) {
-            None => LogFormat::Text,
-            Some(v) if v == "text" || v == "plain" => LogFormat::Text,
-            Some(v) if v == "json" => LogFormat::Json,
-            Some(v) => {
-                return Err(ConfigError {
-                    variable: "LOG_FORMAT",
-                    problem: format!("'{v}' is not a log format (expected text or json)"),
-                });
-            }
-        };
-        let log_filter = get("RUST_LOG")
-            .or_else(|| get("LOG_LEVEL").map(|l| l.to_ascii_lowercase()))
-            .unwrap_or_else(|| "info".to_owned());
-
-        let defaults = PackageLimits::default();
-        let package_limits = PackageLimits {
-            max_compressed_bytes: parse_positive(
-                &get,
-                "SKILL_RUNNER_PACKAGE_MAX_BYTES",
-                defaults.max_compressed_bytes,
-            )?,
-            max_uncompressed_bytes: parse_positive(
-                &get,
-                "SKILL_RUNNER_PACKAGE_MAX_UNCOMPRESSED_BYTES",
-                defaults.max_uncompressed_bytes,
-            )?,
-            max_entries: parse_positive(
-                &get,
-                "SKILL_RUNNER_PACKAGE_MAX_ENTRIES",
-                defaults.max_entries as u64,
-            )? as usize,
-            max_compression_ratio: parse_positive(
-                &get,
-                "SKILL_RUNNER_PACKAGE_MAX_COMPRESSION_RATIO",
-                defaults.max_compression_ratio,
-            )?,
-        };
-
-        let job_defaults = JobLimits::default();
-        let seconds = |variable, default: Duration| {
-            parse_positive(&get, variable, default.as_secs()).map(Duration::from_secs)
-        };
-        let jobs = JobLimits {
-            max_queue_size: parse_positive(
-                &get,
-                "SKILL_RUNNER_MAX_QUEUE_SIZE",
-                job_defaults.max_queue_size as u64,
-            )? as usize,
-            max_concurrent: parse_positive(
-                &get,
-                "SKILL_RUNNER_MAX_CONCURRENT",
-                job_defaults.max_concurrent as u64,
-            )? as usize,
-            hard_timeout: seconds(
-                "SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS",
-                job_defaults.hard_timeout,
-            )?,
-            kill_grace: seconds("SKILL_RUNNER_KILL_GRACE_SECONDS", job_defaults.kill_grace)?,
-            temp_package_max_bytes: parse_positive(
-                &get,
-                "TEMP_SKILL_PACKAGE_MAX_BYTES",
-                job_defaults.temp_package_max_bytes,
-            )?,
-            retention: seconds("SKILL_RUNNER_RUN_RETENTION_SECONDS", job_defaults.retention)?,
-            failed_retention: seconds(
-                "SKILL_RUNNER_FAILED_RUN_RETENTION_SECONDS",
-                job_defaults.failed_retention,
-            )?,
-            cleanup_interval: seconds(
-                "SKILL_RUNNER_CLEANUP_INTERVAL_SECONDS",
-                job_defaults.cleanup_interval,
-            )?,
-            reconcile_interval: seconds(
-                "SKILL_RUNNER_RECONCILE_INTERVAL_SECONDS",
-                job_defaults.reconcile_interval,
-            )?,
-            sse_heartbeat: seconds(
-                "SKILL_RUNNER_SSE_HEARTBEAT_SECONDS",
-                job_defaults.sse_heartbeat,
-            )?,
-        };
-
-        let invoke_defaults = InvokeConfig::default();
-        let dir = |variable, default: PathBuf| get(variable).map(PathBuf::from).unwrap_or(default);
-        let invoke = InvokeConfig {
-            allowed_root: dir("OPENSKILL_ALLOWED_ROOT", invoke_defaults.allowed_root),
-            cli_dir: dir("OPENSKILL_CLI_DIR", invoke_defaults.cli_dir),
-            manifest_dir: dir("OPENSKILL_MANIFEST_DIR", invoke_defaults.manifest_dir),
-            timeout: parse_positive(
-                &get,
-                "OPENSKILL_TIMEOUT_MS",
-                invoke_defaults.timeout.as_millis() as u64,
-            )
-            .map(Duration::from_millis)?,
-            max_processes: parse_positive(
-                &get,
-                "OPENSKILL_MAX_PROCESSES",
-                invoke_defaults.max_processes as u64,
-            )? as usize,
-            debug: match get("OPENSKILL_DEBUG").as_deref().map(str::trim) {
-                None | Some("0") | Some("false") => false,
-                Some("1") | Some("true") => true,
-                Some(other) => {
-                    return Err(ConfigError {
-                        variable: "OPENSKILL_DEBUG",
-                        problem: format!("'{other}' is not a switch (expected 0 or 1)"),
-                    });
-                }
-            },
-        };
-
-        let cache_dir = get("SKILL_RUNNER_AGENT_CACHE_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                let home = lookup("HOME").unwrap_or_else(|| "/root".into());
-                PathBuf::from(home).join(".local/share/skill-runner/agent-cache")
-            });
+    fn from_settings(s: Settings, vars: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        let get = |name: &str| vars.get(name).filter(|v| !v.trim().is_empty()).cloned();
+        let seconds = Duration::from_secs;
+        let cache_dir = s.agent_cache_dir.unwrap_or_else(|| {
+            let home = vars.get("HOME").cloned().unwrap_or_else(|| "/root".into());
+            PathBuf::from(home).join(".local/share/skill-runner/agent-cache")
+        });
         let per_engine = |engine: &str, suffix: &str| {
             get(&format!(
                 "SKILL_RUNNER_{}_{suffix}",
@@ -444,14 +336,10 @@ impl Config {
             ))
         };
         let agents = AgentConfig {
-            npm_prefix: get("SKILL_RUNNER_NPM_PREFIX")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| cache_dir.join("npm")),
-            agent_home: get("SKILL_RUNNER_AGENT_HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| cache_dir.join("agent-home")),
+            npm_prefix: s.npm_prefix.unwrap_or_else(|| cache_dir.join("npm")),
+            agent_home: s.agent_home.unwrap_or_else(|| cache_dir.join("agent-home")),
             cache_dir,
-            max_retries: parse_count(&get, "SKILL_RUNNER_ENGINE_MAX_RETRIES", 1)?,
+            max_retries: s.engine_max_retries,
             endpoints: AGENT_ENGINES
                 .iter()
                 .filter_map(|engine| {
@@ -470,51 +358,65 @@ impl Config {
                 })
                 .collect(),
         };
-
-        Ok(Self {
-            bind,
-            data_dir: get("SKILL_RUNNER_DATA_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from("./data")),
-            skills_dir: get("SKILL_RUNNER_SKILLS_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from("./skills")),
-            log_format,
-            log_filter,
-            package_limits,
-            jobs,
-            invoke,
-            agents,
-            admin_auth: parse_basic_auth(&get)?,
-            api_tokens: parse_api_tokens(&get)?,
-            self_exe: None,
-            sandbox: match get("SKILL_RUNNER_SANDBOX") {
-                None => SandboxMode::Auto,
-                Some(raw) => SandboxMode::parse(&raw).ok_or_else(|| ConfigError {
-                    variable: "SKILL_RUNNER_SANDBOX",
-                    problem: format!(
-                        "'{raw}' is not a sandbox mode (expected auto, required or off)"
-                    ),
-                })?,
-            },
-            sandbox_read_paths: get("SKILL_RUNNER_SANDBOX_READ_PATHS")
-                .map(|raw| {
-                    std::env::split_paths(&raw)
-                        .filter(|p| !p.as_os_str().is_empty())
-                        .collect()
+        let admin_auth = if s.ui_basic_auth_enabled {
+            let required = |variable: &str, value: Option<String>| {
+                value.ok_or_else(|| {
+                    ConfigError::new(variable, "must be set when UI_BASIC_AUTH_ENABLED is true")
                 })
-                .unwrap_or_default(),
-            child_env: ChildEnv::from_vars(
-                vars,
-                &get("SKILL_RUNNER_CHILD_ENV_PASSTHROUGH")
-                    .map(|raw| crate::process::env::parse_passthrough(&raw))
-                    .transpose()
-                    .map_err(|problem| ConfigError {
-                        variable: "SKILL_RUNNER_CHILD_ENV_PASSTHROUGH",
-                        problem,
-                    })?
-                    .unwrap_or_default(),
-            ),
+            };
+            Some(BasicAuth {
+                username: required("UI_BASIC_AUTH_USERNAME", s.ui_basic_auth_username)?,
+                password: required("UI_BASIC_AUTH_PASSWORD", get("UI_BASIC_AUTH_PASSWORD"))?,
+            })
+        } else {
+            None
+        };
+        Ok(Self {
+            bind: s
+                .bind
+                .unwrap_or_else(|| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), s.port)),
+            data_dir: s.data_dir,
+            skills_dir: s.skills_dir,
+            log_format: s.log_format,
+            log_filter: s
+                .log_filter
+                .unwrap_or_else(|| s.log_level.to_ascii_lowercase()),
+            package_limits: PackageLimits {
+                max_compressed_bytes: s.package_max_bytes,
+                max_uncompressed_bytes: s.package_max_uncompressed_bytes,
+                max_entries: s.package_max_entries as usize,
+                max_compression_ratio: s.package_max_compression_ratio,
+            },
+            jobs: JobLimits {
+                max_queue_size: s.max_queue_size as usize,
+                max_concurrent: s.max_concurrent as usize,
+                hard_timeout: seconds(s.engine_hard_timeout_seconds),
+                kill_grace: seconds(s.kill_grace_seconds),
+                temp_package_max_bytes: s.temp_skill_package_max_bytes,
+                retention: seconds(s.run_retention_seconds),
+                failed_retention: seconds(s.failed_run_retention_seconds),
+                cleanup_interval: seconds(s.cleanup_interval_seconds),
+                reconcile_interval: seconds(s.reconcile_interval_seconds),
+                sse_heartbeat: seconds(s.sse_heartbeat_seconds),
+            },
+            invoke: InvokeConfig {
+                allowed_root: s.openskill_allowed_root,
+                cli_dir: s.openskill_cli_dir,
+                manifest_dir: s.openskill_manifest_dir,
+                timeout: Duration::from_millis(s.openskill_timeout_ms),
+                debug: s.openskill_debug,
+                max_processes: s.openskill_max_processes as usize,
+            },
+            agents,
+            admin_auth,
+            api_tokens: parse_api_tokens(
+                get("SKILL_RUNNER_API_TOKENS"),
+                s.api_tokens_file.as_deref(),
+            )?,
+            self_exe: None,
+            sandbox: s.sandbox,
+            sandbox_read_paths: s.sandbox_read_paths.unwrap_or_default(),
+            child_env: ChildEnv::from_vars(vars, &s.child_env_passthrough.unwrap_or_default()),
         })
     }
 
@@ -547,15 +449,15 @@ impl Config {
             .cloned()
             .or(inside_state);
         match clash {
-            Some(path) => Err(ConfigError {
-                variable: "OPENSKILL_ALLOWED_ROOT",
-                problem: format!(
+            Some(path) => Err(ConfigError::new(
+                "OPENSKILL_ALLOWED_ROOT",
+                format!(
                     "'{}' must not contain or lie inside the service's own state ('{}'); \
                      use a folder of its own, e.g. <data dir>/files",
                     root.display(),
                     path.display()
                 ),
-            }),
+            )),
             None => Ok(()),
         }
     }
@@ -598,33 +500,6 @@ const STATE_ENTRIES: [&str; 8] = [
     "invocations",
 ];
 
-fn parse_bind(raw: &str) -> Result<SocketAddr, ConfigError> {
-    let raw = raw.trim();
-    raw.parse::<SocketAddr>()
-        .or_else(|_| raw.parse::<IpAddr>().map(|ip| SocketAddr::new(ip, 8000)))
-        .map_err(|_| ConfigError {
-            variable: "SKILL_RUNNER_BIND",
-            problem: format!("'{raw}' is not an address (expected HOST:PORT, e.g. 127.0.0.1:8000)"),
-        })
-}
-
-fn parse_positive(
-    get: &impl Fn(&str) -> Option<String>,
-    variable: &'static str,
-    default: u64,
-) -> Result<u64, ConfigError> {
-    match get(variable) {
-        None => Ok(default),
-        Some(raw) => match raw.trim().parse::<u64>() {
-            Ok(v) if v > 0 => Ok(v),
-            _ => Err(ConfigError {
-                variable,
-                problem: format!("'{raw}' is not a positive whole number"),
-            }),
-        },
-    }
-}
-
 /// `path` made absolute with symlinks resolved, also when its last components do not exist
 /// yet (the existing part is canonicalised, the rest appended).
 fn resolve(path: &Path) -> PathBuf {
@@ -645,22 +520,8 @@ fn resolve(path: &Path) -> PathBuf {
     }
 }
 
-fn parse_count(
-    get: &impl Fn(&str) -> Option<String>,
-    variable: &'static str,
-    default: u32,
-) -> Result<u32, ConfigError> {
-    match get(variable) {
-        None => Ok(default),
-        Some(raw) => raw.trim().parse::<u32>().map_err(|_| ConfigError {
-            variable,
-            problem: format!("'{raw}' is not a whole number"),
-        }),
-    }
-}
-
 fn ensure_writable_dir(variable: &'static str, dir: &Path) -> Result<PathBuf, ConfigError> {
-    let fail = |problem: String| ConfigError { variable, problem };
+    let fail = |problem: String| ConfigError::new(variable, problem);
     std::fs::create_dir_all(dir)
         .map_err(|e| fail(format!("cannot create directory '{}': {e}", dir.display())))?;
     let dir = std::fs::canonicalize(dir)
@@ -681,22 +542,20 @@ fn ensure_writable_dir(variable: &'static str, dir: &Path) -> Result<PathBuf, Co
 /// (blank lines and `#` comments skipped), together. Set but naming no token is an error: an
 /// operator who set it meant to close the API.
 fn parse_api_tokens(
-    get: &impl Fn(&str) -> Option<String>,
+    list: Option<String>,
+    file: Option<&Path>,
 ) -> Result<Option<ApiTokens>, ConfigError> {
-    let mut entries: Vec<(&'static str, String)> = Vec::new();
-    let list = get("SKILL_RUNNER_API_TOKENS");
+    const LIST: &str = "SKILL_RUNNER_API_TOKENS";
+    const FILE: &str = "SKILL_RUNNER_API_TOKENS_FILE";
+    let mut entries: Vec<(&str, String)> = Vec::new();
     if let Some(list) = &list {
-        let variable = "SKILL_RUNNER_API_TOKENS";
-        entries.extend(list.split(',').map(|e| (variable, e.trim().to_owned())));
+        entries.extend(list.split(',').map(|e| (LIST, e.trim().to_owned())));
     }
-    let file = get("SKILL_RUNNER_API_TOKENS_FILE");
-    if let Some(path) = &file {
-        let variable = "SKILL_RUNNER_API_TOKENS_FILE";
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            variable,
-            problem: format!("cannot read '{path}': {e}"),
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError::new(FILE, format!("cannot read '{}': {e}", path.display()))
         })?;
-        entries.extend(text.lines().map(|line| (variable, line.trim().to_owned())));
+        entries.extend(text.lines().map(|line| (FILE, line.trim().to_owned())));
     }
     if list.is_none() && file.is_none() {
         return Ok(None);
@@ -707,57 +566,14 @@ fn parse_api_tokens(
             continue;
         }
         let digest =
-            ApiTokens::digest_of(&entry).map_err(|problem| ConfigError { variable, problem })?;
+            ApiTokens::digest_of(&entry).map_err(|problem| ConfigError::new(variable, problem))?;
         digests.push(digest);
     }
     if digests.is_empty() {
-        return Err(ConfigError {
-            variable: if list.is_some() {
-                "SKILL_RUNNER_API_TOKENS"
-            } else {
-                "SKILL_RUNNER_API_TOKENS_FILE"
-            },
-            problem: "names no token".into(),
-        });
+        let variable = if list.is_some() { LIST } else { FILE };
+        return Err(ConfigError::new(variable, "names no token"));
     }
     Ok(Some(ApiTokens(digests)))
-}
-
-/// `UI_BASIC_AUTH_ENABLED` with its user and password: enabled without both is an error.
-fn parse_basic_auth(
-    get: &impl Fn(&str) -> Option<String>,
-) -> Result<Option<BasicAuth>, ConfigError> {
-    let enabled = match get("UI_BASIC_AUTH_ENABLED").map(|v| v.trim().to_ascii_lowercase()) {
-        None => false,
-        Some(v) if matches!(v.as_str(), "0" | "false" | "no" | "off") => false,
-        Some(v) if matches!(v.as_str(), "1" | "true" | "yes" | "on") => true,
-        Some(other) => {
-            return Err(ConfigError {
-                variable: "UI_BASIC_AUTH_ENABLED",
-                problem: format!("'{other}' is not a switch (expected true or false)"),
-            });
-        }
-    };
-    if !enabled {
-        return Ok(None);
-    }
-    let required = |variable: &'static str| {
-        get(variable).ok_or_else(|| ConfigError {
-            variable,
-            problem: "must be set when UI_BASIC_AUTH_ENABLED is true".into(),
-        })
-    };
-    let username = required("UI_BASIC_AUTH_USERNAME")?;
-    if username.contains(':') {
-        return Err(ConfigError {
-            variable: "UI_BASIC_AUTH_USERNAME",
-            problem: "must not contain ':' (Basic Auth separates user and password with it)".into(),
-        });
-    }
-    Ok(Some(BasicAuth {
-        username,
-        password: required("UI_BASIC_AUTH_PASSWORD")?,
-    }))
 }
 
 #[cfg(test)]
@@ -765,12 +581,19 @@ mod tests {
     use super::*;
 
     fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        Config::from_vars(
-            &vars
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        )
+        load(&[], vars)
+    }
+
+    fn load(args: &[&str], vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        let vars = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        Config::load(&args, &vars).map_err(|refused| match refused {
+            Refused::Invalid(e) => e,
+            Refused::Help(text) => panic!("help instead of a configuration: {text}"),
+        })
     }
 
     #[test]
@@ -902,6 +725,74 @@ mod tests {
     }
 
     #[test]
+    fn a_flag_wins_over_its_variable_and_errors_name_the_source() {
+        let c = load(&["--port", "9100"], &[("PORT", "9000")]).unwrap();
+        assert_eq!(c.bind.port(), 9100);
+        let c = load(&[], &[("PORT", " "), ("SKILL_RUNNER_MAX_QUEUE_SIZE", "7")]).unwrap();
+        assert_eq!(c.bind.port(), 8000, "a blank variable is unset");
+        assert_eq!(c.jobs.max_queue_size, 7);
+        let e = load(&["--port=x"], &[("PORT", "9000")]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--port: 'x' is not a port number (expected 0-65535)"
+        );
+        let e = load(
+            &["--port=9100"],
+            &[("SKILL_RUNNER_KILL_GRACE_SECONDS", "soon")],
+        )
+        .unwrap_err();
+        assert_eq!(e.variable, "SKILL_RUNNER_KILL_GRACE_SECONDS");
+        let e = load(&["--unheard-of"], &[]).unwrap_err();
+        assert_eq!(e.variable, "command line");
+        // Secrets have no flag: argv is readable by every process.
+        assert!(load(&["--ui-basic-auth-password=x"], &[]).is_err());
+        assert!(load(&["--api-tokens=x"], &[]).is_err());
+    }
+
+    #[test]
+    fn lists_and_switches_are_one_value_each() {
+        let c = load(
+            &[],
+            &[
+                ("SKILL_RUNNER_SANDBOX_READ_PATHS", "/opt/a::/opt/b"),
+                ("SKILL_RUNNER_CHILD_ENV_PASSTHROUGH", "LANGUAGE, FOO_BAR"),
+                ("UI_BASIC_AUTH_ENABLED", "on"),
+                ("UI_BASIC_AUTH_USERNAME", "admin"),
+                ("UI_BASIC_AUTH_PASSWORD", "pw"),
+                ("OPENSKILL_DEBUG", "false"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            c.sandbox_read_paths,
+            [PathBuf::from("/opt/a"), PathBuf::from("/opt/b")]
+        );
+        assert!(c.admin_auth.is_some());
+        assert!(!c.invoke.debug);
+        let e = config(&[("SKILL_RUNNER_CHILD_ENV_PASSTHROUGH", "OK,9BAD")]).unwrap_err();
+        assert_eq!(e.variable, "SKILL_RUNNER_CHILD_ENV_PASSTHROUGH");
+        let e = config(&[("UI_BASIC_AUTH_USERNAME", "a:b")]).unwrap_err();
+        assert_eq!(e.variable, "UI_BASIC_AUTH_USERNAME");
+    }
+
+    #[test]
+    fn help_names_every_variable() {
+        let Err(Refused::Help(text)) = Config::load(&["--help".into()], &BTreeMap::new()) else {
+            panic!("--help gives the help");
+        };
+        for variable in [
+            "PORT",
+            "SKILL_RUNNER_DATA_DIR",
+            "SKILL_RUNNER_MAX_CONCURRENT",
+            "OPENSKILL_DEBUG",
+            "SKILL_RUNNER_SANDBOX",
+            "SKILL_RUNNER_<ENGINE>_API_KEY",
+        ] {
+            assert!(text.contains(variable), "{variable}");
+        }
+    }
+
+    #[test]
     fn unwritable_data_dir_is_reported() {
         let file = tempfile::NamedTempFile::new().unwrap();
         let mut c = config(&[]).unwrap();
@@ -958,7 +849,7 @@ mod tests {
         assert_eq!(c.invoke.timeout, Duration::from_millis(250));
         assert!(c.invoke.debug);
         assert_eq!(config(&[]).unwrap().invoke, InvokeConfig::default());
-        let e = config(&[("OPENSKILL_DEBUG", "yes")]).unwrap_err();
+        let e = config(&[("OPENSKILL_DEBUG", "maybe")]).unwrap_err();
         assert_eq!(e.variable, "OPENSKILL_DEBUG");
         let e = config(&[("OPENSKILL_TIMEOUT_MS", "0")]).unwrap_err();
         assert_eq!(e.variable, "OPENSKILL_TIMEOUT_MS");

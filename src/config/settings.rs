@@ -1,0 +1,317 @@
+//! Every setting of `skill-runner serve` as one clap command: its variable, its flag, its
+//! default and its documentation in one place (`skill-runner serve --help` prints them).
+//!
+//! clap reads an `env` value from the process environment only, and the service keeps no
+//! variable there: they arrive in a memory file (see `process::handover`). So each variable
+//! found in the handed-over environment is given to clap as the flag it stands for (`PORT=9000`
+//! as `--port=9000`), placed before the real arguments, and a flag given on the command line
+//! wins (`args_override_self`). The command parsed this way carries no `env` of its own, so what
+//! the process environment holds never leaks into a parse. Secrets (a password, tokens, API
+//! keys) and the per-engine families (`SKILL_RUNNER_<ENGINE>_BASE_URL`, …) have no flag and are
+//! read from the environment by [`super::Config::load`]: an argument is readable by every
+//! process through `/proc/<pid>/cmdline`.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
+
+use super::{ConfigError, InvokeConfig, JobLimits, LogFormat, PackageLimits};
+use crate::process::sandbox::SandboxMode;
+
+/// The settings of the service, each read from its variable or its flag.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "skill-runner serve",
+    about = "Serve the API. Each setting is an environment variable or, for all but secrets, the flag \
+             shown (a flag wins).",
+    after_long_help = "Read from the environment only (no flag, so they never show in a process \
+                       list): UI_BASIC_AUTH_PASSWORD, SKILL_RUNNER_API_TOKENS, and per engine \
+                       (CODEX, GEMINI, IFLOW, CLAUDE, OPENCODE, QWEN) SKILL_RUNNER_<ENGINE>_BASE_URL, \
+                       SKILL_RUNNER_<ENGINE>_API_KEY and SKILL_RUNNER_<ENGINE>_NPM_PACKAGE. A blank \
+                       variable counts as unset.",
+    args_override_self = true
+)]
+pub struct Settings {
+    /// Address to listen on, HOST:PORT (a bare address listens on port 8000); wins over PORT.
+    #[arg(long, env = "SKILL_RUNNER_BIND", value_parser = bind)]
+    pub bind: Option<SocketAddr>,
+    /// Port to listen on, on 127.0.0.1.
+    #[arg(long, env = "PORT", default_value_t = 8000, value_parser = port)]
+    pub port: u16,
+    /// Where the database, runs and caches live.
+    #[arg(long, env = "SKILL_RUNNER_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// Where installed skills live.
+    #[arg(long, env = "SKILL_RUNNER_SKILLS_DIR", default_value = "./skills")]
+    pub skills_dir: PathBuf,
+    /// Log lines as `text` (or `plain`) or `json`.
+    #[arg(long, env = "LOG_FORMAT", default_value = "text", value_parser = log_format)]
+    pub log_format: LogFormat,
+    /// Log level (error, warn, info, debug, trace).
+    #[arg(long, env = "LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// A full `tracing` filter; wins over LOG_LEVEL.
+    #[arg(long, env = "RUST_LOG")]
+    pub log_filter: Option<String>,
+
+    /// Largest uploaded skill package, compressed bytes.
+    #[arg(long, env = "SKILL_RUNNER_PACKAGE_MAX_BYTES", value_parser = positive,
+          default_value_t = PackageLimits::default().max_compressed_bytes)]
+    pub package_max_bytes: u64,
+    /// Largest uploaded skill package, uncompressed bytes.
+    #[arg(long, env = "SKILL_RUNNER_PACKAGE_MAX_UNCOMPRESSED_BYTES", value_parser = positive,
+          default_value_t = PackageLimits::default().max_uncompressed_bytes)]
+    pub package_max_uncompressed_bytes: u64,
+    /// Most entries in an uploaded skill package.
+    #[arg(long, env = "SKILL_RUNNER_PACKAGE_MAX_ENTRIES", value_parser = positive,
+          default_value_t = PackageLimits::default().max_entries as u64)]
+    pub package_max_entries: u64,
+    /// Largest ratio of uncompressed to compressed size of any package entry.
+    #[arg(long, env = "SKILL_RUNNER_PACKAGE_MAX_COMPRESSION_RATIO", value_parser = positive,
+          default_value_t = PackageLimits::default().max_compression_ratio)]
+    pub package_max_compression_ratio: u64,
+    /// Largest temporary skill package, bytes.
+    #[arg(long, env = "TEMP_SKILL_PACKAGE_MAX_BYTES", value_parser = positive,
+          default_value_t = JobLimits::default().temp_package_max_bytes)]
+    pub temp_skill_package_max_bytes: u64,
+
+    /// Runs admitted but not started; beyond it a create answers 429.
+    #[arg(long, env = "SKILL_RUNNER_MAX_QUEUE_SIZE", value_parser = positive,
+          default_value_t = JobLimits::default().max_queue_size as u64)]
+    pub max_queue_size: u64,
+    /// Runs executing at once (default: the number of CPUs, at most 16).
+    #[arg(long, env = "SKILL_RUNNER_MAX_CONCURRENT", value_parser = positive,
+          default_value_t = JobLimits::default().max_concurrent as u64)]
+    pub max_concurrent: u64,
+    /// Hard limit on one engine turn, seconds.
+    #[arg(long, env = "SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS", value_parser = positive,
+          default_value_t = JobLimits::default().hard_timeout.as_secs())]
+    pub engine_hard_timeout_seconds: u64,
+    /// From SIGTERM to SIGKILL when a turn is stopped, seconds.
+    #[arg(long, env = "SKILL_RUNNER_KILL_GRACE_SECONDS", value_parser = positive,
+          default_value_t = JobLimits::default().kill_grace.as_secs())]
+    pub kill_grace_seconds: u64,
+    /// How long succeeded and canceled runs are kept, seconds.
+    #[arg(long, env = "SKILL_RUNNER_RUN_RETENTION_SECONDS", value_parser = positive,
+          default_value_t = JobLimits::default().retention.as_secs())]
+    pub run_retention_seconds: u64,
+    /// How long failed runs are kept, seconds.
+    #[arg(long, env = "SKILL_RUNNER_FAILED_RUN_RETENTION_SECONDS", value_parser = positive,
+          default_value_t = JobLimits::default().failed_retention.as_secs())]
+    pub failed_run_retention_seconds: u64,
+    /// Time between retention sweeps, seconds.
+    #[arg(long, env = "SKILL_RUNNER_CLEANUP_INTERVAL_SECONDS", value_parser = positive,
+          default_value_t = JobLimits::default().cleanup_interval.as_secs())]
+    pub cleanup_interval_seconds: u64,
+    /// Time between passes of the reconciler (runs marked running that no turn owns), seconds.
+    #[arg(long, env = "SKILL_RUNNER_RECONCILE_INTERVAL_SECONDS", value_parser = positive,
+          default_value_t = JobLimits::default().reconcile_interval.as_secs())]
+    pub reconcile_interval_seconds: u64,
+    /// An event stream with nothing to say sends a heartbeat after this many seconds.
+    #[arg(long, env = "SKILL_RUNNER_SSE_HEARTBEAT_SECONDS", value_parser = positive,
+          default_value_t = JobLimits::default().sse_heartbeat.as_secs())]
+    pub sse_heartbeat_seconds: u64,
+
+    /// The only folder the `:invoke` file skills may read or write.
+    #[arg(long, env = "OPENSKILL_ALLOWED_ROOT", default_value_os_t = InvokeConfig::default().allowed_root)]
+    pub openskill_allowed_root: PathBuf,
+    /// Every `{id}.py` here is a `cli:python` skill of `:invoke`.
+    #[arg(long, env = "OPENSKILL_CLI_DIR", default_value_os_t = InvokeConfig::default().cli_dir)]
+    pub openskill_cli_dir: PathBuf,
+    /// `:invoke` skill manifests (`*.yaml`, `*.yml`, `*.json`).
+    #[arg(long, env = "OPENSKILL_MANIFEST_DIR", default_value_os_t = InvokeConfig::default().manifest_dir)]
+    pub openskill_manifest_dir: PathBuf,
+    /// Per-call time limit of `:invoke` skills whose manifest sets none, milliseconds.
+    #[arg(long, env = "OPENSKILL_TIMEOUT_MS", value_parser = positive,
+          default_value_t = InvokeConfig::default().timeout.as_millis() as u64)]
+    pub openskill_timeout_ms: u64,
+    /// Skill programs of `:invoke` running at once; more calls wait within their time limit.
+    #[arg(long, env = "OPENSKILL_MAX_PROCESSES", value_parser = positive,
+          default_value_t = InvokeConfig::default().max_processes as u64)]
+    pub openskill_max_processes: u64,
+    /// Keep each `:invoke` call's scratch folder and add stderr to error details (true/false).
+    #[arg(long, env = "OPENSKILL_DEBUG", action = ArgAction::Set, value_parser = switch,
+          default_value_t = false)]
+    pub openskill_debug: bool,
+
+    /// Where the agent CLIs and their logins are kept
+    /// [default: ~/.local/share/skill-runner/agent-cache].
+    #[arg(long, env = "SKILL_RUNNER_AGENT_CACHE_DIR")]
+    pub agent_cache_dir: Option<PathBuf>,
+    /// The npm prefix the agent CLIs are installed into [default: <agent cache>/npm].
+    #[arg(long, env = "SKILL_RUNNER_NPM_PREFIX")]
+    pub npm_prefix: Option<PathBuf>,
+    /// Where users log the agent CLIs in [default: <agent cache>/agent-home].
+    #[arg(long, env = "SKILL_RUNNER_AGENT_HOME")]
+    pub agent_home: Option<PathBuf>,
+    /// Retries an agent CLI makes against a failing model before it gives up.
+    #[arg(long, env = "SKILL_RUNNER_ENGINE_MAX_RETRIES", default_value_t = 1, value_parser = count)]
+    pub engine_max_retries: u32,
+
+    /// Basic Auth on the administrative routes (true/false); needs a user and a password.
+    #[arg(long, env = "UI_BASIC_AUTH_ENABLED", action = ArgAction::Set, value_parser = switch,
+          default_value_t = false)]
+    pub ui_basic_auth_enabled: bool,
+    /// The Basic Auth user (the password is UI_BASIC_AUTH_PASSWORD, environment only).
+    #[arg(long, env = "UI_BASIC_AUTH_USERNAME", value_parser = basic_auth_user)]
+    pub ui_basic_auth_username: Option<String>,
+    /// A file of bearer tokens, one per line (`#` comments; `sha256:<hex>` digests allowed).
+    #[arg(long, env = "SKILL_RUNNER_API_TOKENS_FILE")]
+    pub api_tokens_file: Option<PathBuf>,
+
+    /// Turn confinement with Landlock: auto, required or off.
+    #[arg(long, env = "SKILL_RUNNER_SANDBOX", default_value = "auto", value_parser = sandbox)]
+    pub sandbox: SandboxMode,
+    /// More folders (`:`-separated) every confined process may read and execute.
+    #[arg(long, env = "SKILL_RUNNER_SANDBOX_READ_PATHS", value_parser = read_paths)]
+    pub sandbox_read_paths: Option<::std::vec::Vec<PathBuf>>,
+    /// More variables (comma-separated names) child processes inherit.
+    #[arg(long, env = "SKILL_RUNNER_CHILD_ENV_PASSTHROUGH",
+          value_parser = crate::process::env::parse_passthrough)]
+    pub child_env_passthrough: Option<::std::vec::Vec<String>>,
+}
+
+/// Why no settings came out of a parse.
+#[derive(Debug)]
+pub enum Refused {
+    /// `--help` (or `--version`) was asked for: the text to print, then exit with success.
+    Help(String),
+    Invalid(ConfigError),
+}
+
+impl Settings {
+    /// The settings given by `args` (the words after `serve`) over the variables in `vars`.
+    pub fn parse(args: &[OsString], vars: &BTreeMap<String, String>) -> Result<Self, Refused> {
+        // Values are never shown: the process environment holds none of them, and some are secret.
+        let documented = Self::command().mut_args(|arg| arg.hide_env_values(true));
+        let mut argv: Vec<OsString> = vec!["skill-runner serve".into()];
+        let mut from_vars = BTreeMap::new();
+        for arg in documented.get_arguments() {
+            let (Some(variable), Some(long)) = (arg.get_env(), arg.get_long()) else {
+                continue;
+            };
+            let variable = variable.to_string_lossy();
+            if let Some(value) = vars.get(variable.as_ref()).filter(|v| !v.trim().is_empty()) {
+                argv.push(format!("--{long}={value}").into());
+                from_vars.insert(long.to_owned(), variable.into_owned());
+            }
+        }
+        argv.extend(args.iter().cloned());
+        // Strip the `env` links so a variable of this process never stands in for a missing one.
+        let command = Self::command().mut_args(|arg| arg.env(None));
+        let given_later = |long: &str| {
+            args.iter().any(|a| {
+                let a = a.to_string_lossy();
+                a == format!("--{long}") || a.starts_with(&format!("--{long}="))
+            })
+        };
+        command
+            .try_get_matches_from(argv)
+            .and_then(|matches| Self::from_arg_matches(&matches))
+            .map_err(|e| match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                    Refused::Help(documented.clone().render_long_help().to_string())
+                }
+                _ => Refused::Invalid(refusal(&e, |long| {
+                    from_vars
+                        .get(long)
+                        .filter(|_| !given_later(long))
+                        .cloned()
+                        .unwrap_or_else(|| format!("--{long}"))
+                })),
+            })
+    }
+}
+
+/// A clap error as one configuration line naming the variable (or flag) that carries it.
+fn refusal(e: &clap::Error, name_of: impl Fn(&str) -> String) -> ConfigError {
+    let long = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(arg)) => arg
+            .split_whitespace()
+            .next()
+            .and_then(|a| a.strip_prefix("--"))
+            .map(|a| a.split('=').next().unwrap_or(a).to_owned()),
+        _ => None,
+    };
+    let problem = match (e.kind(), std::error::Error::source(e)) {
+        (ErrorKind::ValueValidation, Some(cause)) => cause.to_string(),
+        _ => {
+            let rendered = e.render().to_string();
+            let first = rendered.lines().next().unwrap_or_default();
+            first.trim_start_matches("error: ").to_owned()
+        }
+    };
+    match long {
+        Some(long) if e.kind() == ErrorKind::ValueValidation => {
+            ConfigError::new(name_of(&long), problem)
+        }
+        _ => ConfigError::new("command line", problem),
+    }
+}
+
+fn bind(raw: &str) -> Result<SocketAddr, String> {
+    let raw = raw.trim();
+    raw.parse::<SocketAddr>()
+        .or_else(|_| raw.parse::<IpAddr>().map(|ip| SocketAddr::new(ip, 8000)))
+        .map_err(|_| format!("'{raw}' is not an address (expected HOST:PORT, e.g. 127.0.0.1:8000)"))
+}
+
+fn port(raw: &str) -> Result<u16, String> {
+    raw.trim()
+        .parse()
+        .map_err(|_| format!("'{raw}' is not a port number (expected 0-65535)"))
+}
+
+fn positive(raw: &str) -> Result<u64, String> {
+    match raw.trim().parse::<u64>() {
+        Ok(v) if v > 0 => Ok(v),
+        _ => Err(format!("'{raw}' is not a positive whole number")),
+    }
+}
+
+fn count(raw: &str) -> Result<u32, String> {
+    raw.trim()
+        .parse()
+        .map_err(|_| format!("'{raw}' is not a whole number"))
+}
+
+/// One rule for every on/off variable.
+fn switch(raw: &str) -> Result<bool, String> {
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(format!("'{raw}' is not a switch (expected true or false)")),
+    }
+}
+
+fn log_format(raw: &str) -> Result<LogFormat, String> {
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "text" | "plain" => Ok(LogFormat::Text),
+        "json" => Ok(LogFormat::Json),
+        _ => Err(format!(
+            "'{raw}' is not a log format (expected text or json)"
+        )),
+    }
+}
+
+fn sandbox(raw: &str) -> Result<SandboxMode, String> {
+    SandboxMode::parse(raw)
+        .ok_or_else(|| format!("'{raw}' is not a sandbox mode (expected auto, required or off)"))
+}
+
+fn read_paths(raw: &str) -> Result<Vec<PathBuf>, String> {
+    Ok(std::env::split_paths(raw)
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect())
+}
+
+fn basic_auth_user(raw: &str) -> Result<String, String> {
+    if raw.contains(':') {
+        return Err("must not contain ':' (Basic Auth separates user and password with it)".into());
+    }
+    Ok(raw.to_owned())
+}
