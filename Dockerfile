@@ -6,6 +6,8 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY migrations ./migrations
+COPY templates ./templates
+COPY static ./static
 RUN cargo build --release --locked \
     && strip target/release/skill-runner
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Runs every test: the Rust suites (unit + integration against the real binary, and the agent
-# CLIs against the fake model server in network namespaces), the Dockerfile lint, and a smoke run
-# of the README's run command. This is the README's test command.
+# CLIs against the fake model server and the console in a headless Chromium, both in network
+# namespaces), the Dockerfile lint and build-stage check, and a smoke run of the README's run
+# command. This is the README's test command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The pinned agent CLIs, from the npm registry into the managed prefix (reused when present).
+# The pinned agent CLIs, from the npm registry into the managed prefix (reused when present),
+# and Debian's Chromium with its WebDriver for the console's browser tests.
 bash scripts/install-agent-clis.sh
+bash scripts/install-browser.sh
 
 # No test may leave a file in the working tree (a run that writes outside its own folder is a
 # containment bug): what git sees must be the same after the tests as before.
@@ -29,5 +32,6 @@ else
 fi
 check_tree
 bash scripts/lint-docker.sh
+bash scripts/docker-build-check.sh
 bash scripts/smoke-run.sh
 check_tree

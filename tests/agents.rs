@@ -9,13 +9,10 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use common::{FakeModel, TestDirs, TestServer, folder_mentions, processes_in, report_skill};
 use serde_json::{Value, json};
-
-const IN_NETNS: &str = "SKILL_RUNNER_TEST_IN_NETNS";
 
 fn npm_prefix() -> PathBuf {
     if let Some(prefix) = std::env::var_os("SKILL_RUNNER_NPM_PREFIX") {
@@ -34,15 +31,9 @@ fn npm_prefix() -> PathBuf {
 /// True inside the namespace, where the test body runs. Outside, re-runs `test` in a new
 /// namespace and checks it passed (or prints why it cannot), and returns false.
 fn in_netns(test: &str, cli: &str) -> bool {
-    if std::env::var_os(IN_NETNS).is_some() {
-        let up = Command::new("ip")
-            .args(["link", "set", "lo", "up"])
-            .status()
-            .unwrap();
-        assert!(up.success(), "cannot bring up loopback in the namespace");
-        return true;
-    }
-    if !npm_prefix().join("bin").join(cli).is_file() {
+    if std::env::var_os(common::netns::IN_NETNS).is_none()
+        && !npm_prefix().join("bin").join(cli).is_file()
+    {
         let line = format!(
             "skipped: {cli} CLI not installed in {} (run scripts/install-agent-clis.sh) — {test}",
             npm_prefix().display()
@@ -51,25 +42,10 @@ fn in_netns(test: &str, cli: &str) -> bool {
         eprintln!("\n*** {line} ***\n");
         return false;
     }
-    let probe = Command::new("unshare").args(["-n", "true"]).status();
-    if !probe.is_ok_and(|s| s.success()) {
-        eprintln!("\n*** skipped: no network namespace ({cli}) — {test} ***\n");
-        return false;
-    }
-    let out = Command::new("unshare")
-        .arg("-n")
-        .arg(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads", "1"])
-        .env(IN_NETNS, "1")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "{test} failed in its namespace:\n{stdout}\n{stderr}"
-    );
-    false
+    matches!(
+        common::netns::isolate(test),
+        common::netns::Isolation::Inside
+    )
 }
 
 /// The service with `engine` pointed at the fake model server.

@@ -186,8 +186,22 @@ async fn serves_ping_request_ids_openapi_and_docs() {
     assert_eq!(resp.status().as_u16(), 200);
     let html = resp.text().await.unwrap();
     assert!(
-        html.contains("<html") && html.contains("/v1/skill-packages/install"),
-        "docs embed the spec"
+        html.contains("<html") && html.contains("/static/docs.js"),
+        "docs load the viewer from this service: {html}"
+    );
+    let script = server
+        .client
+        .get(server.url("/static/docs.js"))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        script
+            .text()
+            .await
+            .unwrap()
+            .contains("url: '/openapi.json'"),
+        "the viewer reads this service's document (tests/console.rs renders it in a browser)"
     );
 }
 

@@ -94,11 +94,43 @@ impl IntoResponse for ApiError {
                 response
             }
             Self::Internal(cause) => {
-                tracing::error!(error = format!("{cause:#}"), "request failed");
+                log_cause(&cause);
                 internal_error_response()
             }
         }
     }
+}
+
+impl ApiError {
+    /// The status and one line for a person reading a page (the console): a string detail as
+    /// it is, an object's `message`, else the detail as JSON. A server-side cause is logged here
+    /// and not shown.
+    pub fn into_message(self) -> (StatusCode, String) {
+        match self {
+            Self::Client { status, detail } => {
+                let message = match &detail {
+                    Value::String(s) => s.clone(),
+                    Value::Object(o) => match o.get("message") {
+                        Some(Value::String(m)) => m.clone(),
+                        _ => detail.to_string(),
+                    },
+                    _ => detail.to_string(),
+                };
+                (status, message)
+            }
+            Self::Internal(cause) => {
+                log_cause(&cause);
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "Internal server error".to_owned(),
+                )
+            }
+        }
+    }
+}
+
+fn log_cause(cause: &anyhow::Error) {
+    tracing::error!(error = format!("{cause:#}"), "request failed");
 }
 
 /// The body of every 5xx answer, also used for a handler that panicked.

@@ -76,14 +76,14 @@ pub struct RunList {
     pub runs: Vec<RunState>,
 }
 
-fn folder_of(entry: &SkillEntry) -> &FsPath {
+pub(crate) fn folder_of(entry: &SkillEntry) -> &FsPath {
     match entry {
         SkillEntry::Healthy(m) => &m.path,
         SkillEntry::Degraded { path, .. } => path,
     }
 }
 
-fn summary(entry: &SkillEntry) -> SkillSummary {
+pub(crate) fn summary(entry: &SkillEntry) -> SkillSummary {
     let installed_at = std::fs::metadata(folder_of(entry))
         .and_then(|m| m.modified())
         .ok()
@@ -118,7 +118,7 @@ fn summary(entry: &SkillEntry) -> SkillSummary {
     }
 }
 
-async fn skill_entry(state: &AppState, skill_id: &str) -> ApiResult<SkillEntry> {
+pub(crate) async fn skill_entry(state: &AppState, skill_id: &str) -> ApiResult<SkillEntry> {
     state
         .registry
         .snapshot()
@@ -133,12 +133,18 @@ async fn skill_entry(state: &AppState, skill_id: &str) -> ApiResult<SkillEntry> 
 #[utoipa::path(get, path = "/v1/management/skills", tag = "management",
     responses((status = 200, body = SkillList)))]
 pub async fn list_skills(State(state): State<AppState>) -> Json<SkillList> {
+    Json(SkillList {
+        skills: summaries(&state).await,
+    })
+}
+
+/// Every skill's summary, in id order.
+pub(crate) async fn summaries(state: &AppState) -> Vec<SkillSummary> {
     let snapshot = state.registry.snapshot().await;
     let entries: Vec<SkillEntry> = snapshot.skills.values().cloned().collect();
-    let skills = tokio::task::spawn_blocking(move || entries.iter().map(summary).collect())
+    tokio::task::spawn_blocking(move || entries.iter().map(summary).collect())
         .await
-        .unwrap_or_default();
-    Json(SkillList { skills })
+        .unwrap_or_default()
 }
 
 /// One skill: the summary plus schema paths, entrypoint and file tree.

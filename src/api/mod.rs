@@ -1,6 +1,8 @@
 //! The HTTP API: routes, the OpenAPI document and the middleware stack.
 
+pub mod assets;
 pub mod auth;
+pub mod console;
 pub mod engines;
 pub mod error;
 pub mod invoke;
@@ -23,7 +25,6 @@ use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use utoipa_scalar::{Scalar, Servable};
 
 use crate::api::error::{ApiError, internal_error_response};
 use crate::state::AppState;
@@ -165,7 +166,10 @@ pub fn router(state: AppState) -> Router {
         "/openapi.json",
         get(move || async move { ([("content-type", "application/json")], openapi_json) }),
     )
-    .merge(Scalar::with_url("/docs", doc))
+    .route("/docs", get(assets::docs))
+    .route("/static/{*path}", get(assets::file))
+    .route("/", get(assets::home))
+    .merge(console::router(&state))
     .fallback(|| async { ApiError::not_found("Not Found") })
     .layer(axum::middleware::from_fn_with_state(
         state.clone(),

@@ -44,6 +44,19 @@ pub async fn install_package(
     State(state): State<AppState>,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> ApiResult<Json<InstallCreated>> {
+    let request_id = receive_package(&state, multipart).await?;
+    Ok(Json(InstallCreated {
+        request_id,
+        status: TaskStatus::Queued,
+    }))
+}
+
+/// Saves the uploaded package (the multipart `file` field) and queues its install; returns the
+/// install request id. An upload refused here leaves nothing behind.
+pub async fn receive_package(
+    state: &AppState,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> ApiResult<String> {
     let mut multipart = multipart.map_err(|e| {
         ApiError::bad_request(format!(
             "expected a multipart/form-data body with a 'file' field: {e}"
@@ -71,10 +84,7 @@ pub async fn install_package(
         installer.discard_upload(&request_id).await;
         return Err(e);
     }
-    Ok(Json(InstallCreated {
-        request_id,
-        status: TaskStatus::Queued,
-    }))
+    Ok(request_id)
 }
 
 /// Where an install request stands.

@@ -40,6 +40,15 @@ pub enum TaskStatus {
 }
 
 impl TaskStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+        }
+    }
+
     pub fn is_active(self) -> bool {
         matches!(self, Self::Queued | Self::Running)
     }

@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+pub mod browser;
+pub mod netns;
+
 /// A running server process; killed when dropped.
 pub struct TestServer {
     child: Child,

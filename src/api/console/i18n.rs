@@ -1,0 +1,221 @@
+//! The console's two languages: English and Chinese (the users' own documents are Chinese).
+//!
+//! A page's language is `?lang=` (then kept in the `lang` cookie), else the cookie, else the
+//! first supported language of `Accept-Language`, else English.
+
+use axum::extract::{FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::Response;
+
+/// A supported language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    En,
+    Zh,
+}
+
+/// Every message: key, English, Chinese.
+const MESSAGES: &[(&str, &str, &str)] = &[
+    ("nav.skills", "Skills", "技能"),
+    ("nav.runs", "Runs", "运行记录"),
+    ("nav.engines", "Engines", "引擎"),
+    ("nav.api", "API", "API 文档"),
+    ("skills.title", "Installed skills", "已安装技能"),
+    ("skills.id", "Id", "ID"),
+    ("skills.name", "Name", "名称"),
+    ("skills.version", "Version", "版本"),
+    ("skills.engines", "Engines", "引擎"),
+    ("skills.modes", "Execution modes", "执行模式"),
+    ("skills.health", "Health", "状态"),
+    (
+        "skills.none",
+        "No skill is installed yet.",
+        "尚未安装任何技能。",
+    ),
+    ("healthy", "healthy", "正常"),
+    ("degraded", "degraded", "异常"),
+    ("install.title", "Install a skill package", "安装技能包"),
+    (
+        "install.hint",
+        "A zip with one top-level folder named after the skill; a newer version updates it.",
+        "一个 zip 包，顶层只有一个以技能 ID 命名的目录；更高版本会更新已有技能。",
+    ),
+    ("install.submit", "Upload and install", "上传并安装"),
+    ("install.working", "Installing…", "正在安装…"),
+    ("install.succeeded", "Installed:", "安装成功："),
+    ("install.failed", "Install failed:", "安装失败："),
+    ("files.title", "Files", "文件"),
+    ("files.preview", "Preview", "预览"),
+    (
+        "files.pick",
+        "Pick a file to preview it.",
+        "选择一个文件以预览。",
+    ),
+    (
+        "files.binary",
+        "Binary file: not previewable.",
+        "二进制文件，无法预览。",
+    ),
+    (
+        "files.too_large",
+        "Too large to preview (over 256 KiB).",
+        "文件过大（超过 256 KiB），无法预览。",
+    ),
+];
+
+impl Lang {
+    pub fn code(self) -> &'static str {
+        match self {
+            Lang::En => "en",
+            Lang::Zh => "zh",
+        }
+    }
+
+    fn parse(code: &str) -> Option<Self> {
+        let primary = code.trim().split(['-', '_']).next()?.to_ascii_lowercase();
+        match primary.as_str() {
+            "en" => Some(Lang::En),
+            "zh" => Some(Lang::Zh),
+            _ => None,
+        }
+    }
+
+    /// The message `key` in this language; an unknown key shows as itself (a test checks that
+    /// every key the templates use is known).
+    pub fn tr(self, key: &str) -> &str {
+        match MESSAGES.iter().find(|(k, ..)| *k == key) {
+            Some((_, en, zh)) => match self {
+                Lang::En => en,
+                Lang::Zh => zh,
+            },
+            None => key,
+        }
+    }
+
+    /// The language a query string asks for (`lang=`).
+    fn asked(query: Option<&str>) -> Option<Self> {
+        query?
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("lang="))
+            .and_then(Lang::parse)
+    }
+
+    fn from_headers(query: Option<&str>, headers: &HeaderMap) -> Self {
+        let asked = Lang::asked(query);
+        let cookie = || {
+            headers
+                .get_all(header::COOKIE)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(';'))
+                .find_map(|c| c.trim().strip_prefix("lang="))
+                .and_then(Lang::parse)
+        };
+        let accepted = || {
+            headers
+                .get(header::ACCEPT_LANGUAGE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| {
+                    v.split(',')
+                        .find_map(|part| Lang::parse(part.split(';').next().unwrap_or("")))
+                })
+        };
+        asked.or_else(cookie).or_else(accepted).unwrap_or(Lang::En)
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Lang {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Lang::from_headers(parts.uri.query(), &parts.headers))
+    }
+}
+
+/// A middleware that keeps a language asked for with `?lang=` in a cookie.
+pub async fn remember(request: Request, next: Next) -> Response {
+    let asked = Lang::asked(request.uri().query());
+    let mut response = next.run(request).await;
+    if let Some(lang) = asked {
+        let cookie = format!(
+            "lang={}; Path=/; SameSite=Lax; Max-Age=31536000",
+            lang.code()
+        );
+        if let Ok(value) = HeaderValue::from_str(&cookie) {
+            response.headers_mut().append(header::SET_COOKIE, value);
+        }
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lang(query: Option<&str>, headers: &[(&str, &str)]) -> Lang {
+        let mut map = HeaderMap::new();
+        for (k, v) in headers {
+            map.append(
+                axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        Lang::from_headers(query, &map)
+    }
+
+    #[test]
+    fn query_then_cookie_then_accept_language() {
+        assert_eq!(lang(None, &[]), Lang::En);
+        assert_eq!(
+            lang(None, &[("accept-language", "fr-FR, zh-CN;q=0.8")]),
+            Lang::Zh
+        );
+        assert_eq!(
+            lang(
+                None,
+                &[("cookie", "a=1; lang=en"), ("accept-language", "zh")]
+            ),
+            Lang::En
+        );
+        assert_eq!(
+            lang(Some("x=1&lang=zh"), &[("cookie", "lang=en")]),
+            Lang::Zh
+        );
+        assert_eq!(lang(Some("lang=xx"), &[]), Lang::En);
+    }
+
+    /// Every `tr("…")` in the templates names a known message, in both languages.
+    #[test]
+    fn templates_use_known_messages() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("templates");
+        let mut used = Vec::new();
+        let mut stack = vec![dir];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                for piece in text.split("tr(\"").skip(1) {
+                    used.push((path.clone(), piece.split('"').next().unwrap().to_owned()));
+                }
+            }
+        }
+        assert!(!used.is_empty());
+        for (path, key) in used {
+            assert!(
+                MESSAGES.iter().any(|(k, ..)| *k == key),
+                "{}: unknown message '{key}'",
+                path.display()
+            );
+        }
+        let mut keys: Vec<_> = MESSAGES.iter().map(|(k, ..)| k).collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), MESSAGES.len(), "a key is listed twice");
+    }
+}

@@ -1,0 +1,85 @@
+//! The web console under `/ui`: server-rendered pages (askama templates in `templates/`) that
+//! htmx updates in place, on the same semantics as `/v1/management/*`. Every route sits behind
+//! the administrative Basic Auth (`UI_BASIC_AUTH_*`) when it is enabled.
+
+mod i18n;
+mod skills;
+
+use askama::Template;
+use axum::Router;
+use axum::http::{HeaderValue, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use tower_http::set_header::SetResponseHeaderLayer;
+
+use crate::api::assets::CONTENT_SECURITY_POLICY;
+use crate::api::auth::Admin;
+use crate::api::error::ApiError;
+use crate::state::AppState;
+use i18n::Lang;
+
+/// The console's routes.
+pub fn router(state: &AppState) -> Router<AppState> {
+    Router::new()
+        .route("/ui", get(skills::page))
+        .route("/ui/", get(skills::page))
+        .route("/ui/management/skills/table", get(skills::table))
+        .route("/ui/skill-packages/install", post(skills::install))
+        .route(
+            "/ui/skill-packages/{request_id}/status",
+            get(skills::install_status),
+        )
+        .route("/ui/skills/{skill_id}", get(skills::detail))
+        .route("/ui/skills/{skill_id}/view", get(skills::view))
+        .layer(axum::middleware::from_fn(i18n::remember))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+        ))
+        .route_layer(axum::middleware::from_extractor_with_state::<Admin, _>(
+            state.clone(),
+        ))
+}
+
+/// A page or fragment, or the error that stands in its place.
+pub type Page = Result<Html<String>, ConsoleError>;
+
+/// Renders a template; a template that cannot render is a server error.
+fn render(template: &impl Template) -> Page {
+    template
+        .render()
+        .map(Html)
+        .map_err(|e| ConsoleError(ApiError::Internal(e.into())))
+}
+
+/// An API error shown as an HTML fragment with the same status: htmx swaps it in where the
+/// content would have gone (`responseHandling` in `base.html` lets 4xx and 5xx through).
+#[derive(Debug)]
+pub struct ConsoleError(pub ApiError);
+
+impl From<ApiError> for ConsoleError {
+    fn from(e: ApiError) -> Self {
+        Self(e)
+    }
+}
+
+#[derive(Template)]
+#[template(path = "partials/error.html")]
+struct ErrorFragment {
+    status: u16,
+    message: String,
+}
+
+impl IntoResponse for ConsoleError {
+    fn into_response(self) -> Response {
+        let (status, message) = self.0.into_message();
+        let fragment = ErrorFragment {
+            status: status.as_u16(),
+            message,
+        };
+        match fragment.render() {
+            Ok(body) => (status, Html(body)).into_response(),
+            Err(_) => crate::api::error::internal_error_response(),
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! A headless Chromium driven over WebDriver (Debian's `chromium` and `chromium-driver`, from
+//! `scripts/install-browser.sh`), with a fresh profile, that reports the page's console errors
+//! and every resource it asked for.
+
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt as _;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+pub struct Browser {
+    pub client: Client,
+    driver: Child,
+    driver_url: String,
+    _profile: tempfile::TempDir,
+}
+
+/// Whether the browser and its driver are installed; under `CI=true` they must be.
+pub fn available() -> bool {
+    let found = ["chromium", "chromedriver"].iter().all(|tool| {
+        Command::new(tool)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if !found {
+        let line =
+            "skipped: chromium or chromedriver not installed (run scripts/install-browser.sh)";
+        assert!(std::env::var_os("CI").is_none(), "{line}");
+        eprintln!("\n*** {line} ***\n");
+    }
+    found
+}
+
+impl Browser {
+    pub async fn start() -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        // In a group of its own, so the browsers it starts go with it (see `Drop`).
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .process_group(0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let driver_url = format!("http://127.0.0.1:{port}");
+        let profile = tempfile::tempdir().unwrap();
+        let caps = json!({
+            "goog:chromeOptions": {
+                "binary": "/usr/bin/chromium",
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu",
+                    "--disable-background-networking", "--disable-component-update",
+                    "--no-first-run", "--disable-dev-shm-usage", "--window-size=1280,900",
+                    format!("--user-data-dir={}", profile.path().display()),
+                ],
+            },
+            "goog:loggingPrefs": {"browser": "ALL"},
+        });
+        let caps: serde_json::Map<String, Value> = caps.as_object().unwrap().clone();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let client = loop {
+            let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+            match ClientBuilder::new(connector)
+                .capabilities(caps.clone())
+                .connect(&driver_url)
+                .await
+            {
+                Ok(client) => break client,
+                Err(e) if Instant::now() < deadline => {
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("cannot start a browser session: {e}"),
+            }
+        };
+        Browser {
+            client,
+            driver,
+            driver_url,
+            _profile: profile,
+        }
+    }
+
+    pub async fn goto(&self, url: &str) {
+        self.client.goto(url).await.unwrap();
+    }
+
+    /// Waits up to 15 s for an element matching `css`.
+    pub async fn wait_for(&self, css: &str) -> fantoccini::elements::Element {
+        self.client
+            .wait()
+            .at_most(Duration::from_secs(15))
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no element '{css}' appeared: {e}"))
+    }
+
+    /// The browser log's errors since the last call (a failed request, a refused script, an
+    /// exception, a Content-Security-Policy violation).
+    pub async fn console_errors(&self) -> Vec<String> {
+        let session = self.client.session_id().await.unwrap().unwrap();
+        let url = format!("{}/session/{session}/se/log", self.driver_url);
+        let body: Value = reqwest::Client::new()
+            .post(url)
+            .json(&json!({"type": "browser"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        body["value"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|entry| entry["level"] == "SEVERE")
+            .map(|entry| entry["message"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    /// Every resource the page loaded, by URL.
+    pub async fn resources(&self) -> Vec<String> {
+        let list = self
+            .client
+            .execute(
+                "return performance.getEntriesByType('resource').map(e => e.name)",
+                vec![],
+            )
+            .await
+            .unwrap();
+        serde_json::from_value(list).unwrap()
+    }
+
+    /// Checks the page loaded nothing from outside `origin` and logged no error.
+    pub async fn assert_clean(&self, origin: &str) {
+        let outside: Vec<String> = self
+            .resources()
+            .await
+            .into_iter()
+            .filter(|url| !url.starts_with(origin))
+            .collect();
+        assert!(outside.is_empty(), "requests beyond {origin}: {outside:?}");
+        let errors = self.console_errors().await;
+        assert!(errors.is_empty(), "console errors: {errors:#?}");
+    }
+
+    /// Ends the session (the browser quits), then the driver.
+    pub async fn close(self) {
+        let _ = self.client.clone().close().await;
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let group = nix::unistd::Pid::from_raw(self.driver.id() as i32);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.driver.wait();
+    }
+}

@@ -1,0 +1,244 @@
+//! The web console (`/ui`), `/docs` and the embedded front-end files: over HTTP, and in a real
+//! headless Chromium inside a loopback-only network namespace.
+
+mod common;
+
+use common::browser::{self, Browser};
+use common::netns::{Isolation, isolate};
+use common::{TestServer, client, copy_bundled_skills, skill_package};
+
+async fn text(server: &TestServer, path: &str) -> (u16, reqwest::header::HeaderMap, String) {
+    let response = client().get(server.url(path)).send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, headers, response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn pages_fragments_and_assets_over_http() {
+    let dirs = common::TestDirs::new();
+    copy_bundled_skills(&dirs.skills);
+    let server = TestServer::start_with(dirs, &[]);
+
+    let response = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(server.url("/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 303);
+    assert_eq!(response.headers()["location"], "/ui");
+
+    let (status, headers, page) = text(&server, "/ui").await;
+    assert_eq!(status, 200);
+    assert!(
+        headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    let csp = headers["content-security-policy"].to_str().unwrap();
+    assert!(
+        csp.contains("default-src 'self'") && csp.contains("script-src 'self'"),
+        "{csp}"
+    );
+    assert!(page.contains("data-skill-id=\"text-stats\""), "{page}");
+    assert!(
+        !page.contains("http://") && !page.contains("https://"),
+        "no outside URL: {page}"
+    );
+
+    // Languages: ?lang= wins and is kept in a cookie; Accept-Language otherwise.
+    let response = client()
+        .get(server.url("/ui?lang=zh"))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        response.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .starts_with("lang=zh")
+    );
+    assert!(response.text().await.unwrap().contains("已安装技能"));
+    let zh = client()
+        .get(server.url("/ui"))
+        .header("accept-language", "zh-CN,zh;q=0.9")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(zh.contains("已安装技能"));
+
+    // A skill's page and its previews: text, and refused paths.
+    let (status, _, page) = text(&server, "/ui/skills/text-stats").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("SKILL.md"), "{page}");
+    let (status, _, fragment) = text(&server, "/ui/skills/text-stats/view?path=SKILL.md").await;
+    assert_eq!(status, 200);
+    assert!(fragment.contains("data-mode=\"text\""), "{fragment}");
+    for bad in ["/etc/passwd", "../text-stats/SKILL.md", "assets/../../x"] {
+        let (status, _, fragment) = text(
+            &server,
+            &format!("/ui/skills/text-stats/view?path={}", urlencoding(bad)),
+        )
+        .await;
+        assert_eq!(status, 400, "{bad}: {fragment}");
+        assert!(fragment.contains("role=\"alert\""), "{fragment}");
+    }
+    let (status, _, fragment) = text(&server, "/ui/skills/text-stats/view").await;
+    assert_eq!(status, 400);
+    assert!(
+        fragment.contains("Query parameter &#39;path&#39; is required"),
+        "{fragment}"
+    );
+    let (status, _, fragment) = text(&server, "/ui/skills/nope").await;
+    assert_eq!(status, 404, "{fragment}");
+
+    // Embedded files, revalidated by hash; /docs is served from them.
+    let response = client()
+        .get(server.url("/static/vendor/htmx/htmx.min.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(response.headers()["content-type"], "text/javascript");
+    let etag = response.headers()["etag"].clone();
+    let again = client()
+        .get(server.url("/static/vendor/htmx/htmx.min.js"))
+        .header("if-none-match", etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status().as_u16(), 304);
+    let (status, headers, docs) = text(&server, "/docs").await;
+    assert_eq!(status, 200);
+    assert!(headers.contains_key("content-security-policy"));
+    assert!(docs.contains("/static/vendor/scalar/standalone.js"));
+    let (status, _, _) = text(&server, "/static/nope.js").await;
+    assert_eq!(status, 404);
+}
+
+fn urlencoding(raw: &str) -> String {
+    raw.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn console_routes_need_basic_auth_when_it_is_on() {
+    let server = TestServer::start_with(
+        common::TestDirs::new(),
+        &[
+            ("UI_BASIC_AUTH_ENABLED", "true"),
+            ("UI_BASIC_AUTH_USERNAME", "admin"),
+            ("UI_BASIC_AUTH_PASSWORD", "s3cret"),
+        ],
+    );
+    for path in ["/ui", "/ui/management/skills/table", "/ui/skills/x"] {
+        let response = client().get(server.url(path)).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 401, "{path}");
+        assert!(
+            response.headers()["www-authenticate"]
+                .to_str()
+                .unwrap()
+                .starts_with("Basic")
+        );
+        let response = client()
+            .get(server.url(path))
+            .basic_auth("admin", Some("s3cret"))
+            .send()
+            .await
+            .unwrap();
+        assert_ne!(response.status().as_u16(), 401, "{path}");
+    }
+}
+
+/// Upload a package on `/ui`, follow its install to `succeeded`, see the new row highlighted,
+/// open the skill and preview a file; then `/docs` renders. Nothing leaves the machine and no
+/// page logs an error.
+#[test]
+fn browser_installs_a_package_and_previews_its_files() {
+    const TEST: &str = "browser_installs_a_package_and_previews_its_files";
+    if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
+        return;
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let server = TestServer::start_with(common::TestDirs::new(), &[]);
+        let origin = server.url("");
+        let package = tempfile::Builder::new().suffix(".zip").tempfile().unwrap();
+        std::fs::write(package.path(), skill_package("ui-demo", "1.2.0").zip()).unwrap();
+
+        let browser = Browser::start().await;
+        browser.goto(&server.url("/ui")).await;
+        browser
+            .wait_for("input[name=file]")
+            .await
+            .send_keys(package.path().to_str().unwrap())
+            .await
+            .unwrap();
+        browser
+            .wait_for("#install-form button[type=submit]")
+            .await
+            .click()
+            .await
+            .unwrap();
+        browser
+            .wait_for("#install-status [data-status=succeeded]")
+            .await;
+        let row = browser
+            .wait_for("tr.highlight[data-skill-id=ui-demo]")
+            .await;
+        assert!(row.text().await.unwrap().contains("1.2.0"));
+        browser.assert_clean(&origin).await;
+
+        row.find(fantoccini::Locator::Css("a"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let link = browser.wait_for("#file-tree a").await;
+        let name = link.text().await.unwrap();
+        link.click().await.unwrap();
+        let shown = browser.wait_for("#preview pre[data-mode=text]").await;
+        let expected = std::fs::read_to_string(
+            server.dirs.skills.join("ui-demo").join(
+                browser
+                    .wait_for("#preview .preview-head code")
+                    .await
+                    .text()
+                    .await
+                    .unwrap(),
+            ),
+        )
+        .unwrap();
+        assert_eq!(
+            shown.text().await.unwrap().trim(),
+            expected.trim(),
+            "{name}"
+        );
+        browser.assert_clean(&origin).await;
+
+        browser.goto(&server.url("/docs")).await;
+        browser.wait_for("#reference *").await;
+        let title = browser
+            .client
+            .wait()
+            .at_most(std::time::Duration::from_secs(15))
+            .for_element(fantoccini::Locator::XPath(
+                "//*[@id='reference']//*[contains(text(), 'Runs skills through agent CLIs')]",
+            ))
+            .await;
+        assert!(title.is_ok(), "the API reference renders the document");
+        browser.assert_clean(&origin).await;
+        browser.close().await;
+    });
+}
