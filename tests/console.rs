@@ -5,7 +5,8 @@ mod common;
 
 use common::browser::{self, Browser};
 use common::netns::{Isolation, isolate};
-use common::{TestServer, client, copy_bundled_skills, skill_package};
+use common::{TestServer, asker_skill, client, copy_bundled_skills, skill_package, talker_skill};
+use serde_json::json;
 
 async fn text(server: &TestServer, path: &str) -> (u16, reqwest::header::HeaderMap, String) {
     let response = client().get(server.url(path)).send().await.unwrap();
@@ -241,4 +242,163 @@ fn browser_installs_a_package_and_previews_its_files() {
         browser.assert_clean(&origin).await;
         browser.close().await;
     });
+}
+
+/// An interactive run created over the API: its page shows stdout as it comes, renders the
+/// question as buttons, and the run continues from the click to `succeeded`. Another, running
+/// run is canceled from its page.
+#[test]
+fn browser_follows_answers_and_cancels_runs() {
+    const TEST: &str = "browser_follows_answers_and_cancels_runs";
+    if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
+        return;
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let server = TestServer::with_skills(&[asker_skill("asker"), talker_skill("talker")], &[]);
+        let origin = server.url("");
+        let rid = server
+            .create_job(json!({"skill_id": "asker", "parameter": {"asks": 1},
+                               "runtime_options": {"execution_mode": "interactive"}}))
+            .await;
+
+        let browser = Browser::start().await;
+        browser.goto(&server.url(&format!("/ui/runs/{rid}"))).await;
+        let question = browser
+            .wait_for("#question .question[data-kind=choose_one]")
+            .await;
+        assert!(question.text().await.unwrap().contains("question 1?"));
+        let stdout = browser.wait_for("#stdout").await;
+        browser.wait_text("#stdout", "turn 1 of an asker").await;
+        browser
+            .wait_for("#question button[name=choice][value='\"right\"']")
+            .await
+            .click()
+            .await
+            .unwrap();
+        browser.wait_for("#run-info[data-status=succeeded]").await;
+        browser.wait_text("#stdout", "turn 2 of an asker").await;
+        let shown = stdout.text().await.unwrap();
+        assert_eq!(shown.matches("turn 1 of an asker").count(), 1, "{shown}");
+        let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
+        assert_eq!(
+            result["result"]["data"]["replies"],
+            json!(["right"]),
+            "{result}"
+        );
+        browser.assert_clean(&origin).await;
+
+        // The run list shows both runs' states.
+        browser.goto(&server.url("/ui/runs")).await;
+        browser
+            .wait_for(&format!(
+                "tr[data-request-id='{rid}'][data-status=succeeded]"
+            ))
+            .await;
+
+        let talker = server
+            .create_running(
+                json!({"skill_id": "talker", "parameter": {"bursts": 2000, "pause": 0.05}}),
+            )
+            .await;
+        browser
+            .goto(&server.url(&format!("/ui/runs/{talker}")))
+            .await;
+        browser.wait_text("#stdout", "burst 1:").await;
+        browser.wait_text("#stderr", "err 1").await;
+        browser.wait_for("#cancel-run").await.click().await.unwrap();
+        browser.wait_for("#run-info[data-status=canceled]").await;
+        let (_, status) = server.get(&format!("/v1/jobs/{talker}")).await;
+        assert_eq!(status["status"], "canceled");
+        browser.assert_clean(&origin).await;
+        browser.close().await;
+    });
+}
+
+#[tokio::test]
+async fn run_pages_and_replies_over_http() {
+    let server = TestServer::with_skills(&[asker_skill("asker")], &[]);
+    let rid = server
+        .create_job(json!({"skill_id": "asker", "parameter": {"asks": 1},
+                           "runtime_options": {"execution_mode": "interactive"}}))
+        .await;
+    server
+        .wait_status(&format!("/v1/jobs/{rid}"), &["waiting_user"])
+        .await;
+    let (status, _, table) = text(&server, "/ui/management/runs/table").await;
+    assert_eq!(status, 200);
+    assert!(
+        table.contains(&rid) && table.contains("waiting_user"),
+        "{table}"
+    );
+    assert!(
+        !table.contains("every 2s"),
+        "the list refreshes itself only while a run has poll_logs (a waiting run has not)"
+    );
+    let (status, _, page) = text(&server, &format!("/ui/runs/{rid}")).await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains(&format!("/v1/management/runs/{rid}/events")),
+        "{page}"
+    );
+    let (_, _, question) = text(&server, &format!("/ui/management/runs/{rid}/question")).await;
+    assert!(question.contains("data-kind=\"choose_one\"") && question.contains("question 1?"));
+
+    let form = |pairs: &[(&str, &str)]| {
+        client()
+            .post(server.url(&format!("/ui/runs/{rid}/reply")))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(
+                pairs
+                    .iter()
+                    .map(|(k, v)| format!("{}={}", urlencoding(k), urlencoding(v)))
+                    .collect::<Vec<_>>()
+                    .join("&"),
+            )
+            .send()
+    };
+    let refused = form(&[("kind", "choose_one"), ("choice", "\"left\"")])
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 400);
+    assert!(refused.text().await.unwrap().contains("interaction_id"));
+    let stale = form(&[
+        ("interaction_id", "99"),
+        ("kind", "choose_one"),
+        ("choice", "\"left\""),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(stale.status().as_u16(), 409, "a stale question is refused");
+    let accepted = form(&[
+        ("interaction_id", "11"),
+        ("kind", "choose_one"),
+        ("choice", "\"left\""),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(accepted.status().as_u16(), 200);
+    assert_eq!(accepted.headers()["hx-trigger"], "run-resumed");
+    assert!(
+        !accepted.text().await.unwrap().contains("<form"),
+        "the question is gone"
+    );
+    let done = server.wait_job(&rid).await;
+    assert_eq!(done["status"], "succeeded");
+    let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
+    assert_eq!(result["result"]["data"]["replies"], json!(["left"]));
+
+    let (status, _, preview) = text(
+        &server,
+        &format!("/ui/runs/{rid}/view?path=logs/stdout.txt"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(preview.contains("turn 2 of an asker"), "{preview}");
+    let (status, _, _) = text(&server, &format!("/ui/runs/{rid}/view?path=../x")).await;
+    assert_eq!(status, 400);
+    let (status, _, info) = text(&server, &format!("/ui/management/runs/{rid}/view")).await;
+    assert_eq!(status, 200);
+    assert!(info.contains("data-status=\"succeeded\"") && !info.contains("cancel-run"));
+    let (status, _, _) = text(&server, "/ui/runs/no-such-request").await;
+    assert_eq!(status, 404);
 }

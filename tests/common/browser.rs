@@ -104,6 +104,25 @@ impl Browser {
             .unwrap_or_else(|e| panic!("no element '{css}' appeared: {e}"))
     }
 
+    /// Waits up to 15 s until the text of the element matching `css` contains `text`.
+    pub async fn wait_text(&self, css: &str, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let shown = match self.client.find(Locator::Css(css)).await {
+                Ok(element) => element.text().await.unwrap_or_default(),
+                Err(_) => String::new(),
+            };
+            if shown.contains(text) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "'{css}' never showed '{text}'; it shows: {shown}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// The browser log's errors since the last call (a failed request, a refused script, an
     /// exception, a Content-Security-Policy violation).
     pub async fn console_errors(&self) -> Vec<String> {

@@ -3,6 +3,7 @@
 //! the administrative Basic Auth (`UI_BASIC_AUTH_*`) when it is enabled.
 
 mod i18n;
+mod runs;
 mod skills;
 
 use askama::Template;
@@ -31,6 +32,18 @@ pub fn router(state: &AppState) -> Router<AppState> {
         )
         .route("/ui/skills/{skill_id}", get(skills::detail))
         .route("/ui/skills/{skill_id}/view", get(skills::view))
+        .route("/ui/runs", get(runs::page))
+        .route("/ui/management/runs/table", get(runs::table))
+        .route("/ui/runs/{request_id}", get(runs::detail))
+        .route("/ui/runs/{request_id}/view", get(runs::view))
+        .route("/ui/runs/{request_id}/cancel", post(runs::cancel))
+        .route("/ui/runs/{request_id}/reply", post(runs::reply))
+        .route("/ui/management/runs/{request_id}/view", get(runs::info))
+        .route("/ui/management/runs/{request_id}/files", get(runs::files))
+        .route(
+            "/ui/management/runs/{request_id}/question",
+            get(runs::question),
+        )
         .layer(axum::middleware::from_fn(i18n::remember))
         .layer(SetResponseHeaderLayer::overriding(
             header::CONTENT_SECURITY_POLICY,

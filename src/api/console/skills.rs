@@ -52,10 +52,10 @@ struct SkillPage {
 
 #[derive(Template)]
 #[template(path = "partials/preview.html")]
-struct PreviewFragment {
-    l: Lang,
-    path: String,
-    preview: Preview,
+pub(super) struct PreviewFragment {
+    pub l: Lang,
+    pub path: String,
+    pub preview: Preview,
 }
 
 /// `?highlight_skill_id=`: the row to mark (the skill an install just brought).
@@ -144,6 +144,14 @@ pub struct FilePath {
     path: Option<String>,
 }
 
+impl FilePath {
+    /// The path; 400 naming the parameter when it is missing.
+    pub fn required(self) -> Result<String, ApiError> {
+        self.path
+            .ok_or_else(|| ApiError::bad_request("Query parameter 'path' is required"))
+    }
+}
+
 /// `GET /ui/skills/{skill_id}/view?path=`: text, "binary" or "too large"; absolute paths,
 /// `..` and links out of the skill folder are refused.
 pub async fn view(
@@ -152,9 +160,7 @@ pub async fn view(
     Path(skill_id): Path<String>,
     Query(query): Query<FilePath>,
 ) -> Page {
-    let raw = query
-        .path
-        .ok_or_else(|| ApiError::bad_request("Query parameter 'path' is required"))?;
+    let raw = query.required()?;
     let path = browse::relative_path(&raw).map_err(ApiError::from)?;
     let entry = management::skill_entry(&state, &skill_id).await?;
     let folder = management::folder_of(&entry).to_path_buf();
