@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts the service exactly as the README says (`cargo run --release`, 127.0.0.1:8000, ./data)
-# and checks that it answers and lists the bundled skills, then stops it with SIGTERM.
+# and checks that it answers, lists the bundled skills and runs the README's first quick-start
+# request, then stops it with SIGTERM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base=http://127.0.0.1:8000
@@ -34,4 +35,15 @@ if ! grep -q '"id":"text-stats"' <<<"$skills" || grep -q '"health":"degraded"' <
   echo "smoke run: bundled skills missing or degraded: $skills"; exit 1
 fi
 [ -f data/skill_runner.db ] || { echo "smoke run: no database under ./data"; exit 1; }
-echo "smoke run: 'cargo run --release' serves $base, lists the bundled skills, keeps SQLite under ./data"
+# The README's first quick-start request, as written there.
+created=$(curl -s -X POST http://127.0.0.1:8000/v1/jobs -H 'content-type: application/json' \
+  -d '{"skill_id": "hello", "input": {"name": "Ada"}}')
+id=$(sed -n 's/.*"request_id":"\([^"]*\)".*/\1/p' <<<"$created")
+[ -n "$id" ] || { echo "smoke run: the quick-start create failed: $created"; exit 1; }
+for _ in $(seq 1 100); do
+  result=$(curl -s "http://127.0.0.1:8000/v1/jobs/$id/result")
+  grep -q '"greeting":"Hello, Ada!"' <<<"$result" && break
+  sleep 0.1
+done
+grep -q '"greeting":"Hello, Ada!"' <<<"$result" || { echo "smoke run: quick start gave: $result"; exit 1; }
+echo "smoke run: 'cargo run --release' serves $base, lists the bundled skills, runs the quick start, keeps SQLite under ./data"
