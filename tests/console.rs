@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::agents::{Agents, tarball};
 use common::browser::{self, Browser};
 use common::netns::{Isolation, isolate};
 use common::{TestServer, asker_skill, client, copy_bundled_skills, skill_package, talker_skill};
@@ -401,4 +402,76 @@ async fn run_pages_and_replies_over_http() {
     assert!(info.contains("data-status=\"succeeded\"") && !info.contains("cancel-run"));
     let (status, _, _) = text(&server, "/ui/runs/no-such-request").await;
     assert_eq!(status, 404);
+}
+
+/// `/ui/engines`: an upgrade of one engine from a local package tarball is followed to its end
+/// with each engine's output; then a model snapshot is added for the new CLI version through
+/// the form.
+#[test]
+fn browser_upgrades_an_engine_and_adds_a_model_snapshot() {
+    const TEST: &str = "browser_upgrades_an_engine_and_adds_a_model_snapshot";
+    if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
+        return;
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let agents = Agents::new();
+        // Found on PATH until the upgrade puts 9.9.9 in the managed prefix, which comes first.
+        agents.fake_cli("global-bin", "codex", "0.170.0");
+        let package = tarball(&agents.path(""), "fake-codex", "codex", "9.9.9");
+        let spec = package.display().to_string();
+        let server = agents.server(
+            common::TestDirs::new(),
+            &[("SKILL_RUNNER_CODEX_NPM_PACKAGE", spec.as_str())],
+        );
+        let origin = server.url("");
+        let browser = Browser::start().await;
+        browser.goto(&server.url("/ui/engines")).await;
+        browser.wait_text("tr[data-engine=codex]", "0.170.0").await;
+        browser
+            .wait_for("tr[data-engine=codex] button")
+            .await
+            .click()
+            .await
+            .unwrap();
+        browser
+            .wait_for("#upgrade-status [data-status=succeeded] .upgrade-result[data-engine=codex][data-status=succeeded]")
+            .await;
+        browser.assert_clean(&origin).await;
+
+        browser.goto(&server.url("/ui/engines/codex/models")).await;
+        browser.wait_text("#engine-models", "9.9.9").await;
+        browser
+            .wait_for("#snapshot-form textarea")
+            .await
+            .send_keys("fresh-model, Fresh Model\nsecond-model")
+            .await
+            .unwrap();
+        browser
+            .wait_for("#snapshot-form button")
+            .await
+            .click()
+            .await
+            .unwrap();
+        browser.wait_for("#models tr[data-model=fresh-model]").await;
+        browser.wait_for("#models tr[data-model=second-model]").await;
+        browser.wait_for("#snapshots tr[data-version='9.9.9']").await;
+        browser.wait_text("#engine-models [data-resolved]", "9.9.9").await;
+        browser.assert_clean(&origin).await;
+
+        // Add-only: the same version again is refused, in place of the models.
+        browser
+            .wait_for("#snapshot-form textarea")
+            .await
+            .send_keys("other")
+            .await
+            .unwrap();
+        browser
+            .wait_for("#snapshot-form button")
+            .await
+            .click()
+            .await
+            .unwrap();
+        browser.wait_for("#engine-models[data-status='409'], .error[data-status='409']").await;
+        browser.close().await;
+    });
 }

@@ -4,76 +4,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use common::agents::{Agents, tarball};
 use common::{TestDirs, TestServer, report_skill};
 use serde_json::{Value, json};
-
-/// A temporary managed npm prefix, agent home and extra `PATH` folder.
-struct Agents {
-    tmp: tempfile::TempDir,
-}
-
-impl Agents {
-    fn new() -> Self {
-        let agents = Self {
-            tmp: tempfile::tempdir().unwrap(),
-        };
-        for dir in ["npm/bin", "agent-home", "global-bin"] {
-            std::fs::create_dir_all(agents.path(dir)).unwrap();
-        }
-        agents
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.tmp.path().join(rel)
-    }
-
-    /// A CLI that only answers `--version`, in `dir` (`npm/bin` or `global-bin`).
-    fn fake_cli(&self, dir: &str, name: &str, version: &str) {
-        let path = self.path(dir).join(name);
-        std::fs::write(&path, format!("#!/bin/sh\necho '{name} {version}'\n")).unwrap();
-        make_executable(&path);
-    }
-
-    fn login(&self, rel: &str) {
-        let path = self.path("agent-home").join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, "{}").unwrap();
-    }
-
-    fn env(&self) -> Vec<(String, String)> {
-        let path = format!(
-            "{}:/usr/local/bin:/usr/bin:/bin",
-            self.path("global-bin").display()
-        );
-        vec![
-            (
-                "SKILL_RUNNER_NPM_PREFIX".into(),
-                self.path("npm").display().to_string(),
-            ),
-            (
-                "SKILL_RUNNER_AGENT_HOME".into(),
-                self.path("agent-home").display().to_string(),
-            ),
-            ("PATH".into(), path),
-        ]
-    }
-
-    fn server(&self, dirs: std::sync::Arc<TestDirs>, extra: &[(&str, &str)]) -> TestServer {
-        let env = self.env();
-        let mut all: Vec<(&str, &str)> =
-            env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        all.extend_from_slice(extra);
-        TestServer::start_with(dirs, &all)
-    }
-}
-
-fn make_executable(path: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
 
 #[tokio::test]
 async fn auth_status_and_engine_summaries() {
@@ -296,42 +231,6 @@ async fn model_snapshots_are_add_only_and_kept() {
     );
 }
 
-/// `npm pack` of a package whose `bin/<program>` prints `<program> <version>`.
-fn tarball(dir: &Path, name: &str, program: &str, version: &str) -> PathBuf {
-    let src = dir.join(format!("{program}-src"));
-    std::fs::create_dir_all(src.join("bin")).unwrap();
-    std::fs::write(
-        src.join("package.json"),
-        json!({"name": name, "version": version, "bin": {program: format!("bin/{program}.js")}})
-            .to_string(),
-    )
-    .unwrap();
-    std::fs::write(
-        src.join(format!("bin/{program}.js")),
-        format!("#!/usr/bin/env node\nconsole.log('{program} {version}');\n"),
-    )
-    .unwrap();
-    let out = std::process::Command::new("npm")
-        .args(["pack", "--pack-destination"])
-        .arg(dir)
-        .current_dir(&src)
-        .output()
-        .expect("npm runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let file = String::from_utf8(out.stdout)
-        .unwrap()
-        .trim()
-        .lines()
-        .last()
-        .unwrap()
-        .to_owned();
-    dir.join(file)
-}
-
 async fn wait_upgrade(server: &TestServer, id: &str) -> Value {
     let started = Instant::now();
     loop {
@@ -348,7 +247,7 @@ async fn wait_upgrade(server: &TestServer, id: &str) -> Value {
 #[tokio::test]
 async fn upgrades_install_into_the_managed_prefix() {
     let agents = Agents::new();
-    let codex = tarball(agents.tmp.path(), "fake-codex", "codex", "9.9.9");
+    let codex = tarball(&agents.path(""), "fake-codex", "codex", "9.9.9");
     let missing = agents.path("nowhere/missing.tgz");
     let missing = missing.to_str().unwrap();
     let dirs = TestDirs::new();

@@ -95,7 +95,7 @@ pub async fn auth_status(_: Admin, State(state): State<AppState>) -> Json<AuthSt
     })
 }
 
-fn agent_engine(name: &str) -> ApiResult<Engine> {
+pub(crate) fn agent_engine(name: &str) -> ApiResult<Engine> {
     Engine::parse(name)
         .filter(|e| *e != Engine::Script)
         .ok_or_else(|| ApiError::not_found(format!("Unknown engine '{name}'")))
@@ -152,24 +152,30 @@ pub async fn add_snapshot(
 ) -> ApiResult<Json<ManifestView>> {
     let engine = agent_engine(&engine)?;
     let Json(body) = body.map_err(bad_json)?;
-    to_completion(async move {
-        match state
-            .jobs
-            .engines()
-            .add_snapshot(&state.store, engine, body.models)
-            .await
-        {
-            Ok(view) => Ok(Json(view)),
-            Err(SnapshotRefused::Invalid(problem)) => {
-                Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, problem))
-            }
-            Err(SnapshotRefused::Conflict(problem)) => {
-                Err(ApiError::new(StatusCode::CONFLICT, problem))
-            }
-            Err(SnapshotRefused::Store(e)) => Err(e.into()),
+    to_completion(async move { add_models(&state, engine, body.models).await.map(Json) }).await
+}
+
+/// Adds a snapshot of `models` for the engine's detected CLI version (422 invalid, 409 taken).
+pub(crate) async fn add_models(
+    state: &AppState,
+    engine: Engine,
+    models: Vec<Model>,
+) -> ApiResult<ManifestView> {
+    match state
+        .jobs
+        .engines()
+        .add_snapshot(&state.store, engine, models)
+        .await
+    {
+        Ok(view) => Ok(view),
+        Err(SnapshotRefused::Invalid(problem)) => {
+            Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, problem))
         }
-    })
-    .await
+        Err(SnapshotRefused::Conflict(problem)) => {
+            Err(ApiError::new(StatusCode::CONFLICT, problem))
+        }
+        Err(SnapshotRefused::Store(e)) => Err(e.into()),
+    }
 }
 
 /// `POST /v1/engines/upgrades`.
@@ -210,16 +216,22 @@ pub async fn create_upgrade(
         )
     })?;
     to_completion(async move {
-        match state.upgrades.start(scope).await {
-            Ok(upgrade) => Ok(Json(UpgradeCreated {
-                request_id: upgrade.request_id,
-                status: upgrade.status,
-            })),
-            Err(e @ StartError::Busy) => Err(ApiError::new(StatusCode::CONFLICT, e.to_string())),
-            Err(StartError::Store(e)) => Err(e.into()),
-        }
+        let upgrade = start_upgrade(&state, scope).await?;
+        Ok::<_, ApiError>(Json(UpgradeCreated {
+            request_id: upgrade.request_id,
+            status: upgrade.status,
+        }))
     })
     .await
+}
+
+/// Starts an upgrade (409 while another is queued or running).
+pub(crate) async fn start_upgrade(state: &AppState, scope: upgrades::Scope) -> ApiResult<Upgrade> {
+    match state.upgrades.start(scope).await {
+        Ok(upgrade) => Ok(upgrade),
+        Err(e @ StartError::Busy) => Err(ApiError::new(StatusCode::CONFLICT, e.to_string())),
+        Err(StartError::Store(e)) => Err(e.into()),
+    }
 }
 
 /// An upgrade with each engine's status, npm output and error.
@@ -274,7 +286,7 @@ pub struct EngineList {
     pub engines: Vec<EngineSummary>,
 }
 
-async fn summary(state: &AppState, engine: Engine) -> (EngineSummary, Vec<Model>) {
+pub(crate) async fn summary(state: &AppState, engine: Engine) -> (EngineSummary, Vec<Model>) {
     let engines = state.jobs.engines();
     let models = engines
         .models(engine)

@@ -96,12 +96,23 @@ impl Browser {
 
     /// Waits up to 15 s for an element matching `css`.
     pub async fn wait_for(&self, css: &str) -> fantoccini::elements::Element {
-        self.client
+        match self
+            .client
             .wait()
-            .at_most(Duration::from_secs(15))
+            .at_most(Duration::from_secs(30))
             .for_element(Locator::Css(css))
             .await
-            .unwrap_or_else(|e| panic!("no element '{css}' appeared: {e}"))
+        {
+            Ok(element) => element,
+            Err(e) => {
+                let page = self
+                    .client
+                    .execute("return document.body.innerText", vec![])
+                    .await
+                    .unwrap_or_default();
+                panic!("no element '{css}' appeared ({e}); the page shows:\n{page}")
+            }
+        }
     }
 
     /// Waits up to 15 s until the text of the element matching `css` contains `text`.

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+pub mod agents;
 pub mod browser;
 pub mod netns;
 

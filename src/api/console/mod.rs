@@ -2,6 +2,7 @@
 //! htmx updates in place, on the same semantics as `/v1/management/*`. Every route sits behind
 //! the administrative Basic Auth (`UI_BASIC_AUTH_*`) when it is enabled.
 
+mod engines;
 mod i18n;
 mod runs;
 mod skills;
@@ -32,6 +33,18 @@ pub fn router(state: &AppState) -> Router<AppState> {
         )
         .route("/ui/skills/{skill_id}", get(skills::detail))
         .route("/ui/skills/{skill_id}/view", get(skills::view))
+        .route("/ui/engines", get(engines::page))
+        .route("/ui/management/engines/table", get(engines::table))
+        .route("/ui/engines/upgrades", post(engines::upgrade))
+        .route(
+            "/ui/engines/upgrades/{request_id}/status",
+            get(engines::upgrade_status),
+        )
+        .route("/ui/engines/{engine}/models", get(engines::models))
+        .route(
+            "/ui/engines/{engine}/models/snapshots",
+            post(engines::add_snapshot),
+        )
         .route("/ui/runs", get(runs::page))
         .route("/ui/management/runs/table", get(runs::table))
         .route("/ui/runs/{request_id}", get(runs::detail))

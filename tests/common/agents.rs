@@ -1,0 +1,109 @@
+//! Agent CLIs for engine administration tests: a temporary managed npm prefix, agent home and
+//! extra `PATH` folder, fake CLIs that only answer `--version`, and package tarballs.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::{TestDirs, TestServer};
+
+/// A temporary managed npm prefix, agent home and extra `PATH` folder.
+pub struct Agents {
+    tmp: tempfile::TempDir,
+}
+
+impl Agents {
+    pub fn new() -> Self {
+        let agents = Self {
+            tmp: tempfile::tempdir().unwrap(),
+        };
+        for dir in ["npm/bin", "agent-home", "global-bin"] {
+            std::fs::create_dir_all(agents.path(dir)).unwrap();
+        }
+        agents
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.tmp.path().join(rel)
+    }
+
+    /// A CLI that only answers `--version`, in `dir` (`npm/bin` or `global-bin`).
+    pub fn fake_cli(&self, dir: &str, name: &str, version: &str) {
+        let path = self.path(dir).join(name);
+        std::fs::write(&path, format!("#!/bin/sh\necho '{name} {version}'\n")).unwrap();
+        make_executable(&path);
+    }
+
+    pub fn login(&self, rel: &str) {
+        let path = self.path("agent-home").join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "{}").unwrap();
+    }
+
+    pub fn env(&self) -> Vec<(String, String)> {
+        let path = format!(
+            "{}:/usr/local/bin:/usr/bin:/bin",
+            self.path("global-bin").display()
+        );
+        vec![
+            (
+                "SKILL_RUNNER_NPM_PREFIX".into(),
+                self.path("npm").display().to_string(),
+            ),
+            (
+                "SKILL_RUNNER_AGENT_HOME".into(),
+                self.path("agent-home").display().to_string(),
+            ),
+            ("PATH".into(), path),
+        ]
+    }
+
+    pub fn server(&self, dirs: std::sync::Arc<TestDirs>, extra: &[(&str, &str)]) -> TestServer {
+        let env = self.env();
+        let mut all: Vec<(&str, &str)> =
+            env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        all.extend_from_slice(extra);
+        TestServer::start_with(dirs, &all)
+    }
+}
+
+pub fn make_executable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// `npm pack` of a package whose `bin/<program>` prints `<program> <version>`.
+pub fn tarball(dir: &Path, name: &str, program: &str, version: &str) -> PathBuf {
+    let src = dir.join(format!("{program}-src"));
+    std::fs::create_dir_all(src.join("bin")).unwrap();
+    std::fs::write(
+        src.join("package.json"),
+        json!({"name": name, "version": version, "bin": {program: format!("bin/{program}.js")}})
+            .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        src.join(format!("bin/{program}.js")),
+        format!("#!/usr/bin/env node\nconsole.log('{program} {version}');\n"),
+    )
+    .unwrap();
+    let out = std::process::Command::new("npm")
+        .args(["pack", "--pack-destination"])
+        .arg(dir)
+        .current_dir(&src)
+        .output()
+        .expect("npm runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .lines()
+        .last()
+        .unwrap()
+        .to_owned();
+    dir.join(file)
+}
