@@ -390,12 +390,12 @@ async fn run_pages_and_replies_over_http() {
 
     let (status, _, preview) = text(
         &server,
-        &format!("/ui/runs/{rid}/view?path=logs/stdout.txt"),
+        &format!("/ui/runs/{rid}/file?path=logs/stdout.txt"),
     )
     .await;
     assert_eq!(status, 200);
     assert!(preview.contains("turn 2 of an asker"), "{preview}");
-    let (status, _, _) = text(&server, &format!("/ui/runs/{rid}/view?path=../x")).await;
+    let (status, _, _) = text(&server, &format!("/ui/runs/{rid}/file?path=../x")).await;
     assert_eq!(status, 400);
     let (status, _, info) = text(&server, &format!("/ui/management/runs/{rid}/view")).await;
     assert_eq!(status, 200);
@@ -474,4 +474,68 @@ fn browser_upgrades_an_engine_and_adds_a_model_snapshot() {
         browser.wait_for("#engine-models[data-status='409'], .error[data-status='409']").await;
         browser.close().await;
     });
+}
+
+#[tokio::test]
+async fn legacy_routes_announce_their_sunset_or_are_gone() {
+    let server = TestServer::with_skills(&[asker_skill("asker")], &[]);
+    let rid = server
+        .create_job(json!({"skill_id": "asker", "parameter": {"asks": 0}}))
+        .await;
+    server.wait_job(&rid).await;
+    let routes = [
+        (
+            "/ui/skills/table".to_owned(),
+            "/ui/management/skills/table".to_owned(),
+            "data-skill-id=\"asker\"",
+        ),
+        (
+            "/ui/engines/table".to_owned(),
+            "/ui/management/engines/table".to_owned(),
+            "data-engine=\"codex\"",
+        ),
+        (
+            "/ui/runs/table".to_owned(),
+            "/ui/management/runs/table".to_owned(),
+            "data-request-id",
+        ),
+        (
+            format!("/ui/runs/{rid}/view"),
+            format!("/ui/management/runs/{rid}/view"),
+            "data-status=\"succeeded\"",
+        ),
+        (
+            format!("/ui/runs/{rid}/logs/tail"),
+            format!("/v1/management/runs/{rid}/events"),
+            "turn 1 of an asker",
+        ),
+    ];
+    for (path, successor, shows) in &routes {
+        let (status, headers, body) = text(&server, path).await;
+        assert_eq!(status, 200, "{path}: {body}");
+        assert!(body.contains(shows), "{path}: {body}");
+        assert_eq!(headers["deprecation"], "true", "{path}");
+        assert_eq!(headers["sunset"], "Tue, 30 Jun 2026 00:00:00 GMT", "{path}");
+        assert_eq!(
+            headers["link"].to_str().unwrap(),
+            format!("<{successor}>; rel=\"successor-version\""),
+            "{path}"
+        );
+        // The successor answers the same without the headers.
+        let (status, headers, _) = text(&server, successor).await;
+        assert_eq!(status, 200, "{successor}");
+        assert!(!headers.contains_key("deprecation"));
+    }
+    let (status, _, _) = text(&server, "/ui/engines/auth-shell").await;
+    assert_eq!(status, 404, "the old login shell is not served");
+
+    let gone = TestServer::with_skills(
+        &[asker_skill("asker")],
+        &[("SKILL_RUNNER_UI_LEGACY_API_MODE", "gone")],
+    );
+    for (path, successor, _) in &routes[..3] {
+        let (status, _, body) = text(&gone, path).await;
+        assert_eq!(status, 410, "{path}");
+        assert!(body.contains(successor.as_str()), "{body}");
+    }
 }

@@ -105,6 +105,17 @@ pub struct Config {
     /// The environment child processes start from (the allow-list plus
     /// `SKILL_RUNNER_CHILD_ENV_PASSTHROUGH`).
     pub child_env: ChildEnv,
+    /// The console's legacy data routes.
+    pub legacy_ui: LegacyUi,
+}
+
+/// The console's legacy data routes (`SKILL_RUNNER_UI_LEGACY_API_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LegacyUi {
+    /// Announced in their `Sunset` header.
+    pub sunset: chrono::NaiveDate,
+    /// Answered 410 instead of served.
+    pub gone: bool,
 }
 
 /// The one user and password the administrative routes accept.
@@ -417,6 +428,10 @@ impl Config {
             sandbox: s.sandbox,
             sandbox_read_paths: s.sandbox_read_paths.unwrap_or_default(),
             child_env: ChildEnv::from_vars(vars, &s.child_env_passthrough.unwrap_or_default()),
+            legacy_ui: LegacyUi {
+                sunset: s.ui_legacy_api_sunset,
+                gone: s.ui_legacy_api_gone,
+            },
         })
     }
 
@@ -773,6 +788,26 @@ mod tests {
         assert_eq!(e.variable, "SKILL_RUNNER_CHILD_ENV_PASSTHROUGH");
         let e = config(&[("UI_BASIC_AUTH_USERNAME", "a:b")]).unwrap_err();
         assert_eq!(e.variable, "UI_BASIC_AUTH_USERNAME");
+    }
+
+    #[test]
+    fn legacy_console_routes_settings() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.legacy_ui.sunset.to_string(), "2026-06-30");
+        assert!(!c.legacy_ui.gone);
+        let c = config(&[
+            ("SKILL_RUNNER_UI_LEGACY_API_MODE", "gone"),
+            ("SKILL_RUNNER_UI_LEGACY_API_SUNSET", "2027-01-15"),
+        ])
+        .unwrap();
+        assert!(c.legacy_ui.gone);
+        assert_eq!(c.legacy_ui.sunset.to_string(), "2027-01-15");
+        for (variable, bad) in [
+            ("SKILL_RUNNER_UI_LEGACY_API_MODE", "retired"),
+            ("SKILL_RUNNER_UI_LEGACY_API_SUNSET", "30/06/2026"),
+        ] {
+            assert_eq!(config(&[(variable, bad)]).unwrap_err().variable, variable);
+        }
     }
 
     #[test]

@@ -163,6 +163,17 @@ pub struct Settings {
     #[arg(long, env = "SKILL_RUNNER_API_TOKENS_FILE")]
     pub api_tokens_file: Option<PathBuf>,
 
+    /// The day the console's legacy data routes (`/ui/skills/table`, …) go away, announced in
+    /// their `Sunset` header (YYYY-MM-DD).
+    #[arg(long, env = "SKILL_RUNNER_UI_LEGACY_API_SUNSET", default_value = "2026-06-30",
+          value_parser = date)]
+    pub ui_legacy_api_sunset: chrono::NaiveDate,
+    /// The legacy data routes: `deprecated` (served, with Deprecation, Sunset and Link headers)
+    /// or `gone` (410).
+    #[arg(long = "ui-legacy-api-mode", env = "SKILL_RUNNER_UI_LEGACY_API_MODE",
+          default_value = "deprecated", action = ArgAction::Set, value_parser = legacy_gone)]
+    pub ui_legacy_api_gone: bool,
+
     /// Turn confinement with Landlock: auto, required or off.
     #[arg(long, env = "SKILL_RUNNER_SANDBOX", default_value = "auto", value_parser = sandbox)]
     pub sandbox: SandboxMode,
@@ -301,6 +312,21 @@ fn log_format(raw: &str) -> Result<LogFormat, String> {
 fn sandbox(raw: &str) -> Result<SandboxMode, String> {
     SandboxMode::parse(raw)
         .ok_or_else(|| format!("'{raw}' is not a sandbox mode (expected auto, required or off)"))
+}
+
+fn date(raw: &str) -> Result<chrono::NaiveDate, String> {
+    chrono::NaiveDate::parse_from_str(raw.trim(), "%Y-%m-%d")
+        .map_err(|_| format!("'{raw}' is not a date (expected YYYY-MM-DD)"))
+}
+
+fn legacy_gone(raw: &str) -> Result<bool, String> {
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "deprecated" => Ok(false),
+        "gone" => Ok(true),
+        _ => Err(format!(
+            "'{raw}' is not a mode (expected deprecated or gone)"
+        )),
+    }
 }
 
 fn read_paths(raw: &str) -> Result<Vec<PathBuf>, String> {

@@ -4,6 +4,7 @@
 
 mod engines;
 mod i18n;
+mod legacy;
 mod runs;
 mod skills;
 
@@ -48,7 +49,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .route("/ui/runs", get(runs::page))
         .route("/ui/management/runs/table", get(runs::table))
         .route("/ui/runs/{request_id}", get(runs::detail))
-        .route("/ui/runs/{request_id}/view", get(runs::view))
+        .route("/ui/runs/{request_id}/file", get(runs::view))
         .route("/ui/runs/{request_id}/cancel", post(runs::cancel))
         .route("/ui/runs/{request_id}/reply", post(runs::reply))
         .route("/ui/management/runs/{request_id}/view", get(runs::info))
@@ -57,6 +58,11 @@ pub fn router(state: &AppState) -> Router<AppState> {
             "/ui/management/runs/{request_id}/question",
             get(runs::question),
         )
+        .route("/ui/skills/table", get(legacy::skills_table))
+        .route("/ui/engines/table", get(legacy::engines_table))
+        .route("/ui/runs/table", get(legacy::runs_table))
+        .route("/ui/runs/{request_id}/view", get(legacy::run_view))
+        .route("/ui/runs/{request_id}/logs/tail", get(legacy::logs_tail))
         .layer(axum::middleware::from_fn(i18n::remember))
         .layer(SetResponseHeaderLayer::overriding(
             header::CONTENT_SECURITY_POLICY,

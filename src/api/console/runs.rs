@@ -19,7 +19,7 @@ use crate::skill::ExecutionMode;
 use crate::state::AppState;
 
 /// The console sees jobs and temporary runs alike, as `/v1/management/runs` does.
-const SCOPE: Scope = Scope::Management;
+pub(super) const SCOPE: Scope = Scope::Management;
 
 /// How many runs the list shows.
 const LIST_LIMIT: u32 = 200;
@@ -234,7 +234,7 @@ pub async fn files(l: Lang, State(state): State<AppState>, Path(request_id): Pat
     })
 }
 
-/// `GET /ui/runs/{request_id}/view?path=`: a file of the run folder.
+/// `GET /ui/runs/{request_id}/file?path=`: a file of the run folder.
 pub async fn view(
     l: Lang,
     State(state): State<AppState>,
