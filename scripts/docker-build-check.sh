@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Docker image still builds what it ships, without a Docker engine: copies exactly what the
-# Dockerfile's build stage COPYs into an empty folder and builds the release binary there (a
-# template or front-end file left out of a COPY fails the build, since both are compiled in).
-# The dependencies' build artifacts in ./target are shared, so only the crate itself compiles.
+# Dockerfile's build stage COPYs into an empty folder and builds the binary there (a template or
+# front-end file left out of a COPY fails the build, since both are compiled in). The build uses
+# the dev profile, whose dependencies the test run has already built in ./target, so only the
+# crate itself compiles; the profile does not change which files a build reads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -23,5 +24,5 @@ awk '/^FROM /{n++} n==1 && /^COPY /' Dockerfile | while read -r _ rest; do
   done
 done
 echo "docker build stage: $(cd "$work" && ls | tr '\n' ' ')"
-(cd "$work" && CARGO_TARGET_DIR="$repo/target" cargo build --release --locked --quiet)
-echo "docker build stage: the release binary builds from what the Dockerfile copies"
+(cd "$work" && CARGO_TARGET_DIR="$repo/target" cargo build --locked --quiet --bin skill-runner)
+echo "docker build stage: the binary builds from what the Dockerfile copies"
