@@ -91,7 +91,9 @@ pub async fn serve(
         jobs: jobs.clone(),
         invoke,
         upgrades: upgrades.clone(),
+        terminal: Default::default(),
     };
+    let terminal = state.terminal.clone();
     let addr = listener.local_addr()?;
     tracing::info!(
         startup_ms = started.elapsed().as_millis() as u64,
@@ -110,6 +112,7 @@ pub async fn serve(
         .context("serving HTTP")?;
 
     tracing::info!("shutting down");
+    terminal.kill();
     tokio::join!(
         installer.shutdown(SHUTDOWN_GRACE),
         jobs.shutdown(SHUTDOWN_GRACE),

@@ -7,6 +7,7 @@ use crate::engines::upgrades::Upgrader;
 use crate::invoke::Host;
 use crate::jobs::Jobs;
 use crate::packages::Installer;
+use crate::process::terminal::Terminal;
 use crate::skill::Registry;
 use crate::store::Store;
 
@@ -20,4 +21,6 @@ pub struct AppState {
     pub jobs: Arc<Jobs>,
     pub invoke: Arc<Host>,
     pub upgrades: Arc<Upgrader>,
+    /// The operator's terminal for logging engine CLIs in.
+    pub terminal: Arc<Terminal>,
 }

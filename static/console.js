@@ -11,7 +11,8 @@
 
   function open() {
     if (source) return;
-    const url = `${section.dataset.events}?stdout_from=${offsets.stdout}&stderr_from=${offsets.stderr}`;
+    // Absolute: a page opened with credentials in its URL cannot build requests from relative ones.
+    const url = `${location.origin}${section.dataset.events}?stdout_from=${offsets.stdout}&stderr_from=${offsets.stderr}`;
     source = new EventSource(url);
     for (const name of ['stdout', 'stderr']) {
       source.addEventListener(name, (event) => {

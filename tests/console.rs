@@ -428,7 +428,7 @@ fn browser_upgrades_an_engine_and_adds_a_model_snapshot() {
         browser.goto(&server.url("/ui/engines")).await;
         browser.wait_text("tr[data-engine=codex]", "0.170.0").await;
         browser
-            .wait_for("tr[data-engine=codex] button")
+            .wait_for("tr[data-engine=codex] form button")
             .await
             .click()
             .await
@@ -538,4 +538,112 @@ async fn legacy_routes_announce_their_sunset_or_are_gone() {
         assert_eq!(status, 410, "{path}");
         assert!(body.contains(successor.as_str()), "{body}");
     }
+}
+
+/// The engine terminal behind Basic Auth: a button opens the engine's CLI (here a small test
+/// program in its place) in the page; typed lines reach it and its answers show; a second
+/// session is refused while one is live; a reloaded page reattaches with the recent output;
+/// stop ends it. The WebSocket refuses a request without credentials.
+#[test]
+fn browser_terminal_runs_the_engine_cli() {
+    const TEST: &str = "browser_terminal_runs_the_engine_cli";
+    if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
+        return;
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let agents = Agents::new();
+        let cli = agents.path("npm/bin/codex");
+        std::fs::write(
+            &cli,
+            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'codex 0.170.0'; exit 0; fi\n\
+             echo \"fake codex in $HOME as $TERM\"\n\
+             while IFS= read -r line; do echo \"you said: $line\"; done\n",
+        )
+        .unwrap();
+        common::agents::make_executable(&cli);
+        let server = agents.server(
+            common::TestDirs::new(),
+            &[
+                ("UI_BASIC_AUTH_ENABLED", "true"),
+                ("UI_BASIC_AUTH_USERNAME", "admin"),
+                ("UI_BASIC_AUTH_PASSWORD", "s3cret"),
+            ],
+        );
+        let origin = server.url("");
+        let (status, _, _) = text(&server, "/ui/engines/tui/session/ws").await;
+        assert_eq!(status, 401, "the WebSocket needs the console's credentials");
+
+        let browser = Browser::start().await;
+        let authed = origin.replace("http://", "http://admin:s3cret@");
+        browser.goto(&format!("{authed}/ui/engines")).await;
+        browser
+            .wait_for("button[data-terminal-engine=codex]")
+            .await
+            .click()
+            .await
+            .unwrap();
+        let home = agents.path("agent-home");
+        browser
+            .wait_text(
+                ".xterm-rows",
+                &format!("fake codex in {} as xterm-256color", home.display()),
+            )
+            .await;
+        browser
+            .wait_for(".xterm-helper-textarea")
+            .await
+            .send_keys("hello terminal\u{E007}")
+            .await
+            .unwrap();
+        browser
+            .wait_text(".xterm-rows", "you said: hello terminal")
+            .await;
+
+        // One session at a time.
+        let second = client()
+            .post(server.url("/ui/engines/tui/session/start"))
+            .basic_auth("admin", Some("s3cret"))
+            .json(&json!({"engine": "codex"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(second.status().as_u16(), 409);
+        let detail = second.text().await.unwrap();
+        assert!(detail.contains("already live"), "{detail}");
+        for retired in ["input", "resize"] {
+            let response = client()
+                .post(server.url(&format!("/ui/engines/tui/session/{retired}")))
+                .basic_auth("admin", Some("s3cret"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status().as_u16(), 410, "{retired}");
+        }
+
+        // A reloaded page reattaches and shows what was said.
+        browser.goto(&format!("{authed}/ui/engines")).await;
+        browser
+            .wait_text(".xterm-rows", "you said: hello terminal")
+            .await;
+        browser
+            .wait_for("#terminal-stop")
+            .await
+            .click()
+            .await
+            .unwrap();
+        browser.wait_text("#terminal-status", "exited").await;
+        let state: serde_json::Value = client()
+            .get(server.url("/ui/engines/tui/session"))
+            .basic_auth("admin", Some("s3cret"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(state["session"]["live"], false, "{state}");
+        assert_eq!(state["session"]["engine"], "codex");
+        browser.assert_clean(&authed).await;
+        browser.close().await;
+    });
 }

@@ -18,6 +18,7 @@ pub mod leader;
 pub mod reaper;
 pub mod sandbox;
 mod sys;
+pub mod terminal;
 
 use std::io::SeekFrom;
 use std::ops::Range;

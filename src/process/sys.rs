@@ -88,3 +88,43 @@ pub fn die_by(signal: Signal) -> ! {
     let _ = nix::sys::signal::raise(signal);
     std::process::exit(128 + signal as i32)
 }
+
+/// Makes the child the leader of a new session whose controlling terminal is its stdin (the
+/// slave side of a pseudo-terminal), as a login shell has it: the terminal's signals (Ctrl-C,
+/// hang-up when the other side closes) reach the child and its group.
+pub fn controlling_terminal(command: &mut std::process::Command) {
+    // SAFETY: the closure runs in the forked child before exec and only makes async-signal-safe
+    // system calls (setsid, ioctl); it allocates nothing and takes no locks.
+    #[allow(unsafe_code)]
+    unsafe {
+        command.pre_exec(|| {
+            nix::unistd::setsid().map_err(io::Error::from)?;
+            if nix::libc::ioctl(0, nix::libc::TIOCSCTTY, 0) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Tells a pseudo-terminal (by its master side) its size in character cells.
+pub fn set_window_size(
+    terminal: std::os::fd::BorrowedFd<'_>,
+    cols: u16,
+    rows: u16,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd as _;
+    let size = nix::libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one `winsize` from the pointer, which outlives the call.
+    #[allow(unsafe_code)]
+    let done = unsafe { nix::libc::ioctl(terminal.as_raw_fd(), nix::libc::TIOCSWINSZ, &size) };
+    if done < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -126,10 +126,17 @@ impl Browser {
             if shown.contains(text) {
                 return;
             }
-            assert!(
-                Instant::now() < deadline,
-                "'{css}' never showed '{text}'; it shows: {shown}"
-            );
+            if Instant::now() >= deadline {
+                let page = self
+                    .client
+                    .execute("return document.body.innerText", vec![])
+                    .await
+                    .unwrap_or_default();
+                let errors = self.console_errors().await;
+                panic!(
+                    "'{css}' never showed '{text}'; it shows: {shown}\nthe page shows:\n{page}\nconsole errors: {errors:#?}"
+                );
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -170,13 +177,23 @@ impl Browser {
         serde_json::from_value(list).unwrap()
     }
 
-    /// Checks the page loaded nothing from outside `origin` and logged no error.
+    /// Checks the page loaded nothing from outside `origin` and logged no error. Credentials in
+    /// a URL (`http://user:pw@host/`) do not make it another origin.
     pub async fn assert_clean(&self, origin: &str) {
+        let bare = |url: &str| match url.split_once("://") {
+            Some((scheme, rest)) => {
+                let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+                let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+                format!("{scheme}://{host}/{path}")
+            }
+            None => url.to_owned(),
+        };
+        let origin = bare(origin);
         let outside: Vec<String> = self
             .resources()
             .await
             .into_iter()
-            .filter(|url| !url.starts_with(origin))
+            .filter(|url| !bare(url).starts_with(&origin))
             .collect();
         assert!(outside.is_empty(), "requests beyond {origin}: {outside:?}");
         let errors = self.console_errors().await;

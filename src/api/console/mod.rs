@@ -7,6 +7,7 @@ mod i18n;
 mod legacy;
 mod runs;
 mod skills;
+mod terminal;
 
 use askama::Template;
 use axum::Router;
@@ -41,6 +42,12 @@ pub fn router(state: &AppState) -> Router<AppState> {
             "/ui/engines/upgrades/{request_id}/status",
             get(engines::upgrade_status),
         )
+        .route("/ui/engines/tui/session", get(terminal::current))
+        .route("/ui/engines/tui/session/start", post(terminal::start))
+        .route("/ui/engines/tui/session/stop", post(terminal::stop))
+        .route("/ui/engines/tui/session/input", post(terminal::retired))
+        .route("/ui/engines/tui/session/resize", post(terminal::retired))
+        .route("/ui/engines/tui/session/ws", get(terminal::socket))
         .route("/ui/engines/{engine}/models", get(engines::models))
         .route(
             "/ui/engines/{engine}/models/snapshots",
