@@ -199,6 +199,7 @@ fn browser_installs_a_package_and_previews_its_files() {
             .wait_for("tr.highlight[data-skill-id=ui-demo]")
             .await;
         assert!(row.text().await.unwrap().contains("1.2.0"));
+        browser.screenshot("skills").await;
         browser.assert_clean(&origin).await;
 
         row.find(fantoccini::Locator::Css("a"))
@@ -227,6 +228,7 @@ fn browser_installs_a_package_and_previews_its_files() {
             expected.trim(),
             "{name}"
         );
+        browser.screenshot("skill").await;
         browser.assert_clean(&origin).await;
 
         browser.goto(&server.url("/docs")).await;
@@ -270,6 +272,7 @@ fn browser_follows_answers_and_cancels_runs() {
         assert!(question.text().await.unwrap().contains("question 1?"));
         let stdout = browser.wait_for("#stdout").await;
         browser.wait_text("#stdout", "turn 1 of an asker").await;
+        browser.screenshot("run-question").await;
         browser
             .wait_for("#question button[name=choice][value='\"right\"']")
             .await
@@ -295,6 +298,7 @@ fn browser_follows_answers_and_cancels_runs() {
                 "tr[data-request-id='{rid}'][data-status=succeeded]"
             ))
             .await;
+        browser.screenshot("runs").await;
 
         let talker = server
             .create_running(
@@ -456,6 +460,7 @@ fn browser_upgrades_an_engine_and_adds_a_model_snapshot() {
         browser.wait_for("#models tr[data-model=second-model]").await;
         browser.wait_for("#snapshots tr[data-version='9.9.9']").await;
         browser.wait_text("#engine-models [data-resolved]", "9.9.9").await;
+        browser.screenshot("engine-models").await;
         browser.assert_clean(&origin).await;
 
         // Add-only: the same version again is refused, in place of the models.
@@ -598,6 +603,7 @@ fn browser_terminal_runs_the_engine_cli() {
         browser
             .wait_text(".xterm-rows", "you said: hello terminal")
             .await;
+        browser.screenshot("engines-terminal").await;
 
         // One session at a time.
         let second = client()

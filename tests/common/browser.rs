@@ -200,6 +200,17 @@ impl Browser {
         assert!(errors.is_empty(), "console errors: {errors:#?}");
     }
 
+    /// Saves the page as `<name>.png` in `$SKILL_RUNNER_SCREENSHOTS` when that is set (the
+    /// README's pictures come from `scripts/screenshots.sh`); does nothing otherwise.
+    pub async fn screenshot(&self, name: &str) {
+        let Some(dir) = std::env::var_os("SKILL_RUNNER_SCREENSHOTS") else {
+            return;
+        };
+        let png = self.client.screenshot().await.unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(std::path::Path::new(&dir).join(format!("{name}.png")), png).unwrap();
+    }
+
     /// Ends the session (the browser quits), then the driver.
     pub async fn close(self) {
         let _ = self.client.clone().close().await;
