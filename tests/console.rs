@@ -445,17 +445,8 @@ fn browser_upgrades_an_engine_and_adds_a_model_snapshot() {
         browser.goto(&server.url("/ui/engines/codex/models")).await;
         browser.wait_text("#engine-models", "9.9.9").await;
         browser
-            .wait_for("#snapshot-form textarea")
-            .await
-            .send_keys("fresh-model, Fresh Model\nsecond-model")
-            .await
-            .unwrap();
-        browser
-            .wait_for("#snapshot-form button")
-            .await
-            .click()
-            .await
-            .unwrap();
+            .submit("#snapshot-form", "textarea", "fresh-model, Fresh Model\nsecond-model")
+            .await;
         browser.wait_for("#models tr[data-model=fresh-model]").await;
         browser.wait_for("#models tr[data-model=second-model]").await;
         browser.wait_for("#snapshots tr[data-version='9.9.9']").await;
@@ -464,19 +455,8 @@ fn browser_upgrades_an_engine_and_adds_a_model_snapshot() {
         browser.assert_clean(&origin).await;
 
         // Add-only: the same version again is refused, in place of the models.
-        browser
-            .wait_for("#snapshot-form textarea")
-            .await
-            .send_keys("other")
-            .await
-            .unwrap();
-        browser
-            .wait_for("#snapshot-form button")
-            .await
-            .click()
-            .await
-            .unwrap();
-        browser.wait_for("#engine-models[data-status='409'], .error[data-status='409']").await;
+        browser.submit("#snapshot-form", "textarea", "other").await;
+        browser.wait_for(".error[data-status='409']").await;
         browser.close().await;
     });
 }

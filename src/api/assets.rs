@@ -34,17 +34,20 @@ pub async fn home() -> Redirect {
     Redirect::to("/ui")
 }
 
+/// The file's SHA-256, in hex.
+fn hash_of(file: &rust_embed::EmbeddedFile) -> String {
+    file.metadata
+        .sha256_hash()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 fn serve(path: &str, headers: &HeaderMap) -> Response {
     let Some(file) = Static::get(path) else {
         return ApiError::not_found("Not Found").into_response();
     };
-    let hash: String = file
-        .metadata
-        .sha256_hash()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let etag = format!("\"{hash}\"");
+    let etag = format!("\"{}\"", hash_of(&file));
     let fresh = headers
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())

@@ -94,7 +94,7 @@ impl Browser {
         self.client.goto(url).await.unwrap();
     }
 
-    /// Waits up to 15 s for an element matching `css`.
+    /// Waits up to 30 s for an element matching `css`.
     pub async fn wait_for(&self, css: &str) -> fantoccini::elements::Element {
         match self
             .client
@@ -115,9 +115,23 @@ impl Browser {
         }
     }
 
-    /// Waits up to 15 s until the text of the element matching `css` contains `text`.
+    /// Types `text` into the `field` of `form` and presses the form's button.
+    pub async fn submit(&self, form: &str, field: &str, text: &str) {
+        self.wait_for(&format!("{form} {field}"))
+            .await
+            .send_keys(text)
+            .await
+            .unwrap();
+        self.wait_for(&format!("{form} button"))
+            .await
+            .click()
+            .await
+            .unwrap();
+    }
+
+    /// Waits up to 30 s until the text of the element matching `css` contains `text`.
     pub async fn wait_text(&self, css: &str, text: &str) {
-        let deadline = Instant::now() + Duration::from_secs(15);
+        let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let shown = match self.client.find(Locator::Css(css)).await {
                 Ok(element) => element.text().await.unwrap_or_default(),

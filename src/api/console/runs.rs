@@ -63,8 +63,9 @@ struct RunInfo {
 #[template(path = "partials/run_files.html")]
 struct RunFiles {
     l: Lang,
-    request_id: String,
     files: Vec<TreeEntry>,
+    /// Where a file's preview is fetched, the path appended.
+    preview_url: String,
 }
 
 #[derive(Template)]
@@ -229,7 +230,8 @@ pub async fn files(l: Lang, State(state): State<AppState>, Path(request_id): Pat
         .map_err(ApiError::from)?;
     render(&RunFiles {
         l,
-        request_id,
+        // A request id that named a run is a UUID: nothing to escape.
+        preview_url: format!("/ui/runs/{request_id}/file?path="),
         files,
     })
 }

@@ -48,6 +48,8 @@ struct SkillPage {
     section: &'static str,
     skill: SkillSummary,
     files: Vec<TreeEntry>,
+    /// Where a file's preview is fetched, the path appended (skill ids need no escaping).
+    preview_url: String,
 }
 
 #[derive(Template)]
@@ -133,6 +135,7 @@ pub async fn detail(l: Lang, State(state): State<AppState>, Path(skill_id): Path
     render(&SkillPage {
         l,
         section: "skills",
+        preview_url: format!("/ui/skills/{}/view?path=", skill.id),
         skill,
         files,
     })
