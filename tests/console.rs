@@ -633,3 +633,99 @@ fn browser_terminal_runs_the_engine_cli() {
         browser.close().await;
     });
 }
+
+/// Another site cannot make the operator's browser change anything: form posts and WebSocket
+/// openings marked cross-site are refused before they reach a handler; clients that are not
+/// browsers (no such headers) are unaffected. A terminal is never opened to the network
+/// without credentials.
+#[tokio::test]
+async fn cross_site_changes_and_open_terminals_are_refused() {
+    let server = TestServer::with_skills(&[asker_skill("asker")], &[]);
+    let post = |path: &str, headers: &[(&str, &str)]| {
+        let mut request = client()
+            .post(server.url(path))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body("mode=all");
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        request.send()
+    };
+    for headers in [
+        vec![("origin", "http://evil.example")],
+        vec![("sec-fetch-site", "cross-site")],
+        vec![
+            ("origin", "http://127.0.0.1:1"),
+            ("sec-fetch-site", "same-site"),
+        ],
+    ] {
+        let refused = post("/ui/engines/upgrades", &headers).await.unwrap();
+        assert_eq!(refused.status().as_u16(), 403, "{headers:?}");
+        assert!(
+            refused
+                .text()
+                .await
+                .unwrap()
+                .contains("Cross-site request refused")
+        );
+        let install = client()
+            .post(server.url("/v1/skill-packages/install"))
+            .header("origin", "http://evil.example")
+            .multipart(reqwest::multipart::Form::new().part(
+                "file",
+                reqwest::multipart::Part::bytes(skill_package("evil", "1.0.0").zip()),
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(install.status().as_u16(), 403);
+    }
+    let socket = client()
+        .get(server.url("/ui/engines/tui/session/ws"))
+        .header("origin", "http://evil.example")
+        .header("connection", "upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(socket.status().as_u16(), 403);
+    let (status, skills) = server.get("/v1/skills").await;
+    assert_eq!(status, 200);
+    assert!(
+        !skills.to_string().contains("evil"),
+        "nothing was installed"
+    );
+
+    // The same posts from the console's own pages, and from non-browser clients, go through.
+    let origin = server.url("");
+    let own = post(
+        "/ui/runs/nope/cancel",
+        &[
+            ("origin", origin.trim_end_matches('/')),
+            ("sec-fetch-site", "same-origin"),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(own.status().as_u16(), 404, "reached the handler");
+    let plain = post("/ui/runs/nope/cancel", &[]).await.unwrap();
+    assert_eq!(plain.status().as_u16(), 404);
+
+    let open = TestServer::with_skills(&[], &[("SKILL_RUNNER_BIND", "0.0.0.0:0")]);
+    let refused = client()
+        .post(open.url("/ui/engines/tui/session/start"))
+        .json(&json!({"engine": "codex"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 403);
+    assert!(
+        refused
+            .text()
+            .await
+            .unwrap()
+            .contains("UI_BASIC_AUTH_ENABLED")
+    );
+}

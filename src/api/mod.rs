@@ -10,6 +10,7 @@ pub mod jobs;
 pub mod management;
 pub mod packages;
 pub mod run_views;
+pub mod same_origin;
 pub mod skills;
 pub mod system;
 pub mod upload;
@@ -175,6 +176,7 @@ pub fn router(state: AppState) -> Router {
         state.clone(),
         auth::require_token,
     ))
+    .layer(axum::middleware::from_fn(same_origin::guard))
     .layer(DefaultBodyLimit::max(DEFAULT_BODY_LIMIT))
     .layer(middleware)
     .with_state(state)

@@ -44,12 +44,23 @@ pub struct StartBody {
 
 /// `POST /ui/engines/tui/session/start {engine}`: the engine's CLI with no arguments (its own
 /// TUI), `HOME` and the working folder at the agent home, `TERM=xterm-256color`. 409 while
-/// another session is live; 422 when the CLI is not installed.
+/// another session is live; 422 when the CLI is not installed; 403 when the service listens
+/// beyond loopback with no credentials configured.
 pub async fn start(
     State(state): State<AppState>,
     body: Result<Json<StartBody>, JsonRejection>,
 ) -> ApiResult<Json<SessionInfo>> {
     let Json(body) = body.map_err(bad_json)?;
+    let config = &state.config;
+    if config.admin_auth.is_none() && config.api_tokens.is_none() && !config.bind.ip().is_loopback()
+    {
+        // A terminal is a shell in all but name: never open to anyone who can reach the port.
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "The engine terminal needs UI_BASIC_AUTH_ENABLED (or SKILL_RUNNER_API_TOKENS) when \
+             the service listens beyond loopback",
+        ));
+    }
     let engine = agent_engine(&body.engine)?;
     let engines = state.jobs.engines();
     let program = engines
