@@ -6,6 +6,8 @@
 //! …}` tells the page the CLI ended. The reference's `.../input` and `.../resize` routes are
 //! retired (410): the WebSocket carries both.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
@@ -139,6 +141,13 @@ async fn ended(ended: &mut tokio::sync::watch::Receiver<Option<Option<i32>>>) ->
         .flatten()
 }
 
+/// Writes to the terminal off the async threads: a CLI that stops reading fills the terminal's
+/// buffer and blocks the write. Awaited, so keystrokes keep their order.
+async fn type_into(viewer: &Viewer, bytes: Vec<u8>) {
+    let session = Arc::clone(&viewer.session);
+    let _ = tokio::task::spawn_blocking(move || session.write(&bytes)).await;
+}
+
 async fn pump(mut socket: WebSocket, mut viewer: Viewer) {
     if !viewer.replay.is_empty()
         && socket
@@ -173,17 +182,13 @@ async fn pump(mut socket: WebSocket, mut viewer: Viewer) {
             },
             message = socket.recv() => match message {
                 Some(Ok(Message::Text(text))) => match serde_json::from_str::<FromPage>(&text) {
-                    Ok(FromPage::Input { data }) => {
-                        let _ = viewer.session.write(data.as_bytes());
-                    }
+                    Ok(FromPage::Input { data }) => type_into(&viewer, data.into_bytes()).await,
                     Ok(FromPage::Resize { cols, rows }) => {
                         let _ = viewer.session.resize(cols, rows);
                     }
                     Err(e) => tracing::debug!(error = %e, "ignored a terminal message"),
                 },
-                Some(Ok(Message::Binary(bytes))) => {
-                    let _ = viewer.session.write(&bytes);
-                }
+                Some(Ok(Message::Binary(bytes))) => type_into(&viewer, bytes.to_vec()).await,
                 Some(Ok(_)) => {}
                 Some(Err(_)) | None => return,
             },
