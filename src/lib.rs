@@ -9,6 +9,7 @@ pub mod api;
 pub mod browse;
 pub mod clock;
 pub mod config;
+pub mod conversation;
 pub mod engines;
 pub mod error;
 pub mod fake_model;

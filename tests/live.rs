@@ -828,3 +828,227 @@ async fn management_routes_show_the_same_runs_as_the_jobs_routes() {
     let (code, _) = server.get("/v1/management/skills/nope").await;
     assert_eq!(code, 404);
 }
+
+/// The `chat_event` items of `events`, checking each one's SSE id is its seq.
+fn chat_items(events: &[SseEvent]) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e.name == "chat_event")
+        .map(|e| {
+            assert_eq!(e.id.as_deref(), Some(e.data["seq"].to_string().as_str()));
+            e.data.clone()
+        })
+        .collect()
+}
+
+fn kinds(items: &[Value]) -> Vec<(u64, String, String)> {
+    items
+        .iter()
+        .map(|i| {
+            (
+                i["seq"].as_u64().unwrap(),
+                i["kind"].as_str().unwrap().to_owned(),
+                i["text"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// An interactive run read as a conversation: live up to each question, resumed from a cursor
+/// (query or `Last-Event-ID`, on the jobs and the management routes) without a repeat or a gap,
+/// and the history holds the same items in the same order.
+#[tokio::test]
+async fn a_run_reads_as_a_conversation_live_resumed_and_in_history() {
+    let server = TestServer::with_skills(&[asker_skill("asker")], &[]);
+    let rid = server
+        .create_job(interactive(json!({"asks": 2}), json!({})))
+        .await;
+    let job = format!("/v1/jobs/{rid}");
+    let first = server
+        .events(&format!("{job}/chat"), None)
+        .await
+        .collect()
+        .await;
+    assert_eq!(first[0].name, "snapshot");
+    assert_eq!(first[0].data["cursor"], 0);
+    assert_eq!(
+        first.last().unwrap().data,
+        json!({"reason": "waiting_user"})
+    );
+    let mut items = chat_items(&first);
+    let s = |v: &str| v.to_owned();
+    assert_eq!(
+        kinds(&items),
+        vec![
+            (1, s("assistant_message"), s("turn 1 of an asker")),
+            (2, s("user_input_required"), s("question 1?")),
+        ]
+    );
+    assert_eq!(items[1]["correlation"]["interaction_id"], 11);
+    assert_eq!(items[1]["role"], "assistant");
+    assert_eq!(items[0]["protocol_version"], "chat-replay/1.0");
+    assert!(items[0]["raw_ref"]["byte_to"].as_u64().unwrap() > 0);
+
+    let reply = |id: u64, response: Value| {
+        let server = &server;
+        let path = format!("{job}/interaction/reply");
+        async move {
+            let (code, body) = server
+                .post_json(&path, json!({"interaction_id": id, "response": response}))
+                .await;
+            assert_eq!(code, 200, "{body}");
+        }
+    };
+    reply(11, json!("left")).await;
+    let second = server
+        .events(&format!("{job}/chat?cursor=2"), None)
+        .await
+        .collect()
+        .await;
+    assert_eq!(second[0].data["cursor"], 2);
+    assert_eq!(
+        second.last().unwrap().data,
+        json!({"reason": "waiting_user"})
+    );
+    items.extend(chat_items(&second));
+
+    reply(12, json!({"text": "free form"})).await;
+    // The header wins over a stale cursor; the management route sees the same conversation.
+    let third = server
+        .events(
+            &format!("/v1/management/runs/{rid}/chat?cursor=0"),
+            Some("5"),
+        )
+        .await
+        .collect()
+        .await;
+    assert_eq!(third.last().unwrap().data, json!({"reason": "terminal"}));
+    items.extend(chat_items(&third));
+    let summary: Vec<(u64, String, String)> = kinds(&items)
+        .into_iter()
+        .map(|(seq, kind, text)| (seq, kind, text.chars().take(30).collect()))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (1, s("assistant_message"), s("turn 1 of an asker")),
+            (2, s("user_input_required"), s("question 1?")),
+            (3, s("interaction_reply"), s("left")),
+            (4, s("assistant_message"), s("turn 2 of an asker")),
+            (5, s("user_input_required"), s("question 2?")),
+            (6, s("interaction_reply"), s(r#"{"text":"free form"}"#)),
+            (7, s("assistant_message"), s("turn 3 of an asker")),
+            (
+                8,
+                s("assistant_final"),
+                s(r#"{"summary": "done", "turn": 3,"#)
+            ),
+            (9, s("orchestration_notice"), s("The run succeeded.")),
+        ]
+    );
+    assert_eq!(
+        items
+            .iter()
+            .map(|i| i["attempt"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [1, 1, 2, 2, 2, 3, 3, 3, 3]
+    );
+    assert_eq!(items[2]["role"], "user");
+    assert_eq!(items[8]["role"], "system");
+
+    let (code, history) = server.get(&format!("{job}/chat/history")).await;
+    assert_eq!(code, 200, "{history}");
+    assert_eq!(history["events"], Value::Array(items.clone()));
+    assert_eq!(history["count"], 9);
+    assert_eq!(
+        (
+            history["cursor_floor"].clone(),
+            history["cursor_ceiling"].clone()
+        ),
+        (json!(1), json!(9))
+    );
+    assert_eq!(history["status"], "succeeded");
+    let (_, part) = server
+        .get(&format!(
+            "/v1/management/runs/{rid}/chat/history?from_seq=3&to_seq=5"
+        ))
+        .await;
+    assert_eq!(part["events"], Value::Array(items[2..5].to_vec()));
+    assert_eq!(part["cursor_ceiling"], 9);
+    // A finished run's stream replays what is after the cursor, then ends.
+    let replay = server
+        .events(&format!("{job}/chat?cursor=7"), None)
+        .await
+        .collect()
+        .await;
+    assert_eq!(chat_items(&replay), items[7..].to_vec());
+
+    let (code, _) = server.get(&format!("{job}/chat/history?from_seq=x")).await;
+    assert_eq!(code, 422);
+    let (code, _) = server.get(&format!("{job}/chat?cursor=-1")).await;
+    assert_eq!(code, 422);
+    let resp = server
+        .client
+        .get(server.url(&format!("{job}/chat")))
+        .header("last-event-id", "1:2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+    let (code, _) = server
+        .get(&format!("/v1/temp-skill-runs/{rid}/chat/history"))
+        .await;
+    assert_eq!(
+        code, 404,
+        "a jobs request is unknown to the temporary-run routes"
+    );
+    let (code, _) = server.get("/v1/jobs/nope/chat/history").await;
+    assert_eq!(code, 404);
+}
+
+/// A client that drops the conversation stream at random points and resumes from the last
+/// `seq` it got receives every item of a chatty run exactly once, as the history has them.
+#[tokio::test]
+async fn a_conversation_resumed_at_random_points_loses_and_repeats_nothing() {
+    let server = TestServer::with_skills(&[talker_skill("talker")], &[]);
+    let rid = server
+        .create_running(json!({"skill_id": "talker", "parameter": {"bursts": 60, "pause": 0.01}}))
+        .await;
+    let mut rng = Lcg(7);
+    let mut items: Vec<Value> = Vec::new();
+    let mut connections = 0;
+    'follow: loop {
+        connections += 1;
+        assert!(connections < 1000, "no end");
+        let cursor = items.last().map_or(0, |i| i["seq"].as_u64().unwrap());
+        let mut stream = server
+            .events(&format!("/v1/jobs/{rid}/chat?cursor={cursor}"), None)
+            .await;
+        assert_eq!(stream.next().await.unwrap().name, "snapshot");
+        for _ in 0..1 + rng.below(8) {
+            let event = stream.next().await.expect("the stream ends with `end`");
+            match event.name.as_str() {
+                "chat_event" => items.push(event.data),
+                "end" => break 'follow,
+                _ => {}
+            }
+        }
+    }
+    let seqs: Vec<u64> = items.iter().map(|i| i["seq"].as_u64().unwrap()).collect();
+    assert_eq!(
+        seqs,
+        (1..=seqs.len() as u64).collect::<Vec<_>>(),
+        "no gap, no repeat"
+    );
+    let (_, history) = server.get(&format!("/v1/jobs/{rid}/chat/history")).await;
+    assert_eq!(history["events"], Value::Array(items.clone()));
+    // 60 bursts plus six long lines, the final answer and the notice.
+    assert_eq!(items.len(), 60 + 6 + 2, "{connections} connections");
+    assert!(
+        items[0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("burst 0: wärme ✓ 😀 €")
+    );
+    assert_eq!(items.last().unwrap()["kind"], "orchestration_notice");
+}

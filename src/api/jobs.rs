@@ -364,12 +364,18 @@ pub async fn events(
         },
     };
     let stream = state.jobs.events(scope, &request_id, from).await?;
-    let events = stream.map(|e| {
+    Ok(sse(stream, |e| (e.name, e.id, e.data)))
+}
+
+/// An SSE response of `stream`, each item given as its event name, id and data.
+pub(super) fn sse<T: Send + 'static>(
+    stream: impl futures_util::Stream<Item = T> + Send + 'static,
+    parts: fn(T) -> (&'static str, String, Value),
+) -> Response {
+    let events = stream.map(move |item| {
+        let (name, id, data) = parts(item);
         Ok::<_, std::convert::Infallible>(
-            Event::default()
-                .event(e.name)
-                .id(e.id)
-                .data(e.data.to_string()),
+            Event::default().event(name).id(id).data(data.to_string()),
         )
     });
     let mut response = Sse::new(events).into_response();
@@ -377,7 +383,7 @@ pub async fn events(
     response
         .headers_mut()
         .insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(response)
+    response
 }
 
 /// The question the run waits on: `{request_id, status, pending}` (`pending` is `null` when

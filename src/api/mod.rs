@@ -2,6 +2,7 @@
 
 pub mod assets;
 pub mod auth;
+pub mod chat;
 pub mod console;
 pub mod engines;
 pub mod error;
@@ -46,7 +47,8 @@ const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
         (name = "engines", description = "Agent engines, their CLIs and models"),
         (name = "skill-packages", description = "Install and update skill packages"),
         (name = "management", description = "Skills and runs for an operator's console. \
-            `/v1/management/runs/{request_id}/events`, `/pending`, `/reply` and `/cancel` are the \
+            `/v1/management/runs/{request_id}/events`, `/chat`, `/chat/history`, `/pending`, `/reply` \
+            and `/cancel` are the \
             jobs routes of the same names and see jobs and temporary runs alike"),
         (name = "invoke", description = "Run a skill synchronously and get its Normalized Skill \
             Result (`POST /skills/{skill_id}:invoke` is the same route without `/v1`)"),
@@ -87,9 +89,13 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .route(&temp("/logs"), get(jobs::logs))
         .route(&temp("/cancel"), post(jobs::cancel))
         .route(&temp("/events"), get(jobs::events))
+        .route(&temp("/chat"), get(chat::chat))
+        .route(&temp("/chat/history"), get(chat::chat_history))
         .route(&temp("/interaction/pending"), get(jobs::pending))
         .route(&temp("/interaction/reply"), post(jobs::reply))
         .route(&run("/events"), get(jobs::events))
+        .route(&run("/chat"), get(chat::chat))
+        .route(&run("/chat/history"), get(chat::chat_history))
         .route(&run("/pending"), get(jobs::pending))
         .route(&run("/reply"), post(jobs::reply))
         .route(&run("/cancel"), post(jobs::cancel))
@@ -125,6 +131,8 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(jobs::cancel))
         .routes(routes!(jobs::cleanup))
         .routes(routes!(jobs::events))
+        .routes(routes!(chat::chat))
+        .routes(routes!(chat::chat_history))
         .routes(routes!(jobs::pending))
         .routes(routes!(jobs::reply))
         .routes(routes!(management::list_skills))

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{Cli, Engine, EngineAdapter, Failure, Prepared, Reading, Turn};
+use super::{Cli, Engine, EngineAdapter, Failure, Prepared, Reading, Said, Turn};
 use crate::config::{AgentConfig, Endpoint};
 use crate::output;
 use crate::process::ProcessSpec;
@@ -502,12 +502,81 @@ pub fn prompt(turn: &Turn<'_>, skill_copy: &Path) -> String {
 
 /// One JSON event per line; lines that are not JSON objects are skipped.
 pub fn events(stdout: &str) -> impl Iterator<Item = serde_json::Map<String, Value>> + '_ {
-    stdout
-        .lines()
-        .filter_map(|line| match serde_json::from_str(line.trim()) {
-            Ok(Value::Object(event)) => Some(event),
-            _ => None,
-        })
+    stdout.lines().filter_map(event)
+}
+
+/// The JSON event of one line, if it is one.
+pub fn event(line: &str) -> Option<serde_json::Map<String, Value>> {
+    match serde_json::from_str(line.trim()) {
+        Ok(Value::Object(event)) => Some(event),
+        _ => None,
+    }
+}
+
+/// A tool's output as text: a string as it is, Anthropic-style content blocks as their texts,
+/// anything else as JSON.
+pub fn text_of(value: Option<&Value>) -> String {
+    match value {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(blocks)) if blocks.iter().all(|b| b.get("text").is_some()) => blocks
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// What one line of `stream-json` (Claude Code, Qwen Code) says: the assistant's text,
+/// thinking and tool calls, and the tool results sent back.
+pub fn transcribe_stream_json(line: &str, said: &mut Vec<Said>) {
+    let Some(event) = event(line) else { return };
+    let blocks = event
+        .get("message")
+        .and_then(|m| m.get("content"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten();
+    let string = |block: &Value, key: &str| {
+        block
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .unwrap_or_default()
+    };
+    match event.get("type").and_then(Value::as_str) {
+        Some("assistant") => {
+            for block in blocks {
+                match block.get("type").and_then(Value::as_str) {
+                    Some("text") => said.push(Said::Text {
+                        text: string(block, "text"),
+                        continues: false,
+                    }),
+                    Some("thinking") => said.push(Said::Reasoning(string(block, "thinking"))),
+                    Some("tool_use") => said.push(Said::ToolCall {
+                        id: block.get("id").and_then(Value::as_str).map(str::to_owned),
+                        name: string(block, "name"),
+                        arguments: block.get("input").cloned().unwrap_or(Value::Null),
+                    }),
+                    _ => {}
+                }
+            }
+        }
+        Some("user") => {
+            for block in blocks.filter(|b| b.get("type") == Some(&Value::from("tool_result"))) {
+                said.push(Said::ToolResult {
+                    id: block
+                        .get("tool_use_id")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    output: text_of(block.get("content")),
+                    is_error: block.get("is_error") == Some(&Value::Bool(true)),
+                });
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Reads the `stream-json` output of Claude Code and of CLIs that copy it (Qwen Code): the

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use super::agent;
-use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Turn};
+use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Transcriber, Turn};
 use crate::config::AgentConfig;
 
 pub const PACKAGE: &str = "@anthropic-ai/claude-code";
@@ -78,6 +78,10 @@ impl EngineAdapter for Claude {
 
     fn read(&self, stdout: &str, _stderr: &str) -> Reading {
         agent::read_stream_json(stdout, "claude")
+    }
+
+    fn transcriber(&self) -> Box<dyn Transcriber> {
+        Box::new(agent::transcribe_stream_json)
     }
 }
 

@@ -11,10 +11,10 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::agent::{self, events};
-use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Turn};
+use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
 use crate::config::AgentConfig;
 use crate::output;
 
@@ -158,6 +158,68 @@ impl EngineAdapter for Codex {
             reading.failure = Some(agent::failure("codex", message));
         }
         reading
+    }
+
+    fn transcriber(&self) -> Box<dyn Transcriber> {
+        Box::new(transcribe)
+    }
+}
+
+/// What one line of `codex exec --json` says: each completed item (a message, reasoning, a
+/// command with its output, a tool call, a file change, a web search).
+fn transcribe(line: &str, said: &mut Vec<Said>) {
+    let Some(event) = agent::event(line) else {
+        return;
+    };
+    if event.get("type").and_then(Value::as_str) != Some("item.completed") {
+        return;
+    }
+    let Some(item) = event.get("item") else {
+        return;
+    };
+    let text = |key: &str| {
+        item.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let id = item.get("id").and_then(Value::as_str).map(str::to_owned);
+    let mut call = |name: String, arguments: Value| {
+        said.push(Said::ToolCall {
+            id: id.clone(),
+            name,
+            arguments,
+        });
+    };
+    match item.get("type").and_then(Value::as_str) {
+        Some("agent_message") => said.push(Said::Text {
+            text: text("text"),
+            continues: false,
+        }),
+        Some("reasoning") => said.push(Said::Reasoning(text("text"))),
+        Some("command_execution") => said.push(Said::Command {
+            command: text("command"),
+            output: text("aggregated_output"),
+            exit_code: item.get("exit_code").and_then(Value::as_i64),
+        }),
+        Some("mcp_tool_call") => {
+            let name = format!("{}.{}", text("server"), text("tool"));
+            call(name, item.get("arguments").cloned().unwrap_or(Value::Null));
+            let error = item.get("error").filter(|e| !e.is_null());
+            if let Some(output) = error.or(item.get("result")).filter(|r| !r.is_null()) {
+                said.push(Said::ToolResult {
+                    id,
+                    output: agent::text_of(Some(output)),
+                    is_error: error.is_some(),
+                });
+            }
+        }
+        Some("file_change") => call(
+            "file_change".into(),
+            item.get("changes").cloned().unwrap_or(Value::Null),
+        ),
+        Some("web_search") => call("web_search".into(), json!({"query": text("query")})),
+        _ => {}
     }
 }
 

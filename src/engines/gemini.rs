@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::agent::{self, events};
-use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Turn};
+use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
 use crate::config::AgentConfig;
 use crate::output;
 
@@ -121,5 +121,47 @@ impl EngineAdapter for Gemini {
             reading.failure = Some(agent::failure("gemini", message));
         }
         reading
+    }
+
+    fn transcriber(&self) -> Box<dyn Transcriber> {
+        Box::new(transcribe)
+    }
+}
+
+/// What one line of `-o stream-json` says: assistant text (in deltas), tool calls and their
+/// results.
+fn transcribe(line: &str, said: &mut Vec<Said>) {
+    let Some(event) = agent::event(line) else {
+        return;
+    };
+    let text = |key: &str| {
+        event
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let id = event
+        .get("tool_id")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    match event.get("type").and_then(Value::as_str) {
+        Some("message") if event.get("role") == Some(&json!("assistant")) => {
+            said.push(Said::Text {
+                text: text("content"),
+                continues: event.get("delta") == Some(&json!(true)),
+            });
+        }
+        Some("tool_use") => said.push(Said::ToolCall {
+            id,
+            name: text("tool_name"),
+            arguments: event.get("parameters").cloned().unwrap_or(Value::Null),
+        }),
+        Some("tool_result") => said.push(Said::ToolResult {
+            id,
+            output: agent::text_of(event.get("output").or(event.get("error"))),
+            is_error: event.get("status") != Some(&json!("success")),
+        }),
+        _ => {}
     }
 }

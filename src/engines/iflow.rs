@@ -21,7 +21,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::agent;
-use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Turn};
+use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
 use crate::config::AgentConfig;
 use crate::output;
 
@@ -129,6 +129,24 @@ impl EngineAdapter for Iflow {
             session,
             failure,
         }
+    }
+
+    /// The text the CLI prints is one message; its `<Execution Info>` block is left out.
+    fn transcriber(&self) -> Box<dyn Transcriber> {
+        let mut in_info = false;
+        Box::new(move |line: &str, said: &mut Vec<Said>| {
+            if line.trim_start().starts_with(INFO_OPEN) {
+                in_info = true;
+            }
+            if in_info {
+                in_info = !line.contains(INFO_CLOSE);
+                return;
+            }
+            said.push(Said::Text {
+                text: format!("{line}\n"),
+                continues: true,
+            });
+        })
     }
 }
 

@@ -105,6 +105,48 @@ pub struct Failure {
     pub message: String,
 }
 
+/// Something a turn's output says, in conversation terms (the run's conversation is built from
+/// these, see [`crate::conversation`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Said {
+    /// Assistant text. `continues`: a streamed piece of the message being said, not a new one.
+    Text {
+        text: String,
+        continues: bool,
+    },
+    Reasoning(String),
+    /// A tool the assistant called, with its arguments.
+    ToolCall {
+        id: Option<String>,
+        name: String,
+        arguments: Value,
+    },
+    /// What a tool call returned.
+    ToolResult {
+        id: Option<String>,
+        output: String,
+        is_error: bool,
+    },
+    /// A shell command the assistant ran, with its output.
+    Command {
+        command: String,
+        output: String,
+        exit_code: Option<i64>,
+    },
+}
+
+/// Reads a turn's stdout one line at a time (without its line end) into what it says. Most
+/// engines need no state between lines; a plain `fn` is one.
+pub trait Transcriber: Send {
+    fn line(&mut self, line: &str, said: &mut Vec<Said>);
+}
+
+impl<F: FnMut(&str, &mut Vec<Said>) + Send> Transcriber for F {
+    fn line(&mut self, line: &str, said: &mut Vec<Said>) {
+        self(line, said);
+    }
+}
+
 /// One way of running a skill.
 pub trait EngineAdapter: Send + Sync + std::fmt::Debug {
     fn engine(&self) -> Engine;
@@ -120,6 +162,9 @@ pub trait EngineAdapter: Send + Sync + std::fmt::Debug {
 
     /// Reads the turn's output (the end of its stdout and stderr).
     fn read(&self, stdout: &str, stderr: &str) -> Reading;
+
+    /// A reader of this engine's stdout for the run's conversation, fresh for each turn.
+    fn transcriber(&self) -> Box<dyn Transcriber>;
 }
 
 /// The adapters this server has, with the model snapshots and the CLI versions found.

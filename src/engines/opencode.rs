@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::agent::{self, events};
-use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Turn};
+use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
 use crate::config::AgentConfig;
 use crate::output;
 
@@ -158,5 +158,70 @@ impl EngineAdapter for Opencode {
             reading.failure = Some(agent::failure("opencode", message));
         }
         reading
+    }
+
+    fn transcriber(&self) -> Box<dyn Transcriber> {
+        Box::new(transcribe)
+    }
+}
+
+/// What one line of `run --format json` says: text, reasoning, and each finished tool use (a
+/// `bash` one as a command with its output).
+fn transcribe(line: &str, said: &mut Vec<Said>) {
+    let Some(event) = agent::event(line) else {
+        return;
+    };
+    let Some(part) = event.get("part") else {
+        return;
+    };
+    let text = || {
+        part.get("text")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    match event.get("type").and_then(Value::as_str) {
+        Some("text") => said.push(Said::Text {
+            text: text(),
+            continues: false,
+        }),
+        Some("reasoning") => said.push(Said::Reasoning(text())),
+        Some("tool_use") => {
+            let state = part.get("state");
+            let input = state
+                .and_then(|s| s.get("input"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            let output = agent::text_of(state.and_then(|s| s.get("output").or(s.get("error"))));
+            let name = part.get("tool").and_then(Value::as_str).unwrap_or_default();
+            let command = input.get("command").and_then(Value::as_str);
+            match command.filter(|_| name == "bash") {
+                Some(command) => said.push(Said::Command {
+                    command: command.to_owned(),
+                    output,
+                    exit_code: state
+                        .and_then(|s| s.pointer("/metadata/exit"))
+                        .and_then(Value::as_i64),
+                }),
+                None => {
+                    let id = part
+                        .get("callID")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
+                    let is_error = state.and_then(|s| s.get("status")) == Some(&json!("error"));
+                    said.push(Said::ToolCall {
+                        id: id.clone(),
+                        name: name.to_owned(),
+                        arguments: input,
+                    });
+                    said.push(Said::ToolResult {
+                        id,
+                        output,
+                        is_error,
+                    });
+                }
+            }
+        }
+        _ => {}
     }
 }

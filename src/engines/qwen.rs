@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::agent;
-use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Turn};
+use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Transcriber, Turn};
 use crate::config::AgentConfig;
 
 pub const PACKAGE: &str = "@qwen-code/qwen-code";
@@ -88,5 +88,9 @@ impl EngineAdapter for Qwen {
 
     fn read(&self, stdout: &str, _stderr: &str) -> Reading {
         agent::read_stream_json(stdout, "qwen")
+    }
+
+    fn transcriber(&self) -> Box<dyn Transcriber> {
+        Box::new(agent::transcribe_stream_json)
     }
 }

@@ -7,7 +7,7 @@
 use anyhow::Context;
 use serde_json::json;
 
-use super::{Engine, EngineAdapter, Prepared, Reading, Turn};
+use super::{Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
 use crate::output;
 
 #[derive(Debug)]
@@ -76,5 +76,17 @@ impl EngineAdapter for ScriptEngine {
             answer: output::extract(stdout),
             ..Reading::default()
         }
+    }
+
+    /// Each line the script prints is one message.
+    fn transcriber(&self) -> Box<dyn Transcriber> {
+        Box::new(|line: &str, said: &mut Vec<Said>| {
+            if !line.trim().is_empty() {
+                said.push(Said::Text {
+                    text: line.to_owned(),
+                    continues: false,
+                });
+            }
+        })
     }
 }

@@ -259,7 +259,7 @@ impl Cursor {
 }
 
 /// Up to `max` bytes of `path` from `offset`; nothing when the file does not exist yet.
-fn read_at(path: &std::path::Path, offset: u64, max: usize) -> std::io::Result<Vec<u8>> {
+pub(super) fn read_at(path: &std::path::Path, offset: u64, max: usize) -> std::io::Result<Vec<u8>> {
     use std::io::{Read, Seek, SeekFrom};
     let mut file = match std::fs::File::open(path) {
         Ok(f) => f,

@@ -177,9 +177,20 @@ impl Jobs {
     ) {
         let timeout = Duration::from_secs(options.session_timeout_sec);
         let interaction_id = question["interaction_id"].as_u64().unwrap_or_default();
+        // The turn is over and the next has not started: the log ends where this turn's
+        // output ends, which is where the conversation places the question.
+        let stdout_offset = tokio::fs::metadata(self.folder(run_id).stdout_log())
+            .await
+            .map_or(0, |m| m.len());
         let asked = self
             .store
-            .ask_user(run_id, interaction_id, &question, Timestamp::after(timeout))
+            .ask_user(
+                run_id,
+                interaction_id,
+                &question,
+                stdout_offset,
+                Timestamp::after(timeout),
+            )
             .await;
         match asked {
             Ok(Some(seq)) => {

@@ -49,6 +49,8 @@ pub struct Interaction {
     pub resolution: Option<Resolution>,
     pub idempotency_key: Option<String>,
     pub replied_at: Option<Timestamp>,
+    /// Where the asking turn's output ended in `logs/stdout.txt`.
+    pub stdout_offset: Option<u64>,
 }
 
 /// An answer to record.
@@ -75,18 +77,20 @@ pub enum AnswerOutcome {
 macro_rules! interaction_columns {
     () => {
         "seq, interaction_id, turn, question, asked_at, response, resolution_mode, \
-         idempotency_key, replied_at"
+         idempotency_key, replied_at, stdout_offset"
     };
 }
 
 impl Store {
-    /// [`Move::Ask`], with `question` pending until `deadline`; returns the
-    /// question's `seq`, or `None` when the run was no longer running (canceled meanwhile).
+    /// [`Move::Ask`], with `question` (asked by a turn whose output ended at `stdout_offset`)
+    /// pending until `deadline`; returns the question's `seq`, or `None` when the run was no
+    /// longer running (canceled meanwhile).
     pub async fn ask_user(
         &self,
         run_id: &str,
         interaction_id: u64,
         question: &Value,
+        stdout_offset: u64,
         deadline: Timestamp,
     ) -> anyhow::Result<Option<u32>> {
         let _writing = self.writing().await;
@@ -111,8 +115,9 @@ impl Store {
             return Ok(None);
         };
         sqlx::query(
-            "INSERT INTO interactions (run_id, seq, interaction_id, turn, question, asked_at)
-             VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO interactions
+                 (run_id, seq, interaction_id, turn, question, asked_at, stdout_offset)
+             VALUES (?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(run_id)
         .bind(seq)
@@ -120,6 +125,7 @@ impl Store {
         .bind(turn)
         .bind(question.to_string())
         .bind(now)
+        .bind(i64::try_from(stdout_offset)?)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -271,7 +277,7 @@ mod tests {
             .unwrap();
         assert!(store.start_run("r1", "off").await.unwrap());
         store
-            .ask_user("r1", 7, &json!({"prompt": "?"}), far_future())
+            .ask_user("r1", 7, &json!({"prompt": "?"}), 12, far_future())
             .await
             .unwrap()
             .unwrap()
@@ -290,7 +296,7 @@ mod tests {
         );
         assert_eq!(
             store
-                .ask_user("r1", 8, &json!({}), far_future())
+                .ask_user("r1", 8, &json!({}), 0, far_future())
                 .await
                 .unwrap(),
             None,
@@ -321,7 +327,7 @@ mod tests {
 
         assert!(store.start_run("r1", "off").await.unwrap());
         let seq = store
-            .ask_user("r1", 9, &json!({"prompt": "again?"}), far_future())
+            .ask_user("r1", 9, &json!({"prompt": "again?"}), 30, far_future())
             .await
             .unwrap()
             .unwrap();

@@ -1,0 +1,217 @@
+//! A run's conversation over HTTP's two ways of reading it: the history so far
+//! (`GET .../chat/history`) and a live stream (`GET .../chat`), both built by one
+//! [`Conversation`] from the run's stdout log and questions (see [`crate::conversation`]).
+//!
+//! The stream sends `snapshot {status, cursor}`, then each item as `chat_event` (its SSE `id`
+//! is its `seq`), `heartbeat {ts}` after an idle interval, and `end {reason}` once the run waits
+//! for a reply (`waiting_user`, after the question) or ended (`terminal`, after the closing
+//! notice). `cursor` (or `Last-Event-ID`) is the last `seq` a client has: the stream resumes
+//! after it. Both answer 404 until the request has a run, like the event stream.
+
+use std::sync::Arc;
+
+use futures_util::Stream;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::events::read_at;
+use super::{Jobs, Scope};
+use crate::clock::Timestamp;
+use crate::conversation::{ChatItem, Conversation, RunEnd};
+use crate::error::Result;
+use crate::store::{Interaction, Run, RunStatus};
+
+/// Log bytes read at a time while catching up.
+const READ_BYTES: usize = 64 * 1024;
+
+/// One event of a conversation stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatEvent {
+    /// `snapshot`, `chat_event`, `heartbeat` or `end`.
+    pub name: &'static str,
+    /// The `seq` of the last item sent.
+    pub id: String,
+    pub data: Value,
+}
+
+/// A run's conversation so far.
+#[derive(Debug)]
+pub struct ChatHistory {
+    pub run_id: String,
+    pub status: RunStatus,
+    /// The items in the asked range.
+    pub items: Vec<ChatItem>,
+    /// `seq` of the first and last item there is (0 when none).
+    pub first_seq: u64,
+    pub last_seq: u64,
+}
+
+impl Jobs {
+    /// The conversation of a request's run, items `from_seq..=to_seq` (either end open).
+    pub async fn chat_history(
+        &self,
+        scope: Scope,
+        request_id: &str,
+        from_seq: Option<u64>,
+        to_seq: Option<u64>,
+    ) -> Result<ChatHistory> {
+        let (_, run) = self.request_and_run(scope, request_id).await?;
+        let mut conversation = self.conversation(&run)?;
+        let asked = self.store.interactions(&run.run_id).await?;
+        let items = self.catch_up(&mut conversation, &run, &asked).await;
+        let (first_seq, last_seq) = (
+            items.first().map_or(0, |i| i.seq),
+            items.last().map_or(0, |i| i.seq),
+        );
+        let items = items
+            .into_iter()
+            .filter(|i| from_seq.is_none_or(|from| i.seq >= from))
+            .filter(|i| to_seq.is_none_or(|to| i.seq <= to))
+            .collect();
+        Ok(ChatHistory {
+            run_id: run.run_id,
+            status: run.status,
+            items,
+            first_seq,
+            last_seq,
+        })
+    }
+
+    /// The live conversation of a request's run, after item `cursor`.
+    pub async fn chat(
+        self: &Arc<Self>,
+        scope: Scope,
+        request_id: &str,
+        cursor: u64,
+    ) -> Result<impl Stream<Item = ChatEvent> + Send + 'static> {
+        let (_, run) = self.request_and_run(scope, request_id).await?;
+        let run_id = run.run_id.clone();
+        // Subscribe before reading, so no change falls between a read and the wait.
+        let mut subscription = self.feeds.subscribe(&run_id);
+        let mut status_tick = subscription.current().status;
+        let mut conversation = self.conversation(&run)?;
+        let heartbeat = self.config.jobs.sse_heartbeat;
+        let jobs = self.clone();
+        Ok(async_stream::stream! {
+            let mut sent = cursor;
+            let mut last_event = Instant::now();
+            yield ChatEvent {
+                name: "snapshot",
+                id: sent.to_string(),
+                data: json!({"status": run.status, "cursor": cursor}),
+            };
+            let mut reread = true;
+            let (mut run, mut asked) = (run, Vec::new());
+            loop {
+                // The run and its questions before the log: output written before a change of
+                // either is in the log by the time the change is read.
+                if reread {
+                    let fresh = match jobs.store.run(&run_id).await {
+                        Ok(Some(fresh)) => fresh,
+                        Ok(None) => break,
+                        Err(e) => {
+                            tracing::error!(run_id, error = format!("{e:#}"), "chat stream cannot read its run");
+                            break;
+                        }
+                    };
+                    match jobs.store.interactions(&run_id).await {
+                        Ok(fresh) => asked = fresh,
+                        Err(e) => {
+                            tracing::error!(run_id, error = format!("{e:#}"), "chat stream cannot read the questions");
+                            break;
+                        }
+                    }
+                    run = fresh;
+                }
+                for item in jobs.catch_up(&mut conversation, &run, &asked).await {
+                    if item.seq <= sent {
+                        continue;
+                    }
+                    sent = item.seq;
+                    last_event = Instant::now();
+                    yield ChatEvent {
+                        name: "chat_event",
+                        id: sent.to_string(),
+                        data: serde_json::to_value(&item).unwrap_or_default(),
+                    };
+                }
+                let reason = if conversation.ended() {
+                    Some("terminal")
+                } else if run.status == RunStatus::WaitingUser && conversation.awaits_reply() {
+                    Some("waiting_user")
+                } else {
+                    None
+                };
+                if let Some(reason) = reason {
+                    yield ChatEvent { name: "end", id: sent.to_string(), data: json!({"reason": reason}) };
+                    break;
+                }
+                let wake = tokio::select! {
+                    tick = subscription.changed() => Some(tick),
+                    () = tokio::time::sleep_until(last_event + heartbeat) => None,
+                    () = jobs.feeds.closed() => break,
+                };
+                match wake {
+                    Some(tick) => {
+                        reread = tick.status != status_tick;
+                        status_tick = tick.status;
+                    }
+                    None => {
+                        reread = false;
+                        last_event = Instant::now();
+                        yield ChatEvent { name: "heartbeat", id: sent.to_string(), data: json!({"ts": Timestamp::now()}) };
+                    }
+                }
+            }
+        })
+    }
+
+    fn conversation(&self, run: &Run) -> Result<Conversation> {
+        let adapter = self
+            .engines
+            .get(run.engine)
+            .ok_or_else(|| anyhow::anyhow!("no adapter for engine {}", run.engine.as_str()))?;
+        Ok(Conversation::new(&run.run_id, adapter.clone()))
+    }
+
+    /// Reads the run's log from where `conversation` is to its end, with `run` and `asked` read
+    /// before it; returns the new items. A log that cannot be read gives what was read so far.
+    async fn catch_up(
+        &self,
+        conversation: &mut Conversation,
+        run: &Run,
+        asked: &[Interaction],
+    ) -> Vec<ChatItem> {
+        let end = run.status.is_terminal().then(|| RunEnd {
+            status: run.status,
+            error_code: run.error_code.clone(),
+            error_message: run.error_message.clone(),
+            at: run.finished_at.or(Some(run.updated_at)),
+        });
+        let path = self.folder(&run.run_id).stdout_log();
+        let mut items = Vec::new();
+        loop {
+            let (path, offset) = (path.clone(), conversation.log_read());
+            let turn = self.feeds.read_turn().await;
+            let read =
+                tokio::task::spawn_blocking(move || read_at(&path, offset, READ_BYTES)).await;
+            drop(turn);
+            let bytes = match read {
+                Ok(Ok(bytes)) => bytes,
+                Ok(Err(e)) => {
+                    tracing::warn!(run_id = run.run_id, error = %e, "cannot read a run's stdout");
+                    return items;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "log reader panicked");
+                    return items;
+                }
+            };
+            let at_end = bytes.len() < READ_BYTES;
+            items.extend(conversation.advance(&bytes, at_end, asked, end.as_ref()));
+            if at_end {
+                return items;
+            }
+        }
+    }
+}
