@@ -122,6 +122,49 @@ model requests: {seen:?}"
 
 const ANSWER: &str = "Finished. {\"summary\": \"wrote it\", \"report\": \"artifacts/report.txt\"}";
 
+/// The run's conversation, read from the CLI's own output: the shell command the model ran,
+/// with its output (`output_has`), then the final answer and the closing notice. Returns the
+/// items.
+async fn assert_conversation(server: &TestServer, rid: &str, output_has: &str) -> Vec<Value> {
+    let (code, history) = server.get(&format!("/v1/jobs/{rid}/chat/history")).await;
+    assert_eq!(code, 200, "{history}");
+    let items = history["events"].as_array().unwrap().clone();
+    let shown = || serde_json::to_string_pretty(&items).unwrap();
+    let n = items.len();
+    assert!(n >= 3, "{}", shown());
+    assert_eq!(items[n - 1]["kind"], "orchestration_notice", "{}", shown());
+    assert_eq!(items[n - 1]["text"], "The run succeeded.");
+    assert_eq!(items[n - 2]["kind"], "assistant_final", "{}", shown());
+    assert_eq!(items[n - 2]["text"], ANSWER);
+    let steps: Vec<&Value> = items
+        .iter()
+        .filter(|i| i["kind"] == "assistant_process")
+        .collect();
+    let ran = steps.iter().any(|i| {
+        matches!(
+            i["correlation"]["process_type"].as_str(),
+            Some("command_execution" | "tool_call")
+        ) && i["correlation"]["details"]
+            .to_string()
+            .contains(WRITE_REPORT)
+    });
+    assert!(ran, "no step ran the command: {}", shown());
+    let output = steps.iter().any(|i| {
+        let details = &i["correlation"]["details"];
+        details["output"]
+            .as_str()
+            .is_some_and(|o| o.contains(output_has))
+    });
+    assert!(
+        output,
+        "no step carries the output {output_has:?}: {}",
+        shown()
+    );
+    let seqs: Vec<u64> = items.iter().map(|i| i["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=n as u64).collect::<Vec<_>>());
+    items
+}
+
 /// Auto mode: the model writes the artifact through the CLI's own shell tool and answers JSON
 /// that matches the output schema.
 ///
@@ -189,6 +232,7 @@ async fn auto_job(engine: &str) {
         prompt.contains("reporter/SKILL.md") && prompt.contains("artifacts/"),
         "{prompt}"
     );
+    assert_conversation(&server, &rid, "DENIED ../../escape.txt").await;
     // The key reaches the model, and is written nowhere in the run folder.
     assert!(
         calls[0]["headers"].to_string().contains("sk-test"),
@@ -260,6 +304,23 @@ async fn interactive_job(engine: &str) {
     assert!(resumed.contains("teal-green"), "{resumed}");
     let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
     assert_eq!(result["result"]["data"]["summary"], "wrote it");
+    // The question and the reply sit between the two turns; the question's own JSON is not
+    // repeated as a message.
+    let items = assert_conversation(&server, &rid, "").await;
+    let kinds: Vec<&str> = items.iter().map(|i| i["kind"].as_str().unwrap()).collect();
+    let asked = kinds
+        .iter()
+        .position(|k| *k == "user_input_required")
+        .unwrap();
+    assert_eq!(items[asked]["text"], "Which colour, please?");
+    assert_eq!(items[asked + 1]["kind"], "interaction_reply");
+    assert_eq!(items[asked + 1]["text"], "teal-green");
+    assert!(
+        !items[..asked]
+            .iter()
+            .any(|i| i["text"].as_str().unwrap().contains("ask_user")),
+        "{items:?}"
+    );
 }
 
 /// A model answering HTTP 500 fails the run quickly, saying so.

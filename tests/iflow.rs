@@ -128,6 +128,16 @@ async fn auto_job_with_an_endpoint() {
         result["result"]["artifacts"],
         json!(["artifacts/report.txt"])
     );
+    // The CLI's text is one message, the final answer.
+    let (_, chat) = server.get(&format!("/v1/jobs/{rid}/chat/history")).await;
+    let said = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/iflow/auto.stdout"),
+    )
+    .unwrap();
+    assert_eq!(chat["count"], 2, "{chat}");
+    assert_eq!(chat["events"][0]["kind"], "assistant_final");
+    assert_eq!(chat["events"][0]["text"], said.trim());
+    assert_eq!(chat["events"][1]["kind"], "orchestration_notice");
 
     let calls = stand.calls();
     assert_eq!(calls.len(), 1, "{calls:?}");

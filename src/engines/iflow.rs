@@ -209,6 +209,29 @@ mod tests {
     }
 
     #[test]
+    fn the_transcript_is_the_text_without_the_execution_info() {
+        let mut transcriber = adapter().transcriber();
+        let mut said = Vec::new();
+        for line in fixture("legacy.stdout").lines() {
+            transcriber.line(line, &mut said);
+        }
+        let text: String = said
+            .iter()
+            .map(|s| match s {
+                Said::Text {
+                    text,
+                    continues: true,
+                } => text.as_str(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            text.trim(),
+            "Done.\n\n{\"summary\": \"old\", \"report\": \"artifacts/report.txt\"}"
+        );
+    }
+
+    #[test]
     fn answer_and_session_from_a_recorded_turn() {
         let reading = adapter().read(&fixture("auto.stdout"), &fixture("auto.stderr"));
         let (answer, _) = reading.answer.expect("an answer");
