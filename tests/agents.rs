@@ -182,8 +182,11 @@ async fn auto_job(engine: &str) {
          if (echo escaped > \"$f\") 2>/dev/null; then echo \"WROTE $f\"; \
          else echo \"DENIED $f\"; fi; done"
     );
-    fake.script(json!([{"shell": format!("{WRITE_REPORT}; {escapes}")}, {"text": ANSWER}]))
-        .await;
+    fake.script(json!([
+        {"shell": format!("{WRITE_REPORT}; {escapes}"), "say": "I will write the report."},
+        {"text": ANSWER}
+    ]))
+    .await;
     let rid = server
         .create_job(json!({"skill_id": "reporter", "engine": engine, "input": {"text": "go"}}))
         .await;
@@ -232,7 +235,17 @@ async fn auto_job(engine: &str) {
         prompt.contains("reporter/SKILL.md") && prompt.contains("artifacts/"),
         "{prompt}"
     );
-    assert_conversation(&server, &rid, "DENIED ../../escape.txt").await;
+    let items = assert_conversation(&server, &rid, "DENIED ../../escape.txt").await;
+    // What the model said before the call is a message of its own, before the step.
+    let said = items
+        .iter()
+        .position(|i| i["kind"] == "assistant_message" && i["text"] == "I will write the report.");
+    let step = items.iter().position(|i| i["kind"] == "assistant_process");
+    assert!(
+        said.is_some() && said < step,
+        "{}",
+        serde_json::to_string_pretty(&items).unwrap()
+    );
     // The key reaches the model, and is written nowhere in the run folder.
     assert!(
         calls[0]["headers"].to_string().contains("sk-test"),

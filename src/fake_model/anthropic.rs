@@ -24,12 +24,19 @@ pub fn read(body: &Map<String, Value>, _path: &str) -> Request {
 }
 
 pub fn reply(body: &Map<String, Value>, request: &Request, action: Action) -> Response {
-    let (block, stop) = match &action {
-        Action::Tool { name, args } => (
-            json!({"type": "tool_use", "id": id("toolu_"), "name": name, "input": args}),
+    let text = |text: &str| json!({"type": "text", "text": text});
+    let (blocks, stop): (Vec<Value>, &str) = match &action {
+        Action::Tool { name, args, say } => (
+            say.as_deref()
+                .map(text)
+                .into_iter()
+                .chain([
+                    json!({"type": "tool_use", "id": id("toolu_"), "name": name, "input": args}),
+                ])
+                .collect(),
             "tool_use",
         ),
-        Action::Text(text) => (json!({"type": "text", "text": text}), "end_turn"),
+        Action::Text(said) => (vec![text(said)], "end_turn"),
         Action::Error { .. } | Action::Hang => unreachable!("answered by the router"),
     };
     let usage = json!({"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0,
@@ -37,7 +44,7 @@ pub fn reply(body: &Map<String, Value>, request: &Request, action: Action) -> Re
     let message = json!({
         "id": id("msg_"), "type": "message", "role": "assistant",
         "model": body.get("model").cloned().unwrap_or(json!("fake-model")),
-        "content": [block], "stop_reason": stop, "stop_sequence": null, "usage": usage,
+        "content": blocks, "stop_reason": stop, "stop_sequence": null, "usage": usage,
     });
     if !request.stream {
         return Json(message).into_response();
@@ -50,35 +57,34 @@ pub fn reply(body: &Map<String, Value>, request: &Request, action: Action) -> Re
         "message_start",
         json!({"type": "message_start", "message": start}),
     )];
-    match &action {
-        Action::Text(text) => {
+    for (index, block) in blocks.iter().enumerate() {
+        if let Some(text) = block.get("text").and_then(Value::as_str) {
             events.push((
                 "content_block_start",
-                json!({"type": "content_block_start", "index": 0,
+                json!({"type": "content_block_start", "index": index,
                 "content_block": {"type": "text", "text": ""}}),
             ));
             for piece in pieces(text) {
                 events.push((
                     "content_block_delta",
-                    json!({"type": "content_block_delta", "index": 0,
+                    json!({"type": "content_block_delta", "index": index,
                     "delta": {"type": "text_delta", "text": piece}}),
                 ));
             }
-        }
-        _ => {
-            events.push(("content_block_start", json!({"type": "content_block_start", "index": 0,
+        } else {
+            events.push(("content_block_start", json!({"type": "content_block_start", "index": index,
                 "content_block": {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}})));
             events.push((
                 "content_block_delta",
-                json!({"type": "content_block_delta", "index": 0,
+                json!({"type": "content_block_delta", "index": index,
                 "delta": {"type": "input_json_delta", "partial_json": block["input"].to_string()}}),
             ));
         }
+        events.push((
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
     }
-    events.push((
-        "content_block_stop",
-        json!({"type": "content_block_stop", "index": 0}),
-    ));
     events.push((
         "message_delta",
         json!({"type": "message_delta",

@@ -41,13 +41,17 @@ pub fn read(body: &Map<String, Value>, path: &str) -> Request {
 }
 
 pub fn reply(_body: &Map<String, Value>, request: &Request, action: Action) -> Response {
-    let part = match action {
-        Action::Tool { name, args } => json!({"functionCall": {"name": name, "args": args}}),
-        Action::Text(text) => json!({"text": text}),
+    let parts: Vec<Value> = match action {
+        Action::Tool { name, args, say } => say
+            .map(|text| json!({"text": text}))
+            .into_iter()
+            .chain([json!({"functionCall": {"name": name, "args": args}})])
+            .collect(),
+        Action::Text(text) => vec![json!({"text": text})],
         Action::Error { .. } | Action::Hang => unreachable!("answered by the router"),
     };
     let response = json!({
-        "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
         "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
         "modelVersion": "fake-model", "responseId": id(""),
     });

@@ -12,7 +12,8 @@
 //!   test's script. A reply is `{"text": "..."}`, `{"shell": "<command>"}` (a call to whichever
 //!   shell tool the CLI offered, its arguments filled from that tool's schema),
 //!   `{"tool": "<name>", "args": {...}}`, `{"error": <status>, "message"?}` or `{"hang": true}`
-//!   (never answers); any reply may add `"delay_ms"`, and `"repeat": n` queues it n times.
+//!   (never answers); a shell or tool reply may add `"say": "<text>"`, said before the call in
+//!   the same response; any reply may add `"delay_ms"`, and `"repeat": n` queues it n times.
 //! - With the queue empty: a JSON-mode request gets an object made from its schema; anything
 //!   else gets the default text (`--final-text`, or `POST /__script {"final_text": ...}`).
 //!
@@ -39,10 +40,11 @@ use serde_json::{Map, Value, json};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     Text(String),
-    /// A call of tool `name` with these arguments.
+    /// A call of tool `name` with these arguments, after text `say` when there is one.
     Tool {
         name: String,
         args: Value,
+        say: Option<String>,
     },
     /// Answer this HTTP status with an error body.
     Error {
@@ -75,8 +77,12 @@ struct Reply {
 #[derive(Debug, Clone)]
 enum Planned {
     Ready(Action),
-    /// A shell call with this command, through whichever shell tool is offered.
-    Shell(String),
+    /// A shell call with this command, through whichever shell tool is offered, after text
+    /// `say` when there is one.
+    Shell {
+        command: String,
+        say: Option<String>,
+    },
 }
 
 /// The shared state: the queue, the default text and the request log.
@@ -117,7 +123,10 @@ impl Script {
         {
             let action = match reply.planned {
                 Planned::Ready(action) => action,
-                Planned::Shell(command) => shell_call(&request.tools, &command),
+                Planned::Shell { command, say } => match shell_call(&request.tools, &command) {
+                    Action::Tool { name, args, .. } => Action::Tool { name, args, say },
+                    other => other,
+                },
             };
             return (action, reply.delay);
         }
@@ -140,7 +149,7 @@ impl Script {
                 ..
             }) => queue.pop_front().map(|r| match r.planned {
                 Planned::Ready(action) => (action, r.delay),
-                Planned::Shell(_) => unreachable!("matched a ready reply"),
+                Planned::Shell { .. } => unreachable!("matched a ready reply"),
             }),
             _ => None,
         }
@@ -195,14 +204,19 @@ impl Script {
 
 fn parse_reply(item: &Value) -> Result<Reply, String> {
     let delay = Duration::from_millis(item.get("delay_ms").and_then(Value::as_u64).unwrap_or(0));
+    let say = item.get("say").and_then(Value::as_str).map(str::to_owned);
     let action = if let Some(text) = item.get("text").and_then(Value::as_str) {
         Planned::Ready(Action::Text(text.to_owned()))
     } else if let Some(command) = item.get("shell").and_then(Value::as_str) {
-        Planned::Shell(command.to_owned())
+        Planned::Shell {
+            command: command.to_owned(),
+            say,
+        }
     } else if let Some(name) = item.get("tool").and_then(Value::as_str) {
         Planned::Ready(Action::Tool {
             name: name.to_owned(),
             args: item.get("args").cloned().unwrap_or_else(|| json!({})),
+            say,
         })
     } else if let Some(status) = item.get("error").and_then(Value::as_u64) {
         let message = item
@@ -270,6 +284,7 @@ fn shell_call(tools: &[(String, Value)], command: &str) -> Action {
     Action::Tool {
         name: name.clone(),
         args: Value::Object(args),
+        say: None,
     }
 }
 
@@ -493,7 +508,8 @@ mod tests {
             shell_call(&codex, "echo hi"),
             Action::Tool {
                 name: "exec_command".into(),
-                args: json!({"cmd": "echo hi"})
+                args: json!({"cmd": "echo hi"}),
+                say: None,
             }
         );
         let opencode = tools(&[
@@ -507,7 +523,8 @@ mod tests {
             shell_call(&opencode, "ls"),
             Action::Tool {
                 name: "bash".into(),
-                args: json!({"command": "ls", "description": "Run a command"})
+                args: json!({"command": "ls", "description": "Run a command"}),
+                say: None,
             }
         );
         let array = tools(&[(
@@ -518,7 +535,8 @@ mod tests {
             shell_call(&array, "ls"),
             Action::Tool {
                 name: "shell".into(),
-                args: json!({"command": ["bash", "-lc", "ls"]})
+                args: json!({"command": ["bash", "-lc", "ls"]}),
+                say: None,
             }
         );
         let claude = tools(&[(

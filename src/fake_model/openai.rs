@@ -41,21 +41,31 @@ pub fn read_responses(body: &Map<String, Value>, _path: &str) -> Request {
 }
 
 pub fn responses(body: &Map<String, Value>, request: &Request, action: Action) -> Response {
-    let item = match &action {
-        Action::Tool { name, args } => json!({
-            "type": "function_call", "id": id("fc_"), "status": "completed",
-            "call_id": id("call_"), "name": name, "arguments": args.to_string(),
-        }),
-        Action::Text(text) => json!({
+    let message = |text: &str| {
+        json!({
             "type": "message", "id": id("msg_"), "role": "assistant", "status": "completed",
             "content": [{"type": "output_text", "text": text, "annotations": []}],
-        }),
+        })
+    };
+    let items = match &action {
+        Action::Tool { name, args, say } => {
+            let call = json!({
+                "type": "function_call", "id": id("fc_"), "status": "completed",
+                "call_id": id("call_"), "name": name, "arguments": args.to_string(),
+            });
+            say.as_deref()
+                .map(message)
+                .into_iter()
+                .chain([call])
+                .collect()
+        }
+        Action::Text(text) => vec![message(text)],
         Action::Error { .. } | Action::Hang => unreachable!("answered by the router"),
     };
     let response = json!({
         "id": id("resp_"), "object": "response", "created_at": crate::clock::unix_now(),
         "status": "completed", "model": body.get("model").cloned().unwrap_or(json!("fake-model")),
-        "output": [item],
+        "output": items,
         "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5,
                   "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 15},
     });
@@ -70,41 +80,43 @@ pub fn responses(body: &Map<String, Value>, request: &Request, action: Action) -
         "response.created",
         json!({"type": "response.created", "sequence_number": 0, "response": started}),
     ));
-    let mut added = item.clone();
-    if let Action::Text(text) = &action {
-        added["content"] = json!([]);
-        added["status"] = json!("in_progress");
-        events.push((
-            "response.output_item.added",
-            json!({"type": "response.output_item.added", "output_index": 0, "item": added}),
-        ));
-        for piece in pieces(text) {
+    for (index, item) in items.iter().enumerate() {
+        let mut added = item.clone();
+        if let Some(text) = item.pointer("/content/0/text").and_then(Value::as_str) {
+            added["content"] = json!([]);
+            added["status"] = json!("in_progress");
             events.push((
-                "response.output_text.delta",
-                json!({"type": "response.output_text.delta",
-                "item_id": item["id"], "output_index": 0, "content_index": 0, "delta": piece}),
+                "response.output_item.added",
+                json!({"type": "response.output_item.added", "output_index": index, "item": added}),
+            ));
+            for piece in pieces(text) {
+                events.push((
+                    "response.output_text.delta",
+                    json!({"type": "response.output_text.delta",
+                    "item_id": item["id"], "output_index": index, "content_index": 0, "delta": piece}),
+                ));
+            }
+            events.push((
+                "response.output_text.done",
+                json!({"type": "response.output_text.done",
+                "item_id": item["id"], "output_index": index, "content_index": 0, "text": text}),
+            ));
+        } else {
+            events.push((
+                "response.output_item.added",
+                json!({"type": "response.output_item.added", "output_index": index, "item": added}),
+            ));
+            events.push((
+                "response.function_call_arguments.delta",
+                json!({"type": "response.function_call_arguments.delta",
+                "item_id": item["id"], "output_index": index, "delta": item["arguments"]}),
             ));
         }
         events.push((
-            "response.output_text.done",
-            json!({"type": "response.output_text.done",
-            "item_id": item["id"], "output_index": 0, "content_index": 0, "text": text}),
-        ));
-    } else {
-        events.push((
-            "response.output_item.added",
-            json!({"type": "response.output_item.added", "output_index": 0, "item": added}),
-        ));
-        events.push((
-            "response.function_call_arguments.delta",
-            json!({"type": "response.function_call_arguments.delta",
-            "item_id": item["id"], "output_index": 0, "delta": item["arguments"]}),
+            "response.output_item.done",
+            json!({"type": "response.output_item.done", "output_index": index, "item": item}),
         ));
     }
-    events.push((
-        "response.output_item.done",
-        json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
-    ));
     events.push((
         "response.completed",
         json!({"type": "response.completed", "response": response}),
@@ -146,8 +158,8 @@ pub fn chat(body: &Map<String, Value>, request: &Request, action: Action) -> Res
     let model = body.get("model").cloned().unwrap_or(json!("fake-model"));
     let usage = json!({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15});
     let (message, finish) = match &action {
-        Action::Tool { name, args } => (
-            json!({"role": "assistant", "content": null, "tool_calls": [
+        Action::Tool { name, args, say } => (
+            json!({"role": "assistant", "content": say, "tool_calls": [
                 {"id": id("call_"), "type": "function", "function": {"name": name, "arguments": args.to_string()}}]}),
             "tool_calls",
         ),
@@ -168,7 +180,9 @@ pub fn chat(body: &Map<String, Value>, request: &Request, action: Action) -> Res
     };
     let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
     match &action {
-        Action::Tool { .. } => {
+        Action::Tool { say, .. } => {
+            let said = say.as_deref().map(pieces).unwrap_or_default();
+            events.extend(said.into_iter().map(|p| chunk(json!({"content": p}), None)));
             let call = &message["tool_calls"][0];
             events.push(chunk(
                 json!({"tool_calls": [{"index": 0, "id": call["id"], "type": "function",
