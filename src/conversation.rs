@@ -412,7 +412,11 @@ impl Conversation {
                 (None, None) => "The run failed.".to_owned(),
             },
         };
-        let correlation = object(json!({"status": end.status, "error_code": end.error_code}));
+        let correlation = object(json!({
+            "status": end.status,
+            "error_code": end.error_code,
+            "error_message": end.error_message,
+        }));
         self.emit(
             Role::System,
             Kind::OrchestrationNotice,

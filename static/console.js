@@ -1,25 +1,34 @@
-// The run page's live output: follows the run's event stream (stdout and stderr each in its own
-// pane, by byte offset, so a reconnect neither loses nor repeats a chunk), tells the page when
-// the run changed, and follows the stream again once a reply has resumed the run.
+// The run page's live views: the conversation (`/chat`, items by seq) as the main view, stderr in
+// its own pane and raw stdout one click away (`/events`, by byte offset). A reconnect neither
+// loses nor repeats anything; the page is told when the run changed, and both streams follow the
+// run again once a reply has resumed it.
 (function () {
   const section = document.getElementById('live-output');
   if (!section) return;
   const panes = { stdout: document.getElementById('stdout'), stderr: document.getElementById('stderr') };
+  const chat = document.getElementById('conversation');
+  const labels = chat.dataset;
   const offsets = { stdout: 0, stderr: 0 };
+  let cursor = 0;
   let source = null;
+  let chatSource = null;
   const changed = () => document.body.dispatchEvent(new CustomEvent('run-changed'));
+  // Absolute: a page opened with credentials in its URL cannot build requests from relative ones.
+  const url = (path) => `${location.origin}${path}`;
+
+  function following(pane) {
+    return pane.scrollTop + pane.clientHeight >= pane.scrollHeight - 4;
+  }
 
   function open() {
     if (source) return;
-    // Absolute: a page opened with credentials in its URL cannot build requests from relative ones.
-    const url = `${location.origin}${section.dataset.events}?stdout_from=${offsets.stdout}&stderr_from=${offsets.stderr}`;
-    source = new EventSource(url);
+    source = new EventSource(url(`${section.dataset.events}?stdout_from=${offsets.stdout}&stderr_from=${offsets.stderr}`));
     for (const name of ['stdout', 'stderr']) {
       source.addEventListener(name, (event) => {
         const data = JSON.parse(event.data);
         if (data.from !== offsets[name]) return;
         const pane = panes[name];
-        const follow = pane.scrollTop + pane.clientHeight >= pane.scrollHeight - 4;
+        const follow = following(pane);
         pane.append(data.chunk);
         offsets[name] = data.to;
         if (follow) pane.scrollTop = pane.scrollHeight;
@@ -33,6 +42,88 @@
     });
   }
 
-  document.body.addEventListener('run-resumed', () => { changed(); open(); });
+  function element(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  // One conversation item as a list entry; text only, never markup from the run.
+  function render(item) {
+    const li = element('li', `role-${item.role} kind-${item.kind}`);
+    li.dataset.seq = item.seq;
+    li.dataset.kind = item.kind;
+    const correlation = item.correlation || {};
+    const details = correlation.details || {};
+    const label = (text) => li.append(element('span', 'label', text));
+    switch (item.kind) {
+      case 'assistant_process': {
+        const type = correlation.process_type;
+        li.dataset.process = type;
+        li.classList.add(`process-${type}`);
+        label(labels[type] || type);
+        if (type === 'command_execution') {
+          li.append(element('code', 'command', `$ ${details.command}`));
+          const exit = details.exit_code === null || details.exit_code === undefined
+            ? '' : ` (${labels.exit_code} ${details.exit_code})`;
+          if (exit) li.append(element('span', 'meta', exit));
+          if (details.output) li.append(element('pre', 'output', details.output));
+        } else if (type === 'tool_call') {
+          li.append(element('code', 'tool', details.name));
+          li.append(element('pre', 'arguments', JSON.stringify(details.arguments, null, 2)));
+        } else if (type === 'tool_result') {
+          li.append(element('pre', 'output', details.output));
+        } else {
+          li.append(document.createTextNode(item.text));
+        }
+        break;
+      }
+      case 'assistant_final':
+        label(labels.final);
+        li.append(document.createTextNode(item.text));
+        break;
+      case 'user_input_required':
+        label(labels.question);
+        li.append(document.createTextNode(item.text));
+        break;
+      case 'interaction_reply':
+        label(labels.reply);
+        li.append(document.createTextNode(item.text));
+        break;
+      case 'orchestration_notice': {
+        const status = correlation.status;
+        let text = item.text;
+        if (correlation.resolution_mode === 'auto_decide_timeout') text = labels.auto_decided;
+        else if (status === 'failed') text = correlation.error_message ? `${labels.failed}: ${correlation.error_message}` : `${labels.failed}.`;
+        else if (status && labels[status]) text = labels[status];
+        li.append(document.createTextNode(text));
+        break;
+      }
+      default:
+        li.append(document.createTextNode(item.text));
+    }
+    return li;
+  }
+
+  function openChat() {
+    if (chatSource) return;
+    chatSource = new EventSource(url(`${chat.dataset.chat}?cursor=${cursor}`));
+    chatSource.addEventListener('chat_event', (event) => {
+      const item = JSON.parse(event.data);
+      if (item.seq <= cursor) return;
+      cursor = item.seq;
+      const follow = following(chat);
+      chat.append(render(item));
+      if (follow) chat.scrollTop = chat.scrollHeight;
+    });
+    chatSource.addEventListener('end', () => {
+      chatSource.close();
+      chatSource = null;
+    });
+  }
+
+  document.body.addEventListener('run-resumed', () => { changed(); open(); openChat(); });
   open();
+  openChat();
 })();

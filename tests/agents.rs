@@ -8,72 +8,11 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
+use common::agents::{in_netns, npm_prefix, server_for};
 use common::{FakeModel, TestDirs, TestServer, folder_mentions, processes_in, report_skill};
 use serde_json::{Value, json};
-
-fn npm_prefix() -> PathBuf {
-    if let Some(prefix) = std::env::var_os("SKILL_RUNNER_NPM_PREFIX") {
-        return prefix.into();
-    }
-    let cache = std::env::var_os("SKILL_RUNNER_AGENT_CACHE_DIR").map_or_else(
-        || {
-            PathBuf::from(std::env::var("HOME").unwrap())
-                .join(".local/share/skill-runner/agent-cache")
-        },
-        PathBuf::from,
-    );
-    cache.join("npm")
-}
-
-/// True inside the namespace, where the test body runs. Outside, re-runs `test` in a new
-/// namespace and checks it passed (or prints why it cannot), and returns false.
-fn in_netns(test: &str, cli: &str) -> bool {
-    if std::env::var_os(common::netns::IN_NETNS).is_none()
-        && !npm_prefix().join("bin").join(cli).is_file()
-    {
-        let line = format!(
-            "skipped: {cli} CLI not installed in {} (run scripts/install-agent-clis.sh) — {test}",
-            npm_prefix().display()
-        );
-        assert!(std::env::var_os("CI").is_none(), "{line}");
-        eprintln!("\n*** {line} ***\n");
-        return false;
-    }
-    matches!(
-        common::netns::isolate(test),
-        common::netns::Isolation::Inside
-    )
-}
-
-/// The service with `engine` pointed at the fake model server.
-fn server_for(
-    engine: &str,
-    fake: &FakeModel,
-    skills: &[common::Package],
-    extra: &[(&str, &str)],
-) -> TestServer {
-    let upper = engine.to_ascii_uppercase();
-    let base = match engine {
-        "codex" | "opencode" | "qwen" => format!("{}/v1", fake.base),
-        _ => fake.base.clone(),
-    };
-    let base_var = format!("SKILL_RUNNER_{upper}_BASE_URL");
-    let key_var = format!("SKILL_RUNNER_{upper}_API_KEY");
-    let mut env: Vec<(&str, &str)> = vec![
-        (&base_var, &base),
-        (&key_var, "sk-test"),
-        ("SKILL_RUNNER_ENGINE_MAX_RETRIES", "0"),
-    ];
-    env.extend_from_slice(extra);
-    let dirs = TestDirs::new();
-    for skill in skills {
-        skill.write_into(&dirs.skills);
-    }
-    TestServer::start_with(dirs, &env)
-}
 
 const WRITE_REPORT: &str = "mkdir -p artifacts && echo 'all good' > artifacts/report.txt";
 

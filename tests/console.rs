@@ -3,10 +3,13 @@
 
 mod common;
 
-use common::agents::{Agents, tarball};
+use common::agents::{Agents, in_netns, server_for, tarball};
 use common::browser::{self, Browser};
 use common::netns::{Isolation, isolate};
-use common::{TestServer, asker_skill, client, copy_bundled_skills, skill_package, talker_skill};
+use common::{
+    FakeModel, TestServer, asker_skill, client, copy_bundled_skills, report_skill, skill_package,
+    talker_skill,
+};
 use serde_json::json;
 
 async fn text(server: &TestServer, path: &str) -> (u16, reqwest::header::HeaderMap, String) {
@@ -247,9 +250,10 @@ fn browser_installs_a_package_and_previews_its_files() {
     });
 }
 
-/// An interactive run created over the API: its page shows stdout as it comes, renders the
-/// question as buttons, and the run continues from the click to `succeeded`. Another, running
-/// run is canceled from its page.
+/// An interactive run created over the API: its page shows the conversation as it comes (the
+/// script's lines as messages), renders the question as buttons, and the run continues from the
+/// click to `succeeded`, with the reply and the final answer in the conversation and the raw
+/// output one click away. Another, running run is canceled from its page.
 #[test]
 fn browser_follows_answers_and_cancels_runs() {
     const TEST: &str = "browser_follows_answers_and_cancels_runs";
@@ -266,12 +270,20 @@ fn browser_follows_answers_and_cancels_runs() {
 
         let browser = Browser::start().await;
         browser.goto(&server.url(&format!("/ui/runs/{rid}"))).await;
-        let question = browser
-            .wait_for("#question .question[data-kind=choose_one]")
+        // The question section is swapped whenever the run changes: read it afresh each time.
+        browser
+            .wait_text("#question .question[data-kind=choose_one]", "question 1?")
             .await;
-        assert!(question.text().await.unwrap().contains("question 1?"));
-        let stdout = browser.wait_for("#stdout").await;
-        browser.wait_text("#stdout", "turn 1 of an asker").await;
+        let conversation = browser.wait_for("#conversation").await;
+        browser
+            .wait_text("#conversation", "turn 1 of an asker")
+            .await;
+        browser
+            .wait_text(
+                "#conversation li[data-kind=user_input_required]",
+                "question 1?",
+            )
+            .await;
         browser.screenshot("run-question").await;
         browser
             .wait_for("#question button[name=choice][value='\"right\"']")
@@ -280,9 +292,32 @@ fn browser_follows_answers_and_cancels_runs() {
             .await
             .unwrap();
         browser.wait_for("#run-info[data-status=succeeded]").await;
-        browser.wait_text("#stdout", "turn 2 of an asker").await;
-        let shown = stdout.text().await.unwrap();
+        browser
+            .wait_text("#conversation", "turn 2 of an asker")
+            .await;
+        browser
+            .wait_text("#conversation li[data-kind=interaction_reply]", "right")
+            .await;
+        browser
+            .wait_text(
+                "#conversation li[data-kind=assistant_final]",
+                "\"replies\": [\"right\"]",
+            )
+            .await;
+        let shown = conversation.text().await.unwrap();
         assert_eq!(shown.matches("turn 1 of an asker").count(), 1, "{shown}");
+        assert!(
+            !shown.contains("ask_user"),
+            "the question's JSON is not a message: {shown}"
+        );
+        // The raw output is one click away.
+        browser
+            .wait_for("#raw-stdout summary")
+            .await
+            .click()
+            .await
+            .unwrap();
+        browser.wait_text("#stdout", "\"ask_user\"").await;
         let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
         assert_eq!(
             result["result"]["data"]["replies"],
@@ -308,12 +343,103 @@ fn browser_follows_answers_and_cancels_runs() {
         browser
             .goto(&server.url(&format!("/ui/runs/{talker}")))
             .await;
-        browser.wait_text("#stdout", "burst 1:").await;
+        browser.wait_text("#conversation", "burst 1:").await;
         browser.wait_text("#stderr", "err 1").await;
         browser.wait_for("#cancel-run").await.click().await.unwrap();
         browser.wait_for("#run-info[data-status=canceled]").await;
+        browser
+            .wait_text("#conversation li.role-system", "The run was canceled.")
+            .await;
         let (_, status) = server.get(&format!("/v1/jobs/{talker}")).await;
         assert_eq!(status["status"], "canceled");
+        browser.assert_clean(&origin).await;
+        browser.close().await;
+    });
+}
+
+/// A codex run against the fake model (the real CLI, in the test's network namespace): its page
+/// shows what the model said, the command it ran with that command's output, and the final
+/// answer, as conversation items in the order the history has them.
+#[test]
+fn browser_shows_a_codex_run_as_a_conversation() {
+    const TEST: &str = "browser_shows_a_codex_run_as_a_conversation";
+    if !browser::available() || !in_netns(TEST, "codex") {
+        return;
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let fake = FakeModel::start();
+        let command = "mkdir -p artifacts && echo 'all good' | tee artifacts/report.txt";
+        let answer = r#"Finished. {"summary": "wrote it", "report": "artifacts/report.txt"}"#;
+        fake.script(json!([
+            {"shell": command, "say": "I will write the report first.", "delay_ms": 1500},
+            {"text": answer, "delay_ms": 1500}
+        ]))
+        .await;
+        let server = server_for("codex", &fake, &[report_skill("reporter")], &[]);
+        let origin = server.url("");
+        let rid = server
+            .create_job(json!({"skill_id": "reporter", "engine": "codex", "input": {"text": "go"}}))
+            .await;
+        let browser = Browser::start().await;
+        browser.goto(&server.url(&format!("/ui/runs/{rid}"))).await;
+        browser
+            .wait_text(
+                "#conversation li[data-kind=assistant_message]",
+                "I will write the report first.",
+            )
+            .await;
+        let step = "#conversation li[data-process=command_execution]";
+        browser.wait_text(step, command).await;
+        browser
+            .wait_text(&format!("{step} pre.output"), "all good")
+            .await;
+        browser
+            .wait_text("#conversation li[data-kind=assistant_final]", answer)
+            .await;
+        browser.wait_for("#run-info[data-status=succeeded]").await;
+        browser
+            .wait_text("#conversation li.role-system", "The run succeeded.")
+            .await;
+        browser.screenshot("run-conversation").await;
+        // The page shows the history's items, in its order.
+        let (_, history) = server.get(&format!("/v1/jobs/{rid}/chat/history")).await;
+        let kinds: Vec<String> = history["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["kind"].as_str().unwrap().to_owned())
+            .collect();
+        let mut shown = Vec::new();
+        for item in browser
+            .client
+            .find_all(fantoccini::Locator::Css("#conversation li"))
+            .await
+            .unwrap()
+        {
+            shown.push(item.attr("data-kind").await.unwrap().unwrap());
+        }
+        assert_eq!(shown, kinds);
+        assert_eq!(
+            kinds,
+            [
+                "assistant_message",
+                "assistant_process",
+                "assistant_final",
+                "orchestration_notice"
+            ]
+        );
+        browser.assert_clean(&origin).await;
+        // In Chinese, the labels and the closing notice are translated; what was said is not.
+        browser
+            .goto(&server.url(&format!("/ui/runs/{rid}?lang=zh")))
+            .await;
+        browser
+            .wait_text("#conversation li[data-kind=assistant_final]", "最终答复")
+            .await;
+        browser
+            .wait_text("#conversation li.role-system", "运行成功。")
+            .await;
+        browser.screenshot("run-conversation-zh").await;
         browser.assert_clean(&origin).await;
         browser.close().await;
     });

@@ -1,11 +1,13 @@
-//! Agent CLIs for engine administration tests: a temporary managed npm prefix, agent home and
-//! extra `PATH` folder, fake CLIs that only answer `--version`, and package tarballs.
+//! Agent CLIs in tests: for engine administration, a temporary managed npm prefix, agent home
+//! and extra `PATH` folder, fake CLIs that only answer `--version`, and package tarballs; for
+//! runs, the real CLIs of the managed npm prefix, each test inside its own network namespace
+//! with the service pointed at the fake model server.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::{TestDirs, TestServer};
+use super::{FakeModel, TestDirs, TestServer};
 
 /// A temporary managed npm prefix, agent home and extra `PATH` folder.
 pub struct Agents {
@@ -106,4 +108,63 @@ pub fn tarball(dir: &Path, name: &str, program: &str, version: &str) -> PathBuf 
         .unwrap()
         .to_owned();
     dir.join(file)
+}
+
+/// The managed npm prefix the agent CLIs are installed in (`scripts/install-agent-clis.sh`).
+pub fn npm_prefix() -> PathBuf {
+    if let Some(prefix) = std::env::var_os("SKILL_RUNNER_NPM_PREFIX") {
+        return prefix.into();
+    }
+    let cache = std::env::var_os("SKILL_RUNNER_AGENT_CACHE_DIR").map_or_else(
+        || {
+            PathBuf::from(std::env::var("HOME").unwrap())
+                .join(".local/share/skill-runner/agent-cache")
+        },
+        PathBuf::from,
+    );
+    cache.join("npm")
+}
+
+/// True inside the namespace, where the test body runs. Outside, re-runs `test` in a new
+/// namespace and checks it passed (or prints why it cannot), and returns false.
+pub fn in_netns(test: &str, cli: &str) -> bool {
+    if std::env::var_os(super::netns::IN_NETNS).is_none()
+        && !npm_prefix().join("bin").join(cli).is_file()
+    {
+        let line = format!(
+            "skipped: {cli} CLI not installed in {} (run scripts/install-agent-clis.sh) — {test}",
+            npm_prefix().display()
+        );
+        assert!(std::env::var_os("CI").is_none(), "{line}");
+        eprintln!("\n*** {line} ***\n");
+        return false;
+    }
+    matches!(super::netns::isolate(test), super::netns::Isolation::Inside)
+}
+
+/// The service with `engine` pointed at the fake model server.
+pub fn server_for(
+    engine: &str,
+    fake: &FakeModel,
+    skills: &[super::Package],
+    extra: &[(&str, &str)],
+) -> TestServer {
+    let upper = engine.to_ascii_uppercase();
+    let base = match engine {
+        "codex" | "opencode" | "qwen" => format!("{}/v1", fake.base),
+        _ => fake.base.clone(),
+    };
+    let base_var = format!("SKILL_RUNNER_{upper}_BASE_URL");
+    let key_var = format!("SKILL_RUNNER_{upper}_API_KEY");
+    let mut env: Vec<(&str, &str)> = vec![
+        (&base_var, &base),
+        (&key_var, "sk-test"),
+        ("SKILL_RUNNER_ENGINE_MAX_RETRIES", "0"),
+    ];
+    env.extend_from_slice(extra);
+    let dirs = TestDirs::new();
+    for skill in skills {
+        skill.write_into(&dirs.skills);
+    }
+    TestServer::start_with(dirs, &env)
 }
