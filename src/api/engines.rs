@@ -307,11 +307,18 @@ pub(crate) async fn summary(state: &AppState, engine: Engine) -> (EngineSummary,
 #[utoipa::path(get, path = "/v1/management/engines", tag = "management",
     responses((status = 200, description = "Agent engines", body = EngineList)))]
 pub async fn management_engines(State(state): State<AppState>) -> Json<EngineList> {
+    Json(EngineList {
+        engines: summaries(&state).await,
+    })
+}
+
+/// The summary of every agent engine (the management list and the console's table).
+pub async fn summaries(state: &AppState) -> Vec<EngineSummary> {
     let mut engines = Vec::new();
     for engine in Engine::ALL.into_iter().filter(|e| *e != Engine::Script) {
-        engines.push(summary(&state, engine).await.0);
+        engines.push(summary(state, engine).await.0);
     }
-    Json(EngineList { engines })
+    engines
 }
 
 /// One agent engine for an operator's console.

@@ -53,20 +53,12 @@ struct ModelsFragment {
     view: ManifestView,
 }
 
-async fn engines(state: &AppState) -> Vec<EngineSummary> {
-    let mut list = Vec::new();
-    for engine in Engine::ALL.into_iter().filter(|e| *e != Engine::Script) {
-        list.push(api::summary(state, engine).await.0);
-    }
-    list
-}
-
 /// `GET /ui/engines`.
 pub async fn page(l: Lang, State(state): State<AppState>) -> Page {
     render(&EnginesPage {
         l,
         section: "engines",
-        engines: engines(&state).await,
+        engines: api::summaries(&state).await,
     })
 }
 
@@ -74,7 +66,7 @@ pub async fn page(l: Lang, State(state): State<AppState>) -> Page {
 pub async fn table(l: Lang, State(state): State<AppState>) -> Page {
     render(&EnginesTable {
         l,
-        engines: engines(&state).await,
+        engines: api::summaries(&state).await,
     })
 }
 
