@@ -419,6 +419,19 @@ fn browser_shows_a_codex_run_as_a_conversation() {
             shown.push(item.attr("data-kind").await.unwrap().unwrap());
         }
         assert_eq!(shown, kinds);
+        // A stream from a cursor sends exactly the items after it.
+        let resumed = server
+            .events(&format!("/v1/jobs/{rid}/chat?cursor=2"), None)
+            .await
+            .collect()
+            .await;
+        let resumed: Vec<&serde_json::Value> = resumed
+            .iter()
+            .filter(|e| e.name == "chat_event")
+            .map(|e| &e.data)
+            .collect();
+        let history = history["events"].as_array().unwrap();
+        assert_eq!(resumed, history[2..].iter().collect::<Vec<_>>());
         assert_eq!(
             kinds,
             [

@@ -666,6 +666,17 @@ async fn temporary_skill_runs_run_once_and_leave_nothing() {
     assert_eq!(code, 404, "temp requests are not jobs");
     let (code, _) = server.get(&format!("/v1/jobs/{rid}/events")).await;
     assert_eq!(code, 404);
+    // Its conversation is under the temporary-run routes, and only there.
+    let (code, chat) = server
+        .get(&format!("/v1/temp-skill-runs/{rid}/chat/history"))
+        .await;
+    assert_eq!(code, 200, "{chat}");
+    assert_eq!(
+        chat["events"].as_array().unwrap().last().unwrap()["text"],
+        "The run succeeded."
+    );
+    let (code, _) = server.get(&format!("/v1/jobs/{rid}/chat/history")).await;
+    assert_eq!(code, 404);
     let events = server
         .events(&format!("/v1/temp-skill-runs/{rid}/events"), None)
         .await
