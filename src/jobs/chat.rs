@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::events::read_at;
+use super::live::Wake;
 use super::{Jobs, Scope};
 use crate::clock::Timestamp;
 use crate::conversation::{ChatItem, Conversation, RunEnd};
@@ -88,7 +89,6 @@ impl Jobs {
         let run_id = run.run_id.clone();
         // Subscribe before reading, so no change falls between a read and the wait.
         let mut subscription = self.feeds.subscribe(&run_id);
-        let mut status_tick = subscription.current().status;
         let mut conversation = self.conversation(&run)?;
         let heartbeat = self.config.jobs.sse_heartbeat;
         let jobs = self.clone();
@@ -146,21 +146,14 @@ impl Jobs {
                     yield ChatEvent { name: "end", id: sent.to_string(), data: json!({"reason": reason}) };
                     break;
                 }
-                let wake = tokio::select! {
-                    tick = subscription.changed() => Some(tick),
-                    () = tokio::time::sleep_until(last_event + heartbeat) => None,
-                    () = jobs.feeds.closed() => break,
-                };
-                match wake {
-                    Some(tick) => {
-                        reread = tick.status != status_tick;
-                        status_tick = tick.status;
-                    }
-                    None => {
+                match subscription.wait(last_event + heartbeat).await {
+                    Wake::News { status } => reread = status,
+                    Wake::Idle => {
                         reread = false;
                         last_event = Instant::now();
                         yield ChatEvent { name: "heartbeat", id: sent.to_string(), data: json!({"ts": Timestamp::now()}) };
                     }
+                    Wake::Closed => break,
                 }
             }
         })

@@ -21,7 +21,7 @@ use futures_util::Stream;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::live::Feeds;
+use super::live::{Feeds, Wake};
 use super::{Jobs, Scope};
 use crate::clock::Timestamp;
 use crate::error::Result;
@@ -98,7 +98,6 @@ impl Jobs {
         let run_id = run.run_id;
         // Subscribe before reading the run, so no change falls between the read and the wait.
         let mut subscription = self.feeds.subscribe(&run_id);
-        let mut status_tick = subscription.current().status;
         let mut run = self
             .store
             .run(&run_id)
@@ -178,21 +177,14 @@ impl Jobs {
                     yield RunEvent { name: "end", id: sent.event_id(), data: json!({"reason": reason}) };
                     break;
                 }
-                let wake = tokio::select! {
-                    tick = subscription.changed() => Some(tick),
-                    () = tokio::time::sleep_until(last_event + heartbeat) => None,
-                    () = jobs.feeds.closed() => break,
-                };
-                match wake {
-                    Some(tick) => {
-                        reread = tick.status != status_tick;
-                        status_tick = tick.status;
-                    }
-                    None => {
+                match subscription.wait(last_event + heartbeat).await {
+                    Wake::News { status } => reread = status,
+                    Wake::Idle => {
                         reread = false;
                         last_event = Instant::now();
                         yield RunEvent { name: "heartbeat", id: sent.event_id(), data: json!({"ts": Timestamp::now()}) };
                     }
+                    Wake::Closed => break,
                 }
             }
         })

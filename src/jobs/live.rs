@@ -49,6 +49,19 @@ pub struct Subscription {
     feeds: Arc<Feeds>,
     run_id: String,
     rx: Option<watch::Receiver<Tick>>,
+    /// The status tick as of the last wait.
+    status_seen: u64,
+}
+
+/// What ended a stream's wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// The run has news; `status`: its status changed (since subscribing or the last news).
+    News { status: bool },
+    /// Nothing happened until the idle deadline: time for a heartbeat.
+    Idle,
+    /// The service is stopping.
+    Closed,
 }
 
 impl Feeds {
@@ -63,10 +76,13 @@ impl Feeds {
         let tx = runs
             .entry(run_id.to_owned())
             .or_insert_with(|| watch::channel(Tick::default()).0);
+        let mut rx = tx.subscribe();
+        let status_seen = rx.borrow_and_update().status;
         Subscription {
-            rx: Some(tx.subscribe()),
+            rx: Some(rx),
             feeds: self.clone(),
             run_id: run_id.to_owned(),
+            status_seen,
         }
     }
 
@@ -124,13 +140,18 @@ impl Subscription {
         *rx.borrow_and_update()
     }
 
-    /// The latest tick, marked as seen.
-    pub fn current(&mut self) -> Tick {
-        *self
-            .rx
-            .as_mut()
-            .expect("receiver lives until drop")
-            .borrow_and_update()
+    /// Waits for the run's next news, `idle_until`, or the service closing.
+    pub async fn wait(&mut self, idle_until: tokio::time::Instant) -> Wake {
+        let feeds = self.feeds.clone();
+        tokio::select! {
+            tick = self.changed() => {
+                let status = tick.status != self.status_seen;
+                self.status_seen = tick.status;
+                Wake::News { status }
+            }
+            () = tokio::time::sleep_until(idle_until) => Wake::Idle,
+            () = feeds.closed() => Wake::Closed,
+        }
     }
 }
 
