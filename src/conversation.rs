@@ -169,10 +169,15 @@ impl Conversation {
         loop {
             if self.awaits_reply() {
                 let question = &asked[self.asked - 1];
-                if !self.place_reply(question) {
-                    break;
+                if self.place_reply(question) {
+                    continue;
                 }
-                continue;
+                // A run canceled or timed out while it waited gets no reply: it just ends.
+                if let Some(end) = end.filter(|_| at_end && !self.ended) {
+                    self.place_end(end);
+                    self.ended = true;
+                }
+                break;
             }
             if let Some(question) = asked.get(self.asked) {
                 // A question from before offsets were kept goes where the reading is.
@@ -625,6 +630,33 @@ mod tests {
         assert_eq!(items[1].correlation["interaction_id"], 7);
         assert_eq!(items[1].correlation["question"]["options"], json!(["red"]));
         assert_eq!(items[2].role, Role::User);
+    }
+
+    #[test]
+    fn a_run_that_ends_while_it_waits_ends_after_its_question() {
+        let turn1 = "{\"ask_user\": {\"prompt\": \"Which colour?\"}}\n";
+        let asked = [question(turn1.len() as u64, None)];
+        let timed_out = RunEnd {
+            status: RunStatus::Failed,
+            error_code: Some("INTERACTION_WAIT_TIMEOUT".into()),
+            error_message: Some("No reply in time".into()),
+            at: None,
+        };
+        let mut chat = Conversation::new("r1", Arc::new(ScriptEngine));
+        let items = chat.advance(turn1.as_bytes(), true, &asked, Some(&timed_out));
+        assert_eq!(
+            summary(&items),
+            vec![
+                (1, 1, Kind::UserInputRequired, "Which colour?".into()),
+                (
+                    2,
+                    1,
+                    Kind::OrchestrationNotice,
+                    "The run failed: No reply in time".into()
+                ),
+            ]
+        );
+        assert!(chat.ended());
     }
 
     #[test]

@@ -637,6 +637,14 @@ async fn reply_timeouts_decide_or_fail() {
             .unwrap()
             .contains("best judgement")
     );
+    let (_, chat) = server.get(&format!("/v1/jobs/{decide}/chat/history")).await;
+    let decided = &chat["events"][2];
+    assert_eq!(decided["kind"], "orchestration_notice", "{chat}");
+    assert_eq!(decided["role"], "system");
+    assert_eq!(
+        decided["correlation"]["resolution_mode"],
+        "auto_decide_timeout"
+    );
 
     let status = server.wait_job(&strict).await;
     assert_eq!(status["status"], "failed", "{status}");
@@ -652,6 +660,27 @@ async fn reply_timeouts_decide_or_fail() {
     let (_, result) = server.get(&format!("/v1/jobs/{strict}/result")).await;
     assert_eq!(
         result["result"]["error"]["code"],
+        "INTERACTION_WAIT_TIMEOUT"
+    );
+    // Its conversation ends after the unanswered question, and its stream ends too.
+    let chat = server
+        .events(&format!("/v1/jobs/{strict}/chat"), None)
+        .await
+        .collect()
+        .await;
+    assert_eq!(chat.last().unwrap().data, json!({"reason": "terminal"}));
+    let items = chat_items(&chat);
+    let kinds: Vec<&str> = items.iter().map(|i| i["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "assistant_message",
+            "user_input_required",
+            "orchestration_notice"
+        ]
+    );
+    assert_eq!(
+        items[2]["correlation"]["error_code"],
         "INTERACTION_WAIT_TIMEOUT"
     );
 }
