@@ -12,6 +12,7 @@ pub mod config;
 pub mod conversation;
 pub mod engines;
 pub mod error;
+pub mod example_client;
 pub mod fake_model;
 pub mod faults;
 pub mod invoke;

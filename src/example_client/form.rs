@@ -1,0 +1,445 @@
+//! The run form of a skill, generated from its input and parameter schemas, and the reading of a
+//! submitted form back into the JSON a create request carries.
+//!
+//! Supported property types: `string`, `number`, `integer`, `boolean`, `enum` (any JSON values),
+//! and arrays of those (one item per line). Inputs marked `x-input-source: file` are file
+//! pickers. Anything else (objects, `oneOf`, arrays of objects, …) is a JSON text field with a
+//! note saying so, so every skill can still be run from the form.
+
+use serde_json::{Map, Value};
+
+/// A JSON Schema with the order its `properties` were written in (a parsed [`Value`] sorts them;
+/// the form keeps the author's order).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schema {
+    pub value: Value,
+    order: Vec<String>,
+}
+
+impl Schema {
+    pub fn parse(text: &str) -> serde_json::Result<Self> {
+        #[derive(serde::Deserialize)]
+        struct Order {
+            #[serde(default)]
+            properties: indexmap::IndexMap<String, serde::de::IgnoredAny>,
+        }
+        let value: Value = serde_json::from_str(text)?;
+        let order = serde_json::from_str::<Order>(text)
+            .map(|o| o.properties.into_keys().collect())
+            .unwrap_or_default();
+        Ok(Self { value, order })
+    }
+
+    /// The properties in the order written.
+    fn properties(&self) -> impl Iterator<Item = (&String, &Value)> {
+        let properties = self.value.get("properties").and_then(Value::as_object);
+        self.order
+            .iter()
+            .filter_map(move |key| properties.and_then(|p| p.get_key_value(key)))
+    }
+}
+
+/// Which part of a create request a field fills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    /// `input`, typed inline.
+    Input,
+    /// An input the skill reads from an uploaded file (`x-input-source: file`).
+    File,
+    Parameter,
+}
+
+impl Section {
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Self::Input => "input",
+            Self::File => "file",
+            Self::Parameter => "parameter",
+        }
+    }
+}
+
+/// A scalar a field (or each item of a list field) holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scalar {
+    Text,
+    Number,
+    Integer,
+    Boolean,
+    /// One of these values.
+    Choice(Vec<Value>),
+}
+
+/// How a field is entered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Widget {
+    One(Scalar),
+    /// Several, one per line.
+    List(Scalar),
+    /// JSON text, for a schema the form cannot type; `note` says why.
+    Json {
+        note: String,
+    },
+    File,
+}
+
+/// One field of the form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    pub section: Section,
+    pub key: String,
+    pub title: String,
+    pub description: Option<String>,
+    pub required: bool,
+    pub widget: Widget,
+    pub default: Option<Value>,
+}
+
+impl Field {
+    /// The form control's name: `input.<key>`, `file.<key>` or `parameter.<key>`.
+    pub fn name(&self) -> String {
+        format!("{}.{}", self.section.prefix(), self.key)
+    }
+
+    /// The default as the control shows it.
+    pub fn default_text(&self) -> String {
+        match (&self.default, &self.widget) {
+            (None, _) => String::new(),
+            (Some(Value::Array(items)), Widget::List(_)) => {
+                items.iter().map(plain).collect::<Vec<_>>().join("\n")
+            }
+            (Some(value), Widget::Json { .. }) => value.to_string(),
+            (Some(value), _) => plain(value),
+        }
+    }
+}
+
+/// A value as typed: strings without quotes, the rest as JSON.
+fn plain(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The fields of a skill's form: inputs (inline and files) first, then parameters, each in the
+/// schema's property order.
+pub fn fields(input: Option<&Schema>, parameter: Option<&Schema>) -> Vec<Field> {
+    let mut fields = Vec::new();
+    for (schema, inputs) in [(input, true), (parameter, false)] {
+        let Some(schema) = schema else { continue };
+        let required: Vec<&str> = schema
+            .value
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        for (key, property) in schema.properties() {
+            let file = inputs && property.get("x-input-source") == Some(&Value::from("file"));
+            let section = match (inputs, file) {
+                (true, true) => Section::File,
+                (true, false) => Section::Input,
+                _ => Section::Parameter,
+            };
+            fields.push(Field {
+                section,
+                key: key.clone(),
+                title: property
+                    .get("title")
+                    .and_then(Value::as_str)
+                    .unwrap_or(key)
+                    .to_owned(),
+                description: property
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                required: required.contains(&key.as_str()),
+                widget: if file { Widget::File } else { widget(property) },
+                default: property.get("default").cloned(),
+            });
+        }
+    }
+    fields
+}
+
+fn widget(property: &Value) -> Widget {
+    if let Some(scalar) = scalar(property) {
+        return Widget::One(scalar);
+    }
+    if property.get("type") == Some(&Value::from("array"))
+        && let Some(scalar) = property.get("items").and_then(scalar)
+    {
+        return Widget::List(scalar);
+    }
+    let shape = match property.get("type") {
+        Some(Value::String(kind)) => format!("type `{kind}`"),
+        Some(other) => format!("type {other}"),
+        None => "this schema".to_owned(),
+    };
+    Widget::Json {
+        note: format!("The form cannot type {shape}: enter it as JSON."),
+    }
+}
+
+fn scalar(property: &Value) -> Option<Scalar> {
+    if let Some(options) = property.get("enum").and_then(Value::as_array) {
+        return Some(Scalar::Choice(options.clone()));
+    }
+    match property.get("type").and_then(Value::as_str)? {
+        "string" => Some(Scalar::Text),
+        "number" => Some(Scalar::Number),
+        "integer" => Some(Scalar::Integer),
+        "boolean" => Some(Scalar::Boolean),
+        _ => None,
+    }
+}
+
+/// A field the submitted form got wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// The control's name (`input.<key>`, …).
+    pub name: String,
+    pub problem: String,
+}
+
+/// The `input` and `parameter` objects of a submitted form (`values` by control name; file
+/// fields are checked elsewhere, by the upload), or every field it got wrong.
+pub fn read(
+    fields: &[Field],
+    values: &[(String, String)],
+) -> Result<(Map<String, Value>, Map<String, Value>), Vec<FieldError>> {
+    let (mut input, mut parameter, mut errors) = (Map::new(), Map::new(), Vec::new());
+    for field in fields.iter().filter(|f| f.section != Section::File) {
+        let name = field.name();
+        let text = values
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or("", |(_, v)| v.as_str());
+        let value = match &field.widget {
+            Widget::One(scalar) if !text.trim().is_empty() => one(scalar, text).map(Some),
+            Widget::List(scalar) => list(scalar, text),
+            Widget::Json { .. } if !text.trim().is_empty() => serde_json::from_str(text)
+                .map(Some)
+                .map_err(|e| format!("is not valid JSON ({e})")),
+            _ => Ok(None),
+        };
+        let target = match field.section {
+            Section::Parameter => &mut parameter,
+            _ => &mut input,
+        };
+        match value {
+            Ok(Some(value)) => {
+                target.insert(field.key.clone(), value);
+            }
+            Ok(None) if field.required => errors.push(FieldError {
+                name,
+                problem: "is required".into(),
+            }),
+            Ok(None) => {}
+            Err(problem) => errors.push(FieldError { name, problem }),
+        }
+    }
+    if errors.is_empty() {
+        Ok((input, parameter))
+    } else {
+        Err(errors)
+    }
+}
+
+fn one(scalar: &Scalar, text: &str) -> Result<Value, String> {
+    let trimmed = text.trim();
+    match scalar {
+        Scalar::Text => Ok(Value::from(text)),
+        Scalar::Number => trimmed
+            .parse::<f64>()
+            .ok()
+            .and_then(|n| serde_json::Number::from_f64(n).map(Value::Number))
+            .ok_or_else(|| format!("must be a number, not '{trimmed}'")),
+        Scalar::Integer => trimmed
+            .parse::<i64>()
+            .map(Value::from)
+            .map_err(|_| format!("must be an integer, not '{trimmed}'")),
+        Scalar::Boolean => match trimmed {
+            "true" => Ok(Value::Bool(true)),
+            "false" => Ok(Value::Bool(false)),
+            _ => Err(format!("must be true or false, not '{trimmed}'")),
+        },
+        Scalar::Choice(options) => options
+            .iter()
+            .find(|o| plain(o) == trimmed)
+            .cloned()
+            .ok_or_else(|| {
+                let allowed: Vec<String> = options.iter().map(plain).collect();
+                format!("must be one of {}, not '{trimmed}'", allowed.join(", "))
+            }),
+    }
+}
+
+/// One item per non-empty line; no lines is no value.
+fn list(scalar: &Scalar, text: &str) -> Result<Option<Value>, String> {
+    let mut items = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let item = one(scalar, line).map_err(|problem| format!("line {}: {problem}", n + 1))?;
+        items.push(item);
+    }
+    Ok((!items.is_empty()).then_some(Value::Array(items)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Every supported type and two unsupported ones, properties not in sorted order.
+    fn every_type() -> (Schema, Schema) {
+        let input = r#"{
+            "type": "object",
+            "required": ["topic", "paper"],
+            "properties": {
+                "topic": {"type": "string", "title": "Topic", "description": "What to write about"},
+                "paper": {"type": "string", "x-input-source": "file", "description": "A PDF"},
+                "tags": {"type": "array", "items": {"type": "string"}, "default": ["a", "b"]},
+                "shape": {"type": "object", "properties": {"x": {"type": "integer"}}}
+            }
+        }"#;
+        let parameter = r#"{
+            "type": "object",
+            "required": ["count"],
+            "properties": {
+                "count": {"type": "integer", "default": 3},
+                "ratio": {"type": "number"},
+                "strict": {"type": "boolean"},
+                "style": {"enum": ["short", "long", 7]},
+                "sizes": {"type": "array", "items": {"type": "integer"}},
+                "either": {"oneOf": [{"type": "string"}, {"type": "integer"}]}
+            }
+        }"#;
+        (
+            Schema::parse(input).unwrap(),
+            Schema::parse(parameter).unwrap(),
+        )
+    }
+
+    #[test]
+    fn every_supported_type_gets_its_control_and_the_rest_a_json_field() {
+        let (input, parameter) = every_type();
+        let fields = fields(Some(&input), Some(&parameter));
+        let shown: Vec<(String, bool, Widget)> = fields
+            .iter()
+            .map(|f| (f.name(), f.required, f.widget.clone()))
+            .collect();
+        let json_note = |shape: &str| Widget::Json {
+            note: format!("The form cannot type {shape}: enter it as JSON."),
+        };
+        assert_eq!(
+            shown,
+            vec![
+                ("input.topic".into(), true, Widget::One(Scalar::Text)),
+                ("file.paper".into(), true, Widget::File),
+                ("input.tags".into(), false, Widget::List(Scalar::Text)),
+                ("input.shape".into(), false, json_note("type `object`")),
+                ("parameter.count".into(), true, Widget::One(Scalar::Integer)),
+                ("parameter.ratio".into(), false, Widget::One(Scalar::Number)),
+                (
+                    "parameter.strict".into(),
+                    false,
+                    Widget::One(Scalar::Boolean)
+                ),
+                (
+                    "parameter.style".into(),
+                    false,
+                    Widget::One(Scalar::Choice(vec![
+                        json!("short"),
+                        json!("long"),
+                        json!(7)
+                    ]))
+                ),
+                (
+                    "parameter.sizes".into(),
+                    false,
+                    Widget::List(Scalar::Integer)
+                ),
+                ("parameter.either".into(), false, json_note("this schema")),
+            ]
+        );
+        assert_eq!(fields[0].title, "Topic");
+        assert_eq!(
+            fields[0].description.as_deref(),
+            Some("What to write about")
+        );
+        assert_eq!(fields[2].default_text(), "a\nb");
+        assert_eq!(fields[4].default_text(), "3");
+    }
+
+    #[test]
+    fn a_submitted_form_reads_back_typed_or_names_each_wrong_field() {
+        let (input, parameter) = every_type();
+        let fields = fields(Some(&input), Some(&parameter));
+        let form = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let (input, parameter) = read(
+            &fields,
+            &form(&[
+                ("input.topic", "rust"),
+                ("input.tags", "x\n\n y \n"),
+                ("input.shape", r#"{"x": 1}"#),
+                ("parameter.count", " 4 "),
+                ("parameter.ratio", "0.5"),
+                ("parameter.strict", "true"),
+                ("parameter.style", "7"),
+                ("parameter.sizes", "1\n2"),
+                ("parameter.either", ""),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            Value::Object(input),
+            json!({"topic": "rust", "tags": ["x", " y "], "shape": {"x": 1}})
+        );
+        assert_eq!(
+            Value::Object(parameter),
+            json!({"count": 4, "ratio": 0.5, "strict": true, "style": 7, "sizes": [1, 2]})
+        );
+
+        let errors = read(
+            &fields,
+            &form(&[
+                ("input.topic", "  "),
+                ("input.shape", "{"),
+                ("parameter.count", "4.5"),
+                ("parameter.strict", "yes"),
+                ("parameter.style", "medium"),
+                ("parameter.sizes", "1\nx"),
+            ]),
+        )
+        .unwrap_err();
+        let named: Vec<(&str, &str)> = errors
+            .iter()
+            .map(|e| (e.name.as_str(), e.problem.as_str()))
+            .collect();
+        assert_eq!(named[0], ("input.topic", "is required"));
+        assert_eq!(named[1].0, "input.shape");
+        assert!(named[1].1.starts_with("is not valid JSON"), "{named:?}");
+        assert_eq!(
+            &named[2..],
+            [
+                ("parameter.count", "must be an integer, not '4.5'"),
+                ("parameter.strict", "must be true or false, not 'yes'"),
+                (
+                    "parameter.style",
+                    "must be one of short, long, 7, not 'medium'"
+                ),
+                ("parameter.sizes", "line 2: must be an integer, not 'x'"),
+            ]
+        );
+    }
+}
