@@ -29,6 +29,9 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
+    /// The example client: a separate front end on its own port that drives the service only
+    /// over its HTTP API (see `example_client`).
+    ExampleClient(skill_runner::example_client::ClientArgs),
     /// Internal: the group reaper the service starts for itself (see `process::reaper`).
     #[command(hide = true)]
     Reaper,
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Turn(args) => skill_runner::process::leader::run(args),
+        Command::ExampleClient(args) => example_client(args),
         Command::FakeModel {
             listen,
             log,
@@ -82,6 +86,34 @@ fn fake_model(
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("skill-runner fake-model: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn example_client(args: skill_runner::example_client::ClientArgs) -> ExitCode {
+    let password = std::env::var("SKILL_RUNNER_E2E_CLIENT_BACKEND_PASSWORD").ok();
+    let config = match args.config(password) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("skill-runner example-client: configuration error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime starts");
+    let served = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(config.bind)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.bind))?;
+        skill_runner::example_client::serve(config, listener, skill_runner::shutdown_signal()).await
+    });
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("skill-runner example-client: {e:#}");
             ExitCode::FAILURE
         }
     }

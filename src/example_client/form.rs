@@ -204,12 +204,16 @@ pub struct FieldError {
     pub problem: String,
 }
 
+/// What a submitted form fills of a create request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submitted {
+    pub input: Map<String, Value>,
+    pub parameter: Map<String, Value>,
+}
+
 /// The `input` and `parameter` objects of a submitted form (`values` by control name; file
 /// fields are checked elsewhere, by the upload), or every field it got wrong.
-pub fn read(
-    fields: &[Field],
-    values: &[(String, String)],
-) -> Result<(Map<String, Value>, Map<String, Value>), Vec<FieldError>> {
+pub fn read(fields: &[Field], values: &[(String, String)]) -> Result<Submitted, Vec<FieldError>> {
     let (mut input, mut parameter, mut errors) = (Map::new(), Map::new(), Vec::new());
     for field in fields.iter().filter(|f| f.section != Section::File) {
         let name = field.name();
@@ -242,7 +246,7 @@ pub fn read(
         }
     }
     if errors.is_empty() {
-        Ok((input, parameter))
+        Ok(Submitted { input, parameter })
     } else {
         Err(errors)
     }
@@ -386,7 +390,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect()
         };
-        let (input, parameter) = read(
+        let Submitted { input, parameter } = read(
             &fields,
             &form(&[
                 ("input.topic", "rust"),

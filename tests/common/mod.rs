@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 pub mod agents;
 pub mod browser;
+pub mod example;
 pub mod netns;
 
 /// A running server process; killed when dropped.
@@ -53,6 +54,41 @@ pub fn client() -> reqwest::Client {
     reqwest::Client::new()
 }
 
+/// Starts `cmd` (stderr piped) and waits until it logs `listening on http://...`; returns the
+/// child, that base URL and the log lines so far (kept growing).
+pub fn spawn_listening(mut cmd: Command) -> (Child, String, Arc<Mutex<Vec<String>>>) {
+    let mut child = cmd
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    let stderr = child.stderr.take().unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = mpsc::channel();
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(i) = line.find("listening on http://") {
+                let url: String = line[i + "listening on ".len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || ":/.[]".contains(*c))
+                    .collect();
+                let _ = tx.send(url);
+            }
+            sink.lock().unwrap().push(line);
+        }
+    });
+    match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(url) => (child, url, log),
+        Err(_) => {
+            let _ = child.kill();
+            panic!(
+                "the process did not start listening; log:\n{}",
+                log.lock().unwrap().join("\n")
+            );
+        }
+    }
+}
+
 impl TestServer {
     pub fn start() -> Self {
         Self::start_with(TestDirs::new(), &[])
@@ -81,33 +117,7 @@ impl TestServer {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("server binary starts");
-        let stderr = child.stderr.take().unwrap();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = mpsc::channel();
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(i) = line.find("listening on http://") {
-                    let url: String = line[i + "listening on ".len()..]
-                        .chars()
-                        .take_while(|c| c.is_ascii_alphanumeric() || ":/.[]".contains(*c))
-                        .collect();
-                    let _ = tx.send(url);
-                }
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let base = match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(url) => url,
-            Err(_) => {
-                let _ = child.kill();
-                panic!(
-                    "server did not start; log:\n{}",
-                    log.lock().unwrap().join("\n")
-                );
-            }
-        };
+        let (child, base, log) = spawn_listening(cmd);
         Self {
             child,
             base,

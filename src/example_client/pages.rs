@@ -1,0 +1,430 @@
+//! The example client's pages: the skills, a skill's run form and its submission.
+
+use std::io::Write as _;
+
+use askama::Template;
+use axum::extract::{Multipart, Path, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use reqwest::Method;
+use serde_json::{Map, Value, json};
+
+use super::Shared;
+use super::backend::BackendError;
+use super::form::{self, Field, FieldError, Scalar, Schema, Section, Widget};
+use super::recordings::{self, Upload};
+
+/// A page, or the error page with the status that goes with it.
+type Page = Result<Response, PageError>;
+
+/// Something a page could not do, shown as a page (never a stack trace).
+#[derive(Debug)]
+pub struct PageError {
+    status: StatusCode,
+    message: String,
+}
+
+impl From<BackendError> for PageError {
+    fn from(e: BackendError) -> Self {
+        let status = match &e {
+            BackendError::Unreachable { .. } => StatusCode::BAD_GATEWAY,
+            BackendError::Refused { status, .. } if status.is_client_error() => *status,
+            BackendError::Refused { .. } => StatusCode::BAD_GATEWAY,
+        };
+        Self {
+            status,
+            message: e.to_string(),
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "client/error.html")]
+struct ErrorPage<'a> {
+    message: &'a str,
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let body = ErrorPage {
+            message: &self.message,
+        }
+        .render()
+        .unwrap_or_else(|_| self.message.clone());
+        (self.status, Html(body)).into_response()
+    }
+}
+
+fn html(template: &impl Template) -> Page {
+    let body = template.render().map_err(|e| PageError {
+        status: StatusCode::INTERNAL_SERVER_ERROR,
+        message: format!("the page cannot be rendered: {e}"),
+    })?;
+    Ok(Html(body).into_response())
+}
+
+/// One skill as the list shows it.
+struct SkillRow {
+    id: String,
+    name: String,
+    version: String,
+    engines: String,
+    healthy: bool,
+}
+
+#[derive(Template)]
+#[template(path = "client/skills.html")]
+struct SkillsPage {
+    backend: String,
+    skills: Vec<SkillRow>,
+}
+
+fn text(value: &Value, key: &str) -> String {
+    value
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn strings(value: &Value, key: &str) -> Vec<String> {
+    value
+        .get(key)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `GET /`: the service's skills.
+pub async fn skills(State(client): State<Shared>) -> Page {
+    let list = client.backend.get("/v1/management/skills").await?;
+    let skills = list
+        .get("skills")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|s| SkillRow {
+            id: text(s, "id"),
+            name: text(s, "name"),
+            version: text(s, "version"),
+            engines: strings(s, "effective_engines").join(", "),
+            healthy: s.get("health") == Some(&json!("healthy")),
+        })
+        .collect();
+    html(&SkillsPage {
+        backend: client.backend.base().to_string(),
+        skills,
+    })
+}
+
+/// Everything the run form shows.
+#[derive(Template)]
+#[template(path = "client/run_form.html")]
+struct RunForm {
+    skill_id: String,
+    name: String,
+    engines: Vec<String>,
+    modes: Vec<String>,
+    /// Each agent engine's models (`engine`, model ids).
+    models: Vec<(String, Vec<String>)>,
+    fields: Vec<Field>,
+    /// What the last submission got wrong (control name, problem).
+    errors: Vec<FieldError>,
+    /// The last submission's values, to show again.
+    values: Vec<(String, String)>,
+}
+
+impl RunForm {
+    fn value(&self, field: &Field) -> String {
+        let name = field.name();
+        self.values
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or_else(|| field.default_text(), |(_, v)| v.clone())
+    }
+
+    fn error(&self, field: &Field) -> Option<&str> {
+        let name = field.name();
+        self.errors
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| e.problem.as_str())
+    }
+
+    fn selected(&self, field: &Field, value: &str) -> bool {
+        self.value(field) == value
+    }
+
+    fn is_list(&self, field: &Field) -> bool {
+        matches!(field.widget, Widget::List(_))
+    }
+
+    /// The `<input type=...>` of a one-value field, `None` for a select or a text area.
+    fn input_type(&self, field: &Field) -> Option<&'static str> {
+        match field.widget {
+            Widget::One(Scalar::Text) => Some("text"),
+            Widget::One(Scalar::Number | Scalar::Integer) => Some("number"),
+            Widget::File => Some("file"),
+            _ => None,
+        }
+    }
+
+    /// The `step` of a number input.
+    fn step(&self, field: &Field) -> Option<&'static str> {
+        match field.widget {
+            Widget::One(Scalar::Integer) => Some("1"),
+            Widget::One(Scalar::Number) => Some("any"),
+            _ => None,
+        }
+    }
+
+    fn is_file(&self, field: &Field) -> bool {
+        field.widget == Widget::File
+    }
+
+    /// The choices of a select: `(value, label)`; booleans and optional choices start unset.
+    fn choices(&self, field: &Field) -> Option<Vec<(String, String)>> {
+        let options: Vec<String> = match &field.widget {
+            Widget::One(Scalar::Boolean) => vec!["true".into(), "false".into()],
+            Widget::One(Scalar::Choice(values)) => values
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect(),
+            _ => return None,
+        };
+        let mut choices = vec![(String::new(), "—".to_owned())];
+        choices.extend(options.into_iter().map(|o| (o.clone(), o)));
+        Some(choices)
+    }
+
+    fn note<'a>(&self, field: &'a Field) -> Option<&'a str> {
+        match &field.widget {
+            Widget::Json { note } => Some(note),
+            Widget::List(_) => Some("One per line."),
+            _ => None,
+        }
+    }
+}
+
+/// The skill's facts and form fields.
+async fn form_for(client: &Shared, skill_id: &str) -> Result<RunForm, PageError> {
+    let skill = client
+        .backend
+        .get(&format!("/v1/management/skills/{skill_id}"))
+        .await?;
+    let response = client
+        .backend
+        .send(client.backend.request(
+            Method::GET,
+            &format!("/v1/management/skills/{skill_id}/schemas"),
+        ))
+        .await?;
+    let body = response.text().await.unwrap_or_default();
+    let schemas = read_schemas(&body).map_err(|e| PageError {
+        status: StatusCode::BAD_GATEWAY,
+        message: format!("the service sent schemas the client cannot read: {e}"),
+    })?;
+    let engines = strings(&skill, "effective_engines");
+    let mut models = Vec::new();
+    for engine in engines.iter().filter(|e| *e != "script") {
+        // An engine without a model list (or a CLI) simply offers none.
+        if let Ok(list) = client
+            .backend
+            .get(&format!("/v1/engines/{engine}/models"))
+            .await
+        {
+            let ids = list
+                .get("models")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|m| text(m, "id"))
+                .collect();
+            models.push((engine.clone(), ids));
+        }
+    }
+    Ok(RunForm {
+        skill_id: skill_id.to_owned(),
+        name: text(&skill, "name"),
+        engines,
+        modes: strings(&skill, "execution_modes"),
+        models,
+        fields: form::fields(schemas.0.as_ref(), schemas.1.as_ref()),
+        errors: Vec::new(),
+        values: Vec::new(),
+    })
+}
+
+/// The input and parameter schemas of a `/schemas` answer, in the order the service wrote them.
+fn read_schemas(body: &str) -> serde_json::Result<(Option<Schema>, Option<Schema>)> {
+    #[derive(serde::Deserialize)]
+    struct Raw<'a> {
+        #[serde(borrow)]
+        input: Option<&'a serde_json::value::RawValue>,
+        #[serde(borrow)]
+        parameter: Option<&'a serde_json::value::RawValue>,
+    }
+    let raw: Raw = serde_json::from_str(body)?;
+    let schema = |raw: Option<&serde_json::value::RawValue>| {
+        raw.filter(|r| r.get() != "null")
+            .map(|r| Schema::parse(r.get()))
+            .transpose()
+    };
+    Ok((schema(raw.input)?, schema(raw.parameter)?))
+}
+
+/// `GET /skills/{skill_id}/run`: the form generated from the skill's schemas.
+pub async fn run_form(State(client): State<Shared>, Path(skill_id): Path<String>) -> Page {
+    html(&form_for(&client, &skill_id).await?)
+}
+
+/// A file chosen in the form.
+struct Chosen {
+    key: String,
+    name: String,
+    bytes: Vec<u8>,
+}
+
+/// `POST /skills/{skill_id}/run`: creates the run (and uploads the chosen files, zipped under
+/// their input keys), then goes to its page; a form with mistakes comes back naming each.
+pub async fn create_run(
+    State(client): State<Shared>,
+    Path(skill_id): Path<String>,
+    mut multipart: Multipart,
+) -> Page {
+    let mut page = form_for(&client, &skill_id).await?;
+    let mut values = Vec::new();
+    let mut files = Vec::new();
+    while let Some(part) = multipart.next_field().await.map_err(|e| PageError {
+        status: StatusCode::BAD_REQUEST,
+        message: format!("the form could not be read: {e}"),
+    })? {
+        let name = part.name().unwrap_or_default().to_owned();
+        if let Some(key) = name.strip_prefix("file.") {
+            let key = key.to_owned();
+            let file_name = part.file_name().unwrap_or_default().to_owned();
+            let bytes = part.bytes().await.map_err(|e| PageError {
+                status: StatusCode::BAD_REQUEST,
+                message: format!("the file for {name} could not be read: {e}"),
+            })?;
+            if !bytes.is_empty() {
+                files.push(Chosen {
+                    key,
+                    name: file_name,
+                    bytes: bytes.to_vec(),
+                });
+            }
+        } else {
+            let value = part.text().await.unwrap_or_default();
+            values.push((name, value));
+        }
+    }
+    let value = |name: &str| {
+        values
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
+    let mut errors = match form::read(&page.fields, &values) {
+        Ok(_) => Vec::new(),
+        Err(errors) => errors,
+    };
+    for field in page.fields.iter().filter(|f| f.section == Section::File) {
+        if field.required && !files.iter().any(|f| f.key == field.key) {
+            errors.push(FieldError {
+                name: field.name(),
+                problem: "is required".into(),
+            });
+        }
+    }
+    let engine = value("engine");
+    if engine.as_ref().is_none_or(|e| !page.engines.contains(e)) {
+        errors.push(FieldError {
+            name: "engine".into(),
+            problem: format!("must be one of {}", page.engines.join(", ")),
+        });
+    }
+    if !errors.is_empty() {
+        page.errors = errors;
+        page.values = values;
+        let mut response = html(&page)?;
+        *response.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
+        return Ok(response);
+    }
+    let form::Submitted { input, parameter } =
+        form::read(&page.fields, &values).expect("checked above");
+    let mut options = Map::new();
+    if let Some(mode) = value("execution_mode") {
+        options.insert("execution_mode".into(), json!(mode));
+    }
+    for flag in ["no_cache", "debug"] {
+        if value(flag).is_some() {
+            options.insert(flag.into(), json!(true));
+        }
+    }
+    let mut body = json!({
+        "skill_id": skill_id,
+        "engine": engine,
+        "input": input,
+        "parameter": parameter,
+        "runtime_options": options,
+    });
+    if let Some(model) = value("model") {
+        body["model"] = json!(model);
+    }
+    let created = client
+        .backend
+        .json(client.backend.request(Method::POST, "/v1/jobs").json(&body))
+        .await?;
+    let request_id = text(&created, "request_id");
+    if !files.is_empty() {
+        let zip = zip_files(&files).map_err(|e| PageError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            message: format!("the chosen files could not be zipped: {e}"),
+        })?;
+        let part = reqwest::multipart::Part::bytes(zip)
+            .file_name("inputs.zip")
+            .mime_str("application/zip")
+            .expect("a valid mime type");
+        let upload = reqwest::multipart::Form::new().part("file", part);
+        client
+            .backend
+            .json(
+                client
+                    .backend
+                    .request(Method::POST, &format!("/v1/jobs/{request_id}/upload"))
+                    .multipart(upload),
+            )
+            .await?;
+    }
+    let uploads: Vec<Upload<'_>> = files
+        .iter()
+        .map(|f| Upload {
+            key: &f.key,
+            name: &f.name,
+            bytes: &f.bytes,
+        })
+        .collect();
+    if let Err(e) = recordings::start(&client.recordings, &request_id, &skill_id, &body, &uploads) {
+        // The run goes on; only its recording is missing.
+        tracing::warn!(request_id, error = %e, "cannot record the run");
+    }
+    Ok(Redirect::to(&format!("/runs/{request_id}")).into_response())
+}
+
+/// A zip of the chosen files, each named by its input key (what `/upload` expects).
+fn zip_files(files: &[Chosen]) -> zip::result::ZipResult<Vec<u8>> {
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    for file in files {
+        zip.start_file(file.key.as_str(), zip::write::SimpleFileOptions::default())?;
+        zip.write_all(&file.bytes)?;
+    }
+    Ok(zip.finish()?.into_inner())
+}

@@ -1,0 +1,147 @@
+//! The example client against the real service, each its own process: the client knows the
+//! service only through its HTTP API.
+
+mod common;
+
+use common::example::ExampleClient;
+use common::{TestDirs, TestServer, client, copy_bundled_skills};
+use serde_json::Value;
+
+/// The service with the bundled skills.
+fn service() -> TestServer {
+    let dirs = TestDirs::new();
+    copy_bundled_skills(&dirs.skills);
+    TestServer::start_with(dirs, &[])
+}
+
+/// A client that does not follow redirects (the tests look at them).
+fn browser_like() -> reqwest::Client {
+    let _ = client();
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// The form of a skill that takes an inline string, an integer parameter and an uploaded file:
+/// its fields come from the schemas, a submission creates the run and uploads the file under its
+/// input key, and the run succeeds on the service; the recording keeps the create body and the
+/// upload's hash. Mistakes come back naming their field, and nothing is created.
+#[tokio::test]
+async fn a_generated_form_creates_the_run_and_uploads_its_file() {
+    let server = service();
+    let client = ExampleClient::start(&server.base, &[]);
+    let http = browser_like();
+
+    let page = http
+        .get(client.url("/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for skill in ["hello", "pick-one", "text-stats"] {
+        assert!(
+            page.contains(&format!("href=\"/skills/{skill}/run\"")),
+            "{page}"
+        );
+    }
+    let form = http
+        .get(client.url("/skills/text-stats/run"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for control in [
+        r#"name="file.document" type="file""#,
+        r#"name="input.text" type="text""#,
+        r#"name="parameter.top_n" type="number" step="1""#,
+        r#"<option value="script">script</option>"#,
+    ] {
+        assert!(form.contains(control), "{control} missing in\n{form}");
+    }
+
+    let wrong = reqwest::multipart::Form::new()
+        .text("engine", "script")
+        .text("parameter.top_n", "three");
+    let refused = http
+        .post(client.url("/skills/text-stats/run"))
+        .multipart(wrong)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 422);
+    let body = refused.text().await.unwrap();
+    assert!(
+        body.contains("parameter.top_n must be an integer, not &#39;three&#39;"),
+        "{body}"
+    );
+    let (_, runs) = server.get("/v1/management/runs").await;
+    assert_eq!(
+        runs["runs"].as_array().unwrap().len(),
+        0,
+        "nothing was created"
+    );
+
+    let text = b"the cat saw the dog\nthe end\n".to_vec();
+    let good = reqwest::multipart::Form::new()
+        .text("engine", "script")
+        .text("execution_mode", "auto")
+        .text("parameter.top_n", "2")
+        .part(
+            "file.document",
+            reqwest::multipart::Part::bytes(text.clone()).file_name("story.txt"),
+        );
+    let created = http
+        .post(client.url("/skills/text-stats/run"))
+        .multipart(good)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status().as_u16(), 303);
+    let location = created.headers()["location"].to_str().unwrap().to_owned();
+    let rid = location.strip_prefix("/runs/").unwrap().to_owned();
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
+    let data = &result["result"]["data"];
+    assert_eq!(data["word_count"], 7, "{result}");
+    assert_eq!(
+        data["top_words"][0],
+        serde_json::json!({"word": "the", "count": 3})
+    );
+    assert_eq!(data["top_words"].as_array().unwrap().len(), 2);
+
+    let recording: Value = serde_json::from_slice(
+        &std::fs::read(client.recordings.path().join(format!("{rid}.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(recording["create"]["skill_id"], "text-stats");
+    assert_eq!(recording["create"]["parameter"]["top_n"], 2);
+    let upload = &recording["uploads"][0];
+    assert_eq!(upload["key"], "document");
+    assert_eq!(upload["name"], "story.txt");
+    assert_eq!(upload["size"], text.len());
+    assert_eq!(
+        upload["sha256"],
+        "9b20c7221fdc0f39832c5d75b24fea7f74757ef40df800454d1181faf4b50d19"
+    );
+}
+
+/// A backend that cannot be reached is a clear page with a 502, not a stack trace.
+#[tokio::test]
+async fn an_unreachable_backend_is_a_clear_page() {
+    let client = ExampleClient::start("http://127.0.0.1:9", &[]);
+    let response = browser_like().get(client.url("/")).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 502);
+    let page = response.text().await.unwrap();
+    assert!(
+        page.contains("the service at http://127.0.0.1:9/ cannot be reached")
+            && page.contains("Connection refused"),
+        "{page}"
+    );
+    assert!(!page.contains("panicked") && !page.contains("backtrace"));
+}
