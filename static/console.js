@@ -1,13 +1,14 @@
-// The run page's live views: the conversation (`/chat`, items by seq) as the main view, stderr in
-// its own pane and raw stdout one click away (`/events`, by byte offset). A reconnect neither
+// The run page's live views: the conversation (`/chat`, items by seq) as the main view when the
+// page has one, stderr in its own pane and stdout (`/events`, by byte offset). A reconnect neither
 // loses nor repeats anything; the page is told when the run changed, and both streams follow the
 // run again once a reply has resumed it.
 (function () {
   const section = document.getElementById('live-output');
   if (!section) return;
   const panes = { stdout: document.getElementById('stdout'), stderr: document.getElementById('stderr') };
+  // The console's run page has a conversation; the example client's shows the output only.
   const chat = document.getElementById('conversation');
-  const labels = chat.dataset;
+  const labels = chat ? chat.dataset : {};
   const offsets = { stdout: 0, stderr: 0 };
   let cursor = 0;
   let source = null;
@@ -107,7 +108,7 @@
   }
 
   function openChat() {
-    if (chatSource) return;
+    if (!chat || chatSource) return;
     chatSource = new EventSource(url(`${chat.dataset.chat}?cursor=${cursor}`));
     chatSource.addEventListener('chat_event', (event) => {
       const item = JSON.parse(event.data);

@@ -14,13 +14,14 @@ pub mod backend;
 pub mod form;
 mod pages;
 pub mod recordings;
+mod runs;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::get;
+use axum::routing::{get, post};
 use tokio::net::TcpListener;
 
 use self::backend::Backend;
@@ -148,6 +149,12 @@ fn router(client: Shared) -> Router {
             "/skills/{skill_id}/run",
             get(pages::run_form).post(pages::create_run),
         )
+        .route("/runs/{request_id}", get(runs::run_page))
+        .route("/runs/{request_id}/info", get(runs::run_info))
+        .route("/runs/{request_id}/question", get(runs::question))
+        .route("/runs/{request_id}/cancel", post(runs::cancel))
+        .route("/api/runs/{request_id}/events", get(runs::events))
+        .route("/api/runs/{request_id}/reply", post(runs::reply))
         .route("/static/{*path}", get(crate::api::assets::file))
         .layer(axum::extract::DefaultBodyLimit::max(64 * 1024 * 1024))
         .with_state(client)

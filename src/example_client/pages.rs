@@ -15,13 +15,13 @@ use super::form::{self, Field, FieldError, Scalar, Schema, Section, Widget};
 use super::recordings::{self, Upload};
 
 /// A page, or the error page with the status that goes with it.
-type Page = Result<Response, PageError>;
+pub(super) type Page = Result<Response, PageError>;
 
 /// Something a page could not do, shown as a page (never a stack trace).
 #[derive(Debug)]
 pub struct PageError {
-    status: StatusCode,
-    message: String,
+    pub(super) status: StatusCode,
+    pub(super) message: String,
 }
 
 impl From<BackendError> for PageError {
@@ -55,7 +55,7 @@ impl IntoResponse for PageError {
     }
 }
 
-fn html(template: &impl Template) -> Page {
+pub(super) fn html(template: &impl Template) -> Page {
     let body = template.render().map_err(|e| PageError {
         status: StatusCode::INTERNAL_SERVER_ERROR,
         message: format!("the page cannot be rendered: {e}"),
@@ -79,7 +79,7 @@ struct SkillsPage {
     skills: Vec<SkillRow>,
 }
 
-fn text(value: &Value, key: &str) -> String {
+pub(super) fn text(value: &Value, key: &str) -> String {
     value
         .get(key)
         .and_then(Value::as_str)

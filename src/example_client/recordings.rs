@@ -1,6 +1,7 @@
-//! Recordings: every run made through the client is kept as one JSON file
-//! (`<recordings dir>/<request_id>.json`) with the create body, the uploads' names, sizes and
-//! hashes, and (as the run goes on) its events, replies and result, so it can be replayed.
+//! Recordings: every run made through the client is kept in the recordings folder as
+//! `<request_id>.json` (the create body, the uploads' names, sizes and hashes) and
+//! `<request_id>.jsonl`, to which each event, reply and the result are appended as they pass
+//! (`{"kind", "at", "value"}` per line), so a recording never needs rewriting.
 
 use std::path::{Path, PathBuf};
 
@@ -56,12 +57,30 @@ pub fn start(
         "recorded_at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         "create": create,
         "uploads": uploads,
-        "events": [],
-        "replies": [],
-        "result": null,
     });
     let text = serde_json::to_vec_pretty(&recording).map_err(std::io::Error::other)?;
     let partial = path.with_extension("json.partial");
     std::fs::write(&partial, text)?;
     std::fs::rename(partial, path)
+}
+
+/// Appends `value` (of `kind`: `event`, `reply`, `result`) to the run's recording.
+pub fn append(dir: &Path, request_id: &str, kind: &str, value: &Value) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let Some(path) = path(dir, request_id) else {
+        return Err(std::io::Error::other(format!(
+            "'{request_id}' is not a request id"
+        )));
+    };
+    let line = json!({
+        "kind": kind,
+        "at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "value": value,
+    });
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path.with_extension("jsonl"))?;
+    // One write per line, so concurrent appends never interleave within a line.
+    file.write_all(format!("{line}\n").as_bytes())
 }

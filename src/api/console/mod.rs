@@ -5,6 +5,7 @@
 mod engines;
 mod i18n;
 mod legacy;
+pub mod question;
 mod runs;
 mod skills;
 mod terminal;
@@ -20,7 +21,7 @@ use crate::api::assets::CONTENT_SECURITY_POLICY;
 use crate::api::auth::Admin;
 use crate::api::error::ApiError;
 use crate::state::AppState;
-use i18n::Lang;
+pub use i18n::Lang;
 
 /// The console's routes.
 pub fn router(state: &AppState) -> Router<AppState> {

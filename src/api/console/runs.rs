@@ -6,8 +6,8 @@ use axum::Form;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
 
+use super::question::{self, Question};
 use super::skills::{FilePath, PreviewFragment};
 use super::{ConsoleError, Lang, Page, render};
 use crate::api::error::ApiError;
@@ -72,61 +72,20 @@ struct RunFiles {
 #[template(path = "partials/question.html")]
 struct QuestionFragment {
     l: Lang,
-    request_id: String,
+    /// Where the section reloads itself from, and where its form posts.
+    question_url: String,
+    reply_url: String,
     question: Option<Question>,
 }
 
-/// A pending question, as the form renders it.
-struct Question {
-    interaction_id: u64,
-    kind: String,
-    prompt: String,
-    options: Vec<Choice>,
-    fields: Vec<Field>,
-}
-
-/// An option of `choose_one`: its label, and its value as JSON (sent back as the response).
-struct Choice {
-    label: String,
-    value: String,
-}
-
-/// A field of `fill_fields`.
-struct Field {
-    name: String,
-    label: String,
-}
-
-impl Question {
-    /// From the stored question (see `output::normalize_question`).
-    fn of(q: &Value) -> Option<Self> {
-        let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
-        let options = q["options"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|o| Choice {
-                label: text(&o["label"]),
-                value: o["value"].to_string(),
-            })
-            .collect();
-        let fields = q["required_fields"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|f| {
-                let name = f.as_str().or_else(|| f["name"].as_str())?.to_owned();
-                let label = f["label"].as_str().unwrap_or(&name).to_owned();
-                Some(Field { name, label })
-            })
-            .collect();
-        Some(Self {
-            interaction_id: q["interaction_id"].as_u64()?,
-            kind: q["kind"].as_str().unwrap_or("open_text").to_owned(),
-            prompt: q["prompt"].as_str().unwrap_or_default().to_owned(),
-            options,
-            fields,
-        })
+impl QuestionFragment {
+    fn of(l: Lang, request_id: &str, question: Option<Question>) -> Self {
+        Self {
+            l,
+            question_url: format!("/ui/management/runs/{request_id}/question"),
+            reply_url: format!("/ui/runs/{request_id}/reply"),
+            question,
+        }
     }
 }
 
@@ -263,11 +222,8 @@ pub async fn question(
         .pending(SCOPE, &request_id)
         .await
         .map_err(ApiError::from)?;
-    render(&QuestionFragment {
-        l,
-        question: pending.question.as_ref().and_then(Question::of),
-        request_id,
-    })
+    let question = pending.question.as_ref().and_then(Question::of);
+    render(&QuestionFragment::of(l, &request_id, question))
 }
 
 /// `POST /ui/runs/{request_id}/reply`: the form of a question, turned into the response its
@@ -280,29 +236,7 @@ pub async fn reply(
     Path(request_id): Path<String>,
     Form(form): Form<Vec<(String, String)>>,
 ) -> Result<Response, ConsoleError> {
-    let field = |name: &str| {
-        form.iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
-    let missing = |name: &str| ApiError::bad_request(format!("The form has no '{name}'"));
-    let interaction_id = field("interaction_id")
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| missing("interaction_id"))?;
-    let response = match field("kind").unwrap_or("open_text") {
-        "choose_one" => {
-            let raw = field("choice").ok_or_else(|| missing("choice"))?;
-            serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
-        }
-        "confirm" => Value::Bool(field("confirm").ok_or_else(|| missing("confirm"))? == "true"),
-        "fill_fields" => Value::Object(
-            form.iter()
-                .filter_map(|(k, v)| Some((k.strip_prefix("field.")?.to_owned(), json!(v))))
-                .collect(),
-        ),
-        "risk_ack" => Value::Bool(field("ack").ok_or_else(|| missing("ack"))? == "true"),
-        _ => Value::String(field("text").ok_or_else(|| missing("text"))?.to_owned()),
-    };
+    let (interaction_id, response) = question::reply_of(&form).map_err(ApiError::bad_request)?;
     state
         .jobs
         .reply(
@@ -316,12 +250,7 @@ pub async fn reply(
         )
         .await
         .map_err(ApiError::from)?;
-    let mut answer = render(&QuestionFragment {
-        l,
-        request_id,
-        question: None,
-    })?
-    .into_response();
+    let mut answer = render(&QuestionFragment::of(l, &request_id, None))?.into_response();
     answer
         .headers_mut()
         .insert("hx-trigger", HeaderValue::from_static("run-resumed"));
