@@ -145,3 +145,107 @@ async fn an_unreachable_backend_is_a_clear_page() {
     );
     assert!(!page.contains("panicked") && !page.contains("backtrace"));
 }
+
+/// An interactive run through the client: its page, the question rendered from the pending
+/// question, the reply through the client's proxy, the output through the client's event
+/// stream, and the recording of every event and the reply.
+#[tokio::test]
+async fn an_interactive_run_is_answered_and_recorded_through_the_client() {
+    let server = service();
+    let client = ExampleClient::start(&server.base, &[]);
+    let http = browser_like();
+    let form = reqwest::multipart::Form::new()
+        .text("engine", "script")
+        .text("execution_mode", "interactive");
+    let created = http
+        .post(client.url("/skills/pick-one/run"))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status().as_u16(), 303);
+    let rid = created.headers()["location"].to_str().unwrap()["/runs/".len()..].to_owned();
+    server
+        .wait_status(&format!("/v1/jobs/{rid}"), &["waiting_user"])
+        .await;
+    let get = |path: String| {
+        let http = http.clone();
+        let url = client.url(&path);
+        async move { http.get(url).send().await.unwrap().text().await.unwrap() }
+    };
+    let page = get(format!("/runs/{rid}")).await;
+    assert!(page.contains(r#"data-status="waiting_user""#), "{page}");
+    assert!(page.contains(&format!(r#"data-events="/api/runs/{rid}/events""#)));
+    let question = get(format!("/runs/{rid}/question")).await;
+    assert!(question.contains("Which colour do you like?"), "{question}");
+    assert!(question.contains(&format!(r#"hx-post="/api/runs/{rid}/reply""#)));
+
+    // The client's stream is the backend's, passed through.
+    let events = get(format!("/api/runs/{rid}/events")).await;
+    assert!(
+        events.contains("event: stderr") && events.contains("turn 1: 0 answer(s)"),
+        "{events}"
+    );
+    assert!(
+        events.contains(r#"data: {"reason":"waiting_user"}"#),
+        "{events}"
+    );
+
+    let replied = http
+        .post(client.url(&format!("/api/runs/{rid}/reply")))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("interaction_id=1&kind=choose_one&choice=%22green%22")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replied.status().as_u16(), 200);
+    assert_eq!(replied.headers()["hx-trigger"], "run-resumed");
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
+    assert_eq!(result["result"]["data"]["choice"], "green");
+    // A second reply is refused by the service, and the client says why.
+    let again = http
+        .post(client.url(&format!("/api/runs/{rid}/reply")))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("interaction_id=1&kind=choose_one&choice=%22red%22")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status().as_u16(), 409);
+    assert!(
+        again
+            .text()
+            .await
+            .unwrap()
+            .contains("the service answered 409")
+    );
+
+    let info = get(format!("/runs/{rid}/info")).await;
+    assert!(
+        info.contains(r#"data-status="succeeded""#) && info.contains("result-link"),
+        "{info}"
+    );
+    let log =
+        std::fs::read_to_string(client.recordings.path().join(format!("{rid}.jsonl"))).unwrap();
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["kind"].as_str().unwrap(),
+                l["value"]["event"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(kinds.first(), Some(&("event", "snapshot")), "{kinds:?}");
+    assert!(kinds.contains(&("event", "stdout")) && kinds.contains(&("event", "end")));
+    let reply = lines.iter().find(|l| l["kind"] == "reply").unwrap();
+    assert_eq!(
+        reply["value"],
+        serde_json::json!({"interaction_id": 1, "response": "green"})
+    );
+}
