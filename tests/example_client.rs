@@ -129,6 +129,55 @@ async fn a_generated_form_creates_the_run_and_uploads_its_file() {
         upload["sha256"],
         "9b20c7221fdc0f39832c5d75b24fea7f74757ef40df800454d1181faf4b50d19"
     );
+
+    // The result page: the data, and the artifact and bundle downloads through the client.
+    let get = |path: String| {
+        let http = http.clone();
+        let url = client.url(&path);
+        async move { http.get(url).send().await.unwrap() }
+    };
+    let page = get(format!("/runs/{rid}/result"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains(r#"data-status="success""#), "{page}");
+    assert!(page.contains("&#34;word_count&#34;: 7"), "{page}");
+    let link = format!(r#"href="/runs/{rid}/artifacts/report.md""#);
+    assert!(page.contains(&link), "{page}");
+    let report = get(format!("/runs/{rid}/artifacts/report.md")).await;
+    assert_eq!(report.status().as_u16(), 200);
+    assert!(report.text().await.unwrap().contains("the"), "the report");
+    let bundle = get(format!("/runs/{rid}/bundle")).await;
+    assert_eq!(bundle.headers()["content-type"], "application/zip");
+    assert!(bundle.bytes().await.unwrap().starts_with(b"PK"));
+    let missing = get(format!("/runs/{rid}/artifacts/nope.md")).await;
+    assert_eq!(missing.status().as_u16(), 404);
+
+    // The recording lists the run and holds its result, once however often it is shown.
+    get(format!("/runs/{rid}/result")).await;
+    let list = get("/recordings".into()).await.text().await.unwrap();
+    assert!(
+        list.contains(&format!(r#"href="/recordings/{rid}""#)),
+        "{list}"
+    );
+    let recording: Value = get(format!("/api/recordings/{rid}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let results: Vec<&Value> = recording["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "result")
+        .collect();
+    assert_eq!(results.len(), 1, "{recording}");
+    assert_eq!(results[0]["value"]["data"]["word_count"], 7);
+    assert_eq!(
+        get("/api/recordings/nope".into()).await.status().as_u16(),
+        404
+    );
 }
 
 /// A backend that cannot be reached is a clear page with a 502, not a stack trace.

@@ -14,6 +14,7 @@ pub mod backend;
 pub mod form;
 mod pages;
 pub mod recordings;
+mod results;
 mod runs;
 
 use std::net::{IpAddr, SocketAddr};
@@ -153,6 +154,15 @@ fn router(client: Shared) -> Router {
         .route("/runs/{request_id}/info", get(runs::run_info))
         .route("/runs/{request_id}/question", get(runs::question))
         .route("/runs/{request_id}/cancel", post(runs::cancel))
+        .route("/runs/{request_id}/result", get(results::result))
+        .route(
+            "/runs/{request_id}/artifacts/{*path}",
+            get(results::artifact),
+        )
+        .route("/runs/{request_id}/bundle", get(results::bundle))
+        .route("/recordings", get(results::list))
+        .route("/recordings/{request_id}", get(results::replay))
+        .route("/api/recordings/{request_id}", get(results::recording_json))
         .route("/api/runs/{request_id}/events", get(runs::events))
         .route("/api/runs/{request_id}/reply", post(runs::reply))
         .route("/static/{*path}", get(crate::api::assets::file))

@@ -84,3 +84,59 @@ pub fn append(dir: &Path, request_id: &str, kind: &str, value: &Value) -> std::i
     // One write per line, so concurrent appends never interleave within a line.
     file.write_all(format!("{line}\n").as_bytes())
 }
+
+/// A recording as the list shows it.
+pub struct Listed {
+    pub request_id: String,
+    pub skill_id: String,
+    pub recorded_at: String,
+}
+
+/// Every recording, newest first.
+pub fn list(dir: &Path) -> std::io::Result<Vec<Listed>> {
+    let mut listed = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let Ok(start) = std::fs::read(&path).map(|b| serde_json::from_slice::<Value>(&b)) else {
+            continue;
+        };
+        let Ok(start) = start else { continue };
+        let text = |key: &str| start[key].as_str().unwrap_or_default().to_owned();
+        listed.push(Listed {
+            request_id: text("request_id"),
+            skill_id: text("skill_id"),
+            recorded_at: text("recorded_at"),
+        });
+    }
+    listed.sort_by(|a, b| b.recorded_at.cmp(&a.recorded_at));
+    Ok(listed)
+}
+
+/// The whole recording of a run: what [`start`] kept, plus `log`, every appended entry in
+/// order; `None` when there is none.
+pub fn read(dir: &Path, request_id: &str) -> std::io::Result<Option<Value>> {
+    let Some(path) = path(dir, request_id) else {
+        return Ok(None);
+    };
+    let start = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut recording: Value = serde_json::from_slice(&start).map_err(std::io::Error::other)?;
+    let log = match std::fs::read_to_string(path.with_extension("jsonl")) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e),
+    };
+    // A line cut short by a crash mid-append is left out.
+    let entries: Vec<Value> = log
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    recording["log"] = Value::Array(entries);
+    Ok(Some(recording))
+}
