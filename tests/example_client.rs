@@ -3,8 +3,11 @@
 
 mod common;
 
+use common::browser::{self, Browser};
 use common::example::ExampleClient;
+use common::netns::{Isolation, isolate};
 use common::{TestDirs, TestServer, client, copy_bundled_skills};
+use fantoccini::Locator;
 use serde_json::Value;
 
 /// The service with the bundled skills.
@@ -297,4 +300,169 @@ async fn an_interactive_run_is_answered_and_recorded_through_the_client() {
         reply["value"],
         serde_json::json!({"interaction_id": 1, "response": "green"})
     );
+}
+
+/// Picks `value` in the select named `name` by typing it, as a keyboard user does (a click on
+/// an option opens Chromium's picker, which a later focus change cancels), and checks it took.
+async fn choose(browser: &Browser, name: &str, value: &str) {
+    let select = browser.wait_for(&format!("select[name={name}]")).await;
+    select.send_keys(value).await.unwrap();
+    let chosen = browser
+        .client
+        .execute(
+            "return arguments[0].value",
+            vec![serde_json::to_value(&select).unwrap()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(chosen, value, "the select {name} did not take {value}");
+}
+
+/// In a browser, against the real service and the real client (each its own process, in the
+/// test's loopback-only namespace): the generated form of `text-stats` filled with an inline
+/// string, an integer parameter and a file → the run page shows the output → the result page
+/// shows the data and the artifact download; `pick-one`'s question answered on its run page; a
+/// required field left empty refused with its name; the recording replayed event by event.
+#[test]
+fn browser_runs_skills_from_their_forms_and_replays_the_recording() {
+    const TEST: &str = "browser_runs_skills_from_their_forms_and_replays_the_recording";
+    if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
+        return;
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let server = service();
+        let client = ExampleClient::start(&server.base, &[]);
+        let origin = client.url("");
+        let upload = tempfile::tempdir().unwrap();
+        let story = upload.path().join("story.txt");
+        std::fs::write(&story, "the cat saw the dog\nthe end\n").unwrap();
+
+        let browser = Browser::start().await;
+        browser.goto(&client.url("/")).await;
+        browser
+            .wait_for("tr[data-skill-id=text-stats] a.run")
+            .await
+            .click()
+            .await
+            .unwrap();
+        let fill = |css: &'static str, text: String| {
+            let browser = &browser;
+            async move {
+                let field = browser.wait_for(css).await;
+                field.clear().await.unwrap();
+                field.send_keys(&text).await.unwrap();
+            }
+        };
+        fill(
+            "input[name='input.text']",
+            "ignored when a file is given".into(),
+        )
+        .await;
+        fill("input[name='parameter.top_n']", "2".into()).await;
+        fill(
+            "input[name='file.document']",
+            story.to_string_lossy().into_owned(),
+        )
+        .await;
+        choose(&browser, "engine", "script").await;
+        browser.screenshot("client-form").await;
+        browser.wait_for("#start-run").await.click().await.unwrap();
+        browser.wait_for("#run-info").await;
+        browser
+            .wait_for("#run-info[data-status=succeeded] #result-link")
+            .await
+            .click()
+            .await
+            .unwrap();
+        browser.wait_text("#result-data", "\"word_count\": 7").await;
+        let download = browser
+            .wait_for("#artifacts a[href$='/artifacts/report.md']")
+            .await;
+        assert_eq!(download.text().await.unwrap(), "artifacts/report.md");
+        browser.screenshot("client-result").await;
+        browser.assert_clean(&origin).await;
+
+        // An interactive skill: the question is answered on the run page.
+        browser.goto(&client.url("/skills/pick-one/run")).await;
+        choose(&browser, "engine", "script").await;
+        choose(&browser, "execution_mode", "interactive").await;
+        browser.wait_for("#start-run").await.click().await.unwrap();
+        browser
+            .wait_text("#question .prompt", "Which colour do you like?")
+            .await;
+        browser
+            .wait_text("#stderr", "turn 1: 0 answer(s) so far")
+            .await;
+        browser.screenshot("client-run-question").await;
+        browser
+            .wait_for("#question button[name=choice][value='\"blue\"']")
+            .await
+            .click()
+            .await
+            .unwrap();
+        browser.wait_for("#run-info[data-status=succeeded]").await;
+        browser.wait_text("#stdout", "\"choice\": \"blue\"").await;
+        let url = browser.client.current_url().await.unwrap();
+        let rid = url.path().rsplit('/').next().unwrap().to_owned();
+        browser.assert_clean(&origin).await;
+
+        // A required field left empty is refused, named, before anything is sent.
+        browser.goto(&client.url("/skills/hello/run")).await;
+        browser.wait_for("#start-run").await.click().await.unwrap();
+        browser
+            .wait_text(
+                "#form-errors li[data-field='input.name']",
+                "input.name is required",
+            )
+            .await;
+        let (_, runs) = server.get("/v1/management/runs").await;
+        assert_eq!(
+            runs["runs"].as_array().unwrap().len(),
+            2,
+            "nothing more was created"
+        );
+
+        // The interactive run's recording replays one entry at a time.
+        browser.goto(&client.url("/recordings")).await;
+        browser
+            .wait_for(&format!("tr[data-request-id='{rid}'] a"))
+            .await
+            .click()
+            .await
+            .unwrap();
+        browser.wait_text("#replay-position", "1 / ").await;
+        browser.wait_text("#replay-position", "create").await;
+        let next = browser.wait_for("#replay-next").await;
+        next.click().await.unwrap();
+        browser
+            .wait_text("#replay-position", "event: snapshot")
+            .await;
+        let mut seen = Vec::new();
+        for _ in 0..40 {
+            next.click().await.unwrap();
+            let position = browser
+                .client
+                .find(Locator::Css("#replay-position"))
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            if seen.last() == Some(&position) {
+                break;
+            }
+            seen.push(position);
+        }
+        assert!(seen.iter().any(|p| p.ends_with("reply")), "{seen:?}");
+        assert!(
+            seen.iter().any(|p| p.ends_with("event: stdout")),
+            "{seen:?}"
+        );
+        browser
+            .wait_text("#replay-stdout", "\"choice\": \"blue\"")
+            .await;
+        browser.screenshot("client-replay").await;
+        browser.assert_clean(&origin).await;
+        browser.close().await;
+    });
 }
