@@ -36,11 +36,31 @@
       });
     }
     source.addEventListener('status', changed);
-    source.addEventListener('end', () => {
+    source.addEventListener('end', (event) => {
       source.close();
       source = null;
       changed();
+      if (JSON.parse(event.data).reason === 'waiting_user') showQuestion(10);
     });
+    source.addEventListener('error', () => retry(source, () => { source = null; open(); }));
+  }
+
+  // The question section reloads on `run-changed`; a change that came while it was loading for
+  // an earlier one is missed, so a run that waits but shows no question is asked about again.
+  function showQuestion(tries) {
+    setTimeout(() => {
+      if (document.querySelector('#question .question') || tries <= 0) return;
+      changed();
+      showQuestion(tries - 1);
+    }, 700);
+  }
+
+  // A browser reconnects a dropped stream by itself (with Last-Event-ID), but gives up on an
+  // answer that is not a stream (the service restarting, a proxy's 502): start over from the
+  // offsets received, a little later.
+  function retry(stream, again) {
+    if (stream.readyState !== EventSource.CLOSED) return;
+    setTimeout(again, 1000);
   }
 
   function element(tag, className, text) {
@@ -122,6 +142,7 @@
       chatSource.close();
       chatSource = null;
     });
+    chatSource.addEventListener('error', () => retry(chatSource, () => { chatSource = null; openChat(); }));
   }
 
   document.body.addEventListener('run-resumed', () => { changed(); open(); openChat(); });

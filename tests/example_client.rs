@@ -466,3 +466,61 @@ fn browser_runs_skills_from_their_forms_and_replays_the_recording() {
         browser.close().await;
     });
 }
+
+/// The backend restarts while a run's page is open in the client: the page's stream, passed
+/// through the client, reconnects from its offsets once the service is back and follows the
+/// run to its end (the restart ended it), without repeating a line it had.
+#[test]
+fn browser_follows_a_run_across_a_backend_restart() {
+    const TEST: &str = "browser_follows_a_run_across_a_backend_restart";
+    if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
+        return;
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        // The service comes back on the same port, so the client's backend URL stays valid.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+            .to_string();
+        let dirs = TestDirs::new();
+        common::talker_skill("talker").write_into(&dirs.skills);
+        let mut server = TestServer::start_with(dirs.clone(), &[("PORT", &port)]);
+        let client = ExampleClient::start(&server.base, &[]);
+        let rid = server
+            .create_running(
+                serde_json::json!({"skill_id": "talker", "parameter": {"bursts": 400, "pause": 0.05}}),
+            )
+            .await;
+        let browser = Browser::start().await;
+        browser.goto(&client.url(&format!("/runs/{rid}"))).await;
+        browser.wait_text("#stdout", "burst 3:").await;
+
+        server.terminate();
+        let server = TestServer::start_with(dirs, &[("PORT", &port)]);
+        let (_, status) = server.get(&format!("/v1/jobs/{rid}")).await;
+        assert_eq!(status["status"], "failed", "the restart ended the run: {status}");
+        browser
+            .wait_for("#run-info[data-status=failed]")
+            .await;
+        let shown = browser
+            .client
+            .find(Locator::Css("#stdout"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(shown.matches("burst 3:").count(), 1, "{shown}");
+        // Everything the service logged reached the page, in order.
+        // (The restart may have cut the talker in the middle of a character.)
+        let logged = String::from_utf8_lossy(
+            &std::fs::read(server.run_dir(&status).join("logs/stdout.txt")).unwrap(),
+        )
+        .into_owned();
+        let lines = |text: &str| text.lines().filter(|l| l.starts_with("burst")).count();
+        assert_eq!(lines(&shown), lines(&logged));
+        browser.close().await;
+    });
+}
