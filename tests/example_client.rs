@@ -524,3 +524,52 @@ fn browser_follows_a_run_across_a_backend_restart() {
         browser.close().await;
     });
 }
+
+/// A backend behind Basic Auth (here a stand-in that only lists skills): the client sends the
+/// configured credentials; without them, its page says what the backend answered.
+#[tokio::test]
+async fn backend_basic_auth_credentials_are_sent() {
+    use axum::http::{HeaderMap, StatusCode};
+    async fn skills(headers: HeaderMap) -> Result<axum::Json<Value>, StatusCode> {
+        // "op:secret" in Base64.
+        if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some("Basic b3A6c2VjcmV0")
+        {
+            return Err(StatusCode::UNAUTHORIZED);
+        }
+        Ok(axum::Json(serde_json::json!({"skills": [{
+            "id": "guarded", "name": "Guarded", "version": "1.0.0",
+            "effective_engines": ["script"], "health": "healthy"
+        }]})))
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let backend = format!("http://{}", listener.local_addr().unwrap());
+    let app = axum::Router::new().route("/v1/management/skills", axum::routing::get(skills));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let with = ExampleClient::start(
+        &backend,
+        &[
+            ("SKILL_RUNNER_E2E_CLIENT_BACKEND_USERNAME", "op"),
+            ("SKILL_RUNNER_E2E_CLIENT_BACKEND_PASSWORD", "secret"),
+        ],
+    );
+    let page = browser_like().get(with.url("/")).send().await.unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    assert!(
+        page.text()
+            .await
+            .unwrap()
+            .contains("data-skill-id=\"guarded\"")
+    );
+    let without = ExampleClient::start(&backend, &[]);
+    let page = browser_like().get(without.url("/")).send().await.unwrap();
+    assert_eq!(page.status().as_u16(), 401);
+    assert!(
+        page.text()
+            .await
+            .unwrap()
+            .contains("the service answered 401")
+    );
+    // The password is never logged.
+    assert!(!with.log().contains("secret"));
+}
