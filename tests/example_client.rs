@@ -26,6 +26,20 @@ fn browser_like() -> reqwest::Client {
         .unwrap()
 }
 
+/// Submits a run form of `skill` through the client.
+async fn submit(
+    http: &reqwest::Client,
+    client: &ExampleClient,
+    skill: &str,
+    form: reqwest::multipart::Form,
+) -> reqwest::Response {
+    http.post(client.url(&format!("/skills/{skill}/run")))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap()
+}
+
 /// The form of a skill that takes an inline string, an integer parameter and an uploaded file:
 /// its fields come from the schemas, a submission creates the run and uploads the file under its
 /// input key, and the run succeeds on the service; the recording keeps the create body and the
@@ -70,12 +84,7 @@ async fn a_generated_form_creates_the_run_and_uploads_its_file() {
     let wrong = reqwest::multipart::Form::new()
         .text("engine", "script")
         .text("parameter.top_n", "three");
-    let refused = http
-        .post(client.url("/skills/text-stats/run"))
-        .multipart(wrong)
-        .send()
-        .await
-        .unwrap();
+    let refused = submit(&http, &client, "text-stats", wrong).await;
     assert_eq!(refused.status().as_u16(), 422);
     let body = refused.text().await.unwrap();
     assert!(
@@ -98,12 +107,7 @@ async fn a_generated_form_creates_the_run_and_uploads_its_file() {
             "file.document",
             reqwest::multipart::Part::bytes(text.clone()).file_name("story.txt"),
         );
-    let created = http
-        .post(client.url("/skills/text-stats/run"))
-        .multipart(good)
-        .send()
-        .await
-        .unwrap();
+    let created = submit(&http, &client, "text-stats", good).await;
     assert_eq!(created.status().as_u16(), 303);
     let location = created.headers()["location"].to_str().unwrap().to_owned();
     let rid = location.strip_prefix("/runs/").unwrap().to_owned();
@@ -209,12 +213,7 @@ async fn an_interactive_run_is_answered_and_recorded_through_the_client() {
     let form = reqwest::multipart::Form::new()
         .text("engine", "script")
         .text("execution_mode", "interactive");
-    let created = http
-        .post(client.url("/skills/pick-one/run"))
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
+    let created = submit(&http, &client, "pick-one", form).await;
     assert_eq!(created.status().as_u16(), 303);
     let rid = created.headers()["location"].to_str().unwrap()["/runs/".len()..].to_owned();
     server
@@ -490,7 +489,7 @@ fn browser_follows_a_run_across_a_backend_restart() {
         let client = ExampleClient::start(&server.base, &[]);
         let rid = server
             .create_running(
-                serde_json::json!({"skill_id": "talker", "parameter": {"bursts": 400, "pause": 0.05}}),
+                serde_json::json!({"skill_id": "talker", "parameter": {"bursts": 20000, "pause": 0.05}}),
             )
             .await;
         let browser = Browser::start().await;

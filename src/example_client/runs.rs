@@ -33,11 +33,8 @@ struct RunInfo {
 #[template(path = "client/run.html")]
 struct RunPage {
     request_id: String,
-    status: String,
-    skill_id: String,
-    engine: String,
-    error: Option<String>,
-    terminal: bool,
+    /// Rendered in place; it refreshes itself.
+    info: RunInfo,
 }
 
 /// The run's state from the backend.
@@ -67,14 +64,7 @@ async fn info(client: &Shared, request_id: &str) -> Result<RunInfo, PageError> {
 /// `GET /runs/{request_id}`: the run's state, its question, and its output live.
 pub async fn run_page(State(client): State<Shared>, Path(request_id): Path<String>) -> Page {
     let info = info(&client, &request_id).await?;
-    html(&RunPage {
-        request_id: info.request_id,
-        status: info.status,
-        skill_id: info.skill_id,
-        engine: info.engine,
-        error: info.error,
-        terminal: info.terminal,
-    })
+    html(&RunPage { request_id, info })
 }
 
 /// `GET /runs/{request_id}/info`: the facts section, refreshed when the run changes.
