@@ -5,6 +5,7 @@
 // `unsafe` is denied everywhere; `process::sys` alone allows it, for pre-exec child set-up.
 #![deny(unsafe_code)]
 
+pub mod agent;
 pub mod api;
 pub mod browse;
 pub mod clock;
