@@ -332,10 +332,8 @@ pub async fn create_run(
             .map(|(_, v)| v.trim().to_owned())
             .filter(|v| !v.is_empty())
     };
-    let mut errors = match form::read(&page.fields, &values) {
-        Ok(_) => Vec::new(),
-        Err(errors) => errors,
-    };
+    let submitted = form::read(&page.fields, &values);
+    let mut errors = submitted.as_ref().err().cloned().unwrap_or_default();
     for field in page.fields.iter().filter(|f| f.section == Section::File) {
         if field.required && !files.iter().any(|f| f.key == field.key) {
             errors.push(FieldError {
@@ -358,8 +356,7 @@ pub async fn create_run(
         *response.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
         return Ok(response);
     }
-    let form::Submitted { input, parameter } =
-        form::read(&page.fields, &values).expect("checked above");
+    let form::Submitted { input, parameter } = submitted.expect("errors were answered above");
     let mut options = Map::new();
     if let Some(mode) = value("execution_mode") {
         options.insert("execution_mode".into(), json!(mode));
