@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use tokio::net::TcpListener;
 
+use crate::agent::Agent;
 use crate::api;
 use crate::config::Config;
 use crate::engines::Engines;
@@ -59,6 +60,7 @@ pub async fn serve(
             .await
             .context("starting the invoke host")?,
     );
+    let agent = Arc::new(Agent::new(&config, invoke.clone()).context("starting the agent")?);
     let config = Arc::new(config);
     let jobs = Jobs::new(
         config.clone(),
@@ -90,6 +92,7 @@ pub async fn serve(
         installer: installer.clone(),
         jobs: jobs.clone(),
         invoke,
+        agent: agent.clone(),
         upgrades: upgrades.clone(),
         terminal: Default::default(),
     };
@@ -105,6 +108,7 @@ pub async fn serve(
     let shutdown = async move {
         shutdown.await;
         streams.close_streams();
+        agent.close();
     };
     axum::serve(listener, api::router(state))
         .with_graceful_shutdown(shutdown)

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::agent::Agent;
 use crate::config::Config;
 use crate::engines::upgrades::Upgrader;
 use crate::invoke::Host;
@@ -20,6 +21,8 @@ pub struct AppState {
     pub installer: Arc<Installer>,
     pub jobs: Arc<Jobs>,
     pub invoke: Arc<Host>,
+    /// The agent chat and its sessions.
+    pub agent: Arc<Agent>,
     pub upgrades: Arc<Upgrader>,
     /// The operator's terminal for logging engine CLIs in.
     pub terminal: Arc<Terminal>,

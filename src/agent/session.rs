@@ -13,6 +13,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::PathBuf;
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -112,10 +113,73 @@ pub enum Event {
 }
 
 impl Event {
+    /// Its `type`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::SystemInit { .. } => "system.init",
+            Event::UserMessage { .. } => "user.message",
+            Event::UserCompaction { .. } => "user.compaction",
+            Event::UserQuestion { .. } => "user.question",
+            Event::AssistantDelta { .. } => "assistant.delta",
+            Event::AssistantMessage { .. } => "assistant.message",
+            Event::ToolUse { .. } => "tool.use",
+            Event::ToolResult { .. } => "tool.result",
+            Event::ToolOutputCompacted { .. } => "tool.output_compacted",
+            Event::HookEvent { .. } => "hook.event",
+            Event::Result { .. } => "result",
+            Event::RuntimeError { .. } => "runtime.error",
+        }
+    }
+
     /// Whether the event is kept in the log (deltas are only streamed).
     pub fn persisted(&self) -> bool {
         !matches!(self, Event::AssistantDelta { .. })
     }
+}
+
+impl Stored {
+    /// The event as served to a reader: JSON with the values of secret-looking fields
+    /// (`password`, `api_key`, `*_token`, …) replaced, wherever a tool's input or output put them.
+    pub fn redacted(&self) -> Value {
+        let mut value = serde_json::to_value(self).unwrap_or(Value::Null);
+        redact(&mut value);
+        value
+    }
+}
+
+fn redact(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, field) in map.iter_mut() {
+                if secret_key(key) && !field.is_object() && !field.is_array() && !field.is_null() {
+                    *field = Value::String("[redacted]".into());
+                } else {
+                    redact(field);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(redact),
+        _ => {}
+    }
+}
+
+/// Whether a field of this name holds a secret (`input_tokens` is a count, not a token).
+fn secret_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase().replace('-', "_");
+    const NAMES: [&str; 8] = [
+        "password",
+        "passwd",
+        "secret",
+        "token",
+        "api_key",
+        "apikey",
+        "authorization",
+        "cookie",
+    ];
+    NAMES.contains(&key.as_str())
+        || ["_password", "_secret", "_token", "_api_key", "_apikey"]
+            .iter()
+            .any(|suffix| key.ends_with(suffix))
 }
 
 /// Why a session could not be read or written.
@@ -126,6 +190,9 @@ pub enum SessionError {
     BadId(String),
     #[error("session {0} not found")]
     NotFound(String),
+    /// A chat holds the session.
+    #[error("session {0} is in use by a chat")]
+    Busy(String),
     /// A stored line that is not an event (and not an unterminated last line).
     #[error("session {id}: line {line} of events.jsonl is not an event: {problem}")]
     Corrupt {
@@ -175,6 +242,7 @@ impl Store {
 
     /// Starts a new session and returns its writer.
     pub fn create(&self, metadata: Map<String, Value>) -> Result<Writer, SessionError> {
+        std::fs::create_dir_all(&self.root)?;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let dir = self.dir(&id)?;
         std::fs::create_dir_all(&dir)?;
@@ -185,12 +253,12 @@ impl Store {
         };
         let text = serde_json::to_vec_pretty(&meta).map_err(std::io::Error::other)?;
         std::fs::write(dir.join("meta.json"), text)?;
-        self.writer(&id)
+        Ok(self.writer(&id)?.0)
     }
 
-    /// The writer of session `id`, once no other writer holds it (waits for the lock: call from
-    /// a blocking thread).
-    pub fn writer(&self, id: &str) -> Result<Writer, SessionError> {
+    /// The writer of session `id` and its events so far, once no other writer holds it (waits
+    /// for the lock: call from a blocking thread).
+    pub fn writer(&self, id: &str) -> Result<(Writer, Vec<Stored>), SessionError> {
         let dir = self.dir(id)?;
         if !dir.join("meta.json").is_file() {
             return Err(SessionError::NotFound(id.to_owned()));
@@ -206,27 +274,83 @@ impl Store {
             // A crash cut the last write short: that line never happened.
             file.set_len(complete)?;
         }
-        Ok(Writer {
+        let writer = Writer {
             id: id.to_owned(),
             next_seq: events.last().map_or(1, |e| e.seq + 1),
             file,
-        })
+        };
+        Ok((writer, events))
+    }
+
+    /// Every session's meta and when its log last changed, newest first. A folder that is not
+    /// a readable session is skipped (and logged).
+    pub fn list(&self) -> Result<Vec<(Meta, Option<SystemTime>)>, SessionError> {
+        let entries = match std::fs::read_dir(&self.root) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        let mut sessions = Vec::new();
+        for entry in entries {
+            let name = entry?.file_name();
+            let Some(id) = name.to_str().filter(|id| valid_id(id)) else {
+                continue;
+            };
+            match self.meta(id) {
+                Ok(meta) => {
+                    let changed = std::fs::metadata(self.root.join(id).join("events.jsonl"))
+                        .and_then(|m| m.modified())
+                        .ok();
+                    sessions.push((meta, changed));
+                }
+                Err(e) => tracing::warn!(session_id = id, error = %e, "skipping a session"),
+            }
+        }
+        sessions.sort_by(|a, b| {
+            (&b.0.created_at, &b.0.session_id).cmp(&(&a.0.created_at, &a.0.session_id))
+        });
+        Ok(sessions)
+    }
+
+    /// Session `id`'s `meta.json`.
+    pub fn meta(&self, id: &str) -> Result<Meta, SessionError> {
+        let dir = self.dir(id)?;
+        match std::fs::read(dir.join("meta.json")) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| SessionError::Corrupt {
+                id: id.to_owned(),
+                line: 0,
+                problem: format!("meta.json: {e}"),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(SessionError::NotFound(id.to_owned()))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Removes session `id`, unless a chat holds it.
+    pub fn delete(&self, id: &str) -> Result<(), SessionError> {
+        let dir = self.dir(id)?;
+        self.meta(id)?;
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("events.jsonl"))?;
+        if log.try_lock().is_err() {
+            return Err(SessionError::Busy(id.to_owned()));
+        }
+        // Renamed first, so a chat opening it meanwhile finds no session rather than half of one.
+        let doomed = self.root.join(format!(".deleted-{id}"));
+        std::fs::rename(&dir, &doomed)?;
+        drop(log);
+        std::fs::remove_dir_all(&doomed)?;
+        Ok(())
     }
 
     /// The stored events of session `id` after `after_seq` (all when 0), and its meta.
     pub fn read(&self, id: &str, after_seq: u64) -> Result<(Meta, Vec<Stored>), SessionError> {
         let dir = self.dir(id)?;
-        let meta = match std::fs::read(dir.join("meta.json")) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| SessionError::Corrupt {
-                id: id.to_owned(),
-                line: 0,
-                problem: format!("meta.json: {e}"),
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(SessionError::NotFound(id.to_owned()));
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let meta = self.meta(id)?;
         let events = match File::open(dir.join("events.jsonl")) {
             Ok(file) => read_events(id, &file)?.0,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
@@ -306,6 +430,11 @@ impl Writer {
         self.next_seq += 1;
         Ok(stored)
     }
+
+    /// The `seq` the next stored event gets.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
 }
 
 #[cfg(test)]
@@ -380,7 +509,7 @@ mod tests {
             })
             .unwrap();
         drop(writer);
-        let mut writer = store.writer(&id).unwrap();
+        let mut writer = store.writer(&id).unwrap().0;
         let third = writer
             .append(Event::UserMessage {
                 text: "again".into(),
@@ -415,7 +544,7 @@ mod tests {
             1,
             "the cut line is not an event"
         );
-        let mut writer = store.writer(&id).unwrap();
+        let mut writer = store.writer(&id).unwrap().0;
         let next = writer
             .append(Event::UserMessage { text: "two".into() })
             .unwrap();
@@ -445,6 +574,44 @@ mod tests {
     }
 
     #[test]
+    fn secrets_are_redacted_when_served_and_counts_are_kept() {
+        let stored = Stored {
+            seq: 3,
+            ts: 1.0,
+            event: Event::ToolUse {
+                tool_use_id: "c".into(),
+                name: "http".into(),
+                input: json!({"api_key": "sk-1", "Auth-Token": "t", "nested": [{"password": 5}],
+                              "input_tokens": 10, "query": "token"}),
+            },
+        };
+        let served = stored.redacted();
+        assert_eq!(
+            served["input"],
+            json!({"api_key": "[redacted]", "Auth-Token": "[redacted]",
+                   "nested": [{"password": "[redacted]"}], "input_tokens": 10, "query": "token"})
+        );
+    }
+
+    #[test]
+    fn a_session_held_by_a_chat_is_not_deleted() {
+        let (tmp, store) = store();
+        let writer = store.create(Map::new()).unwrap();
+        let id = writer.id().to_owned();
+        assert!(matches!(store.delete(&id), Err(SessionError::Busy(_))));
+        drop(writer);
+        store.delete(&id).unwrap();
+        assert!(matches!(store.read(&id, 0), Err(SessionError::NotFound(_))));
+        assert_eq!(
+            std::fs::read_dir(tmp.path().join("sessions"))
+                .unwrap()
+                .count(),
+            0
+        );
+        assert!(store.list().unwrap().is_empty());
+    }
+
+    #[test]
     fn a_second_writer_waits_for_the_first() {
         let (_tmp, store) = store();
         let mut first = store.create(Map::new()).unwrap();
@@ -452,7 +619,7 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let other = store.clone();
         let waiter = std::thread::spawn(move || {
-            let mut second = other.writer(&id).unwrap();
+            let mut second = other.writer(&id).unwrap().0;
             let stored = second
                 .append(Event::UserMessage {
                     text: "second".into(),

@@ -1,5 +1,6 @@
 //! The HTTP API: routes, the OpenAPI document and the middleware stack.
 
+pub mod agent;
 pub mod assets;
 pub mod auth;
 pub mod chat;
@@ -52,6 +53,9 @@ const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
             jobs routes of the same names and see jobs and temporary runs alike"),
         (name = "invoke", description = "Run a skill synchronously and get its Normalized Skill \
             Result (`POST /skills/{skill_id}:invoke` is the same route without `/v1`)"),
+        (name = "agent", description = "Chat with a model that calls the invocable skills as \
+            tools; every chat is kept as a session of events (`POST /agent/chat` is the same \
+            route without `/v1`)"),
         (name = "system", description = "Service health"),
     )
 )]
@@ -102,7 +106,8 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         // `{id}:invoke` is one path segment (the router has no suffix parameters); the
         // handler reads the suffix.
         .route("/v1/skills/{skill_id}", post(invoke::invoke))
-        .route("/skills/{skill_id}", post(invoke::invoke));
+        .route("/skills/{skill_id}", post(invoke::invoke))
+        .route("/agent/chat", post(agent::chat));
     let mut doc = ApiDoc::openapi();
     doc.info.license = None;
     OpenApiRouter::with_openapi(doc)
@@ -135,6 +140,10 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(chat::chat_history))
         .routes(routes!(jobs::pending))
         .routes(routes!(jobs::reply))
+        .routes(routes!(agent::chat))
+        .routes(routes!(agent::list_sessions))
+        .routes(routes!(agent::get_session, agent::delete_session))
+        .routes(routes!(agent::session_events))
         .routes(routes!(management::list_skills))
         .routes(routes!(management::get_skill))
         .routes(routes!(management::get_skill_schemas))

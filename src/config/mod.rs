@@ -88,6 +88,8 @@ pub struct Config {
     pub jobs: JobLimits,
     pub invoke: InvokeConfig,
     pub agents: AgentConfig,
+    /// The agent chat's model providers.
+    pub chat: ChatConfig,
     /// Basic Auth for the administrative routes (`UI_BASIC_AUTH_ENABLED`, `_USERNAME`,
     /// `_PASSWORD`); `None` when disabled.
     pub admin_auth: Option<BasicAuth>,
@@ -267,6 +269,27 @@ impl fmt::Debug for Endpoint {
     }
 }
 
+/// The model providers of the agent chat (`POST /v1/agent/chat`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatConfig {
+    /// `SKILL_RUNNER_AGENT_PROVIDER`: the provider a chat uses unless it names another.
+    pub provider: String,
+    /// `SKILL_RUNNER_AGENT_<PROVIDER>_BASE_URL`, `_API_KEY`, `_MODEL`, by provider name; a
+    /// provider is configured when its key or its base URL is set.
+    pub endpoints: BTreeMap<String, ModelEndpoint>,
+    /// `SKILL_RUNNER_AGENT_MAX_RETRIES`: retries of a model request after a transient failure.
+    pub max_retries: u32,
+    /// `SKILL_RUNNER_AGENT_TIMEOUT_SECONDS`: the longest wait to connect or for more of an answer.
+    pub timeout: Duration,
+}
+
+/// A model endpoint and the model to ask there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelEndpoint {
+    pub endpoint: Endpoint,
+    pub model: Option<String>,
+}
+
 /// Engines whose endpoint can be configured (`SKILL_RUNNER_<ENGINE>_BASE_URL`).
 const AGENT_ENGINES: [&str; 6] = ["codex", "gemini", "iflow", "claude", "opencode", "qwen"];
 
@@ -369,6 +392,26 @@ impl Config {
                 })
                 .collect(),
         };
+        let chat = ChatConfig {
+            provider: s.agent_provider,
+            endpoints: crate::agent::provider::PRESETS
+                .iter()
+                .filter_map(|preset| {
+                    let var =
+                        |suffix: &str| get(&format!("SKILL_RUNNER_AGENT_{}_{suffix}", preset.var));
+                    let endpoint = Endpoint {
+                        base_url: var("BASE_URL"),
+                        api_key: var("API_KEY"),
+                    };
+                    (endpoint.base_url.is_some() || endpoint.api_key.is_some()).then(|| {
+                        let model = var("MODEL");
+                        (preset.name.to_owned(), ModelEndpoint { endpoint, model })
+                    })
+                })
+                .collect(),
+            max_retries: s.agent_max_retries,
+            timeout: seconds(s.agent_timeout_seconds),
+        };
         let admin_auth = if s.ui_basic_auth_enabled {
             let required = |variable: &str, value: Option<String>| {
                 value.ok_or_else(|| {
@@ -419,6 +462,7 @@ impl Config {
                 max_processes: s.openskill_max_processes as usize,
             },
             agents,
+            chat,
             admin_auth,
             api_tokens: parse_api_tokens(
                 get("SKILL_RUNNER_API_TOKENS"),
@@ -497,6 +541,11 @@ impl Config {
         self.data_dir.join("invocations")
     }
 
+    /// Agent chat sessions (`<data>/sessions/<session id>`).
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.data_dir.join("sessions")
+    }
+
     /// Temporary skill packages (`<data>/temp_skill_runs/<request_id>`).
     pub fn temp_runs_dir(&self) -> PathBuf {
         self.data_dir.join("temp_skill_runs")
@@ -504,7 +553,7 @@ impl Config {
 }
 
 /// What the service keeps in its data dir, whether or not it exists yet.
-const STATE_ENTRIES: [&str; 8] = [
+const STATE_ENTRIES: [&str; 9] = [
     "skill_runner.db",
     "skill_runner.db-wal",
     "skill_runner.db-shm",
@@ -513,6 +562,7 @@ const STATE_ENTRIES: [&str; 8] = [
     "temp_skill_runs",
     "skill_installs",
     "invocations",
+    "sessions",
 ];
 
 /// `path` made absolute with symlinks resolved, also when its last components do not exist

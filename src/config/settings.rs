@@ -31,7 +31,9 @@ use crate::process::sandbox::SandboxMode;
     after_long_help = "Read from the environment only (no flag, so they never show in a process \
                        list): UI_BASIC_AUTH_PASSWORD, SKILL_RUNNER_API_TOKENS, and per engine \
                        (CODEX, GEMINI, IFLOW, CLAUDE, OPENCODE, QWEN) SKILL_RUNNER_<ENGINE>_BASE_URL, \
-                       SKILL_RUNNER_<ENGINE>_API_KEY and SKILL_RUNNER_<ENGINE>_NPM_PACKAGE. A blank \
+                       SKILL_RUNNER_<ENGINE>_API_KEY and SKILL_RUNNER_<ENGINE>_NPM_PACKAGE, and per \
+                       agent chat provider (OPENAI, DASHSCOPE, OPENAI_RESPONSES, ANTHROPIC) \
+                       SKILL_RUNNER_AGENT_<PROVIDER>_BASE_URL, _API_KEY and _MODEL. A blank \
                        variable counts as unset.",
     args_override_self = true
 )]
@@ -151,6 +153,19 @@ pub struct Settings {
     /// Retries an agent CLI makes against a failing model before it gives up.
     #[arg(long, env = "SKILL_RUNNER_ENGINE_MAX_RETRIES", default_value_t = 1, value_parser = count)]
     pub engine_max_retries: u32,
+
+    /// The model provider of `POST /v1/agent/chat` unless a chat names another: openai,
+    /// dashscope (or qwen), openai-responses or anthropic.
+    #[arg(long, env = "SKILL_RUNNER_AGENT_PROVIDER", default_value = "openai",
+          value_parser = agent_provider)]
+    pub agent_provider: String,
+    /// Retries of a model request of the agent chat after a transient failure.
+    #[arg(long, env = "SKILL_RUNNER_AGENT_MAX_RETRIES", default_value_t = 2, value_parser = count)]
+    pub agent_max_retries: u32,
+    /// How long the agent chat waits for a model provider to connect or to send more, seconds.
+    #[arg(long, env = "SKILL_RUNNER_AGENT_TIMEOUT_SECONDS", value_parser = positive,
+          default_value_t = 120)]
+    pub agent_timeout_seconds: u64,
 
     /// Basic Auth on the administrative routes (true/false); needs a user and a password.
     #[arg(long, env = "UI_BASIC_AUTH_ENABLED", action = ArgAction::Set, value_parser = switch,
@@ -281,6 +296,22 @@ fn positive(raw: &str) -> Result<u64, String> {
     match raw.trim().parse::<u64>() {
         Ok(v) if v > 0 => Ok(v),
         _ => Err(format!("'{raw}' is not a positive whole number")),
+    }
+}
+
+fn agent_provider(raw: &str) -> Result<String, String> {
+    match crate::agent::provider::preset(raw.trim()) {
+        Some(preset) => Ok(preset.name.to_owned()),
+        None => {
+            let known: Vec<&str> = crate::agent::provider::PRESETS
+                .iter()
+                .map(|p| p.name)
+                .collect();
+            Err(format!(
+                "'{raw}' is not a provider (expected one of {})",
+                known.join(", ")
+            ))
+        }
     }
 }
 

@@ -179,7 +179,7 @@ pub async fn events(
     }
     let upstream = client.backend.send(request).await?;
     let recordings = client.recordings.clone();
-    let mut frames = Frames::default();
+    let mut frames = crate::sse::Frames::default();
     let body = upstream.bytes_stream().map(move |chunk| {
         let chunk = chunk.map_err(std::io::Error::other)?;
         for (name, data) in frames.push(&chunk) {
@@ -199,60 +199,4 @@ pub async fn events(
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(response)
-}
-
-/// Server-Sent Events read from a byte stream as it passes: complete frames as (event name,
-/// data as JSON).
-#[derive(Debug, Default)]
-struct Frames {
-    buffer: Vec<u8>,
-}
-
-impl Frames {
-    fn push(&mut self, bytes: &[u8]) -> Vec<(String, Value)> {
-        self.buffer.extend_from_slice(bytes);
-        let mut frames = Vec::new();
-        while let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
-            let frame: Vec<u8> = self.buffer.drain(..end + 2).collect();
-            let frame = String::from_utf8_lossy(&frame);
-            let (mut name, mut data) = ("message".to_owned(), String::new());
-            for line in frame.lines() {
-                if let Some(value) = line.strip_prefix("event:") {
-                    name = value.trim().to_owned();
-                } else if let Some(value) = line.strip_prefix("data:") {
-                    data.push_str(value.strip_prefix(' ').unwrap_or(value));
-                }
-            }
-            if !data.is_empty() {
-                let data = serde_json::from_str(&data).unwrap_or(Value::String(data));
-                frames.push((name, data));
-            }
-        }
-        frames
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn frames_are_read_across_chunk_boundaries() {
-        let mut frames = Frames::default();
-        let stream = b"event: stdout\nid: 3:0\ndata: {\"from\":0,\"to\":3,\"chunk\":\"hi\\n\"}\n\n: keep-alive\n\nevent: end\ndata: {\"reason\":\"terminal\"}\n\n";
-        let mut got = Vec::new();
-        for piece in stream.chunks(7) {
-            got.extend(frames.push(piece));
-        }
-        assert_eq!(
-            got,
-            vec![
-                (
-                    "stdout".into(),
-                    json!({"from": 0, "to": 3, "chunk": "hi\n"})
-                ),
-                ("end".into(), json!({"reason": "terminal"})),
-            ]
-        );
-    }
 }

@@ -11,14 +11,16 @@
 //!   that offer tools take them, so side calls (titles, routers, JSON-mode checks) never eat a
 //!   test's script. A reply is `{"text": "..."}`, `{"shell": "<command>"}` (a call to whichever
 //!   shell tool the CLI offered, its arguments filled from that tool's schema),
-//!   `{"tool": "<name>", "args": {...}}`, `{"error": <status>, "message"?}` or `{"hang": true}`
+//!   `{"tool": "<name>", "args": {...}}`, `{"error": <status>, "message"?, "retry_after"?}`
+//!   (seconds, sent as `Retry-After`) or `{"hang": true}`
 //!   (never answers); a shell or tool reply may add `"say": "<text>"`, said before the call in
 //!   the same response; any reply may add `"delay_ms"`, and `"repeat": n` queues it n times.
 //! - With the queue empty: a JSON-mode request gets an object made from its schema; anything
 //!   else gets the default text (`--final-text`, or `POST /__script {"final_text": ...}`).
 //!
 //! Every request (method, path, headers, body, `received_ms` since the epoch) is kept in order
-//! and served by `GET /__log` (and appended to `--log` as JSON lines when given);
+//! with what it was answered (`response: {status, body}`), served by `GET /__log` (and the
+//! requests appended to `--log` as JSON lines when given);
 //! `POST /__reset` clears script and log.
 
 pub mod anthropic;
@@ -46,10 +48,11 @@ pub enum Action {
         args: Value,
         say: Option<String>,
     },
-    /// Answer this HTTP status with an error body.
+    /// Answer this HTTP status with an error body (and `Retry-After: <seconds>` when set).
     Error {
         status: u16,
         message: String,
+        retry_after: Option<u64>,
     },
     /// Never answer.
     Hang,
@@ -155,7 +158,32 @@ impl Script {
         }
     }
 
-    fn record(&self, method: &Method, path: &str, headers: &HeaderMap, body: &Value) {
+    /// Adds what was answered to log entry `index` (`response: {status, body}`, a streamed body
+    /// as its `[event, data]` frames) and returns the response.
+    async fn answered(&self, index: usize, response: Response) -> Response {
+        let (parts, body) = response.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .unwrap_or_default();
+        let streamed = parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
+        let logged = if streamed {
+            let frames = crate::sse::Frames::default().push(&bytes);
+            json!(frames)
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| json!(String::from_utf8_lossy(&bytes)))
+        };
+        if let Some(entry) = self.log.lock().expect("log lock").get_mut(index) {
+            entry["response"] = json!({"status": parts.status.as_u16(), "body": logged});
+        }
+        Response::from_parts(parts, axum::body::Body::from(bytes))
+    }
+
+    /// Logs a request; its index in the log.
+    fn record(&self, method: &Method, path: &str, headers: &HeaderMap, body: &Value) -> usize {
         let headers: Map<String, Value> = headers
             .iter()
             .map(|(k, v)| (k.to_string(), json!(String::from_utf8_lossy(v.as_bytes()))))
@@ -176,7 +204,9 @@ impl Script {
                 let _ = f.write_all(line.as_bytes());
             }
         }
-        self.log.lock().expect("log lock").push(entry);
+        let mut log = self.log.lock().expect("log lock");
+        log.push(entry);
+        log.len() - 1
     }
 
     fn push(&self, body: &Value) -> Result<usize, String> {
@@ -226,6 +256,7 @@ fn parse_reply(item: &Value) -> Result<Reply, String> {
         Planned::Ready(Action::Error {
             status: status as u16,
             message: message.to_owned(),
+            retry_after: item.get("retry_after").and_then(Value::as_u64),
         })
     } else if item.get("hang") == Some(&Value::Bool(true)) {
         Planned::Ready(Action::Hang)
@@ -404,7 +435,7 @@ async fn handle(State(script): State<Arc<Script>>, request: HttpRequest) -> Resp
         }
         _ => {}
     }
-    script.record(
+    let logged = script.record(
         &parts.method,
         parts.uri.to_string().as_str(),
         &parts.headers,
@@ -463,13 +494,27 @@ async fn handle(State(script): State<Arc<Script>>, request: HttpRequest) -> Resp
             std::future::pending::<()>().await;
             unreachable!("pending never resolves")
         }
-        Action::Error { status, message } => {
+        Action::Error {
+            status,
+            message,
+            retry_after,
+        } => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let body = json!({"error": {"message": message, "type": "server_error",
                                         "code": status.as_u16(), "status": "INTERNAL"}});
-            (status, axum::Json(body)).into_response()
+            let mut response = (status, axum::Json(body)).into_response();
+            if let Some(seconds) = retry_after {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, seconds.into());
+            }
+            script.answered(logged, response).await
         }
-        action => (wire.1)(&body, &request, action),
+        action => {
+            script
+                .answered(logged, (wire.1)(&body, &request, action))
+                .await
+        }
     }
 }
 

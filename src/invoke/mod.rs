@@ -82,6 +82,11 @@ impl Host {
         })
     }
 
+    /// The invocable skills as of now.
+    pub async fn catalog(&self) -> Arc<catalog::Catalog> {
+        self.catalogs.current().await
+    }
+
     /// The `GET /skills` body.
     pub async fn list(&self) -> Bytes {
         self.catalogs.current().await.list_json.clone()

@@ -19,6 +19,11 @@ pub struct Problem {
     /// `/`-separated path of the offending value; for a missing property, its would-be path.
     pub field: String,
     pub reason: String,
+    /// What the schema asks for there, as its keyword and value (`type: "number"`), or
+    /// `present (required)`; the reason when the schema document is not at hand.
+    pub expected: String,
+    /// The offending value as JSON (cut at 200 characters), or `missing`.
+    pub got: String,
 }
 
 impl std::fmt::Display for Problem {
@@ -62,7 +67,7 @@ impl Schema {
                     .to_string()
                     .trim_start_matches('/')
                     .to_owned();
-                if let ValidationErrorKind::Required { property } = e.kind() {
+                let (expected, got) = if let ValidationErrorKind::Required { property } = e.kind() {
                     let name = property
                         .as_str()
                         .map_or_else(|| property.to_string(), str::to_owned);
@@ -71,10 +76,22 @@ impl Schema {
                     } else {
                         format!("{field}/{name}")
                     };
-                }
+                    ("present (required)".to_owned(), "missing".to_owned())
+                } else {
+                    let path = e.schema_path().as_str();
+                    let keyword = path.rsplit('/').next().unwrap_or_default();
+                    let expected = match self.doc.pointer(path) {
+                        Some(value) if !keyword.is_empty() => format!("{keyword}: {value}"),
+                        _ => e.to_string(),
+                    };
+                    let got: String = e.instance().to_string().chars().take(200).collect();
+                    (expected, got)
+                };
                 Problem {
                     field,
                     reason: e.to_string(),
+                    expected,
+                    got,
                 }
             })
             .collect()
@@ -96,6 +113,8 @@ impl Checker {
             Err(e) => Err(Problem {
                 field: String::new(),
                 reason: format!("the schema itself is invalid: {e}"),
+                expected: String::new(),
+                got: String::new(),
             }),
         })
     }

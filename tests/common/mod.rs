@@ -499,17 +499,14 @@ impl TestServer {
 
     /// Opens an event stream (asserting 200 and the SSE content type).
     pub async fn events(&self, path: &str, last_event_id: Option<&str>) -> EventStream {
-        let mut request = self.client.get(self.url(path));
+        let mut request = self
+            .client
+            .get(self.url(path))
+            .header("accept", "text/event-stream");
         if let Some(id) = last_event_id {
             request = request.header("last-event-id", id);
         }
-        let resp = request.send().await.unwrap();
-        assert_eq!(resp.status().as_u16(), 200, "{path}");
-        assert_eq!(resp.headers()["content-type"], "text/event-stream");
-        EventStream {
-            resp,
-            buf: Vec::new(),
-        }
+        EventStream::of(request.send().await.unwrap())
     }
 
     pub async fn post_json(&self, path: &str, body: Value) -> (u16, Value) {
@@ -667,6 +664,16 @@ pub struct EventStream {
 }
 
 impl EventStream {
+    /// The stream of `resp` (asserting 200 and the SSE content type).
+    pub fn of(resp: reqwest::Response) -> Self {
+        assert_eq!(resp.status().as_u16(), 200, "{}", resp.url());
+        assert_eq!(resp.headers()["content-type"], "text/event-stream");
+        Self {
+            resp,
+            buf: Vec::new(),
+        }
+    }
+
     /// The next complete event, or `None` when the server closed the stream.
     pub async fn next(&mut self) -> Option<SseEvent> {
         loop {
