@@ -14,8 +14,21 @@ const KEY: &str = "sk-test-agent-key-0123";
 
 /// A service whose every provider points at `fake`.
 fn agent_server(fake: &FakeModel, dirs: std::sync::Arc<TestDirs>) -> TestServer {
+    agent_server_with(fake, dirs, &[])
+}
+
+fn agent_server_with(
+    fake: &FakeModel,
+    dirs: std::sync::Arc<TestDirs>,
+    extra: &[(&str, &str)],
+) -> TestServer {
     let base = format!("{}/v1", fake.base);
     let mut env = vec![("SKILL_RUNNER_AGENT_MAX_RETRIES".to_owned(), "2".to_owned())];
+    env.extend(
+        extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
     for provider in ["OPENAI", "OPENAI_RESPONSES", "ANTHROPIC"] {
         env.push((
             format!("SKILL_RUNNER_AGENT_{provider}_BASE_URL"),
@@ -150,6 +163,10 @@ async fn a_tool_call_then_text_is_recorded_event_by_event() {
         .collect();
     assert_eq!(lines, events);
     assert!(!log.contains(KEY));
+    assert!(
+        !server.log().contains(KEY),
+        "the key reached the service log"
+    );
 
     // The model was offered the skills, and got the result as the tool's answer to its call.
     let requests = fake.requests().await;
@@ -740,4 +757,70 @@ async fn two_chats_on_one_session_take_turns() {
     let last = fake.requests().await.pop().unwrap();
     let messages = last["body"]["messages"].as_array().unwrap();
     assert!(messages.iter().any(|m| m["content"] == "slow answer"));
+}
+
+#[tokio::test]
+async fn a_silent_provider_is_timed_out_and_retried() {
+    let fake = FakeModel::start();
+    let server = agent_server_with(
+        &fake,
+        TestDirs::new(),
+        &[("SKILL_RUNNER_AGENT_TIMEOUT_SECONDS", "1")],
+    );
+    fake.script(json!([{"hang": true}, {"text": "finally"}]))
+        .await;
+    let answer = chat(&server, json!({"message": "hello?"})).await;
+    assert_eq!(answer["response"], "finally", "{answer}");
+    assert_eq!(fake.requests().await.len(), 2);
+    assert!(
+        server.log().contains("retrying a model request"),
+        "{}",
+        server.log()
+    );
+}
+
+#[tokio::test]
+async fn a_chat_under_way_at_shutdown_ends_recorded_and_resumes() {
+    let fake = FakeModel::start();
+    let dirs = TestDirs::new();
+    let mut server = agent_server(&fake, dirs.clone());
+    fake.script(json!([{"hang": true}])).await;
+    let client = server.client.clone();
+    let url = server.url("/v1/agent/chat");
+    let pending = tokio::spawn(async move {
+        client
+            .post(url)
+            .json(&json!({"message": "wait for it"}))
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()
+    });
+    // The chat is under way once the model has its request.
+    while fake.requests().await.is_empty() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let status = tokio::task::spawn_blocking(move || {
+        let status = server.terminate();
+        (status, server)
+    });
+    let answer = pending.await.unwrap();
+    let (status, _server) = status.await.unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(answer["success"], false, "{answer}");
+    assert_eq!(answer["error"]["code"], "INTERRUPTED");
+
+    let server = agent_server(&fake, dirs);
+    let id = answer["conversation_id"].as_str().unwrap();
+    let events = session_events(&server, id).await;
+    assert_eq!(
+        types(&events),
+        ["system.init", "user.message", "runtime.error", "result"]
+    );
+    assert_eq!(events[3]["stop_reason"], "error");
+    let resumed = chat(&server, json!({"message": "again", "conversation_id": id})).await;
+    assert_eq!(resumed["success"], true, "{resumed}");
+    assert_eq!(session_events(&server, id).await.len(), 7);
 }

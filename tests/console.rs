@@ -868,3 +868,76 @@ async fn cross_site_changes_and_open_terminals_are_refused() {
             .contains("UI_BASIC_AUTH_ENABLED")
     );
 }
+
+/// The agent's sessions, read-only: the list names each session by its first message, and a
+/// session's page shows its events in order (with the tool call and its result), in Chinese too.
+#[test]
+fn browser_shows_agent_sessions() {
+    const TEST: &str = "browser_shows_agent_sessions";
+    if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
+        return;
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let fake = FakeModel::start();
+        let base = format!("{}/v1", fake.base);
+        let server = TestServer::start_with(
+            common::TestDirs::new(),
+            &[
+                ("SKILL_RUNNER_AGENT_OPENAI_BASE_URL", base.as_str()),
+                ("SKILL_RUNNER_AGENT_OPENAI_API_KEY", "sk-console-test-key"),
+            ],
+        );
+        fake.script(json!([{"tool": "echo", "args": {"text": "hello there"}},
+                           {"text": "I echoed it."}]))
+            .await;
+        let (status, answer) = server
+            .post_json("/v1/agent/chat", json!({"message": "please echo hello"}))
+            .await;
+        assert_eq!(status, 200, "{answer}");
+        let id = answer["conversation_id"].as_str().unwrap().to_owned();
+        let (_, events) = server.get(&format!("/v1/sessions/{id}/events")).await;
+        let api_types: Vec<String> = events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["type"].as_str().unwrap().to_owned())
+            .collect();
+
+        let browser = Browser::start().await;
+        browser.goto(&server.url("/ui/sessions")).await;
+        browser
+            .wait_text(&format!("tr[data-session-id='{id}']"), "please echo hello")
+            .await;
+        browser
+            .wait_for(&format!("tr[data-session-id='{id}'] a"))
+            .await
+            .click()
+            .await
+            .unwrap();
+        browser
+            .wait_text("li[data-type='tool.result']", "hello there")
+            .await;
+        browser
+            .wait_text("li[data-type='assistant.message']", "I echoed it.")
+            .await;
+        let items = browser
+            .client
+            .find_all(fantoccini::Locator::Css("#session-events li[data-type]"))
+            .await
+            .unwrap();
+        let mut page_types = Vec::new();
+        for item in items {
+            page_types.push(item.attr("data-type").await.unwrap().unwrap());
+        }
+        assert_eq!(page_types, api_types);
+        browser.screenshot("agent-session").await;
+        browser
+            .goto(&server.url(&format!("/ui/sessions/{id}?lang=zh")))
+            .await;
+        browser
+            .wait_text("li[data-type='tool.use'] .label", "工具调用")
+            .await;
+        browser.assert_clean(&server.url("")).await;
+        browser.close().await;
+    });
+}

@@ -368,6 +368,21 @@ pub async fn list_sessions(
         ));
     }
     let offset = query.offset.unwrap_or(0);
+    let (total, sessions) = list_all(&state, offset, limit).await?;
+    Ok(Json(SessionList {
+        sessions,
+        total,
+        limit,
+        offset,
+    }))
+}
+
+/// How many sessions there are, and the page `offset..offset + limit` of them, newest first.
+pub(crate) async fn list_all(
+    state: &AppState,
+    offset: usize,
+    limit: usize,
+) -> ApiResult<(usize, Vec<SessionSummary>)> {
     let store = state.agent.sessions().clone();
     let all = tokio::task::spawn_blocking(move || store.list())
         .await
@@ -387,12 +402,7 @@ pub async fn list_sessions(
             metadata: Value::Object(meta.metadata),
         })
         .collect();
-    Ok(Json(SessionList {
-        sessions,
-        total,
-        limit,
-        offset,
-    }))
+    Ok((total, sessions))
 }
 
 /// A session: its meta, how many events it holds, and whether a chat is under way on it.
@@ -420,7 +430,7 @@ pub async fn get_session(
     State(state): State<AppState>,
     Path(session_id): Path<String>,
 ) -> ApiResult<Json<SessionView>> {
-    let (meta, events) = read(&state, &session_id, 0).await?;
+    let (meta, events) = read_session(&state, &session_id, 0).await?;
     Ok(Json(SessionView {
         session_id: meta.session_id,
         created_at: meta.created_at,
@@ -431,7 +441,8 @@ pub async fn get_session(
     }))
 }
 
-async fn read(
+/// Session `id`'s meta and its stored events after `after_seq`.
+pub(crate) async fn read_session(
     state: &AppState,
     id: &str,
     after_seq: u64,
@@ -485,7 +496,7 @@ pub async fn session_events(
     };
     // Followed before the log is read, so nothing falls between the two.
     let live = state.agent.follow(&session_id);
-    let (_, stored) = read(&state, &session_id, after_seq).await?;
+    let (_, stored) = read_session(&state, &session_id, after_seq).await?;
     if !wants_stream {
         let events: Vec<Value> = stored.iter().map(Stored::redacted).collect();
         return Ok(Json(json!({"session_id": session_id, "events": events})).into_response());
@@ -514,7 +525,7 @@ pub async fn session_events(
                     Ok(Err(broadcast::error::RecvError::Lagged(_)))
                     | Ok(Err(broadcast::error::RecvError::Closed)) => {
                         // Fell behind, or the chat ended: the rest is in the log.
-                        let caught_up = read(&state, &session_id, seen).await;
+                        let caught_up = read_session(&state, &session_id, seen).await;
                         let Ok((_, rest)) = caught_up else { break };
                         let mut ended = false;
                         for event in rest {

@@ -7,6 +7,7 @@ mod i18n;
 mod legacy;
 pub mod question;
 mod runs;
+mod sessions;
 mod skills;
 mod terminal;
 
@@ -53,6 +54,12 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .route(
             "/ui/engines/{engine}/models/snapshots",
             post(engines::add_snapshot),
+        )
+        .route("/ui/sessions", get(sessions::page))
+        .route("/ui/sessions/{session_id}", get(sessions::detail))
+        .route(
+            "/ui/management/sessions/{session_id}/events",
+            get(sessions::events_fragment),
         )
         .route("/ui/runs", get(runs::page))
         .route("/ui/management/runs/table", get(runs::table))
