@@ -824,3 +824,59 @@ async fn a_chat_under_way_at_shutdown_ends_recorded_and_resumes() {
     assert_eq!(resumed["success"], true, "{resumed}");
     assert_eq!(session_events(&server, id).await.len(), 7);
 }
+
+#[tokio::test]
+async fn big_tool_output_is_capped_and_secrets_are_served_redacted() {
+    let fake = FakeModel::start();
+    let server = agent_server(&fake, TestDirs::new());
+    let lines: String = (0..300)
+        .map(|n| format!("match {n} {}\n", "x".repeat(150)))
+        .collect();
+    std::fs::write(server.dirs.data.join("files/big.txt"), lines).unwrap();
+    fake.script(json!([
+        {"tool": "file_search", "args": {"query": "match", "limit": 200}},
+        {"tool": "echo", "args": {"text": "hi", "api_key": "sk-leaked-123"}},
+        {"text": "Done."}
+    ]))
+    .await;
+    // The documents' own route, without /v1.
+    let (status, answer) = server
+        .post_json("/agent/chat", json!({"message": "find every match"}))
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["success"], true, "{answer}");
+    assert_eq!(
+        answer["tool_calls"][0]["result"]["data"]["matches"]
+            .as_array()
+            .unwrap()
+            .len(),
+        200,
+        "the response keeps the whole result"
+    );
+    let id = answer["conversation_id"].as_str().unwrap();
+    let events = session_events(&server, id).await;
+    let cut = events
+        .iter()
+        .find(|e| e["type"] == "tool.output_compacted")
+        .unwrap();
+    assert!(cut["original_chars"].as_u64().unwrap() > 8_000, "{cut}");
+    assert!(cut["kept_chars"].as_u64().unwrap() <= 8_000, "{cut}");
+    let requests = fake.requests().await;
+    let sent = requests[1]["body"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .chars()
+        .count();
+    assert!(sent <= 8_000, "the model got {sent} characters");
+    let call = events
+        .iter()
+        .find(|e| e["type"] == "tool.use" && e["name"] == "echo")
+        .unwrap();
+    assert_eq!(call["input"]["api_key"], "[redacted]");
+    assert_eq!(call["input"]["text"], "hi");
+}

@@ -9,6 +9,18 @@ pub const STRING_CAP: usize = 4_000;
 /// The most characters of a tool's whole output as JSON text.
 pub const TOTAL_CAP: usize = 8_000;
 
+/// Room kept for the note that says how much was cut.
+const NOTE_RESERVE: usize = 80;
+
+/// How many characters `c` takes inside a JSON string.
+fn escaped_len(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+        c if (c as u32) < 0x20 => 6,
+        _ => 1,
+    }
+}
+
 /// A cut output: how long it was and how long it is now, in characters of its JSON text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cut {
@@ -24,10 +36,19 @@ pub fn cap(output: &Value) -> (Value, Option<Cut>) {
     let text = capped.to_string();
     let chars = text.chars().count();
     let capped = if chars > TOTAL_CAP {
-        let kept: String = text.chars().take(TOTAL_CAP).collect();
+        // The cut text travels as a JSON string, so its escapes count against the cap too.
+        let (mut kept, mut cost) = (String::new(), 2);
+        for c in text.chars() {
+            let escaped = escaped_len(c);
+            if cost + escaped > TOTAL_CAP - NOTE_RESERVE {
+                break;
+            }
+            cost += escaped;
+            kept.push(c);
+        }
+        let shown = kept.chars().count();
         Value::String(format!(
-            "{kept}… [output cut: {} of {original_chars} characters shown]",
-            TOTAL_CAP
+            "{kept}… [output cut: {shown} of {original_chars} characters shown]"
         ))
     } else {
         capped
@@ -90,12 +111,9 @@ mod tests {
         let output = json!((0..100).map(|n| format!("{n:0>200}")).collect::<Vec<_>>());
         let (capped, cut) = cap(&output);
         let text = capped.as_str().unwrap();
-        assert!(text.chars().count() < TOTAL_CAP + 80);
-        assert!(
-            text.contains("[output cut: 8000 of"),
-            "{}",
-            &text[TOTAL_CAP - 10..]
-        );
-        assert_eq!(cut.unwrap().kept_chars, capped.to_string().chars().count());
+        assert!(text.contains("[output cut: "), "{text}");
+        let sent = capped.to_string().chars().count();
+        assert!(sent <= TOTAL_CAP, "{sent}");
+        assert_eq!(cut.unwrap().kept_chars, sent);
     }
 }
