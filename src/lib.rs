@@ -26,6 +26,7 @@ pub mod run_state;
 pub mod runner;
 pub mod server;
 pub mod skill;
+pub mod skill_docs;
 pub mod sse;
 pub mod state;
 pub mod store;

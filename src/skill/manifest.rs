@@ -12,6 +12,8 @@ use serde_json::{Map, Value};
 
 use crate::engines::Engine;
 use crate::skill::schema::Checker;
+use crate::skill_docs;
+use crate::skill_docs::document::Profile;
 
 /// Why a skill folder is not a valid skill. The message names the broken rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -191,7 +193,7 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
         .to_owned();
 
     let skill_md = read_required(dir, "SKILL.md")?;
-    let frontmatter_name = frontmatter_name(&skill_md)?;
+    let (frontmatter_name, doc_findings) = skill_document(&skill_md, &folder)?;
 
     let runner_text = read_required(dir, "assets/runner.json")?;
     let runner: Value = serde_json::from_str(&runner_text)
@@ -217,7 +219,7 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
         ));
     }
 
-    let mut warnings = Vec::new();
+    let mut warnings = doc_findings;
     let version = match runner.get("version") {
         None | Some(Value::Null) => match rules.missing_version {
             MissingVersion::Refused => return invalid("runner.json: 'version' is required"),
@@ -330,35 +332,36 @@ fn read_required(dir: &Path, rel: &str) -> Result<String, InvalidSkill> {
     std::fs::read_to_string(&path).map_err(|e| InvalidSkill(format!("cannot read {rel}: {e}")))
 }
 
-/// The `name` of the YAML frontmatter, which must open the file as `---\n...\n---`.
-fn frontmatter_name(text: &str) -> Result<String, InvalidSkill> {
+/// The `name` of the YAML frontmatter, which must open the file as `---\n...\n---`, and what
+/// the Agent Skills specification's `strict` profile finds wrong with the document (warnings
+/// here: the Skill Runner rules decide what installs).
+fn skill_document(text: &str, folder: &str) -> Result<(String, Vec<String>), InvalidSkill> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text.starts_with("---\r\n") {
         return invalid("SKILL.md frontmatter must use LF line endings");
     }
-    let Some(body) = text.strip_prefix("---\n") else {
+    if !text.starts_with("---\n") {
         return invalid("SKILL.md must start with a '---' frontmatter block");
-    };
-    let end = if body.starts_with("---") {
-        0
-    } else {
-        body.find("\n---")
-            .map(|i| i + 1)
-            .ok_or_else(|| InvalidSkill("SKILL.md frontmatter is not closed by '---'".into()))?
-    };
-    let after = &body[end + 3..];
-    if !(after.is_empty() || after.starts_with('\n')) {
+    }
+    let checked = skill_docs::document::check(text, Some(folder), Profile::Strict);
+    if !checked.has_frontmatter {
         return invalid("SKILL.md frontmatter is not closed by a '---' line");
     }
-    let yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(&body[..end])
-        .map_err(|e| InvalidSkill(format!("SKILL.md frontmatter is not valid YAML: {e}")))?;
-    match yaml.get("name") {
-        Some(serde_yaml_ng::Value::String(name)) if !name.trim().is_empty() => {
-            Ok(name.trim().to_owned())
-        }
-        Some(_) => invalid("SKILL.md frontmatter 'name' must be a non-empty string"),
-        None => invalid("SKILL.md frontmatter has no 'name'"),
+    if let Some(problem) = &checked.yaml_error {
+        return invalid(format!("SKILL.md frontmatter is not valid YAML: {problem}"));
     }
+    let Some(name) = checked.frontmatter_name.clone() else {
+        return invalid("SKILL.md frontmatter has no non-empty 'name'");
+    };
+    let findings = checked
+        .errors
+        .iter()
+        .chain(&checked.warnings)
+        // The folder, SKILL.md and runner.json must agree anyway (checked below).
+        .filter(|f| !f.message.contains("must equal the folder name"))
+        .map(|f| format!("SKILL.md (Agent Skills specification): {f}"))
+        .collect();
+    Ok((name, findings))
 }
 
 fn optional_string(runner: &Map<String, Value>, key: &str) -> Result<Option<String>, InvalidSkill> {
@@ -778,7 +781,7 @@ mod tests {
         std::fs::create_dir_all(dir.join("assets")).unwrap();
         std::fs::write(
             dir.join("SKILL.md"),
-            format!("---\nname: {id}\n---\n# {id}\n"),
+            format!("---\nname: {id}\ndescription: test skill\n---\n# {id}\n"),
         )
         .unwrap();
         let mut base = json!({
@@ -1053,34 +1056,28 @@ mod tests {
 
     #[test]
     fn frontmatter_rules() {
-        assert_eq!(frontmatter_name("---\nname: x\n---\nbody").unwrap(), "x");
+        let name = |text: &str| skill_document(text, "x").map(|(name, _)| name);
+        assert_eq!(name("---\nname: x\n---\nbody").unwrap(), "x");
+        let (found, findings) = skill_document("---\nname: x\ndescription: y\n---", "x").unwrap();
+        assert_eq!((found.as_str(), findings.len()), ("x", 0));
+        for (text, error) in [
+            ("# no frontmatter", "must start with"),
+            ("---\r\nname: x\r\n---\r\n", "LF"),
+            ("---\nname: x\n", "not closed"),
+            ("---\ntitle: x\n---\n", "no non-empty 'name'"),
+            ("---\nname: x\ndescription: a: b\n---\n", "not valid YAML"),
+        ] {
+            assert!(name(text).unwrap_err().0.contains(error), "{text}");
+        }
+        // The specification's findings are warnings: a job skill may use `_` in its id.
+        let (_, findings) = skill_document("---\nname: my_skill\n---\n", "my_skill").unwrap();
         assert_eq!(
-            frontmatter_name("---\nname: x\ndescription: y\n---").unwrap(),
-            "x"
-        );
-        assert!(
-            frontmatter_name("# no frontmatter")
-                .unwrap_err()
-                .0
-                .contains("must start with")
-        );
-        assert!(
-            frontmatter_name("---\r\nname: x\r\n---\r\n")
-                .unwrap_err()
-                .0
-                .contains("LF")
-        );
-        assert!(
-            frontmatter_name("---\nname: x\n")
-                .unwrap_err()
-                .0
-                .contains("not closed")
-        );
-        assert!(
-            frontmatter_name("---\ntitle: x\n---\n")
-                .unwrap_err()
-                .0
-                .contains("no 'name'")
+            findings,
+            [
+                "SKILL.md (Agent Skills specification): name: must use only lower-case letters \
+                 a-z, digits and hyphens",
+                "SKILL.md (Agent Skills specification): description: is required",
+            ]
         );
     }
 
