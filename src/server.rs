@@ -17,6 +17,7 @@ use crate::jobs::Jobs;
 use crate::packages::Installer;
 use crate::process::{Launch, Reaper, SandboxStatus, Supervisor, sandbox};
 use crate::skill::Registry;
+use crate::skill_docs::index::{Docs, Limits};
 use crate::state::AppState;
 use crate::store::Store;
 
@@ -61,6 +62,10 @@ pub async fn serve(
             .context("starting the invoke host")?,
     );
     let agent = Arc::new(Agent::new(&config, invoke.clone()).context("starting the agent")?);
+    let skill_docs = Arc::new(Docs::new(
+        config.skill_doc_roots.clone(),
+        Limits::default(),
+    ));
     let config = Arc::new(config);
     let jobs = Jobs::new(
         config.clone(),
@@ -93,6 +98,7 @@ pub async fn serve(
         jobs: jobs.clone(),
         invoke,
         agent: agent.clone(),
+        skill_docs,
         upgrades: upgrades.clone(),
         terminal: Default::default(),
     };

@@ -10,6 +10,7 @@ use crate::jobs::Jobs;
 use crate::packages::Installer;
 use crate::process::terminal::Terminal;
 use crate::skill::Registry;
+use crate::skill_docs::index::Docs;
 use crate::store::Store;
 
 /// Shared services; cheap to clone.
@@ -23,6 +24,8 @@ pub struct AppState {
     pub invoke: Arc<Host>,
     /// The agent chat and its sessions.
     pub agent: Arc<Agent>,
+    /// The `SKILL.md` skills of the configured roots.
+    pub skill_docs: Arc<Docs>,
     pub upgrades: Arc<Upgrader>,
     /// The operator's terminal for logging engine CLIs in.
     pub terminal: Arc<Terminal>,

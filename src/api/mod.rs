@@ -13,6 +13,7 @@ pub mod management;
 pub mod packages;
 pub mod run_views;
 pub mod same_origin;
+pub mod skill_docs;
 pub mod skills;
 pub mod system;
 pub mod upload;
@@ -56,6 +57,8 @@ const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
         (name = "agent", description = "Chat with a model that calls the invocable skills as \
             tools; every chat is kept as a session of events (`POST /agent/chat` is the same \
             route without `/v1`)"),
+        (name = "skill-docs", description = "`SKILL.md` skills of the configured roots, by \
+            progressive disclosure: the catalog, one skill's body, one of its files"),
         (name = "system", description = "Service health"),
     )
 )]
@@ -107,7 +110,11 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         // handler reads the suffix.
         .route("/v1/skills/{skill_id}", post(invoke::invoke))
         .route("/skills/{skill_id}", post(invoke::invoke))
-        .route("/agent/chat", post(agent::chat));
+        .route("/agent/chat", post(agent::chat))
+        .route(
+            "/v1/skill-docs/{name}/files/{*path}",
+            get(skill_docs::file),
+        );
     let mut doc = ApiDoc::openapi();
     doc.info.license = None;
     OpenApiRouter::with_openapi(doc)
@@ -140,6 +147,14 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(chat::chat_history))
         .routes(routes!(jobs::pending))
         .routes(routes!(jobs::reply))
+        .routes(routes!(skill_docs::list))
+        .routes(routes!(skill_docs::catalog))
+        .routes(routes!(skill_docs::detail))
+        .merge(
+            OpenApiRouter::new()
+                .routes(routes!(skill_docs::validate))
+                .layer(DefaultBodyLimit::max(skill_docs::MAX_VALIDATE_BYTES)),
+        )
         .routes(routes!(agent::chat))
         .routes(routes!(agent::list_sessions))
         .routes(routes!(agent::get_session, agent::delete_session))

@@ -90,6 +90,8 @@ pub struct Config {
     pub agents: AgentConfig,
     /// The agent chat's model providers.
     pub chat: ChatConfig,
+    /// Where `SKILL.md` skills are indexed, strongest first (`SKILL_RUNNER_SKILL_DOC_ROOTS`).
+    pub skill_doc_roots: Vec<PathBuf>,
     /// Basic Auth for the administrative routes (`UI_BASIC_AUTH_ENABLED`, `_USERNAME`,
     /// `_PASSWORD`); `None` when disabled.
     pub admin_auth: Option<BasicAuth>,
@@ -412,6 +414,24 @@ impl Config {
             max_retries: s.agent_max_retries,
             timeout: seconds(s.agent_timeout_seconds),
         };
+        let skill_doc_roots = s.skill_doc_roots.unwrap_or_else(|| {
+            let home = PathBuf::from(get("HOME").unwrap_or_else(|| "/root".into()));
+            let sdk_home = get("OPENAGENTIC_SDK_HOME")
+                .map_or_else(|| home.join(".openagentic-sdk"), PathBuf::from);
+            let agents_home = get("OPENAGENTIC_AGENTS_HOME")
+                .map_or_else(|| home.join(".agents"), PathBuf::from);
+            vec![
+                PathBuf::from(".claude/skills"),
+                PathBuf::from(".claude/skill"),
+                PathBuf::from(".agents/skills"),
+                s.skills_dir.clone(),
+                PathBuf::from("skill"),
+                sdk_home.join("skills"),
+                sdk_home.join("skill"),
+                agents_home.join("skills"),
+                agents_home.join("skill"),
+            ]
+        });
         let admin_auth = if s.ui_basic_auth_enabled {
             let required = |variable: &str, value: Option<String>| {
                 value.ok_or_else(|| {
@@ -463,6 +483,7 @@ impl Config {
             },
             agents,
             chat,
+            skill_doc_roots,
             admin_auth,
             api_tokens: parse_api_tokens(
                 get("SKILL_RUNNER_API_TOKENS"),
@@ -483,7 +504,15 @@ impl Config {
     /// paths into absolute ones so later moves and child processes never depend on the cwd.
     pub fn prepare_dirs(&mut self) -> Result<(), ConfigError> {
         self.data_dir = ensure_writable_dir("SKILL_RUNNER_DATA_DIR", &self.data_dir)?;
+        let given_skills_dir = self.skills_dir.clone();
         self.skills_dir = ensure_writable_dir("SKILL_RUNNER_SKILLS_DIR", &self.skills_dir)?;
+        for root in &mut self.skill_doc_roots {
+            *root = if *root == given_skills_dir {
+                self.skills_dir.clone()
+            } else {
+                std::path::absolute(&*root).unwrap_or_else(|_| root.clone())
+            };
+        }
         // Checked before the folder is created, so a refused root leaves nothing behind.
         self.check_allowed_root(&resolve(&self.invoke.allowed_root))?;
         self.invoke.allowed_root =

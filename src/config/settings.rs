@@ -195,6 +195,12 @@ pub struct Settings {
     /// More folders (`:`-separated) every confined process may read and execute.
     #[arg(long, env = "SKILL_RUNNER_SANDBOX_READ_PATHS", value_parser = read_paths)]
     pub sandbox_read_paths: Option<::std::vec::Vec<PathBuf>>,
+    /// Where `SKILL.md` skills are indexed (`/v1/skill-docs`), `:`-separated, strongest first
+    /// [default: ./.claude/skills, ./.claude/skill, ./.agents/skills, the skills dir, ./skill,
+    /// $OPENAGENTIC_SDK_HOME (~/.openagentic-sdk)/skills and /skill,
+    /// $OPENAGENTIC_AGENTS_HOME (~/.agents)/skills and /skill].
+    #[arg(long, env = "SKILL_RUNNER_SKILL_DOC_ROOTS", value_parser = read_paths)]
+    pub skill_doc_roots: Option<::std::vec::Vec<PathBuf>>,
     /// More variables (comma-separated names) child processes inherit.
     #[arg(long, env = "SKILL_RUNNER_CHILD_ENV_PASSTHROUGH",
           value_parser = crate::process::env::parse_passthrough)]
