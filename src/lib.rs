@@ -31,5 +31,6 @@ pub mod sse;
 pub mod state;
 pub mod store;
 pub mod telemetry;
+pub mod tool_defs;
 
 pub use server::{serve, shutdown_signal};

@@ -24,7 +24,8 @@ pub fn schema() -> Value {
             },
             "compare": {
                 "type": "object", "additionalProperties": {"type": "number"},
-                "description": "Named values to compare, at least two, e.g. {\"a\": 10, \"b\": 12}."
+                "description": "Named values to compare, at least two, e.g. {\"a\": 10, \"b\": 12}.",
+                "default": {}
             }
         },
         "required": ["numbers", "ops"],

@@ -24,9 +24,9 @@ pub fn schema() -> Value {
         "type": "object",
         "properties": {
             "query": {"type": "string", "description": "Literal text to find (case-sensitive)."},
-            "root_dir": {"type": "string", "description": "Folder to search, relative to the allowed root (default: the root)."},
-            "glob": {"type": "string", "description": "Which files, relative to root_dir (default **/*)."},
-            "limit": {"type": "integer", "minimum": 1, "maximum": 200, "description": "Most matches returned (default 20)."}
+            "root_dir": {"type": "string", "description": "Folder to search, relative to the allowed root (default: the root).", "default": "."},
+            "glob": {"type": "string", "description": "Which files, relative to root_dir (default **/*).", "default": "**/*"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 200, "description": "Most matches returned (default 20).", "default": 20}
         },
         "required": ["query"],
         "additionalProperties": false

@@ -37,17 +37,19 @@ pub fn schema() -> Value {
         "type": "object",
         "properties": {
             "input_path": {"type": "string", "description": "The log file, relative to the allowed root."},
-            "format": {"type": "string", "description": "text (default) or jsonl."},
-            "output": {"type": "string", "description": "stdout (default: records in the answer) or file (JSONL under out/)."},
+            "format": {"type": "string", "description": "text (default) or jsonl.", "default": "text"},
+            "output": {"type": "string", "description": "stdout (default: records in the answer) or file (JSONL under out/).", "default": "stdout"},
             "rules": {
                 "type": "object",
+                "description": "timestamp_regex: where a line's timestamp is (text logs); level_map: levels renamed, e.g. {\"WARNING\": \"WARN\"}.",
+                "default": {},
                 "properties": {
                     "timestamp_regex": {"type": "string"},
                     "level_map": {"type": "object", "additionalProperties": {"type": "string"}}
                 },
                 "additionalProperties": false
             },
-            "limit": {"type": "integer", "minimum": 1, "maximum": 10000, "description": "Most records (default 200)."}
+            "limit": {"type": "integer", "minimum": 1, "maximum": 10000, "description": "Most records (default 200).", "default": 200}
         },
         "required": ["input_path"],
         "additionalProperties": false
