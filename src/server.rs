@@ -62,10 +62,7 @@ pub async fn serve(
             .context("starting the invoke host")?,
     );
     let agent = Arc::new(Agent::new(&config, invoke.clone()).context("starting the agent")?);
-    let skill_docs = Arc::new(Docs::new(
-        config.skill_doc_roots.clone(),
-        Limits::default(),
-    ));
+    let skill_docs = Arc::new(Docs::new(config.skill_doc_roots.clone(), Limits::default()));
     let config = Arc::new(config);
     let jobs = Jobs::new(
         config.clone(),

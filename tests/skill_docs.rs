@@ -32,7 +32,12 @@ async fn three_roots_disclose_skills_level_by_level() {
     std::fs::create_dir_all(project.join("pdf/scripts")).unwrap();
     std::fs::write(project.join("pdf/scripts/run.sh"), "echo run").unwrap();
     std::os::unix::fs::symlink("/etc/passwd", project.join("pdf/passwd")).unwrap();
-    write_skill(&user, "pdf", "name: pdf\ndescription: Reads PDFs (user copy).", "\n# PDF\n");
+    write_skill(
+        &user,
+        "pdf",
+        "name: pdf\ndescription: Reads PDFs (user copy).",
+        "\n# PDF\n",
+    );
     write_skill(
         &user,
         "team/sheets",
@@ -75,11 +80,10 @@ async fn three_roots_disclose_skills_level_by_level() {
         "{problems:?}"
     );
     assert!(
-        problems.iter().any(|p| p["location"]
-            .as_str()
-            .unwrap()
-            .ends_with("broken/SKILL.md")
-            && p["message"].as_str().unwrap().contains("description")),
+        problems.iter().any(
+            |p| p["location"].as_str().unwrap().ends_with("broken/SKILL.md")
+                && p["message"].as_str().unwrap().contains("description")
+        ),
         "{problems:?}"
     );
     assert_eq!(list["truncated"], false);
@@ -99,13 +103,28 @@ async fn three_roots_disclose_skills_level_by_level() {
 
     let (status, detail) = server.get("/v1/skill-docs/pdf").await;
     assert_eq!(status, 200, "{detail}");
-    assert_eq!(detail["summary"], "Extracts text from PDFs.\nUse it for reports.");
-    assert_eq!(detail["checklist"], json!(["Open the file", "Extract text"]));
-    assert_eq!(detail["allowed_tools"], json!(["Read", "Bash(pdftotext:*)"]));
+    assert_eq!(
+        detail["summary"],
+        "Extracts text from PDFs.\nUse it for reports."
+    );
+    assert_eq!(
+        detail["checklist"],
+        json!(["Open the file", "Extract text"])
+    );
+    assert_eq!(
+        detail["allowed_tools"],
+        json!(["Read", "Bash(pdftotext:*)"])
+    );
     assert!(detail["body"].as_str().unwrap().starts_with("\n# PDF"));
     assert!(!detail["body"].as_str().unwrap().contains("allowed-tools"));
-    assert_eq!(detail["base_dir"], project.join("pdf").display().to_string());
-    assert_eq!(detail["resources"], json!(["reference.md", "scripts/run.sh"]));
+    assert_eq!(
+        detail["base_dir"],
+        project.join("pdf").display().to_string()
+    );
+    assert_eq!(
+        detail["resources"],
+        json!(["reference.md", "scripts/run.sh"])
+    );
     let (_, colon) = server.get("/v1/skill-docs/colon").await;
     assert_eq!(colon["description"], "Use when: the YAML has a colon");
     assert!(!colon["warnings"].as_array().unwrap().is_empty());
@@ -174,7 +193,12 @@ async fn installed_skills_are_indexed_by_default_and_documents_validate() {
     assert_eq!(answer["warnings"][0]["field"], "version");
     let (status, answer) = validate(json!({"skill_md": "x", "profile": "loose"})).await;
     assert_eq!(status, 400);
-    assert!(answer["detail"].as_str().unwrap().contains("strict, lenient"));
+    assert!(
+        answer["detail"]
+            .as_str()
+            .unwrap()
+            .contains("strict, lenient")
+    );
     assert_eq!(validate(json!({"profile": "strict"})).await.0, 422);
 
     // A zipped folder: the folder's name is the one the skill's name must equal.
@@ -203,14 +227,22 @@ async fn installed_skills_are_indexed_by_default_and_documents_validate() {
         .iter()
         .map(|e| e["message"].as_str().unwrap())
         .collect();
-    assert!(messages.iter().any(|m| m.contains("'other-name'")), "{messages:?}");
-    assert!(messages.iter().any(|m| m.contains("reserved words")), "{messages:?}");
+    assert!(
+        messages.iter().any(|m| m.contains("'other-name'")),
+        "{messages:?}"
+    );
+    assert!(
+        messages.iter().any(|m| m.contains("reserved words")),
+        "{messages:?}"
+    );
     let empty = build_zip(vec![("README.md".into(), b"no skill".to_vec())]);
     let (status, _) = server
         .post_form(
             "/v1/skill-docs:validate",
-            reqwest::multipart::Form::new()
-                .part("file", reqwest::multipart::Part::bytes(empty).file_name("x.zip")),
+            reqwest::multipart::Form::new().part(
+                "file",
+                reqwest::multipart::Part::bytes(empty).file_name("x.zip"),
+            ),
         )
         .await;
     assert_eq!(status, 400);

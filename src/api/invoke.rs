@@ -63,8 +63,18 @@ pub async fn invoke(
             (target, Err(error))
         }
     };
-    // The call runs as its own task; if the client goes away the guard fires and the call's
-    // process group is stopped instead of being left to run out its time.
+    call(&state, skill_id, body, trace_id).await
+}
+
+/// Runs one call of skill `skill_id` and answers its result (also `POST
+/// /v1/tools/{name}:call`). The call runs as its own task; if the client goes away the guard
+/// fires and the call's process group is stopped instead of being left to run out its time.
+pub(super) async fn call(
+    state: &AppState,
+    skill_id: String,
+    body: Result<Value, SkillError>,
+    trace_id: String,
+) -> Response {
     let cancel = CancellationToken::new();
     let _guard = cancel.clone().drop_guard();
     let host = state.invoke.clone();
@@ -84,7 +94,7 @@ pub async fn invoke(
     }
 }
 
-fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<Value, SkillError> {
+pub(super) fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<Value, SkillError> {
     let bytes = body.map_err(|e| {
         SkillError::new(
             ErrorCode::InvalidArgument,
@@ -119,7 +129,7 @@ fn status(result: &SkillResult) -> StatusCode {
     }
 }
 
-fn respond(result: SkillResult) -> Response {
+pub(super) fn respond(result: SkillResult) -> Response {
     let status = status(&result);
     let trace = HeaderValue::from_str(&result.trace_id).ok();
     let mut response = (status, Json(result)).into_response();

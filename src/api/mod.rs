@@ -16,6 +16,7 @@ pub mod same_origin;
 pub mod skill_docs;
 pub mod skills;
 pub mod system;
+pub mod tools;
 pub mod upload;
 
 use axum::Router;
@@ -39,7 +40,7 @@ const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
 #[derive(OpenApi)]
 #[openapi(
     info(title = "skill-runner", description = "Runs skills through agent CLIs or scripts."),
-    paths(jobs::artifact, invoke::invoke),
+    paths(jobs::artifact, invoke::invoke, tools::call),
     tags(
         (name = "jobs", description = "Run installed skills"),
         (name = "temp-skill-runs", description = "Run a skill package once without installing it. \
@@ -57,6 +58,8 @@ const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
         (name = "agent", description = "Chat with a model that calls the invocable skills as \
             tools; every chat is kept as a session of events (`POST /agent/chat` is the same \
             route without `/v1`)"),
+        (name = "tools", description = "Every invocable skill as a tool definition, by \
+            progressive disclosure: the list, one definition, the call"),
         (name = "skill-docs", description = "`SKILL.md` skills of the configured roots, by \
             progressive disclosure: the catalog, one skill's body, one of its files"),
         (name = "system", description = "Service health"),
@@ -111,10 +114,8 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .route("/v1/skills/{skill_id}", post(invoke::invoke))
         .route("/skills/{skill_id}", post(invoke::invoke))
         .route("/agent/chat", post(agent::chat))
-        .route(
-            "/v1/skill-docs/{name}/files/{*path}",
-            get(skill_docs::file),
-        );
+        .route("/v1/tools/{name}", post(tools::call))
+        .route("/v1/skill-docs/{name}/files/{*path}", get(skill_docs::file));
     let mut doc = ApiDoc::openapi();
     doc.info.license = None;
     OpenApiRouter::with_openapi(doc)
@@ -147,6 +148,9 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(chat::chat_history))
         .routes(routes!(jobs::pending))
         .routes(routes!(jobs::reply))
+        .routes(routes!(tools::list))
+        .routes(routes!(tools::detail))
+        .routes(routes!(tools::validate))
         .routes(routes!(skill_docs::list))
         .routes(routes!(skill_docs::catalog))
         .routes(routes!(skill_docs::detail))

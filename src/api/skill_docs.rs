@@ -72,11 +72,7 @@ pub async fn list(State(state): State<AppState>) -> Json<SkillDocList> {
     responses((status = 200, description = "The block", content_type = "text/plain")))]
 pub async fn catalog(State(state): State<AppState>) -> Response {
     let xml = state.skill_docs.index().await.catalog();
-    (
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        xml,
-    )
-        .into_response()
+    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], xml).into_response()
 }
 
 /// A skill as level 2 shows it.
@@ -245,7 +241,10 @@ pub const MAX_VALIDATE_BYTES: usize = 50 * 1024 * 1024;
         (status = 400, description = "Unknown profile, or a zip without SKILL.md"),
         (status = 422, description = "Not JSON of this shape"),
     ))]
-pub async fn validate(State(state): State<AppState>, request: Request) -> ApiResult<Json<Validation>> {
+pub async fn validate(
+    State(state): State<AppState>,
+    request: Request,
+) -> ApiResult<Json<Validation>> {
     let multipart = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -280,9 +279,7 @@ pub async fn validate(State(state): State<AppState>, request: Request) -> ApiRes
 }
 
 /// The `SKILL.md` text, folder name and profile of a multipart form.
-async fn read_form(
-    mut form: Multipart,
-) -> ApiResult<(String, Option<String>, Option<String>)> {
+async fn read_form(mut form: Multipart) -> ApiResult<(String, Option<String>, Option<String>)> {
     let (mut zip, mut profile, mut dir_name) = (None, None, None);
     while let Some(field) = form
         .next_field()

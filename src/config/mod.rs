@@ -418,8 +418,8 @@ impl Config {
             let home = PathBuf::from(get("HOME").unwrap_or_else(|| "/root".into()));
             let sdk_home = get("OPENAGENTIC_SDK_HOME")
                 .map_or_else(|| home.join(".openagentic-sdk"), PathBuf::from);
-            let agents_home = get("OPENAGENTIC_AGENTS_HOME")
-                .map_or_else(|| home.join(".agents"), PathBuf::from);
+            let agents_home =
+                get("OPENAGENTIC_AGENTS_HOME").map_or_else(|| home.join(".agents"), PathBuf::from);
             vec![
                 PathBuf::from(".claude/skills"),
                 PathBuf::from(".claude/skill"),

@@ -110,7 +110,11 @@ pub fn alias(name: &str) -> String {
         if c.is_uppercase() && previous.is_some_and(|p| p.is_lowercase() || p.is_ascii_digit()) {
             out.push('_');
         }
-        let c = if c == '-' || c.is_whitespace() { '_' } else { c };
+        let c = if c == '-' || c.is_whitespace() {
+            '_'
+        } else {
+            c
+        };
         if !(c == '_' && out.ends_with('_')) {
             out.extend(c.to_lowercase());
         }
@@ -260,7 +264,10 @@ pub fn markdown(def: &Value) -> String {
     if let Some(related) = def["related_tools"].as_array().filter(|r| !r.is_empty()) {
         md.push_str("## Related Tools\n\n");
         for tool in related {
-            md.push_str(&format!("- `{}`", tool["name"].as_str().unwrap_or_default()));
+            md.push_str(&format!(
+                "- `{}`",
+                tool["name"].as_str().unwrap_or_default()
+            ));
             if let Some(relation) = tool["relation"].as_str() {
                 md.push_str(&format!(": {relation}"));
             }
@@ -321,7 +328,9 @@ mod tests {
 
     #[test]
     fn markdown_follows_the_documents_section_order() {
-        let md = markdown(&builtin::definition(crate::invoke::builtin::Builtin::FileSearch));
+        let md = markdown(&builtin::definition(
+            crate::invoke::builtin::Builtin::FileSearch,
+        ));
         let order = [
             "# Tool: file_search",
             "**Category**: File System",
@@ -335,7 +344,9 @@ mod tests {
         ];
         let mut at = 0;
         for part in order {
-            let found = md[at..].find(part).unwrap_or_else(|| panic!("{part} in\n{md}"));
+            let found = md[at..]
+                .find(part)
+                .unwrap_or_else(|| panic!("{part} in\n{md}"));
             at += found;
         }
     }

@@ -129,7 +129,9 @@ pub fn validate(definition: &Value, profile: Profile, registered: &BTreeSet<Stri
     match text(def, "name", &mut report) {
         Some(name) if !valid_name(name) => report.error(
             "name",
-            format!("'{name}' must be snake_case: ^[a-z][a-z0-9_]*$, at most {MAX_NAME} characters"),
+            format!(
+                "'{name}' must be snake_case: ^[a-z][a-z0-9_]*$, at most {MAX_NAME} characters"
+            ),
         ),
         _ => {}
     }
@@ -156,7 +158,10 @@ pub fn validate(definition: &Value, profile: Profile, registered: &BTreeSet<Stri
         Some(Value::String(detail)) => {
             let chars = detail.chars().count();
             if chars > MAX_DETAIL {
-                report.error("detail", format!("has {chars} characters; at most {MAX_DETAIL}"));
+                report.error(
+                    "detail",
+                    format!("has {chars} characters; at most {MAX_DETAIL}"),
+                );
             } else if chars > ADVISED_DETAIL {
                 report.warn(
                     "detail",
@@ -182,7 +187,10 @@ pub fn validate(definition: &Value, profile: Profile, registered: &BTreeSet<Stri
         Some(Value::String(category)) if CATEGORIES.contains(&category.as_str()) => {}
         Some(Value::String(category)) => report.warn(
             "category",
-            format!("'{category}' is not a known category ({})", CATEGORIES.join(", ")),
+            format!(
+                "'{category}' is not a known category ({})",
+                CATEGORIES.join(", ")
+            ),
         ),
         Some(_) => report.error("category", "must be a string"),
     }
@@ -236,7 +244,10 @@ fn check_schema(schema: &Value, report: &mut Report) -> Option<Schema> {
         return None;
     };
     if doc.get("type") != Some(&Value::String("object".into())) {
-        report.error("input_schema", "must be an object schema (\"type\": \"object\")");
+        report.error(
+            "input_schema",
+            "must be an object schema (\"type\": \"object\")",
+        );
     }
     let properties = match doc.get("properties") {
         None => Map::new(),
@@ -370,17 +381,13 @@ fn check_workflow(def: &Map<String, Value>, registered: &BTreeSet<String>, repor
         if !step.get("action").is_some_and(Value::is_string) {
             report.error(&field, "must have an action");
         }
-        let tools = step
-            .get("tool")
-            .and_then(Value::as_str)
-            .into_iter()
-            .chain(
-                step.get("tools")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str),
-            );
+        let tools = step.get("tool").and_then(Value::as_str).into_iter().chain(
+            step.get("tools")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str),
+        );
         for tool in tools {
             if !registered.contains(tool) {
                 report.warn(&field, format!("'{tool}' is not a registered tool"));
@@ -469,24 +476,75 @@ mod tests {
         };
         assert!(validate(&base(), Profile::Strict, &BTreeSet::new()).valid);
         let cases: Vec<(Box<dyn Fn(&mut Value)>, &str, &str)> = vec![
-            (Box::new(|d| d["name"] = json!("EchoText")), "name", "snake_case"),
-            (Box::new(|d| d["name"] = json!("1echo")), "name", "snake_case"),
-            (Box::new(|d| d["name"] = json!("e".repeat(65))), "name", "at most 64"),
-            (Box::new(|d| { d.as_object_mut().unwrap().remove("description"); }), "description", "is required"),
-            (Box::new(|d| d["input_schema"] = json!({"type": "string"})), "input_schema", "object schema"),
-            (Box::new(|d| d["input_schema"] = json!([1])), "input_schema", "JSON Schema object"),
-            (Box::new(|d| d["input_schema"]["properties"]["n"] = json!({"type": "integer", "default": 1})),
-             "input_schema.properties.n", "no description"),
-            (Box::new(|d| d["input_schema"]["required"] = json!(["text", "ghost"])),
-             "input_schema.required", "'ghost'"),
-            (Box::new(|d| d["input_schema"]["properties"]["text"]["type"] = json!("strin")),
-             "input_schema", "not a valid JSON Schema"),
-            (Box::new(|d| d["examples"] = json!([{"scenario": "s", "params": {"text": 5}}])),
-             "examples[0].params", "is not of type"),
-            (Box::new(|d| d["examples"] = json!([{"scenario": "s", "params": {}}])),
-             "examples[0].params", "required"),
-            (Box::new(|d| d["detail"] = json!("d".repeat(2001))), "detail", "at most 2000"),
-            (Box::new(|d| d["triggers"] = json!("when")), "triggers", "list of strings"),
+            (
+                Box::new(|d| d["name"] = json!("EchoText")),
+                "name",
+                "snake_case",
+            ),
+            (
+                Box::new(|d| d["name"] = json!("1echo")),
+                "name",
+                "snake_case",
+            ),
+            (
+                Box::new(|d| d["name"] = json!("e".repeat(65))),
+                "name",
+                "at most 64",
+            ),
+            (
+                Box::new(|d| {
+                    d.as_object_mut().unwrap().remove("description");
+                }),
+                "description",
+                "is required",
+            ),
+            (
+                Box::new(|d| d["input_schema"] = json!({"type": "string"})),
+                "input_schema",
+                "object schema",
+            ),
+            (
+                Box::new(|d| d["input_schema"] = json!([1])),
+                "input_schema",
+                "JSON Schema object",
+            ),
+            (
+                Box::new(|d| {
+                    d["input_schema"]["properties"]["n"] = json!({"type": "integer", "default": 1})
+                }),
+                "input_schema.properties.n",
+                "no description",
+            ),
+            (
+                Box::new(|d| d["input_schema"]["required"] = json!(["text", "ghost"])),
+                "input_schema.required",
+                "'ghost'",
+            ),
+            (
+                Box::new(|d| d["input_schema"]["properties"]["text"]["type"] = json!("strin")),
+                "input_schema",
+                "not a valid JSON Schema",
+            ),
+            (
+                Box::new(|d| d["examples"] = json!([{"scenario": "s", "params": {"text": 5}}])),
+                "examples[0].params",
+                "is not of type",
+            ),
+            (
+                Box::new(|d| d["examples"] = json!([{"scenario": "s", "params": {}}])),
+                "examples[0].params",
+                "required",
+            ),
+            (
+                Box::new(|d| d["detail"] = json!("d".repeat(2001))),
+                "detail",
+                "at most 2000",
+            ),
+            (
+                Box::new(|d| d["triggers"] = json!("when")),
+                "triggers",
+                "list of strings",
+            ),
         ];
         for (change, field, words) in cases {
             let mut def = base();
