@@ -353,7 +353,7 @@ mod tests {
         skill(&root, "a/b/c/d/e/f/deep", "deep", "too deep");
         skill(&root, "a/ok", "ok", "found");
         std::os::unix::fs::symlink(&root, root.join("a/loop")).unwrap();
-        let index = Index::scan(&[root.clone()], Limits::default());
+        let index = Index::scan(std::slice::from_ref(&root), Limits::default());
         assert_eq!(index.skills.keys().collect::<Vec<_>>(), ["ok"]);
 
         let wide = tmp.path().join("wide");

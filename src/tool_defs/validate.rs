@@ -280,10 +280,10 @@ fn check_schema(schema: &Value, report: &mut Report) -> Option<Schema> {
         if property.get("type").is_none() {
             report.error(&field, "has no type");
         }
-        if !property
+        if property
             .get("description")
             .and_then(Value::as_str)
-            .is_some_and(|d| !d.trim().is_empty())
+            .is_none_or(|d| d.trim().is_empty())
         {
             report.error(&field, "has no description");
         }
@@ -475,7 +475,8 @@ mod tests {
             })
         };
         assert!(validate(&base(), Profile::Strict, &BTreeSet::new()).valid);
-        let cases: Vec<(Box<dyn Fn(&mut Value)>, &str, &str)> = vec![
+        type Change = Box<dyn Fn(&mut Value)>;
+        let cases: Vec<(Change, &str, &str)> = vec![
             (
                 Box::new(|d| d["name"] = json!("EchoText")),
                 "name",
