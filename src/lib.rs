@@ -32,5 +32,6 @@ pub mod state;
 pub mod store;
 pub mod telemetry;
 pub mod tool_defs;
+pub mod validate;
 
 pub use server::{serve, shutdown_signal};

@@ -32,6 +32,9 @@ enum Command {
     /// The example client: a separate front end on its own port that drives the service only
     /// over its HTTP API (see `example_client`).
     ExampleClient(skill_runner::example_client::ClientArgs),
+    /// Checks a skill folder, a SKILL.md, a skill package (folder or zip) or a tool definition
+    /// file: findings one per line, exit code 1 on errors.
+    Validate(skill_runner::validate::ValidateArgs),
     /// Internal: the group reaper the service starts for itself (see `process::reaper`).
     #[command(hide = true)]
     Reaper,
@@ -63,6 +66,22 @@ fn main() -> ExitCode {
         }
         Command::Turn(args) => skill_runner::process::leader::run(args),
         Command::ExampleClient(args) => example_client(args),
+        Command::Validate(args) => match skill_runner::validate::check(&args) {
+            Ok(outcome) => {
+                for line in outcome.lines() {
+                    println!("{line}");
+                }
+                if outcome.errors.is_empty() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                }
+            }
+            Err(problem) => {
+                eprintln!("skill-runner validate: {problem}");
+                ExitCode::from(2)
+            }
+        },
         Command::FakeModel {
             listen,
             log,
