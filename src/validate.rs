@@ -146,7 +146,7 @@ fn tool_definition(path: &Path, profile: Option<&str>) -> Result<Outcome, String
     let profile = tool_validate::Profile::parse(name)
         .ok_or_else(|| format!("--profile {name}: not strict or compat"))?;
     let text = read(path)?;
-    let is_yaml = !path.extension().is_some_and(|e| e == "json");
+    let is_yaml = path.extension().is_none_or(|e| e != "json");
     let parsed: Result<serde_json::Value, String> = if is_yaml {
         serde_yaml_ng::from_str(&text).map_err(|e| e.to_string())
     } else {
