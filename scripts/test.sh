@@ -7,9 +7,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The pinned agent CLIs, from the npm registry into the managed prefix (reused when present),
-# and Debian's Chromium with its WebDriver for the console's browser tests.
+# Debian's Chromium with its WebDriver for the console's browser tests, and the official MCP
+# Python SDK (from PyPI, pinned) that drives the MCP server in tests/mcp.rs.
 bash scripts/install-agent-clis.sh
 bash scripts/install-browser.sh
+bash scripts/install-mcp-client.sh
 
 # No test may leave a file in the working tree (a run that writes outside its own folder is a
 # containment bug): what git sees must be the same after the tests as before.

@@ -18,6 +18,7 @@ pub mod fake_model;
 pub mod faults;
 pub mod invoke;
 pub mod jobs;
+pub mod mcp;
 pub mod output;
 pub mod packages;
 pub mod process;

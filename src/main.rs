@@ -32,6 +32,14 @@ enum Command {
     /// The example client: a separate front end on its own port that drives the service only
     /// over its HTTP API (see `example_client`).
     ExampleClient(skill_runner::example_client::ClientArgs),
+    /// Serve the invocable skills as an MCP server over stdin and stdout (for MCP clients that
+    /// start their servers); configured like `serve`, logs on stderr.
+    #[command(disable_help_flag = true)]
+    Mcp {
+        /// Settings as flags, as for `serve`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
     /// Checks a skill folder, a SKILL.md, a skill package (folder or zip) or a tool definition
     /// file: findings one per line, exit code 1 on errors.
     Validate(skill_runner::validate::ValidateArgs),
@@ -60,6 +68,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command.unwrap_or(Command::Serve { args: Vec::new() }) {
         Command::Serve { args } => serve(&args),
+        Command::Mcp { args } => mcp(&args),
         Command::Reaper => {
             skill_runner::process::reaper::run(std::io::stdin().lock());
             ExitCode::SUCCESS
@@ -138,7 +147,9 @@ fn example_client(args: skill_runner::example_client::ClientArgs) -> ExitCode {
     }
 }
 
-fn serve(args: &[OsString]) -> ExitCode {
+/// The environment handed over to this process (see `handover`), and the configuration it
+/// gives with `args`; the exit code when the process must stop instead.
+fn prepare(args: &[OsString]) -> Result<(BTreeMap<String, String>, Config), ExitCode> {
     use skill_runner::process::handover;
     // First start: drop the environment and come back with it handed over (see `handover`).
     let vars = match handover::receive() {
@@ -146,31 +157,39 @@ fn serve(args: &[OsString]) -> ExitCode {
         Ok(None) => {
             let e = handover::reexec();
             eprintln!("skill-runner: cannot re-execute itself without its environment: {e}");
-            return ExitCode::FAILURE;
+            return Err(ExitCode::FAILURE);
         }
         Err(e) => {
             eprintln!(
                 "skill-runner: cannot read the environment handed over in {}: {e}",
                 handover::FD_VARIABLE
             );
-            return ExitCode::FAILURE;
+            return Err(ExitCode::FAILURE);
         }
     };
     if let Err(e) = handover::seal() {
         eprintln!("skill-runner: cannot mark itself non-dumpable: {e}");
-        return ExitCode::FAILURE;
+        return Err(ExitCode::FAILURE);
     }
     skill_runner::faults::configure(vars.get("SKILL_RUNNER_TEST_FAULTS").map(String::as_str));
     let config = match configure(args, &vars) {
         Ok(config) => config,
         Err(Refused::Help(text)) => {
             println!("{text}");
-            return ExitCode::SUCCESS;
+            return Err(ExitCode::SUCCESS);
         }
         Err(Refused::Invalid(e)) => {
             eprintln!("skill-runner: configuration error: {e}");
-            return ExitCode::from(2);
+            return Err(ExitCode::from(2));
         }
+    };
+    Ok((vars, config))
+}
+
+fn serve(args: &[OsString]) -> ExitCode {
+    let (vars, config) = match prepare(args) {
+        Ok(prepared) => prepared,
+        Err(code) => return code,
     };
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime starts");
     let outcome = runtime.block_on(async {
@@ -200,6 +219,21 @@ fn serve(args: &[OsString]) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(code) => code,
+    }
+}
+
+fn mcp(args: &[OsString]) -> ExitCode {
+    let (_, config) = match prepare(args) {
+        Ok(prepared) => prepared,
+        Err(code) => return code,
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime starts");
+    match runtime.block_on(skill_runner::server::mcp_stdio(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("skill-runner mcp: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -21,6 +21,60 @@ use crate::skill_docs::index::{Docs, Limits};
 use crate::state::AppState;
 use crate::store::Store;
 
+/// What every skill process runs under: the supervisor (with its group reaper) and the engines.
+struct Runtime {
+    supervisor: Supervisor,
+    engines: Engines,
+}
+
+fn runtime(config: &Config) -> anyhow::Result<Runtime> {
+    let exe = config
+        .self_exe
+        .clone()
+        .context("the service's own executable is unknown (it leads every process it starts)")?;
+    let reaper = Arc::new(Reaper::spawn(&exe).context("starting the process group reaper")?);
+    let supervisor = Supervisor::new(launch(config, exe)?, Some(reaper), config.jobs.kill_grace);
+    Ok(Runtime {
+        supervisor,
+        engines: Engines::new(&config.agents),
+    })
+}
+
+async fn open_registry(config: &Config) -> anyhow::Result<Arc<Registry>> {
+    Ok(Arc::new(
+        Registry::open(config.skills_dir.clone())
+            .await
+            .context("scanning the skills dir")?,
+    ))
+}
+
+fn skill_docs(config: &Config) -> Arc<Docs> {
+    Arc::new(Docs::new(config.skill_doc_roots.clone(), Limits::default()))
+}
+
+/// Serves the MCP server over stdin and stdout until the client closes them (`skill-runner
+/// mcp`): the same tools and resources as `/mcp`, for clients that start their servers
+/// themselves. Logs go to stderr.
+pub async fn mcp_stdio(config: Config) -> anyhow::Result<()> {
+    let registry = open_registry(&config).await?;
+    let Runtime {
+        supervisor,
+        engines,
+    } = runtime(&config)?;
+    let host = Arc::new(
+        Host::new(&config, registry, engines, &supervisor)
+            .await
+            .context("starting the invoke host")?,
+    );
+    let docs = skill_docs(&config);
+    let server = crate::mcp::SkillServer::new(host, docs);
+    let running = rmcp::ServiceExt::serve(server, rmcp::transport::stdio())
+        .await
+        .context("starting the MCP session")?;
+    running.waiting().await.context("serving MCP")?;
+    Ok(())
+}
+
 /// How long installs under way may finish after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
@@ -34,11 +88,7 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let started = Instant::now();
     let store = Store::open(&config.database_path()).await?;
-    let registry = Arc::new(
-        Registry::open(config.skills_dir.clone())
-            .await
-            .context("scanning the skills dir")?,
-    );
+    let registry = open_registry(&config).await?;
     let installer = Arc::new(Installer::new(
         store.clone(),
         registry.clone(),
@@ -49,20 +99,17 @@ pub async fn serve(
         .recover()
         .await
         .context("recovering unfinished installs")?;
-    let exe = config
-        .self_exe
-        .clone()
-        .context("the service's own executable is unknown (it leads every process it starts)")?;
-    let reaper = Arc::new(Reaper::spawn(&exe).context("starting the process group reaper")?);
-    let supervisor = Supervisor::new(launch(&config, exe)?, Some(reaper), config.jobs.kill_grace);
-    let engines = Engines::new(&config.agents);
+    let Runtime {
+        supervisor,
+        engines,
+    } = runtime(&config)?;
     let invoke = Arc::new(
         Host::new(&config, registry.clone(), engines.clone(), &supervisor)
             .await
             .context("starting the invoke host")?,
     );
     let agent = Arc::new(Agent::new(&config, invoke.clone()).context("starting the agent")?);
-    let skill_docs = Arc::new(Docs::new(config.skill_doc_roots.clone(), Limits::default()));
+    let skill_docs = skill_docs(&config);
     let config = Arc::new(config);
     let jobs = Jobs::new(
         config.clone(),

@@ -176,6 +176,32 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
 }
 
 /// The complete application.
+/// `/mcp`: the MCP server over Streamable HTTP (JSON answers where a stream is not needed),
+/// behind the administrative Basic Auth when it is enabled. Its sessions end when the service
+/// shuts down. Host validation against DNS rebinding stays on while the service listens on a
+/// loopback address only.
+fn mcp_router(state: &AppState) -> Router<AppState> {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let server = crate::mcp::SkillServer::new(state.invoke.clone(), state.skill_docs.clone());
+    let mut config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(state.agent.closing().child_token())
+        .with_json_response(true);
+    if !state.config.bind.ip().is_loopback() {
+        config = config.disable_allowed_hosts();
+    }
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        LocalSessionManager::default().into(),
+        config,
+    );
+    Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_extractor_with_state::<auth::Admin, _>(state.clone()))
+}
+
 pub fn router(state: AppState) -> Router {
     let (api, doc) = split();
     let x_request_id = HeaderName::from_static("x-request-id");
@@ -207,6 +233,7 @@ pub fn router(state: AppState) -> Router {
     .route("/static/{*path}", get(assets::file))
     .route("/", get(assets::home))
     .merge(console::router(&state))
+    .merge(mcp_router(&state))
     .fallback(|| async { ApiError::not_found("Not Found") })
     .layer(axum::middleware::from_fn_with_state(
         state.clone(),
