@@ -16,6 +16,7 @@ pub mod error;
 pub mod example_client;
 pub mod fake_model;
 pub mod faults;
+pub mod finding;
 pub mod invoke;
 pub mod jobs;
 pub mod mcp;

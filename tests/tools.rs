@@ -6,6 +6,12 @@ mod common;
 use common::{TestServer, skill_package};
 use serde_json::{Value, json};
 
+async fn get_text(server: &TestServer, path: &str) -> String {
+    let resp = server.client.get(server.url(path)).send().await.unwrap();
+    assert_eq!(resp.status(), 200, "{path}");
+    resp.text().await.unwrap()
+}
+
 #[tokio::test]
 async fn tools_are_listed_described_called_and_validated() {
     let server = TestServer::with_skills(&[skill_package("text-stats", "1.0.0")], &[]);
@@ -28,15 +34,7 @@ async fn tools_are_listed_described_called_and_validated() {
         "Runs the skill 'text-stats'."
     );
 
-    let text = server
-        .client
-        .get(server.url("/v1/tools?format=text"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = get_text(&server, "/v1/tools?format=text").await;
     assert!(
         text.contains("## Math\n- **calculator**: Computes mean"),
         "{text}"
@@ -57,15 +55,7 @@ async fn tools_are_listed_described_called_and_validated() {
     let (status, miss) = server.get("/v1/tools/calculater").await;
     assert_eq!(status, 404);
     assert_eq!(miss["detail"]["suggestions"][0], "calculator");
-    let md = server
-        .client
-        .get(server.url("/v1/tools/calculator?format=md"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let md = get_text(&server, "/v1/tools/calculator?format=md").await;
     assert!(
         md.starts_with("# Tool: calculator\n\n**Category**: Math\n\n"),
         "{md}"

@@ -17,7 +17,7 @@ use crate::agent::StartError;
 use crate::agent::chat::{ChatOutcome, ChatRequest};
 use crate::agent::live::Published;
 use crate::agent::session::{Event, SessionError, Stored, valid_id};
-use crate::api::error::{ApiError, ApiResult};
+use crate::api::error::{ApiError, ApiResult, blocking};
 use crate::invoke::result;
 use crate::state::AppState;
 
@@ -384,9 +384,7 @@ pub(crate) async fn list_all(
     limit: usize,
 ) -> ApiResult<(usize, Vec<SessionSummary>)> {
     let store = state.agent.sessions().clone();
-    let all = tokio::task::spawn_blocking(move || store.list())
-        .await
-        .map_err(|e| ApiError::Internal(e.into()))??;
+    let all = blocking(move || store.list()).await??;
     let total = all.len();
     let sessions = all
         .into_iter()
@@ -449,9 +447,8 @@ pub(crate) async fn read_session(
 ) -> ApiResult<(crate::agent::session::Meta, Vec<Stored>)> {
     let store = state.agent.sessions().clone();
     let id = id.to_owned();
-    tokio::task::spawn_blocking(move || store.read(&id, after_seq))
-        .await
-        .map_err(|e| ApiError::Internal(e.into()))?
+    blocking(move || store.read(&id, after_seq))
+        .await?
         .map_err(Into::into)
 }
 
@@ -571,8 +568,6 @@ pub async fn delete_session(
     Path(session_id): Path<String>,
 ) -> ApiResult<StatusCode> {
     let store = state.agent.sessions().clone();
-    tokio::task::spawn_blocking(move || store.delete(&session_id))
-        .await
-        .map_err(|e| ApiError::Internal(e.into()))??;
+    blocking(move || store.delete(&session_id)).await??;
     Ok(StatusCode::NO_CONTENT)
 }

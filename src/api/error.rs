@@ -10,6 +10,15 @@ use serde_json::{Value, json};
 
 use crate::error::Error;
 
+/// Runs `work` on a blocking thread; a panic there is a server error.
+pub async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ApiError::Internal(e.into()))
+}
+
 /// An error answered to an API client.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {

@@ -6,6 +6,7 @@
 
 use std::io::Read as _;
 use std::path::{Component, Path as FsPath};
+use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -14,9 +15,9 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use crate::api::error::{ApiError, ApiResult};
+use crate::api::error::{ApiError, ApiResult, blocking};
 use crate::skill_docs::document::{Document, Finding, Profile, check};
-use crate::skill_docs::index::{Problem, resources};
+use crate::skill_docs::index::{Entry, Problem, resources};
 use crate::state::AppState;
 
 /// A skill as level 1 lists it.
@@ -91,6 +92,17 @@ pub struct SkillDocDetail {
     pub warnings: Vec<Finding>,
 }
 
+async fn entry(state: &AppState, name: &str) -> ApiResult<Arc<Entry>> {
+    state
+        .skill_docs
+        .index()
+        .await
+        .skills
+        .get(name)
+        .cloned()
+        .ok_or_else(|| ApiError::not_found(format!("no skill document named '{name}'")))
+}
+
 /// Level 2: the skill's body (without frontmatter), summary, checklist, fields and files.
 #[utoipa::path(get, path = "/v1/skill-docs/{name}", tag = "skill-docs",
     params(("name" = String, Path)),
@@ -99,18 +111,9 @@ pub async fn detail(
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> ApiResult<Json<SkillDocDetail>> {
-    let entry = state
-        .skill_docs
-        .index()
-        .await
-        .skills
-        .get(&name)
-        .cloned()
-        .ok_or_else(|| ApiError::not_found(format!("no skill document named '{name}'")))?;
+    let entry = entry(&state, &name).await?;
     let base_dir = entry.base_dir.clone();
-    let resources = tokio::task::spawn_blocking(move || resources(&base_dir))
-        .await
-        .map_err(|e| ApiError::Internal(e.into()))?;
+    let resources = blocking(move || resources(&base_dir)).await?;
     Ok(Json(SkillDocDetail {
         document: entry.checked.document.clone(),
         location: entry.location.display().to_string(),
@@ -139,14 +142,7 @@ pub async fn file(
     State(state): State<AppState>,
     Path((name, path)): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    let entry = state
-        .skill_docs
-        .index()
-        .await
-        .skills
-        .get(&name)
-        .cloned()
-        .ok_or_else(|| ApiError::not_found(format!("no skill document named '{name}'")))?;
+    let entry = entry(&state, &name).await?;
     let rel = FsPath::new(&path);
     if path.contains('\0')
         || !rel
@@ -159,7 +155,7 @@ pub async fn file(
     }
     let base_dir = entry.base_dir.clone();
     let rel = rel.to_path_buf();
-    let read = tokio::task::spawn_blocking(move || -> std::io::Result<Option<Vec<u8>>> {
+    let read = blocking(move || -> std::io::Result<Option<Vec<u8>>> {
         let file = crate::run_folder::open_beneath(&base_dir, &rel)?;
         if file.metadata()?.len() > MAX_FILE_BYTES {
             return Ok(None);
@@ -168,8 +164,7 @@ pub async fn file(
         file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
         Ok(Some(bytes))
     })
-    .await
-    .map_err(|e| ApiError::Internal(e.into()))?;
+    .await?;
     let bytes = match read {
         Ok(Some(bytes)) => bytes,
         Ok(None) => {
@@ -299,9 +294,7 @@ async fn read_form(mut form: Multipart) -> ApiResult<(String, Option<String>, Op
         }
     }
     let zip = zip.ok_or_else(|| ApiError::missing_field("body", "file"))?;
-    let (text, folder) = tokio::task::spawn_blocking(move || skill_md_of_zip(&zip))
-        .await
-        .map_err(|e| ApiError::Internal(e.into()))??;
+    let (text, folder) = blocking(move || skill_md_of_zip(&zip)).await??;
     Ok((text, dir_name.or(folder), profile))
 }
 

@@ -27,6 +27,8 @@ use serde::Serialize;
 use serde_yaml_ng::Value as Yaml;
 use unicode_normalization::UnicodeNormalization;
 
+pub use crate::finding::Finding;
+
 /// How strictly a document is judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -64,23 +66,6 @@ pub struct Document {
     pub allowed_tools: Vec<String>,
     /// The file without its frontmatter.
     pub body: String,
-}
-
-/// One problem found, and the field it concerns (empty for the file as a whole).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    pub field: String,
-    pub message: String,
-}
-
-impl std::fmt::Display for Finding {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.field.is_empty() {
-            f.write_str(&self.message)
-        } else {
-            write!(f, "{}: {}", self.field, self.message)
-        }
-    }
 }
 
 /// A document and what its profile found wrong with it.
@@ -218,10 +203,7 @@ impl Report {
             Severity::Upload => true,
             Severity::Warning => false,
         };
-        let finding = Finding {
-            field: field.to_owned(),
-            message: message.into(),
-        };
+        let finding = Finding::new(field, message);
         if error {
             self.errors.push(finding);
         } else {

@@ -16,6 +16,7 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+pub use crate::finding::Finding;
 use crate::skill::schema::Schema;
 
 /// How strictly a definition is judged.
@@ -42,19 +43,6 @@ impl Profile {
     }
 }
 
-/// One finding and the field it concerns.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    pub field: String,
-    pub message: String,
-}
-
-impl std::fmt::Display for Finding {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
-    }
-}
-
 /// What a profile found.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Report {
@@ -65,17 +53,11 @@ pub struct Report {
 
 impl Report {
     fn error(&mut self, field: &str, message: impl Into<String>) {
-        self.errors.push(Finding {
-            field: field.to_owned(),
-            message: message.into(),
-        });
+        self.errors.push(Finding::new(field, message));
     }
 
     fn warn(&mut self, field: &str, message: impl Into<String>) {
-        self.warnings.push(Finding {
-            field: field.to_owned(),
-            message: message.into(),
-        });
+        self.warnings.push(Finding::new(field, message));
     }
 }
 
