@@ -46,9 +46,9 @@ enum Command {
     /// Internal: the group reaper the service starts for itself (see `process::reaper`).
     #[command(hide = true)]
     Reaper,
-    /// Internal: the leader of one supervised process tree (see `process::leader`).
+    /// Internal: forks the leader of each supervised process tree (see `process::forkserver`).
     #[command(hide = true)]
-    Turn(skill_runner::process::leader::LeaderArgs),
+    Forkserver,
     /// Test support: a scripted model server for driving agent CLIs offline
     /// (see `fake_model`).
     #[command(hide = true)]
@@ -73,7 +73,7 @@ fn main() -> ExitCode {
             skill_runner::process::reaper::run(std::io::stdin().lock());
             ExitCode::SUCCESS
         }
-        Command::Turn(args) => skill_runner::process::leader::run(args),
+        Command::Forkserver => skill_runner::process::forkserver::serve(),
         Command::ExampleClient(args) => example_client(args),
         Command::Validate(args) => match skill_runner::validate::check(&args) {
             Ok(outcome) => {

@@ -428,6 +428,60 @@ async fn hard_timeout_kills_the_group_and_server_death_takes_children_along() {
     assert_group_gone(pgid);
 }
 
+/// The parent pid of `pid` (field 4 of `/proc/<pid>/stat`).
+fn parent_of(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat[stat.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_killed_forkserver_ends_its_turns_and_the_next_turn_gets_a_new_one() {
+    let server = TestServer::with_skills(&[probe_skill("probe", None)], &[]);
+    let rid = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "grandchild"}}))
+        .await;
+    let status = server
+        .wait_status(&format!("/v1/jobs/{rid}"), &["running"])
+        .await;
+    let pgid = common::wait_pgid(&server.workspace(&status)).await;
+    // The group's leader is the turn leader, forked by the forkserver, a child of the service.
+    let forkserver = parent_of(pgid);
+    assert_eq!(parent_of(forkserver), server.pid());
+    let cmdline = std::fs::read(format!("/proc/{forkserver}/cmdline")).unwrap();
+    assert!(String::from_utf8_lossy(&cmdline).contains("forkserver"));
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(forkserver),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    assert_group_gone(pgid);
+    let ended = server.wait_job(&rid).await;
+    assert_eq!(ended["status"], "failed", "{ended}");
+
+    let rid = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "grandchild"}}))
+        .await;
+    let status = server
+        .wait_status(&format!("/v1/jobs/{rid}"), &["running"])
+        .await;
+    let pgid = common::wait_pgid(&server.workspace(&status)).await;
+    let second = parent_of(pgid);
+    assert_ne!(second, forkserver, "a new forkserver");
+    assert_eq!(parent_of(second), server.pid());
+    let (code, _) = server
+        .post_json(&format!("/v1/jobs/{rid}/cancel"), json!({}))
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(server.wait_job(&rid).await["status"], "canceled");
+    assert_group_gone(pgid);
+}
+
 #[tokio::test]
 async fn cache_hits_bind_to_the_earlier_run_and_any_change_misses() {
     let server = TestServer::with_skills(

@@ -1,4 +1,4 @@
-//! The turn leader (`skill-runner turn`): the first process of every supervised turn.
+//! The turn leader: the first process of every supervised turn, forked by the forkserver.
 //!
 //! It confines its one child (Landlock, applied before `exec` and inherited by everything the
 //! child starts), then stays as a child subreaper: every descendant that is orphaned, including
@@ -22,27 +22,27 @@ use nix::unistd::Pid;
 
 use super::{sandbox, sys};
 
-/// What to run and how to confine it (the `turn` subcommand's arguments).
-#[derive(Debug, Clone, clap::Args)]
+/// What to run and how to confine it, as the service sends it to the forkserver
+/// ([`super::forkserver`]).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct LeaderArgs {
     /// Milliseconds between SIGTERM and SIGKILL of the tree.
-    #[arg(long, default_value_t = 5000)]
     pub grace_ms: u64,
-    /// The service's pid: the leader kills its tree at once (SIGHUP) when that parent dies.
-    #[arg(long)]
+    /// The leader's parent (the forkserver): the leader kills its tree at once (SIGHUP) when
+    /// that parent dies.
     pub parent: Option<i32>,
     /// Confine the command with Landlock.
-    #[arg(long)]
     pub landlock: bool,
-    /// A folder (or file) the command may read and write.
-    #[arg(long = "rw")]
+    /// Folders (or files) the command may read and write.
     pub writable: Vec<PathBuf>,
-    /// A folder (or file) the command may read and execute.
-    #[arg(long = "rx")]
+    /// Folders (or files) the command may read and execute.
     pub readable: Vec<PathBuf>,
     /// The command.
-    #[arg(last = true, required = true)]
     pub argv: Vec<String>,
+    /// The command's working directory.
+    pub cwd: PathBuf,
+    /// The command's whole environment.
+    pub env: Vec<(String, String)>,
 }
 
 /// Exit code when the command cannot be started (as a shell reports it).
@@ -52,8 +52,7 @@ const CANNOT_START: i32 = 127;
 pub fn run(args: LeaderArgs) -> ! {
     let _ = nix::sys::prctl::set_child_subreaper(true);
     if let Some(parent) = args.parent {
-        // Armed here rather than between fork and exec in the service; a parent that died
-        // before this line is seen by the check after it.
+        // A parent that died before this line is seen by the check after it.
         let armed = nix::sys::prctl::set_pdeathsig(Signal::SIGHUP);
         if armed.is_err() || nix::unistd::getppid() != Pid::from_raw(parent) {
             eprintln!("skill-runner: the service exited before the turn started");
@@ -106,7 +105,11 @@ pub fn run(args: LeaderArgs) -> ! {
 
 fn spawn(args: &LeaderArgs) -> std::io::Result<Pid> {
     let mut command = std::process::Command::new(&args.argv[0]);
-    command.args(&args.argv[1..]);
+    command
+        .args(&args.argv[1..])
+        .current_dir(&args.cwd)
+        .env_clear()
+        .envs(args.env.iter().map(|(k, v)| (k, v)));
     sys::unblock_signals(&mut command);
     sys::die_with_parent(&mut command, Signal::SIGKILL);
     if args.landlock {

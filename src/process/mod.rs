@@ -1,7 +1,7 @@
 //! Process supervision: every engine turn, invoke program and npm upgrade runs here, one
 //! implementation for all.
 //!
-//! A process starts as the child of a turn leader ([`leader`], the service's own binary), which
+//! A process starts as the child of a turn leader ([`leader`], forked by the [`forkserver`]), which
 //! leads its own process group, confines the command ([`sandbox`]) and kills every descendant
 //! when the command ends, even one that left the group. The command starts from the
 //! allow-listed environment ([`env`]) plus its spec's variables, in its spec's folder, with
@@ -13,6 +13,7 @@
 //! handle dropped before it was waited for kills its group.
 
 pub mod env;
+pub mod forkserver;
 pub mod handover;
 pub mod leader;
 pub mod reaper;
@@ -23,7 +24,6 @@ pub mod terminal;
 use std::io::SeekFrom;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -75,7 +75,7 @@ pub struct Confinement {
 /// How processes are started, fixed at start-up.
 #[derive(Debug, Clone)]
 pub struct Launch {
-    /// The service's own executable, started as each process's turn leader.
+    /// The service's own executable, started once as the [`forkserver`].
     pub exe: PathBuf,
     /// The environment every process starts from.
     pub env: ChildEnv,
@@ -152,6 +152,7 @@ pub struct Windows {
 #[derive(Debug, Clone)]
 pub struct Supervisor {
     launch: Arc<Launch>,
+    forks: Arc<forkserver::ForkServer>,
     reaper: Option<Arc<Reaper>>,
     /// Time between SIGTERM and SIGKILL.
     grace: Duration,
@@ -168,6 +169,7 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 impl Supervisor {
     pub fn new(launch: Launch, reaper: Option<Arc<Reaper>>, grace: Duration) -> Self {
         Self {
+            forks: Arc::new(forkserver::ForkServer::new(launch.exe.clone())),
             launch: Arc::new(launch),
             reaper,
             grace,
@@ -178,6 +180,7 @@ impl Supervisor {
     pub fn with_grace(&self, grace: Duration) -> Self {
         Self {
             launch: self.launch.clone(),
+            forks: self.forks.clone(),
             reaper: self.reaper.clone(),
             grace,
         }
@@ -193,27 +196,33 @@ impl Supervisor {
         &self.launch.env
     }
 
-    /// The turn leader's arguments for `spec`: `turn [--landlock --rw .. --rx ..] -- argv`.
-    fn leader_args(&self, spec: &ProcessSpec) -> Vec<std::ffi::OsString> {
-        let mut args: Vec<std::ffi::OsString> = vec![
-            "turn".into(),
-            "--grace-ms".into(),
-            self.grace.as_millis().to_string().into(),
-            "--parent".into(),
-            std::process::id().to_string().into(),
-        ];
-        if let (SandboxStatus::Landlock, Some(confine)) = (self.launch.sandbox, &spec.confine) {
-            args.push("--landlock".into());
-            for path in &confine.writable {
-                args.extend(["--rw".into(), path.clone().into()]);
-            }
-            for path in confine.readable.iter().chain(&self.launch.readable) {
-                args.extend(["--rx".into(), path.clone().into()]);
-            }
+    /// What the turn leader of `spec` runs, and how confined.
+    fn leader_args(&self, spec: &ProcessSpec) -> leader::LeaderArgs {
+        let confine = match (self.launch.sandbox, &spec.confine) {
+            (SandboxStatus::Landlock, Some(confine)) => Some(confine),
+            _ => None,
+        };
+        let mut env: Vec<(String, String)> = self.launch.env.base.clone();
+        env.push(("PWD".to_owned(), spec.cwd.to_string_lossy().into_owned()));
+        env.extend(spec.env.iter().cloned());
+        leader::LeaderArgs {
+            grace_ms: self.grace.as_millis().try_into().unwrap_or(u64::MAX),
+            parent: None,
+            landlock: confine.is_some(),
+            writable: confine.map(|c| c.writable.clone()).unwrap_or_default(),
+            readable: confine
+                .map(|c| {
+                    c.readable
+                        .iter()
+                        .chain(&self.launch.readable)
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default(),
+            argv: spec.argv.clone(),
+            cwd: spec.cwd.clone(),
+            env,
         }
-        args.push("--".into());
-        args.extend(spec.argv.iter().map(Into::into));
-        args
     }
 
     /// Starts `spec`; the returned handle must be [`Running::wait`]ed. `on_output` runs after
@@ -223,45 +232,53 @@ impl Supervisor {
         spec: ProcessSpec,
         on_output: Option<OnOutput>,
     ) -> std::io::Result<Running> {
+        use nix::fcntl::OFlag;
+        use tokio::net::unix::pipe;
         if spec.argv.is_empty() {
             return Err(std::io::Error::other("empty argv"));
         }
         let [(stdout_file, stdout_start), (stderr_file, stderr_start)] =
             open_logs([spec.stdout_log.clone(), spec.stderr_log.clone()]).await?;
-
-        let mut command = tokio::process::Command::new(&self.launch.exe);
-        command
-            .args(self.leader_args(&spec))
-            .current_dir(&spec.cwd)
-            .env_clear()
-            .envs(self.launch.env.base.iter().map(|(k, v)| (k, v)))
-            .env("PWD", &spec.cwd)
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .stdin(if spec.stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        // No `pre_exec` here: the leader arms its own parent-death signal (`--parent`), so the
-        // service starts it with `posix_spawn` instead of copying its address space in a fork.
-        let mut child = command.spawn()?;
-        let pid = child.id().expect("a just-spawned child has a pid") as i32;
+        let (stdin_theirs, stdin_ours) = match spec.stdin {
+            Some(_) => {
+                let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+                (read, Some(write))
+            }
+            None => (std::fs::File::open("/dev/null")?.into(), None),
+        };
+        let (stdout_ours, stdout_theirs) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+        let (stderr_ours, stderr_theirs) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+        let leader = self
+            .forks
+            .fork(
+                &self.leader_args(&spec),
+                [stdin_theirs, stdout_theirs, stderr_theirs],
+            )
+            .await?;
+        let pid = leader.pid;
+        // From here on a failure drops the guard, which ends the turn's tree.
+        let group = GroupGuard {
+            pgid: pid,
+            reaper: self.reaper.clone(),
+        };
         if let Some(reaper) = &self.reaper {
             reaper.watch(pid);
         }
-        let stdin_task = match (child.stdin.take(), spec.stdin) {
-            (Some(mut pipe), Some(bytes)) => Some(tokio::spawn(async move {
-                // A process that exits without reading its stdin is not an error here.
-                let _ = pipe.write_all(&bytes).await;
-            })),
+        let stdin_task = match (stdin_ours, spec.stdin) {
+            (Some(pipe), Some(bytes)) => {
+                let mut pipe = pipe::Sender::from_owned_fd(pipe)?;
+                Some(tokio::spawn(async move {
+                    // A process that exits without reading its stdin is not an error here.
+                    let _ = pipe.write_all(&bytes).await;
+                }))
+            }
             _ => None,
         };
+        let stdout_pipe = pipe::Receiver::from_owned_fd(stdout_ours)?;
+        let stderr_pipe = pipe::Receiver::from_owned_fd(stderr_ours)?;
         let overflow = CancellationToken::new();
         let stdout = tokio::spawn(copy_to_log(
-            Box::new(child.stdout.take().expect("stdout is piped")),
+            Box::new(stdout_pipe),
             stdout_file,
             on_output.clone(),
             spec.output_limit.map(|max| Limit {
@@ -270,7 +287,7 @@ impl Supervisor {
             }),
         ));
         let stderr = tokio::spawn(copy_to_log(
-            Box::new(child.stderr.take().expect("stderr is piped")),
+            Box::new(stderr_pipe),
             stderr_file,
             on_output,
             spec.output_limit.map(|max| Limit {
@@ -279,12 +296,9 @@ impl Supervisor {
             }),
         ));
         Ok(Running {
-            child,
+            leader,
             pid,
-            group: GroupGuard {
-                pgid: pid,
-                reaper: self.reaper.clone(),
-            },
+            group,
             mark: ProcessMark {
                 pgid: pid,
                 boot_id: boot_id(),
@@ -306,7 +320,7 @@ impl Supervisor {
 /// A process under supervision.
 #[derive(Debug)]
 pub struct Running {
-    child: tokio::process::Child,
+    leader: forkserver::Leader,
     pid: i32,
     /// Kills the group if this handle is dropped before [`Running::wait`] ended it.
     group: GroupGuard,
@@ -336,7 +350,7 @@ impl Running {
             // Passing the output limit wins over an exit at the same moment.
             biased;
             () = self.overflow.cancelled() => Exit::TooMuchOutput,
-            status = self.child.wait() => Exit::Exited { code: status.ok().and_then(|s| s.code()) },
+            code = self.leader.wait() => Exit::Exited { code },
             () = tokio::time::sleep_until(deadline) => Exit::TimedOut,
             () = cancel.cancelled() => Exit::Canceled,
         };
@@ -384,12 +398,12 @@ impl Running {
     /// not ended by then, SIGKILL to the group.
     async fn terminate(&mut self) {
         signal_group(self.pid, Signal::SIGTERM);
-        if tokio::time::timeout(self.supervisor.grace + LEADER_MARGIN, self.child.wait())
+        if tokio::time::timeout(self.supervisor.grace + LEADER_MARGIN, self.leader.wait())
             .await
             .is_err()
         {
             signal_group(self.pid, Signal::SIGKILL);
-            let _ = self.child.wait().await;
+            self.leader.wait().await;
         }
     }
 }

@@ -1,6 +1,8 @@
-//! The one place with `unsafe`: child set-up between `fork` and `exec`.
+//! The one place with `unsafe`: child set-up between `fork` and `exec`, the forkserver's
+//! `fork`, and taking ownership of descriptors received over a socket.
 
 use std::io;
+use std::os::fd::{FromRawFd as _, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 
@@ -127,4 +129,24 @@ pub fn set_window_size(
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Forks the forkserver, a single-threaded process.
+pub fn fork_single_threaded() -> nix::Result<nix::unistd::ForkResult> {
+    // SAFETY: only the forkserver calls this, and it never starts a thread, so the child can
+    // allocate and take locks: no other thread held one at the fork.
+    #[allow(unsafe_code)]
+    unsafe {
+        nix::unistd::fork()
+    }
+}
+
+/// Takes ownership of descriptors the kernel just installed in this process (`SCM_RIGHTS`).
+pub fn adopt_received(fds: &[RawFd]) -> Vec<OwnedFd> {
+    // SAFETY: each descriptor was created by `recvmsg` for this process a moment ago and is
+    // owned by nothing else, so exactly one `OwnedFd` closes it.
+    #[allow(unsafe_code)]
+    fds.iter()
+        .map(|&fd| unsafe { OwnedFd::from_raw_fd(fd) })
+        .collect()
 }

@@ -1,0 +1,437 @@
+//! The forkserver: one small helper, started once, that forks the turn leader of every
+//! supervised process.
+//!
+//! Exec'ing the service's own binary as the leader of each turn cost about 2.7 ms of CPU (loading
+//! and relocating a large position-independent executable), more than the `sh` it then started.
+//! The forkserver pays that once. The service starts `skill-runner forkserver` with one end of a
+//! socket pair as its stdin and, for each turn, sends the [`LeaderArgs`] (a length-prefixed JSON
+//! frame) with the turn's stdin, stdout and stderr attached (`SCM_RIGHTS`). The forkserver never
+//! starts a thread, so its forked child may run Rust code: the child leads a new process group,
+//! takes the three descriptors as its own and runs the [`leader`](super::leader). The forkserver
+//! answers `S <pid>` (or `E <reason>`), reaps its leaders and reports each end as
+//! `X <pid> <code>` or `K <pid>` (ended by a signal), one line each.
+//!
+//! It holds nothing of the service's: an empty environment, `/` as its folder, no descriptor but
+//! the socket. When the service goes away the socket reaches end-of-file and the forkserver
+//! exits; each leader's parent-death signal then makes it kill its tree, as when the service was
+//! its parent. If the forkserver dies, the turns it reported on end as killed and the next turn
+//! starts a new one.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::socket::{
+    AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg,
+    sendmsg, socketpair,
+};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, Interest};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::oneshot;
+
+use super::leader::LeaderArgs;
+use super::sys;
+
+/// Largest request frame: arguments and environment of one command (Linux caps both at
+/// `ARG_MAX`, 2 MiB, in total).
+const MAX_FRAME: usize = 8 << 20;
+
+/// The service's side: starts the forkserver when first needed and again after it died.
+#[derive(Debug)]
+pub struct ForkServer {
+    exe: PathBuf,
+    conn: tokio::sync::Mutex<Option<Conn>>,
+}
+
+#[derive(Debug)]
+struct Conn {
+    write: OwnedWriteHalf,
+    waiting: Arc<Mutex<Waiting>>,
+}
+
+/// Who waits for which answer of the forkserver.
+#[derive(Debug, Default)]
+struct Waiting {
+    /// The socket closed: the forkserver is gone.
+    gone: bool,
+    /// Fork requests in the order they were sent (the forkserver answers in that order).
+    forks: VecDeque<oneshot::Sender<io::Result<Leader>>>,
+    exits: HashMap<i32, oneshot::Sender<Option<i32>>>,
+}
+
+/// A turn leader the forkserver forked.
+#[derive(Debug)]
+pub struct Leader {
+    pub pid: i32,
+    exit: Option<oneshot::Receiver<Option<i32>>>,
+    code: Option<i32>,
+}
+
+impl Leader {
+    /// Waits until the leader has ended: its exit code, `None` when a signal ended it (or the
+    /// forkserver died, taking it along). Cancel-safe, and answers again once ended.
+    pub async fn wait(&mut self) -> Option<i32> {
+        if let Some(exit) = self.exit.as_mut() {
+            self.code = exit.await.unwrap_or(None);
+            self.exit = None;
+        }
+        self.code
+    }
+}
+
+impl ForkServer {
+    /// `exe` is the service's own executable.
+    pub fn new(exe: PathBuf) -> Self {
+        Self {
+            exe,
+            conn: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// Forks a leader running `args` with `stdio` as its stdin, stdout and stderr.
+    pub async fn fork(&self, args: &LeaderArgs, stdio: [OwnedFd; 3]) -> io::Result<Leader> {
+        let json = serde_json::to_vec(args).map_err(io::Error::other)?;
+        let mut frame = u32::try_from(json.len())
+            .map_err(|_| io::Error::other("the command is too large"))?
+            .to_le_bytes()
+            .to_vec();
+        frame.extend(json);
+        let answer = {
+            let mut conn = self.conn.lock().await;
+            let stale = conn
+                .as_ref()
+                .is_none_or(|c| c.waiting.lock().expect("not poisoned").gone);
+            if stale {
+                *conn = Some(Conn::start(&self.exe)?);
+            }
+            let live = conn.as_mut().expect("started above");
+            let (tx, rx) = oneshot::channel();
+            live.waiting
+                .lock()
+                .expect("not poisoned")
+                .forks
+                .push_back(tx);
+            if let Err(e) = live.send(&frame, &stdio).await {
+                // A socket that fails a write is broken: the next fork starts a new forkserver.
+                *conn = None;
+                return Err(e);
+            }
+            rx
+        };
+        // The leader holds its own copies now; the service must not keep the pipes' far ends.
+        drop(stdio);
+        answer
+            .await
+            .map_err(|_| io::Error::other("the forkserver exited"))?
+    }
+}
+
+impl Conn {
+    fn start(exe: &Path) -> io::Result<Conn> {
+        use std::os::unix::process::CommandExt as _;
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )?;
+        let mut command = std::process::Command::new(exe);
+        command
+            .arg("forkserver")
+            .env_clear()
+            .current_dir("/")
+            .stdin(Stdio::from(theirs))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            // Out of the service's group: a Ctrl-C at the service's terminal is the service's
+            // to handle, not a reason for the forkserver to take every turn down.
+            .process_group(0);
+        let child = tokio::process::Command::from(command).spawn()?;
+        let stream = std::os::unix::net::UnixStream::from(ours);
+        stream.set_nonblocking(true)?;
+        let (read, write) = tokio::net::UnixStream::from_std(stream)?.into_split();
+        let waiting = Arc::new(Mutex::new(Waiting::default()));
+        tokio::spawn(listen(read, waiting.clone(), child));
+        Ok(Conn { write, waiting })
+    }
+
+    /// Sends one frame with the three descriptors attached to its first bytes.
+    async fn send(&mut self, frame: &[u8], stdio: &[OwnedFd; 3]) -> io::Result<()> {
+        let fds: [RawFd; 3] = [0, 1, 2].map(|i| stdio[i].as_raw_fd());
+        let stream: &tokio::net::UnixStream = self.write.as_ref();
+        let sent = loop {
+            stream.writable().await?;
+            let attempt = stream.try_io(Interest::WRITABLE, || {
+                sendmsg::<()>(
+                    stream.as_raw_fd(),
+                    &[io::IoSlice::new(frame)],
+                    &[ControlMessage::ScmRights(&fds)],
+                    MsgFlags::MSG_NOSIGNAL,
+                    None,
+                )
+                .map_err(io::Error::from)
+            });
+            match attempt {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        self.write.write_all(&frame[sent..]).await
+    }
+}
+
+/// Reads the forkserver's answers until its socket closes, then fails whoever still waits.
+async fn listen(
+    read: OwnedReadHalf,
+    waiting: Arc<Mutex<Waiting>>,
+    mut child: tokio::process::Child,
+) {
+    let mut lines = BufReader::new(read).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let mut waiting = waiting.lock().expect("not poisoned");
+        match Answer::parse(&line) {
+            Some(Answer::Forked(pid)) => {
+                let (tx, rx) = oneshot::channel();
+                waiting.exits.insert(pid, tx);
+                let leader = Leader {
+                    pid,
+                    exit: Some(rx),
+                    code: None,
+                };
+                let asked = waiting.forks.pop_front();
+                if asked.is_none_or(|asked| asked.send(Ok(leader)).is_err()) {
+                    // Whoever asked gave up meanwhile: nobody would supervise this turn.
+                    let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGHUP);
+                }
+            }
+            Some(Answer::Refused(why)) => {
+                if let Some(asked) = waiting.forks.pop_front() {
+                    let _ = asked.send(Err(io::Error::other(why)));
+                }
+            }
+            Some(Answer::Ended(pid, code)) => {
+                if let Some(tx) = waiting.exits.remove(&pid) {
+                    let _ = tx.send(code);
+                }
+            }
+            None => tracing::warn!(line, "unexpected answer from the forkserver"),
+        }
+    }
+    {
+        let mut waiting = waiting.lock().expect("not poisoned");
+        waiting.gone = true;
+        waiting.forks.clear();
+        waiting.exits.clear();
+    }
+    if let Ok(status) = child.wait().await
+        && !status.success()
+    {
+        tracing::error!(%status, "the forkserver ended; the next turn starts a new one");
+    }
+}
+
+/// One line from the forkserver.
+#[derive(Debug, PartialEq, Eq)]
+enum Answer {
+    Forked(i32),
+    Refused(String),
+    /// The leader's exit code, `None` when a signal ended it.
+    Ended(i32, Option<i32>),
+}
+
+impl Answer {
+    fn parse(line: &str) -> Option<Answer> {
+        let (tag, rest) = line.split_once(' ')?;
+        Some(match tag {
+            "S" => Answer::Forked(rest.parse().ok()?),
+            "E" => Answer::Refused(rest.to_owned()),
+            "X" => {
+                let (pid, code) = rest.split_once(' ')?;
+                Answer::Ended(pid.parse().ok()?, Some(code.parse().ok()?))
+            }
+            "K" => Answer::Ended(rest.parse().ok()?, None),
+            _ => return None,
+        })
+    }
+}
+
+/// The forkserver itself (`skill-runner forkserver`); never returns.
+pub fn serve() -> ! {
+    let stdin = io::stdin();
+    let socket = stdin.as_fd();
+    let mut ended = SigSet::empty();
+    ended.add(Signal::SIGCHLD);
+    // Blocked so SIGCHLD is only read from the signalfd; leaders block their own set anyway.
+    let _ = ended.thread_block();
+    let mut signals =
+        match SignalFd::with_flags(&ended, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK) {
+            Ok(fd) => Some(fd),
+            Err(e) => fail(&format!("cannot watch children: {e}")),
+        };
+    let me = nix::unistd::getpid().as_raw();
+    loop {
+        let (request, children) = {
+            let signal_fd = signals.as_ref().expect("taken only in a child");
+            let mut fds = [
+                PollFd::new(socket, PollFlags::POLLIN),
+                PollFd::new(signal_fd.as_fd(), PollFlags::POLLIN),
+            ];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) => {}
+                Err(Errno::EINTR) => continue,
+                Err(e) => fail(&format!("poll: {e}")),
+            }
+            let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
+            if ready(&fds[1]) {
+                while let Ok(Some(_)) = signal_fd.read_signal() {}
+            }
+            (ready(&fds[0]), ready(&fds[1]))
+        };
+        if children {
+            report_ended(socket);
+        }
+        if !request {
+            continue;
+        }
+        let (mut args, stdio) = match receive(socket) {
+            Ok(Some(request)) => request,
+            Ok(None) => std::process::exit(0),
+            Err(e) => fail(&format!("bad request: {e}")),
+        };
+        args.parent = Some(me);
+        match sys::fork_single_threaded() {
+            Ok(ForkResult::Child) => {
+                drop(signals.take());
+                become_leader(args, stdio)
+            }
+            Ok(ForkResult::Parent { child }) => {
+                // Also set here, so the group exists before the service can signal it.
+                let _ = nix::unistd::setpgid(child, child);
+                answer(socket, &format!("S {child}\n"));
+            }
+            Err(e) => answer(socket, &format!("E cannot fork: {e}\n")),
+        }
+    }
+}
+
+fn fail(why: &str) -> ! {
+    eprintln!("skill-runner forkserver: {why}");
+    std::process::exit(1)
+}
+
+/// Makes this forked child the turn leader: its own process group, the turn's stdio.
+fn become_leader(args: LeaderArgs, stdio: Vec<OwnedFd>) -> ! {
+    let _ = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0));
+    // Replaces the socket on stdin too: a leader holds nothing of the forkserver's.
+    let _ = nix::unistd::dup2_stdin(&stdio[0]);
+    let _ = nix::unistd::dup2_stdout(&stdio[1]);
+    let _ = nix::unistd::dup2_stderr(&stdio[2]);
+    drop(stdio);
+    super::leader::run(args)
+}
+
+/// Reports every leader that has ended.
+fn report_ended(socket: BorrowedFd<'_>) {
+    loop {
+        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(pid, code)) => answer(socket, &format!("X {pid} {code}\n")),
+            Ok(WaitStatus::Signaled(pid, _, _)) => answer(socket, &format!("K {pid}\n")),
+            Ok(WaitStatus::StillAlive) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Writes one answer line; a service that is gone ends the forkserver.
+fn answer(socket: BorrowedFd<'_>, line: &str) {
+    let mut rest = line.as_bytes();
+    while !rest.is_empty() {
+        match nix::unistd::write(socket, rest) {
+            Ok(n) => rest = &rest[n..],
+            Err(Errno::EINTR) => {}
+            Err(_) => std::process::exit(0),
+        }
+    }
+}
+
+/// Reads one request: `None` at end-of-file (the service is gone).
+fn receive(socket: BorrowedFd<'_>) -> io::Result<Option<(LeaderArgs, Vec<OwnedFd>)>> {
+    let mut header = [0u8; 4];
+    let mut space = nix::cmsg_space!([RawFd; 3]);
+    let (got, stdio) = {
+        let mut iov = [io::IoSliceMut::new(&mut header)];
+        let message = recvmsg::<()>(
+            socket.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        )?;
+        let mut stdio = Vec::new();
+        for control in message.cmsgs()? {
+            if let ControlMessageOwned::ScmRights(fds) = control {
+                stdio.extend(sys::adopt_received(&fds));
+            }
+        }
+        (message.bytes, stdio)
+    };
+    if got == 0 {
+        return Ok(None);
+    }
+    read_exact(socket, &mut header[got..])?;
+    let len = u32::from_le_bytes(header) as usize;
+    if len > MAX_FRAME {
+        return Err(io::Error::other(format!("a frame of {len} bytes")));
+    }
+    let mut body = vec![0u8; len];
+    read_exact(socket, &mut body)?;
+    let args = serde_json::from_slice(&body).map_err(io::Error::other)?;
+    if stdio.len() != 3 {
+        return Err(io::Error::other(format!(
+            "{} descriptors instead of 3",
+            stdio.len()
+        )));
+    }
+    Ok(Some((args, stdio)))
+}
+
+/// Reads exactly `buf.len()` bytes, never more: the next frame's descriptors must stay with it.
+fn read_exact(socket: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<()> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match nix::unistd::read(socket, &mut buf[filled..]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => filled += n,
+            Err(Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_parse() {
+        assert_eq!(Answer::parse("S 42"), Some(Answer::Forked(42)));
+        assert_eq!(
+            Answer::parse("E cannot fork: EAGAIN"),
+            Some(Answer::Refused("cannot fork: EAGAIN".into()))
+        );
+        assert_eq!(Answer::parse("X 42 3"), Some(Answer::Ended(42, Some(3))));
+        assert_eq!(Answer::parse("K 42"), Some(Answer::Ended(42, None)));
+        assert_eq!(Answer::parse("X 42"), None);
+        assert_eq!(Answer::parse("Q 1"), None);
+    }
+}
