@@ -99,7 +99,7 @@ pub struct Config {
     /// `SKILL_RUNNER_API_TOKENS_FILE`); `None` when neither is set.
     pub api_tokens: Option<ApiTokens>,
     /// The service's own executable, started as the group reaper (`skill-runner reaper`) and
-    /// as every process's turn leader (`skill-runner turn`); set by `main`.
+    /// as the forkserver that forks every turn leader (`skill-runner forkserver`); set by `main`.
     pub self_exe: Option<PathBuf>,
     /// `SKILL_RUNNER_SANDBOX`: whether turns are confined with Landlock.
     pub sandbox: SandboxMode,

@@ -103,6 +103,9 @@ impl Store {
             .foreign_keys(true);
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
+            // A connection to a local file cannot drop, and the check before each use is one
+            // more round trip to the connection's thread for every statement.
+            .test_before_acquire(false)
             .connect_with(options)
             .await
             .with_context(|| format!("opening database {}", path.display()))?;
