@@ -416,16 +416,21 @@ async fn hard_timeout_kills_the_group_and_server_death_takes_children_along() {
     let dirs = server.dirs.clone();
     server.kill();
     let mut server = TestServer::start_with(dirs, &[]);
+    let (_, pgid) = start_grandchild(&server).await;
+    assert!(!common::group_members(pgid).is_empty());
+    server.kill();
+    assert_group_gone(pgid);
+}
+
+/// Starts a probe run that keeps a grandchild: its request id and process group, once running.
+async fn start_grandchild(server: &TestServer) -> (String, i32) {
     let rid = server
         .create_job(json!({"skill_id": "probe", "parameter": {"mode": "grandchild"}}))
         .await;
     let status = server
         .wait_status(&format!("/v1/jobs/{rid}"), &["running"])
         .await;
-    let pgid = common::wait_pgid(&server.workspace(&status)).await;
-    assert!(!common::group_members(pgid).is_empty());
-    server.kill();
-    assert_group_gone(pgid);
+    (rid, common::wait_pgid(&server.workspace(&status)).await)
 }
 
 /// The parent pid of `pid` (field 4 of `/proc/<pid>/stat`).
@@ -441,17 +446,15 @@ fn parent_of(pid: i32) -> i32 {
 
 #[tokio::test]
 async fn a_killed_forkserver_ends_its_turns_and_the_next_turn_gets_a_new_one() {
+    async fn running(server: &TestServer) -> (String, i32, i32) {
+        let (rid, pgid) = start_grandchild(server).await;
+        // The group's leader is the turn leader, forked by the forkserver, a child of the service.
+        let forkserver = parent_of(pgid);
+        assert_eq!(parent_of(forkserver), server.pid());
+        (rid, pgid, forkserver)
+    }
     let server = TestServer::with_skills(&[probe_skill("probe", None)], &[]);
-    let rid = server
-        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "grandchild"}}))
-        .await;
-    let status = server
-        .wait_status(&format!("/v1/jobs/{rid}"), &["running"])
-        .await;
-    let pgid = common::wait_pgid(&server.workspace(&status)).await;
-    // The group's leader is the turn leader, forked by the forkserver, a child of the service.
-    let forkserver = parent_of(pgid);
-    assert_eq!(parent_of(forkserver), server.pid());
+    let (rid, pgid, forkserver) = running(&server).await;
     let cmdline = std::fs::read(format!("/proc/{forkserver}/cmdline")).unwrap();
     assert!(String::from_utf8_lossy(&cmdline).contains("forkserver"));
 
@@ -464,16 +467,8 @@ async fn a_killed_forkserver_ends_its_turns_and_the_next_turn_gets_a_new_one() {
     let ended = server.wait_job(&rid).await;
     assert_eq!(ended["status"], "failed", "{ended}");
 
-    let rid = server
-        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "grandchild"}}))
-        .await;
-    let status = server
-        .wait_status(&format!("/v1/jobs/{rid}"), &["running"])
-        .await;
-    let pgid = common::wait_pgid(&server.workspace(&status)).await;
-    let second = parent_of(pgid);
+    let (rid, pgid, second) = running(&server).await;
     assert_ne!(second, forkserver, "a new forkserver");
-    assert_eq!(parent_of(second), server.pid());
     let (code, _) = server
         .post_json(&format!("/v1/jobs/{rid}/cancel"), json!({}))
         .await;
