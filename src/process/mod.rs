@@ -23,13 +23,13 @@ pub mod terminal;
 
 use std::io::SeekFrom;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -389,8 +389,8 @@ impl Running {
         let finished = self.wait(deadline, cancel).await;
         Completed {
             exit: finished.exit,
-            stdout: read_tail(&stdout_log, &finished.stdout, windows.stdout).await,
-            stderr: read_tail(&stderr_log, &finished.stderr, windows.stderr).await,
+            stdout: read_tail(stdout_log, finished.stdout, windows.stdout).await,
+            stderr: read_tail(stderr_log, finished.stderr, windows.stderr).await,
         }
     }
 
@@ -557,19 +557,31 @@ async fn copy_to_log(
     }
 }
 
-/// The last `max` bytes of `range` in `path`, decoded (invalid UTF-8 replaced).
-async fn read_tail(path: &Path, range: &Range<u64>, max: u64) -> String {
+/// The last `max` bytes of `range` in `path`, decoded (invalid UTF-8 replaced), read in one
+/// blocking task (each `tokio::fs` call would be a hop of its own).
+async fn read_tail(path: PathBuf, range: Range<u64>, max: u64) -> String {
+    use std::io::{Read as _, Seek as _};
     let start = range.start.max(range.end.saturating_sub(max));
-    let mut buf = Vec::new();
-    let read = async {
-        let mut file = tokio::fs::File::open(path).await?;
-        file.seek(SeekFrom::Start(start)).await?;
-        file.take(range.end - start).read_to_end(&mut buf).await
-    };
-    if let Err(e) = read.await {
-        tracing::warn!(path = %path.display(), error = %e, "cannot read process output");
+    if start >= range.end {
+        return String::new();
     }
-    String::from_utf8_lossy(&buf).into_owned()
+    let shown = path.display().to_string();
+    let read = tokio::task::spawn_blocking(move || {
+        let mut file = std::fs::File::open(&path)?;
+        file.seek(SeekFrom::Start(start))?;
+        let mut buf = Vec::new();
+        file.take(range.end - start).read_to_end(&mut buf)?;
+        Ok::<_, std::io::Error>(buf)
+    })
+    .await
+    .map_err(std::io::Error::other);
+    match read {
+        Ok(Ok(buf)) => String::from_utf8_lossy(&buf).into_owned(),
+        Ok(Err(e)) | Err(e) => {
+            tracing::warn!(path = shown, error = %e, "cannot read process output");
+            String::new()
+        }
+    }
 }
 
 async fn drain(reader: JoinHandle<std::io::Result<()>>) {
