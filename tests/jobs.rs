@@ -435,13 +435,7 @@ async fn start_grandchild(server: &TestServer) -> (String, i32) {
 
 /// The parent pid of `pid` (field 4 of `/proc/<pid>/stat`).
 fn parent_of(pid: i32) -> i32 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    stat[stat.rfind(')').unwrap() + 1..]
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap()
+    common::stat_fields(pid).unwrap()[1].parse().unwrap()
 }
 
 #[tokio::test]

@@ -278,7 +278,7 @@ pub fn serve() -> ! {
             Ok(fd) => Some(fd),
             Err(e) => fail(&format!("cannot watch children: {e}")),
         };
-    let me = nix::unistd::getpid().as_raw();
+    let me = nix::unistd::getpid();
     loop {
         let (request, children) = {
             let signal_fd = signals.as_ref().expect("taken only in a child");
@@ -303,16 +303,15 @@ pub fn serve() -> ! {
         if !request {
             continue;
         }
-        let (mut args, stdio) = match receive(socket) {
+        let (args, stdio) = match receive(socket) {
             Ok(Some(request)) => request,
             Ok(None) => std::process::exit(0),
             Err(e) => fail(&format!("bad request: {e}")),
         };
-        args.parent = Some(me);
         match sys::fork_single_threaded() {
             Ok(ForkResult::Child) => {
                 drop(signals.take());
-                become_leader(args, stdio)
+                become_leader(args, stdio, me)
             }
             Ok(ForkResult::Parent { child }) => {
                 // Also set here, so the group exists before the service can signal it.
@@ -330,14 +329,14 @@ fn fail(why: &str) -> ! {
 }
 
 /// Makes this forked child the turn leader: its own process group, the turn's stdio.
-fn become_leader(args: LeaderArgs, stdio: Vec<OwnedFd>) -> ! {
+fn become_leader(args: LeaderArgs, stdio: Vec<OwnedFd>, forkserver: Pid) -> ! {
     let _ = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0));
     // Replaces the socket on stdin too: a leader holds nothing of the forkserver's.
     let _ = nix::unistd::dup2_stdin(&stdio[0]);
     let _ = nix::unistd::dup2_stdout(&stdio[1]);
     let _ = nix::unistd::dup2_stderr(&stdio[2]);
     drop(stdio);
-    super::leader::run(args)
+    super::leader::run(args, forkserver)
 }
 
 /// Reports every leader that has ended.

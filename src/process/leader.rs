@@ -28,9 +28,6 @@ use super::{sandbox, sys};
 pub struct LeaderArgs {
     /// Milliseconds between SIGTERM and SIGKILL of the tree.
     pub grace_ms: u64,
-    /// The leader's parent (the forkserver): the leader kills its tree at once (SIGHUP) when
-    /// that parent dies.
-    pub parent: Option<i32>,
     /// Confine the command with Landlock.
     pub landlock: bool,
     /// Folders (or files) the command may read and write.
@@ -48,16 +45,15 @@ pub struct LeaderArgs {
 /// Exit code when the command cannot be started (as a shell reports it).
 const CANNOT_START: i32 = 127;
 
-/// Runs the command to its end; never returns.
-pub fn run(args: LeaderArgs) -> ! {
+/// Runs the command to its end; never returns. When `parent` (the forkserver) dies, the leader
+/// kills its tree at once (SIGHUP).
+pub fn run(args: LeaderArgs, parent: Pid) -> ! {
     let _ = nix::sys::prctl::set_child_subreaper(true);
-    if let Some(parent) = args.parent {
-        // A parent that died before this line is seen by the check after it.
-        let armed = nix::sys::prctl::set_pdeathsig(Signal::SIGHUP);
-        if armed.is_err() || nix::unistd::getppid() != Pid::from_raw(parent) {
-            eprintln!("skill-runner: the service exited before the turn started");
-            std::process::exit(CANNOT_START);
-        }
+    // A parent that died before this line is seen by the check after it.
+    let armed = nix::sys::prctl::set_pdeathsig(Signal::SIGHUP);
+    if armed.is_err() || nix::unistd::getppid() != parent {
+        eprintln!("skill-runner: the service exited before the turn started");
+        std::process::exit(CANNOT_START);
     }
     let mut signals = SigSet::empty();
     for s in [

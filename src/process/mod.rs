@@ -207,7 +207,6 @@ impl Supervisor {
         env.extend(spec.env.iter().cloned());
         leader::LeaderArgs {
             grace_ms: self.grace.as_millis().try_into().unwrap_or(u64::MAX),
-            parent: None,
             landlock: confine.is_some(),
             writable: confine.map(|c| c.writable.clone()).unwrap_or_default(),
             readable: confine
@@ -565,20 +564,23 @@ async fn read_tail(path: PathBuf, range: Range<u64>, max: u64) -> String {
     if start >= range.end {
         return String::new();
     }
-    let shown = path.display().to_string();
     let read = tokio::task::spawn_blocking(move || {
-        let mut file = std::fs::File::open(&path)?;
-        file.seek(SeekFrom::Start(start))?;
-        let mut buf = Vec::new();
-        file.take(range.end - start).read_to_end(&mut buf)?;
-        Ok::<_, std::io::Error>(buf)
+        let read = || {
+            let mut file = std::fs::File::open(&path)?;
+            file.seek(SeekFrom::Start(start))?;
+            let mut buf = Vec::new();
+            file.take(range.end - start).read_to_end(&mut buf)?;
+            Ok::<_, std::io::Error>(buf)
+        };
+        // The path is only formatted when it is needed, for the warning.
+        read().map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
     })
     .await
     .map_err(std::io::Error::other);
     match read {
         Ok(Ok(buf)) => String::from_utf8_lossy(&buf).into_owned(),
         Ok(Err(e)) | Err(e) => {
-            tracing::warn!(path = shown, error = %e, "cannot read process output");
+            tracing::warn!(error = %e, "cannot read process output");
             String::new()
         }
     }

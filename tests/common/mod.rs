@@ -588,19 +588,25 @@ impl TestServer {
     }
 }
 
+/// Fields of `/proc/<pid>/stat` after the command name (state, ppid, pgrp, ...).
+pub fn stat_fields(pid: i32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    Some(
+        stat[stat.rfind(')')? + 1..]
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
 /// Live (non-zombie) processes whose process group is `pgid`.
 pub fn group_members(pgid: i32) -> Vec<i32> {
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| {
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                return false;
-            };
-            let rest: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..]
-                .split_whitespace()
-                .collect();
-            rest[0] != "Z" && rest[2].parse::<i32>() == Ok(pgid)
+            stat_fields(*pid)
+                .is_some_and(|rest| rest[0] != "Z" && rest[2].parse::<i32>() == Ok(pgid))
         })
         .collect()
 }
