@@ -100,10 +100,10 @@ impl RunFolder {
         self.workspace().join("tmp")
     }
 
-    /// Creates the folders a turn needs, parents first and in one blocking task (each
-    /// `tokio::fs` call is a hop to the blocking pool, and a failed `mkdir` of a child whose
-    /// parent is missing costs a second one).
-    pub async fn create(&self) -> std::io::Result<()> {
+    /// Creates the folders a turn needs and writes the job's `input.json` when given, parents
+    /// first and in one blocking task (each `tokio::fs` call is a hop to the blocking pool, and
+    /// a failed `mkdir` of a child whose parent is missing costs a second one).
+    pub async fn create(&self, input: Option<Vec<u8>>) -> std::io::Result<()> {
         let dirs = [
             self.root.clone(),
             self.logs(),
@@ -113,14 +113,29 @@ impl RunFolder {
             self.home(),
             self.tmp(),
         ];
+        let input_file = self.input_file();
         tokio::task::spawn_blocking(move || {
             let mut builder = std::fs::DirBuilder::new();
             builder.recursive(true);
-            dirs.iter().try_for_each(|dir| builder.create(dir))
+            dirs.iter().try_for_each(|dir| builder.create(dir))?;
+            match input {
+                Some(input) => write_atomic_blocking(&input_file, &input),
+                None => Ok(()),
+            }
         })
         .await
         .map_err(std::io::Error::other)?
     }
+}
+
+/// Writes through a temporary file and a rename, so readers never see half a file.
+pub fn write_atomic_blocking(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
 }
 
 impl RunFolder {

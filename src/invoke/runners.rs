@@ -44,7 +44,7 @@ impl Scratch {
         let id = uuid::Uuid::new_v4().simple().to_string();
         let folder = RunFolder::new(parent.join(&id));
         folder
-            .create()
+            .create(None)
             .await
             .map_err(|e| SkillError::internal(format!("cannot create the call folder: {e}")))?;
         Ok(Self { id, folder, keep })

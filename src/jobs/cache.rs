@@ -5,7 +5,10 @@
 //! the engine options, the inline input and the uploaded files' hashes. Runtime options are
 //! left out: they do not change results.
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -21,17 +24,95 @@ fn hex(digest: &[u8]) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Hash of every regular file under `dir` (paths and contents), in path order.
-pub fn fingerprint(dir: &Path) -> std::io::Result<String> {
+/// Hash of every regular file listed (paths and contents), in the order given.
+fn fingerprint(files: &[(String, PathBuf)]) -> std::io::Result<String> {
     let mut hasher = Sha256::new();
-    for (rel, path) in files_under(dir)? {
-        let file = std::fs::File::open(&path)?;
+    for (rel, path) in files {
+        let file = std::fs::File::open(path)?;
         hasher.update(rel.as_bytes());
         hasher.update([0]);
         hasher.update(file.metadata()?.len().to_le_bytes());
         hash_copy(&mut hasher, file, std::io::sink())?;
     }
     Ok(hex_digest(hasher))
+}
+
+/// Skill folders hashed before, by path: every create needs its skill's fingerprint, and
+/// stating the files is much cheaper than reading them. A folder is hashed again as soon as
+/// any file's path, size, inode or times differ; a folder with a file changed in the last
+/// [`Fingerprints::SETTLE`] is not kept at all, because file times are coarse (a write in
+/// the same tick as the hash would leave them equal).
+#[derive(Debug)]
+pub struct Fingerprints {
+    known: Mutex<HashMap<PathBuf, (Vec<Stamp>, String)>>,
+    settle: std::time::Duration,
+}
+
+impl Default for Fingerprints {
+    fn default() -> Self {
+        Self {
+            known: Mutex::default(),
+            settle: Self::SETTLE,
+        }
+    }
+}
+
+/// What a file looks like without reading it.
+#[derive(Debug, PartialEq, Eq)]
+struct Stamp {
+    rel: String,
+    len: u64,
+    ino: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Fingerprints {
+    const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+    /// Folders remembered before the map starts over (skill updates leave old paths behind).
+    const CAPACITY: usize = 1024;
+
+    /// The fingerprint of every regular file under `dir` (paths and contents); blocking.
+    pub fn of(&self, dir: &Path) -> std::io::Result<String> {
+        let files = files_under(dir)?;
+        let nanos = |(secs, nsec): (i64, i64)| i128::from(secs) * 1_000_000_000 + i128::from(nsec);
+        let settled_before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i128)
+            - self.settle.as_nanos() as i128;
+        let mut settled = true;
+        let mut stamps = Vec::with_capacity(files.len());
+        for (rel, path) in &files {
+            let meta = std::fs::symlink_metadata(path)?;
+            let stamp = Stamp {
+                rel: rel.clone(),
+                len: meta.len(),
+                ino: meta.ino(),
+                mtime: (meta.mtime(), meta.mtime_nsec()),
+                ctime: (meta.ctime(), meta.ctime_nsec()),
+            };
+            settled &= nanos(stamp.mtime).max(nanos(stamp.ctime)) < settled_before;
+            stamps.push(stamp);
+        }
+        if let Some((known, hash)) = self.lock().get(dir)
+            && *known == stamps
+        {
+            return Ok(hash.clone());
+        }
+        let hash = fingerprint(&files)?;
+        if settled {
+            let mut known = self.lock();
+            if known.len() >= Self::CAPACITY {
+                known.clear();
+            }
+            known.insert(dir.to_path_buf(), (stamps, hash.clone()));
+        }
+        Ok(hash)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, (Vec<Stamp>, String)>> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// `{path, sha256, size}` of each uploaded file, sorted by path.
@@ -110,12 +191,51 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_kept_fingerprint_follows_every_change() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("a")).unwrap();
+        std::fs::write(dir.path().join("a/run.sh"), "echo 1").unwrap();
+        let fresh = Fingerprints::default();
+        let first = fresh.of(dir.path()).unwrap();
+        assert!(
+            fresh.lock().is_empty(),
+            "files written just now are not trusted to their times"
+        );
+
+        let kept = Fingerprints {
+            settle: std::time::Duration::ZERO,
+            ..Fingerprints::default()
+        };
+        assert_eq!(kept.of(dir.path()).unwrap(), first);
+        assert_eq!(kept.lock().len(), 1);
+        assert_eq!(
+            kept.of(dir.path()).unwrap(),
+            first,
+            "answered from the stamps"
+        );
+        std::fs::write(dir.path().join("a/run.sh"), "echo 22").unwrap();
+        let edited = kept.of(dir.path()).unwrap();
+        assert_ne!(edited, first, "an edited file");
+        std::fs::write(dir.path().join("b.txt"), "").unwrap();
+        let added = kept.of(dir.path()).unwrap();
+        assert_ne!(added, edited, "a new file");
+        std::fs::remove_file(dir.path().join("b.txt")).unwrap();
+        std::fs::rename(dir.path().join("a/run.sh"), dir.path().join("a/other.sh")).unwrap();
+        assert_ne!(kept.of(dir.path()).unwrap(), edited, "a renamed file");
+        assert_eq!(
+            kept.of(dir.path()).unwrap(),
+            Fingerprints::default().of(dir.path()).unwrap(),
+            "the kept answer is the hash of the folder as it is"
+        );
+    }
+
+    #[test]
     fn keys_change_with_every_part() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
         std::fs::write(dir.path().join("a/b/x.txt"), "x").unwrap();
         std::fs::write(dir.path().join("y.txt"), "y").unwrap();
-        let fp = fingerprint(dir.path()).unwrap();
+        let fp = Fingerprints::default().of(dir.path()).unwrap();
         let files = file_manifest(dir.path()).unwrap();
         assert_eq!(files[0]["path"], "a/b/x.txt");
         assert_eq!(files[1]["size"], 1);
@@ -151,7 +271,7 @@ mod tests {
             })
         );
         std::fs::write(dir.path().join("y.txt"), "z").unwrap();
-        let fp2 = fingerprint(dir.path()).unwrap();
+        let fp2 = Fingerprints::default().of(dir.path()).unwrap();
         assert_ne!(fp, fp2);
         assert_ne!(
             k,

@@ -380,7 +380,7 @@ impl Jobs {
     /// The cache key of a request, `None` when its run must not be cached (temporary skills,
     /// interactive runs).
     async fn cache_key(
-        &self,
+        self: &Arc<Self>,
         kind: RequestKind,
         skill: &SkillManifest,
         request: &NewRequest,
@@ -392,12 +392,13 @@ impl Jobs {
         }
         let skill_dir = skill.path.clone();
         let uploads = uploads.map(Path::to_path_buf);
+        let jobs = self.clone();
         let (fingerprint, files) = tokio::task::spawn_blocking(move || {
             let files = match uploads {
                 Some(dir) if dir.exists() => cache::file_manifest(&dir)?,
                 _ => Vec::new(),
             };
-            Ok::<_, std::io::Error>((cache::fingerprint(&skill_dir)?, files))
+            Ok::<_, std::io::Error>((jobs.fingerprints.of(&skill_dir)?, files))
         })
         .await
         .map_err(|e| Error::Internal(e.into()))??;

@@ -16,10 +16,11 @@ use super::options::RuntimeOptions;
 use crate::engines::Turn;
 use crate::output::RepairLevel;
 use crate::process::{OnOutput, Running};
+use crate::run_folder::write_atomic_blocking;
 use crate::run_state::Move;
 use crate::runner::{self, Envelope, Observer, Outcome};
 use crate::skill::{Rules, SkillManifest, manifest};
-use crate::store::{Ending, RequestKind, Run, RunStatus};
+use crate::store::{Ended, Ending, RequestKind, Run, RunStatus};
 
 /// Pauses between attempts to record a run's start or end.
 const STORE_RETRIES: [std::time::Duration; 3] = [
@@ -121,9 +122,12 @@ impl Jobs {
     /// queued is skipped.
     pub(super) async fn execute(self: &Arc<Self>, run_id: &str, cancel: CancellationToken) {
         let sandbox = self.sandbox().as_str();
-        match retried("start", run_id, || self.store.start_run(run_id, sandbox)).await {
-            Ok(true) => self.feeds.status(run_id),
-            Ok(false) => return,
+        let run = match retried("start", run_id, || self.store.start_run(run_id, sandbox)).await {
+            Ok(Some(run)) => {
+                self.feeds.status(run_id);
+                run
+            }
+            Ok(None) => return,
             Err(_) => {
                 // Never a run left `queued` in no queue: it fails, or (when even that cannot
                 // be recorded) the reconciler queues it again.
@@ -131,8 +135,8 @@ impl Jobs {
                 self.finish(run_id, Move::Abort, None, ending).await;
                 return;
             }
-        }
-        let ending = match self.execute_started(run_id, &cancel).await {
+        };
+        let ending = match self.execute_started(run, &cancel).await {
             Ok(TurnEnd::Ended(ending)) => ending,
             Ok(TurnEnd::Asked { question, options }) => {
                 return self.wait_for_user(run_id, question, &options).await;
@@ -167,11 +171,12 @@ impl Jobs {
             self.store.finish_run(run_id, by, asked, &ending)
         })
         .await;
-        match recorded {
-            Ok(true) => self.feeds.status(run_id),
-            Ok(false) | Err(_) => return false,
-        }
-        if let Err(e) = self.after_end(run_id, &ending).await {
+        let ended = match recorded {
+            Ok(Some(ended)) => ended,
+            Ok(None) | Err(_) => return false,
+        };
+        self.feeds.status(run_id);
+        if let Err(e) = self.after_end(run_id, &ending, &ended).await {
             tracing::error!(
                 run_id,
                 error = format!("{e:#}"),
@@ -181,7 +186,12 @@ impl Jobs {
         true
     }
 
-    pub(super) async fn after_end(&self, run_id: &str, ending: &Ending) -> anyhow::Result<()> {
+    pub(super) async fn after_end(
+        &self,
+        run_id: &str,
+        ending: &Ending,
+        ended: &Ended,
+    ) -> anyhow::Result<()> {
         if let Some(result) = &ending.result {
             write_atomic(
                 &self.folder(run_id).result_file(),
@@ -189,15 +199,15 @@ impl Jobs {
             )
             .await?;
         }
-        let Some(run) = self.store.run(run_id).await? else {
-            return Ok(());
-        };
         if ending.status == RunStatus::Succeeded
-            && let Some(key) = &run.cache_key
+            && let Some(key) = &ended.cache_key
         {
             self.store.put_cache_entry(key, run_id).await?;
         }
-        let request = self.store.request(&run.request_id).await?;
+        if !ended.temp_skill {
+            return Ok(());
+        }
+        let request = self.store.request(&ended.request_id).await?;
         if let Some(request) = request
             && let Some(temp_dir) = &request.temp_dir
             && !request.runtime_options.debug_keep_temp
@@ -236,10 +246,10 @@ impl Jobs {
     /// Runs the turn of a started run and tells how it ended.
     async fn execute_started(
         &self,
-        run_id: &str,
+        run: Run,
         cancel: &CancellationToken,
     ) -> anyhow::Result<TurnEnd> {
-        let run = self.store.run(run_id).await?.context("run row vanished")?;
+        let run_id = run.run_id.as_str();
         let request = self
             .store
             .request(&run.request_id)
@@ -255,11 +265,9 @@ impl Jobs {
             }
         };
         let folder = self.folder(run_id);
-        folder.create().await?;
         let options = &request.runtime_options;
-        write_atomic(
-            &folder.input_file(),
-            &serde_json::to_vec_pretty(&json!({
+        folder
+            .create(Some(serde_json::to_vec_pretty(&json!({
                 "request_id": request.request_id,
                 "skill_id": run.skill_id,
                 "engine": run.engine,
@@ -267,9 +275,8 @@ impl Jobs {
                 "input": request.input,
                 "parameter": request.parameter,
                 "runtime_options": request.runtime_options,
-            }))?,
-        )
-        .await?;
+            }))?))
+            .await?;
 
         let input = runner::resolved_input(&skill, &request.input, &folder);
         let problems = runner::input_problems(&skill, &input, &request.parameter);
@@ -430,18 +437,11 @@ where
     }
 }
 
-/// Writes through a temporary file and a rename, so readers never see half a file (in one
-/// blocking task rather than a hop to the blocking pool per step).
+/// [`write_atomic_blocking`] in one blocking task (rather than a hop to the blocking pool per
+/// step).
 pub async fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let (path, bytes) = (path.to_path_buf(), bytes.to_vec());
-    tokio::task::spawn_blocking(move || {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::new_v4()));
-        std::fs::write(&tmp, bytes)?;
-        std::fs::rename(&tmp, &path)
-    })
-    .await
-    .map_err(std::io::Error::other)?
+    tokio::task::spawn_blocking(move || write_atomic_blocking(&path, &bytes))
+        .await
+        .map_err(std::io::Error::other)?
 }

@@ -78,6 +78,8 @@ pub struct Jobs {
     engines: Engines,
     supervisor: Supervisor,
     queue: Arc<Queue>,
+    /// The skill folders' fingerprints for cache keys.
+    fingerprints: cache::Fingerprints,
     /// Cancel switches of the turns being executed, by run id, with a number that tells one
     /// turn of a run from the next.
     active: Mutex<HashMap<String, (u64, CancellationToken)>>,
@@ -99,6 +101,7 @@ impl Jobs {
         Arc::new(Self {
             supervisor,
             queue: Queue::new(config.jobs.max_queue_size),
+            fingerprints: cache::Fingerprints::default(),
             engines,
             config,
             store,

@@ -114,11 +114,11 @@ impl Jobs {
     ) -> anyhow::Result<()> {
         // A turn the stop cut short may have left lent logins in the run's home.
         crate::engines::agent::forget_logins(&self.folder(run_id));
-        if self
+        if let Some(ended) = self
             .store
             .reconcile_interrupted(run_id, from, &ending, reason)
             .await?
-            && let Err(e) = self.after_end(run_id, &ending).await
+            && let Err(e) = self.after_end(run_id, &ending, &ended).await
         {
             tracing::error!(
                 run_id,

@@ -231,6 +231,23 @@ pub struct Ending {
     pub result: Option<Value>,
 }
 
+/// What is left to do after a run ended: its cache entry, its temporary skill (returned by
+/// the write that ended it, so the clean-up reads nothing back).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Ended {
+    pub request_id: String,
+    pub cache_key: Option<String>,
+    /// Whether the run's request brought a temporary skill.
+    pub temp_skill: bool,
+}
+
+macro_rules! ended_columns {
+    () => {
+        " RETURNING request_id, cache_key, EXISTS (SELECT 1 FROM requests q
+             WHERE q.request_id = runs.request_id AND q.temp_dir IS NOT NULL) AS temp_skill"
+    };
+}
+
 /// What a cleanup removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct CleanupCounts {
@@ -493,26 +510,28 @@ impl Store {
         Ok(())
     }
 
-    /// [`Move::Start`], counting the turn; false when the run is no longer queued (canceled
-    /// meanwhile).
-    pub async fn start_run(&self, run_id: &str, sandbox: &str) -> anyhow::Result<bool> {
+    /// [`Move::Start`], counting the turn: the started run, or `None` when it is no longer
+    /// queued (canceled meanwhile).
+    pub async fn start_run(&self, run_id: &str, sandbox: &str) -> anyhow::Result<Option<Run>> {
         let _writing = self.writing().await;
         crate::faults::check("store-start-run")?;
         let now = Timestamp::now();
-        let done = sqlx::query(
+        let row: Option<RunRow> = sqlx::query_as(concat!(
             "UPDATE runs SET status = ?, turn = turn + 1, sandbox = ?,
                  started_at = COALESCE(started_at, ?), updated_at = ?
-             WHERE run_id = ? AND status IN (SELECT value FROM json_each(?))",
-        )
+             WHERE run_id = ? AND status IN (SELECT value FROM json_each(?))
+             RETURNING ",
+            run_columns!()
+        ))
         .bind(RunStatus::Running)
         .bind(sandbox)
         .bind(now)
         .bind(now)
         .bind(run_id)
         .bind(Move::Start.from_json())
-        .execute(&self.pool)
+        .fetch_optional(&self.pool)
         .await?;
-        Ok(done.rows_affected() == 1)
+        row.map(Run::try_from).transpose()
     }
 
     /// Records (or clears) the process group of the turn under way.
@@ -546,26 +565,27 @@ impl Store {
     }
 
     /// Ends a run by `by` (with `asked`, only while it still waits on its `asked`-th question);
-    /// false when another writer moved it first.
+    /// `None` when another writer moved it first.
     pub async fn finish_run(
         &self,
         run_id: &str,
         by: Move,
         asked: Option<u32>,
         ending: &Ending,
-    ) -> anyhow::Result<bool> {
+    ) -> anyhow::Result<Option<Ended>> {
         let _writing = self.writing().await;
         by.check_target(ending.status)?;
         crate::faults::check("store-finish")?;
         let now = Timestamp::now();
-        let done = sqlx::query(
+        let ended = sqlx::query_as(concat!(
             "UPDATE runs SET status = ?, error_code = ?, error_message = ?, warnings = ?,
                  result = ?, pgid = NULL, pg_boot_id = NULL, pg_start_ticks = NULL,
                  pending_interaction_id = NULL, wait_deadline = NULL,
                  updated_at = ?, finished_at = ?
              WHERE run_id = ? AND status IN (SELECT value FROM json_each(?))
                AND (? IS NULL OR interaction_count = ?)",
-        )
+            ended_columns!()
+        ))
         .bind(ending.status)
         .bind(&ending.error_code)
         .bind(&ending.error_message)
@@ -577,9 +597,9 @@ impl Store {
         .bind(by.from_json())
         .bind(asked)
         .bind(asked)
-        .execute(&self.pool)
+        .fetch_optional(&self.pool)
         .await?;
-        Ok(done.rows_affected() == 1)
+        Ok(ended)
     }
 
     /// Ends a run found in `from` at start-up as failed and reconciled ([`Move::Reconcile`]).
@@ -589,7 +609,7 @@ impl Store {
         from: RunStatus,
         ending: &Ending,
         reason: &str,
-    ) -> anyhow::Result<bool> {
+    ) -> anyhow::Result<Option<Ended>> {
         let _writing = self.writing().await;
         anyhow::ensure!(
             Move::Reconcile.allows(from, ending.status),
@@ -598,14 +618,15 @@ impl Store {
             ending.status.as_str()
         );
         let now = Timestamp::now();
-        let done = sqlx::query(
+        let ended = sqlx::query_as(concat!(
             "UPDATE runs SET status = ?, error_code = ?, error_message = ?, result = ?,
                  recovery_state = 'failed_reconciled', recovered_at = ?, recovery_reason = ?,
                  pgid = NULL, pg_boot_id = NULL, pg_start_ticks = NULL,
                  pending_interaction_id = NULL, wait_deadline = NULL,
                  updated_at = ?, finished_at = ?
              WHERE run_id = ? AND status = ?",
-        )
+            ended_columns!()
+        ))
         .bind(ending.status)
         .bind(&ending.error_code)
         .bind(&ending.error_message)
@@ -616,9 +637,9 @@ impl Store {
         .bind(now)
         .bind(run_id)
         .bind(from)
-        .execute(&self.pool)
+        .fetch_optional(&self.pool)
         .await?;
-        Ok(done.rows_affected() == 1)
+        Ok(ended)
     }
 
     /// The newest `limit` requests that have a run, with their runs, newest first.
@@ -818,21 +839,25 @@ mod tests {
             .create_request(&new_request("q1"), Some(&Binding::Run(new_run("r1"))))
             .await
             .unwrap();
-        assert!(store.start_run("r1", "off").await.unwrap());
-        assert!(!store.start_run("r1", "off").await.unwrap());
+        let started = store.start_run("r1", "off").await.unwrap().unwrap();
+        assert_eq!((started.status, started.turn), (RunStatus::Running, 1));
+        assert!(store.start_run("r1", "off").await.unwrap().is_none());
         let mut canceled = ending(RunStatus::Canceled);
         canceled.error_code = Some("CANCELED_BY_USER".into());
+        let ended = store
+            .finish_run("r1", Move::Cancel, None, &canceled)
+            .await
+            .unwrap()
+            .expect("the cancel ended the run");
+        assert_eq!(ended.request_id, "q1");
+        assert_eq!(ended.cache_key.as_deref(), Some("k1"));
+        assert!(!ended.temp_skill);
         assert!(
             store
-                .finish_run("r1", Move::Cancel, None, &canceled)
-                .await
-                .unwrap()
-        );
-        assert!(
-            !store
                 .finish_run("r1", Move::End, None, &ending(RunStatus::Succeeded))
                 .await
                 .unwrap()
+                .is_none()
         );
         // A move that may not end a run that way writes nothing.
         assert!(
@@ -862,7 +887,7 @@ mod tests {
             );
             assert!(store.request("q1").await.unwrap().is_some());
         }
-        assert!(store.start_run("r1", "off").await.unwrap());
+        assert!(store.start_run("r1", "off").await.unwrap().is_some());
         assert_eq!(
             store.run("r1").await.unwrap().unwrap().status,
             RunStatus::Running
