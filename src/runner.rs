@@ -17,9 +17,10 @@ use tokio_util::sync::CancellationToken;
 use crate::browse::files_under;
 use crate::engines::{EngineAdapter, Prepared, Turn};
 use crate::output::{self, RepairLevel, Reported, TurnOutcome};
-use crate::process::{Completed, Exit, OnOutput, Running, Supervisor, Windows};
+use crate::process::{Completed, Exit, OnOutput, Supervisor, Windows};
 use crate::run_folder::{RunFolder, is_plain_file};
 use crate::skill::{ExecutionMode, InputSource, SkillManifest};
+use crate::store::ProcessMark;
 
 /// The largest stretch of a turn's stdout searched for its answer (the answer comes last).
 const ANSWER_WINDOW: u64 = 8 * 1024 * 1024;
@@ -68,9 +69,9 @@ pub enum Outcome {
 
 /// What a caller keeps while a turn runs.
 pub trait Observer: Sync {
-    /// The turn's process started. An error kills its whole tree and ends the turn
-    /// [`Outcome::Unrecorded`].
-    fn started(&self, running: &Running) -> impl Future<Output = anyhow::Result<()>> + Send;
+    /// The turn's process started (`mark` identifies its group); the turn runs meanwhile. An
+    /// error stops its whole tree and ends the turn [`Outcome::Unrecorded`].
+    fn started(&self, mark: &ProcessMark) -> impl Future<Output = anyhow::Result<()>> + Send;
     /// The engine session the turn continues in (known before it starts, or reported by it).
     fn session(&self, session: &str) -> impl Future<Output = anyhow::Result<()>> + Send;
 }
@@ -80,7 +81,7 @@ pub trait Observer: Sync {
 pub struct Unobserved;
 
 impl Observer for Unobserved {
-    async fn started(&self, _: &Running) -> anyhow::Result<()> {
+    async fn started(&self, _: &ProcessMark) -> anyhow::Result<()> {
         Ok(())
     }
 
@@ -139,20 +140,31 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
             return Ok(failed(Envelope::default(), message, None));
         }
     };
-    if let Err(e) = observer.started(&running).await {
-        // Dropping the handle kills the turn's whole tree.
-        drop(running);
-        return Ok(Outcome::Unrecorded(e));
-    }
     let windows = Windows {
         stdout: ANSWER_WINDOW,
         stderr: STDERR_TAIL,
     };
+    // The start is recorded while the turn runs (a short turn would otherwise wait for the
+    // store); a failure to record it stops the turn's whole tree.
+    let mark = running.mark().clone();
+    let stop = plan.cancel.child_token();
+    let recording = async {
+        let recorded = observer.started(&mark).await;
+        if recorded.is_err() {
+            stop.cancel();
+        }
+        recorded
+    };
+    let (recorded, completed) =
+        tokio::join!(recording, running.complete(plan.deadline, &stop, windows));
+    if let Err(e) = recorded {
+        return Ok(Outcome::Unrecorded(e));
+    }
     let Completed {
         exit,
         stdout,
         stderr,
-    } = running.complete(plan.deadline, plan.cancel, windows).await;
+    } = completed;
     // The turn is over: a refreshed login goes back to the agent home, the copies away.
     drop(login);
     let mut envelope = Envelope {

@@ -11,16 +11,16 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::Jobs;
 use super::options::RuntimeOptions;
+use super::{Jobs, Slot};
 use crate::engines::Turn;
 use crate::output::RepairLevel;
-use crate::process::{OnOutput, Running};
+use crate::process::OnOutput;
 use crate::run_folder::write_atomic_blocking;
 use crate::run_state::Move;
 use crate::runner::{self, Envelope, Observer, Outcome};
 use crate::skill::{Rules, SkillManifest, manifest};
-use crate::store::{Ended, Ending, RequestKind, Run, RunStatus};
+use crate::store::{Ended, Ending, ProcessMark, RequestKind, Run, RunStatus};
 
 /// Pauses between attempts to record a run's start or end.
 const STORE_RETRIES: [std::time::Duration; 3] = [
@@ -118,9 +118,14 @@ fn failed_without_result(message: String) -> Ending {
 }
 
 impl Jobs {
-    /// Executes a queued run's next turn under the switch `cancel`; a run canceled while
-    /// queued is skipped.
-    pub(super) async fn execute(self: &Arc<Self>, run_id: &str, cancel: CancellationToken) {
+    /// Executes a queued run's next turn under the switch `cancel`, holding `slot` until the
+    /// turn is over; a run canceled while queued is skipped.
+    pub(super) async fn execute(
+        self: &Arc<Self>,
+        run_id: &str,
+        cancel: CancellationToken,
+        slot: Slot,
+    ) {
         let sandbox = self.sandbox().as_str();
         let run = match retried("start", run_id, || self.store.start_run(run_id, sandbox)).await {
             Ok(Some(run)) => {
@@ -136,7 +141,7 @@ impl Jobs {
                 return;
             }
         };
-        let ending = match self.execute_started(run, &cancel).await {
+        let ending = match self.execute_started(run, &cancel, slot).await {
             Ok(TurnEnd::Ended(ending)) => ending,
             Ok(TurnEnd::Asked { question, options }) => {
                 return self.wait_for_user(run_id, question, &options).await;
@@ -248,6 +253,7 @@ impl Jobs {
         &self,
         run: Run,
         cancel: &CancellationToken,
+        slot: Slot,
     ) -> anyhow::Result<TurnEnd> {
         let run_id = run.run_id.as_str();
         let request = self
@@ -322,7 +328,9 @@ impl Jobs {
             output_limit: None,
         };
         let observer = RunObserver { jobs: self, run_id };
-        Ok(match runner::run(plan, &observer).await? {
+        let outcome = runner::run(plan, &observer).await;
+        drop(slot);
+        Ok(match outcome? {
             Outcome::Succeeded(envelope) => TurnEnd::Ended(envelope.succeeded()),
             Outcome::Failed {
                 envelope,
@@ -384,11 +392,11 @@ struct RunObserver<'a> {
 }
 
 impl Observer for RunObserver<'_> {
-    async fn started(&self, running: &Running) -> anyhow::Result<()> {
+    async fn started(&self, mark: &ProcessMark) -> anyhow::Result<()> {
         crate::faults::check("store-after-spawn")?;
         self.jobs
             .store
-            .set_run_process(self.run_id, Some(running.mark()))
+            .set_run_process(self.run_id, Some(mark))
             .await
     }
 

@@ -69,6 +69,13 @@ impl Scope {
     }
 }
 
+/// A worker's slot, held by the run it executes until the run's turn is over; dropping it
+/// frees the slot.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    _held: tokio::sync::oneshot::Sender<()>,
+}
+
 /// The job engine; one per service, shared by the handlers.
 #[derive(Debug)]
 pub struct Jobs {
@@ -162,7 +169,10 @@ impl Jobs {
         }
     }
 
-    /// One slot: executes runs one after another until shutdown.
+    /// One slot: takes runs one after another until shutdown. The slot is free again as soon
+    /// as a run's turn is over (its processes gone), while the run's task still records the
+    /// result: the limit is on turns executing at once, and the next one need not wait for
+    /// the store.
     async fn worker(self: Arc<Self>) {
         while let Some(run_id) = self.queue.pop().await {
             let cancel = self.shutdown.child_token();
@@ -171,19 +181,28 @@ impl Jobs {
                 .lock()
                 .expect("active lock")
                 .insert(run_id.clone(), (turn, cancel.clone()));
-            // A panic inside the run must not take the slot with it: the run is executed as its
-            // own task and a panic is turned into a failed run.
+            let (slot, freed) = tokio::sync::oneshot::channel();
             let jobs = self.clone();
-            let id = run_id.clone();
-            if let Err(e) = tokio::spawn(async move { jobs.execute(&id, cancel).await }).await {
-                tracing::error!(run_id, error = %e, "run execution panicked");
-                self.fail_after_panic(&run_id).await;
-            }
-            // The next turn of this run may already be executing under its own switch.
-            let mut active = self.active.lock().expect("active lock");
-            if active.get(&run_id).is_some_and(|(t, _)| *t == turn) {
-                active.remove(&run_id);
-            }
+            self.tracker.spawn(async move {
+                // A panic inside the run must not go unrecorded: the run is executed as its
+                // own task and a panic is turned into a failed run.
+                let executor = jobs.clone();
+                let id = run_id.clone();
+                let executed = tokio::spawn(async move {
+                    executor.execute(&id, cancel, Slot { _held: slot }).await
+                });
+                if let Err(e) = executed.await {
+                    tracing::error!(run_id, error = %e, "run execution panicked");
+                    jobs.fail_after_panic(&run_id).await;
+                }
+                // The next turn of this run may already be executing under its own switch.
+                let mut active = jobs.active.lock().expect("active lock");
+                if active.get(&run_id).is_some_and(|(t, _)| *t == turn) {
+                    active.remove(&run_id);
+                }
+            });
+            // Sent never: the slot is free when the run drops it.
+            let _ = freed.await;
         }
     }
 

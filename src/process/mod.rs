@@ -22,8 +22,7 @@ mod sys;
 pub mod terminal;
 
 use std::io::SeekFrom;
-use std::ops::Range;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -121,14 +120,6 @@ impl Exit {
             }
         }
     }
-}
-
-/// The end of a supervised process: how it ended and which bytes of each log it wrote.
-#[derive(Debug, Clone)]
-pub struct Finished {
-    pub exit: Exit,
-    pub stdout: Range<u64>,
-    pub stderr: Range<u64>,
 }
 
 /// A finished process with the end of what it wrote, decoded (invalid UTF-8 replaced).
@@ -342,9 +333,15 @@ impl Running {
         &self.mark
     }
 
-    /// Waits until the process exits, `deadline` passes, or `cancel` fires; in the last two
-    /// cases the group is terminated. Always leaves no process of the group alive.
-    pub async fn wait(mut self, deadline: Instant, cancel: &CancellationToken) -> Finished {
+    /// Waits until the process exits, `deadline` passes, or `cancel` fires (in the last two
+    /// cases the group is terminated), then reads back the end of each stream. Always leaves
+    /// no process of the group alive.
+    pub async fn complete(
+        mut self,
+        deadline: Instant,
+        cancel: &CancellationToken,
+        windows: Windows,
+    ) -> Completed {
         let exit = tokio::select! {
             // Passing the output limit wins over an exit at the same moment.
             biased;
@@ -363,33 +360,20 @@ impl Running {
         }
         drain(self.stdout).await;
         drain(self.stderr).await;
-        // Only this turn appends to the logs, so their ends are where its output ends.
-        let ends = [self.stdout_log, self.stderr_log];
-        let [stdout_end, stderr_end] = tokio::task::spawn_blocking(move || {
-            ends.map(|path| std::fs::metadata(path).map_or(0, |m| m.len()))
+        let logs = [
+            (self.stdout_log, self.stdout_start, windows.stdout),
+            (self.stderr_log, self.stderr_start, windows.stderr),
+        ];
+        // Both tails in one blocking task: each `tokio::fs` call would be a hop of its own.
+        let [stdout, stderr] = tokio::task::spawn_blocking(move || {
+            logs.map(|(path, from, max)| tail(&path, from, max))
         })
         .await
-        .unwrap_or([self.stdout_start, self.stderr_start]);
-        Finished {
-            exit,
-            stdout: self.stdout_start..stdout_end.max(self.stdout_start),
-            stderr: self.stderr_start..stderr_end.max(self.stderr_start),
-        }
-    }
-
-    /// [`Self::wait`], then reads back the end of each stream.
-    pub async fn complete(
-        self,
-        deadline: Instant,
-        cancel: &CancellationToken,
-        windows: Windows,
-    ) -> Completed {
-        let (stdout_log, stderr_log) = (self.stdout_log.clone(), self.stderr_log.clone());
-        let finished = self.wait(deadline, cancel).await;
+        .unwrap_or_default();
         Completed {
-            exit: finished.exit,
-            stdout: read_tail(stdout_log, finished.stdout, windows.stdout).await,
-            stderr: read_tail(stderr_log, finished.stderr, windows.stderr).await,
+            exit,
+            stdout,
+            stderr,
         }
     }
 
@@ -556,31 +540,25 @@ async fn copy_to_log(
     }
 }
 
-/// The last `max` bytes of `range` in `path`, decoded (invalid UTF-8 replaced), read in one
-/// blocking task (each `tokio::fs` call would be a hop of its own).
-async fn read_tail(path: PathBuf, range: Range<u64>, max: u64) -> String {
+/// The last `max` bytes `path` gained after offset `from`, decoded (invalid UTF-8 replaced).
+/// Only the turn appends to its logs, so once it is gone their ends are where its output ends.
+fn tail(path: &Path, from: u64, max: u64) -> String {
     use std::io::{Read as _, Seek as _};
-    let start = range.start.max(range.end.saturating_sub(max));
-    if start >= range.end {
-        return String::new();
-    }
-    let read = tokio::task::spawn_blocking(move || {
-        let read = || {
-            let mut file = std::fs::File::open(&path)?;
+    let read = || {
+        let mut file = std::fs::File::open(path)?;
+        let end = file.metadata()?.len();
+        let start = from.max(end.saturating_sub(max));
+        let mut buf = Vec::new();
+        if start < end {
             file.seek(SeekFrom::Start(start))?;
-            let mut buf = Vec::new();
-            file.take(range.end - start).read_to_end(&mut buf)?;
-            Ok::<_, std::io::Error>(buf)
-        };
-        // The path is only formatted when it is needed, for the warning.
-        read().map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
-    })
-    .await
-    .map_err(std::io::Error::other);
-    match read {
-        Ok(Ok(buf)) => String::from_utf8_lossy(&buf).into_owned(),
-        Ok(Err(e)) | Err(e) => {
-            tracing::warn!(error = %e, "cannot read process output");
+            file.take(end - start).read_to_end(&mut buf)?;
+        }
+        Ok::<_, std::io::Error>(buf)
+    };
+    match read() {
+        Ok(buf) => String::from_utf8_lossy(&buf).into_owned(),
+        Err(e) => {
+            tracing::warn!(error = %e, path = %path.display(), "cannot read process output");
             String::new()
         }
     }
