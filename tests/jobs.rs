@@ -574,6 +574,52 @@ async fn the_queue_bound_is_real_and_drains() {
     }
 }
 
+/// The slot is the turn's, not the bookkeeping's: with one slot, a run whose result cannot be
+/// recorded yet (the store fails, the write is retried after a pause) does not hold up the
+/// next run, which starts and ends meanwhile.
+#[tokio::test]
+async fn a_slot_is_free_once_the_turn_is_over() {
+    let server = TestServer::with_skills(
+        &[probe_skill("probe", None)],
+        &[
+            ("SKILL_RUNNER_MAX_CONCURRENT", "1"),
+            // The first end fails; with the pauses between tries (0.1 s, 0.5 s, ...) the end of
+            // the first run is recorded at least 0.1 s after its turn.
+            ("SKILL_RUNNER_TEST_FAULTS", "store-finish*3"),
+        ],
+    );
+    let first = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "ok", "n": 1}}))
+        .await;
+    let second = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "ok", "n": 2}}))
+        .await;
+    let status = |rid: String| {
+        let server = &server;
+        async move { server.get(&format!("/v1/jobs/{rid}")).await.1["status"].clone() }
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut second_ended_first = false;
+    loop {
+        let (a, b) = (status(first.clone()).await, status(second.clone()).await);
+        if b == "succeeded" && a == "running" {
+            second_ended_first = true;
+        }
+        if a == "succeeded" && b == "succeeded" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "first {a}, second {b}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert!(
+        second_ended_first,
+        "the second run waited for the first run's end to be recorded"
+    );
+}
+
 #[tokio::test]
 async fn no_slot_leaks_after_hundreds_of_mixed_outcomes() {
     let server = TestServer::with_skills(
