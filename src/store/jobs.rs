@@ -284,6 +284,43 @@ macro_rules! run_columns {
 }
 
 type Tx<'a> = sqlx::Transaction<'a, sqlx::Sqlite>;
+type Statement<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
+
+/// A fresh run's row; its arguments are [`bind_run`]'s.
+macro_rules! insert_run {
+    () => {
+        "INSERT INTO runs (run_id, request_id, skill_id, engine, skill_dir, status, cache_key,
+                           created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?)"
+    };
+}
+
+/// A request's row; its arguments are [`bind_request`]'s.
+macro_rules! insert_request {
+    () => {
+        "INSERT INTO requests (request_id, kind, skill_id, engine, model, engine_options, input,
+                               parameter, runtime_options, upload_state, run_id, cache_hit,
+                               created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    };
+}
+
+fn bind_run<'q>(
+    query: Statement<'q>,
+    request_id: &'q str,
+    run: &'q NewRun,
+    now: Timestamp,
+) -> Statement<'q> {
+    query
+        .bind(&run.run_id)
+        .bind(request_id)
+        .bind(&run.skill_id)
+        .bind(run.engine)
+        .bind(&run.skill_dir)
+        .bind(&run.cache_key)
+        .bind(now)
+        .bind(now)
+}
 
 async fn insert_run(
     tx: &mut Tx<'_>,
@@ -291,27 +328,17 @@ async fn insert_run(
     run: &NewRun,
     now: &Timestamp,
 ) -> anyhow::Result<()> {
-    sqlx::query(
-        "INSERT INTO runs (run_id, request_id, skill_id, engine, skill_dir, status, cache_key,
-                           created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?)",
-    )
-    .bind(&run.run_id)
-    .bind(request_id)
-    .bind(&run.skill_id)
-    .bind(run.engine)
-    .bind(&run.skill_dir)
-    .bind(&run.cache_key)
-    .bind(now)
-    .bind(now)
-    .execute(&mut **tx)
-    .await?;
+    bind_run(sqlx::query(insert_run!()), request_id, run, *now)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
 }
 
 impl Store {
     /// Records a request, bound to a fresh run or a cached one, or awaiting its upload
-    /// (`binding` = `None`). One transaction: the request and its run appear together.
+    /// (`binding` = `None`). The request and its run appear together: both rows are written
+    /// in one transaction sent as one batch, a single round trip to the connection's thread
+    /// (every create takes the writer's turn, so each trip saved shortens everyone's wait).
     pub async fn create_request(
         &self,
         request: &NewRequest,
@@ -319,38 +346,57 @@ impl Store {
     ) -> anyhow::Result<()> {
         let _writing = self.writing().await;
         let now = Timestamp::now();
-        let mut tx = self.pool.begin().await?;
-        let (run_id, cache_hit, upload_state) = match binding {
-            Some(Binding::Run(run)) => {
-                insert_run(&mut tx, &request.request_id, run, &now).await?;
-                (Some(run.run_id.as_str()), false, UploadState::None)
+        let (run, run_id, cache_hit, upload_state) = match binding {
+            Some(Binding::Run(run)) => (
+                Some(run),
+                Some(run.run_id.as_str()),
+                false,
+                UploadState::None,
+            ),
+            Some(Binding::CacheHit(run_id)) => {
+                (None, Some(run_id.as_str()), true, UploadState::None)
             }
-            Some(Binding::CacheHit(run_id)) => (Some(run_id.as_str()), true, UploadState::None),
-            None => (None, false, UploadState::Awaiting),
+            None => (None, None, false, UploadState::Awaiting),
         };
-        sqlx::query(
-            "INSERT INTO requests (request_id, kind, skill_id, engine, model, engine_options, input,
-                                   parameter, runtime_options, upload_state, run_id, cache_hit,
-                                   created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(&request.request_id)
-        .bind(request.kind)
-        .bind(&request.skill_id)
-        .bind(request.engine.map_or("", Engine::as_str))
-        .bind(&request.model)
-        .bind(request.engine_options.to_string())
-        .bind(request.input.to_string())
-        .bind(request.parameter.to_string())
-        .bind(serde_json::to_string(&request.runtime_options)?)
-        .bind(upload_state)
-        .bind(run_id)
-        .bind(cache_hit)
-        .bind(now)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
+        let query = match run {
+            Some(run) => bind_run(
+                sqlx::query(concat!(
+                    "BEGIN IMMEDIATE; ",
+                    insert_run!(),
+                    "; ",
+                    insert_request!(),
+                    "; COMMIT"
+                )),
+                &request.request_id,
+                run,
+                now,
+            ),
+            None => sqlx::query(insert_request!()),
+        };
+        let mut conn = self.pool.acquire().await?;
+        let written = query
+            .bind(&request.request_id)
+            .bind(request.kind)
+            .bind(&request.skill_id)
+            .bind(request.engine.map_or("", Engine::as_str))
+            .bind(&request.model)
+            .bind(request.engine_options.to_string())
+            .bind(request.input.to_string())
+            .bind(request.parameter.to_string())
+            .bind(serde_json::to_string(&request.runtime_options)?)
+            .bind(upload_state)
+            .bind(run_id)
+            .bind(cache_hit)
+            .bind(now)
+            .bind(now)
+            .execute(&mut *conn)
+            .await;
+        if let Err(e) = written {
+            // A statement that failed inside the batch leaves its transaction open on this
+            // connection ("no transaction" when it failed before or at BEGIN: nothing to undo).
+            let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
+            return Err(e.into());
+        }
         Ok(())
     }
 
@@ -819,6 +865,33 @@ mod tests {
             skill_dir: "/skills/demo".into(),
             engine: Engine::Script,
             cache_key: Some("k1".into()),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_create_that_fails_halfway_leaves_nothing_and_the_store_usable() {
+        let (_dir, store) = store().await;
+        store
+            .create_request(&new_request("q1"), Some(&Binding::Run(new_run("r1"))))
+            .await
+            .unwrap();
+        // The run row goes in first; the request row then breaks its primary key.
+        let again = store
+            .create_request(&new_request("q1"), Some(&Binding::Run(new_run("r2"))))
+            .await;
+        assert!(again.is_err());
+        assert!(
+            store.run("r2").await.unwrap().is_none(),
+            "the run of the refused request was rolled back"
+        );
+        // Every pooled connection is out of the transaction: the next writes all land.
+        for n in 3..12 {
+            let (q, r) = (format!("q{n}"), format!("r{n}"));
+            store
+                .create_request(&new_request(&q), Some(&Binding::Run(new_run(&r))))
+                .await
+                .unwrap();
+            assert_eq!(store.run(&r).await.unwrap().unwrap().request_id, q);
         }
     }
 
