@@ -161,8 +161,8 @@ impl Jobs {
     }
 
     /// Records `ending` by the move `by` (with `asked`, only while the run still waits on that
-    /// question); the winner writes `result/result.json`, the cache entry and removes a
-    /// temporary skill. Returns whether this call ended the run.
+    /// question), with the cache entry of a success; the winner writes `result/result.json`
+    /// and removes a temporary skill. Returns whether this call ended the run.
     pub(super) async fn finish(
         &self,
         run_id: &str,
@@ -203,11 +203,6 @@ impl Jobs {
                 &serde_json::to_vec_pretty(result)?,
             )
             .await?;
-        }
-        if ending.status == RunStatus::Succeeded
-            && let Some(key) = &ended.cache_key
-        {
-            self.store.put_cache_entry(key, run_id).await?;
         }
         if !ended.temp_skill {
             return Ok(());

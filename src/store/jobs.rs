@@ -231,19 +231,18 @@ pub struct Ending {
     pub result: Option<Value>,
 }
 
-/// What is left to do after a run ended: its cache entry, its temporary skill (returned by
-/// the write that ended it, so the clean-up reads nothing back).
+/// What is left to do after a run ended: its temporary skill (returned by the write that
+/// ended it, so the clean-up reads nothing back).
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Ended {
     pub request_id: String,
-    pub cache_key: Option<String>,
     /// Whether the run's request brought a temporary skill.
     pub temp_skill: bool,
 }
 
 macro_rules! ended_columns {
     () => {
-        " RETURNING request_id, cache_key, EXISTS (SELECT 1 FROM requests q
+        " RETURNING request_id, EXISTS (SELECT 1 FROM requests q
              WHERE q.request_id = runs.request_id AND q.temp_dir IS NOT NULL) AS temp_skill"
     };
 }
@@ -334,6 +333,19 @@ async fn insert_run(
     Ok(())
 }
 
+/// The outcome of a batch (`BEGIN IMMEDIATE; …; COMMIT` sent at once) on `conn`: a statement
+/// that failed inside it left its transaction open there, so it is rolled back ("no
+/// transaction" when the batch failed at or before its `BEGIN`: nothing to undo).
+async fn settle<T>(
+    conn: &mut sqlx::pool::PoolConnection<sqlx::Sqlite>,
+    batch: Result<T, sqlx::Error>,
+) -> Result<T, sqlx::Error> {
+    if batch.is_err() {
+        let _ = sqlx::query("ROLLBACK").execute(&mut **conn).await;
+    }
+    batch
+}
+
 impl Store {
     /// Records a request, bound to a fresh run or a cached one, or awaiting its upload
     /// (`binding` = `None`). The request and its run appear together: both rows are written
@@ -391,12 +403,7 @@ impl Store {
             .bind(now)
             .execute(&mut *conn)
             .await;
-        if let Err(e) = written {
-            // A statement that failed inside the batch leaves its transaction open on this
-            // connection ("no transaction" when it failed before or at BEGIN: nothing to undo).
-            let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
-            return Err(e.into());
-        }
+        settle(&mut conn, written).await?;
         Ok(())
     }
 
@@ -611,7 +618,8 @@ impl Store {
     }
 
     /// Ends a run by `by` (with `asked`, only while it still waits on its `asked`-th question);
-    /// `None` when another writer moved it first.
+    /// `None` when another writer moved it first. A run that succeeded with a cache key becomes
+    /// its key's cache entry in the same transaction, sent with the end as one batch.
     pub async fn finish_run(
         &self,
         run_id: &str,
@@ -623,14 +631,25 @@ impl Store {
         by.check_target(ending.status)?;
         crate::faults::check("store-finish")?;
         let now = Timestamp::now();
+        let mut conn = self.pool.acquire().await?;
+        // `changes()` is the UPDATE's: only the writer that ended the run adds its entry.
         let ended = sqlx::query_as(concat!(
-            "UPDATE runs SET status = ?, error_code = ?, error_message = ?, warnings = ?,
+            "BEGIN IMMEDIATE;
+             UPDATE runs SET status = ?, error_code = ?, error_message = ?, warnings = ?,
                  result = ?, pgid = NULL, pg_boot_id = NULL, pg_start_ticks = NULL,
                  pending_interaction_id = NULL, wait_deadline = NULL,
                  updated_at = ?, finished_at = ?
              WHERE run_id = ? AND status IN (SELECT value FROM json_each(?))
                AND (? IS NULL OR interaction_count = ?)",
-            ended_columns!()
+            ended_columns!(),
+            ";
+             INSERT INTO cache_entries (cache_key, run_id, created_at)
+                 SELECT cache_key, run_id, ? FROM runs
+                 WHERE changes() = 1 AND run_id = ? AND status = 'succeeded'
+                   AND cache_key IS NOT NULL
+             ON CONFLICT (cache_key) DO UPDATE SET run_id = excluded.run_id,
+                 created_at = excluded.created_at;
+             COMMIT"
         ))
         .bind(ending.status)
         .bind(&ending.error_code)
@@ -643,9 +662,13 @@ impl Store {
         .bind(by.from_json())
         .bind(asked)
         .bind(asked)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(ended)
+        .bind(now)
+        .bind(run_id)
+        // Every statement must run (`fetch_optional` would stop at the first row, before the
+        // COMMIT): the UPDATE's row, if any, is the only one.
+        .fetch_all(&mut *conn)
+        .await;
+        Ok(settle(&mut conn, ended).await?.pop())
     }
 
     /// Ends a run found in `from` at start-up as failed and reconciled ([`Move::Reconcile`]).
@@ -747,21 +770,6 @@ impl Store {
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.map(|r| r.0))
-    }
-
-    pub async fn put_cache_entry(&self, cache_key: &str, run_id: &str) -> anyhow::Result<()> {
-        let _writing = self.writing().await;
-        sqlx::query(
-            "INSERT INTO cache_entries (cache_key, run_id, created_at) VALUES (?, ?, ?)
-             ON CONFLICT (cache_key) DO UPDATE SET run_id = excluded.run_id,
-                 created_at = excluded.created_at",
-        )
-        .bind(cache_key)
-        .bind(run_id)
-        .bind(Timestamp::now())
-        .execute(&self.pool)
-        .await?;
-        Ok(())
     }
 
     /// Deletes finished runs (failed ones finished before `failed_before`, the others before
@@ -869,6 +877,36 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn only_the_end_that_wins_with_a_success_becomes_the_cache_entry() {
+        let (_dir, store) = store().await;
+        let end = |run: &'static str, by: Move, status: RunStatus| {
+            let store = store.clone();
+            async move {
+                store
+                    .finish_run(run, by, None, &ending(status))
+                    .await
+                    .unwrap()
+            }
+        };
+        for (q, r) in [("q1", "r1"), ("q2", "r2"), ("q3", "r3")] {
+            store
+                .create_request(&new_request(q), Some(&Binding::Run(new_run(r))))
+                .await
+                .unwrap();
+            store.start_run(r, "off").await.unwrap();
+        }
+        assert!(end("r1", Move::End, RunStatus::Failed).await.is_some());
+        assert_eq!(store.cached_run("k1").await.unwrap(), None, "a failure");
+        assert!(end("r2", Move::End, RunStatus::Succeeded).await.is_some());
+        assert_eq!(store.cached_run("k1").await.unwrap().as_deref(), Some("r2"));
+        assert!(end("r3", Move::End, RunStatus::Succeeded).await.is_some());
+        assert_eq!(store.cached_run("k1").await.unwrap().as_deref(), Some("r3"));
+        // A late end of a run that already succeeded changes nothing, its entry included.
+        assert!(end("r2", Move::End, RunStatus::Succeeded).await.is_none());
+        assert_eq!(store.cached_run("k1").await.unwrap().as_deref(), Some("r3"));
+    }
+
+    #[tokio::test]
     async fn a_create_that_fails_halfway_leaves_nothing_and_the_store_usable() {
         let (_dir, store) = store().await;
         store
@@ -923,7 +961,6 @@ mod tests {
             .unwrap()
             .expect("the cancel ended the run");
         assert_eq!(ended.request_id, "q1");
-        assert_eq!(ended.cache_key.as_deref(), Some("k1"));
         assert!(!ended.temp_skill);
         assert!(
             store
@@ -1005,7 +1042,6 @@ mod tests {
             .unwrap();
         assert!(!store.claim_upload("q1").await.unwrap());
 
-        store.put_cache_entry("k1", "r1").await.unwrap();
         assert_eq!(
             store.cached_run("k1").await.unwrap(),
             None,
