@@ -333,17 +333,40 @@ async fn insert_run(
     Ok(())
 }
 
-/// The outcome of a batch (`BEGIN IMMEDIATE; …; COMMIT` sent at once) on `conn`: a statement
-/// that failed inside it left its transaction open there, so it is rolled back ("no
-/// transaction" when the batch failed at or before its `BEGIN`: nothing to undo).
-async fn settle<T>(
-    conn: &mut sqlx::pool::PoolConnection<sqlx::Sqlite>,
-    batch: Result<T, sqlx::Error>,
-) -> Result<T, sqlx::Error> {
-    if batch.is_err() {
-        let _ = sqlx::query("ROLLBACK").execute(&mut **conn).await;
+/// A pooled connection running one batch (`BEGIN IMMEDIATE; …; COMMIT`, sent at once). Unlike
+/// sqlx's own transactions a batch has no rollback of its own: unless it ended well (a failed
+/// statement, or its future dropped mid-way because a client went away), its connection is
+/// closed instead of going back to the pool, and closing rolls back whatever it had begun.
+struct Batch {
+    conn: sqlx::pool::PoolConnection<sqlx::Sqlite>,
+    ended_well: bool,
+}
+
+impl Batch {
+    async fn start(pool: &sqlx::SqlitePool) -> Result<Self, sqlx::Error> {
+        Ok(Self {
+            conn: pool.acquire().await?,
+            ended_well: false,
+        })
     }
-    batch
+
+    fn conn(&mut self) -> &mut sqlx::SqliteConnection {
+        &mut self.conn
+    }
+
+    /// Passes the batch's outcome on, noting whether its connection may be used again.
+    fn end<T>(mut self, outcome: Result<T, sqlx::Error>) -> Result<T, sqlx::Error> {
+        self.ended_well = outcome.is_ok();
+        outcome
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        if !self.ended_well {
+            self.conn.close_on_drop();
+        }
+    }
 }
 
 impl Store {
@@ -385,7 +408,7 @@ impl Store {
             ),
             None => sqlx::query(insert_request!()),
         };
-        let mut conn = self.pool.acquire().await?;
+        let mut batch = Batch::start(&self.pool).await?;
         let written = query
             .bind(&request.request_id)
             .bind(request.kind)
@@ -401,9 +424,9 @@ impl Store {
             .bind(cache_hit)
             .bind(now)
             .bind(now)
-            .execute(&mut *conn)
+            .execute(batch.conn())
             .await;
-        settle(&mut conn, written).await?;
+        batch.end(written)?;
         Ok(())
     }
 
@@ -631,7 +654,7 @@ impl Store {
         by.check_target(ending.status)?;
         crate::faults::check("store-finish")?;
         let now = Timestamp::now();
-        let mut conn = self.pool.acquire().await?;
+        let mut batch = Batch::start(&self.pool).await?;
         // `changes()` is the UPDATE's: only the writer that ended the run adds its entry.
         let ended = sqlx::query_as(concat!(
             "BEGIN IMMEDIATE;
@@ -666,9 +689,9 @@ impl Store {
         .bind(run_id)
         // Every statement must run (`fetch_optional` would stop at the first row, before the
         // COMMIT): the UPDATE's row, if any, is the only one.
-        .fetch_all(&mut *conn)
+        .fetch_all(batch.conn())
         .await;
-        Ok(settle(&mut conn, ended).await?.pop())
+        Ok(batch.end(ended)?.pop())
     }
 
     /// Ends a run found in `from` at start-up as failed and reconciled ([`Move::Reconcile`]).
@@ -904,6 +927,32 @@ mod tests {
         // A late end of a run that already succeeded changes nothing, its entry included.
         assert!(end("r2", Move::End, RunStatus::Succeeded).await.is_none());
         assert_eq!(store.cached_run("k1").await.unwrap().as_deref(), Some("r3"));
+    }
+
+    /// A create whose caller goes away mid-batch (a client that disconnects) must not leave
+    /// its transaction open on a pooled connection, holding the database's write lock.
+    #[tokio::test]
+    async fn a_create_dropped_mid_batch_leaves_both_rows_or_none_and_the_lock_free() {
+        let (_dir, store) = store().await;
+        for n in 0..40 {
+            let (q, r) = (format!("q{n}"), format!("r{n}"));
+            let (request, binding) = (new_request(&q), Binding::Run(new_run(&r)));
+            let create = store.create_request(&request, Some(&binding));
+            // Polled once and dropped: wherever it stood, the batch is cut off there.
+            let _ = tokio::time::timeout(std::time::Duration::ZERO, create).await;
+        }
+        for n in 40..50 {
+            let (q, r) = (format!("q{n}"), format!("r{n}"));
+            store
+                .create_request(&new_request(&q), Some(&Binding::Run(new_run(&r))))
+                .await
+                .expect("a later create writes (no open transaction holds the lock)");
+        }
+        for n in 0..50 {
+            let request = store.request(&format!("q{n}")).await.unwrap();
+            let run = store.run(&format!("r{n}")).await.unwrap();
+            assert_eq!(request.is_some(), run.is_some(), "create {n}");
+        }
     }
 
     #[tokio::test]
