@@ -40,7 +40,7 @@ fn fingerprint(files: &[(String, PathBuf)]) -> std::io::Result<String> {
 /// Skill folders hashed before, by path: every create needs its skill's fingerprint, and
 /// stating the files is much cheaper than reading them. A folder is hashed again as soon as
 /// any file's path, size, inode or times differ; a folder with a file changed in the last
-/// [`Fingerprints::SETTLE`] is not kept at all, because file times are coarse (a write in
+/// `SETTLE` (2 s) is not kept at all, because file times are coarse (a write in
 /// the same tick as the hash would leave them equal).
 #[derive(Debug)]
 pub struct Fingerprints {

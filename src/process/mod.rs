@@ -215,7 +215,7 @@ impl Supervisor {
         }
     }
 
-    /// Starts `spec`; the returned handle must be [`Running::wait`]ed. `on_output` runs after
+    /// Starts `spec`; the returned handle must be [`Running::complete`]d. `on_output` runs after
     /// each append to either log.
     pub async fn spawn(
         &self,
@@ -312,7 +312,7 @@ impl Supervisor {
 pub struct Running {
     leader: forkserver::Leader,
     pid: i32,
-    /// Kills the group if this handle is dropped before [`Running::wait`] ended it.
+    /// Kills the group if this handle is dropped before [`Running::complete`] ended it.
     group: GroupGuard,
     mark: ProcessMark,
     stdin_task: Option<JoinHandle<()>>,

@@ -294,7 +294,7 @@ macro_rules! insert_run {
     };
 }
 
-/// A request's row; its arguments are [`bind_request`]'s.
+/// A request's row; [`Store::create_request`] binds its arguments.
 macro_rules! insert_request {
     () => {
         "INSERT INTO requests (request_id, kind, skill_id, engine, model, engine_options, input,
@@ -334,9 +334,9 @@ async fn insert_run(
 }
 
 /// A pooled connection running one batch (`BEGIN IMMEDIATE; …; COMMIT`, sent at once). Unlike
-/// sqlx's own transactions a batch has no rollback of its own: unless it ended well (a failed
-/// statement, or its future dropped mid-way because a client went away), its connection is
-/// closed instead of going back to the pool, and closing rolls back whatever it had begun.
+/// sqlx's own transactions a batch has no rollback of its own, so a batch that did not end well
+/// (a statement failed, or its future was dropped mid-way because a client went away) closes
+/// its connection instead of returning it to the pool, and closing rolls back what it began.
 struct Batch {
     conn: sqlx::pool::PoolConnection<sqlx::Sqlite>,
     ended_well: bool,
