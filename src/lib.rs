@@ -11,6 +11,7 @@ pub mod browse;
 pub mod clock;
 pub mod config;
 pub mod conversation;
+pub mod egress;
 pub mod engines;
 pub mod error;
 pub mod example_client;

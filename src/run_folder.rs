@@ -47,6 +47,11 @@ impl RunFolder {
         self.root.join("logs/stderr.txt")
     }
 
+    /// Every connection the run's turns opened (or were refused), one JSON line each.
+    pub fn egress_log(&self) -> PathBuf {
+        self.root.join("logs/egress.jsonl")
+    }
+
     /// Every turn's prompt, appended.
     pub fn prompt_log(&self) -> PathBuf {
         self.root.join("logs/prompt.txt")
@@ -164,6 +169,8 @@ impl RunFolder {
             confine: Some(Confinement {
                 writable: vec![self.workspace()],
                 readable,
+                allow: Vec::new(),
+                egress_log: self.egress_log(),
             }),
         }
     }

@@ -196,10 +196,20 @@ fn launch(config: &Config, exe: std::path::PathBuf) -> anyhow::Result<Launch> {
     let readable = std::iter::once(config.agents.npm_prefix.clone())
         .chain(config.sandbox_read_paths.iter().cloned())
         .collect();
+    let isolate = status != SandboxStatus::Off && sandbox::namespaces_supported();
+    if isolate {
+        tracing::info!("turns run in pid and network namespaces of their own");
+    } else if status != SandboxStatus::Off {
+        tracing::warn!(
+            "this process cannot create namespaces (not root, or a seccomp profile refuses \
+             them): turns share the service's network and can outlive a killed service"
+        );
+    }
     Ok(Launch {
         exe,
         env: config.child_env.clone(),
         sandbox: status,
+        isolate,
         readable,
     })
 }

@@ -233,6 +233,7 @@ impl Host {
                 let confine = Confinement {
                     writable: vec![skill.allowed_root.clone()],
                     readable: vec![entry.clone()],
+                    ..Confinement::default()
                 };
                 runners::cli(&call, &scratch, argv, env, confine, &input).await
             }

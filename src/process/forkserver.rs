@@ -97,8 +97,9 @@ impl ForkServer {
         }
     }
 
-    /// Forks a leader running `args` with `stdio` as its stdin, stdout and stderr.
-    pub async fn fork(&self, args: &LeaderArgs, stdio: [OwnedFd; 3]) -> io::Result<Leader> {
+    /// Forks a leader running `args` with `fds` as its stdin, stdout and stderr, plus the
+    /// channel for its listeners when `args` asks for any.
+    pub async fn fork(&self, args: &LeaderArgs, fds: Vec<OwnedFd>) -> io::Result<Leader> {
         let json = serde_json::to_vec(args).map_err(io::Error::other)?;
         let mut frame = u32::try_from(json.len())
             .map_err(|_| io::Error::other("the command is too large"))?
@@ -120,7 +121,7 @@ impl ForkServer {
                 .expect("not poisoned")
                 .forks
                 .push_back(tx);
-            if let Err(e) = live.send(&frame, &stdio).await {
+            if let Err(e) = live.send(&frame, &fds).await {
                 // A socket that fails a write is broken: the next fork starts a new forkserver.
                 *conn = None;
                 return Err(e);
@@ -128,7 +129,7 @@ impl ForkServer {
             rx
         };
         // The leader holds its own copies now; the service must not keep the pipes' far ends.
-        drop(stdio);
+        drop(fds);
         answer
             .await
             .map_err(|_| io::Error::other("the forkserver exited"))?
@@ -164,9 +165,9 @@ impl Conn {
         Ok(Conn { write, waiting })
     }
 
-    /// Sends one frame with the three descriptors attached to its first bytes.
-    async fn send(&mut self, frame: &[u8], stdio: &[OwnedFd; 3]) -> io::Result<()> {
-        let fds: [RawFd; 3] = [0, 1, 2].map(|i| stdio[i].as_raw_fd());
+    /// Sends one frame with the descriptors attached to its first bytes.
+    async fn send(&mut self, frame: &[u8], fds: &[OwnedFd]) -> io::Result<()> {
+        let fds: Vec<RawFd> = fds.iter().map(|fd| fd.as_raw_fd()).collect();
         let stream: &tokio::net::UnixStream = self.write.as_ref();
         let sent = loop {
             stream.writable().await?;
@@ -308,7 +309,7 @@ pub fn serve() -> ! {
             Ok(None) => std::process::exit(0),
             Err(e) => fail(&format!("bad request: {e}")),
         };
-        match sys::fork_single_threaded() {
+        match sys::fork_single_threaded(args.isolate) {
             Ok(ForkResult::Child) => {
                 drop(signals.take());
                 become_leader(args, stdio, me)
@@ -328,15 +329,17 @@ fn fail(why: &str) -> ! {
     std::process::exit(1)
 }
 
-/// Makes this forked child the turn leader: its own process group, the turn's stdio.
-fn become_leader(args: LeaderArgs, stdio: Vec<OwnedFd>, forkserver: Pid) -> ! {
+/// Makes this forked child the turn leader: its own process group, the turn's stdio (and the
+/// channel for its listeners, when it has one).
+fn become_leader(args: LeaderArgs, mut fds: Vec<OwnedFd>, forkserver: Pid) -> ! {
     let _ = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0));
+    let control = (fds.len() > 3).then(|| fds.pop()).flatten();
     // Replaces the socket on stdin too: a leader holds nothing of the forkserver's.
-    let _ = nix::unistd::dup2_stdin(&stdio[0]);
-    let _ = nix::unistd::dup2_stdout(&stdio[1]);
-    let _ = nix::unistd::dup2_stderr(&stdio[2]);
-    drop(stdio);
-    super::leader::run(args, forkserver)
+    let _ = nix::unistd::dup2_stdin(&fds[0]);
+    let _ = nix::unistd::dup2_stdout(&fds[1]);
+    let _ = nix::unistd::dup2_stderr(&fds[2]);
+    drop(fds);
+    super::leader::run(args, forkserver, control)
 }
 
 /// Reports every leader that has ended.
@@ -366,7 +369,7 @@ fn answer(socket: BorrowedFd<'_>, line: &str) {
 /// Reads one request: `None` at end-of-file (the service is gone).
 fn receive(socket: BorrowedFd<'_>) -> io::Result<Option<(LeaderArgs, Vec<OwnedFd>)>> {
     let mut header = [0u8; 4];
-    let mut space = nix::cmsg_space!([RawFd; 3]);
+    let mut space = nix::cmsg_space!([RawFd; 4]);
     let (got, stdio) = {
         let mut iov = [io::IoSliceMut::new(&mut header)];
         let message = recvmsg::<()>(
@@ -393,10 +396,11 @@ fn receive(socket: BorrowedFd<'_>) -> io::Result<Option<(LeaderArgs, Vec<OwnedFd
     }
     let mut body = vec![0u8; len];
     read_exact(socket, &mut body)?;
-    let args = serde_json::from_slice(&body).map_err(io::Error::other)?;
-    if stdio.len() != 3 {
+    let args: LeaderArgs = serde_json::from_slice(&body).map_err(io::Error::other)?;
+    let wanted = if args.listen.is_empty() { 3 } else { 4 };
+    if stdio.len() != wanted {
         return Err(io::Error::other(format!(
-            "{} descriptors instead of 3",
+            "{} descriptors instead of {wanted}",
             stdio.len()
         )));
     }

@@ -12,6 +12,7 @@
 //! `/dev/null`, so the service's log readers end when the last process of the turn does.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -30,6 +31,12 @@ pub struct LeaderArgs {
     pub grace_ms: u64,
     /// Confine the command with Landlock.
     pub landlock: bool,
+    /// Start in new pid and network namespaces ([`sys::fork_single_threaded`]).
+    pub isolate: bool,
+    /// Addresses to listen on inside the turn's network namespace (the turn's doors out, see
+    /// [`crate::egress`]); the listeners go back to the service over the request's fourth
+    /// descriptor, in this order, before the command starts.
+    pub listen: Vec<std::net::SocketAddr>,
     /// Folders (or files) the command may read and write.
     pub writable: Vec<PathBuf>,
     /// Folders (or files) the command may read and execute.
@@ -46,13 +53,22 @@ pub struct LeaderArgs {
 const CANNOT_START: i32 = 127;
 
 /// Runs the command to its end; never returns. When `parent` (the forkserver) dies, the leader
-/// kills its tree at once (SIGHUP).
-pub fn run(args: LeaderArgs, parent: Pid) -> ! {
+/// kills its tree at once (SIGHUP). `control` takes the listeners of [`LeaderArgs::listen`].
+pub fn run(args: LeaderArgs, parent: Pid, control: Option<OwnedFd>) -> ! {
     let _ = nix::sys::prctl::set_child_subreaper(true);
-    // A parent that died before this line is seen by the check after it.
+    // A parent that died before this line is seen by the check after it. The parent's pid is
+    // read from `/proc`, which counts in the service's pid namespace even when this process
+    // is pid 1 of its own (where `getppid` answers 0).
     let armed = nix::sys::prctl::set_pdeathsig(Signal::SIGHUP);
-    if armed.is_err() || nix::unistd::getppid() != parent {
+    let ppid = super::proc_stat_fields_of("self").and_then(|f| f.get(1)?.parse().ok());
+    if armed.is_err() || ppid != Some(parent.as_raw()) {
         eprintln!("skill-runner: the service exited before the turn started");
+        std::process::exit(CANNOT_START);
+    }
+    if args.isolate
+        && let Err(e) = open_doors(&args.listen, control)
+    {
+        eprintln!("skill-runner: cannot set up the turn's network: {e}");
         std::process::exit(CANNOT_START);
     }
     let mut signals = SigSet::empty();
@@ -97,6 +113,31 @@ pub fn run(args: LeaderArgs, parent: Pid) -> ! {
             _ => {}
         }
     }
+}
+
+/// Brings up loopback in the turn's network namespace, listens on each of `listen` and hands
+/// the listeners to the service over `control`.
+fn open_doors(listen: &[std::net::SocketAddr], control: Option<OwnedFd>) -> std::io::Result<()> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    use std::os::fd::AsRawFd as _;
+    sys::loopback_up()?;
+    if listen.is_empty() {
+        return Ok(());
+    }
+    let control = control.ok_or_else(|| std::io::Error::other("no channel for the listeners"))?;
+    let listeners = listen
+        .iter()
+        .map(std::net::TcpListener::bind)
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let fds: Vec<i32> = listeners.iter().map(|l| l.as_raw_fd()).collect();
+    sendmsg::<()>(
+        control.as_raw_fd(),
+        &[std::io::IoSlice::new(b"L")],
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::MSG_NOSIGNAL,
+        None,
+    )?;
+    Ok(())
 }
 
 fn spawn(args: &LeaderArgs) -> std::io::Result<Pid> {
@@ -165,6 +206,12 @@ fn kill_tree() {
 }
 
 fn signal_tree(signal: Signal) {
+    if Pid::this().as_raw() == 1 {
+        // The first process of the turn's own pid namespace: every other process in it is
+        // the turn's, and `kill(-1)` reaches them all (not this one).
+        let _ = kill(Pid::from_raw(-1), signal);
+        return;
+    }
     for pid in descendants(Pid::this().as_raw()) {
         let _ = kill(Pid::from_raw(pid), signal);
     }

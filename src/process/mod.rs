@@ -33,7 +33,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::egress::{Doors, EgressLog, Served, Target};
 use crate::store::ProcessMark;
+use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 
 pub use env::ChildEnv;
 pub use reaper::Reaper;
@@ -61,14 +63,18 @@ pub struct ProcessSpec {
     pub confine: Option<Confinement>,
 }
 
-/// The folders a confined process may use besides the system ([`sandbox::SYSTEM`]) and the
-/// paths every confined process reads ([`Launch::readable`]).
+/// What a confined process may use: folders besides the system ([`sandbox::SYSTEM`]) and the
+/// paths every confined process reads ([`Launch::readable`]), and the network.
 #[derive(Debug, Clone, Default)]
 pub struct Confinement {
     /// Read and write.
     pub writable: Vec<PathBuf>,
     /// Read and execute.
     pub readable: Vec<PathBuf>,
+    /// The `host:port`s the process may reach through the egress proxy; empty: no network.
+    pub allow: Vec<Target>,
+    /// Where each of its connections is written down (`logs/egress.jsonl`).
+    pub egress_log: PathBuf,
 }
 
 /// How processes are started, fixed at start-up.
@@ -79,6 +85,8 @@ pub struct Launch {
     /// The environment every process starts from.
     pub env: ChildEnv,
     pub sandbox: SandboxStatus,
+    /// Whether each confined process starts in new pid and network namespaces.
+    pub isolate: bool,
     /// Read and execute for every confined process: the managed npm prefix and
     /// `SKILL_RUNNER_SANDBOX_READ_PATHS`.
     pub readable: Vec<PathBuf>,
@@ -153,6 +161,9 @@ pub struct Supervisor {
 /// it kills the group itself.
 const LEADER_MARGIN: Duration = Duration::from_secs(2);
 
+/// How long a turn leader may take to open its network's listeners.
+const LISTENERS_LIMIT: Duration = Duration::from_secs(10);
+
 /// How long log readers may drain after the group is gone; a process that escaped the group
 /// (a daemon that called setsid) could otherwise hold a pipe open forever.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
@@ -187,8 +198,14 @@ impl Supervisor {
         &self.launch.env
     }
 
+    /// The doors of `spec`'s turn to its allow-list, when it runs in a network of its own.
+    fn doors(&self, spec: &ProcessSpec) -> Option<Doors> {
+        let confine = spec.confine.as_ref().filter(|_| self.launch.isolate)?;
+        Doors::plan(&confine.allow)
+    }
+
     /// What the turn leader of `spec` runs, and how confined.
-    fn leader_args(&self, spec: &ProcessSpec) -> leader::LeaderArgs {
+    fn leader_args(&self, spec: &ProcessSpec, doors: Option<&Doors>) -> leader::LeaderArgs {
         let confine = match (self.launch.sandbox, &spec.confine) {
             (SandboxStatus::Landlock, Some(confine)) => Some(confine),
             _ => None,
@@ -196,9 +213,16 @@ impl Supervisor {
         let mut env: Vec<(String, String)> = self.launch.env.base.clone();
         env.push(("PWD".to_owned(), spec.cwd.to_string_lossy().into_owned()));
         env.extend(spec.env.iter().cloned());
+        if let Some(doors) = doors {
+            env.extend(doors.env.iter().cloned());
+        }
         leader::LeaderArgs {
             grace_ms: self.grace.as_millis().try_into().unwrap_or(u64::MAX),
             landlock: confine.is_some(),
+            isolate: self.launch.isolate && spec.confine.is_some(),
+            listen: doors
+                .map(|d| d.listen.iter().map(|(address, _)| *address).collect())
+                .unwrap_or_default(),
             writable: confine.map(|c| c.writable.clone()).unwrap_or_default(),
             readable: confine
                 .map(|c| {
@@ -238,12 +262,24 @@ impl Supervisor {
         };
         let (stdout_ours, stdout_theirs) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
         let (stderr_ours, stderr_theirs) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+        let doors = self.doors(&spec);
+        let mut fds = vec![stdin_theirs, stdout_theirs, stderr_theirs];
+        let control = match &doors {
+            Some(_) => {
+                let (ours, theirs) = socketpair(
+                    AddressFamily::Unix,
+                    SockType::Stream,
+                    None,
+                    SockFlag::SOCK_CLOEXEC,
+                )?;
+                fds.push(theirs);
+                Some(ours)
+            }
+            None => None,
+        };
         let leader = self
             .forks
-            .fork(
-                &self.leader_args(&spec),
-                [stdin_theirs, stdout_theirs, stderr_theirs],
-            )
+            .fork(&self.leader_args(&spec, doors.as_ref()), fds)
             .await?;
         let pid = leader.pid;
         // From here on a failure drops the guard, which ends the turn's tree.
@@ -254,6 +290,18 @@ impl Supervisor {
         if let Some(reaper) = &self.reaper {
             reaper.watch(pid);
         }
+        let served = match (doors, control, &spec.confine) {
+            (Some(doors), Some(control), Some(confine)) => {
+                let listeners = receive_listeners(control, doors.listen.len()).await?;
+                let log = EgressLog {
+                    lines: confine.egress_log.clone(),
+                    notices: spec.stderr_log.clone(),
+                    on_output: on_output.clone(),
+                };
+                Some(Served::start(listeners, &doors, confine.allow.clone(), log)?)
+            }
+            _ => None,
+        };
         let stdin_task = match (stdin_ours, spec.stdin) {
             (Some(pipe), Some(bytes)) => {
                 let mut pipe = pipe::Sender::from_owned_fd(pipe)?;
@@ -289,6 +337,7 @@ impl Supervisor {
             leader,
             pid,
             group,
+            served,
             mark: ProcessMark {
                 pgid: pid,
                 boot_id: boot_id(),
@@ -314,6 +363,8 @@ pub struct Running {
     pid: i32,
     /// Kills the group if this handle is dropped before [`Running::complete`] ended it.
     group: GroupGuard,
+    /// The turn's doors to its allow-list, served while it runs.
+    served: Option<Served>,
     mark: ProcessMark,
     stdin_task: Option<JoinHandle<()>>,
     stdout: JoinHandle<std::io::Result<()>>,
@@ -355,6 +406,9 @@ impl Running {
         }
         // The leader is gone; anything it left behind in its group goes too.
         self.group.end();
+        if let Some(served) = self.served.take() {
+            served.close().await;
+        }
         if let Some(task) = self.stdin_task.take() {
             task.abort();
         }
@@ -425,6 +479,57 @@ impl Drop for GroupGuard {
     }
 }
 
+/// The `count` listeners a turn leader opened in its network namespace, sent over `control`
+/// before its command starts; an error when the leader ended without sending them.
+async fn receive_listeners(
+    control: std::os::fd::OwnedFd,
+    count: usize,
+) -> std::io::Result<Vec<std::net::TcpListener>> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    use std::os::fd::AsRawFd as _;
+    let stream = std::os::unix::net::UnixStream::from(control);
+    stream.set_nonblocking(true)?;
+    let stream = tokio::net::UnixStream::from_std(stream)?;
+    let receive = async {
+        loop {
+            stream.readable().await?;
+            let got = stream.try_io(tokio::io::Interest::READABLE, || {
+                let mut byte = [0u8; 1];
+                let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+                let mut space = nix::cmsg_space!([std::os::fd::RawFd; 16]);
+                let message = recvmsg::<()>(
+                    stream.as_raw_fd(),
+                    &mut iov,
+                    Some(&mut space),
+                    MsgFlags::MSG_CMSG_CLOEXEC,
+                )
+                .map_err(std::io::Error::from)?;
+                let mut fds = Vec::new();
+                for control in message.cmsgs().map_err(std::io::Error::from)? {
+                    if let ControlMessageOwned::ScmRights(raw) = control {
+                        fds.extend(sys::adopt_received(&raw));
+                    }
+                }
+                Ok(fds)
+            });
+            match got {
+                Ok(fds) => return Ok(fds),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    };
+    let fds: Vec<std::os::fd::OwnedFd> = tokio::time::timeout(LISTENERS_LIMIT, receive)
+        .await
+        .map_err(|_| std::io::Error::other("the turn leader did not open its network"))??;
+    if fds.len() != count {
+        return Err(std::io::Error::other(
+            "the turn leader could not open its network (see the turn's stderr)",
+        ));
+    }
+    Ok(fds.into_iter().map(std::net::TcpListener::from).collect())
+}
+
 fn signal_group(pgid: i32, signal: Signal) {
     // ESRCH (no such group) is the normal case once everything has exited.
     let _ = killpg(Pid::from_raw(pgid), signal);
@@ -461,7 +566,12 @@ pub fn group_members(pgid: i32) -> Vec<i32> {
 
 /// Fields of `/proc/<pid>/stat` after the command name (field 3 onwards); zombies excluded.
 pub(crate) fn proc_stat_fields(pid: i32) -> Option<Vec<String>> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    proc_stat_fields_of(&pid.to_string())
+}
+
+/// [`proc_stat_fields`] of `/proc/<name>` (a pid, or `self`).
+pub(crate) fn proc_stat_fields_of(name: &str) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{name}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
     let fields: Vec<String> = rest.split_whitespace().map(str::to_owned).collect();
     (fields.first().map(String::as_str) != Some("Z")).then_some(fields)

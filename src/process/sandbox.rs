@@ -70,6 +70,15 @@ pub fn landlock_supported() -> bool {
         .is_ok()
 }
 
+/// Whether this process may give turns namespaces of their own (root, or `CAP_SYS_ADMIN`, and
+/// no seccomp profile refusing `unshare`, as Docker's default one does). Tried in a thread of
+/// its own, whose new network namespace goes away with it.
+pub fn namespaces_supported() -> bool {
+    std::thread::spawn(|| nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).is_ok())
+        .join()
+        .unwrap_or(false)
+}
+
 /// The sandbox a mode gives on a kernel that does or does not support Landlock; `required`
 /// without support is an error (the problem with `SKILL_RUNNER_SANDBOX`).
 pub fn decide(mode: SandboxMode, supported: bool) -> Result<SandboxStatus, String> {

@@ -131,14 +131,72 @@ pub fn set_window_size(
     Ok(())
 }
 
-/// Forks the forkserver, a single-threaded process.
-pub fn fork_single_threaded() -> nix::Result<nix::unistd::ForkResult> {
-    // SAFETY: only the forkserver calls this, and it never starts a thread, so the child can
-    // allocate and take locks: no other thread held one at the fork.
+/// Forks the forkserver, a single-threaded process. With `isolate`, the child starts as the
+/// first process (pid 1) of a new pid namespace, in a new network namespace: when it exits the
+/// kernel kills everything left in its pid namespace, and its network holds only a loopback
+/// interface of its own (down until [`loopback_up`]).
+pub fn fork_single_threaded(isolate: bool) -> nix::Result<nix::unistd::ForkResult> {
+    if !isolate {
+        // SAFETY: only the forkserver calls this, and it never starts a thread, so the child
+        // can allocate and take locks: no other thread held one at the fork.
+        #[allow(unsafe_code)]
+        return unsafe { nix::unistd::fork() };
+    }
+    let flags = nix::libc::CLONE_NEWPID | nix::libc::CLONE_NEWNET | nix::libc::SIGCHLD;
+    // SAFETY: `clone` without `CLONE_VM` and without a new stack is `fork` with namespace
+    // flags: the child gets a copy of this single-threaded process, so, as after `fork`, no
+    // lock is held by a thread that does not exist there. glibc's `fork` wrapper also refreshes
+    // its cached thread id; nothing the leader runs (Rust's std, which keeps its own thread
+    // ids, `posix_spawn`) reads that cache.
+    #[allow(unsafe_code)]
+    let pid = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_clone,
+            flags as nix::libc::c_ulong,
+            0 as nix::libc::c_ulong,
+            0 as nix::libc::c_ulong,
+            0 as nix::libc::c_ulong,
+            0 as nix::libc::c_ulong,
+        )
+    };
+    match pid {
+        -1 => Err(nix::errno::Errno::last()),
+        0 => Ok(nix::unistd::ForkResult::Child),
+        pid => Ok(nix::unistd::ForkResult::Parent {
+            child: Pid::from_raw(pid as i32),
+        }),
+    }
+}
+
+/// Brings up the loopback interface of this process's network namespace (a new namespace has
+/// `lo` down: nothing, not even 127.0.0.1, would answer).
+pub fn loopback_up() -> io::Result<()> {
+    use std::os::fd::AsRawFd as _;
+    let socket = nix::sys::socket::socket(
+        nix::sys::socket::AddressFamily::Inet,
+        nix::sys::socket::SockType::Datagram,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    // SAFETY: `ifreq` is plain data; zeroed is a valid value for every field.
+    #[allow(unsafe_code)]
+    let mut request: nix::libc::ifreq = unsafe { std::mem::zeroed() };
+    for (slot, byte) in request.ifr_name.iter_mut().zip(b"lo\0") {
+        *slot = *byte as nix::libc::c_char;
+    }
+    // SAFETY: both ioctls read and write one `ifreq`, which outlives the calls; the flags
+    // field of the union is the one SIOCGIFFLAGS fills and SIOCSIFFLAGS reads.
     #[allow(unsafe_code)]
     unsafe {
-        nix::unistd::fork()
+        if nix::libc::ioctl(socket.as_raw_fd(), nix::libc::SIOCGIFFLAGS, &mut request) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        request.ifr_ifru.ifru_flags |= (nix::libc::IFF_UP | nix::libc::IFF_RUNNING) as i16;
+        if nix::libc::ioctl(socket.as_raw_fd(), nix::libc::SIOCSIFFLAGS, &request) < 0 {
+            return Err(io::Error::last_os_error());
+        }
     }
+    Ok(())
 }
 
 /// Takes ownership of descriptors the kernel just installed in this process (`SCM_RIGHTS`).

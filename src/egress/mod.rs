@@ -1,0 +1,241 @@
+//! A turn's network: nothing, or doors to an allow-list through the service's audited proxy.
+//!
+//! A confined turn runs in a network namespace of its own that holds only its loopback: no
+//! route anywhere, not to the service's API, not to another run, not to the machine's other
+//! ports. A turn with an allow-list (an agent turn's model endpoint, the `host:port`s a skill
+//! declares in `runner.json` `network.allow` that `SKILL_RUNNER_EGRESS_ALLOW` permits) gets
+//! doors: listeners the turn leader opens inside the namespace and hands to the service, which
+//! serves them from its own network ([`proxy`]):
+//! - the proxy, `127.0.0.1:3128` in the turn (`HTTP_PROXY`/`HTTPS_PROXY`): `CONNECT host:port`
+//!   and absolute-form `http://` requests to any allowed target;
+//! - a bridge per allowed loopback target (`http://127.0.0.1:<port>` endpoints): the same
+//!   address and port inside the turn, forwarded as they are, for clients that ignore proxy
+//!   variables or bypass them for loopback.
+//!
+//! Every connection is one line of the run's `logs/egress.jsonl`; a refused one also adds a
+//! `[skill-runner]` line to the turn's stderr, so it shows in the run's events and failure.
+
+pub mod policy;
+pub mod proxy;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::io::AsyncWriteExt as _;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+pub use policy::{HostPattern, Refusal, Target};
+
+use crate::process::OnOutput;
+
+/// Where the proxy listens inside a turn, unless a bridge needs that port.
+const PROXY_PORT: u16 = 3128;
+
+/// What a listener of the turn does with a connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Door {
+    /// Reads a proxy request and goes where it asks, if allowed.
+    Proxy,
+    /// Goes to its one target.
+    Bridge(Target),
+}
+
+/// The doors of a turn with an allow-list: where each listens inside the turn, and the
+/// variables that point the turn's programs at the proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Doors {
+    pub listen: Vec<(SocketAddr, Door)>,
+    pub env: Vec<(String, String)>,
+}
+
+impl Doors {
+    /// The doors to `allow`: none for an empty list (no network at all).
+    pub fn plan(allow: &[Target]) -> Option<Self> {
+        if allow.is_empty() {
+            return None;
+        }
+        let mut listen: Vec<(SocketAddr, Door)> = Vec::new();
+        for target in allow.iter().filter(|t| t.is_loopback() && t.internal_ok) {
+            let ip = target
+                .literal()
+                .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
+            let address = SocketAddr::new(ip, target.port);
+            if !listen.iter().any(|(a, _)| *a == address) {
+                listen.push((address, Door::Bridge(target.clone())));
+            }
+        }
+        let port = (PROXY_PORT..)
+            .find(|p| !listen.iter().any(|(a, _)| a.port() == *p))
+            .expect("a free port above 3128");
+        let proxy = SocketAddr::from(([127, 0, 0, 1], port));
+        listen.push((proxy, Door::Proxy));
+        let url = format!("http://{proxy}");
+        let env = ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"]
+            .into_iter()
+            .map(|k| (k.to_owned(), url.clone()))
+            // Nothing bypasses the proxy (a client that goes straight to loopback finds only
+            // the bridges there).
+            .chain(["NO_PROXY", "no_proxy"].map(|k| (k.to_owned(), String::new())))
+            .collect();
+        Some(Self { listen, env })
+    }
+}
+
+/// One line of `logs/egress.jsonl`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Line {
+    pub time: String,
+    /// `proxy` or `bridge`.
+    pub via: &'static str,
+    /// The proxy request's method (`CONNECT`, `GET`…); none for a bridge.
+    pub method: Option<String>,
+    pub host: String,
+    pub port: u16,
+    /// The address connected to.
+    pub address: Option<IpAddr>,
+    /// Bytes from the turn to the host, and back.
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// `allowed`, `denied` or `failed` (allowed, but the host could not be reached).
+    pub verdict: &'static str,
+    pub reason: Option<String>,
+}
+
+impl Line {
+    fn new(door: &Door) -> Self {
+        let (via, host, port) = match door {
+            Door::Proxy => ("proxy", String::new(), 0),
+            Door::Bridge(t) => ("bridge", t.host.clone(), t.port),
+        };
+        Self {
+            time: crate::clock::Timestamp::now().to_string(),
+            via,
+            method: None,
+            host,
+            port,
+            address: None,
+            bytes_sent: 0,
+            bytes_received: 0,
+            verdict: "allowed",
+            reason: None,
+        }
+    }
+}
+
+/// Where a turn's connections are written down.
+#[derive(Debug)]
+pub struct EgressLog {
+    /// `logs/egress.jsonl`.
+    pub lines: PathBuf,
+    /// The turn's stderr log, which carries a notice of each refusal.
+    pub notices: PathBuf,
+    pub on_output: Option<OnOutput>,
+}
+
+impl EgressLog {
+    async fn record(&self, line: &Line) {
+        let mut text = serde_json::to_string(line).expect("a line serializes");
+        text.push('\n');
+        if let Err(e) = append(&self.lines, text.as_bytes()).await {
+            tracing::warn!(error = %e, path = %self.lines.display(), "cannot write the egress log");
+        }
+    }
+
+    async fn denied(&self, mut line: Line, refusal: &Refusal) {
+        line.verdict = "denied";
+        line.reason = Some(refusal.to_string());
+        self.record(&line).await;
+        let target = match line.host.as_str() {
+            "" => "a request".to_owned(),
+            host => Target {
+                host: host.to_owned(),
+                port: line.port,
+                internal_ok: false,
+            }
+            .to_string(),
+        };
+        let notice = format!("[skill-runner] egress denied: {target} {refusal}\n");
+        if append(&self.notices, notice.as_bytes()).await.is_ok()
+            && let Some(hook) = &self.on_output
+        {
+            (hook.0)();
+        }
+    }
+}
+
+async fn append(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut file = tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .await?;
+    file.write_all(bytes).await
+}
+
+/// The served doors of a running turn.
+#[derive(Debug)]
+pub struct Served {
+    cancel: CancellationToken,
+    tasks: JoinSet<()>,
+}
+
+impl Served {
+    /// Serves each listener (in the order of `doors.listen`) for the turn with `allow`.
+    pub fn start(
+        listeners: Vec<std::net::TcpListener>,
+        doors: &Doors,
+        allow: Vec<Target>,
+        log: EgressLog,
+    ) -> std::io::Result<Self> {
+        let cancel = CancellationToken::new();
+        let allow = Arc::new(allow);
+        let log = Arc::new(log);
+        let mut tasks = JoinSet::new();
+        for (listener, (_, door)) in listeners.into_iter().zip(&doors.listen) {
+            listener.set_nonblocking(true)?;
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            tasks.spawn(proxy::serve(
+                listener,
+                door.clone(),
+                allow.clone(),
+                log.clone(),
+                cancel.clone(),
+            ));
+        }
+        Ok(Self { cancel, tasks })
+    }
+
+    /// Stops serving (the turn is over) once every connection has logged its line.
+    pub async fn close(mut self) {
+        self.cancel.cancel();
+        while self.tasks.join_next().await.is_some() {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doors_bridge_exact_loopback_targets_and_proxy_the_rest() {
+        assert_eq!(Doors::plan(&[]), None, "no allow-list, no network");
+        let fake = Target::parse("127.0.0.1:3128").unwrap().exact();
+        let github = Target::parse("api.github.com:443").unwrap();
+        let wildcarded = Target::parse("127.0.0.1:9000").unwrap();
+        let doors = Doors::plan(&[fake.clone(), github, wildcarded]).unwrap();
+        assert_eq!(
+            doors.listen,
+            vec![
+                ("127.0.0.1:3128".parse().unwrap(), Door::Bridge(fake)),
+                ("127.0.0.1:3129".parse().unwrap(), Door::Proxy),
+            ],
+            "a loopback target not allowed exactly gets no bridge"
+        );
+        assert!(doors.env.contains(&(
+            "HTTPS_PROXY".to_owned(),
+            "http://127.0.0.1:3129".to_owned()
+        )));
+    }
+}

@@ -1,0 +1,333 @@
+//! Contained turns, tried as a hostile skill author would: a `script` turn reaches for the
+//! service's own API, the machine's other ports and addresses, UDP, a host on another network
+//! and other runs, and leaves `setsid` grandchildren behind when the service is killed. Every
+//! attempt must fail. Tests that send traffic run in a network namespace of their own
+//! ([`common::netns::isolate`]), so nothing leaves the test's loopback and the veth it made.
+
+mod common;
+
+use std::io::Read as _;
+use std::net::{TcpListener, UdpSocket};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::netns::{Isolation, isolate};
+use common::{TestServer, skill_package};
+use serde_json::{Value, json};
+
+/// Carries out `parameter.attack` and prints what happened as `{"observed": {...}}`.
+const ATTACKER: &str = r#"
+import json, os, socket, subprocess, sys, time
+p = json.load(sys.stdin)["parameter"]
+attack = p["attack"]
+seen = {}
+
+def tcp(host, port):
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.settimeout(3)
+    try:
+        s.connect((host, port))
+        s.sendall(b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        got = s.recv(200)
+        return "CONNECTED: " + got[:60].decode("latin-1")
+    except OSError as e:
+        return "failed: " + (e.strerror or type(e).__name__)
+    finally:
+        s.close()
+
+if attack == "tcp":
+    for host, port in p["targets"]:
+        seen["%s:%d" % (host, port)] = tcp(host, port)
+elif attack == "udp":
+    for host, port in p["targets"]:
+        try:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            for _ in range(5):
+                s.sendto(b"udp from a turn", (host, port))
+            seen["%s:%d" % (host, port)] = "sent"
+        except OSError as e:
+            seen["%s:%d" % (host, port)] = "failed: " + (e.strerror or type(e).__name__)
+elif attack == "listen":
+    # Waits for another run to connect, over TCP and over a socket file in the workspace.
+    tcp_server = socket.socket()
+    tcp_server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    tcp_server.bind(("127.0.0.1", p["port"]))
+    tcp_server.listen(8)
+    tcp_server.settimeout(0.1)
+    path = os.path.join(os.getcwd(), "door.sock")
+    unix_server = socket.socket(socket.AF_UNIX)
+    unix_server.bind(path)
+    os.chmod(path, 0o777)
+    unix_server.listen(8)
+    unix_server.settimeout(0.1)
+    accepted = []
+    deadline = time.time() + p["seconds"]
+    while time.time() < deadline:
+        for name, server in (("tcp", tcp_server), ("unix", unix_server)):
+            try:
+                server.accept()
+                accepted.append(name)
+            except OSError:
+                pass
+    seen["accepted"] = accepted
+elif attack == "unix":
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(p["path"])
+        seen["unix"] = "CONNECTED"
+    except OSError as e:
+        seen["unix"] = "failed: " + (e.strerror or type(e).__name__)
+elif attack == "setsid":
+    # Grandchildren in sessions of their own, whose parent exits at once.
+    for i in range(p["count"]):
+        subprocess.Popen(["setsid", "sh", "-c",
+            "python3 -c 'import time; time.sleep(600)' %s-%d & exit 0" % (p["token"], i)])
+    time.sleep(600)
+print(json.dumps({"observed": seen}))
+"#;
+
+fn attacker_skill() -> common::Package {
+    skill_package("attacker", "1.0.0")
+        .runner(json!({"entrypoint": {"script": ["python3", "attack.py"]}}))
+        .file("attack.py", ATTACKER)
+        .file(
+            "assets/input.schema.json",
+            json!({"type": "object", "properties": {}}).to_string(),
+        )
+        .file(
+            "assets/parameter.schema.json",
+            json!({"type": "object", "required": ["attack"]}).to_string(),
+        )
+        .file(
+            "assets/output.schema.json",
+            json!({"type": "object", "required": ["observed"]}).to_string(),
+        )
+}
+
+fn server(env: &[(&str, &str)]) -> TestServer {
+    TestServer::with_skills(&[attacker_skill()], env)
+}
+
+/// Runs one attack to its end and returns what it observed.
+async fn attack(server: &TestServer, parameter: Value) -> Value {
+    let rid = server
+        .create_job(json!({"skill_id": "attacker", "parameter": parameter}))
+        .await;
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let (code, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
+    assert_eq!(code, 200, "{result}");
+    result["result"]["data"]["observed"].clone()
+}
+
+fn port_of(server: &TestServer) -> u16 {
+    server.url("").rsplit(':').next().unwrap().parse().unwrap()
+}
+
+/// Asserts every observation failed.
+fn all_failed(observed: &Value) {
+    let map = observed.as_object().unwrap();
+    assert!(!map.is_empty());
+    for (target, what) in map {
+        let what = what.as_str().unwrap();
+        assert!(what.starts_with("failed"), "{target}: {what}");
+    }
+}
+
+/// Asserts nobody connected to `listener` (non-blocking accept finds nothing queued).
+fn nobody_connected(listener: &TcpListener) {
+    listener.set_nonblocking(true).unwrap();
+    assert!(
+        listener.accept().is_err(),
+        "a turn connected to {}",
+        listener.local_addr().unwrap()
+    );
+}
+
+#[tokio::test]
+async fn a_turn_cannot_reach_the_service_api() {
+    match isolate("a_turn_cannot_reach_the_service_api") {
+        Isolation::Inside => {}
+        _ => return,
+    }
+    let server = server(&[]);
+    let port = port_of(&server);
+    let observed = attack(
+        &server,
+        json!({"attack": "tcp", "targets": [["127.0.0.1", port], ["localhost", port], ["::1", port]]}),
+    )
+    .await;
+    all_failed(&observed);
+}
+
+#[tokio::test]
+async fn a_turn_cannot_reach_other_loopback_ports_addresses_or_udp() {
+    match isolate("a_turn_cannot_reach_other_loopback_ports_addresses_or_udp") {
+        Isolation::Inside => {}
+        _ => return,
+    }
+    let server = server(&[]);
+    let other_port = TcpListener::bind("127.0.0.1:0").unwrap();
+    let other_address = TcpListener::bind("127.0.0.2:0").unwrap();
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let tcp_targets = json!([
+        ["127.0.0.1", other_port.local_addr().unwrap().port()],
+        ["127.0.0.2", other_address.local_addr().unwrap().port()],
+    ]);
+    all_failed(&attack(&server, json!({"attack": "tcp", "targets": tcp_targets})).await);
+    nobody_connected(&other_port);
+    nobody_connected(&other_address);
+
+    let udp_port = udp.local_addr().unwrap().port();
+    let observed = attack(
+        &server,
+        json!({"attack": "udp", "targets": [["127.0.0.1", udp_port]]}),
+    )
+    .await;
+    // Sending succeeds in the turn's own namespace (its loopback is up), but nothing arrives.
+    udp.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    assert!(
+        udp.recv_from(&mut buf).is_err(),
+        "a datagram from the turn arrived ({observed})"
+    );
+}
+
+/// A host on another network: a veth pair in the test's own namespace, its address
+/// `10.211.0.1`, with a listener there.
+#[tokio::test]
+async fn a_turn_cannot_reach_a_host_on_another_network() {
+    match isolate("a_turn_cannot_reach_a_host_on_another_network") {
+        Isolation::Inside => {}
+        _ => return,
+    }
+    for args in [
+        "link add srt-a type veth peer name srt-b",
+        "addr add 10.211.0.1/24 dev srt-a",
+        "addr add 10.211.0.2/24 dev srt-b",
+        "link set srt-a up",
+        "link set srt-b up",
+    ] {
+        let ok = Command::new("ip")
+            .args(args.split(' '))
+            .status()
+            .unwrap();
+        assert!(ok.success(), "ip {args}");
+    }
+    let host = TcpListener::bind("10.211.0.1:0").unwrap();
+    let port = host.local_addr().unwrap().port();
+    // The host is reachable from the service's network.
+    drop(std::net::TcpStream::connect(("10.211.0.1", port)).unwrap());
+    host.accept().unwrap();
+
+    let server = server(&[]);
+    let observed = attack(
+        &server,
+        json!({"attack": "tcp", "targets": [["10.211.0.1", port], ["10.211.0.2", port]]}),
+    )
+    .await;
+    all_failed(&observed);
+    nobody_connected(&host);
+}
+
+#[tokio::test]
+async fn runs_cannot_talk_to_each_other() {
+    match isolate("runs_cannot_talk_to_each_other") {
+        Isolation::Inside => {}
+        _ => return,
+    }
+    let server = server(&[("SKILL_RUNNER_MAX_CONCURRENT", "2")]);
+    // The listening run's socket file appears once it listens on both.
+    let listener = server
+        .create_job(json!({"skill_id": "attacker", "parameter": {
+            "attack": "listen", "port": 47001, "seconds": 6}}))
+        .await;
+    let status = server
+        .wait_status(&format!("/v1/jobs/{listener}"), &["running"])
+        .await;
+    let workspace = server.workspace(&status);
+    let socket = workspace.join("door.sock");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !socket.exists() {
+        assert!(Instant::now() < deadline, "the listening run never got ready");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let tcp = attack(
+        &server,
+        json!({"attack": "tcp", "targets": [["127.0.0.1", 47001]]}),
+    )
+    .await;
+    all_failed(&tcp);
+    let done = server.wait_job(&listener).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let (_, result) = server.get(&format!("/v1/jobs/{listener}/result")).await;
+    assert_eq!(
+        result["result"]["data"]["observed"]["accepted"],
+        json!([]),
+        "{result}"
+    );
+}
+
+/// Processes whose command line carries `token`.
+fn carrying(token: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let mut cmdline = Vec::new();
+            std::fs::File::open(format!("/proc/{pid}/cmdline"))
+                .and_then(|mut f| f.read_to_end(&mut cmdline))
+                .is_ok()
+                && cmdline
+                    .windows(token.len())
+                    .any(|w| w == token.as_bytes())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn setsid_grandchildren_die_with_a_killed_service() {
+    const ROUNDS: usize = 20;
+    const PER_RUN: usize = 2;
+    let mut survivors = Vec::new();
+    for round in 0..ROUNDS {
+        let token = format!("srt-orphan-{}-{round}", std::process::id());
+        let mut server = server(&[("SKILL_RUNNER_MAX_CONCURRENT", "2")]);
+        for _ in 0..2 {
+            server
+                .create_job(json!({"skill_id": "attacker", "parameter": {
+                    "attack": "setsid", "count": PER_RUN, "token": token}}))
+                .await;
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while carrying(&token).len() < 2 * PER_RUN {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: the grandchildren never started"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        server.kill();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !carrying(&token).is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let left = carrying(&token);
+        for pid in &left {
+            // The test's own outer limit: nothing it provoked outlives it.
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(*pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        survivors.extend(left);
+    }
+    assert_eq!(
+        survivors,
+        Vec::<i32>::new(),
+        "grandchildren outlived a killed service"
+    );
+}
