@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::browse::files_under;
+use crate::egress::policy::permitted;
 use crate::engines::{EngineAdapter, Prepared, Turn};
 use crate::output::{self, RepairLevel, Reported, TurnOutcome};
 use crate::process::{Completed, Exit, OnOutput, Supervisor, Windows};
@@ -118,6 +119,23 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
         Err(e) => return Ok(failed(Envelope::default(), format!("{e:#}"), None)),
     };
     spec.output_limit = plan.output_limit;
+    if let Some(confine) = spec.confine.as_mut() {
+        match permitted(&turn.skill.network_allow, plan.supervisor.egress_allow()) {
+            Ok(granted) => confine.allow.extend(granted),
+            Err(refused) => {
+                return Ok(Outcome::Failed {
+                    envelope: Envelope::default(),
+                    code: Some("EGRESS_NOT_PERMITTED"),
+                    message: format!(
+                        "The skill's runner.json network.allow names {refused}, which the \
+                         operator's SKILL_RUNNER_EGRESS_ALLOW does not permit: add it there \
+                         (e.g. SKILL_RUNNER_EGRESS_ALLOW={refused}) or remove it from the skill"
+                    ),
+                    stderr: None,
+                });
+            }
+        }
+    }
     let program = spec.argv.first().cloned().unwrap_or_default();
     if let Some(prompt) = &prompt {
         folder.append_prompt(turn.number, prompt).await?;

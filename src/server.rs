@@ -210,6 +210,7 @@ fn launch(config: &Config, exe: std::path::PathBuf) -> anyhow::Result<Launch> {
         env: config.child_env.clone(),
         sandbox: status,
         isolate,
+        egress_allow: config.egress_allow.clone(),
         readable,
     })
 }

@@ -39,6 +39,18 @@ def tcp(host, port):
 if attack == "tcp":
     for host, port in p["targets"]:
         seen["%s:%d" % (host, port)] = tcp(host, port)
+elif attack == "fetch":
+    import urllib.request, urllib.error
+    for url in p["urls"]:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                seen[url] = "OK %d %s" % (r.status, r.read(40).decode())
+        except urllib.error.HTTPError as e:
+            seen[url] = "failed: HTTP %d %s" % (e.code, e.read(300).decode())
+        except Exception as e:
+            seen[url] = "failed: " + str(e)
+    for host, port in p.get("targets", []):
+        seen["%s:%d" % (host, port)] = tcp(host, port)
 elif attack == "udp":
     for host, port in p["targets"]:
         try:
@@ -329,5 +341,145 @@ async fn setsid_grandchildren_die_with_a_killed_service() {
         survivors,
         Vec::<i32>::new(),
         "grandchildren outlived a killed service"
+    );
+}
+
+/// Answers every connection with a fixed HTTP response naming `who`, on its own thread.
+fn web_server(who: &'static str) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            std::thread::spawn(move || {
+                use std::io::Write as _;
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf);
+                let body = format!("hello from {who}");
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    port
+}
+
+fn egress_lines(server: &TestServer, status: &Value) -> Vec<Value> {
+    let text = std::fs::read_to_string(server.run_dir(status).join("logs/egress.jsonl"))
+        .unwrap_or_default();
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[tokio::test]
+async fn a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_nothing_else() {
+    match isolate(
+        "a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_nothing_else",
+    ) {
+        Isolation::Inside => {}
+        _ => return,
+    }
+    let allowed = web_server("allowed");
+    let other = web_server("other");
+    let declared = format!("127.0.0.1:{allowed}");
+    let skill = attacker_skill().runner(json!({
+        "entrypoint": {"script": ["python3", "attack.py"]},
+        "network": {"allow": [declared]}
+    }));
+    let server = TestServer::with_skills(
+        &[skill.clone()],
+        &[("SKILL_RUNNER_EGRESS_ALLOW", &format!("{declared},*.example.com"))],
+    );
+    let rid = server
+        .create_job(json!({"skill_id": "attacker", "parameter": {
+            "attack": "fetch",
+            "urls": [format!("http://127.0.0.1:{allowed}/"), format!("http://127.0.0.1:{other}/"),
+                     "http://169.254.169.254/latest/meta-data/"],
+            "targets": [["127.0.0.1", allowed], ["127.0.0.1", other]]}}))
+        .await;
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
+    let seen = &result["result"]["data"]["observed"];
+    assert_eq!(
+        seen[format!("http://127.0.0.1:{allowed}/")],
+        "OK 200 hello from allowed",
+        "{seen}"
+    );
+    let refused = seen[format!("http://127.0.0.1:{other}/")].as_str().unwrap();
+    assert!(
+        refused.starts_with("failed: HTTP 403") && refused.contains("allow-list"),
+        "{refused}"
+    );
+    let metadata = seen["http://169.254.169.254/latest/meta-data/"].as_str().unwrap();
+    assert!(metadata.starts_with("failed: HTTP 403"), "{metadata}");
+    // Straight to the port: the declared host is bridged, the other is not there at all.
+    assert!(
+        seen[format!("127.0.0.1:{allowed}")]
+            .as_str()
+            .unwrap()
+            .starts_with("CONNECTED: HTTP/1.1 200"),
+        "{seen}"
+    );
+    assert!(
+        seen[format!("127.0.0.1:{other}")]
+            .as_str()
+            .unwrap()
+            .starts_with("failed"),
+        "{seen}"
+    );
+
+    // Every connection is one line of the run's egress log.
+    let lines = egress_lines(&server, &status);
+    let verdicts: Vec<(String, u64, String)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["host"].as_str().unwrap().to_owned(),
+                l["port"].as_u64().unwrap(),
+                l["verdict"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let count = |port: u16, verdict: &str| {
+        verdicts
+            .iter()
+            .filter(|(h, p, v)| h == "127.0.0.1" && *p == u64::from(port) && v == verdict)
+            .count()
+    };
+    assert_eq!(count(allowed, "allowed"), 2, "{lines:?}");
+    assert_eq!(count(other, "denied"), 1, "{lines:?}");
+    assert!(verdicts.contains(&("169.254.169.254".into(), 80, "denied".into())));
+    let through = lines
+        .iter()
+        .find(|l| l["port"] == allowed && l["via"] == "proxy")
+        .unwrap();
+    assert_eq!(through["method"], "GET");
+    assert!(through["bytes_received"].as_u64().unwrap() > 20, "{through}");
+    assert!(through["bytes_sent"].as_u64().unwrap() > 20, "{through}");
+    // A refusal shows in the run's stderr (and so in its events).
+    let stderr = std::fs::read_to_string(server.run_dir(&status).join("logs/stderr.txt")).unwrap();
+    assert!(
+        stderr.contains(&format!("[skill-runner] egress denied: 127.0.0.1:{other}")),
+        "{stderr}"
+    );
+
+    // The operator permits nothing: the same skill is refused before it starts.
+    drop(server);
+    let strict = TestServer::with_skills(&[skill], &[]);
+    let rid = strict
+        .create_job(json!({"skill_id": "attacker", "parameter": {"attack": "fetch", "urls": []}}))
+        .await;
+    let status = strict.wait_job(&rid).await;
+    assert_eq!(status["status"], "failed", "{status}");
+    let (_, result) = strict.get(&format!("/v1/jobs/{rid}/result")).await;
+    let error = &result["result"]["error"];
+    assert_eq!(error["code"], "EGRESS_NOT_PERMITTED", "{result}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains(&declared) && message.contains("SKILL_RUNNER_EGRESS_ALLOW"),
+        "{message}"
     );
 }

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::process::ChildEnv;
+use crate::egress::HostPattern;
 use crate::process::sandbox::SandboxMode;
 
 mod settings;
@@ -106,6 +107,8 @@ pub struct Config {
     /// `SKILL_RUNNER_SANDBOX_READ_PATHS` (`:`-separated): more folders every confined process
     /// may read and execute, e.g. an interpreter manager's root (`~/.pyenv`).
     pub sandbox_read_paths: Vec<PathBuf>,
+    /// `SKILL_RUNNER_EGRESS_ALLOW`: which hosts a skill's `network.allow` may name.
+    pub egress_allow: Vec<HostPattern>,
     /// The environment child processes start from (the allow-list plus
     /// `SKILL_RUNNER_CHILD_ENV_PASSTHROUGH`).
     pub child_env: ChildEnv,
@@ -492,6 +495,7 @@ impl Config {
             self_exe: None,
             sandbox: s.sandbox,
             sandbox_read_paths: s.sandbox_read_paths.unwrap_or_default(),
+            egress_allow: s.egress_allow.unwrap_or_default(),
             child_env: ChildEnv::from_vars(vars, &s.child_env_passthrough.unwrap_or_default()),
             legacy_ui: LegacyUi {
                 sunset: s.ui_legacy_api_sunset,

@@ -20,6 +20,7 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
 
 use super::{ConfigError, InvokeConfig, JobLimits, LogFormat, PackageLimits};
+use crate::egress::HostPattern;
 use crate::process::sandbox::SandboxMode;
 
 /// The settings of the service, each read from its variable or its flag.
@@ -192,6 +193,11 @@ pub struct Settings {
     /// Turn confinement with Landlock: auto, required or off.
     #[arg(long, env = "SKILL_RUNNER_SANDBOX", default_value = "auto", value_parser = sandbox)]
     pub sandbox: SandboxMode,
+    /// Hosts a skill's `runner.json` `network.allow` may name (comma-separated `host[:port]`,
+    /// `*.domain[:port]` or `*`); unset: none. Internal addresses (loopback, private,
+    /// link-local, metadata) only for an entry naming the exact `host:port`.
+    #[arg(long, env = "SKILL_RUNNER_EGRESS_ALLOW", value_parser = egress_allow)]
+    pub egress_allow: Option<::std::vec::Vec<HostPattern>>,
     /// More folders (`:`-separated) every confined process may read and execute.
     #[arg(long, env = "SKILL_RUNNER_SANDBOX_READ_PATHS", value_parser = read_paths)]
     pub sandbox_read_paths: Option<::std::vec::Vec<PathBuf>>,
@@ -349,6 +355,10 @@ fn log_format(raw: &str) -> Result<LogFormat, String> {
 fn sandbox(raw: &str) -> Result<SandboxMode, String> {
     SandboxMode::parse(raw)
         .ok_or_else(|| format!("'{raw}' is not a sandbox mode (expected auto, required or off)"))
+}
+
+fn egress_allow(raw: &str) -> Result<Vec<HostPattern>, String> {
+    HostPattern::parse_list(raw)
 }
 
 fn date(raw: &str) -> Result<chrono::NaiveDate, String> {

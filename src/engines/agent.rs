@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::{Cli, Engine, EngineAdapter, Failure, Prepared, Reading, Said, Turn};
 use crate::config::{AgentConfig, Endpoint};
+use crate::egress::Target;
 use crate::output;
 use crate::process::ProcessSpec;
 use crate::run_folder::RunFolder;
@@ -105,9 +106,32 @@ pub fn missing_cli(engine: Engine, program: &str, package: &str, config: &AgentC
 }
 
 /// The process of a turn: `argv` in the workspace with `env`, stdin closed, logs in `logs/`,
-/// confined to the workspace (the skill is copied into it).
-fn spec(turn: &Turn<'_>, argv: Vec<String>, env: Vec<(String, String)>) -> ProcessSpec {
-    turn.folder.process(argv, env, Vec::new())
+/// confined to the workspace (the skill is copied into it), reaching only `endpoints`.
+fn spec(
+    turn: &Turn<'_>,
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+    endpoints: Vec<Target>,
+) -> ProcessSpec {
+    let mut spec = turn.folder.process(argv, env, Vec::new());
+    if let Some(confine) = spec.confine.as_mut() {
+        confine.allow = endpoints;
+    }
+    spec
+}
+
+/// Where `engine`'s CLI may connect: the configured endpoint (allowed exactly, so a gateway on
+/// this machine or a private network is reachable), else the CLI's own hosts.
+pub fn model_endpoints(config: &AgentConfig, engine: Engine, cli: Cli) -> Vec<Target> {
+    let configured = endpoint(config, engine.as_str()).and_then(|e| e.base_url.as_deref());
+    match configured.and_then(Target::of_url) {
+        Some(target) => vec![target.exact()],
+        None => cli
+            .hosts
+            .iter()
+            .map(|h| Target::parse(h).expect("the CLI's hosts are host:port"))
+            .collect(),
+    }
 }
 
 /// The version `<program> --version` prints (its first semver-looking word), if it answers
@@ -137,6 +161,8 @@ pub async fn cli_version(program: &Path) -> Option<String> {
 #[derive(Debug)]
 pub struct Setup {
     pub program: String,
+    /// Where the turn may connect ([`model_endpoints`]).
+    pub endpoints: Vec<Target>,
     pub home: PathBuf,
     pub skill_copy: PathBuf,
     pub login: Login,
@@ -155,7 +181,7 @@ impl Setup {
         session: Option<String>,
     ) -> Prepared {
         Prepared {
-            spec: spec(turn, argv, env),
+            spec: spec(turn, argv, env, self.endpoints),
             session,
             login: self.login,
             prompt: Some(self.prompt),
@@ -193,6 +219,7 @@ pub fn setup(
     materialize(&turn.skill.path, &skill_copy)?;
     Ok(Setup {
         program: program.to_string_lossy().into_owned(),
+        endpoints: model_endpoints(config, engine, cli),
         prompt: prompt(turn, &skill_copy),
         home,
         skill_copy,

@@ -20,6 +20,7 @@ pub const CLI: Cli = Cli {
     program: "claude",
     package: PACKAGE,
     credentials: CREDENTIALS,
+    hosts: &["api.anthropic.com:443", "console.anthropic.com:443"],
 };
 
 #[derive(Debug)]

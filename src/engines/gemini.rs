@@ -25,6 +25,11 @@ pub const CLI: Cli = Cli {
     program: "gemini",
     package: PACKAGE,
     credentials: CREDENTIALS,
+    hosts: &[
+        "generativelanguage.googleapis.com:443",
+        "cloudcode-pa.googleapis.com:443",
+        "oauth2.googleapis.com:443",
+    ],
 };
 /// The model used with a configured endpoint when the job names none.
 pub const ENDPOINT_MODEL: &str = "gemini-2.5-flash";

@@ -30,6 +30,7 @@ pub const CLI: Cli = Cli {
     program: "iflow",
     package: PACKAGE,
     credentials: CREDENTIALS,
+    hosts: &["apis.iflow.cn:443", "iflow.cn:443"],
 };
 /// The model used with a configured endpoint when the job names none.
 pub const ENDPOINT_MODEL: &str = "qwen3-coder-plus";

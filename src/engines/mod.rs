@@ -86,6 +86,9 @@ pub struct Cli {
     pub package: &'static str,
     /// Paths relative to a home (`~`), e.g. `.codex/auth.json`.
     pub credentials: &'static [&'static str],
+    /// The `host:port`s the CLI talks to by default (its provider's model API and login);
+    /// a configured `SKILL_RUNNER_<ENGINE>_BASE_URL` replaces them with that one endpoint.
+    pub hosts: &'static [&'static str],
 }
 
 /// Every agent CLI.

@@ -87,6 +87,8 @@ pub struct Launch {
     pub sandbox: SandboxStatus,
     /// Whether each confined process starts in new pid and network namespaces.
     pub isolate: bool,
+    /// `SKILL_RUNNER_EGRESS_ALLOW`: which hosts a skill may ask its turns to reach.
+    pub egress_allow: Vec<crate::egress::HostPattern>,
     /// Read and execute for every confined process: the managed npm prefix and
     /// `SKILL_RUNNER_SANDBOX_READ_PATHS`.
     pub readable: Vec<PathBuf>,
@@ -191,6 +193,11 @@ impl Supervisor {
     /// Whether processes are confined.
     pub fn sandbox(&self) -> SandboxStatus {
         self.launch.sandbox
+    }
+
+    /// Which hosts a skill may ask its turns to reach.
+    pub fn egress_allow(&self) -> &[crate::egress::HostPattern] {
+        &self.launch.egress_allow
     }
 
     /// The environment every process starts from.

@@ -130,6 +130,10 @@ pub struct SkillManifest {
     /// The script argv when the skill runs with the `script` engine.
     #[serde(skip)]
     pub script: Option<Vec<String>>,
+    /// `runner.json` `network.allow`: the `host:port`s the skill's turns ask to reach (granted
+    /// only where `SKILL_RUNNER_EGRESS_ALLOW` permits them).
+    #[serde(skip)]
+    pub network_allow: Vec<crate::egress::Target>,
     /// The parsed input, parameter and output schemas.
     #[serde(skip)]
     pub schema_docs: SchemaDocs,
@@ -271,6 +275,8 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
         Some(_) => return invalid("runner.json: 'runtime' must be an object"),
     };
 
+    let network_allow = network_allow(&runner)?;
+
     let engine_configs = ENGINE_CONFIG_FILES
         .iter()
         .filter(|(_, rel)| dir.join(rel).is_file())
@@ -294,8 +300,41 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
         engine_configs,
         warnings,
         script,
+        network_allow,
         schema_docs,
     })
+}
+
+/// `runner.json` `network`: an object whose only key, `allow`, lists `host:port` strings.
+fn network_allow(runner: &Map<String, Value>) -> Result<Vec<crate::egress::Target>, InvalidSkill> {
+    let network = match runner.get("network") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Object(network)) => network,
+        Some(_) => return invalid("runner.json: 'network' must be an object like {\"allow\": [\"api.github.com:443\"]}"),
+    };
+    if let Some(other) = network.keys().find(|k| *k != "allow") {
+        return invalid(format!(
+            "runner.json: 'network.{other}' is not a setting (only 'network.allow')"
+        ));
+    }
+    let entries = match network.get("allow") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(entries)) => entries,
+        Some(_) => return invalid("runner.json: 'network.allow' must be a list of \"host:port\" strings"),
+    };
+    entries
+        .iter()
+        .enumerate()
+        .map(|(i, entry)| {
+            let text = entry.as_str().ok_or_else(|| {
+                InvalidSkill(format!(
+                    "runner.json: 'network.allow[{i}]' must be a \"host:port\" string"
+                ))
+            })?;
+            crate::egress::Target::parse(text)
+                .map_err(|why| InvalidSkill(format!("runner.json: 'network.allow[{i}]': {why}")))
+        })
+        .collect()
 }
 
 /// The one skill-id rule of the service (jobs, packages and `:invoke` alike, as the invoke
