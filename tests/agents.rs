@@ -11,6 +11,7 @@ mod common;
 use std::time::Duration;
 
 use common::agents::{in_netns, npm_prefix, server_for};
+use common::netns::{TEST_HOST, nobody_connected, test_host};
 use common::{FakeModel, TestDirs, TestServer, folder_mentions, processes_in, report_skill};
 use serde_json::{Value, json};
 
@@ -121,8 +122,24 @@ async fn auto_job(engine: &str) {
          if (echo escaped > \"$f\") 2>/dev/null; then echo \"WROTE $f\"; \
          else echo \"DENIED $f\"; fi; done"
     );
+    // The shell tool also reaches for the service, another loopback port and a host on another
+    // network, through the proxy the turn is given and around it.
+    let other_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let host = test_host();
+    let service = server.url("").trim_start_matches("http://").to_owned();
+    let reach: Vec<String> = vec![
+        format!("{service}/v1/jobs"),
+        format!("127.0.0.1:{}/", other_port.local_addr().unwrap().port()),
+        format!("{TEST_HOST}:{}/", host.local_addr().unwrap().port()),
+    ];
+    let probes = format!(
+        "for t in {}; do for via in '' '--noproxy *'; do \
+         if curl -sf -m 3 $via -o /dev/null \"http://$t\"; then echo \"REACHED $t\"; \
+         else echo \"UNREACHABLE $t\"; fi; done; done",
+        reach.join(" ")
+    );
     fake.script(json!([
-        {"shell": format!("{WRITE_REPORT}; {escapes}"), "say": "I will write the report."},
+        {"shell": format!("{WRITE_REPORT}; {escapes}; {probes}"), "say": "I will write the report."},
         {"text": ANSWER}
     ]))
     .await;
@@ -162,6 +179,31 @@ async fn auto_job(engine: &str) {
                 .collect::<Vec<_>>()
         );
     }
+    for target in &reach {
+        assert!(
+            tool_output.matches(&format!("UNREACHABLE {target}")).count() == 2
+                && !tool_output.contains(&format!("REACHED {target}")),
+            "the shell tool reached {target}"
+        );
+    }
+    nobody_connected(&other_port);
+    nobody_connected(&host);
+    // The CLI reached the model through its door, and nothing else did.
+    let egress = std::fs::read_to_string(server.run_dir(&status).join("logs/egress.jsonl")).unwrap();
+    let lines: Vec<Value> = egress.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let fake_port = fake.base.rsplit(':').next().unwrap().parse::<u64>().unwrap();
+    let to_model = |l: &&Value| l["host"] == "127.0.0.1" && l["port"] == fake_port;
+    assert!(
+        lines.iter().filter(to_model).any(|l| l["verdict"] == "allowed"),
+        "{egress}"
+    );
+    assert!(
+        lines
+            .iter()
+            .filter(|l| !to_model(l))
+            .all(|l| l["verdict"] == "denied"),
+        "{egress}"
+    );
     assert!(!server.dirs.root.join("escape.txt").exists());
     assert!(!server.dirs.data.join("runs/escape.txt").exists());
     assert_eq!(

@@ -21,7 +21,7 @@ use nix::sys::signal::{SigSet, Signal, kill};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
-use super::{sandbox, sys};
+use super::{privileges, sandbox, sys};
 
 /// What to run and how to confine it, as the service sends it to the forkserver
 /// ([`super::forkserver`]).
@@ -33,6 +33,8 @@ pub struct LeaderArgs {
     pub landlock: bool,
     /// Start in new pid and network namespaces ([`sys::fork_single_threaded`]).
     pub isolate: bool,
+    /// Take every privilege from the command ([`privileges`]).
+    pub harden: bool,
     /// Addresses to listen on inside the turn's network namespace (the turn's doors out, see
     /// [`crate::egress`]); the listeners go back to the service over the request's fourth
     /// descriptor, in this order, before the command starts.
@@ -153,6 +155,10 @@ fn spawn(args: &LeaderArgs) -> std::io::Result<Pid> {
         let rules =
             sandbox::ruleset(&args.writable, &args.readable).map_err(std::io::Error::other)?;
         sys::confine(&mut command, rules);
+    }
+    if args.harden {
+        let filters = privileges::filters(args.isolate).map_err(std::io::Error::other)?;
+        sys::harden(&mut command, filters);
     }
     let child = command.spawn()?;
     Ok(Pid::from_raw(child.id() as i32))

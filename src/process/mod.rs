@@ -16,6 +16,7 @@ pub mod env;
 pub mod forkserver;
 pub mod handover;
 pub mod leader;
+pub mod privileges;
 pub mod reaper;
 pub mod sandbox;
 mod sys;
@@ -227,6 +228,7 @@ impl Supervisor {
             grace_ms: self.grace.as_millis().try_into().unwrap_or(u64::MAX),
             landlock: confine.is_some(),
             isolate: self.launch.isolate && spec.confine.is_some(),
+            harden: self.launch.sandbox != SandboxStatus::Off && spec.confine.is_some(),
             listen: doors
                 .map(|d| d.listen.iter().map(|(address, _)| *address).collect())
                 .unwrap_or_default(),

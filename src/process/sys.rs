@@ -74,6 +74,37 @@ pub fn confine(command: &mut std::process::Command, ruleset: RulesetCreated) {
     }
 }
 
+/// Takes every privilege from the child before it runs its program: all capabilities,
+/// `no_new_privs`, the seccomp `filters` ([`super::privileges`]), and every descriptor above
+/// stderr that the service did not mean to pass (whatever the service inherited from whoever
+/// started it) is closed at `exec`.
+pub fn harden(command: &mut std::process::Command, filters: Vec<seccompiler::BpfProgram>) {
+    // SAFETY: only the turn leader calls this, a single-threaded process, so the closure's
+    // allocations between fork and exec cannot deadlock on a lock another thread held.
+    #[allow(unsafe_code)]
+    unsafe {
+        command.pre_exec(move || {
+            super::privileges::drop_capabilities()?;
+            nix::sys::prctl::set_no_new_privs().map_err(io::Error::from)?;
+            for filter in &filters {
+                seccompiler::apply_filter(filter).map_err(io::Error::other)?;
+            }
+            // Marked close-on-exec rather than closed: the standard library reports a failed
+            // `exec` through a descriptor of its own, already close-on-exec.
+            let marked = nix::libc::syscall(
+                nix::libc::SYS_close_range,
+                3 as nix::libc::c_uint,
+                nix::libc::c_uint::MAX,
+                nix::libc::CLOSE_RANGE_CLOEXEC as nix::libc::c_uint,
+            );
+            if marked < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Ends this process the way its child ended, by `signal`, without a core dump.
 pub fn die_by(signal: Signal) -> ! {
     use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, sigprocmask};

@@ -96,7 +96,20 @@ impl TestServer {
 
     /// Starts the binary on port 0 over `dirs`, with extra environment variables.
     pub fn start_with(dirs: Arc<TestDirs>, env: &[(&str, &str)]) -> Self {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_skill-runner"));
+        Self::start_command(dirs, env, Command::new(env!("CARGO_BIN_EXE_skill-runner")))
+    }
+
+    /// [`Self::start_with`], the service inheriting `file` open for reading as descriptor 9
+    /// (as from a shell's `9<file`), the way a careless launcher leaves descriptors behind.
+    pub fn start_inheriting(dirs: Arc<TestDirs>, env: &[(&str, &str)], file: &Path) -> Self {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "exec \"$0\" 9<\"$1\""])
+            .arg(env!("CARGO_BIN_EXE_skill-runner"))
+            .arg(file);
+        Self::start_command(dirs, env, cmd)
+    }
+
+    fn start_command(dirs: Arc<TestDirs>, env: &[(&str, &str)], mut cmd: Command) -> Self {
         for name in [
             "OPENSKILL_ALLOWED_ROOT",
             "OPENSKILL_CLI_DIR",

@@ -47,3 +47,37 @@ pub fn isolate(test: &str) -> Isolation {
     );
     Isolation::RanInside
 }
+
+/// The address of [`test_host`].
+pub const TEST_HOST: &str = "10.211.0.1";
+
+/// A host on another network, inside the test's own namespace (call it only inside one): a
+/// veth pair whose first end has [`TEST_HOST`], with a listener there.
+pub fn test_host() -> std::net::TcpListener {
+    for args in [
+        "link add srt-a type veth peer name srt-b",
+        "addr add 10.211.0.1/24 dev srt-a",
+        "addr add 10.211.0.2/24 dev srt-b",
+        "link set srt-a up",
+        "link set srt-b up",
+    ] {
+        let ok = Command::new("ip").args(args.split(' ')).status().unwrap();
+        assert!(ok.success(), "ip {args}");
+    }
+    let host = std::net::TcpListener::bind((TEST_HOST, 0)).unwrap();
+    // Reachable from the test's (and the service's) network.
+    let port = host.local_addr().unwrap().port();
+    drop(std::net::TcpStream::connect((TEST_HOST, port)).unwrap());
+    host.accept().unwrap();
+    host
+}
+
+/// Asserts nobody connected to `listener` (a non-blocking accept finds nothing queued).
+pub fn nobody_connected(listener: &std::net::TcpListener) {
+    listener.set_nonblocking(true).unwrap();
+    assert!(
+        listener.accept().is_err(),
+        "a turn connected to {}",
+        listener.local_addr().unwrap()
+    );
+}
