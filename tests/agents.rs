@@ -181,7 +181,10 @@ async fn auto_job(engine: &str) {
     }
     for target in &reach {
         assert!(
-            tool_output.matches(&format!("UNREACHABLE {target}")).count() == 2
+            tool_output
+                .matches(&format!("UNREACHABLE {target}"))
+                .count()
+                == 2
                 && !tool_output.contains(&format!("REACHED {target}")),
             "the shell tool reached {target}"
         );
@@ -189,12 +192,25 @@ async fn auto_job(engine: &str) {
     nobody_connected(&other_port);
     nobody_connected(&host);
     // The CLI reached the model through its door, and nothing else did.
-    let egress = std::fs::read_to_string(server.run_dir(&status).join("logs/egress.jsonl")).unwrap();
-    let lines: Vec<Value> = egress.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let fake_port = fake.base.rsplit(':').next().unwrap().parse::<u64>().unwrap();
+    let egress =
+        std::fs::read_to_string(server.run_dir(&status).join("logs/egress.jsonl")).unwrap();
+    let lines: Vec<Value> = egress
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let fake_port = fake
+        .base
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse::<u64>()
+        .unwrap();
     let to_model = |l: &&Value| l["host"] == "127.0.0.1" && l["port"] == fake_port;
     assert!(
-        lines.iter().filter(to_model).any(|l| l["verdict"] == "allowed"),
+        lines
+            .iter()
+            .filter(to_model)
+            .any(|l| l["verdict"] == "allowed"),
         "{egress}"
     );
     assert!(

@@ -268,7 +268,10 @@ async fn runs_cannot_talk_to_each_other() {
     let socket = workspace.join("door.sock");
     let deadline = Instant::now() + Duration::from_secs(20);
     while !socket.exists() {
-        assert!(Instant::now() < deadline, "the listening run never got ready");
+        assert!(
+            Instant::now() < deadline,
+            "the listening run never got ready"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let tcp = attack(
@@ -298,9 +301,7 @@ fn carrying(token: &str) -> Vec<i32> {
             std::fs::File::open(format!("/proc/{pid}/cmdline"))
                 .and_then(|mut f| f.read_to_end(&mut cmdline))
                 .is_ok()
-                && cmdline
-                    .windows(token.len())
-                    .any(|w| w == token.as_bytes())
+                && cmdline.windows(token.len()).any(|w| w == token.as_bytes())
         })
         .collect()
 }
@@ -375,14 +376,15 @@ fn web_server(who: &'static str) -> u16 {
 fn egress_lines(server: &TestServer, status: &Value) -> Vec<Value> {
     let text = std::fs::read_to_string(server.run_dir(status).join("logs/egress.jsonl"))
         .unwrap_or_default();
-    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 #[tokio::test]
 async fn a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_nothing_else() {
-    match isolate(
-        "a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_nothing_else",
-    ) {
+    match isolate("a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_nothing_else")
+    {
         Isolation::Inside => {}
         _ => return,
     }
@@ -395,7 +397,10 @@ async fn a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_noth
     }));
     let server = TestServer::with_skills(
         &[skill.clone()],
-        &[("SKILL_RUNNER_EGRESS_ALLOW", &format!("{declared},*.example.com"))],
+        &[(
+            "SKILL_RUNNER_EGRESS_ALLOW",
+            &format!("{declared},*.example.com"),
+        )],
     );
     let rid = server
         .create_job(json!({"skill_id": "attacker", "parameter": {
@@ -418,7 +423,9 @@ async fn a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_noth
         refused.starts_with("failed: HTTP 403") && refused.contains("allow-list"),
         "{refused}"
     );
-    let metadata = seen["http://169.254.169.254/latest/meta-data/"].as_str().unwrap();
+    let metadata = seen["http://169.254.169.254/latest/meta-data/"]
+        .as_str()
+        .unwrap();
     assert!(metadata.starts_with("failed: HTTP 403"), "{metadata}");
     // Straight to the port: the declared host is bridged, the other is not there at all.
     assert!(
@@ -462,7 +469,10 @@ async fn a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_noth
         .find(|l| l["port"] == allowed && l["via"] == "proxy")
         .unwrap();
     assert_eq!(through["method"], "GET");
-    assert!(through["bytes_received"].as_u64().unwrap() > 20, "{through}");
+    assert!(
+        through["bytes_received"].as_u64().unwrap() > 20,
+        "{through}"
+    );
     assert!(through["bytes_sent"].as_u64().unwrap() > 20, "{through}");
     // A refusal shows in the run's stderr (and so in its events).
     let stderr = std::fs::read_to_string(server.run_dir(&status).join("logs/stderr.txt")).unwrap();
@@ -506,13 +516,23 @@ async fn a_turn_has_no_privileges_and_no_inherited_descriptor() {
     }
     assert_eq!(seen["NoNewPrivs"], "1", "{seen}");
     assert_eq!(seen["Seccomp"], "2", "a seccomp filter: {seen}");
-    for refused in ["sethostname", "raw socket", "packet socket", "unshare", "mount"] {
+    for refused in [
+        "sethostname",
+        "raw socket",
+        "packet socket",
+        "unshare",
+        "mount",
+    ] {
         assert!(
             seen[refused].as_str().unwrap().starts_with("failed"),
             "{refused}: {seen}"
         );
     }
-    assert_eq!(seen["fds"], json!({}), "descriptors reached the turn: {seen}");
+    assert_eq!(
+        seen["fds"],
+        json!({}),
+        "descriptors reached the turn: {seen}"
+    );
     let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     assert_ne!(hostname.trim(), "hijacked");
 }

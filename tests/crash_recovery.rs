@@ -323,8 +323,6 @@ async fn store_failures_at_start_and_finish_are_retried_then_reconciled() {
             let message = status["error"]["message"].as_str().unwrap();
             assert!(message.contains(says), "{faults}: {status}");
         }
-        if let Ok(text) = std::fs::read_to_string(server.workspace(&status).join("pgid.txt")) {
-            assert_group_gone(text.trim().parse().unwrap());
-        }
+        common::assert_nothing_runs_in(&server.run_dir(&status));
     }
 }

@@ -77,6 +77,21 @@ async fn auth_status_and_engine_summaries() {
     assert_eq!(codex["cli_version"], "0.170.0");
     assert_eq!(codex["auth_ready"], true);
     assert_eq!(codex["sandbox_status"], "landlock");
+    // Where the service may create namespaces (root here), each barrier is held by the
+    // strongest mechanism.
+    let namespaces = std::process::Command::new("unshare")
+        .args(["-n", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    let (network, processes) = match namespaces {
+        true => ("namespace", "pid-namespace"),
+        false => ("none", "process-group"),
+    };
+    assert_eq!(
+        codex["barriers"],
+        json!({"files": "landlock", "network": network, "processes": processes,
+            "privileges": "capabilities-dropped+seccomp"})
+    );
     assert_eq!(
         codex["models_count"].as_u64().unwrap() as usize,
         codex_models["models"].as_array().unwrap().len()

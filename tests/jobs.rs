@@ -400,16 +400,9 @@ async fn hard_timeout_kills_the_group_and_server_death_takes_children_along() {
             ("SKILL_RUNNER_KILL_GRACE_SECONDS", "1"),
         ],
     );
-    let rid = server
-        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "grandchild"}}))
-        .await;
+    let (rid, pgid) = start_grandchild(&server).await;
     let status = server.wait_job(&rid).await;
     assert_eq!(status["error"]["code"], "TIMEOUT", "{status}");
-    let pgid: i32 = std::fs::read_to_string(server.workspace(&status).join("pgid.txt"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     assert_group_gone(pgid);
 
     // Now a run whose server is SIGKILLed mid-run.

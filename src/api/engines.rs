@@ -266,6 +266,8 @@ pub struct EngineSummary {
     /// CLIs' own, switched off because they cannot prompt headless), `unavailable` (the kernel
     /// lacks Landlock under `SKILL_RUNNER_SANDBOX=auto`) or `off`.
     pub sandbox_status: &'static str,
+    /// Which mechanism holds each barrier around a turn on this host.
+    pub barriers: crate::process::sandbox::Barriers,
     pub models_count: usize,
 }
 
@@ -298,6 +300,7 @@ pub(crate) async fn summary(state: &AppState, engine: Engine) -> (EngineSummary,
         cli_version: engines.version(engine).await,
         auth_ready: engines.auth_status(engine).is_some_and(|a| a.auth_ready),
         sandbox_status: state.jobs.sandbox().as_str(),
+        barriers: state.jobs.barriers(),
         models_count: models.len(),
     };
     (summary, models)

@@ -10,8 +10,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::process::ChildEnv;
 use crate::egress::HostPattern;
+use crate::process::ChildEnv;
 use crate::process::sandbox::SandboxMode;
 
 mod settings;

@@ -233,9 +233,10 @@ mod tests {
             ],
             "a loopback target not allowed exactly gets no bridge"
         );
-        assert!(doors.env.contains(&(
-            "HTTPS_PROXY".to_owned(),
-            "http://127.0.0.1:3129".to_owned()
-        )));
+        assert!(
+            doors
+                .env
+                .contains(&("HTTPS_PROXY".to_owned(), "http://127.0.0.1:3129".to_owned()))
+        );
     }
 }

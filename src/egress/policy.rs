@@ -378,10 +378,7 @@ mod tests {
             reachable(&exact, [ip("10.0.0.1")]),
             Ok(vec![ip("10.0.0.1")])
         );
-        assert!(matches!(
-            reachable(&named, []),
-            Err(Refusal::Unresolved(_))
-        ));
+        assert!(matches!(reachable(&named, []), Err(Refusal::Unresolved(_))));
     }
 
     #[test]
@@ -395,7 +392,11 @@ mod tests {
         assert_eq!(v6.host, "::1");
         assert!(v6.is_loopback());
         assert_eq!(v6.to_string(), "[::1]:8080");
-        assert!(Target::parse("api.github.com").unwrap_err().contains("no port"));
+        assert!(
+            Target::parse("api.github.com")
+                .unwrap_err()
+                .contains("no port")
+        );
         assert!(Target::parse("api.github.com:0").is_err());
         assert!(Target::parse("bad host:1").is_err());
         assert!(Target::parse("a/b:1").is_err());
@@ -418,14 +419,18 @@ mod tests {
         let ok = permitted(&declared, &operator).unwrap();
         assert!(ok[0].internal_ok, "named exactly");
         assert!(!ok[1].internal_ok, "let through by a wildcard");
-        let refused = permitted(
-            &[Target::parse("example.com:443").unwrap()],
-            &operator,
-        )
-        .unwrap_err();
-        assert_eq!(refused.to_string(), "example.com:443", "*.domain is below it");
+        let refused =
+            permitted(&[Target::parse("example.com:443").unwrap()], &operator).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "example.com:443",
+            "*.domain is below it"
+        );
         assert!(permitted(&[Target::parse("api.github.com:80").unwrap()], &operator).is_err());
-        assert!(permitted(&declared, &[]).is_err(), "nothing is permitted by default");
+        assert!(
+            permitted(&declared, &[]).is_err(),
+            "nothing is permitted by default"
+        );
         let any = HostPattern::parse_list("*").unwrap();
         assert!(!permitted(&declared, &any).unwrap()[0].internal_ok);
         assert!(HostPattern::parse("*.:1").is_err());

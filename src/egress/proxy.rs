@@ -114,7 +114,12 @@ async fn open(
                 .map_err(|_| refused("no request head within 15 s"))?
                 .map_err(|e| refused(&e))?;
             line.method = Some(asked.method.clone());
-            (asked.host, asked.port, asked.forward, asked.method == "CONNECT")
+            (
+                asked.host,
+                asked.port,
+                asked.forward,
+                asked.method == "CONNECT",
+            )
         }
     };
     line.host = host.clone();
@@ -218,7 +223,10 @@ fn parse_request(buf: &[u8]) -> Result<Option<Asked>, String> {
             forward: buf[head_len..].to_vec(),
         }));
     }
-    if !uri.get(..7).is_some_and(|s| s.eq_ignore_ascii_case("http://")) {
+    if !uri
+        .get(..7)
+        .is_some_and(|s| s.eq_ignore_ascii_case("http://"))
+    {
         return Err(format!(
             "'{method} {uri}': only CONNECT host:port and http:// URLs go through the proxy"
         ));
@@ -261,7 +269,12 @@ fn parse_request(buf: &[u8]) -> Result<Option<Asked>, String> {
 }
 
 /// Answers a refused or failed proxy request (a bridge's turn just sees the connection close).
-async fn respond(conn: &mut TcpStream, door: &Door, status: &str, why: &str) -> std::io::Result<()> {
+async fn respond(
+    conn: &mut TcpStream,
+    door: &Door,
+    status: &str,
+    why: &str,
+) -> std::io::Result<()> {
     if matches!(door, Door::Bridge(_)) {
         return Ok(());
     }

@@ -25,7 +25,11 @@ pub const CLI: Cli = Cli {
     program: "codex",
     package: PACKAGE,
     credentials: CREDENTIALS,
-    hosts: &["api.openai.com:443", "chatgpt.com:443", "auth.openai.com:443"],
+    hosts: &[
+        "api.openai.com:443",
+        "chatgpt.com:443",
+        "auth.openai.com:443",
+    ],
 };
 /// The model used with a configured endpoint when the job names none.
 pub const ENDPOINT_MODEL: &str = "gpt-5.5";

@@ -23,7 +23,12 @@ pub const CLI: Cli = Cli {
     program: "opencode",
     package: PACKAGE,
     credentials: CREDENTIALS,
-    hosts: &["opencode.ai:443", "models.dev:443", "api.openai.com:443", "api.anthropic.com:443"],
+    hosts: &[
+        "opencode.ai:443",
+        "models.dev:443",
+        "api.openai.com:443",
+        "api.anthropic.com:443",
+    ],
 };
 /// The model used with a configured endpoint when the job names none.
 pub const ENDPOINT_MODEL: &str = "gpt-5.5";

@@ -22,7 +22,11 @@ pub const CLI: Cli = Cli {
     program: "qwen",
     package: PACKAGE,
     credentials: CREDENTIALS,
-    hosts: &["dashscope.aliyuncs.com:443", "portal.qwen.ai:443", "chat.qwen.ai:443"],
+    hosts: &[
+        "dashscope.aliyuncs.com:443",
+        "portal.qwen.ai:443",
+        "chat.qwen.ai:443",
+    ],
 };
 /// The model used with a configured endpoint when the job names none.
 pub const ENDPOINT_MODEL: &str = "qwen3-coder-plus";

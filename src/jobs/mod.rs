@@ -211,6 +211,11 @@ impl Jobs {
         self.supervisor.sandbox()
     }
 
+    /// Which mechanism holds each barrier around a turn.
+    pub fn barriers(&self) -> crate::process::sandbox::Barriers {
+        self.supervisor.barriers()
+    }
+
     /// The folders of a run.
     pub fn folder(&self, run_id: &str) -> RunFolder {
         RunFolder::new(self.config.runs_dir().join(run_id))

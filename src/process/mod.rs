@@ -196,6 +196,11 @@ impl Supervisor {
         self.launch.sandbox
     }
 
+    /// Which mechanism holds each barrier around a turn.
+    pub fn barriers(&self) -> sandbox::Barriers {
+        sandbox::Barriers::of(self.launch.sandbox, self.launch.isolate)
+    }
+
     /// Which hosts a skill may ask its turns to reach.
     pub fn egress_allow(&self) -> &[crate::egress::HostPattern] {
         &self.launch.egress_allow
@@ -307,7 +312,12 @@ impl Supervisor {
                     notices: spec.stderr_log.clone(),
                     on_output: on_output.clone(),
                 };
-                Some(Served::start(listeners, &doors, confine.allow.clone(), log)?)
+                Some(Served::start(
+                    listeners,
+                    &doors,
+                    confine.allow.clone(),
+                    log,
+                )?)
             }
             _ => None,
         };

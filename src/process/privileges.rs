@@ -118,7 +118,9 @@ pub fn filters(own_pids: bool) -> Result<Vec<BpfProgram>, seccompiler::Error> {
 }
 
 fn target_arch() -> Result<TargetArch, seccompiler::Error> {
-    std::env::consts::ARCH.try_into().map_err(seccompiler::Error::Backend)
+    std::env::consts::ARCH
+        .try_into()
+        .map_err(seccompiler::Error::Backend)
 }
 
 /// Drops every capability of this process for good: the bounding set (which bounds what an

@@ -61,6 +61,47 @@ impl SandboxStatus {
     }
 }
 
+/// Which mechanism holds each barrier around a turn on this host (`sandbox_status` reports
+/// them with the engines).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct Barriers {
+    /// What a turn may read and write: `landlock` or `none`.
+    pub files: &'static str,
+    /// Where a turn may connect: `namespace` (its own network, doors to its allow-list through
+    /// the egress proxy) or `none` (the service's network).
+    pub network: &'static str,
+    /// What ends a turn's processes, even after the service was killed: `pid-namespace`, or
+    /// `process-group` (the turn leader as subreaper and the group reaper, which a
+    /// double-forked daemon can outlive when the service is killed).
+    pub processes: &'static str,
+    /// `capabilities-dropped+seccomp` or `none`.
+    pub privileges: &'static str,
+}
+
+impl Barriers {
+    pub fn of(sandbox: SandboxStatus, isolate: bool) -> Self {
+        let on = sandbox != SandboxStatus::Off;
+        Self {
+            files: if sandbox == SandboxStatus::Landlock {
+                "landlock"
+            } else {
+                "none"
+            },
+            network: if isolate { "namespace" } else { "none" },
+            processes: if isolate {
+                "pid-namespace"
+            } else {
+                "process-group"
+            },
+            privileges: if on {
+                "capabilities-dropped+seccomp"
+            } else {
+                "none"
+            },
+        }
+    }
+}
+
 /// Whether the running kernel enforces Landlock (creates a ruleset, restricts nothing).
 pub fn landlock_supported() -> bool {
     Ruleset::default()

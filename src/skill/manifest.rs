@@ -310,7 +310,11 @@ fn network_allow(runner: &Map<String, Value>) -> Result<Vec<crate::egress::Targe
     let network = match runner.get("network") {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Object(network)) => network,
-        Some(_) => return invalid("runner.json: 'network' must be an object like {\"allow\": [\"api.github.com:443\"]}"),
+        Some(_) => {
+            return invalid(
+                "runner.json: 'network' must be an object like {\"allow\": [\"api.github.com:443\"]}",
+            );
+        }
     };
     if let Some(other) = network.keys().find(|k| *k != "allow") {
         return invalid(format!(
@@ -320,7 +324,9 @@ fn network_allow(runner: &Map<String, Value>) -> Result<Vec<crate::egress::Targe
     let entries = match network.get("allow") {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(entries)) => entries,
-        Some(_) => return invalid("runner.json: 'network.allow' must be a list of \"host:port\" strings"),
+        Some(_) => {
+            return invalid("runner.json: 'network.allow' must be a list of \"host:port\" strings");
+        }
     };
     entries
         .iter()

@@ -652,7 +652,7 @@ async fn decode(request: reqwest::RequestBuilder) -> (u16, Value) {
 }
 
 /// Waits for the probe script of a run to write `pgid.txt` and for its children to start, and
-/// returns the process group.
+/// returns the process group, as this machine numbers it.
 pub async fn wait_pgid(run_dir: &Path) -> i32 {
     let file = run_dir.join("pgid.txt");
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -661,11 +661,50 @@ pub async fn wait_pgid(run_dir: &Path) -> i32 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
-    std::fs::read_to_string(&file)
+    let seen: i32 = std::fs::read_to_string(&file)
         .unwrap()
         .trim()
         .parse()
-        .unwrap()
+        .unwrap();
+    host_id(run_dir, "NSpgid", seen).expect("a process of the probe's group works in its folder")
+}
+
+/// What this machine numbers the process (`field` `NSpid`) or group (`NSpgid`) a turn knows as
+/// `id`, among the live processes working under `dir`: a turn in a pid namespace of its own
+/// numbers its processes from 1. `None` when no such process lives.
+pub fn host_id(dir: &Path, field: &str, id: i32) -> Option<i32> {
+    let label = format!("{field}:");
+    processes_in(dir).into_iter().find_map(|pid| {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let ids: Vec<i32> = status
+            .lines()
+            .find(|l| l.starts_with(&label))?
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        (ids.last() == Some(&id)).then(|| ids[0])
+    })
+}
+
+/// Waits until no process works under `dir`; panics after 10 s.
+pub fn assert_nothing_runs_in(dir: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left: Vec<i32> = processes_in(dir)
+            .into_iter()
+            .filter(|pid| stat_fields(*pid).is_some_and(|f| f[0] != "Z"))
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "processes left under {}: {left:?}",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// One Server-Sent Event.

@@ -70,6 +70,8 @@ const MESSAGES: &[(&str, &str, &str)] = &[
     ("engines.ready", "ready", "就绪"),
     ("engines.not_ready", "not logged in", "未登录"),
     ("engines.sandbox", "Confinement", "隔离"),
+    ("engines.network", "network:", "网络:"),
+    ("engines.processes", "processes:", "进程:"),
     ("engines.models", "Models", "模型"),
     ("engines.upgrade", "Upgrade", "升级"),
     ("engines.upgrade_all", "Upgrade all engines", "升级全部引擎"),
