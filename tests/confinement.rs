@@ -8,7 +8,6 @@ mod common;
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::time::Duration;
 
 use common::{TestServer, digest, probe_skill, skill_package};
 use serde_json::json;
@@ -372,17 +371,5 @@ async fn a_store_failure_after_spawn_fails_the_run_and_kills_its_group() {
     let status = server.wait_job(&rid).await;
     assert_eq!(status["status"], "failed", "{status}");
     assert_eq!(status["error"]["code"], "INTERNAL_ERROR", "{status}");
-    let workspace = server.workspace(&status);
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let left = common::processes_in(&server.run_dir(&status));
-        if left.is_empty() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "processes left: {left:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::assert_nothing_runs_in(&server.run_dir(&status));
 }

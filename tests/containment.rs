@@ -396,7 +396,7 @@ async fn a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_noth
         "network": {"allow": [declared]}
     }));
     let server = TestServer::with_skills(
-        &[skill.clone()],
+        std::slice::from_ref(&skill),
         &[(
             "SKILL_RUNNER_EGRESS_ALLOW",
             &format!("{declared},*.example.com"),
