@@ -5,9 +5,11 @@
 //! and relocating a large position-independent executable), more than the `sh` it then started.
 //! The forkserver pays that once. The service starts `skill-runner forkserver` with one end of a
 //! socket pair as its stdin and, for each turn, sends the [`LeaderArgs`] (a length-prefixed JSON
-//! frame) with the turn's stdin, stdout and stderr attached (`SCM_RIGHTS`). The forkserver never
-//! starts a thread, so its forked child may run Rust code: the child leads a new process group,
-//! takes the three descriptors as its own and runs the [`leader`](super::leader). The forkserver
+//! frame) with the turn's stdin, stdout and stderr attached (`SCM_RIGHTS`), and a fourth
+//! descriptor when the turn has doors to open ([`crate::egress`]). The forkserver never starts a
+//! thread, so its forked child may run Rust code: the child (for a confined turn the first
+//! process of new pid and network namespaces) leads a new process group, takes the descriptors
+//! as its own and runs the [`leader`](super::leader). The forkserver
 //! answers `S <pid>` (or `E <reason>`), reaps its leaders and reports each end as
 //! `X <pid> <code>` or `K <pid>` (ended by a signal), one line each.
 //!

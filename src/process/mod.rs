@@ -2,8 +2,10 @@
 //! implementation for all.
 //!
 //! A process starts as the child of a turn leader ([`leader`], forked by the [`forkserver`]), which
-//! leads its own process group, confines the command ([`sandbox`]) and kills every descendant
-//! when the command ends, even one that left the group. The command starts from the
+//! leads its own process group (for a confined turn, also its own pid and network namespaces),
+//! confines the command ([`sandbox`], [`privileges`]) and kills every descendant when the command
+//! ends, even one that left the group. A turn with an allow-list reaches it through the doors
+//! the service serves ([`crate::egress`]). The command starts from the
 //! allow-listed environment ([`env`]) plus its spec's variables, in its spec's folder, with
 //! stdin closed unless the spec feeds it. stdout and stderr are read concurrently and appended
 //! byte for byte to the log files (never truncated, so offsets stay valid across turns and
