@@ -69,7 +69,8 @@ elif attack == "privileges":
         seen["packet socket"] = "OPENED"
     except OSError as e:
         seen["packet socket"] = "failed: " + e.strerror
-    for name, argv in (("unshare", ["unshare", "-n", "true"]), ("mount", ["mount", "-t", "tmpfs", "x", "/tmp"])):
+    os.makedirs("mnt", exist_ok=True)
+    for name, argv in (("unshare", ["unshare", "-n", "true"]), ("mount", ["mount", "-t", "tmpfs", "x", "mnt"])):
         r = subprocess.run(argv, capture_output=True)
         seen[name] = "DONE" if r.returncode == 0 else "failed: " + r.stderr.decode()[-80:]
     fds = {}
@@ -494,8 +495,14 @@ async fn a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_noth
     );
 }
 
+/// Run in the test's own UTS and mount namespaces: were the barrier broken, the turn would
+/// rename and mount over those, not the machine's.
 #[tokio::test]
 async fn a_turn_has_no_privileges_and_no_inherited_descriptor() {
+    match isolate("a_turn_has_no_privileges_and_no_inherited_descriptor") {
+        Isolation::Inside => {}
+        _ => return,
+    }
     let secret = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(secret.path(), "inherited-secret").unwrap();
     let dirs = common::TestDirs::new();

@@ -1,5 +1,7 @@
 //! Running a test inside a fresh loopback-only network namespace (`unshare -n`): the test binary
-//! re-runs the one test there, so nothing it starts can reach beyond the machine.
+//! re-runs the one test there, so nothing it starts can reach beyond the machine. It also gets
+//! UTS and mount namespaces of its own (`-u -m`, mounts private): a hostile turn whose barrier
+//! broke renames or mounts over the test's namespaces, not the machine's.
 
 use std::process::Command;
 
@@ -33,7 +35,7 @@ pub fn isolate(test: &str) -> Isolation {
         return Isolation::Unavailable;
     }
     let out = Command::new("unshare")
-        .arg("-n")
+        .args(["-n", "-u", "-m", "--propagation", "private"])
         .arg(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads", "1"])
         .env(IN_NETNS, "1")
