@@ -171,6 +171,7 @@ impl RunFolder {
                 readable,
                 allow: Vec::new(),
                 egress_log: self.egress_log(),
+                limits: Default::default(),
             }),
         }
     }

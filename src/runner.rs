@@ -120,6 +120,7 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
     };
     spec.output_limit = plan.output_limit;
     if let Some(confine) = spec.confine.as_mut() {
+        confine.limits = turn.skill.limits;
         match permitted(&turn.skill.network_allow, plan.supervisor.egress_allow()) {
             Ok(granted) => confine.allow.extend(granted),
             Err(refused) => {
@@ -198,6 +199,14 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
     match exit {
         Exit::Canceled => return Ok(Outcome::Interrupted { envelope }),
         Exit::TimedOut => return Ok(Outcome::TimedOut { envelope, stderr }),
+        Exit::OverLimit(hit) => {
+            return Ok(Outcome::Failed {
+                envelope,
+                code: Some(hit.resource.code()),
+                message: hit.to_string(),
+                stderr: Some(stderr),
+            });
+        }
         Exit::Exited { code: Some(0) } => {}
         Exit::Exited { .. } | Exit::TooMuchOutput => {
             return Ok(match reading.failure {

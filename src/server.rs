@@ -126,7 +126,7 @@ pub async fn serve(
     let upgrades = Arc::new(Upgrader::new(
         store.clone(),
         jobs.engines().clone(),
-        supervisor,
+        supervisor.clone(),
         &config.data_dir,
     ));
     upgrades
@@ -172,6 +172,7 @@ pub async fn serve(
         jobs.shutdown(SHUTDOWN_GRACE),
         upgrades.shutdown(SHUTDOWN_GRACE)
     );
+    supervisor.release();
     store.close().await;
     Ok(())
 }
@@ -211,6 +212,11 @@ fn launch(config: &Config, exe: std::path::PathBuf) -> anyhow::Result<Launch> {
         sandbox: status,
         isolate,
         egress_allow: config.egress_allow.clone(),
+        limits: config.run_limits,
+        cgroups: match status {
+            SandboxStatus::Off => Default::default(),
+            _ => crate::process::cgroups::Cgroups::setup(),
+        },
         readable,
     })
 }

@@ -84,6 +84,61 @@ elif attack == "privileges":
         except OSError:
             fds[fd] = "?"
     seen["fds"] = fds
+elif attack == "fork":
+    children = 0
+    error = None
+    for _ in range(p["count"]):
+        try:
+            pid = os.fork()
+        except OSError as e:
+            error = e.strerror
+            break
+        if pid == 0:
+            time.sleep(30)
+            os._exit(0)
+        children += 1
+    seen["children"] = children
+    seen["error"] = error
+elif attack == "memory":
+    held = []
+    try:
+        for _ in range(p["mb"] // 64):
+            held.append(b"x" * (64 << 20))
+        seen["allocated_mb"] = 64 * len(held)
+    except MemoryError:
+        seen["allocated_mb"] = "MemoryError at %d" % (64 * len(held))
+elif attack == "file":
+    written = 0
+    try:
+        with open("big.bin", "wb") as f:
+            for _ in range(p["mb"]):
+                f.write(b"x" * (1 << 20))
+                f.flush()
+                written += 1
+    except OSError as e:
+        seen["error"] = e.strerror
+    seen["written_mb"] = written
+elif attack == "disk":
+    for i in range(p["files"]):
+        with open("part-%d.bin" % i, "wb") as f:
+            f.write(b"x" * (p["mb_each"] << 20))
+        time.sleep(0.1)
+    seen["files"] = p["files"]
+elif attack == "cpu":
+    end = time.time() + p["seconds"]
+    n = 0
+    while time.time() < end:
+        n += 1
+    seen["spun"] = n
+elif attack == "shm":
+    try:
+        with open(p["read"]) as f:
+            seen["read"] = "READ " + f.read()
+    except OSError as e:
+        seen["read"] = "failed: " + e.strerror
+    with open(p["write"], "w") as f:
+        f.write("left by a turn")
+    seen["wrote"] = p["write"]
 elif attack == "udp":
     for host, port in p["targets"]:
         try:
@@ -537,4 +592,128 @@ async fn a_turn_has_no_privileges_and_no_inherited_descriptor() {
     );
     let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     assert_ne!(hostname.trim(), "hijacked");
+}
+
+/// Runs one attack that must end the run `failed` with `code`; returns the run's status.
+async fn over_limit(server: &TestServer, parameter: Value, code: &str) -> Value {
+    let rid = server
+        .create_job(json!({"skill_id": "attacker", "parameter": parameter}))
+        .await;
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "failed", "{status}");
+    assert_eq!(status["error"]["code"], code, "{status}");
+    common::assert_nothing_runs_in(&server.run_dir(&status));
+    status
+}
+
+#[tokio::test]
+async fn a_fork_bomb_stops_at_the_process_limit() {
+    let server = server(&[("SKILL_RUNNER_RUN_PIDS", "64")]);
+    let status = over_limit(
+        &server,
+        json!({"attack": "fork", "count": 3000}),
+        "RESOURCE_PIDS",
+    )
+    .await;
+    let message = status["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("processes (64)") && message.contains("SKILL_RUNNER_RUN_PIDS"),
+        "{message}"
+    );
+    // The next run is unaffected.
+    let fine = attack(&server, json!({"attack": "tcp", "targets": []})).await;
+    assert_eq!(fine, json!({}));
+}
+
+#[tokio::test]
+async fn memory_past_the_skills_own_limit_ends_the_run() {
+    // The skill asks for less than the operator's cap: its request holds.
+    let skill = attacker_skill().runner(json!({
+        "entrypoint": {"script": ["python3", "attack.py"]},
+        "limits": {"memory_mb": 256}
+    }));
+    let server = TestServer::with_skills(&[skill], &[]);
+    let status = over_limit(
+        &server,
+        json!({"attack": "memory", "mb": 3072}),
+        "RESOURCE_MEMORY",
+    )
+    .await;
+    let message = status["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("memory (256 MiB)") && message.contains("limits.memory_mb"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn writes_past_the_file_and_disk_caps_end_the_run() {
+    let server = server(&[
+        ("SKILL_RUNNER_RUN_FILE_MB", "32"),
+        ("SKILL_RUNNER_RUN_MAX_DISK_MB", "64"),
+    ]);
+    let status = over_limit(
+        &server,
+        json!({"attack": "file", "mb": 200}),
+        "RESOURCE_FILE",
+    )
+    .await;
+    let big = server.workspace(&status).join("big.bin");
+    assert!(std::fs::metadata(big).unwrap().len() <= 32 << 20);
+
+    let status = over_limit(
+        &server,
+        json!({"attack": "disk", "files": 50, "mb_each": 8}),
+        "RESOURCE_DISK",
+    )
+    .await;
+    let written: u64 = std::fs::read_dir(server.workspace(&status))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    assert!(
+        written < 50 * (8 << 20),
+        "the turn wrote all it wanted: {written}"
+    );
+}
+
+#[tokio::test]
+async fn cpu_time_past_its_cap_ends_the_run() {
+    let server = server(&[("SKILL_RUNNER_RUN_CPU_SECONDS", "1")]);
+    over_limit(
+        &server,
+        json!({"attack": "cpu", "seconds": 20}),
+        "RESOURCE_CPU",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn dev_shm_is_private_to_each_turn_and_gone_after_it() {
+    let server = server(&[]);
+    let name = format!("/dev/shm/srt-shm-{}", std::process::id());
+    let first = attack(
+        &server,
+        json!({"attack": "shm", "write": name, "read": "/dev/shm/none"}),
+    )
+    .await;
+    let left = std::path::Path::new(&name).exists();
+    // The test's own outer limit: nothing it provoked stays on the machine.
+    let _ = std::fs::remove_file(&name);
+    assert!(
+        !left,
+        "a turn's /dev/shm file stayed on the machine ({first})"
+    );
+    let second = attack(
+        &server,
+        json!({"attack": "shm", "write": format!("{name}-2"), "read": name}),
+    )
+    .await;
+    let _ = std::fs::remove_file(format!("{name}-2"));
+    assert!(
+        second["read"].as_str().unwrap().starts_with("failed"),
+        "{second}"
+    );
 }

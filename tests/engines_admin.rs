@@ -87,10 +87,20 @@ async fn auth_status_and_engine_summaries() {
         true => ("namespace", "pid-namespace"),
         false => ("none", "process-group"),
     };
+    // Where the v1 memory and pids hierarchies can be written (root here), turns get cgroups.
+    let probe =
+        std::path::Path::new("/sys/fs/cgroup/pids").join(format!("probe.{}", std::process::id()));
+    let resources = match std::fs::create_dir(&probe) {
+        Ok(()) => {
+            std::fs::remove_dir(&probe).unwrap();
+            "cgroup+rlimits"
+        }
+        Err(_) => "rlimits",
+    };
     assert_eq!(
         codex["barriers"],
         json!({"files": "landlock", "network": network, "processes": processes,
-            "privileges": "capabilities-dropped+seccomp"})
+            "privileges": "capabilities-dropped+seccomp", "resources": resources})
     );
     assert_eq!(
         codex["models_count"].as_u64().unwrap() as usize,

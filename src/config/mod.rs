@@ -109,6 +109,8 @@ pub struct Config {
     pub sandbox_read_paths: Vec<PathBuf>,
     /// `SKILL_RUNNER_EGRESS_ALLOW`: which hosts a skill's `network.allow` may name.
     pub egress_allow: Vec<HostPattern>,
+    /// `SKILL_RUNNER_RUN_*`: the caps on one turn's resources.
+    pub run_limits: crate::process::limits::Limits,
     /// The environment child processes start from (the allow-list plus
     /// `SKILL_RUNNER_CHILD_ENV_PASSTHROUGH`).
     pub child_env: ChildEnv,
@@ -496,6 +498,14 @@ impl Config {
             sandbox: s.sandbox,
             sandbox_read_paths: s.sandbox_read_paths.unwrap_or_default(),
             egress_allow: s.egress_allow.unwrap_or_default(),
+            run_limits: crate::process::limits::Limits {
+                memory_mb: s.run_memory_mb,
+                pids: s.run_pids,
+                cpu_seconds: s.run_cpu_seconds,
+                file_mb: s.run_file_mb,
+                disk_mb: s.run_max_disk_mb,
+                open_files: s.run_open_files,
+            },
             child_env: ChildEnv::from_vars(vars, &s.child_env_passthrough.unwrap_or_default()),
             legacy_ui: LegacyUi {
                 sunset: s.ui_legacy_api_sunset,

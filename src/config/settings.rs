@@ -21,6 +21,7 @@ use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
 
 use super::{ConfigError, InvokeConfig, JobLimits, LogFormat, PackageLimits};
 use crate::egress::HostPattern;
+use crate::process::limits::Limits;
 use crate::process::sandbox::SandboxMode;
 
 /// The settings of the service, each read from its variable or its flag.
@@ -98,6 +99,30 @@ pub struct Settings {
     #[arg(long, env = "SKILL_RUNNER_KILL_GRACE_SECONDS", value_parser = positive,
           default_value_t = JobLimits::default().kill_grace.as_secs())]
     pub kill_grace_seconds: u64,
+    /// Most memory of one turn, MiB (a skill's runner.json limits may ask for less).
+    #[arg(long, env = "SKILL_RUNNER_RUN_MEMORY_MB", value_parser = positive,
+          default_value_t = Limits::default().memory_mb)]
+    pub run_memory_mb: u64,
+    /// Most processes of one turn at once.
+    #[arg(long, env = "SKILL_RUNNER_RUN_PIDS", value_parser = positive,
+          default_value_t = Limits::default().pids)]
+    pub run_pids: u64,
+    /// Most CPU time of one turn's processes, each, seconds.
+    #[arg(long, env = "SKILL_RUNNER_RUN_CPU_SECONDS", value_parser = positive,
+          default_value_t = Limits::default().cpu_seconds)]
+    pub run_cpu_seconds: u64,
+    /// Largest file a turn may write, MiB.
+    #[arg(long, env = "SKILL_RUNNER_RUN_FILE_MB", value_parser = positive,
+          default_value_t = Limits::default().file_mb)]
+    pub run_file_mb: u64,
+    /// Largest total size of a turn's workspace, MiB.
+    #[arg(long, env = "SKILL_RUNNER_RUN_MAX_DISK_MB", value_parser = positive,
+          default_value_t = Limits::default().disk_mb)]
+    pub run_max_disk_mb: u64,
+    /// Most open files of one turn's process.
+    #[arg(long, env = "SKILL_RUNNER_RUN_OPEN_FILES", value_parser = positive,
+          default_value_t = Limits::default().open_files)]
+    pub run_open_files: u64,
     /// How long succeeded and canceled runs are kept, seconds.
     #[arg(long, env = "SKILL_RUNNER_RUN_RETENTION_SECONDS", value_parser = positive,
           default_value_t = JobLimits::default().retention.as_secs())]

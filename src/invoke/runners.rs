@@ -188,6 +188,12 @@ fn interpret(call: &ProgramCall<'_>, done: Completed) -> Result<Output, SkillErr
             ))));
         }
         Exit::Canceled => return Err(SkillError::internal("the call was abandoned")),
+        Exit::OverLimit(hit) => {
+            // The invoke contract's codes are fixed: the limit's own code goes in the details.
+            let error = SkillError::internal(hit.to_string())
+                .with_details(json!({"resource": hit.resource.code(), "limit": hit.limit}));
+            return Err(with_stderr(error));
+        }
         Exit::Exited { code } => code,
     };
     // Scripts of the user's documents report failures as JSON on stderr with stdout empty.

@@ -11,7 +11,7 @@
 //! process of new pid and network namespaces) leads a new process group, takes the descriptors
 //! as its own and runs the [`leader`](super::leader). The forkserver
 //! answers `S <pid>` (or `E <reason>`), reaps its leaders and reports each end as
-//! `X <pid> <code>` or `K <pid>` (ended by a signal), one line each.
+//! `X <pid> <code>` or `K <pid> <signal>`, one line each.
 //!
 //! It holds nothing of the service's: an empty environment, `/` as its folder, no descriptor but
 //! the socket. When the service goes away the socket reaches end-of-file and the forkserver
@@ -67,15 +67,23 @@ struct Waiting {
     gone: bool,
     /// Fork requests in the order they were sent (the forkserver answers in that order).
     forks: VecDeque<oneshot::Sender<io::Result<Leader>>>,
-    exits: HashMap<i32, oneshot::Sender<Option<i32>>>,
+    exits: HashMap<i32, oneshot::Sender<Ended>>,
+}
+
+/// How a leader ended: its exit code, or the signal that ended it (the one that ended its
+/// command); neither when the forkserver died, taking it along.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ended {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
 }
 
 /// A turn leader the forkserver forked.
 #[derive(Debug)]
 pub struct Leader {
     pub pid: i32,
-    exit: Option<oneshot::Receiver<Option<i32>>>,
-    code: Option<i32>,
+    exit: Option<oneshot::Receiver<Ended>>,
+    ended: Ended,
 }
 
 impl Leader {
@@ -83,10 +91,15 @@ impl Leader {
     /// forkserver died, taking it along). Cancel-safe, and answers again once ended.
     pub async fn wait(&mut self) -> Option<i32> {
         if let Some(exit) = self.exit.as_mut() {
-            self.code = exit.await.unwrap_or(None);
+            self.ended = exit.await.unwrap_or_default();
             self.exit = None;
         }
-        self.code
+        self.ended.code
+    }
+
+    /// The signal that ended the leader, once [`Leader::wait`] answered.
+    pub fn signal(&self) -> Option<i32> {
+        self.ended.signal
     }
 }
 
@@ -209,7 +222,7 @@ async fn listen(
                 let leader = Leader {
                     pid,
                     exit: Some(rx),
-                    code: None,
+                    ended: Ended::default(),
                 };
                 let asked = waiting.forks.pop_front();
                 if asked.is_none_or(|asked| asked.send(Ok(leader)).is_err()) {
@@ -222,9 +235,9 @@ async fn listen(
                     let _ = asked.send(Err(io::Error::other(why)));
                 }
             }
-            Some(Answer::Ended(pid, code)) => {
+            Some(Answer::Ended(pid, ended)) => {
                 if let Some(tx) = waiting.exits.remove(&pid) {
-                    let _ = tx.send(code);
+                    let _ = tx.send(ended);
                 }
             }
             None => tracing::warn!(line, "unexpected answer from the forkserver"),
@@ -248,8 +261,7 @@ async fn listen(
 enum Answer {
     Forked(i32),
     Refused(String),
-    /// The leader's exit code, `None` when a signal ended it.
-    Ended(i32, Option<i32>),
+    Ended(i32, Ended),
 }
 
 impl Answer {
@@ -258,11 +270,21 @@ impl Answer {
         Some(match tag {
             "S" => Answer::Forked(rest.parse().ok()?),
             "E" => Answer::Refused(rest.to_owned()),
-            "X" => {
-                let (pid, code) = rest.split_once(' ')?;
-                Answer::Ended(pid.parse().ok()?, Some(code.parse().ok()?))
+            "X" | "K" => {
+                let (pid, n) = rest.split_once(' ')?;
+                let n = Some(n.parse().ok()?);
+                let ended = match tag {
+                    "X" => Ended {
+                        code: n,
+                        signal: None,
+                    },
+                    _ => Ended {
+                        code: None,
+                        signal: n,
+                    },
+                };
+                Answer::Ended(pid.parse().ok()?, ended)
             }
-            "K" => Answer::Ended(rest.parse().ok()?, None),
             _ => return None,
         })
     }
@@ -349,7 +371,9 @@ fn report_ended(socket: BorrowedFd<'_>) {
     loop {
         match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
             Ok(WaitStatus::Exited(pid, code)) => answer(socket, &format!("X {pid} {code}\n")),
-            Ok(WaitStatus::Signaled(pid, _, _)) => answer(socket, &format!("K {pid}\n")),
+            Ok(WaitStatus::Signaled(pid, signal, _)) => {
+                answer(socket, &format!("K {pid} {}\n", signal as i32))
+            }
             Ok(WaitStatus::StillAlive) | Err(_) => return,
             Ok(_) => {}
         }
@@ -434,9 +458,18 @@ mod tests {
             Answer::parse("E cannot fork: EAGAIN"),
             Some(Answer::Refused("cannot fork: EAGAIN".into()))
         );
-        assert_eq!(Answer::parse("X 42 3"), Some(Answer::Ended(42, Some(3))));
-        assert_eq!(Answer::parse("K 42"), Some(Answer::Ended(42, None)));
+        let exited = Ended {
+            code: Some(3),
+            signal: None,
+        };
+        assert_eq!(Answer::parse("X 42 3"), Some(Answer::Ended(42, exited)));
+        let killed = Ended {
+            code: None,
+            signal: Some(9),
+        };
+        assert_eq!(Answer::parse("K 42 9"), Some(Answer::Ended(42, killed)));
         assert_eq!(Answer::parse("X 42"), None);
+        assert_eq!(Answer::parse("K 42"), None);
         assert_eq!(Answer::parse("Q 1"), None);
     }
 }

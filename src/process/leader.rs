@@ -21,6 +21,9 @@ use nix::sys::signal::{SigSet, Signal, kill};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
+use nix::sys::resource::Resource;
+
+use super::limits::Limits;
 use super::{privileges, sandbox, sys};
 
 /// What to run and how to confine it, as the service sends it to the forkserver
@@ -35,6 +38,14 @@ pub struct LeaderArgs {
     pub isolate: bool,
     /// Take every privilege from the command ([`privileges`]).
     pub harden: bool,
+    /// The command's resource limits, `None`: none.
+    pub limits: Option<Limits>,
+    /// The turn's cgroups (`cgroup.procs` files) the leader joins before the command starts.
+    pub cgroups: Vec<PathBuf>,
+    /// Whether a cgroup holds the memory limit (else `RLIMIT_DATA` does).
+    pub memory_cgroup: bool,
+    /// Whether a cgroup counts the turn's CPU time (else `RLIMIT_CPU` bounds each process).
+    pub cpu_cgroup: bool,
     /// Addresses to listen on inside the turn's network namespace (the turn's doors out, see
     /// [`crate::egress`]); the listeners go back to the service over the request's fourth
     /// descriptor, in this order, before the command starts.
@@ -72,6 +83,18 @@ pub fn run(args: LeaderArgs, parent: Pid, control: Option<OwnedFd>) -> ! {
     {
         eprintln!("skill-runner: cannot set up the turn's network: {e}");
         std::process::exit(CANNOT_START);
+    }
+    if args.isolate
+        && let Err(e) = private_shm(args.limits.map_or(64, |l| l.memory_mb))
+    {
+        eprintln!("skill-runner: cannot give the turn its own /dev/shm: {e}");
+        std::process::exit(CANNOT_START);
+    }
+    for procs in &args.cgroups {
+        if let Err(e) = std::fs::write(procs, "0") {
+            eprintln!("skill-runner: cannot join {}: {e}", procs.display());
+            std::process::exit(CANNOT_START);
+        }
     }
     let mut signals = SigSet::empty();
     for s in [
@@ -156,12 +179,60 @@ fn spawn(args: &LeaderArgs) -> std::io::Result<Pid> {
             sandbox::ruleset(&args.writable, &args.readable).map_err(std::io::Error::other)?;
         sys::confine(&mut command, rules);
     }
+    if let Some(limits) = args.limits {
+        sys::limit_resources(
+            &mut command,
+            rlimits(&limits, args.memory_cgroup, args.cpu_cgroup),
+        );
+    }
     if args.harden {
         let filters = privileges::filters(args.isolate).map_err(std::io::Error::other)?;
         sys::harden(&mut command, filters);
     }
     let child = command.spawn()?;
     Ok(Pid::from_raw(child.id() as i32))
+}
+
+/// The rlimits of a command with `limits`: `RLIMIT_DATA` and `RLIMIT_CPU` only where no cgroup
+/// holds memory or counts CPU time for the whole turn.
+fn rlimits(limits: &Limits, memory_cgroup: bool, cpu_cgroup: bool) -> Vec<(Resource, u64)> {
+    let mib = |n: u64| n.saturating_mul(1 << 20);
+    let mut all = vec![
+        (Resource::RLIMIT_FSIZE, mib(limits.file_mb)),
+        (Resource::RLIMIT_NOFILE, limits.open_files),
+        (Resource::RLIMIT_CORE, 0),
+    ];
+    if !memory_cgroup {
+        all.push((Resource::RLIMIT_DATA, mib(limits.memory_mb)));
+    }
+    if !cpu_cgroup {
+        all.push((Resource::RLIMIT_CPU, limits.cpu_seconds));
+    }
+    all
+}
+
+/// Gives the turn's mount namespace (new with its pid namespace) a `/dev/shm` of its own, a
+/// tmpfs of at most `size_mb`: nothing one turn leaves there reaches another or stays behind.
+fn private_shm(size_mb: u64) -> nix::Result<()> {
+    use nix::mount::{MsFlags, mount};
+    // Mounts made here must not propagate back to the service's namespace.
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )?;
+    if !std::path::Path::new("/dev/shm").is_dir() {
+        return Ok(());
+    }
+    mount(
+        Some("tmpfs"),
+        "/dev/shm",
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(format!("size={size_mb}m,mode=1777").as_str()),
+    )
 }
 
 /// Points stdin, stdout and stderr at `/dev/null`, so only the turn holds the log pipes.

@@ -14,10 +14,12 @@
 //! [`reaper::Reaper`] make sure a crashed service takes its turns with it, and a [`Running`]
 //! handle dropped before it was waited for kills its group.
 
+pub mod cgroups;
 pub mod env;
 pub mod forkserver;
 pub mod handover;
 pub mod leader;
+pub mod limits;
 pub mod privileges;
 pub mod reaper;
 pub mod sandbox;
@@ -78,6 +80,9 @@ pub struct Confinement {
     pub allow: Vec<Target>,
     /// Where each of its connections is written down (`logs/egress.jsonl`).
     pub egress_log: PathBuf,
+    /// What the skill asks for below the operator's caps ([`Launch::limits`]). The first
+    /// `writable` folder (the workspace) is the one whose size counts.
+    pub limits: limits::Requested,
 }
 
 /// How processes are started, fixed at start-up.
@@ -92,6 +97,10 @@ pub struct Launch {
     pub isolate: bool,
     /// `SKILL_RUNNER_EGRESS_ALLOW`: which hosts a skill may ask its turns to reach.
     pub egress_allow: Vec<crate::egress::HostPattern>,
+    /// The operator's caps on a turn's resources (`SKILL_RUNNER_RUN_*`).
+    pub limits: limits::Limits,
+    /// Where turns get cgroups of their own.
+    pub cgroups: cgroups::Cgroups,
     /// Read and execute for every confined process: the managed npm prefix and
     /// `SKILL_RUNNER_SANDBOX_READ_PATHS`.
     pub readable: Vec<PathBuf>,
@@ -118,6 +127,8 @@ pub enum Exit {
     Canceled,
     /// It wrote more than [`ProcessSpec::output_limit`] to stdout.
     TooMuchOutput,
+    /// It went over one of its resource limits.
+    OverLimit(limits::LimitHit),
 }
 
 impl Exit {
@@ -131,6 +142,7 @@ impl Exit {
             Exit::TooMuchOutput => {
                 "The process wrote more than its output limit and was killed".to_owned()
             }
+            Exit::OverLimit(hit) => hit.to_string(),
         }
     }
 }
@@ -198,9 +210,19 @@ impl Supervisor {
         self.launch.sandbox
     }
 
+    /// Removes what the supervisor holds on the machine (its cgroups) once no turn runs.
+    pub fn release(&self) {
+        self.launch.cgroups.remove();
+    }
+
     /// Which mechanism holds each barrier around a turn.
     pub fn barriers(&self) -> sandbox::Barriers {
-        sandbox::Barriers::of(self.launch.sandbox, self.launch.isolate)
+        let cgroups = &self.launch.cgroups;
+        sandbox::Barriers::of(
+            self.launch.sandbox,
+            self.launch.isolate,
+            cgroups.memory() && cgroups.pids(),
+        )
     }
 
     /// Which hosts a skill may ask its turns to reach.
@@ -211,6 +233,15 @@ impl Supervisor {
     /// The environment every process starts from.
     pub fn child_env(&self) -> &ChildEnv {
         &self.launch.env
+    }
+
+    /// The resource limits of `spec`'s turn: none for an unconfined process.
+    fn limits(&self, spec: &ProcessSpec) -> Option<limits::Limits> {
+        let confine = spec
+            .confine
+            .as_ref()
+            .filter(|_| self.launch.sandbox != SandboxStatus::Off)?;
+        Some(self.launch.limits.lowered_by(&confine.limits))
     }
 
     /// The doors of `spec`'s turn to its allow-list, when it runs in a network of its own.
@@ -236,6 +267,10 @@ impl Supervisor {
             landlock: confine.is_some(),
             isolate: self.launch.isolate && spec.confine.is_some(),
             harden: self.launch.sandbox != SandboxStatus::Off && spec.confine.is_some(),
+            limits: self.limits(spec),
+            cgroups: Vec::new(),
+            memory_cgroup: self.launch.cgroups.memory(),
+            cpu_cgroup: self.launch.cgroups.cpu(),
             listen: doors
                 .map(|d| d.listen.iter().map(|(address, _)| *address).collect())
                 .unwrap_or_default(),
@@ -293,10 +328,21 @@ impl Supervisor {
             }
             None => None,
         };
-        let leader = self
-            .forks
-            .fork(&self.leader_args(&spec, doors.as_ref()), fds)
-            .await?;
+        let mut args = self.leader_args(&spec, doors.as_ref());
+        let groups = match args.limits {
+            Some(limits) => {
+                let cgroups = self.launch.cgroups.clone();
+                let groups = tokio::task::spawn_blocking(move || {
+                    cgroups.create(&uuid::Uuid::new_v4().simple().to_string(), &limits)
+                })
+                .await
+                .map_err(std::io::Error::other)??;
+                args.cgroups = groups.procs();
+                Some(groups)
+            }
+            None => None,
+        };
+        let leader = self.forks.fork(&args, fds).await?;
         let pid = leader.pid;
         // From here on a failure drops the guard, which ends the turn's tree.
         let group = GroupGuard {
@@ -354,11 +400,25 @@ impl Supervisor {
                 overflow: None,
             }),
         ));
+        let watched = args
+            .limits
+            .zip(
+                spec.confine
+                    .as_ref()
+                    .and_then(|c| c.writable.first().cloned()),
+            )
+            .map(|(limits, root)| Watched {
+                limits,
+                root,
+                cpu_usage: groups.as_ref().and_then(cgroups::TurnGroups::cpu_usage),
+            });
         Ok(Running {
             leader,
             pid,
             group,
             served,
+            groups,
+            watched,
             mark: ProcessMark {
                 pgid: pid,
                 boot_id: boot_id(),
@@ -386,6 +446,10 @@ pub struct Running {
     group: GroupGuard,
     /// The turn's doors to its allow-list, served while it runs.
     served: Option<Served>,
+    /// The turn's cgroups, removed when it is over.
+    groups: Option<cgroups::TurnGroups>,
+    /// The turn's limits and what the supervisor measures against them.
+    watched: Option<Watched>,
     mark: ProcessMark,
     stdin_task: Option<JoinHandle<()>>,
     stdout: JoinHandle<std::io::Result<()>>,
@@ -414,6 +478,7 @@ impl Running {
         cancel: &CancellationToken,
         windows: Windows,
     ) -> Completed {
+        let watched = self.watched.clone();
         let exit = tokio::select! {
             // Passing the output limit wins over an exit at the same moment.
             biased;
@@ -421,12 +486,28 @@ impl Running {
             code = self.leader.wait() => Exit::Exited { code },
             () = tokio::time::sleep_until(deadline) => Exit::TimedOut,
             () = cancel.cancelled() => Exit::Canceled,
+            hit = watch(watched.clone()) => Exit::OverLimit(hit),
         };
         if !matches!(exit, Exit::Exited { .. }) {
             self.terminate().await;
         }
         // The leader is gone; anything it left behind in its group goes too.
         self.group.end();
+        let signal = self.leader.signal();
+        let groups = self.groups.take();
+        let exit = match exit {
+            Exit::Exited { .. } => tokio::task::spawn_blocking(move || {
+                let hit = over_limit(groups.as_ref(), signal, watched.as_ref());
+                drop(groups);
+                hit.map_or(exit, Exit::OverLimit)
+            })
+            .await
+            .unwrap_or(exit),
+            _ => {
+                tokio::task::spawn_blocking(move || drop(groups));
+                exit
+            }
+        };
         if let Some(served) = self.served.take() {
             served.close().await;
         }
@@ -498,6 +579,118 @@ impl Drop for GroupGuard {
             }
         }
     }
+}
+
+/// How often a turn's CPU time and workspace are measured while it runs.
+const WATCH_INTERVAL: Duration = Duration::from_millis(500);
+
+/// A turn's limits and what the supervisor measures against them while it runs.
+#[derive(Debug, Clone)]
+struct Watched {
+    limits: limits::Limits,
+    /// The folder whose size counts (the workspace).
+    root: PathBuf,
+    /// The turn's CPU time counter, where a cgroup keeps one.
+    cpu_usage: Option<PathBuf>,
+}
+
+impl Watched {
+    /// The limit the turn is over now, measured (blocking).
+    fn measure(&self) -> Option<limits::Resource> {
+        use limits::Resource;
+        let cpu_ns = self
+            .cpu_usage
+            .as_ref()
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .and_then(|t| t.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        if cpu_ns >= self.limits.cpu_seconds.saturating_mul(1_000_000_000) {
+            return Some(Resource::Cpu);
+        }
+        let used = usage(&self.root);
+        if used.total > self.limits.disk_mb << 20 {
+            Some(Resource::Disk)
+        } else if used.largest >= self.limits.file_mb << 20 {
+            Some(Resource::File)
+        } else {
+            None
+        }
+    }
+
+    fn hit(&self, resource: limits::Resource) -> limits::LimitHit {
+        limits::LimitHit {
+            resource,
+            limit: self.limits.of(resource),
+        }
+    }
+}
+
+/// Resolves once the turn of `watched` is over its CPU time or workspace size (never without
+/// limits). A file at its size cap is not a reason to stop: the writes past it fail.
+async fn watch(watched: Option<Watched>) -> limits::LimitHit {
+    let Some(watched) = watched else {
+        return std::future::pending().await;
+    };
+    loop {
+        tokio::time::sleep(WATCH_INTERVAL).await;
+        let measuring = watched.clone();
+        let over = tokio::task::spawn_blocking(move || measuring.measure())
+            .await
+            .ok()
+            .flatten();
+        if let Some(resource) = over.filter(|r| *r != limits::Resource::File) {
+            return watched.hit(resource);
+        }
+    }
+}
+
+/// The size of a folder's files: their total and the largest.
+#[derive(Debug, Default)]
+struct Usage {
+    total: u64,
+    largest: u64,
+}
+
+/// Walks `root` without following links (blocking).
+fn usage(root: &Path) -> Usage {
+    let mut used = Usage::default();
+    let mut next = vec![root.to_path_buf()];
+    while let Some(dir) = next.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                next.push(entry.path());
+            } else if meta.is_file() {
+                used.total += meta.len();
+                used.largest = used.largest.max(meta.len());
+            }
+        }
+    }
+    used
+}
+
+/// The limit an ended turn went over, if any: what its cgroups saw, the signal an rlimit sends
+/// (`SIGXCPU`, `SIGXFSZ`) when the command itself died of it, its CPU time, its workspace's size
+/// and largest file (a program that ignores `SIGXFSZ` only sees its writes fail). Blocking.
+fn over_limit(
+    groups: Option<&cgroups::TurnGroups>,
+    signal: Option<i32>,
+    watched: Option<&Watched>,
+) -> Option<limits::LimitHit> {
+    use limits::Resource;
+    let watched = watched?;
+    let resource = groups
+        .and_then(cgroups::TurnGroups::hit)
+        .or(match signal {
+            Some(s) if s == Signal::SIGXCPU as i32 => Some(Resource::Cpu),
+            Some(s) if s == Signal::SIGXFSZ as i32 => Some(Resource::File),
+            _ => None,
+        })
+        .or_else(|| watched.measure())?;
+    Some(watched.hit(resource))
 }
 
 /// The `count` listeners a turn leader opened in its network namespace, sent over `control`

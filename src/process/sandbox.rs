@@ -76,12 +76,21 @@ pub struct Barriers {
     pub processes: &'static str,
     /// `capabilities-dropped+seccomp` or `none`.
     pub privileges: &'static str,
+    /// What holds a turn's memory and processes: `cgroup+rlimits`, `rlimits` (memory by
+    /// `RLIMIT_DATA`, processes not at all for uid 0) or `none`; CPU time, file size and open
+    /// files are rlimits, the workspace's size is watched.
+    pub resources: &'static str,
 }
 
 impl Barriers {
-    pub fn of(sandbox: SandboxStatus, isolate: bool) -> Self {
+    pub fn of(sandbox: SandboxStatus, isolate: bool, cgroups: bool) -> Self {
         let on = sandbox != SandboxStatus::Off;
         Self {
+            resources: match (on, cgroups) {
+                (false, _) => "none",
+                (true, true) => "cgroup+rlimits",
+                (true, false) => "rlimits",
+            },
             files: if sandbox == SandboxStatus::Landlock {
                 "landlock"
             } else {

@@ -105,6 +105,23 @@ pub fn harden(command: &mut std::process::Command, filters: Vec<seccompiler::Bpf
     }
 }
 
+/// Sets the child's resource limits (soft and hard) before it runs its program.
+pub fn limit_resources(
+    command: &mut std::process::Command,
+    limits: Vec<(nix::sys::resource::Resource, u64)>,
+) {
+    // SAFETY: the closure only calls setrlimit, which is async-signal-safe.
+    #[allow(unsafe_code)]
+    unsafe {
+        command.pre_exec(move || {
+            for &(resource, value) in &limits {
+                nix::sys::resource::setrlimit(resource, value, value).map_err(io::Error::from)?;
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Ends this process the way its child ended, by `signal`, without a core dump.
 pub fn die_by(signal: Signal) -> ! {
     use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, sigprocmask};
@@ -163,9 +180,10 @@ pub fn set_window_size(
 }
 
 /// Forks the forkserver, a single-threaded process. With `isolate`, the child starts as the
-/// first process (pid 1) of a new pid namespace, in a new network namespace: when it exits the
-/// kernel kills everything left in its pid namespace, and its network holds only a loopback
-/// interface of its own (down until [`loopback_up`]).
+/// first process (pid 1) of a new pid namespace, in new network and mount namespaces: when it
+/// exits the kernel kills everything left in its pid namespace, its network holds only a
+/// loopback interface of its own (down until [`loopback_up`]), and what it mounts (its own
+/// `/dev/shm`) is its own.
 pub fn fork_single_threaded(isolate: bool) -> nix::Result<nix::unistd::ForkResult> {
     if !isolate {
         // SAFETY: only the forkserver calls this, and it never starts a thread, so the child
@@ -173,7 +191,10 @@ pub fn fork_single_threaded(isolate: bool) -> nix::Result<nix::unistd::ForkResul
         #[allow(unsafe_code)]
         return unsafe { nix::unistd::fork() };
     }
-    let flags = nix::libc::CLONE_NEWPID | nix::libc::CLONE_NEWNET | nix::libc::SIGCHLD;
+    let flags = nix::libc::CLONE_NEWPID
+        | nix::libc::CLONE_NEWNET
+        | nix::libc::CLONE_NEWNS
+        | nix::libc::SIGCHLD;
     // SAFETY: `clone` without `CLONE_VM` and without a new stack is `fork` with namespace
     // flags: the child gets a copy of this single-threaded process, so, as after `fork`, no
     // lock is held by a thread that does not exist there. glibc's `fork` wrapper also refreshes

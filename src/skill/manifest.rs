@@ -134,6 +134,9 @@ pub struct SkillManifest {
     /// only where `SKILL_RUNNER_EGRESS_ALLOW` permits them).
     #[serde(skip)]
     pub network_allow: Vec<crate::egress::Target>,
+    /// `runner.json` `limits`: what the skill's turns ask for below the operator's caps.
+    #[serde(skip)]
+    pub limits: crate::process::limits::Requested,
     /// The parsed input, parameter and output schemas.
     #[serde(skip)]
     pub schema_docs: SchemaDocs,
@@ -276,6 +279,8 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
     };
 
     let network_allow = network_allow(&runner)?;
+    let limits = crate::process::limits::Requested::parse(runner.get("limits"))
+        .map_err(|why| InvalidSkill(format!("runner.json: {why}")))?;
 
     let engine_configs = ENGINE_CONFIG_FILES
         .iter()
@@ -301,6 +306,7 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
         warnings,
         script,
         network_allow,
+        limits,
         schema_docs,
     })
 }
