@@ -172,6 +172,7 @@ impl RunFolder {
                 allow: Vec::new(),
                 egress_log: self.egress_log(),
                 limits: Default::default(),
+                own_folder: Some(self.root.clone()),
             }),
         }
     }

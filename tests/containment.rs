@@ -84,6 +84,13 @@ elif attack == "privileges":
         except OSError:
             fds[fd] = "?"
     seen["fds"] = fds
+elif attack == "unix":
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(p["path"])
+        seen["unix"] = "CONNECTED"
+    except OSError as e:
+        seen["unix"] = "failed: " + (e.strerror or type(e).__name__)
 elif attack == "fork":
     children = 0
     error = None
@@ -298,8 +305,8 @@ async fn a_turn_cannot_reach_a_host_on_another_network() {
     nobody_connected(&host);
 }
 
-/// Over TCP: a run listening on its loopback is out of another run's reach. (A socket file in a
-/// workspace is reachable by path until turns run under uids of their own.)
+/// A run listening on its loopback, or on a socket file in its workspace, is out of another
+/// run's reach.
 #[tokio::test]
 async fn runs_cannot_talk_to_each_other() {
     match isolate("runs_cannot_talk_to_each_other") {
@@ -331,6 +338,13 @@ async fn runs_cannot_talk_to_each_other() {
     )
     .await;
     all_failed(&tcp);
+    let unix = attack(
+        &server,
+        json!({"attack": "unix", "path": socket.to_string_lossy()}),
+    )
+    .await;
+    // The other run's folder does not exist for the turn (it sees its own run only).
+    assert_eq!(unix["unix"], "failed: No such file or directory", "{unix}");
     let done = server.wait_job(&listener).await;
     assert_eq!(done["status"], "succeeded", "{done}");
     let (_, result) = server.get(&format!("/v1/jobs/{listener}/result")).await;

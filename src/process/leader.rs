@@ -46,6 +46,9 @@ pub struct LeaderArgs {
     pub memory_cgroup: bool,
     /// Whether a cgroup counts the turn's CPU time (else `RLIMIT_CPU` bounds each process).
     pub cpu_cgroup: bool,
+    /// The turn's own run folder: in its mount namespace, the folder that holds it (`runs/`)
+    /// shows nothing else.
+    pub own_folder: Option<PathBuf>,
     /// Addresses to listen on inside the turn's network namespace (the turn's doors out, see
     /// [`crate::egress`]); the listeners go back to the service over the request's fourth
     /// descriptor, in this order, before the command starts.
@@ -88,6 +91,13 @@ pub fn run(args: LeaderArgs, parent: Pid, control: Option<OwnedFd>) -> ! {
         && let Err(e) = private_shm(args.limits.map_or(64, |l| l.memory_mb))
     {
         eprintln!("skill-runner: cannot give the turn its own /dev/shm: {e}");
+        std::process::exit(CANNOT_START);
+    }
+    if args.isolate
+        && let Some(own) = &args.own_folder
+        && let Err(e) = hide_siblings(own)
+    {
+        eprintln!("skill-runner: cannot hide the other runs from the turn: {e}");
         std::process::exit(CANNOT_START);
     }
     for procs in &args.cgroups {
@@ -233,6 +243,43 @@ fn private_shm(size_mb: u64) -> nix::Result<()> {
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some(format!("size={size_mb}m,mode=1777").as_str()),
     )
+}
+
+/// Covers the folder that holds `own` (the other runs' folders) with an empty tmpfs in the
+/// turn's mount namespace and puts `own` back in it: a socket file in another run's workspace,
+/// which Landlock does not guard (it does not check `connect`), cannot even be named.
+fn hide_siblings(own: &std::path::Path) -> std::io::Result<()> {
+    use nix::fcntl::{OFlag, open};
+    use nix::mount::{MsFlags, mount};
+    use nix::sys::stat::Mode;
+    use std::os::fd::AsRawFd as _;
+    let (Some(parent), Some(name)) = (own.parent(), own.file_name()) else {
+        return Ok(());
+    };
+    // Opened before the cover hides it.
+    let keep = open(
+        own,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    mount(
+        Some("tmpfs"),
+        parent,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        Some("size=64k,mode=0755"),
+    )?;
+    let place = parent.join(name);
+    std::fs::create_dir(&place)?;
+    let source = format!("/proc/self/fd/{}", keep.as_raw_fd());
+    mount(
+        Some(source.as_str()),
+        &place,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )?;
+    Ok(())
 }
 
 /// Points stdin, stdout and stderr at `/dev/null`, so only the turn holds the log pipes.

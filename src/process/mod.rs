@@ -84,6 +84,9 @@ pub struct Confinement {
     /// What the skill asks for below the operator's caps ([`Launch::limits`]). The first
     /// `writable` folder (the workspace) is the one whose size counts.
     pub limits: limits::Requested,
+    /// The run folder the process belongs to; in a mount namespace of its own, the folder that
+    /// holds it shows no other run.
+    pub own_folder: Option<PathBuf>,
 }
 
 /// How processes are started, fixed at start-up.
@@ -272,6 +275,7 @@ impl Supervisor {
             cgroups: Vec::new(),
             memory_cgroup: self.launch.cgroups.memory(),
             cpu_cgroup: self.launch.cgroups.cpu(),
+            own_folder: spec.confine.as_ref().and_then(|c| c.own_folder.clone()),
             listen: doors
                 .map(|d| d.listen.iter().map(|(address, _)| *address).collect())
                 .unwrap_or_default(),
