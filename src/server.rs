@@ -197,20 +197,26 @@ fn launch(config: &Config, exe: std::path::PathBuf) -> anyhow::Result<Launch> {
     let readable = std::iter::once(config.agents.npm_prefix.clone())
         .chain(config.sandbox_read_paths.iter().cloned())
         .collect();
-    let isolate = status != SandboxStatus::Off && sandbox::namespaces_supported();
-    if isolate {
-        tracing::info!("turns run in pid and network namespaces of their own");
-    } else if status != SandboxStatus::Off {
-        tracing::warn!(
-            "this process cannot create namespaces (not root, or a seccomp profile refuses \
-             them): turns share the service's network and can outlive a killed service"
-        );
+    let isolate =
+        status != SandboxStatus::Off && config.namespaces && sandbox::namespaces_supported();
+    let tcp_rules = status == SandboxStatus::Landlock && sandbox::landlock_tcp_supported();
+    match (isolate, status) {
+        (true, _) => tracing::info!("turns run in pid, network and mount namespaces of their own"),
+        (false, SandboxStatus::Off) => {}
+        (false, _) => tracing::warn!(
+            tcp_rules,
+            "turns run without namespaces of their own (SKILL_RUNNER_NAMESPACES=off, not root, \
+             or a seccomp profile refuses them): they share the service's network (bounded to \
+             their egress proxy where Landlock restricts TCP: tcp_rules), see no private \
+             /dev/shm, and a double-forked daemon can outlive a killed service"
+        ),
     }
     Ok(Launch {
         exe,
         env: config.child_env.clone(),
         sandbox: status,
         isolate,
+        tcp_rules,
         egress_allow: config.egress_allow.clone(),
         limits: config.run_limits,
         cgroups: match status {

@@ -112,9 +112,13 @@ async fn assert_conversation(server: &TestServer, rid: &str, output_has: &str) -
 /// folder), a file in the service's working directory, and `$PWD/escape.txt` — `$PWD` is the
 /// run's workspace, so that one lands inside the run. The tool's output, sent back to the model,
 /// shows each attempt was made and denied.
-async fn auto_job(engine: &str) {
+async fn auto_job(engine: &str, shared: bool) {
     let fake = FakeModel::start();
-    let server = server_for(engine, &fake, &[report_skill("reporter")], &[]);
+    let network: &[(&str, &str)] = match shared {
+        true => &[("SKILL_RUNNER_NAMESPACES", "off")],
+        false => &[],
+    };
+    let server = server_for(engine, &fake, &[report_skill("reporter")], network);
     let service_cwd = server.dirs.root.join("escape.txt");
     let service_cwd = service_cwd.to_str().unwrap();
     let escapes = format!(
@@ -409,7 +413,16 @@ macro_rules! cli_matrix {
             #[tokio::test]
             async fn auto_job_writes_the_artifact_and_answers_json() {
                 if in_netns(concat!(stringify!($engine), "::auto_job_writes_the_artifact_and_answers_json"), stringify!($engine)) {
-                    auto_job(stringify!($engine)).await;
+                    auto_job(stringify!($engine), false).await;
+                }
+            }
+
+            /// Sharing the service's network, Landlock lets the CLI connect to its egress
+            /// proxy's port only: the CLI must honour the proxy variables to reach its model.
+            #[tokio::test]
+            async fn auto_job_through_the_proxy_variables_when_sharing_the_network() {
+                if in_netns(concat!(stringify!($engine), "::auto_job_through_the_proxy_variables_when_sharing_the_network"), stringify!($engine)) {
+                    auto_job(stringify!($engine), true).await;
                 }
             }
 

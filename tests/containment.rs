@@ -205,6 +205,48 @@ fn attacker_skill() -> common::Package {
         )
 }
 
+/// The environment of a server whose turns share its network (`shared`), or get their own.
+fn network(shared: bool) -> &'static [(&'static str, &'static str)] {
+    match shared {
+        true => &[("SKILL_RUNNER_NAMESPACES", "off")],
+        false => &[],
+    }
+}
+
+/// Each network attack runs twice, each time in a namespace the test made: with the turn in a
+/// network namespace of its own (the default where the kernel allows it), and sharing the
+/// service's network (`SKILL_RUNNER_NAMESPACES=off`, as where a seccomp profile refuses
+/// namespaces), bounded there by Landlock's TCP rules and the seccomp socket filter.
+macro_rules! in_both_networks {
+    ($($name:ident),*) => {
+        mod own_network {
+            use super::*;
+            $(#[tokio::test]
+            async fn $name() {
+                if let Isolation::Inside = isolate(concat!("own_network::", stringify!($name))) {
+                    super::$name(false).await;
+                }
+            })*
+        }
+        mod shared_network {
+            use super::*;
+            $(#[tokio::test]
+            async fn $name() {
+                if let Isolation::Inside = isolate(concat!("shared_network::", stringify!($name))) {
+                    super::$name(true).await;
+                }
+            })*
+        }
+    };
+}
+
+in_both_networks!(
+    a_turn_cannot_reach_the_service_api,
+    a_turn_cannot_reach_other_loopback_ports_addresses_or_udp,
+    a_turn_cannot_reach_a_host_on_another_network,
+    a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_nothing_else
+);
+
 fn server(env: &[(&str, &str)]) -> TestServer {
     TestServer::with_skills(&[attacker_skill()], env)
 }
@@ -235,13 +277,8 @@ fn all_failed(observed: &Value) {
     }
 }
 
-#[tokio::test]
-async fn a_turn_cannot_reach_the_service_api() {
-    match isolate("a_turn_cannot_reach_the_service_api") {
-        Isolation::Inside => {}
-        _ => return,
-    }
-    let server = server(&[]);
+async fn a_turn_cannot_reach_the_service_api(shared: bool) {
+    let server = server(network(shared));
     let port = port_of(&server);
     let observed = attack(
         &server,
@@ -251,13 +288,8 @@ async fn a_turn_cannot_reach_the_service_api() {
     all_failed(&observed);
 }
 
-#[tokio::test]
-async fn a_turn_cannot_reach_other_loopback_ports_addresses_or_udp() {
-    match isolate("a_turn_cannot_reach_other_loopback_ports_addresses_or_udp") {
-        Isolation::Inside => {}
-        _ => return,
-    }
-    let server = server(&[]);
+async fn a_turn_cannot_reach_other_loopback_ports_addresses_or_udp(shared: bool) {
+    let server = server(network(shared));
     let other_port = TcpListener::bind("127.0.0.1:0").unwrap();
     let other_address = TcpListener::bind("127.0.0.2:0").unwrap();
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -287,15 +319,10 @@ async fn a_turn_cannot_reach_other_loopback_ports_addresses_or_udp() {
 
 /// A host on another network: a veth pair in the test's own namespace, its address
 /// `10.211.0.1`, with a listener there.
-#[tokio::test]
-async fn a_turn_cannot_reach_a_host_on_another_network() {
-    match isolate("a_turn_cannot_reach_a_host_on_another_network") {
-        Isolation::Inside => {}
-        _ => return,
-    }
+async fn a_turn_cannot_reach_a_host_on_another_network(shared: bool) {
     let host = test_host();
     let port = host.local_addr().unwrap().port();
-    let server = server(&[]);
+    let server = server(network(shared));
     let observed = attack(
         &server,
         json!({"attack": "tcp", "targets": [["10.211.0.1", port], ["10.211.0.2", port]]}),
@@ -446,13 +473,9 @@ fn egress_lines(server: &TestServer, status: &Value) -> Vec<Value> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_nothing_else() {
-    match isolate("a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_nothing_else")
-    {
-        Isolation::Inside => {}
-        _ => return,
-    }
+async fn a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_nothing_else(
+    shared: bool,
+) {
     let allowed = web_server("allowed");
     let other = web_server("other");
     let declared = format!("127.0.0.1:{allowed}");
@@ -460,13 +483,10 @@ async fn a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_noth
         "entrypoint": {"script": ["python3", "attack.py"]},
         "network": {"allow": [declared]}
     }));
-    let server = TestServer::with_skills(
-        std::slice::from_ref(&skill),
-        &[(
-            "SKILL_RUNNER_EGRESS_ALLOW",
-            &format!("{declared},*.example.com"),
-        )],
-    );
+    let policy = format!("{declared},*.example.com");
+    let mut env = network(shared).to_vec();
+    env.push(("SKILL_RUNNER_EGRESS_ALLOW", &policy));
+    let server = TestServer::with_skills(std::slice::from_ref(&skill), &env);
     let rid = server
         .create_job(json!({"skill_id": "attacker", "parameter": {
             "attack": "fetch",
@@ -492,14 +512,13 @@ async fn a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_noth
         .as_str()
         .unwrap();
     assert!(metadata.starts_with("failed: HTTP 403"), "{metadata}");
-    // Straight to the port: the declared host is bridged, the other is not there at all.
-    assert!(
-        seen[format!("127.0.0.1:{allowed}")]
-            .as_str()
-            .unwrap()
-            .starts_with("CONNECTED: HTTP/1.1 200"),
-        "{seen}"
-    );
+    // Straight to the port: in its own network the declared host is bridged; sharing the
+    // service's, the turn may connect to its proxy's port only. The other host is out of reach.
+    let direct = seen[format!("127.0.0.1:{allowed}")].as_str().unwrap();
+    match shared {
+        false => assert!(direct.starts_with("CONNECTED: HTTP/1.1 200"), "{seen}"),
+        true => assert!(direct.starts_with("failed"), "{seen}"),
+    }
     assert!(
         seen[format!("127.0.0.1:{other}")]
             .as_str()
@@ -526,7 +545,8 @@ async fn a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_noth
             .filter(|(h, p, v)| h == "127.0.0.1" && *p == u64::from(port) && v == verdict)
             .count()
     };
-    assert_eq!(count(allowed, "allowed"), 2, "{lines:?}");
+    let routes = if shared { 1 } else { 2 };
+    assert_eq!(count(allowed, "allowed"), routes, "{lines:?}");
     assert_eq!(count(other, "denied"), 1, "{lines:?}");
     assert!(verdicts.contains(&("169.254.169.254".into(), 80, "denied".into())));
     let through = lines
@@ -548,7 +568,7 @@ async fn a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_noth
 
     // The operator permits nothing: the same skill is refused before it starts.
     drop(server);
-    let strict = TestServer::with_skills(&[skill], &[]);
+    let strict = TestServer::with_skills(&[skill], network(shared));
     let rid = strict
         .create_job(json!({"skill_id": "attacker", "parameter": {"attack": "fetch", "urls": []}}))
         .await;

@@ -107,6 +107,8 @@ pub struct Config {
     /// `SKILL_RUNNER_SANDBOX_READ_PATHS` (`:`-separated): more folders every confined process
     /// may read and execute, e.g. an interpreter manager's root (`~/.pyenv`).
     pub sandbox_read_paths: Vec<PathBuf>,
+    /// `SKILL_RUNNER_NAMESPACES`: whether turns may get namespaces of their own.
+    pub namespaces: bool,
     /// `SKILL_RUNNER_EGRESS_ALLOW`: which hosts a skill's `network.allow` may name.
     pub egress_allow: Vec<HostPattern>,
     /// `SKILL_RUNNER_RUN_*`: the caps on one turn's resources.
@@ -498,6 +500,7 @@ impl Config {
             sandbox: s.sandbox,
             sandbox_read_paths: s.sandbox_read_paths.unwrap_or_default(),
             egress_allow: s.egress_allow.unwrap_or_default(),
+            namespaces: s.namespaces,
             run_limits: crate::process::limits::Limits {
                 memory_mb: s.run_memory_mb,
                 pids: s.run_pids,

@@ -223,6 +223,12 @@ pub struct Settings {
     /// link-local, metadata) only for an entry naming the exact `host:port`.
     #[arg(long, env = "SKILL_RUNNER_EGRESS_ALLOW", value_parser = egress_allow)]
     pub egress_allow: Option<::std::vec::Vec<HostPattern>>,
+    /// Whether confined turns get pid, network and mount namespaces of their own where the
+    /// kernel allows them (`auto`), or never (`off`: they share the service's network, bounded
+    /// by Landlock's TCP rules).
+    #[arg(long, env = "SKILL_RUNNER_NAMESPACES", default_value = "auto", action = ArgAction::Set,
+          value_parser = namespaces)]
+    pub namespaces: bool,
     /// More folders (`:`-separated) every confined process may read and execute.
     #[arg(long, env = "SKILL_RUNNER_SANDBOX_READ_PATHS", value_parser = read_paths)]
     pub sandbox_read_paths: Option<::std::vec::Vec<PathBuf>>,
@@ -380,6 +386,16 @@ fn log_format(raw: &str) -> Result<LogFormat, String> {
 fn sandbox(raw: &str) -> Result<SandboxMode, String> {
     SandboxMode::parse(raw)
         .ok_or_else(|| format!("'{raw}' is not a sandbox mode (expected auto, required or off)"))
+}
+
+fn namespaces(raw: &str) -> Result<bool, String> {
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "auto" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!(
+            "'{raw}' is not a namespaces mode (expected auto or off)"
+        )),
+    }
 }
 
 fn egress_allow(raw: &str) -> Result<Vec<HostPattern>, String> {

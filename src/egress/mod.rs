@@ -71,16 +71,32 @@ impl Doors {
             .expect("a free port above 3128");
         let proxy = SocketAddr::from(([127, 0, 0, 1], port));
         listen.push((proxy, Door::Proxy));
-        let url = format!("http://{proxy}");
-        let env = ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"]
-            .into_iter()
-            .map(|k| (k.to_owned(), url.clone()))
-            // Nothing bypasses the proxy (a client that goes straight to loopback finds only
-            // the bridges there).
-            .chain(["NO_PROXY", "no_proxy"].map(|k| (k.to_owned(), String::new())))
-            .collect();
-        Some(Self { listen, env })
+        Some(Self {
+            listen,
+            env: proxy_env(proxy),
+        })
     }
+
+    /// The one door of a turn that shares the service's network: the proxy, listening at
+    /// `proxy` in the service's network (no bridges: a turn there reaches no port but this one).
+    pub fn proxy_at(proxy: SocketAddr) -> Self {
+        Self {
+            listen: vec![(proxy, Door::Proxy)],
+            env: proxy_env(proxy),
+        }
+    }
+}
+
+/// The variables that point a turn's programs at the proxy at `proxy`.
+fn proxy_env(proxy: SocketAddr) -> Vec<(String, String)> {
+    let url = format!("http://{proxy}");
+    ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"]
+        .into_iter()
+        .map(|k| (k.to_owned(), url.clone()))
+        // Nothing bypasses the proxy (a client that goes straight to loopback finds only the
+        // bridges there).
+        .chain(["NO_PROXY", "no_proxy"].map(|k| (k.to_owned(), String::new())))
+        .collect()
 }
 
 /// One line of `logs/egress.jsonl`.

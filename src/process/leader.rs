@@ -49,6 +49,9 @@ pub struct LeaderArgs {
     /// The turn's own run folder: in its mount namespace, the folder that holds it (`runs/`)
     /// shows nothing else.
     pub own_folder: Option<PathBuf>,
+    /// For a turn in the service's network: the only TCP ports it may connect to (its egress
+    /// proxy's); it may bind none. `None`: TCP is not restricted.
+    pub tcp_ports: Option<Vec<u16>>,
     /// Addresses to listen on inside the turn's network namespace (the turn's doors out, see
     /// [`crate::egress`]); the listeners go back to the service over the request's fourth
     /// descriptor, in this order, before the command starts.
@@ -185,8 +188,8 @@ fn spawn(args: &LeaderArgs) -> std::io::Result<Pid> {
     sys::unblock_signals(&mut command);
     sys::die_with_parent(&mut command, Signal::SIGKILL);
     if args.landlock {
-        let rules =
-            sandbox::ruleset(&args.writable, &args.readable).map_err(std::io::Error::other)?;
+        let rules = sandbox::ruleset(&args.writable, &args.readable, args.tcp_ports.as_deref())
+            .map_err(std::io::Error::other)?;
         sys::confine(&mut command, rules);
     }
     if let Some(limits) = args.limits {
@@ -196,7 +199,8 @@ fn spawn(args: &LeaderArgs) -> std::io::Result<Pid> {
         );
     }
     if args.harden {
-        let filters = privileges::filters(args.isolate).map_err(std::io::Error::other)?;
+        let filters =
+            privileges::filters(args.isolate, args.isolate).map_err(std::io::Error::other)?;
         sys::harden(&mut command, filters);
     }
     let child = command.spawn()?;

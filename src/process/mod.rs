@@ -99,6 +99,9 @@ pub struct Launch {
     pub sandbox: SandboxStatus,
     /// Whether each confined process starts in new pid and network namespaces.
     pub isolate: bool,
+    /// Whether Landlock can bound TCP by port: then a turn that shares the service's network
+    /// connects only to its own egress proxy.
+    pub tcp_rules: bool,
     /// `SKILL_RUNNER_EGRESS_ALLOW`: which hosts a skill may ask its turns to reach.
     pub egress_allow: Vec<crate::egress::HostPattern>,
     /// The operator's caps on a turn's resources (`SKILL_RUNNER_RUN_*`).
@@ -182,6 +185,30 @@ pub struct Supervisor {
 /// it kills the group itself.
 const LEADER_MARGIN: Duration = Duration::from_secs(2);
 
+/// Where a turn's doors are opened.
+enum Opening {
+    /// Inside the turn's own network namespace, by its leader, which sends the listeners back
+    /// over `control` (`theirs`, the leader's end, goes to the forkserver with the request).
+    Inside {
+        doors: Doors,
+        control: std::os::fd::OwnedFd,
+        theirs: Option<std::os::fd::OwnedFd>,
+    },
+    /// In the service's network, by the service, for a turn that shares it.
+    Here {
+        doors: Doors,
+        listener: std::net::TcpListener,
+    },
+}
+
+impl Opening {
+    fn doors(&self) -> &Doors {
+        match self {
+            Opening::Inside { doors, .. } | Opening::Here { doors, .. } => doors,
+        }
+    }
+}
+
 /// How long a turn leader may take to open its network's listeners.
 const LISTENERS_LIMIT: Duration = Duration::from_secs(10);
 
@@ -225,6 +252,7 @@ impl Supervisor {
         sandbox::Barriers::of(
             self.launch.sandbox,
             self.launch.isolate,
+            self.launch.tcp_rules,
             cgroups.memory() && cgroups.pids(),
         )
     }
@@ -248,14 +276,45 @@ impl Supervisor {
         Some(self.launch.limits.lowered_by(&confine.limits))
     }
 
-    /// The doors of `spec`'s turn to its allow-list, when it runs in a network of its own.
-    fn doors(&self, spec: &ProcessSpec) -> Option<Doors> {
-        let confine = spec.confine.as_ref().filter(|_| self.launch.isolate)?;
-        Doors::plan(&confine.allow)
+    /// Whether `spec`'s turn shares the service's network with Landlock bounding its TCP.
+    fn shares_network_with_tcp_rules(&self, spec: &ProcessSpec) -> bool {
+        spec.confine.is_some()
+            && !self.launch.isolate
+            && self.launch.tcp_rules
+            && self.launch.sandbox == SandboxStatus::Landlock
+    }
+
+    /// The doors of `spec`'s turn to its allow-list, if it has any and a network to open them.
+    fn doors(&self, spec: &ProcessSpec) -> std::io::Result<Option<Opening>> {
+        let Some(confine) = &spec.confine else {
+            return Ok(None);
+        };
+        if self.launch.isolate {
+            let Some(doors) = Doors::plan(&confine.allow) else {
+                return Ok(None);
+            };
+            let (ours, theirs) = socketpair(
+                AddressFamily::Unix,
+                SockType::Stream,
+                None,
+                SockFlag::SOCK_CLOEXEC,
+            )?;
+            return Ok(Some(Opening::Inside {
+                doors,
+                control: ours,
+                theirs: Some(theirs),
+            }));
+        }
+        if self.shares_network_with_tcp_rules(spec) && !confine.allow.is_empty() {
+            let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+            let doors = Doors::proxy_at(listener.local_addr()?);
+            return Ok(Some(Opening::Here { doors, listener }));
+        }
+        Ok(None)
     }
 
     /// What the turn leader of `spec` runs, and how confined.
-    fn leader_args(&self, spec: &ProcessSpec, doors: Option<&Doors>) -> leader::LeaderArgs {
+    fn leader_args(&self, spec: &ProcessSpec, opening: Option<&Opening>) -> leader::LeaderArgs {
         let confine = match (self.launch.sandbox, &spec.confine) {
             (SandboxStatus::Landlock, Some(confine)) => Some(confine),
             _ => None,
@@ -263,9 +322,18 @@ impl Supervisor {
         let mut env: Vec<(String, String)> = self.launch.env.base.clone();
         env.push(("PWD".to_owned(), spec.cwd.to_string_lossy().into_owned()));
         env.extend(spec.env.iter().cloned());
-        if let Some(doors) = doors {
-            env.extend(doors.env.iter().cloned());
+        if let Some(opening) = opening {
+            env.extend(opening.doors().env.iter().cloned());
         }
+        let tcp_ports = self
+            .shares_network_with_tcp_rules(spec)
+            .then(|| match opening {
+                Some(Opening::Here { listener, .. }) => listener
+                    .local_addr()
+                    .map(|a| vec![a.port()])
+                    .unwrap_or_default(),
+                _ => Vec::new(),
+            });
         leader::LeaderArgs {
             grace_ms: self.grace.as_millis().try_into().unwrap_or(u64::MAX),
             landlock: confine.is_some(),
@@ -276,9 +344,13 @@ impl Supervisor {
             memory_cgroup: self.launch.cgroups.memory(),
             cpu_cgroup: self.launch.cgroups.cpu(),
             own_folder: spec.confine.as_ref().and_then(|c| c.own_folder.clone()),
-            listen: doors
-                .map(|d| d.listen.iter().map(|(address, _)| *address).collect())
-                .unwrap_or_default(),
+            tcp_ports,
+            listen: match opening {
+                Some(Opening::Inside { doors, .. }) => {
+                    doors.listen.iter().map(|(address, _)| *address).collect()
+                }
+                _ => Vec::new(),
+            },
             writable: confine.map(|c| c.writable.clone()).unwrap_or_default(),
             readable: confine
                 .map(|c| {
@@ -318,22 +390,12 @@ impl Supervisor {
         };
         let (stdout_ours, stdout_theirs) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
         let (stderr_ours, stderr_theirs) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
-        let doors = self.doors(&spec);
+        let mut opening = self.doors(&spec)?;
         let mut fds = vec![stdin_theirs, stdout_theirs, stderr_theirs];
-        let control = match &doors {
-            Some(_) => {
-                let (ours, theirs) = socketpair(
-                    AddressFamily::Unix,
-                    SockType::Stream,
-                    None,
-                    SockFlag::SOCK_CLOEXEC,
-                )?;
-                fds.push(theirs);
-                Some(ours)
-            }
-            None => None,
-        };
-        let mut args = self.leader_args(&spec, doors.as_ref());
+        let mut args = self.leader_args(&spec, opening.as_ref());
+        if let Some(Opening::Inside { theirs, .. }) = opening.as_mut() {
+            fds.extend(theirs.take());
+        }
         let groups = match args.limits {
             Some(limits) => {
                 let cgroups = self.launch.cgroups.clone();
@@ -357,13 +419,18 @@ impl Supervisor {
         if let Some(reaper) = &self.reaper {
             reaper.watch(pid);
         }
-        let served = match (doors, control, &spec.confine) {
-            (Some(doors), Some(control), Some(confine)) => {
-                let listeners = receive_listeners(control, doors.listen.len()).await?;
+        let served = match (opening, &spec.confine) {
+            (Some(opening), Some(confine)) => {
                 let log = EgressLog {
                     lines: confine.egress_log.clone(),
                     notices: spec.stderr_log.clone(),
                     on_output: on_output.clone(),
+                };
+                let (listeners, doors) = match opening {
+                    Opening::Inside { doors, control, .. } => {
+                        (receive_listeners(control, doors.listen.len()).await?, doors)
+                    }
+                    Opening::Here { doors, listener } => (vec![listener], doors),
                 };
                 Some(Served::start(
                     listeners,

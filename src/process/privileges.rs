@@ -5,7 +5,8 @@
 //! would run calls the filter never sees), new namespaces, and, for a turn that shares the
 //! service's pid namespace, `ptrace`. A turn in its own pid namespace may trace its own
 //! processes (debuggers, `strace`): the namespace holds nothing else, and Landlock keeps the
-//! turn leader out of reach.
+//! turn leader out of reach. A turn that shares the service's network may not open UDP, raw,
+//! packet or netlink sockets.
 //!
 //! The filters are built before the command is forked (building allocates) and applied in the
 //! child just before `exec` ([`super::sys::harden`]).
@@ -78,14 +79,51 @@ const NAMESPACE_FLAGS: &[i32] = &[
     nix::libc::CLONE_NEWCGROUP,
 ];
 
-/// The seccomp filters of a command (`own_pids`: it runs in its own pid namespace).
-pub fn filters(own_pids: bool) -> Result<Vec<BpfProgram>, seccompiler::Error> {
+/// The socket families and types a command that shares the service's network may not open
+/// (Landlock bounds TCP by port; it does not see these): UDP and raw IP sockets, packet and
+/// netlink sockets. `None`: any type.
+const SHARED_NETWORK_SOCKETS: &[(i32, Option<i32>)] = &[
+    (nix::libc::AF_INET, Some(nix::libc::SOCK_DGRAM)),
+    (nix::libc::AF_INET6, Some(nix::libc::SOCK_DGRAM)),
+    (nix::libc::AF_INET, Some(nix::libc::SOCK_RAW)),
+    (nix::libc::AF_INET6, Some(nix::libc::SOCK_RAW)),
+    (nix::libc::AF_PACKET, None),
+    (nix::libc::AF_NETLINK, None),
+];
+
+/// The seccomp filters of a command: `own_pids`, it runs in its own pid namespace;
+/// `own_network`, in its own network namespace.
+pub fn filters(own_pids: bool, own_network: bool) -> Result<Vec<BpfProgram>, seccompiler::Error> {
     let arch = target_arch()?;
     let mut refused: BTreeMap<i64, Vec<SeccompRule>> = REFUSED
         .iter()
         .chain(if own_pids { &[][..] } else { TRACING })
         .map(|&call| (call, Vec::new()))
         .collect();
+    if !own_network {
+        let sockets = SHARED_NETWORK_SOCKETS
+            .iter()
+            .map(|&(family, kind)| {
+                let mut conditions = vec![SeccompCondition::new(
+                    0,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::Eq,
+                    family as u64,
+                )?];
+                if let Some(kind) = kind {
+                    // The type's low bits; SOCK_NONBLOCK and SOCK_CLOEXEC ride above them.
+                    conditions.push(SeccompCondition::new(
+                        1,
+                        SeccompCmpArgLen::Dword,
+                        SeccompCmpOp::MaskedEq(0xf),
+                        kind as u64,
+                    )?);
+                }
+                SeccompRule::new(conditions)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        refused.insert(nix::libc::SYS_socket, sockets);
+    }
     // `clone` with any namespace flag; its flags are the first argument.
     let with_namespace = NAMESPACE_FLAGS
         .iter()
@@ -149,9 +187,14 @@ pub fn drop_capabilities() -> std::io::Result<()> {
 mod tests {
     #[test]
     fn the_filters_build_for_this_machine() {
-        let filters = super::filters(true).unwrap();
+        let filters = super::filters(true, true).unwrap();
         assert_eq!(filters.len(), 2);
-        let shared = super::filters(false).unwrap();
+        let shared = super::filters(false, true).unwrap();
         assert!(shared[0].len() > filters[0].len(), "ptrace is refused too");
+        let shared_network = super::filters(true, false).unwrap();
+        assert!(
+            shared_network[0].len() > filters[0].len(),
+            "sockets are filtered too"
+        );
     }
 }

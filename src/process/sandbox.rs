@@ -13,8 +13,8 @@
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
+    PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, Scope,
 };
 
 /// The newest Landlock ABI this service knows the rules of; older kernels enforce what they can.
@@ -68,7 +68,9 @@ pub struct Barriers {
     /// What a turn may read and write: `landlock` or `none`.
     pub files: &'static str,
     /// Where a turn may connect: `namespace` (its own network, doors to its allow-list through
-    /// the egress proxy) or `none` (the service's network).
+    /// the egress proxy), `landlock-tcp+seccomp` (the service's network, but TCP `connect` only
+    /// to its own egress proxy's port, no `bind`, no UDP, raw, packet or netlink sockets) or
+    /// `none` (the service's network).
     pub network: &'static str,
     /// What ends a turn's processes, even after the service was killed: `pid-namespace`, or
     /// `process-group` (the turn leader as subreaper and the group reaper, which a
@@ -83,7 +85,7 @@ pub struct Barriers {
 }
 
 impl Barriers {
-    pub fn of(sandbox: SandboxStatus, isolate: bool, cgroups: bool) -> Self {
+    pub fn of(sandbox: SandboxStatus, isolate: bool, tcp_rules: bool, cgroups: bool) -> Self {
         let on = sandbox != SandboxStatus::Off;
         Self {
             resources: match (on, cgroups) {
@@ -96,7 +98,11 @@ impl Barriers {
             } else {
                 "none"
             },
-            network: if isolate { "namespace" } else { "none" },
+            network: match (isolate, tcp_rules && sandbox == SandboxStatus::Landlock) {
+                (true, _) => "namespace",
+                (false, true) => "landlock-tcp+seccomp",
+                (false, false) => "none",
+            },
             processes: if isolate {
                 "pid-namespace"
             } else {
@@ -116,6 +122,15 @@ pub fn landlock_supported() -> bool {
     Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(ABI::V1))
+        .and_then(|r| r.create())
+        .is_ok()
+}
+
+/// Whether the running kernel's Landlock restricts TCP by port (ABI 4, Linux 6.7).
+pub fn landlock_tcp_supported() -> bool {
+    Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
         .and_then(|r| r.create())
         .is_ok()
 }
@@ -162,15 +177,24 @@ const DEVICES_WRITABLE: &[&str] = &[
 ];
 
 /// Builds the rules: `writable` read+write, `readable` read+execute, plus the system and the
-/// devices. Paths that do not exist are skipped. Built before `fork`, so the child only adds
-/// its own `/proc/<pid>` and restricts itself.
-pub fn ruleset(writable: &[PathBuf], readable: &[PathBuf]) -> Result<RulesetCreated, RulesetError> {
+/// devices; with `tcp`, TCP too: no `bind`, `connect` only to those ports (a turn that shares
+/// the service's network). Paths that do not exist are skipped. Built before `fork`, so the
+/// child only adds its own `/proc/<pid>` and restricts itself.
+pub fn ruleset(
+    writable: &[PathBuf],
+    readable: &[PathBuf],
+    tcp: Option<&[u16]>,
+) -> Result<RulesetCreated, RulesetError> {
     let all = AccessFs::from_all(ABI_USED);
     let read = AccessFs::from_read(ABI_USED);
-    let mut ruleset = Ruleset::default()
-        .handle_access(all)?
-        .scope(Scope::from_all(ABI_USED))?
-        .create()?;
+    let mut ruleset = Ruleset::default().handle_access(all)?;
+    if tcp.is_some() {
+        ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
+    }
+    let mut ruleset = ruleset.scope(Scope::from_all(ABI_USED))?.create()?;
+    for &port in tcp.unwrap_or_default() {
+        ruleset = ruleset.add_rule(NetPort::new(port, AccessNet::ConnectTcp))?;
+    }
     let system = SYSTEM.iter().map(PathBuf::from);
     let rules = writable
         .iter()
