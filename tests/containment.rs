@@ -442,6 +442,53 @@ async fn setsid_grandchildren_die_with_a_killed_service() {
     );
 }
 
+/// Without namespaces (the turns share the service's pid namespace), a double-forked daemon may
+/// outlive a `kill -9` of the service; the next start kills what is left in the turn cgroups of
+/// services that are gone.
+#[tokio::test]
+async fn without_namespaces_the_next_start_kills_what_a_killed_service_left() {
+    const ROUNDS: usize = 10;
+    let mut survivors = Vec::new();
+    for round in 0..ROUNDS {
+        let token = format!("srt-leftover-{}-{round}", std::process::id());
+        let mut server = server(&[
+            ("SKILL_RUNNER_MAX_CONCURRENT", "2"),
+            ("SKILL_RUNNER_NAMESPACES", "off"),
+        ]);
+        server
+            .create_job(json!({"skill_id": "attacker", "parameter": {
+                "attack": "setsid", "count": 3, "token": token}}))
+            .await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while carrying(&token).len() < 3 {
+            assert!(Instant::now() < deadline, "round {round}: nothing started");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        server.kill();
+        // The next start, in another folder: the machine's cgroups are what it clears.
+        let next = self::server(&[("SKILL_RUNNER_NAMESPACES", "off")]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !carrying(&token).is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        drop(next);
+        let left = carrying(&token);
+        for pid in &left {
+            // The test's own outer limit: nothing it provoked outlives it.
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(*pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        survivors.extend(left);
+    }
+    assert_eq!(
+        survivors,
+        Vec::<i32>::new(),
+        "leftovers outlived the next start"
+    );
+}
+
 /// Answers every connection with a fixed HTTP response naming `who`, on its own thread.
 fn web_server(who: &'static str) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
