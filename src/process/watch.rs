@@ -8,7 +8,8 @@ use nix::sys::signal::Signal;
 
 use super::{cgroups, limits};
 
-/// How often a turn's CPU time and workspace are measured while it runs.
+/// How often a turn's CPU time and workspace are measured while it runs (less often when a walk
+/// of its workspace takes long).
 const WATCH_INTERVAL: Duration = Duration::from_millis(500);
 
 /// A turn's limits and what the supervisor measures against them while it runs.
@@ -58,13 +59,17 @@ pub async fn watch(watched: Option<Watched>) -> limits::LimitHit {
     let Some(watched) = watched else {
         return std::future::pending().await;
     };
+    let mut pause = WATCH_INTERVAL;
     loop {
-        tokio::time::sleep(WATCH_INTERVAL).await;
+        tokio::time::sleep(pause).await;
         let measuring = watched.clone();
+        let started = std::time::Instant::now();
         let over = tokio::task::spawn_blocking(move || measuring.measure())
             .await
             .ok()
             .flatten();
+        // A workspace with many files takes long to walk: walk it at most a tenth of the time.
+        pause = WATCH_INTERVAL.max(started.elapsed() * 10);
         if let Some(resource) = over.filter(|r| *r != limits::Resource::File) {
             return watched.hit(resource);
         }
