@@ -8,6 +8,7 @@ mod common;
 
 use std::io::Read as _;
 use std::net::{TcpListener, UdpSocket};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::netns::{Isolation, isolate, nobody_connected, test_host};
@@ -442,19 +443,37 @@ async fn setsid_grandchildren_die_with_a_killed_service() {
     );
 }
 
-/// Without namespaces (the turns share the service's pid namespace), a double-forked daemon may
-/// outlive a `kill -9` of the service; the next start kills what is left in the turn cgroups of
-/// services that are gone.
+/// The service's helper processes (`reaper`, `forkserver`) whose command line names `what`.
+fn helper_of(service: i32, what: &str) -> Option<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .find(|pid| {
+            common::stat_fields(*pid).is_some_and(|f| f[1] == service.to_string())
+                && std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == what.as_bytes()))
+        })
+}
+
+/// Without namespaces (turns share the service's pid namespace), `kill -9` of the service
+/// still leaves nothing: its reaper kills what is left in the turns' cgroups, double-forked
+/// daemons included. Were the reaper and the turn leaders killed first (nothing left to clean
+/// up), the next start kills what the gone service's turns left in their cgroups.
 #[tokio::test]
-async fn without_namespaces_the_next_start_kills_what_a_killed_service_left() {
+async fn without_namespaces_nothing_outlives_a_killed_service_either() {
     const ROUNDS: usize = 10;
     let mut survivors = Vec::new();
     for round in 0..ROUNDS {
+        // Even rounds: the service alone is killed. Odd rounds: its reaper and the turn
+        // leaders first, then the service; the next start cleans up.
+        let reaper_too = round % 2 == 1;
         let token = format!("srt-leftover-{}-{round}", std::process::id());
-        let mut server = server(&[
+        let shared = [
             ("SKILL_RUNNER_MAX_CONCURRENT", "2"),
             ("SKILL_RUNNER_NAMESPACES", "off"),
-        ]);
+        ];
+        let mut server = server(&shared);
         server
             .create_job(json!({"skill_id": "attacker", "parameter": {
                 "attack": "setsid", "count": 3, "token": token}}))
@@ -464,9 +483,23 @@ async fn without_namespaces_the_next_start_kills_what_a_killed_service_left() {
             assert!(Instant::now() < deadline, "round {round}: nothing started");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        if reaper_too {
+            let reaper = helper_of(server.pid(), "reaper").expect("the service has a reaper");
+            let forkserver = helper_of(server.pid(), "forkserver").expect("and a forkserver");
+            let leaders = common::processes_in(Path::new("/"))
+                .into_iter()
+                .filter(|pid| {
+                    common::stat_fields(*pid).is_some_and(|f| f[1] == forkserver.to_string())
+                });
+            for pid in std::iter::once(reaper).chain(leaders) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
         server.kill();
-        // The next start, in another folder: the machine's cgroups are what it clears.
-        let next = self::server(&[("SKILL_RUNNER_NAMESPACES", "off")]);
+        let next = reaper_too.then(|| self::server(&shared));
         let deadline = Instant::now() + Duration::from_secs(10);
         while !carrying(&token).is_empty() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -480,12 +513,12 @@ async fn without_namespaces_the_next_start_kills_what_a_killed_service_left() {
                 nix::sys::signal::Signal::SIGKILL,
             );
         }
-        survivors.extend(left);
+        survivors.extend(left.into_iter().map(|pid| (round, pid)));
     }
     assert_eq!(
         survivors,
-        Vec::<i32>::new(),
-        "leftovers outlived the next start"
+        Vec::<(usize, i32)>::new(),
+        "processes outlived a killed service"
     );
 }
 

@@ -3,9 +3,10 @@
 //!
 //! The turn leader moves itself into the turn's groups before it starts the command, so the
 //! command and everything it starts are counted, and a group whose turn used more than its
-//! limit says so afterwards (`memory.oom_control`'s `oom_kill`, `pids.events`' `max`). At
-//! start-up the groups of services that are gone are emptied (their members killed: the crash
-//! clean-up where pid namespaces are missing) and removed.
+//! limit says so afterwards (`memory.oom_control`'s `oom_kill`, `pids.events`' `max`). When
+//! the service dies, its [`super::Reaper`] empties its groups (killing their members: the crash
+//! clean-up where pid namespaces are missing); at start-up the groups of services that are gone
+//! (the reaper was killed too) are emptied and removed.
 
 use std::path::{Path, PathBuf};
 
@@ -51,6 +52,15 @@ impl Cgroups {
         }
     }
 
+    /// This service's own folders, one per hierarchy.
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        [&self.memory, &self.pids, &self.cpu]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect()
+    }
+
     /// Whether turns get groups at all (for `barriers`).
     pub fn memory(&self) -> bool {
         self.memory.is_some()
@@ -94,7 +104,7 @@ impl Cgroups {
     /// Removes this service's own groups (at shutdown; they are empty by then).
     pub fn remove(&self) {
         for dir in [&self.memory, &self.pids, &self.cpu].into_iter().flatten() {
-            remove_tree(dir);
+            empty_and_remove(dir);
         }
     }
 }
@@ -149,7 +159,7 @@ impl Drop for TurnGroups {
     /// Kills what is left in the groups and removes them.
     fn drop(&mut self) {
         for dir in [&self.memory, &self.pids, &self.cpu].into_iter().flatten() {
-            remove_tree(dir);
+            empty_and_remove(dir);
         }
     }
 }
@@ -171,17 +181,17 @@ fn clear_leftovers(parent: &Path) {
         let alive = std::fs::read(format!("/proc/{pid}/cmdline"))
             .is_ok_and(|c| c.windows(12).any(|w| w == b"skill-runner"));
         if !alive || pid == std::process::id() {
-            remove_tree(&entry.path());
+            empty_and_remove(&entry.path());
         }
     }
 }
 
 /// Kills every process in the group `dir` and its subgroups, then removes them.
-fn remove_tree(dir: &Path) {
+pub fn empty_and_remove(dir: &Path) {
     if let Ok(entries) = std::fs::read_dir(dir) {
         for entry in entries.flatten() {
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                remove_tree(&entry.path());
+                empty_and_remove(&entry.path());
             }
         }
     }

@@ -218,6 +218,11 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
 impl Supervisor {
     pub fn new(launch: Launch, reaper: Option<Arc<Reaper>>, grace: Duration) -> Self {
+        if let Some(reaper) = &reaper {
+            for dir in launch.cgroups.dirs() {
+                reaper.watch_cgroups(&dir);
+            }
+        }
         Self {
             forks: Arc::new(forkserver::ForkServer::new(launch.exe.clone())),
             launch: Arc::new(launch),
