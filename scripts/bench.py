@@ -240,6 +240,17 @@ def finished_rate(port, pid, total=2000):
     return total / elapsed, f"CPU per job: service {service:.1f} ms, turn leader + sh {turns:.1f} ms"
 
 
+def sequential(client, total=200):
+    """create -> succeeded of `total` distinct jobs, one at a time, in ms each."""
+    latencies = []
+    for n in range(total):
+        t0 = time.perf_counter()
+        _, body = create(client, n)
+        assert wait_done(client, body["request_id"]) == "succeeded"
+        latencies.append((time.perf_counter() - t0) * 1000)
+    return latencies
+
+
 def pct(values, p):
     values = sorted(values)
     return values[min(len(values) - 1, int(len(values) * p / 100))]
@@ -253,12 +264,7 @@ def jobs():
         client = Client(port)
 
         # create -> succeeded, one job at a time (the engine process alone: sh startup).
-        latencies = []
-        for n in range(200):
-            t0 = time.perf_counter()
-            _, body = create(client, n)
-            assert wait_done(client, body["request_id"]) == "succeeded"
-            latencies.append((time.perf_counter() - t0) * 1000)
+        latencies = sequential(client)
         t0 = time.perf_counter()
         for _ in range(50):
             subprocess.run(["sh", "-c", "cat >/dev/null; echo '{\"ok\": true}'"], input=b"{}",
@@ -353,12 +359,7 @@ def barriers():
                                                    "SKILL_RUNNER_SANDBOX": "auto" if mode == "on" else "off"})
                 wait_ready(port)
                 client = Client(port)
-                latencies = []
-                for n in range(200):
-                    t0 = time.perf_counter()
-                    _, body = create(client, n)
-                    assert wait_done(client, body["request_id"]) == "succeeded"
-                    latencies.append((time.perf_counter() - t0) * 1000)
+                latencies = sequential(client)
                 rate, _ = finished_rate(port, proc.pid)
                 figures[mode][0].append(statistics.median(latencies))
                 figures[mode][1].append(rate)

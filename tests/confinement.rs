@@ -52,21 +52,7 @@ print(json.dumps({"observed": seen}))
 "#;
 
 fn hostile_skill() -> common::Package {
-    skill_package("hostile", "1.0.0")
-        .runner(json!({"entrypoint": {"script": ["python3", "hostile.py"]}}))
-        .file("hostile.py", HOSTILE)
-        .file(
-            "assets/input.schema.json",
-            json!({"type": "object", "properties": {}}).to_string(),
-        )
-        .file(
-            "assets/parameter.schema.json",
-            json!({"type": "object", "required": ["write", "read", "sentinels"]}).to_string(),
-        )
-        .file(
-            "assets/output.schema.json",
-            json!({"type": "object", "required": ["observed"]}).to_string(),
-        )
+    common::observer_skill("hostile", HOSTILE, &["write", "read", "sentinels"])
 }
 
 /// Everything under `dir` but the folders a run legitimately changes.

@@ -11,8 +11,8 @@ use std::net::{TcpListener, UdpSocket};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::TestServer;
 use common::netns::{Isolation, isolate, nobody_connected, test_host};
-use common::{TestServer, skill_package};
 use serde_json::{Value, json};
 
 /// Carries out `parameter.attack` and prints what happened as `{"observed": {...}}`.
@@ -189,21 +189,7 @@ print(json.dumps({"observed": seen}))
 "#;
 
 fn attacker_skill() -> common::Package {
-    skill_package("attacker", "1.0.0")
-        .runner(json!({"entrypoint": {"script": ["python3", "attack.py"]}}))
-        .file("attack.py", ATTACKER)
-        .file(
-            "assets/input.schema.json",
-            json!({"type": "object", "properties": {}}).to_string(),
-        )
-        .file(
-            "assets/parameter.schema.json",
-            json!({"type": "object", "required": ["attack"]}).to_string(),
-        )
-        .file(
-            "assets/output.schema.json",
-            json!({"type": "object", "required": ["observed"]}).to_string(),
-        )
+    common::observer_skill("attacker", ATTACKER, &["attack"])
 }
 
 /// The environment of a server whose turns share its network (`shared`), or get their own.
@@ -560,7 +546,7 @@ async fn a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_noth
     let other = web_server("other");
     let declared = format!("127.0.0.1:{allowed}");
     let skill = attacker_skill().runner(json!({
-        "entrypoint": {"script": ["python3", "attack.py"]},
+        "entrypoint": {"script": ["python3", "attacker.py"]},
         "network": {"allow": [declared]}
     }));
     let policy = format!("{declared},*.example.com");
@@ -743,7 +729,7 @@ async fn a_fork_bomb_stops_at_the_process_limit() {
 async fn memory_past_the_skills_own_limit_ends_the_run() {
     // The skill asks for less than the operator's cap: its request holds.
     let skill = attacker_skill().runner(json!({
-        "entrypoint": {"script": ["python3", "attack.py"]},
+        "entrypoint": {"script": ["python3", "attacker.py"]},
         "limits": {"memory_mb": 256}
     }));
     let server = TestServer::with_skills(&[skill], &[]);

@@ -34,7 +34,7 @@ pub struct LeaderArgs {
     pub grace_ms: u64,
     /// Confine the command with Landlock.
     pub landlock: bool,
-    /// Start in new pid and network namespaces ([`sys::fork_single_threaded`]).
+    /// Start in new pid, network and mount namespaces ([`sys::fork_single_threaded`]).
     pub isolate: bool,
     /// Take every privilege from the command ([`privileges`]).
     pub harden: bool,
@@ -85,22 +85,9 @@ pub fn run(args: LeaderArgs, parent: Pid, control: Option<OwnedFd>) -> ! {
         std::process::exit(CANNOT_START);
     }
     if args.isolate
-        && let Err(e) = open_doors(&args.listen, control)
+        && let Err(e) = set_up_namespaces(&args, control)
     {
-        eprintln!("skill-runner: cannot set up the turn's network: {e}");
-        std::process::exit(CANNOT_START);
-    }
-    if args.isolate
-        && let Err(e) = private_shm(args.limits.map_or(64, |l| l.memory_mb))
-    {
-        eprintln!("skill-runner: cannot give the turn its own /dev/shm: {e}");
-        std::process::exit(CANNOT_START);
-    }
-    if args.isolate
-        && let Some(own) = &args.own_folder
-        && let Err(e) = hide_siblings(own)
-    {
-        eprintln!("skill-runner: cannot hide the other runs from the turn: {e}");
+        eprintln!("skill-runner: cannot set up the turn's namespaces: {e}");
         std::process::exit(CANNOT_START);
     }
     for procs in &args.cgroups {
@@ -153,6 +140,17 @@ pub fn run(args: LeaderArgs, parent: Pid, control: Option<OwnedFd>) -> ! {
     }
 }
 
+/// Sets up the turn's own network and mount namespaces: its doors, its own `/dev/shm`, and no
+/// other run in sight.
+fn set_up_namespaces(args: &LeaderArgs, control: Option<OwnedFd>) -> std::io::Result<()> {
+    open_doors(&args.listen, control)?;
+    private_shm(args.limits.map_or(64, |l| l.memory_mb))?;
+    if let Some(own) = &args.own_folder {
+        hide_siblings(own)?;
+    }
+    Ok(())
+}
+
 /// Brings up loopback in the turn's network namespace, listens on each of `listen` and hands
 /// the listeners to the service over `control`.
 fn open_doors(listen: &[std::net::SocketAddr], control: Option<OwnedFd>) -> std::io::Result<()> {
@@ -199,8 +197,7 @@ fn spawn(args: &LeaderArgs) -> std::io::Result<Pid> {
         );
     }
     if args.harden {
-        let filters =
-            privileges::filters(args.isolate, args.isolate).map_err(std::io::Error::other)?;
+        let filters = privileges::filters(args.isolate).map_err(std::io::Error::other)?;
         sys::harden(&mut command, filters);
     }
     let child = command.spawn()?;

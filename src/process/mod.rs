@@ -555,7 +555,6 @@ impl Running {
         cancel: &CancellationToken,
         windows: Windows,
     ) -> Completed {
-        let watched = self.watched.clone();
         let exit = tokio::select! {
             // Passing the output limit wins over an exit at the same moment.
             biased;
@@ -563,7 +562,7 @@ impl Running {
             code = self.leader.wait() => Exit::Exited { code },
             () = tokio::time::sleep_until(deadline) => Exit::TimedOut,
             () = cancel.cancelled() => Exit::Canceled,
-            hit = watch::watch(watched.clone()) => Exit::OverLimit(hit),
+            hit = watch::watch(self.watched.clone()) => Exit::OverLimit(hit),
         };
         if !matches!(exit, Exit::Exited { .. }) {
             self.terminate().await;
@@ -572,19 +571,7 @@ impl Running {
         self.group.end();
         let signal = self.leader.signal();
         let groups = self.groups.take();
-        let exit = match exit {
-            Exit::Exited { .. } => tokio::task::spawn_blocking(move || {
-                let hit = watch::over_limit(groups.as_ref(), signal, watched.as_ref());
-                drop(groups);
-                hit.map_or(exit, Exit::OverLimit)
-            })
-            .await
-            .unwrap_or(exit),
-            _ => {
-                tokio::task::spawn_blocking(move || drop(groups));
-                exit
-            }
-        };
+        let watched = self.watched.take();
         if let Some(served) = self.served.take() {
             served.close().await;
         }
@@ -597,12 +584,22 @@ impl Running {
             (self.stdout_log, self.stdout_start, windows.stdout),
             (self.stderr_log, self.stderr_start, windows.stderr),
         ];
-        // Both tails in one blocking task: each `tokio::fs` call would be a hop of its own.
-        let [stdout, stderr] = tokio::task::spawn_blocking(move || {
-            logs.map(|(path, from, max)| tail(&path, from, max))
+        // The limit check, the cgroups' removal and both tails in one blocking task: each
+        // `tokio::fs` call would be a hop of its own.
+        let ended = exit;
+        let (exit, [stdout, stderr]) = tokio::task::spawn_blocking(move || {
+            // Only a turn that ended by itself is measured: a cancel or a timeout is why the
+            // others ended.
+            let exit = match exit {
+                Exit::Exited { .. } => watch::over_limit(groups.as_ref(), signal, watched.as_ref())
+                    .map_or(exit, Exit::OverLimit),
+                other => other,
+            };
+            drop(groups);
+            (exit, logs.map(|(path, from, max)| tail(&path, from, max)))
         })
         .await
-        .unwrap_or_default();
+        .unwrap_or_else(|_| (ended, Default::default()));
         Completed {
             exit,
             stdout,

@@ -91,16 +91,16 @@ const SHARED_NETWORK_SOCKETS: &[(i32, Option<i32>)] = &[
     (nix::libc::AF_NETLINK, None),
 ];
 
-/// The seccomp filters of a command: `own_pids`, it runs in its own pid namespace;
-/// `own_network`, in its own network namespace.
-pub fn filters(own_pids: bool, own_network: bool) -> Result<Vec<BpfProgram>, seccompiler::Error> {
+/// The seccomp filters of a command; `own_namespaces`: it runs in pid and network namespaces
+/// of its own.
+pub fn filters(own_namespaces: bool) -> Result<Vec<BpfProgram>, seccompiler::Error> {
     let arch = target_arch()?;
     let mut refused: BTreeMap<i64, Vec<SeccompRule>> = REFUSED
         .iter()
-        .chain(if own_pids { &[][..] } else { TRACING })
+        .chain(if own_namespaces { &[][..] } else { TRACING })
         .map(|&call| (call, Vec::new()))
         .collect();
-    if !own_network {
+    if !own_namespaces {
         let sockets = SHARED_NETWORK_SOCKETS
             .iter()
             .map(|&(family, kind)| {
@@ -187,14 +187,12 @@ pub fn drop_capabilities() -> std::io::Result<()> {
 mod tests {
     #[test]
     fn the_filters_build_for_this_machine() {
-        let filters = super::filters(true, true).unwrap();
+        let filters = super::filters(true).unwrap();
         assert_eq!(filters.len(), 2);
-        let shared = super::filters(false, true).unwrap();
-        assert!(shared[0].len() > filters[0].len(), "ptrace is refused too");
-        let shared_network = super::filters(true, false).unwrap();
+        let shared = super::filters(false).unwrap();
         assert!(
-            shared_network[0].len() > filters[0].len(),
-            "sockets are filtered too"
+            shared[0].len() > filters[0].len(),
+            "ptrace and sockets are refused too"
         );
     }
 }

@@ -88,11 +88,6 @@ impl Barriers {
     pub fn of(sandbox: SandboxStatus, isolate: bool, tcp_rules: bool, cgroups: bool) -> Self {
         let on = sandbox != SandboxStatus::Off;
         Self {
-            resources: match (on, cgroups) {
-                (false, _) => "none",
-                (true, true) => "cgroup+rlimits",
-                (true, false) => "rlimits",
-            },
             files: if sandbox == SandboxStatus::Landlock {
                 "landlock"
             } else {
@@ -112,6 +107,11 @@ impl Barriers {
                 "capabilities-dropped+seccomp"
             } else {
                 "none"
+            },
+            resources: match (on, cgroups) {
+                (false, _) => "none",
+                (true, true) => "cgroup+rlimits",
+                (true, false) => "rlimits",
             },
         }
     }

@@ -439,6 +439,27 @@ case "$mode" in
 esac
 "#;
 
+/// A `script` skill `id` running the Python `script` (`<id>.py`), which takes its request on
+/// stdin and answers `{"observed": {...}}`; `required` are its parameter's required keys.
+pub fn observer_skill(id: &str, script: &str, required: &[&str]) -> Package {
+    let file = format!("{id}.py");
+    skill_package(id, "1.0.0")
+        .runner(json!({"entrypoint": {"script": ["python3", file]}}))
+        .file(&file, script)
+        .file(
+            "assets/input.schema.json",
+            json!({"type": "object", "properties": {}}).to_string(),
+        )
+        .file(
+            "assets/parameter.schema.json",
+            json!({"type": "object", "required": required}).to_string(),
+        )
+        .file(
+            "assets/output.schema.json",
+            json!({"type": "object", "required": ["observed"]}).to_string(),
+        )
+}
+
 /// A `script` skill running [`PROBE_SCRIPT`]: inline `text`, parameter `mode` (required),
 /// required artifact `report.md`, and a file input `doc`: absent (`None`), optional
 /// (`Some(false)`) or required (`Some(true)`).
