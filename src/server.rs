@@ -15,6 +15,7 @@ use crate::engines::upgrades::Upgrader;
 use crate::invoke::Host;
 use crate::jobs::Jobs;
 use crate::packages::Installer;
+use crate::process::run_uids::RunUids;
 use crate::process::{Launch, Reaper, SandboxStatus, Supervisor, sandbox};
 use crate::skill::Registry;
 use crate::skill_docs::index::{Docs, Limits};
@@ -224,7 +225,51 @@ fn launch(config: &Config, exe: std::path::PathBuf) -> anyhow::Result<Launch> {
             _ => crate::process::cgroups::Cgroups::setup(),
         },
         readable,
+        run_uids: run_uids(config, status)?,
     })
+}
+
+/// The uids turns run under, once the folders they need are theirs to reach.
+fn run_uids(config: &Config, status: SandboxStatus) -> anyhow::Result<Option<RunUids>> {
+    let Some(uids) = config.run_uids.clone() else {
+        if nix::unistd::geteuid().is_root() && status != SandboxStatus::Off {
+            tracing::warn!(
+                "turns run as root (with no capability): set SKILL_RUNNER_RUN_UIDS so runs \
+                 cannot signal or read each other where Landlock is missing"
+            );
+        }
+        return Ok(None);
+    };
+    if status == SandboxStatus::Off {
+        tracing::warn!("SKILL_RUNNER_SANDBOX=off: SKILL_RUNNER_RUN_UIDS does not apply");
+        return Ok(None);
+    }
+    anyhow::ensure!(
+        nix::unistd::geteuid().is_root(),
+        "SKILL_RUNNER_RUN_UIDS: only a service running as root can start turns under other \
+         uids (this one runs as uid {}); unset it",
+        nix::unistd::geteuid()
+    );
+    for needed in [&config.data_dir, &config.skills_dir] {
+        RunUids::reachable(needed)
+            .map_err(|problem| anyhow::anyhow!("SKILL_RUNNER_RUN_UIDS: {problem}"))?;
+    }
+    // Only the turns that use them need these (an engine's CLIs, an interpreter).
+    for wanted in std::iter::once(&config.agents.npm_prefix).chain(&config.sandbox_read_paths) {
+        if let Err(problem) = RunUids::reachable(wanted) {
+            tracing::warn!("SKILL_RUNNER_RUN_UIDS: {problem}");
+        }
+    }
+    uids.own_shared(std::slice::from_ref(&config.invoke.allowed_root))
+        .context("handing OPENSKILL_ALLOWED_ROOT to the shared run uid")?;
+    RunUids::take_back_all(&[
+        config.runs_dir(),
+        config.temp_runs_dir(),
+        config.invocations_dir(),
+    ])
+    .context("taking back the run folders of turns a stopped service left")?;
+    tracing::info!(kind = uids.kind(), "turns run under uids of their own");
+    Ok(Some(uids))
 }
 
 /// Resolves on SIGINT or SIGTERM.

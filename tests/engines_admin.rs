@@ -100,7 +100,8 @@ async fn auth_status_and_engine_summaries() {
     assert_eq!(
         codex["barriers"],
         json!({"files": "landlock", "network": network, "processes": processes,
-            "privileges": "capabilities-dropped+seccomp", "resources": resources})
+            "privileges": "capabilities-dropped+seccomp", "users": "service-uid",
+            "resources": resources})
     );
     assert_eq!(
         codex["models_count"].as_u64().unwrap() as usize,

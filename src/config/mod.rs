@@ -113,6 +113,8 @@ pub struct Config {
     pub egress_allow: Vec<HostPattern>,
     /// `SKILL_RUNNER_RUN_*`: the caps on one turn's resources.
     pub run_limits: crate::process::limits::Limits,
+    /// `SKILL_RUNNER_RUN_UIDS`: the uids turns run under; `None`: the service's.
+    pub run_uids: Option<crate::process::run_uids::RunUids>,
     /// The environment child processes start from (the allow-list plus
     /// `SKILL_RUNNER_CHILD_ENV_PASSTHROUGH`).
     pub child_env: ChildEnv,
@@ -509,6 +511,7 @@ impl Config {
                 disk_mb: s.run_max_disk_mb,
                 open_files: s.run_open_files,
             },
+            run_uids: s.run_uids,
             child_env: ChildEnv::from_vars(vars, &s.child_env_passthrough.unwrap_or_default()),
             legacy_ui: LegacyUi {
                 sunset: s.ui_legacy_api_sunset,

@@ -22,6 +22,7 @@ use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
 use super::{ConfigError, InvokeConfig, JobLimits, LogFormat, PackageLimits};
 use crate::egress::HostPattern;
 use crate::process::limits::Limits;
+use crate::process::run_uids::RunUids;
 use crate::process::sandbox::SandboxMode;
 
 /// The settings of the service, each read from its variable or its flag.
@@ -123,6 +124,11 @@ pub struct Settings {
     #[arg(long, env = "SKILL_RUNNER_RUN_OPEN_FILES", value_parser = positive,
           default_value_t = Limits::default().open_files)]
     pub run_open_files: u64,
+    /// The uids confined turns run under when the service runs as root: `A-B` (`A` for turns
+    /// that write `OPENSKILL_ALLOWED_ROOT`, one of the rest for each other turn) or one uid;
+    /// unset: the service's own.
+    #[arg(long, env = "SKILL_RUNNER_RUN_UIDS", value_parser = RunUids::parse)]
+    pub run_uids: Option<RunUids>,
     /// How long succeeded and canceled runs are kept, seconds.
     #[arg(long, env = "SKILL_RUNNER_RUN_RETENTION_SECONDS", value_parser = positive,
           default_value_t = JobLimits::default().retention.as_secs())]

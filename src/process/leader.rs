@@ -38,6 +38,9 @@ pub struct LeaderArgs {
     pub isolate: bool,
     /// Take every privilege from the command ([`privileges`]).
     pub harden: bool,
+    /// The unprivileged uid (and gid) the command runs as ([`super::run_uids`]); `None`: the
+    /// service's.
+    pub run_as: Option<u32>,
     /// The command's resource limits, `None`: none.
     pub limits: Option<Limits>,
     /// The turn's cgroups (`cgroup.procs` files) the leader joins before the command starts.
@@ -198,7 +201,7 @@ fn spawn(args: &LeaderArgs) -> std::io::Result<Pid> {
     }
     if args.harden {
         let filters = privileges::filters(args.isolate).map_err(std::io::Error::other)?;
-        sys::harden(&mut command, filters);
+        sys::harden(&mut command, filters, args.run_as);
     }
     let child = command.spawn()?;
     Ok(Pid::from_raw(child.id() as i32))

@@ -22,6 +22,7 @@ pub mod leader;
 pub mod limits;
 pub mod privileges;
 pub mod reaper;
+pub mod run_uids;
 pub mod sandbox;
 mod sys;
 pub mod terminal;
@@ -111,6 +112,8 @@ pub struct Launch {
     /// Read and execute for every confined process: the managed npm prefix and
     /// `SKILL_RUNNER_SANDBOX_READ_PATHS`.
     pub readable: Vec<PathBuf>,
+    /// `SKILL_RUNNER_RUN_UIDS`: the uids confined turns run under; `None`: the service's.
+    pub run_uids: Option<run_uids::RunUids>,
 }
 
 /// Called after every append to a log, so live streams can read the new bytes at once.
@@ -259,6 +262,7 @@ impl Supervisor {
             self.launch.isolate,
             self.launch.tcp_rules,
             cgroups.memory() && cgroups.pids(),
+            self.launch.run_uids.as_ref().map(run_uids::RunUids::kind),
         )
     }
 
@@ -344,6 +348,7 @@ impl Supervisor {
             landlock: confine.is_some(),
             isolate: self.launch.isolate && spec.confine.is_some(),
             harden: self.launch.sandbox != SandboxStatus::Off && spec.confine.is_some(),
+            run_as: None,
             limits: self.limits(spec),
             cgroups: Vec::new(),
             memory_cgroup: self.launch.cgroups.memory(),
@@ -413,6 +418,32 @@ impl Supervisor {
                 Some(groups)
             }
             None => None,
+        };
+        let turn_uid = match (&self.launch.run_uids, &spec.confine) {
+            (Some(uids), Some(confine)) if args.harden => {
+                let (uids, confine) = (uids.clone(), confine.clone());
+                let turn_uid = tokio::task::spawn_blocking(move || {
+                    run_uids::TurnUid::start(
+                        &uids,
+                        confine.own_folder.as_deref(),
+                        &confine.writable,
+                    )
+                })
+                .await
+                .map_err(std::io::Error::other)??;
+                // The turn may reopen its standard streams (`/dev/stdout`), which checks the
+                // pipes' owner.
+                for pipe in &fds[usize::from(spec.stdin.is_none())..3] {
+                    nix::unistd::fchown(
+                        pipe,
+                        Some(turn_uid.uid().into()),
+                        Some(turn_uid.uid().into()),
+                    )?;
+                }
+                args.run_as = Some(turn_uid.uid());
+                Some(turn_uid)
+            }
+            _ => None,
         };
         let leader = self.forks.fork(&args, fds).await?;
         let pid = leader.pid;
@@ -493,6 +524,7 @@ impl Supervisor {
             leader,
             pid,
             group,
+            turn_uid,
             served,
             groups,
             watched,
@@ -521,6 +553,8 @@ pub struct Running {
     pid: i32,
     /// Kills the group if this handle is dropped before [`Running::complete`] ended it.
     group: GroupGuard,
+    /// The uid the turn runs under, held until its tree is dead.
+    turn_uid: Option<run_uids::TurnUid>,
     /// The turn's doors to its allow-list, served while it runs.
     served: Option<Served>,
     /// The turn's cgroups, removed when it is over.
@@ -571,6 +605,7 @@ impl Running {
         self.group.end();
         let signal = self.leader.signal();
         let groups = self.groups.take();
+        let turn_uid = self.turn_uid.take();
         let watched = self.watched.take();
         if let Some(served) = self.served.take() {
             served.close().await;
@@ -596,6 +631,7 @@ impl Running {
                 other => other,
             };
             drop(groups);
+            drop(turn_uid);
             (exit, logs.map(|(path, from, max)| tail(&path, from, max)))
         })
         .await

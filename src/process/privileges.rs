@@ -164,13 +164,22 @@ fn target_arch() -> Result<TargetArch, seccompiler::Error> {
 /// Drops every capability of this process for good: the bounding set (which bounds what an
 /// `exec` can grant, even for uid 0 or a setuid binary), the ambient, inheritable, permitted
 /// and effective sets. The bounding set needs `CAP_SETPCAP` to change, which only a privileged
-/// service has; an unprivileged one has nothing to drop there.
-pub fn drop_capabilities() -> std::io::Result<()> {
+/// service has; an unprivileged one has nothing to drop there. With `run_as`, the process also
+/// becomes that uid and gid, with no supplementary group.
+pub fn drop_capabilities(run_as: Option<u32>) -> std::io::Result<()> {
     use caps::CapSet;
     let privileged = caps::has_cap(None, CapSet::Effective, caps::Capability::CAP_SETPCAP)
         .map_err(std::io::Error::other)?;
     if privileged {
         caps::clear(None, CapSet::Bounding).map_err(std::io::Error::other)?;
+    }
+    // After the bounding set (which needs CAP_SETPCAP) and before the other sets (the change
+    // needs CAP_SETUID and CAP_SETGID, and clears them itself).
+    if let Some(id) = run_as {
+        use nix::unistd::{Gid, Uid, setgroups, setresgid, setresuid};
+        setgroups(&[])?;
+        setresgid(Gid::from_raw(id), Gid::from_raw(id), Gid::from_raw(id))?;
+        setresuid(Uid::from_raw(id), Uid::from_raw(id), Uid::from_raw(id))?;
     }
     for set in [
         CapSet::Ambient,

@@ -78,6 +78,9 @@ pub struct Barriers {
     pub processes: &'static str,
     /// `capabilities-dropped+seccomp` or `none`.
     pub privileges: &'static str,
+    /// Which uid a turn runs under: `per-run-uid` (one of `SKILL_RUNNER_RUN_UIDS` each),
+    /// `one-uid` (the one configured uid) or `service-uid` (the service's own).
+    pub users: &'static str,
     /// What holds a turn's memory and processes: `cgroup+rlimits`, `rlimits` (memory by
     /// `RLIMIT_DATA`, processes not at all for uid 0) or `none`; CPU time, file size and open
     /// files are rlimits, the workspace's size is watched.
@@ -85,7 +88,14 @@ pub struct Barriers {
 }
 
 impl Barriers {
-    pub fn of(sandbox: SandboxStatus, isolate: bool, tcp_rules: bool, cgroups: bool) -> Self {
+    /// `users`: the [`super::run_uids::RunUids::kind`] of the configured uids, if any.
+    pub fn of(
+        sandbox: SandboxStatus,
+        isolate: bool,
+        tcp_rules: bool,
+        cgroups: bool,
+        users: Option<&'static str>,
+    ) -> Self {
         let on = sandbox != SandboxStatus::Off;
         Self {
             files: if sandbox == SandboxStatus::Landlock {
@@ -108,6 +118,7 @@ impl Barriers {
             } else {
                 "none"
             },
+            users: users.filter(|_| on).unwrap_or("service-uid"),
             resources: match (on, cgroups) {
                 (false, _) => "none",
                 (true, true) => "cgroup+rlimits",
