@@ -163,8 +163,9 @@ pub fn relative_path(path: &str) -> Result<String> {
 /// The preview of `rel` (already normalised by [`relative_path`]) under `root`; a file under a
 /// `hidden` top-level entry (also when reached through a symlink) is not found.
 pub fn preview(root: &Path, rel: &str, hidden: &[&str]) -> Result<Preview> {
-    let target = resolve(root, rel, hidden)?;
-    let file = std::fs::File::open(&target).map_err(|_| not_found())?;
+    let (root, inside) = resolve(root, rel, hidden)?;
+    // Opened again without following links: the folder may change under a running turn.
+    let file = crate::run_folder::open_beneath(&root, &inside).map_err(|_| not_found())?;
     let size = file.metadata()?.len();
     if size > PREVIEW_MAX_BYTES {
         return Ok(Preview {
@@ -199,9 +200,9 @@ pub fn preview(root: &Path, rel: &str, hidden: &[&str]) -> Result<Preview> {
     })
 }
 
-/// The file `rel` under `root`, symlinks resolved; 400 when it resolves outside `root`, 404
-/// when it is missing or a folder.
-fn resolve(root: &Path, rel: &str, hidden: &[&str]) -> Result<PathBuf> {
+/// The file `rel` under `root`, symlinks resolved, as the canonical root and the path inside it;
+/// 400 when it resolves outside `root`, 404 when it is missing or a folder.
+fn resolve(root: &Path, rel: &str, hidden: &[&str]) -> Result<(PathBuf, PathBuf)> {
     let root = root.canonicalize().map_err(|_| not_found())?;
     let target = root.join(rel).canonicalize().map_err(|_| not_found())?;
     let Ok(inside) = target.strip_prefix(&root) else {
@@ -212,11 +213,8 @@ fn resolve(root: &Path, rel: &str, hidden: &[&str]) -> Result<PathBuf> {
     if is_hidden(rel, hidden) || is_hidden(&inside.to_string_lossy(), hidden) {
         return Err(not_found());
     }
-    // A hard link may lead to a file outside the folder.
-    if !crate::run_folder::is_plain_file(&target) {
-        return Err(not_found());
-    }
-    Ok(target)
+    let inside = inside.to_path_buf();
+    Ok((root, inside))
 }
 
 fn not_found() -> Error {

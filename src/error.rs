@@ -24,6 +24,10 @@ pub enum Error {
     /// The thing exists, but its state does not allow the operation now.
     #[error("conflict: {0}")]
     Conflict(Value),
+    /// What was asked for is larger than a configured bound; the detail names the bound and
+    /// its variable.
+    #[error("too large: {0}")]
+    TooLarge(Value),
     /// The job queue has no free place; a retry after runs start may succeed.
     #[error("Job queue is full")]
     QueueFull,
@@ -49,7 +53,7 @@ impl Error {
     /// `None` for an internal failure, whose cause is not for clients.
     pub fn message(&self) -> Option<String> {
         let detail = match self {
-            Self::Invalid(d) | Self::NotFound(d) | Self::Conflict(d) => d,
+            Self::Invalid(d) | Self::NotFound(d) | Self::Conflict(d) | Self::TooLarge(d) => d,
             Self::Internal(_) => return None,
             other => return Some(other.to_string()),
         };
@@ -66,7 +70,9 @@ impl Error {
     /// The machine-readable code of an object detail (`SKILL_ENGINE_UNSUPPORTED`, …).
     pub fn code(&self) -> Option<&str> {
         match self {
-            Self::Invalid(d) | Self::NotFound(d) | Self::Conflict(d) => d.get("code")?.as_str(),
+            Self::Invalid(d) | Self::NotFound(d) | Self::Conflict(d) | Self::TooLarge(d) => {
+                d.get("code")?.as_str()
+            }
             _ => None,
         }
     }

@@ -183,25 +183,57 @@ impl RunFolder {
 /// turn may plant a symlink, or a hard link to a file outside its workspace, where the service
 /// later reads. `NotFound` for a missing file, `InvalidInput` for anything refused.
 pub fn open_beneath(root: &Path, rel: &Path) -> std::io::Result<std::fs::File> {
-    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
-    use std::os::unix::fs::MetadataExt as _;
-    let refused = |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, why.to_owned());
+    use nix::fcntl::{OpenHow, ResolveFlag, openat2};
     let dir = std::fs::File::open(root)?;
-    let how = OpenHow::new()
-        .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
-        .resolve(
-            ResolveFlag::RESOLVE_BENEATH
-                | ResolveFlag::RESOLVE_NO_SYMLINKS
-                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
-        );
+    let how = OpenHow::new().flags(READ_ONLY).resolve(
+        ResolveFlag::RESOLVE_BENEATH
+            | ResolveFlag::RESOLVE_NO_SYMLINKS
+            | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+    );
     let fd = openat2(&dir, rel, how).map_err(|e| match e {
+        nix::errno::Errno::ELOOP | nix::errno::Errno::EXDEV => refused("a link on the way"),
+        other => open_error(other),
+    })?;
+    plain(std::fs::File::from(fd))
+}
+
+/// Opens `path` for reading only if it is a regular file with one link, without following a
+/// link in its last part: for files a turn could have written outside a run folder (the invoke
+/// host's allowed root, a lent login's copy). Errors as [`open_beneath`].
+pub fn open_plain(path: &Path) -> std::io::Result<std::fs::File> {
+    let fd =
+        nix::fcntl::open(path, READ_ONLY, nix::sys::stat::Mode::empty()).map_err(|e| match e {
+            nix::errno::Errno::ELOOP => refused("a link"),
+            other => open_error(other),
+        })?;
+    plain(std::fs::File::from(fd))
+}
+
+/// Read-only, never following a last link, and non-blocking: opening a FIFO for reading waits
+/// for a writer, a terminal may become the controlling one, and a device may do anything, so
+/// what is not a regular file is refused after the open, by `fstat`, never waited on.
+const READ_ONLY: nix::fcntl::OFlag = nix::fcntl::OFlag::O_RDONLY
+    .union(nix::fcntl::OFlag::O_CLOEXEC)
+    .union(nix::fcntl::OFlag::O_NOFOLLOW)
+    .union(nix::fcntl::OFlag::O_NONBLOCK)
+    .union(nix::fcntl::OFlag::O_NOCTTY);
+
+fn refused(why: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, why.to_owned())
+}
+
+fn open_error(errno: nix::errno::Errno) -> std::io::Error {
+    match errno {
         nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR => {
             std::io::Error::from(std::io::ErrorKind::NotFound)
         }
-        nix::errno::Errno::ELOOP | nix::errno::Errno::EXDEV => refused("a link on the way"),
         other => std::io::Error::from(other),
-    })?;
-    let file = std::fs::File::from(fd);
+    }
+}
+
+/// `file` if it is a regular file with one link.
+fn plain(file: std::fs::File) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::MetadataExt as _;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(refused("not a regular file"));

@@ -100,8 +100,16 @@ pub struct Plan<'a> {
     pub cancel: &'a CancellationToken,
     /// Called whenever the turn printed something (live event streams).
     pub on_output: Option<OnOutput>,
-    /// Most bytes the turn may print on stdout; `None`: no limit.
-    pub output_limit: Option<u64>,
+    /// Most bytes the run's stdout log may hold; `None`: no limit.
+    pub output_limit: Option<OutputLimit>,
+}
+
+/// A bound on a run's stdout log, and what sets it (for the failure's message).
+#[derive(Debug, Clone, Copy)]
+pub struct OutputLimit {
+    pub bytes: u64,
+    /// How an operator raises it.
+    pub raise: &'static str,
 }
 
 /// Runs one turn. `Err` only when the service itself failed (a log it cannot write, an
@@ -118,7 +126,7 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
         Ok(prepared) => prepared,
         Err(e) => return Ok(failed(Envelope::default(), format!("{e:#}"), None)),
     };
-    spec.output_limit = plan.output_limit;
+    spec.output_limit = plan.output_limit.map(|l| l.bytes);
     if let Some(confine) = spec.confine.as_mut() {
         confine.limits = turn.skill.limits;
         match permitted(&turn.skill.network_allow, plan.supervisor.egress_allow()) {
@@ -207,8 +215,22 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
                 stderr: Some(stderr),
             });
         }
+        Exit::TooMuchOutput => {
+            let limit = plan.output_limit.map_or(0, |l| l.bytes);
+            return Ok(Outcome::Failed {
+                envelope,
+                code: Some("RESOURCE_OUTPUT"),
+                message: format!(
+                    "The turn printed more than the {} MiB its run's stdout log keeps and was \
+                     stopped. {}",
+                    limit >> 20,
+                    plan.output_limit.map_or("", |l| l.raise)
+                ),
+                stderr: Some(stderr),
+            });
+        }
         Exit::Exited { code: Some(0) } => {}
-        Exit::Exited { .. } | Exit::TooMuchOutput => {
+        Exit::Exited { .. } => {
             return Ok(match reading.failure {
                 Some(failure) => Outcome::Failed {
                     envelope,

@@ -2,23 +2,9 @@
 
 mod common;
 
-use std::io::Read;
-
-use common::{TestServer, assert_group_gone, probe_skill};
+use common::{TestServer, assert_group_gone, probe_skill, unzip};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-
-fn unzip(bytes: &[u8]) -> std::collections::BTreeMap<String, Vec<u8>> {
-    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).unwrap();
-    (0..zip.len())
-        .map(|i| {
-            let mut f = zip.by_index(i).unwrap();
-            let mut buf = Vec::new();
-            f.read_to_end(&mut buf).unwrap();
-            (f.name().unwrap().to_string(), buf)
-        })
-        .collect()
-}
 
 /// Every file of a bundle is in its manifest with the right size and hash, and vice versa.
 fn check_manifest(files: &std::collections::BTreeMap<String, Vec<u8>>, manifest_name: &str) {

@@ -65,6 +65,7 @@ impl From<Error> for ApiError {
             Error::Invalid(d) => (StatusCode::BAD_REQUEST, d),
             Error::NotFound(d) => (StatusCode::NOT_FOUND, d),
             Error::Conflict(d) => (StatusCode::CONFLICT, d),
+            Error::TooLarge(d) => (StatusCode::PAYLOAD_TOO_LARGE, d),
             Error::QueueFull => (
                 StatusCode::TOO_MANY_REQUESTS,
                 Value::String(Error::QueueFull.to_string()),

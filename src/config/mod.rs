@@ -224,6 +224,12 @@ pub struct JobLimits {
     /// An event stream with nothing to say sends a heartbeat after this long
     /// (`SKILL_RUNNER_SSE_HEARTBEAT_SECONDS`).
     pub sse_heartbeat: Duration,
+    /// Most bytes of a run's stdout, and of its stderr, stored; a turn past it fails
+    /// `RESOURCE_OUTPUT` (`SKILL_RUNNER_RUN_MAX_LOG_MB`).
+    pub max_log_bytes: u64,
+    /// Largest artifact served, and most bytes of artifacts one bundle holds
+    /// (`SKILL_RUNNER_SERVE_MAX_MB`).
+    pub max_served_bytes: u64,
 }
 
 /// Where the agent CLIs live and which model endpoints they talk to.
@@ -353,6 +359,8 @@ impl Default for JobLimits {
             cleanup_interval: Duration::from_secs(12 * 3600),
             reconcile_interval: Duration::from_secs(30),
             sse_heartbeat: Duration::from_secs(5),
+            max_log_bytes: 256 << 20,
+            max_served_bytes: 1 << 30,
         }
     }
 }
@@ -481,6 +489,8 @@ impl Config {
                 cleanup_interval: seconds(s.cleanup_interval_seconds),
                 reconcile_interval: seconds(s.reconcile_interval_seconds),
                 sse_heartbeat: seconds(s.sse_heartbeat_seconds),
+                max_log_bytes: s.run_max_log_mb.saturating_mul(1 << 20),
+                max_served_bytes: s.serve_max_mb.saturating_mul(1 << 20),
             },
             invoke: InvokeConfig {
                 allowed_root: s.openskill_allowed_root,

@@ -129,6 +129,15 @@ pub struct Settings {
     /// unset: the service's own.
     #[arg(long, env = "SKILL_RUNNER_RUN_UIDS", value_parser = RunUids::parse)]
     pub run_uids: Option<RunUids>,
+    /// Most of a turn's stdout, and of its stderr, stored, MiB; past it the run fails
+    /// `RESOURCE_OUTPUT`.
+    #[arg(long, env = "SKILL_RUNNER_RUN_MAX_LOG_MB", value_parser = positive,
+          default_value_t = JobLimits::default().max_log_bytes >> 20)]
+    pub run_max_log_mb: u64,
+    /// Largest artifact served, and most artifact bytes one bundle holds, MiB.
+    #[arg(long, env = "SKILL_RUNNER_SERVE_MAX_MB", value_parser = positive,
+          default_value_t = JobLimits::default().max_served_bytes >> 20)]
+    pub serve_max_mb: u64,
     /// How long succeeded and canceled runs are kept, seconds.
     #[arg(long, env = "SKILL_RUNNER_RUN_RETENTION_SECONDS", value_parser = positive,
           default_value_t = JobLimits::default().retention.as_secs())]

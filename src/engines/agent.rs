@@ -279,15 +279,24 @@ impl Login {
     }
 }
 
+/// A login file is a few KiB; a copy larger than this is not one.
+const MAX_LOGIN_BYTES: u64 = 1 << 20;
+
 impl LentFile {
     /// The copy's bytes if the CLI replaced the login with a plausible new one: a regular file
-    /// (not a link), not empty, valid JSON when its name says JSON.
+    /// (not a link, a FIFO or a device) of at most [`MAX_LOGIN_BYTES`], not empty, valid JSON
+    /// when its name says JSON.
     fn refreshed(&self) -> Option<Vec<u8>> {
-        let meta = std::fs::symlink_metadata(&self.copy).ok()?;
-        if !meta.file_type().is_file() {
+        use std::io::Read as _;
+        let mut now = Vec::new();
+        crate::run_folder::open_plain(&self.copy)
+            .ok()?
+            .take(MAX_LOGIN_BYTES + 1)
+            .read_to_end(&mut now)
+            .ok()?;
+        if now.len() as u64 > MAX_LOGIN_BYTES {
             return None;
         }
-        let now = std::fs::read(&self.copy).ok()?;
         let json = self.copy.extension().is_some_and(|e| e == "json");
         if now == self.lent
             || now.is_empty()

@@ -126,7 +126,10 @@ pub async fn package(
         deadline: call.deadline,
         cancel: call.cancel,
         on_output: None,
-        output_limit: Some(MAX_OUTPUT),
+        output_limit: Some(runner::OutputLimit {
+            bytes: MAX_OUTPUT,
+            raise: "An invoke call's output is bounded; write large results to files.",
+        }),
     };
     let outcome = runner::run(plan, &runner::Unobserved)
         .await

@@ -320,7 +320,10 @@ impl Jobs {
             deadline: tokio::time::Instant::now() + self.config.jobs.hard_timeout,
             cancel,
             on_output: Some(OnOutput(Arc::new(move || feeds.output(&id)))),
-            output_limit: None,
+            output_limit: Some(runner::OutputLimit {
+                bytes: self.config.jobs.max_log_bytes,
+                raise: "To raise it, set SKILL_RUNNER_RUN_MAX_LOG_MB.",
+            }),
         };
         let observer = RunObserver { jobs: self, run_id };
         let outcome = runner::run(plan, &observer).await;

@@ -93,6 +93,8 @@ pub struct Jobs {
     turns: AtomicU64,
     /// Wake-ups for the event streams.
     feeds: Arc<Feeds>,
+    /// Held while a bundle is built.
+    bundles: tokio::sync::Mutex<()>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 }
@@ -109,6 +111,7 @@ impl Jobs {
             supervisor,
             queue: Queue::new(config.jobs.max_queue_size),
             fingerprints: cache::Fingerprints::default(),
+            bundles: tokio::sync::Mutex::new(()),
             engines,
             config,
             store,

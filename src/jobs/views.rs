@@ -196,6 +196,18 @@ impl Jobs {
             .map_err(anyhow::Error::from)?;
         match opened {
             Ok(file) => {
+                let size = file.metadata().map_err(anyhow::Error::from)?.len();
+                let max = self.config.jobs.max_served_bytes;
+                if size > max {
+                    return Err(Error::TooLarge(
+                        format!(
+                            "Artifact not served: it is {size} bytes, more than the {} MiB \
+                             served at most (SKILL_RUNNER_SERVE_MAX_MB)",
+                            max >> 20
+                        )
+                        .into(),
+                    ));
+                }
                 let name = path.rsplit('/').next().unwrap_or(path).to_owned();
                 Ok((file, name))
             }
@@ -234,10 +246,14 @@ impl Jobs {
         };
         let folder = self.folder(&run.run_id);
         let path = folder.bundle_dir().join(file_name);
+        // One build at a time: many requests for a bundle not built yet wait for one build
+        // instead of each zipping the same artifacts.
+        let _building = self.bundles.lock().await;
         if !path.exists() {
             let target = path.clone();
+            let max = self.config.jobs.max_served_bytes;
             tokio::task::spawn_blocking(move || {
-                build_bundle(&folder, &target, manifest_name, debug)
+                build_bundle(&folder, &target, manifest_name, debug, max)
             })
             .await
             .map_err(anyhow::Error::from)??;
@@ -329,6 +345,7 @@ fn build_bundle(
     target: &Path,
     manifest_name: &str,
     debug: bool,
+    max_bytes: u64,
 ) -> anyhow::Result<()> {
     let root = folder.root();
     // (name in the zip, path under the run folder)
@@ -364,6 +381,7 @@ fn build_bundle(
         .compression_method(zip::CompressionMethod::Deflated)
         .large_file(false);
     let mut entries = Vec::new();
+    let mut total = 0u64;
     for (rel, inside) in &files {
         let file = match open_beneath(root, inside) {
             Ok(file) => file,
@@ -371,11 +389,20 @@ fn build_bundle(
             Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => continue,
             Err(e) => return Err(e.into()),
         };
+        let len = file.metadata()?.len();
+        if len > max_bytes - total {
+            entries.push(json!({"path": rel, "size": len, "left_out": format!(
+                "a bundle holds at most {} MiB of files (SKILL_RUNNER_SERVE_MAX_MB)",
+                max_bytes >> 20
+            )}));
+            continue;
+        }
+        total += len;
         // Streamed: a large artifact costs a buffer, not its size in memory.
-        let large = file.metadata()?.len() >= u64::from(u32::MAX);
+        let large = len >= u64::from(u32::MAX);
         zip.start_file(rel.as_str(), options.large_file(large))?;
         let mut hasher = Sha256::new();
-        let size = hash_copy(&mut hasher, file, &mut zip)?;
+        let size = hash_copy(&mut hasher, std::io::Read::take(file, len), &mut zip)?;
         entries.push(json!({"path": rel, "size": size, "sha256": hex_digest(hasher)}));
     }
     let manifest = serde_json::to_vec_pretty(&json!({"files": entries}))?;

@@ -62,8 +62,9 @@ pub struct ProcessSpec {
     pub stdin: Option<Vec<u8>>,
     pub stdout_log: PathBuf,
     pub stderr_log: PathBuf,
-    /// Most bytes kept of each stream. More on stdout ends the group
-    /// ([`Exit::TooMuchOutput`]); more on stderr is read and dropped.
+    /// Most bytes each log file holds (earlier turns' output counts). More on stdout ends the
+    /// group ([`Exit::TooMuchOutput`]); more on stderr is read and dropped, with one line
+    /// saying so.
     pub output_limit: Option<u64>,
     /// What the process may touch when the sandbox is on; `None` runs it unconfined (npm
     /// upgrades, which write the managed prefix and npm's cache).
@@ -495,7 +496,7 @@ impl Supervisor {
             stdout_file,
             on_output.clone(),
             spec.output_limit.map(|max| Limit {
-                max,
+                max: max.saturating_sub(stdout_start),
                 overflow: Some(overflow.clone()),
             }),
         ));
@@ -504,7 +505,7 @@ impl Supervisor {
             stderr_file,
             on_output,
             spec.output_limit.map(|max| Limit {
-                max,
+                max: max.saturating_sub(stderr_start),
                 overflow: None,
             }),
         ));
@@ -837,6 +838,7 @@ async fn copy_to_log(
 ) -> std::io::Result<()> {
     let mut buf = vec![0u8; 64 * 1024];
     let mut written = 0u64;
+    let mut dropping = false;
     loop {
         let n = from.read(&mut buf).await?;
         if n == 0 {
@@ -854,10 +856,18 @@ async fn copy_to_log(
             }
         }
         if keep < n
-            && let Some(overflow) = limit.as_ref().and_then(|l| l.overflow.as_ref())
+            && let Some(limit) = &limit
         {
-            overflow.cancel();
-            return Ok(());
+            if let Some(overflow) = &limit.overflow {
+                overflow.cancel();
+                return Ok(());
+            }
+            if !dropping {
+                dropping = true;
+                to.write_all(b"\n[skill-runner] output past the log limit is not kept\n")
+                    .await?;
+                to.flush().await?;
+            }
         }
     }
 }

@@ -334,6 +334,19 @@ pub fn build_zip(entries: Vec<(String, Vec<u8>)>) -> Vec<u8> {
     w.finish().unwrap().into_inner()
 }
 
+/// Every entry of a zip, by name.
+pub fn unzip(bytes: &[u8]) -> BTreeMap<String, Vec<u8>> {
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).unwrap();
+    (0..zip.len())
+        .map(|i| {
+            let mut f = zip.by_index(i).unwrap();
+            let mut buf = Vec::new();
+            std::io::Read::read_to_end(&mut f, &mut buf).unwrap();
+            (f.name().unwrap().to_string(), buf)
+        })
+        .collect()
+}
+
 /// Path → bytes of every file under `dir`, relative to it. A file or folder that vanishes
 /// while it is walked (a live service's temporary files) is left out.
 pub fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {

@@ -5,6 +5,7 @@
 //! Files over 5 MiB or not UTF-8 are skipped and counted. More matches than `limit` set
 //! `meta.truncated`.
 
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
@@ -56,16 +57,21 @@ pub fn run(input: &Value, ctx: &Ctx<'_>) -> Result<Output, SkillError> {
     let (mut matches, mut too_large, mut not_utf8, mut scanned) = (Vec::new(), 0, 0, 0);
     'files: for path in &files {
         ctx.check_time()?;
-        let Ok(meta) = std::fs::metadata(path) else {
+        // A program may leave a FIFO or a device in the root: never waited on.
+        let Ok(file) = crate::run_folder::open_plain(path) else {
+            continue;
+        };
+        let Ok(meta) = file.metadata() else {
             continue;
         };
         if meta.len() > MAX_FILE_BYTES {
             too_large += 1;
             continue;
         }
-        let Ok(bytes) = std::fs::read(path) else {
+        let mut bytes = Vec::new();
+        if file.take(MAX_FILE_BYTES).read_to_end(&mut bytes).is_err() {
             continue;
-        };
+        }
         let Ok(text) = String::from_utf8(bytes) else {
             not_utf8 += 1;
             continue;

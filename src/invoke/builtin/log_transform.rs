@@ -11,6 +11,7 @@
 //! `<root>/out/`).
 
 use std::collections::BTreeMap;
+use std::io::Read as _;
 use std::io::Write;
 use std::sync::LazyLock;
 
@@ -98,18 +99,25 @@ pub fn run(input: &Value, ctx: &Ctx<'_>) -> Result<Output, SkillError> {
     };
     let raw_path = input["input_path"].as_str().unwrap_or_default();
     let path = ctx.root.resolve("input_path", raw_path)?;
-    let meta = std::fs::metadata(&path)
-        .map_err(|e| SkillError::internal(format!("input_path cannot be read: {e}")))?;
-    if !meta.is_file() {
-        return Err(SkillError::invalid("input_path", "is not a file"));
-    }
-    if meta.len() > MAX_FILE_BYTES {
+    let file = crate::run_folder::open_plain(&path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput => {
+            SkillError::invalid("input_path", format!("is not a plain file ({e})"))
+        }
+        _ => SkillError::internal(format!("input_path cannot be read: {e}")),
+    })?;
+    let len = file
+        .metadata()
+        .map_err(|e| SkillError::internal(format!("input_path cannot be read: {e}")))?
+        .len();
+    if len > MAX_FILE_BYTES {
         return Err(SkillError::invalid(
             "input_path",
-            format!("is {} bytes; the limit is {MAX_FILE_BYTES}", meta.len()),
+            format!("is {len} bytes; the limit is {MAX_FILE_BYTES}"),
         ));
     }
-    let bytes = std::fs::read(&path)
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES)
+        .read_to_end(&mut bytes)
         .map_err(|e| SkillError::internal(format!("input_path cannot be read: {e}")))?;
     let text = String::from_utf8(bytes)
         .map_err(|_| SkillError::invalid("input_path", "is not UTF-8 text"))?;
