@@ -166,3 +166,51 @@ async fn output_past_the_log_limit_fails_the_run_and_stays_bounded() {
     let stdout = server.run_dir(&status).join("logs/stdout.txt");
     assert_eq!(std::fs::metadata(&stdout).unwrap().len(), 4 << 20);
 }
+
+/// `zip`, with every `from` (its local header and its central-directory entry) renamed `to`:
+/// the zip writer refuses a second entry of one name, so the duplicate is patched in.
+fn renamed(mut zip: Vec<u8>, from: &str, to: &str) -> Vec<u8> {
+    assert_eq!(from.len(), to.len());
+    let mut patched = 0;
+    for at in 0..zip.len() - from.len() {
+        if zip[at..at + from.len()] == *from.as_bytes() {
+            zip[at..at + to.len()].copy_from_slice(to.as_bytes());
+            patched += 1;
+        }
+    }
+    assert_eq!(patched, 2);
+    zip
+}
+
+#[tokio::test]
+async fn a_package_with_a_name_twice_is_refused_naming_it() {
+    let server = TestServer::with_skills(&[common::probe_skill("probe", Some(true))], &[]);
+    let twice = common::skill_package("twice", "1.0.0").file("notes.tx1", "first");
+    let zip = twice.clone().file("notes.tx2", "second").zip();
+    let status = server
+        .install_and_wait(renamed(zip, "twice/notes.tx2", "twice/notes.tx1"))
+        .await;
+    assert_eq!(status["status"], "failed", "{status}");
+    let error = status["error"].as_str().unwrap();
+    assert!(
+        error.contains("entry 'twice/notes.tx1' appears twice"),
+        "{error}"
+    );
+    // An input upload is read by the same rules.
+    let rid = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "ok"}}))
+        .await;
+    let zip = common::build_zip(vec![
+        ("doc".into(), b"1".to_vec()),
+        ("dox".into(), b"2".to_vec()),
+    ]);
+    let part = reqwest::multipart::Part::bytes(renamed(zip, "dox", "doc")).file_name("in.zip");
+    let (code, body) = server
+        .post_form(
+            &format!("/v1/jobs/{rid}/upload"),
+            reqwest::multipart::Form::new().part("file", part),
+        )
+        .await;
+    assert_eq!(code, 400, "{body}");
+    assert!(body.to_string().contains("'doc' appears twice"), "{body}");
+}

@@ -92,6 +92,14 @@ fn extract<T>(
         ));
     }
 
+    // The zip crate keeps one entry per name, so a second entry of the same name would
+    // silently replace the first: found in the central directory itself.
+    if let Some(name) = duplicate_name(&mut File::open(zip_path)?, limits.max_entries)? {
+        return reject(format!(
+            "entry '{}' appears twice in the {what}; each name may appear once",
+            name.escape_debug()
+        ));
+    }
     let plan = plan_entries(&mut archive, zip_size, limits, what)?;
     let layout = check_layout(&plan)?;
 
@@ -246,10 +254,75 @@ fn plan_entries(
     Ok(plan)
 }
 
+/// The first name the central directory of `file` lists twice. The zip crate has read the
+/// archive already, so a directory this cannot walk (it stops at `max_entries`) is left to it.
+fn duplicate_name(file: &mut File, max_entries: usize) -> std::io::Result<Option<String>> {
+    use std::io::{Seek, SeekFrom};
+    let le16 = |b: &[u8], at: usize| u16::from_le_bytes([b[at], b[at + 1]]);
+    let le32 = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    let le64 = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    let len = file.metadata()?.len();
+    // The end record (22 bytes) and a comment of at most 64 KiB; with zip64, its locator.
+    let tail_len = len.min(22 + 65_535 + 20);
+    let mut tail = vec![0u8; tail_len as usize];
+    file.seek(SeekFrom::Start(len - tail_len))?;
+    file.read_exact(&mut tail)?;
+    let Some(end) = (0..tail.len().saturating_sub(21))
+        .rev()
+        .find(|&i| tail[i..i + 4] == *b"PK\x05\x06")
+    else {
+        return Ok(None);
+    };
+    let (mut count, mut size, mut offset) = (
+        u64::from(le16(&tail, end + 10)),
+        u64::from(le32(&tail, end + 12)),
+        u64::from(le32(&tail, end + 16)),
+    );
+    if (count == 0xFFFF || size == 0xFFFF_FFFF || offset == 0xFFFF_FFFF)
+        && end >= 20
+        && tail[end - 20..end - 16] == *b"PK\x06\x07"
+    {
+        let mut record = [0u8; 56];
+        file.seek(SeekFrom::Start(le64(&tail, end - 12)))?;
+        file.read_exact(&mut record)?;
+        if record[..4] != *b"PK\x06\x06" {
+            return Ok(None);
+        }
+        (count, size, offset) = (le64(&record, 32), le64(&record, 40), le64(&record, 48));
+    }
+    if count > max_entries as u64 || offset.saturating_add(size) > len {
+        return Ok(None);
+    }
+    let mut directory = vec![0u8; size as usize];
+    file.seek(SeekFrom::Start(offset))?;
+    file.read_exact(&mut directory)?;
+    let mut seen = BTreeSet::new();
+    let mut at = 0usize;
+    while at + 46 <= directory.len() && directory[at..at + 4] == *b"PK\x01\x02" {
+        let name_len = usize::from(le16(&directory, at + 28));
+        let skip = name_len
+            + usize::from(le16(&directory, at + 30))
+            + usize::from(le16(&directory, at + 32));
+        let Some(name) = directory.get(at + 46..at + 46 + name_len) else {
+            break;
+        };
+        let name = String::from_utf8_lossy(name).into_owned();
+        if !seen.insert(name.clone()) {
+            return Ok(Some(name));
+        }
+        at += 46 + skip;
+    }
+    Ok(None)
+}
+
 /// Splits an entry name into safe components; `None` for names with nothing left (`./`).
 fn sanitize_name(raw: &str, what: &str) -> Result<Option<Vec<String>>, ArchiveError> {
-    if raw.contains('\0') {
-        return reject(format!("entry name {raw:?} contains a NUL byte"));
+    if let Some(c) = raw.chars().find(|c| c.is_control()) {
+        let what = match c {
+            '\0' => "a NUL byte".to_owned(),
+            other => format!("the control character {:?}", other),
+        };
+        return reject(format!("entry name {raw:?} contains {what}"));
     }
     let name = raw.replace('\\', "/");
     let bytes = name.as_bytes();
@@ -357,6 +430,34 @@ mod tests {
         assert!(top.join(".gitignore").is_file());
         assert!(top.join(".github/ci.yml").is_file());
         assert!(!out.path().join("x/__MACOSX").exists());
+    }
+
+    /// The zip writer refuses a second entry of a name, so the second name is patched in.
+    #[test]
+    fn a_name_twice_or_a_control_character_is_refused_by_name() {
+        let zip = zip_of(&[("demo/SKILL.md", b"good"), ("demo/SKILL.mx", b"evil")]);
+        let mut bytes = std::fs::read(zip.path()).unwrap();
+        let (from, to) = (b"demo/SKILL.mx", b"demo/SKILL.md");
+        let mut patched = 0;
+        for at in 0..bytes.len() - from.len() {
+            if bytes[at..at + from.len()] == *from {
+                bytes[at..at + to.len()].copy_from_slice(to);
+                patched += 1;
+            }
+        }
+        assert_eq!(patched, 2, "the local header and the central directory");
+        std::fs::write(zip.path(), &bytes).unwrap();
+        let (_out, result) = extract(&zip, &PackageLimits::default());
+        match result {
+            Err(ArchiveError::Rejected(m)) => assert!(
+                m.contains("entry 'demo/SKILL.md' appears twice in the package"),
+                "{m}"
+            ),
+            other => panic!("expected a rejection, got {other:?}"),
+        }
+        assert!(rejection(&[("demo/a\nb", b"1")]).contains("the control character '\\n'"));
+        assert!(rejection(&[("demo/a\u{7f}", b"1")]).contains("control character"));
+        assert!(rejection(&[("demo/a\0b", b"1")]).contains("a NUL byte"));
     }
 
     #[test]
