@@ -188,6 +188,60 @@ async fn a_generated_form_creates_the_run_and_uploads_its_file() {
 }
 
 /// A backend that cannot be reached is a clear page with a 502, not a stack trace.
+/// A page on another site cannot make the operator's browser create or cancel runs through the
+/// client, and the client's pages carry the console's Content-Security-Policy.
+#[tokio::test]
+async fn cross_site_posts_are_refused_and_pages_carry_the_policy() {
+    let server = service();
+    let client = ExampleClient::start(&server.base, &[]);
+    let http = browser_like();
+    let page = http.get(client.url("/")).send().await.unwrap();
+    let policy = page.headers()["content-security-policy"].to_str().unwrap();
+    assert!(
+        policy.contains("frame-ancestors 'none'") && policy.contains("script-src 'self'"),
+        "{policy}"
+    );
+    let elsewhere: [(&str, &str); 3] = [
+        ("sec-fetch-site", "cross-site"),
+        ("sec-fetch-site", "same-site"),
+        ("origin", "http://evil.example"),
+    ];
+    for (name, value) in elsewhere {
+        let form = reqwest::multipart::Form::new().text("input.name", "Ada");
+        let answer = http
+            .post(client.url("/skills/hello/run"))
+            .header(name, value)
+            .multipart(form)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 403, "{name}: {value}");
+        let answer = http
+            .post(client.url("/runs/any/cancel"))
+            .header(name, value)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 403, "{name}: {value}");
+    }
+    let (_, runs) = server.get("/v1/management/runs").await;
+    assert_eq!(
+        runs["runs"],
+        serde_json::json!([]),
+        "nothing was created: {runs}"
+    );
+    // Its own pages' posts reach the form (which answers for what the form holds).
+    let form = reqwest::multipart::Form::new().text("input.name", "Ada");
+    let answer = http
+        .post(client.url("/skills/hello/run"))
+        .header("sec-fetch-site", "same-origin")
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(answer.status(), 403);
+}
+
 #[tokio::test]
 async fn an_unreachable_backend_is_a_clear_page() {
     let client = ExampleClient::start("http://127.0.0.1:9", &[]);

@@ -19,6 +19,14 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'
     style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; \
     connect-src 'self'; frame-ancestors 'none'; base-uri 'self'; form-action 'self'";
 
+/// Sets [`CONTENT_SECURITY_POLICY`] on every response of the console and the example client.
+pub fn policy_layer() -> tower_http::set_header::SetResponseHeaderLayer<HeaderValue> {
+    tower_http::set_header::SetResponseHeaderLayer::overriding(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    )
+}
+
 /// `GET /static/{*path}`: an embedded file, revalidated by its hash.
 pub async fn file(Path(path): Path<String>, headers: HeaderMap) -> Response {
     serve(&path, &headers)

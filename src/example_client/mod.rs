@@ -167,6 +167,10 @@ fn router(client: Shared) -> Router {
         .route("/api/runs/{request_id}/reply", post(runs::reply))
         .route("/static/{*path}", get(crate::api::assets::file))
         .layer(axum::extract::DefaultBodyLimit::max(64 * 1024 * 1024))
+        // The console's own defences: no change on behalf of another site, and pages held to
+        // this origin.
+        .layer(crate::api::assets::policy_layer())
+        .layer(axum::middleware::from_fn(crate::api::same_origin::guard))
         .with_state(client)
 }
 

@@ -13,12 +13,9 @@ mod terminal;
 
 use askama::Template;
 use axum::Router;
-use axum::http::{HeaderValue, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
-use tower_http::set_header::SetResponseHeaderLayer;
 
-use crate::api::assets::CONTENT_SECURITY_POLICY;
 use crate::api::auth::Admin;
 use crate::api::error::ApiError;
 use crate::state::AppState;
@@ -79,10 +76,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .route("/ui/runs/{request_id}/view", get(legacy::run_view))
         .route("/ui/runs/{request_id}/logs/tail", get(legacy::logs_tail))
         .layer(axum::middleware::from_fn(i18n::remember))
-        .layer(SetResponseHeaderLayer::overriding(
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(CONTENT_SECURITY_POLICY),
-        ))
+        .layer(crate::api::assets::policy_layer())
         .route_layer(axum::middleware::from_extractor_with_state::<Admin, _>(
             state.clone(),
         ))
