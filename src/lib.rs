@@ -27,6 +27,7 @@ pub mod process;
 pub mod run_folder;
 pub mod run_state;
 pub mod runner;
+pub mod secrets;
 pub mod server;
 pub mod skill;
 pub mod skill_docs;

@@ -248,6 +248,47 @@ async fn refused_arguments_are_answered_per_call_and_counted() {
     assert_eq!(refused["error_type"], "InvalidArguments");
 }
 
+/// A refused call's problems name the field and what it wanted, never a secret's value: not to
+/// the model, not in the session's events.
+#[tokio::test]
+async fn a_refusal_never_echoes_a_secret() {
+    let fake = FakeModel::start();
+    let dirs = TestDirs::new();
+    let manifests = dirs.root.join("skills_manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    std::fs::write(
+        manifests.join("keyed.yaml"),
+        "id: keyed\ntype: inproc\nentry: echo\ninput_schema:\n  type: object\n  properties:\n    api_key:\n      type: integer\n    text:\n      type: string\n",
+    )
+    .unwrap();
+    let server = agent_server(&fake, dirs);
+    fake.script(json!([
+        {"tool": "keyed", "args": {"api_key": "sk-live-0123456789", "text": "hi"}},
+        {"text": "Refused."}
+    ]))
+    .await;
+    let answer = chat(&server, json!({"message": "call keyed"})).await;
+    assert_eq!(answer["meta"]["validation_retries"], 1, "{answer}");
+    let requests = fake.requests().await;
+    let refusal = requests[1]["body"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(!refusal.contains("sk-live"), "{refusal}");
+    let refusal: Value = serde_json::from_str(&refusal).unwrap();
+    let problem = &refusal["error"]["problems"][0];
+    assert_eq!(problem["field"], "api_key");
+    assert_eq!(problem["got"], r#""[redacted]""#);
+    let events = session_events(&server, answer["conversation_id"].as_str().unwrap()).await;
+    let events = serde_json::to_string(&events).unwrap();
+    assert!(!events.contains("sk-live"), "{events}");
+}
+
 #[tokio::test]
 async fn limits_refusals_and_provider_failures_end_chats_as_documented() {
     let fake = FakeModel::start();

@@ -142,44 +142,9 @@ impl Stored {
     /// (`password`, `api_key`, `*_token`, …) replaced, wherever a tool's input or output put them.
     pub fn redacted(&self) -> Value {
         let mut value = serde_json::to_value(self).unwrap_or(Value::Null);
-        redact(&mut value);
+        crate::secrets::redact(&mut value);
         value
     }
-}
-
-fn redact(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            for (key, field) in map.iter_mut() {
-                if secret_key(key) && !field.is_object() && !field.is_array() && !field.is_null() {
-                    *field = Value::String("[redacted]".into());
-                } else {
-                    redact(field);
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(redact),
-        _ => {}
-    }
-}
-
-/// Whether a field of this name holds a secret (`input_tokens` is a count, not a token).
-fn secret_key(key: &str) -> bool {
-    let key = key.to_ascii_lowercase().replace('-', "_");
-    const NAMES: [&str; 8] = [
-        "password",
-        "passwd",
-        "secret",
-        "token",
-        "api_key",
-        "apikey",
-        "authorization",
-        "cookie",
-    ];
-    NAMES.contains(&key.as_str())
-        || ["_password", "_secret", "_token", "_api_key", "_apikey"]
-            .iter()
-            .any(|suffix| key.ends_with(suffix))
 }
 
 /// Why a session could not be read or written.

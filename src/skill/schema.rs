@@ -67,6 +67,7 @@ impl Schema {
                     .to_string()
                     .trim_start_matches('/')
                     .to_owned();
+                let mut reason = e.to_string();
                 let (expected, got) = if let ValidationErrorKind::Required { property } = e.kind() {
                     let name = property
                         .as_str()
@@ -84,18 +85,36 @@ impl Schema {
                         Some(value) if !keyword.is_empty() => format!("{keyword}: {value}"),
                         _ => e.to_string(),
                     };
-                    let got: String = e.instance().to_string().chars().take(200).collect();
-                    (expected, got)
+                    let (got, shown) = shown(&field, e.instance());
+                    if got != shown {
+                        // The kernel of the message quotes the value too.
+                        reason = reason.replace(&got, &shown);
+                    }
+                    (expected, shown.chars().take(200).collect())
                 };
                 Problem {
                     field,
-                    reason: e.to_string(),
+                    reason,
                     expected,
                     got,
                 }
             })
             .collect()
     }
+}
+
+/// The offending value as JSON, and as it may be shown: a secret-looking field's value
+/// ([`crate::secrets`]) is `"[redacted]"`, and so is every secret field inside it.
+fn shown(field: &str, instance: &Value) -> (String, String) {
+    let got = instance.to_string();
+    let name = field.rsplit('/').next().unwrap_or_default();
+    let mut shown = instance.clone();
+    if crate::secrets::is_secret_key(name) && !shown.is_null() {
+        shown = Value::String("[redacted]".into());
+    } else {
+        crate::secrets::redact(&mut shown);
+    }
+    (got, shown.to_string())
 }
 
 /// A schema compiled once for many checks; one that does not compile reports that as the
@@ -133,5 +152,41 @@ impl Checker {
             .iter()
             .map(ToString::to_string)
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Schema;
+    use serde_json::json;
+
+    #[test]
+    fn problems_never_echo_a_secret() {
+        let schema = Schema::compile(json!({"type": "object", "properties": {
+            "password": {"type": "integer"},
+            "db": {"type": "string"},
+            "name": {"type": "integer"},
+        }}))
+        .unwrap();
+        let problems = schema.problems(&json!({
+            "password": "hunter2-secret",
+            "db": {"user": "ada", "api_key": "sk-live-secret"},
+            "name": "Ada",
+        }));
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        for p in &problems {
+            let shown = format!("{} {} {}", p.got, p.reason, p);
+            assert!(!shown.contains("secret"), "{shown}");
+        }
+        let by = |f: &str| problems.iter().find(|p| p.field == f).unwrap().clone();
+        assert_eq!(by("password").got, r#""[redacted]""#);
+        assert!(
+            by("password").reason.contains("[redacted]"),
+            "{:?}",
+            by("password")
+        );
+        assert_eq!(by("db").got, r#"{"api_key":"[redacted]","user":"ada"}"#);
+        // Other values are shown as they are.
+        assert_eq!(by("name").got, r#""Ada""#);
     }
 }
