@@ -10,6 +10,7 @@ pub mod api;
 pub mod browse;
 pub mod clock;
 pub mod config;
+pub mod connections;
 pub mod conversation;
 pub mod egress;
 pub mod engines;

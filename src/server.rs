@@ -88,6 +88,16 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
+    let descriptors = crate::connections::raise_descriptor_limit();
+    // Runs, logs and turn pipes need descriptors beside the connections.
+    if config.connections.max as u64 + 1024 > descriptors {
+        tracing::warn!(
+            descriptors,
+            max_connections = config.connections.max,
+            "SKILL_RUNNER_MAX_CONNECTIONS leaves fewer than 1024 of this process's descriptors \
+             for runs: past them, new connections are turned away (503)"
+        );
+    }
     let store = Store::open(&config.database_path()).await?;
     let registry = open_registry(&config).await?;
     let installer = Arc::new(Installer::new(
@@ -161,8 +171,8 @@ pub async fn serve(
         streams.close_streams();
         agent.close();
     };
-    axum::serve(listener, api::router(state))
-        .with_graceful_shutdown(shutdown)
+    let limits = state.config.connections;
+    crate::connections::serve(listener, api::router(state), limits, shutdown)
         .await
         .context("serving HTTP")?;
 

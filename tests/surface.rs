@@ -214,3 +214,166 @@ async fn a_package_with_a_name_twice_is_refused_naming_it() {
     assert_eq!(code, 400, "{body}");
     assert!(body.to_string().contains("'doc' appears twice"), "{body}");
 }
+
+/// `count` connections that send nothing.
+fn idle_sockets(server: &TestServer, count: usize) -> Vec<std::net::TcpStream> {
+    let address = server.url("").trim_start_matches("http://").to_owned();
+    (0..count)
+        .map(|_| std::net::TcpStream::connect(&address).unwrap())
+        .collect()
+}
+
+/// What the service sent on `socket` before closing it, waiting at most `limit`.
+fn until_closed(socket: &mut std::net::TcpStream, limit: Duration) -> String {
+    use std::io::Read as _;
+    socket.set_read_timeout(Some(limit)).unwrap();
+    let mut got = Vec::new();
+    match socket.read_to_end(&mut got) {
+        Ok(_) => String::from_utf8_lossy(&got).into_owned(),
+        Err(e) => panic!("still open after {limit:?}: {e}"),
+    }
+}
+
+async fn ping(server: &TestServer) -> u16 {
+    let client = common::client();
+    let answer = tokio::time::timeout(
+        Duration::from_secs(5),
+        client.get(server.url("/v1/system/ping")).send(),
+    )
+    .await
+    .expect("ping answers")
+    .unwrap();
+    answer.status().as_u16()
+}
+
+#[tokio::test]
+async fn idle_connections_are_closed_and_ping_keeps_answering() {
+    let server = server(&[("SKILL_RUNNER_HEADER_TIMEOUT_SECONDS", "2")]);
+    let mut idle = idle_sockets(&server, 2000);
+    assert_eq!(ping(&server).await, 204);
+    // A keep-alive connection that went quiet after one request is closed too.
+    let mut quiet = idle_sockets(&server, 1).remove(0);
+    std::io::Write::write_all(
+        &mut quiet,
+        b"GET /v1/system/ping HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    )
+    .unwrap();
+    let t0 = Instant::now();
+    for socket in &mut idle {
+        assert_eq!(until_closed(socket, Duration::from_secs(10)), "");
+    }
+    let answered = until_closed(&mut quiet, Duration::from_secs(10));
+    assert!(answered.starts_with("HTTP/1.1 204"), "{answered}");
+    eprintln!("2,000 idle connections closed within {:?}", t0.elapsed());
+    assert_eq!(ping(&server).await, 204);
+}
+
+#[tokio::test]
+async fn past_the_connection_cap_new_connections_are_told_503_and_it_recovers() {
+    let server = server(&[
+        ("SKILL_RUNNER_MAX_CONNECTIONS", "50"),
+        ("SKILL_RUNNER_HEADER_TIMEOUT_SECONDS", "3"),
+    ]);
+    let mut held = idle_sockets(&server, 50);
+    let mut turned = idle_sockets(&server, 20);
+    for socket in &mut turned {
+        std::io::Write::write_all(socket, b"GET /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .unwrap();
+        let answer = until_closed(socket, Duration::from_secs(2));
+        assert!(
+            answer.starts_with("HTTP/1.1 503") && answer.contains("Too many open connections"),
+            "{answer}"
+        );
+    }
+    // One that never sends its request is closed after a second.
+    let mut silent = idle_sockets(&server, 1).remove(0);
+    assert_eq!(until_closed(&mut silent, Duration::from_secs(3)), "");
+    assert_eq!(ping(&server).await, 503);
+    for socket in &mut held {
+        until_closed(socket, Duration::from_secs(10));
+    }
+    assert_eq!(ping(&server).await, 204);
+}
+
+#[tokio::test]
+async fn out_of_descriptors_the_service_turns_connections_away_and_recovers() {
+    let dirs = common::TestDirs::new();
+    common::observer_skill("leaver", LEAVER, &["mode"]).write_into(&dirs.skills);
+    let server = TestServer::start_under(
+        dirs,
+        &[("SKILL_RUNNER_MAX_CONNECTIONS", "5000")],
+        &["prlimit", "--nofile=256:256"],
+    );
+    let idle = idle_sockets(&server, 300);
+    // Out of descriptors: a client is still answered, told to come back.
+    assert_eq!(ping(&server).await, 503);
+    assert!(
+        server.log().contains("out of file descriptors"),
+        "{}",
+        server.log()
+    );
+    drop(idle);
+    // Once the descriptors are back, everything works.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ping(&server).await != 204 {
+        assert!(Instant::now() < deadline, "the service did not recover");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, status) = finished(&server, json!({"mode": "fifo"})).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+}
+
+#[tokio::test]
+async fn a_request_for_another_host_is_refused_on_every_route() {
+    let server = server(&[]);
+    let client = common::client();
+    for (method, path) in [
+        ("GET", "/v1/system/ping"),
+        ("GET", "/v1/management/runs"),
+        ("POST", "/v1/jobs"),
+        ("GET", "/v1/skills"),
+        ("POST", "/v1/skills/echo:invoke"),
+        ("POST", "/agent/chat"),
+        ("GET", "/ui"),
+        ("GET", "/static/console.css"),
+        ("GET", "/openapi.json"),
+        ("GET", "/docs"),
+        ("POST", "/mcp"),
+        ("GET", "/no/such/route"),
+    ] {
+        let request = client
+            .request(method.parse().unwrap(), server.url(path))
+            .header("host", "evil.example:8000")
+            .header("content-type", "application/json")
+            .body("{}");
+        let answer = request.send().await.unwrap();
+        assert_eq!(answer.status(), 421, "{method} {path}");
+        let body: Value = answer.json().await.unwrap();
+        assert!(
+            body["detail"]
+                .as_str()
+                .unwrap()
+                .contains("SKILL_RUNNER_ALLOWED_HOSTS"),
+            "{body}"
+        );
+    }
+    // Its own names are served.
+    for host in ["localhost:1", "127.0.0.1", "[::1]:8000"] {
+        let answer = client
+            .get(server.url("/v1/system/ping"))
+            .header("host", host)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 204, "{host}");
+    }
+    // A name the operator lists is served too.
+    let listed = self::server(&[("SKILL_RUNNER_ALLOWED_HOSTS", "runner.internal")]);
+    let answer = client
+        .get(listed.url("/v1/system/ping"))
+        .header("host", "runner.internal:8000")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 204);
+}

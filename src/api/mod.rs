@@ -1,6 +1,7 @@
 //! The HTTP API: routes, the OpenAPI document and the middleware stack.
 
 pub mod agent;
+pub mod allowed_hosts;
 pub mod assets;
 pub mod auth;
 pub mod chat;
@@ -178,8 +179,7 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
 /// The complete application.
 /// `/mcp`: the MCP server over Streamable HTTP (JSON answers where a stream is not needed),
 /// behind the administrative Basic Auth when it is enabled. Its sessions end when the service
-/// shuts down. Host validation against DNS rebinding stays on while the service listens on a
-/// loopback address only.
+/// shuts down.
 fn mcp_router(state: &AppState) -> Router<AppState> {
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::streamable_http_server::{
@@ -189,9 +189,8 @@ fn mcp_router(state: &AppState) -> Router<AppState> {
     let mut config = StreamableHttpServerConfig::default()
         .with_cancellation_token(state.agent.closing().child_token())
         .with_json_response(true);
-    if !state.config.bind.ip().is_loopback() {
-        config = config.disable_allowed_hosts();
-    }
+    // Every route checks `Host` ([`allowed_hosts`]), this one too.
+    config = config.disable_allowed_hosts();
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
         LocalSessionManager::default().into(),
@@ -240,6 +239,13 @@ pub fn router(state: AppState) -> Router {
         auth::require_token,
     ))
     .layer(axum::middleware::from_fn(same_origin::guard))
+    .layer(axum::middleware::from_fn_with_state(
+        std::sync::Arc::new(allowed_hosts::AllowedHosts::new(
+            state.config.bind,
+            &state.config.allowed_hosts,
+        )),
+        allowed_hosts::guard,
+    ))
     .layer(DefaultBodyLimit::max(DEFAULT_BODY_LIMIT))
     .layer(middleware)
     .with_state(state)

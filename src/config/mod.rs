@@ -109,6 +109,10 @@ pub struct Config {
     pub sandbox_read_paths: Vec<PathBuf>,
     /// `SKILL_RUNNER_NAMESPACES`: whether turns may get namespaces of their own.
     pub namespaces: bool,
+    /// `SKILL_RUNNER_ALLOWED_HOSTS`: names the service answers to besides its address.
+    pub allowed_hosts: Vec<String>,
+    /// `SKILL_RUNNER_MAX_CONNECTIONS`, `SKILL_RUNNER_HEADER_TIMEOUT_SECONDS`.
+    pub connections: crate::connections::ConnectionLimits,
     /// `SKILL_RUNNER_EGRESS_ALLOW`: which hosts a skill's `network.allow` may name.
     pub egress_allow: Vec<HostPattern>,
     /// `SKILL_RUNNER_RUN_*`: the caps on one turn's resources.
@@ -512,6 +516,11 @@ impl Config {
             sandbox: s.sandbox,
             sandbox_read_paths: s.sandbox_read_paths.unwrap_or_default(),
             egress_allow: s.egress_allow.unwrap_or_default(),
+            allowed_hosts: s.allowed_hosts.unwrap_or_default(),
+            connections: crate::connections::ConnectionLimits {
+                max: usize::try_from(s.max_connections).unwrap_or(usize::MAX),
+                header_read_timeout: seconds(s.header_timeout_seconds),
+            },
             namespaces: s.namespaces,
             run_limits: crate::process::limits::Limits {
                 memory_mb: s.run_memory_mb,

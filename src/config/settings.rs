@@ -20,6 +20,7 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
 
 use super::{ConfigError, InvokeConfig, JobLimits, LogFormat, PackageLimits};
+use crate::connections::ConnectionLimits;
 use crate::egress::HostPattern;
 use crate::process::limits::Limits;
 use crate::process::run_uids::RunUids;
@@ -233,6 +234,19 @@ pub struct Settings {
     /// Turn confinement with Landlock: auto, required or off.
     #[arg(long, env = "SKILL_RUNNER_SANDBOX", default_value = "auto", value_parser = sandbox)]
     pub sandbox: SandboxMode,
+    /// More names the service answers to (`Host`), comma-separated: exact, `*.domain` or `*`;
+    /// besides its bind address (and `localhost`, `127.0.0.1`, `::1` on loopback).
+    #[arg(long, env = "SKILL_RUNNER_ALLOWED_HOSTS", value_parser = host_list)]
+    pub allowed_hosts: Option<::std::vec::Vec<String>>,
+    /// Open HTTP connections at most; past it a new one is answered 503 and closed.
+    #[arg(long, env = "SKILL_RUNNER_MAX_CONNECTIONS", value_parser = positive,
+          default_value_t = ConnectionLimits::default().max as u64)]
+    pub max_connections: u64,
+    /// Seconds a client has to send a request's headers, from its connection's start or the
+    /// end of its previous response (a keep-alive connection's idle time).
+    #[arg(long, env = "SKILL_RUNNER_HEADER_TIMEOUT_SECONDS", value_parser = positive,
+          default_value_t = ConnectionLimits::default().header_read_timeout.as_secs())]
+    pub header_timeout_seconds: u64,
     /// Hosts a skill's `runner.json` `network.allow` may name (comma-separated `host[:port]`,
     /// `*.domain[:port]` or `*`); unset: none. Internal addresses (loopback, private,
     /// link-local, metadata) only for an entry naming the exact `host:port`.
@@ -410,6 +424,22 @@ fn namespaces(raw: &str) -> Result<bool, String> {
         _ => Err(format!(
             "'{raw}' is not a namespaces mode (expected auto or off)"
         )),
+    }
+}
+
+fn host_list(raw: &str) -> Result<Vec<String>, String> {
+    let names: Vec<String> = raw
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .collect();
+    match names.iter().find(|n| n.contains(['/', ' ', '@'])) {
+        Some(bad) => Err(format!(
+            "'{bad}' is not a host name (expected names like runner.example.com, \
+             *.example.com or *)"
+        )),
+        None => Ok(names),
     }
 }
 

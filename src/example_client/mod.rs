@@ -133,13 +133,18 @@ pub async fn serve(
         backend: Backend::new(config.backend.clone(), config.auth.clone())?,
         recordings: config.recordings.clone(),
     });
-    let app = router(client);
+    let app = router(client).layer(axum::middleware::from_fn_with_state(
+        Arc::new(crate::api::allowed_hosts::AllowedHosts::new(
+            config.bind,
+            &[],
+        )),
+        crate::api::allowed_hosts::guard,
+    ));
     let addr = listener.local_addr()?;
     tracing::info!(backend = %config.backend, "example client listening on http://{addr}");
     eprintln!("example client listening on http://{addr}");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    let limits = crate::connections::ConnectionLimits::default();
+    crate::connections::serve(listener, app, limits, shutdown).await?;
     Ok(())
 }
 

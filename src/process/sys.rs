@@ -114,11 +114,14 @@ pub fn limit_resources(
     command: &mut std::process::Command,
     limits: Vec<(nix::sys::resource::Resource, u64)>,
 ) {
-    // SAFETY: the closure only calls setrlimit, which is async-signal-safe.
+    // SAFETY: the closure only calls getrlimit and setrlimit, which are async-signal-safe.
     #[allow(unsafe_code)]
     unsafe {
         command.pre_exec(move || {
             for &(resource, value) in &limits {
+                // Never above the hard limit this process got: only raising it needs privilege.
+                let (_, hard) = nix::sys::resource::getrlimit(resource).map_err(io::Error::from)?;
+                let value = value.min(hard);
                 nix::sys::resource::setrlimit(resource, value, value).map_err(io::Error::from)?;
             }
             Ok(())

@@ -109,6 +109,14 @@ impl TestServer {
         Self::start_command(dirs, env, cmd)
     }
 
+    /// [`Self::start_with`], the binary started by `wrapper` (e.g. `prlimit --nofile=…`).
+    pub fn start_under(dirs: Arc<TestDirs>, env: &[(&str, &str)], wrapper: &[&str]) -> Self {
+        let mut cmd = Command::new(wrapper[0]);
+        cmd.args(&wrapper[1..])
+            .arg(env!("CARGO_BIN_EXE_skill-runner"));
+        Self::start_command(dirs, env, cmd)
+    }
+
     fn start_command(dirs: Arc<TestDirs>, env: &[(&str, &str)], mut cmd: Command) -> Self {
         for name in [
             "OPENSKILL_ALLOWED_ROOT",

@@ -1,0 +1,218 @@
+//! How the service (and the example client) take HTTP connections, so that no client can hold
+//! the service: a header-read timeout that also bounds a keep-alive connection's idle time
+//! between requests, a cap on open connections, and an accept loop that outlives running out
+//! of descriptors.
+//!
+//! Past the cap, a new connection gets a second to send its request's head, is answered a fixed
+//! `503` (`Retry-After: 1`) and closed; at most [`TURNED_AWAY`] such connections are handled at
+//! once, and the rest are closed unanswered. Should `accept` still
+//! fail for want of descriptors (`EMFILE`, `ENFILE`: the turns' pipes and the logs share the
+//! process's table), one descriptor kept in reserve is given up to take the waiting connection,
+//! answer it the same `503` and close it, and is taken back: the kernel's queue keeps moving,
+//! and the service answers normally again as soon as descriptors free up.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+
+/// The bounds on connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Open connections at most (`SKILL_RUNNER_MAX_CONNECTIONS`).
+    pub max: usize,
+    /// Time a client has to send a request's headers, counted from the connection's start or
+    /// from the end of the previous response (`SKILL_RUNNER_HEADER_TIMEOUT_SECONDS`).
+    pub header_read_timeout: Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            max: 4096,
+            header_read_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Connections past the cap answered at once; more are closed unanswered.
+const TURNED_AWAY: usize = 256;
+
+/// What a connection past the cap is told.
+static BUSY: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
+    let body = r#"{"detail":"Too many open connections: the service is busy, retry in a second"}"#;
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n\
+         Retry-After: 1\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+});
+
+/// Serves `app` on `listener` until `shutdown` resolves, then lets open connections finish
+/// their requests.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
+    let builder = Arc::new(builder);
+    let permits = Arc::new(Semaphore::new(limits.max));
+    let turning_away = Arc::new(Semaphore::new(TURNED_AWAY));
+    let graceful = GracefulShutdown::new();
+    let mut reserve = Reserve::take();
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    on_accept_error(&listener, &mut reserve, e).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            if let Ok(turning) = turning_away.clone().try_acquire_owned() {
+                tokio::spawn(async move {
+                    turn_away(stream).await;
+                    drop(turning);
+                });
+            }
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let (builder, watcher) = (builder.clone(), graceful.watcher());
+        tokio::spawn(async move {
+            // The first request's first byte: until it comes, hyper only waits to tell HTTP/1
+            // from HTTP/2, with no timer (its header timeout covers every later wait).
+            let mut byte = [0u8; 1];
+            let first = tokio::time::timeout(limits.header_read_timeout, stream.peek(&mut byte));
+            if matches!(first.await, Ok(Ok(1))) {
+                let connection = builder
+                    .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                    .into_owned();
+                // A client that went away or timed out is not the service's error.
+                let _ = watcher.watch(connection).await;
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
+
+/// Answers a connection that finds no room: reads its request's head (a client that has not
+/// sent it would take the answer for garbage) for at most a second, then says `503`.
+async fn turn_away(mut stream: TcpStream) {
+    use tokio::io::AsyncReadExt as _;
+    let head = async {
+        let mut head = Vec::with_capacity(1024);
+        let mut buf = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        true
+    };
+    if tokio::time::timeout(Duration::from_secs(1), head).await == Ok(true) {
+        let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&BUSY)).await;
+    }
+}
+
+/// [`turn_away`] without waiting, for the accept loop itself: a client whose request's head
+/// is already in (it sent it right after connecting, as HTTP clients do) is answered `503`;
+/// one that has sent nothing yet is closed.
+fn turn_away_now(stream: TcpStream) {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = stream.into_std() else {
+        return;
+    };
+    let mut head = [0u8; 16 * 1024];
+    if let Ok(n) = stream.read(&mut head)
+        && head[..n].windows(4).any(|w| w == b"\r\n\r\n")
+    {
+        let _ = stream.write_all(&BUSY);
+    }
+}
+
+/// One descriptor held back for the moment `accept` fails for want of them.
+struct Reserve(Option<std::fs::File>);
+
+impl Reserve {
+    fn take() -> Self {
+        Self(std::fs::File::open("/dev/null").ok())
+    }
+}
+
+async fn on_accept_error(listener: &TcpListener, reserve: &mut Reserve, e: std::io::Error) {
+    match e.raw_os_error() {
+        // The peer gave up before its connection was taken: nothing to do.
+        Some(nix::libc::ECONNABORTED | nix::libc::ECONNRESET | nix::libc::EPROTO) => {}
+        Some(nix::libc::EMFILE | nix::libc::ENFILE) => {
+            tracing::warn!("out of file descriptors: turning connections away");
+            reserve.0 = None;
+            if let Ok(Ok((stream, _))) =
+                tokio::time::timeout(Duration::from_millis(10), listener.accept()).await
+            {
+                turn_away_now(stream);
+            }
+            *reserve = Reserve::take();
+            // Give what holds the descriptors a moment before the next try.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        _ => {
+            tracing::warn!(error = %e, "cannot accept a connection");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Raises this process's soft limit on open descriptors to its hard limit (connections, turn
+/// pipes and logs all take descriptors); returns the limit now in force.
+pub fn raise_descriptor_limit() -> u64 {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) => {
+            if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+                hard
+            } else {
+                soft
+            }
+        }
+        Err(_) => 1024,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_busy_answer_is_well_formed() {
+        let text = std::str::from_utf8(&super::BUSY).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(
+            head.contains(&format!("Content-Length: {}", body.len())),
+            "{text}"
+        );
+        serde_json::from_str::<serde_json::Value>(body).unwrap();
+    }
+}
