@@ -58,11 +58,34 @@ TALKER_SKILL = {
 }
 
 
+# Leaves what `parameter.mode` says in its artifacts (a FIFO, a 3 GiB sparse file), or floods
+# its stdout: the soak's hostile runs.
+HOSTILE_SKILL = {
+    "SKILL.md": "---\nname: hostile\n---\n# hostile\n",
+    "run.py": "import json, os, sys\np = json.load(sys.stdin)['parameter']\n"
+              "os.makedirs('artifacts', exist_ok=True)\n"
+              "if p['mode'] == 'fifo':\n    os.mkfifo('artifacts/pipe')\n"
+              "elif p['mode'] == 'sparse':\n    open('artifacts/big.bin', 'wb').truncate(3 << 30)\n"
+              "elif p['mode'] == 'flood':\n    line = 'x' * 1023 + '\\n'\n"
+              "    for _ in range(64 * 1024):\n        sys.stdout.write(line)\n"
+              "print(json.dumps({'mode': p['mode']}))\n",
+    "assets/runner.json": json.dumps({
+        "id": "hostile", "version": "1.0.0", "execution_modes": ["auto"],
+        "entrypoint": {"script": ["python3", "run.py"]},
+        "schemas": {"input": "assets/input.schema.json", "parameter": "assets/parameter.schema.json",
+                    "output": "assets/output.schema.json"}}),
+    "assets/input.schema.json": json.dumps({"type": "object"}),
+    "assets/parameter.schema.json": json.dumps({"type": "object", "required": ["mode"]}),
+    "assets/output.schema.json": json.dumps({"type": "object", "required": ["mode"]}),
+}
+
+
 def start(tmp, port, skills=True, env_extra=None):
     skills_dir = os.path.join(tmp, "skills")
     if skills and not os.path.exists(skills_dir):
         shutil.copytree(os.path.join(ROOT, "skills"), skills_dir)
-        for name, files in (("sh-echo", SH_SKILL), ("talker", TALKER_SKILL)):
+        for name, files in (("sh-echo", SH_SKILL), ("talker", TALKER_SKILL),
+                            ("hostile", HOSTILE_SKILL)):
             for rel, text in files.items():
                 path = os.path.join(skills_dir, name, rel)
                 os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -479,8 +502,95 @@ def invoke():
         proc.wait()
 
 
+def surface(seconds=int(os.environ.get("BENCH_SOAK_SECONDS", "120"))):
+    """Normal sh jobs alongside the attacks on the service's own surface, for `seconds`: FIFO,
+    huge and flooded-log runs read back many times over, silent sockets by the hundred, requests
+    for another Host. Reports whether every normal job succeeded, the health check's latency and
+    the service's largest RSS."""
+    with tempfile.TemporaryDirectory() as tmp:
+        port = free_port()
+        proc = start(tmp, port, env_extra={
+            "SKILL_RUNNER_MAX_QUEUE_SIZE": "100000", "SKILL_RUNNER_RUN_MAX_LOG_MB": "32",
+            "SKILL_RUNNER_RUN_FILE_MB": "4096", "SKILL_RUNNER_SERVE_MAX_MB": "64",
+            "SKILL_RUNNER_HEADER_TIMEOUT_SECONDS": "5"})
+        wait_ready(port)
+        stop = time.monotonic() + seconds
+        counts = {}
+        pings, rss = [], []
+
+        def count(key):
+            counts[key] = counts.get(key, 0) + 1
+
+        def normal():
+            client, n = Client(port), 0
+            while time.monotonic() < stop:
+                n += 1
+                _, body = create(client, 50_000 + n, runtime_options={"no_cache": True})
+                count("normal " + wait_done(client, body["request_id"], interval=0.01))
+
+        def hostile():
+            client = Client(port)
+            while time.monotonic() < stop:
+                for mode in ("fifo", "sparse", "flood"):
+                    _, body = client.call("POST", "/v1/jobs", {"skill_id": "hostile",
+                                                               "parameter": {"mode": mode}})
+                    rid = body["request_id"]
+                    count(f"hostile {mode} " + wait_done(client, rid, interval=0.01))
+                    for path in ("/artifacts/artifacts/pipe", "/artifacts/artifacts/big.bin",
+                                 "/bundle", "/chat/history", "/logs") * 5:
+                        client.conn.request("GET", f"/v1/jobs/{rid}{path}")
+                        answer = client.conn.getresponse()
+                        answer.read()
+                        count(f"read {path.rsplit('/', 1)[-1]} {answer.status}")
+
+        def sockets():
+            while time.monotonic() < stop:
+                held = []
+                for _ in range(500):
+                    try:
+                        held.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+                    except OSError:
+                        count("idle socket refused")
+                count("idle sockets opened")
+                time.sleep(6)
+                for s in held:
+                    s.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                conn.request("GET", "/v1/jobs/x", headers={"Host": "evil.example"})
+                count(f"rebinding {conn.getresponse().status}")
+                conn.close()
+
+        def pinger():
+            while time.monotonic() < stop:
+                t0 = time.perf_counter()
+                try:
+                    status = get(port, "/v1/system/ping")
+                except OSError:
+                    status = "error"
+                pings.append(((time.perf_counter() - t0) * 1000, status))
+                rss.append(rss_kib(proc.pid))
+                time.sleep(0.05)
+
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            for future in [pool.submit(f) for f in (normal, normal, hostile, hostile, sockets,
+                                                    pinger)]:
+                future.result()
+        proc.terminate()
+        proc.wait()
+    latencies = sorted(ms for ms, _ in pings)
+    failed_pings = sum(1 for _, status in pings if status != 204)
+    normal_total = sum(v for k, v in counts.items() if k.startswith("normal"))
+    print(f"surface soak, {seconds} s: {normal_total} normal sh jobs, "
+          f"{counts.get('normal succeeded', 0)} succeeded (every one must)")
+    for key in sorted(k for k in counts if not k.startswith("normal")):
+        print(f"  {key}: {counts[key]}")
+    print(f"  ping: {len(pings)} tries, {failed_pings} not 204; p50 {pct(latencies, 50):.1f} ms, "
+          f"p99 {pct(latencies, 99):.1f} ms, max {latencies[-1]:.1f} ms")
+    print(f"  service RSS: max {max(rss) / 1024:.0f} MiB, at the end {rss[-1] / 1024:.0f} MiB")
+
+
 SECTIONS = {"startup": startup, "load": load, "jobs": jobs, "barriers": barriers, "sse": sse,
-            "invoke": invoke}
+            "invoke": invoke, "surface": surface}
 
 if __name__ == "__main__":
     if not os.path.exists(BINARY):

@@ -25,8 +25,9 @@ elif mode == "sparse":
     with open("artifacts/ok.txt", "w") as f:
         f.write("fine")
 elif mode == "flood":
-    chunk = "x" * 65535 + "\n"
-    for _ in range(p["mib"] * 16):
+    width = p.get("width", 65536)
+    chunk = "x" * (width - 1) + "\n"
+    for _ in range(p["mib"] * (1 << 20) // width):
         sys.stdout.write(chunk)
 print(json.dumps({"observed": {"mode": mode}}))
 "#;
@@ -376,4 +377,44 @@ async fn a_request_for_another_host_is_refused_on_every_route() {
         .await
         .unwrap();
     assert_eq!(answer.status(), 204);
+}
+
+fn rss_mib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        / 1024
+}
+
+/// A run that printed as much as its log keeps (64 MiB of short lines here) is read back a page
+/// at a time, and the service's memory stays bounded.
+#[tokio::test]
+async fn a_long_conversation_is_served_in_bounded_pages() {
+    let server = server(&[("SKILL_RUNNER_RUN_MAX_LOG_MB", "64")]);
+    let (rid, status) = finished(&server, json!({"mode": "flood", "mib": 96, "width": 512})).await;
+    assert_eq!(status["error"]["code"], "RESOURCE_OUTPUT", "{status}");
+    let (code, page) = server.get(&format!("/v1/jobs/{rid}/chat/history")).await;
+    assert_eq!(code, 200, "{page}");
+    assert_eq!(page["count"], 1000, "{}", page["count"]);
+    assert_eq!(page["has_more"], true);
+    let next = page["next_from_seq"].as_u64().unwrap();
+    assert_eq!(
+        next,
+        page["events"][999]["seq"].as_u64().unwrap() + 1,
+        "the next page starts after this one"
+    );
+    let (_, second) = server
+        .get(&format!(
+            "/v1/jobs/{rid}/chat/history?from_seq={next}&limit=10"
+        ))
+        .await;
+    assert_eq!(second["count"], 10);
+    assert_eq!(second["events"][0]["seq"], next);
+    let rss = rss_mib(server.pid());
+    eprintln!("service RSS after the pages: {rss} MiB");
+    assert!(rss < 200, "{rss} MiB");
 }

@@ -31,6 +31,8 @@ pub struct ChatHistoryQuery {
     pub from_seq: Option<u64>,
     /// The last `seq` to return (inclusive).
     pub to_seq: Option<u64>,
+    /// Items per page, at most 1000 (the default).
+    pub limit: Option<usize>,
 }
 
 /// A run's conversation so far.
@@ -48,9 +50,13 @@ pub struct ChatHistoryResponse {
     /// created_at, correlation, raw_ref}`.
     #[schema(value_type = Vec<Object>)]
     pub events: Vec<Value>,
-    /// `seq` of the first and the last item of the whole conversation (0 when it has none).
+    /// `seq` of the first and the last item of the whole conversation (0 when it has none);
+    /// with `has_more`, or when `to_seq` cut the reading short, the last item read so far.
     pub cursor_floor: u64,
     pub cursor_ceiling: u64,
+    /// More items of the asked range follow: ask again from `next_from_seq`.
+    pub has_more: bool,
+    pub next_from_seq: Option<u64>,
 }
 
 /// The run's conversation as Server-Sent Events: `snapshot {status, cursor}`, each item as
@@ -113,8 +119,18 @@ pub async fn chat_history(
     let Query(query) = query.map_err(bad_query)?;
     let history = state
         .jobs
-        .chat_history(scope, &request_id, query.from_seq, query.to_seq)
+        .chat_history(
+            scope,
+            &request_id,
+            query.from_seq,
+            query.to_seq,
+            query.limit.unwrap_or(crate::jobs::chat::MAX_PAGE_ITEMS),
+        )
         .await?;
+    let next_from_seq = history
+        .has_more
+        .then(|| history.items.last().map(|i| i.seq + 1))
+        .flatten();
     let events: Vec<Value> = history
         .items
         .iter()
@@ -128,5 +144,7 @@ pub async fn chat_history(
         events,
         cursor_floor: history.first_seq,
         cursor_ceiling: history.last_seq,
+        has_more: history.has_more,
+        next_from_seq,
     }))
 }

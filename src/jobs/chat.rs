@@ -25,6 +25,13 @@ use crate::store::{Interaction, Run, RunStatus};
 /// Log bytes read at a time while catching up.
 const READ_BYTES: usize = 64 * 1024;
 
+/// Items one catching-up step gathers at most (plus what one read of the log holds): a stream
+/// or a page never holds a whole long conversation in memory.
+const STEP_ITEMS: usize = 256;
+
+/// Items one `/chat/history` page holds at most (each item's text is capped at 16 KiB).
+pub const MAX_PAGE_ITEMS: usize = 1000;
+
 /// One event of a conversation stream.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatEvent {
@@ -42,9 +49,12 @@ pub struct ChatHistory {
     pub status: RunStatus,
     /// The items in the asked range.
     pub items: Vec<ChatItem>,
-    /// `seq` of the first and last item there is (0 when none).
+    /// `seq` of the first and last item read (0 when none): the whole conversation's, unless
+    /// the page filled up or `to_seq` was passed first.
     pub first_seq: u64,
     pub last_seq: u64,
+    /// Items in the asked range follow the page (it holds `limit` of them).
+    pub has_more: bool,
 }
 
 impl Jobs {
@@ -55,26 +65,42 @@ impl Jobs {
         request_id: &str,
         from_seq: Option<u64>,
         to_seq: Option<u64>,
+        limit: usize,
     ) -> Result<ChatHistory> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let mut conversation = self.conversation(&run)?;
         let asked = self.store.interactions(&run.run_id).await?;
-        let items = self.catch_up(&mut conversation, &run, &asked).await;
-        let (first_seq, last_seq) = (
-            items.first().map_or(0, |i| i.seq),
-            items.last().map_or(0, |i| i.seq),
-        );
-        let items = items
-            .into_iter()
-            .filter(|i| from_seq.is_none_or(|from| i.seq >= from))
-            .filter(|i| to_seq.is_none_or(|to| i.seq <= to))
-            .collect();
+        let limit = limit.clamp(1, MAX_PAGE_ITEMS);
+        let (mut page, mut first_seq, mut last_seq) = (Vec::new(), None, 0);
+        let (mut has_more, mut passed) = (false, false);
+        loop {
+            let (items, more) = self.catch_up(&mut conversation, &run, &asked).await;
+            for item in items {
+                first_seq.get_or_insert(item.seq);
+                last_seq = item.seq;
+                passed |= to_seq.is_some_and(|to| item.seq > to);
+                let wanted = from_seq.is_none_or(|from| item.seq >= from)
+                    && to_seq.is_none_or(|to| item.seq <= to);
+                if !wanted {
+                    continue;
+                }
+                if page.len() == limit {
+                    has_more = true;
+                } else {
+                    page.push(item);
+                }
+            }
+            if has_more || passed || !more {
+                break;
+            }
+        }
         Ok(ChatHistory {
             run_id: run.run_id,
             status: run.status,
-            items,
-            first_seq,
+            items: page,
+            first_seq: first_seq.unwrap_or(0),
             last_seq,
+            has_more,
         })
     }
 
@@ -123,7 +149,8 @@ impl Jobs {
                     }
                     run = fresh;
                 }
-                for item in jobs.catch_up(&mut conversation, &run, &asked).await {
+                let (items, more) = jobs.catch_up(&mut conversation, &run, &asked).await;
+                for item in items {
                     if item.seq <= sent {
                         continue;
                     }
@@ -134,6 +161,11 @@ impl Jobs {
                         id: sent.to_string(),
                         data: serde_json::to_value(&item).unwrap_or_default(),
                     };
+                }
+                if more {
+                    // The rest of a long log, without waiting for news.
+                    reread = false;
+                    continue;
                 }
                 let reason = if conversation.ended() {
                     Some("terminal")
@@ -167,14 +199,15 @@ impl Jobs {
         Ok(Conversation::new(&run.run_id, adapter.clone()))
     }
 
-    /// Reads the run's log from where `conversation` is to its end, with `run` and `asked` read
-    /// before it; returns the new items. A log that cannot be read gives what was read so far.
+    /// Reads the run's log from where `conversation` is, with `run` and `asked` read before
+    /// it, until its end or [`STEP_ITEMS`] new items; returns them and whether the log holds
+    /// more. A log that cannot be read gives what was read so far.
     async fn catch_up(
         &self,
         conversation: &mut Conversation,
         run: &Run,
         asked: &[Interaction],
-    ) -> Vec<ChatItem> {
+    ) -> (Vec<ChatItem>, bool) {
         let end = run.status.is_terminal().then(|| RunEnd {
             status: run.status,
             error_code: run.error_code.clone(),
@@ -193,17 +226,20 @@ impl Jobs {
                 Ok(Ok(bytes)) => bytes,
                 Ok(Err(e)) => {
                     tracing::warn!(run_id = run.run_id, error = %e, "cannot read a run's stdout");
-                    return items;
+                    return (items, false);
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "log reader panicked");
-                    return items;
+                    return (items, false);
                 }
             };
             let at_end = bytes.len() < READ_BYTES;
             items.extend(conversation.advance(&bytes, at_end, asked, end.as_ref()));
             if at_end {
-                return items;
+                return (items, false);
+            }
+            if items.len() >= STEP_ITEMS {
+                return (items, true);
             }
         }
     }
