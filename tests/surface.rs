@@ -418,3 +418,72 @@ async fn a_long_conversation_is_served_in_bounded_pages() {
     eprintln!("service RSS after the pages: {rss} MiB");
     assert!(rss < 200, "{rss} MiB");
 }
+
+/// An input schema whose `allOf` doubles at each of `levels` `$ref`s: 2^levels subschemas for
+/// every check.
+fn schema_bomb(levels: usize) -> Value {
+    let mut defs = serde_json::Map::new();
+    for i in 0..levels {
+        let next = format!("#/$defs/d{}", i + 1);
+        defs.insert(
+            format!("d{i}"),
+            json!({"allOf": [{"$ref": next}, {"$ref": next}]}),
+        );
+    }
+    defs.insert(format!("d{levels}"), json!({"type": "string"}));
+    json!({"type": "object", "$defs": defs,
+        "properties": {"text": {"$ref": "#/$defs/d0", "description": "text",
+            "x-input-source": "inline"}}})
+}
+
+/// Refused at install, at a temporary run's upload and by `tools:validate`, each in well under
+/// two seconds, naming the bound, with the service's memory untouched.
+#[tokio::test]
+async fn a_schema_bomb_is_refused_on_every_path() {
+    let server = server(&[]);
+    let bomb = schema_bomb(48);
+    let package =
+        common::skill_package("bomb", "1.0.0").file("assets/input.schema.json", bomb.to_string());
+    let refused = |text: &str| text.contains("more than 100000 subschemas");
+
+    let t0 = Instant::now();
+    let status = server.install_and_wait(package.zip()).await;
+    assert_eq!(status["status"], "failed", "{status}");
+    assert!(refused(status["error"].as_str().unwrap()), "{status}");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+
+    let t0 = Instant::now();
+    let (code, created) = server
+        .post_json("/v1/temp-skill-runs", json!({"engine": "script"}))
+        .await;
+    assert_eq!(code, 200, "{created}");
+    let rid = created["request_id"].as_str().unwrap();
+    let form = reqwest::multipart::Form::new().part(
+        "skill_package",
+        reqwest::multipart::Part::bytes(package.runner(json!({"version": null})).zip())
+            .file_name("skill.zip"),
+    );
+    let (code, body) = server
+        .post_form(&format!("/v1/temp-skill-runs/{rid}/upload"), form)
+        .await;
+    assert_eq!(code, 400, "{body}");
+    assert!(refused(&body.to_string()), "{body}");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+
+    let t0 = Instant::now();
+    let definition = json!({
+        "name": "bomb", "category": "Test",
+        "description": "Checks the bomb. When you need to see it refused.",
+        "examples": [{"scenario": "s", "params": {"text": "x"}, "expected": "e"}],
+        "input_schema": bomb,
+    });
+    let (code, report) = server
+        .post_json("/v1/tools:validate", json!({"definition": definition}))
+        .await;
+    assert_eq!(code, 200, "{report}");
+    assert_eq!(report["valid"], false);
+    assert!(refused(&report["errors"].to_string()), "{report}");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    let rss = rss_mib(server.pid());
+    assert!(rss < 200, "{rss} MiB");
+}

@@ -696,6 +696,9 @@ fn read_schema(dir: &Path, which: &str, rel: &str) -> Result<Value, InvalidSkill
             "{rel} ({which} schema) must declare \"type\": \"object\""
         ));
     }
+    if let Err(e) = super::schema_bounds::check(&schema) {
+        return invalid(format!("{rel} ({which} schema) is refused: {e}"));
+    }
     if let Err(e) = jsonschema::meta::validate(&schema) {
         return invalid(format!(
             "{rel} ({which} schema) is not a valid JSON Schema: {e}"

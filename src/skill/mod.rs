@@ -3,6 +3,7 @@
 pub mod manifest;
 pub mod registry;
 pub mod schema;
+pub mod schema_bounds;
 
 pub use manifest::{
     ArtifactSpec, ExecutionMode, InputSource, InvalidSkill, Rules, SchemaPaths, SkillManifest,

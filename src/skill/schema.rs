@@ -40,8 +40,10 @@ impl std::fmt::Display for Problem {
 const MAX_PROBLEMS: usize = 20;
 
 impl Schema {
-    /// Checks `doc` against the meta-schema and compiles it.
+    /// Checks `doc` against its bounds ([`super::schema_bounds`]) and the meta-schema, and
+    /// compiles it.
     pub fn compile(doc: Value) -> Result<Self, String> {
+        super::schema_bounds::check(&doc)?;
         jsonschema::meta::validate(&doc).map_err(|e| format!("not a valid JSON Schema: {e}"))?;
         let validator =
             jsonschema::validator_for(&doc).map_err(|e| format!("cannot be compiled: {e}"))?;
@@ -124,14 +126,17 @@ pub struct Checker(Result<Schema, Problem>);
 
 impl Checker {
     pub fn new(schema: &Value) -> Self {
-        Self(match jsonschema::validator_for(schema) {
+        let compiled = super::schema_bounds::check(schema)
+            .map_err(|e| e.to_string())
+            .and_then(|()| jsonschema::validator_for(schema).map_err(|e| e.to_string()));
+        Self(match compiled {
             Ok(validator) => Ok(Schema {
                 doc: Value::Null,
                 validator: Arc::new(validator),
             }),
             Err(e) => Err(Problem {
                 field: String::new(),
-                reason: format!("the schema itself is invalid: {e}"),
+                reason: format!("the schema itself is refused: {e}"),
                 expected: String::new(),
                 got: String::new(),
             }),

@@ -1,0 +1,215 @@
+//! Bounds on a JSON Schema document, checked before it is compiled: a schema comes from a
+//! package, a temporary upload or a tool definition posted to `tools:validate`, and one whose
+//! `allOf` fans out over a chain of `$ref`s makes every validation walk 2ⁿ subschemas.
+//!
+//! The walk counts the subschemas one value's check may visit: a subschema is counted once per
+//! way it is reached (through `allOf`, `anyOf`, `oneOf`, `not`, `if`/`then`/`else`,
+//! `properties`, `items`, …, and local `$ref`s, followed), with the count of each subschema
+//! remembered, so the walk itself stays linear in the document. A `$ref` back into a subschema
+//! being counted (a recursive schema, a tree) counts once: how deep it goes is the instance's
+//! depth, which the request size bounds.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::Value;
+
+/// The most bytes of a schema document (as compact JSON).
+pub const MAX_BYTES: usize = 1 << 20;
+/// The deepest nesting of a schema document.
+pub const MAX_DEPTH: usize = 64;
+/// The most subschemas the check of one value may visit.
+pub const MAX_CHECKS: u64 = 100_000;
+
+/// Keywords whose value is one subschema.
+const ONE: &[&str] = &[
+    "not",
+    "if",
+    "then",
+    "else",
+    "items",
+    "additionalItems",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "contains",
+    "propertyNames",
+];
+/// Keywords whose value is a list of subschemas.
+const LIST: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
+/// Keywords whose value maps names to subschemas.
+const MAP: &[&str] = &["properties", "patternProperties", "dependentSchemas"];
+
+/// Whether `schema` stays within the bounds; else which one it passes, and how to fix it.
+pub fn check(schema: &Value) -> Result<(), String> {
+    let bytes = serde_json::to_vec(schema).map_or(usize::MAX, |b| b.len());
+    if bytes > MAX_BYTES {
+        return Err(format!(
+            "the schema is {bytes} bytes; at most {MAX_BYTES} are accepted"
+        ));
+    }
+    let depth = depth(schema);
+    if depth > MAX_DEPTH {
+        return Err(format!(
+            "the schema nests {depth} levels deep; at most {MAX_DEPTH} are accepted"
+        ));
+    }
+    let mut walk = Walk {
+        root: schema,
+        known: HashMap::new(),
+        open: HashSet::new(),
+    };
+    let checks = walk.cost(schema, String::new());
+    if checks > MAX_CHECKS {
+        return Err(format!(
+            "checking one value against the schema would visit more than {MAX_CHECKS} \
+             subschemas (allOf/anyOf/oneOf fanning out over $ref chains); simplify it"
+        ));
+    }
+    Ok(())
+}
+
+fn depth(value: &Value) -> usize {
+    // Iterative: the document may be deeper than the stack allows.
+    let mut deepest = 0;
+    let mut next = vec![(value, 1usize)];
+    while let Some((value, level)) = next.pop() {
+        deepest = deepest.max(level);
+        match value {
+            Value::Array(items) => next.extend(items.iter().map(|v| (v, level + 1))),
+            Value::Object(map) => next.extend(map.values().map(|v| (v, level + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+struct Walk<'a> {
+    root: &'a Value,
+    /// The count of each subschema, by JSON pointer.
+    known: HashMap<String, u64>,
+    /// Subschemas being counted (a `$ref` back to one is a recursion).
+    open: HashSet<String>,
+}
+
+impl<'a> Walk<'a> {
+    /// The subschemas the check of one value against `node` (at `pointer`) may visit.
+    fn cost(&mut self, node: &'a Value, pointer: String) -> u64 {
+        if let Some(&known) = self.known.get(&pointer) {
+            return known;
+        }
+        let Value::Object(map) = node else {
+            return 1;
+        };
+        if !self.open.insert(pointer.clone()) {
+            return 1;
+        }
+        let mut total: u64 = 1;
+        let mut add = |walk: &mut Self, child: &'a Value, at: String| {
+            total = total.saturating_add(walk.cost(child, at));
+        };
+        for key in ONE {
+            if let Some(child) = map.get(*key).filter(|c| c.is_object()) {
+                add(self, child, format!("{pointer}/{key}"));
+            }
+        }
+        for key in LIST {
+            if let Some(Value::Array(children)) = map.get(*key) {
+                for (i, child) in children.iter().enumerate() {
+                    add(self, child, format!("{pointer}/{key}/{i}"));
+                }
+            }
+        }
+        for key in MAP {
+            if let Some(Value::Object(children)) = map.get(*key) {
+                for (name, child) in children {
+                    add(self, child, format!("{pointer}/{key}/{}", escape(name)));
+                }
+            }
+        }
+        if let Some(target) = map.get("$ref").and_then(Value::as_str)
+            && let Some(fragment) = target.strip_prefix('#')
+            && let Some(child) = self.resolve(fragment)
+        {
+            add(self, child, fragment.to_owned());
+        }
+        self.open.remove(&pointer);
+        // Counted past the bound: the rest cannot bring it back.
+        self.known.insert(pointer, total.min(MAX_CHECKS + 1));
+        total
+    }
+
+    /// The subschema a local `$ref` fragment points at (`""` is the whole document).
+    fn resolve(&self, fragment: &str) -> Option<&'a Value> {
+        let pointer = percent_decode(fragment)?;
+        self.root.pointer(&pointer)
+    }
+}
+
+/// A property name as a JSON pointer token.
+fn escape(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
+}
+
+/// A `$ref` fragment is URI-encoded (`%25` for `%`); JSON pointers are not.
+fn percent_decode(fragment: &str) -> Option<String> {
+    let bytes = fragment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    /// `levels` definitions, each `allOf` twice the next: 2^levels subschemas per check.
+    fn fan_out(levels: usize) -> Value {
+        let mut defs = serde_json::Map::new();
+        for i in 0..levels {
+            let next = format!("#/$defs/d{}", i + 1);
+            defs.insert(
+                format!("d{i}"),
+                json!({"allOf": [{"$ref": next}, {"$ref": next}]}),
+            );
+        }
+        defs.insert(format!("d{levels}"), json!({"type": "string"}));
+        json!({"type": "object", "$defs": defs,
+            "properties": {"x": {"$ref": "#/$defs/d0"}}})
+    }
+
+    #[test]
+    fn a_fan_out_over_a_ref_chain_is_refused_quickly() {
+        let started = std::time::Instant::now();
+        let e = super::check(&fan_out(40)).unwrap_err();
+        assert!(e.contains("more than 100000 subschemas"), "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        // A small one passes.
+        super::check(&fan_out(8)).unwrap();
+    }
+
+    #[test]
+    fn recursive_schemas_depth_and_size() {
+        // A tree: a recursion counts once.
+        let tree = json!({"type": "object", "$defs": {"node": {"type": "object", "properties": {
+            "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},
+            "properties": {"root": {"$ref": "#/$defs/node"}}});
+        super::check(&tree).unwrap();
+        let mut deep = json!({"type": "string"});
+        for _ in 0..100 {
+            deep = json!({"not": deep});
+        }
+        assert!(super::check(&deep).unwrap_err().contains("levels deep"));
+        let big = json!({"description": "x".repeat(2 << 20)});
+        assert!(super::check(&big).unwrap_err().contains("bytes"));
+    }
+}
