@@ -28,6 +28,11 @@ pub enum Error {
     /// its variable.
     #[error("too large: {0}")]
     TooLarge(Value),
+    /// The data volume is full: nothing was changed.
+    #[error(
+        "The service's storage is full: nothing was changed. Retry once an operator has freed space on its data volume"
+    )]
+    StorageFull,
     /// The job queue has no free place; a retry after runs start may succeed.
     #[error("Job queue is full")]
     QueueFull,

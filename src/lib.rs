@@ -12,6 +12,7 @@ pub mod clock;
 pub mod config;
 pub mod connections;
 pub mod conversation;
+pub mod disk_space;
 pub mod egress;
 pub mod engines;
 pub mod error;

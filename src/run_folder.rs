@@ -244,6 +244,20 @@ fn plain(file: std::fs::File) -> std::io::Result<std::fs::File> {
     Ok(file)
 }
 
+/// Whether the file system holding `path` has (almost) no room left for an unprivileged
+/// writer: less than one MiB.
+pub fn volume_full(path: &Path) -> bool {
+    free_bytes(path) < 1 << 20
+}
+
+/// The bytes an unprivileged writer may still write on the file system holding `path`
+/// (`u64::MAX` when it cannot be asked).
+pub fn free_bytes(path: &Path) -> u64 {
+    nix::sys::statvfs::statvfs(path).map_or(u64::MAX, |s| {
+        s.blocks_available().saturating_mul(s.fragment_size())
+    })
+}
+
 /// Whether `path` is a regular file with one link, without following a link.
 pub fn is_plain_file(path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt as _;

@@ -215,6 +215,31 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
                 stderr: Some(stderr),
             });
         }
+        Exit::LogUnwritable { disk_full } => {
+            return Ok(Outcome::Failed {
+                envelope,
+                code: Some(if disk_full {
+                    "DISK_FULL"
+                } else {
+                    "INTERNAL_ERROR"
+                }),
+                message: exit.describe(),
+                stderr: Some(stderr),
+            });
+        }
+        Exit::Exited { code: Some(c) }
+            if c != 0 && crate::run_folder::volume_full(folder.root()) =>
+        {
+            return Ok(Outcome::Failed {
+                envelope,
+                code: Some("DISK_FULL"),
+                message: format!(
+                    "The turn failed (exit code {c}) while the service's data volume was full: \
+                     it could not write its files. Free space there and run it again"
+                ),
+                stderr: Some(stderr),
+            });
+        }
         Exit::TooMuchOutput => {
             let limit = plan.output_limit.map_or(0, |l| l.bytes);
             return Ok(Outcome::Failed {

@@ -7,6 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::TestServer;
+use common::netns::{Isolation, isolate};
 use serde_json::{Value, json};
 
 /// Leaves what `parameter.mode` says in its artifacts, or floods its stdout.
@@ -24,6 +25,11 @@ elif mode == "sparse":
         f.truncate(p["bytes"])
     with open("artifacts/ok.txt", "w") as f:
         f.write("fine")
+elif mode == "fill":
+    with open("fill.bin", "wb") as f:
+        while True:
+            f.write(b"x" * (1 << 20))
+            f.flush()
 elif mode == "flood":
     width = p.get("width", 65536)
     chunk = "x" * (width - 1) + "\n"
@@ -486,4 +492,63 @@ async fn a_schema_bomb_is_refused_on_every_path() {
     assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
     let rss = rss_mib(server.pid());
     assert!(rss < 200, "{rss} MiB");
+}
+
+/// The data volume fills up under a turn (a 48 MiB tmpfs, in the test's own mount namespace):
+/// the run ends `DISK_FULL`, new work is refused with 507 and changes nothing, what was stored
+/// stays readable, and once space is back everything works again.
+#[tokio::test]
+async fn a_full_data_volume_fails_the_run_refuses_work_and_recovers() {
+    match isolate("a_full_data_volume_fails_the_run_refuses_work_and_recovers") {
+        Isolation::Inside => {}
+        _ => return,
+    }
+    let dirs = common::TestDirs::new();
+    std::fs::create_dir_all(&dirs.data).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=48m", "tmpfs"])
+        .arg(&dirs.data)
+        .status()
+        .unwrap();
+    assert!(mounted.success());
+    common::observer_skill("leaver", LEAVER, &["mode"]).write_into(&dirs.skills);
+    let server = TestServer::start_with(dirs.clone(), &[("SKILL_RUNNER_DISK_RESERVE_MB", "4")]);
+    let (kept, status) = finished(&server, json!({"mode": "fifo"})).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+
+    let (_, status) = finished(&server, json!({"mode": "fill"})).await;
+    assert_eq!(status["status"], "failed", "{status}");
+    assert_eq!(status["error"]["code"], "DISK_FULL", "{status}");
+    let filler = server.workspace(&status).join("fill.bin");
+    assert!(filler.exists());
+
+    let before = server.get("/v1/management/runs").await.1["runs"]
+        .as_array()
+        .unwrap()
+        .len();
+    let body = json!({"skill_id": "leaver", "parameter": {"mode": "fifo"}});
+    let (code, refused) = server.post_json("/v1/jobs", body.clone()).await;
+    assert_eq!(code, 507, "{refused}");
+    assert!(
+        refused["detail"]
+            .as_str()
+            .unwrap()
+            .contains("storage is full"),
+        "{refused}"
+    );
+    let after = server.get("/v1/management/runs").await.1["runs"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(before, after, "nothing was created");
+    let (code, result) = server.get(&format!("/v1/jobs/{kept}/result")).await;
+    assert_eq!(code, 200, "{result}");
+    assert_eq!(result["result"]["status"], "success");
+
+    // An operator frees space: work is taken again.
+    std::fs::remove_file(&filler).unwrap();
+    let (code, created) = server.post_json("/v1/jobs", body).await;
+    assert_eq!(code, 200, "{created}");
+    let rid = created["request_id"].as_str().unwrap();
+    assert_eq!(server.wait_job(rid).await["status"], "succeeded");
 }

@@ -66,6 +66,10 @@ impl From<Error> for ApiError {
             Error::NotFound(d) => (StatusCode::NOT_FOUND, d),
             Error::Conflict(d) => (StatusCode::CONFLICT, d),
             Error::TooLarge(d) => (StatusCode::PAYLOAD_TOO_LARGE, d),
+            Error::StorageFull => (
+                StatusCode::INSUFFICIENT_STORAGE,
+                Value::String(Error::StorageFull.to_string()),
+            ),
             Error::QueueFull => (
                 StatusCode::TOO_MANY_REQUESTS,
                 Value::String(Error::QueueFull.to_string()),
@@ -91,7 +95,7 @@ impl From<std::io::Error> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        match self {
+        match self.storage_full() {
             Self::Client { status, detail } => {
                 let mut response =
                     (status, axum::Json(json!({ "detail": detail }))).into_response();
@@ -116,7 +120,7 @@ impl ApiError {
     /// it is, an object's `message`, else the detail as JSON. A server-side cause is logged here
     /// and not shown.
     pub fn into_message(self) -> (StatusCode, String) {
-        match self {
+        match self.storage_full() {
             Self::Client { status, detail } => {
                 let message = match &detail {
                     Value::String(s) => s.clone(),
@@ -135,6 +139,20 @@ impl ApiError {
                     "Internal server error".to_owned(),
                 )
             }
+        }
+    }
+}
+
+impl ApiError {
+    /// A failure for want of disk space is not a bug of the service but a state of its
+    /// machine the client should know of: `507` with what to do, instead of `500`.
+    fn storage_full(self) -> Self {
+        match self {
+            Self::Internal(cause) if crate::disk_space::is_storage_full(&cause) => {
+                tracing::warn!(error = format!("{cause:#}"), "request failed: storage full");
+                Error::StorageFull.into()
+            }
+            other => other,
         }
     }
 }

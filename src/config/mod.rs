@@ -234,6 +234,9 @@ pub struct JobLimits {
     /// Largest artifact served, and most bytes of artifacts one bundle holds
     /// (`SKILL_RUNNER_SERVE_MAX_MB`).
     pub max_served_bytes: u64,
+    /// Room set aside on the data volume for recording runs once it is full
+    /// (`SKILL_RUNNER_DISK_RESERVE_MB`, see [`crate::disk_space`]).
+    pub disk_reserve_bytes: u64,
 }
 
 /// Where the agent CLIs live and which model endpoints they talk to.
@@ -365,6 +368,7 @@ impl Default for JobLimits {
             sse_heartbeat: Duration::from_secs(5),
             max_log_bytes: 256 << 20,
             max_served_bytes: 1 << 30,
+            disk_reserve_bytes: 16 << 20,
         }
     }
 }
@@ -495,6 +499,7 @@ impl Config {
                 sse_heartbeat: seconds(s.sse_heartbeat_seconds),
                 max_log_bytes: s.run_max_log_mb.saturating_mul(1 << 20),
                 max_served_bytes: s.serve_max_mb.saturating_mul(1 << 20),
+                disk_reserve_bytes: s.disk_reserve_mb.saturating_mul(1 << 20),
             },
             invoke: InvokeConfig {
                 allowed_root: s.openskill_allowed_root,

@@ -139,6 +139,11 @@ pub struct Settings {
     #[arg(long, env = "SKILL_RUNNER_SERVE_MAX_MB", value_parser = positive,
           default_value_t = JobLimits::default().max_served_bytes >> 20)]
     pub serve_max_mb: u64,
+    /// Room set aside on the data volume, MiB: given up when it fills so runs can still be
+    /// recorded; new work is refused (507) until it can be set aside again.
+    #[arg(long, env = "SKILL_RUNNER_DISK_RESERVE_MB", value_parser = positive,
+          default_value_t = JobLimits::default().disk_reserve_bytes >> 20)]
+    pub disk_reserve_mb: u64,
     /// How long succeeded and canceled runs are kept, seconds.
     #[arg(long, env = "SKILL_RUNNER_RUN_RETENTION_SECONDS", value_parser = positive,
           default_value_t = JobLimits::default().retention.as_secs())]

@@ -191,6 +191,7 @@ fn interpret(call: &ProgramCall<'_>, done: Completed) -> Result<Output, SkillErr
             ))));
         }
         Exit::Canceled => return Err(SkillError::internal("the call was abandoned")),
+        Exit::LogUnwritable { .. } => return Err(SkillError::internal(done.exit.describe())),
         Exit::OverLimit(hit) => {
             // The invoke contract's codes are fixed: the limit's own code goes in the details.
             let error = SkillError::internal(hit.to_string())

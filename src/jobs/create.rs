@@ -93,6 +93,10 @@ impl Jobs {
 
     /// `POST /v1/jobs`.
     pub async fn create_job(self: &Arc<Self>, body: NewJob) -> Result<Admitted> {
+        self.with_room(self.admit_job(body)).await
+    }
+
+    async fn admit_job(self: &Arc<Self>, body: NewJob) -> Result<Admitted> {
         let snapshot = self.registry.snapshot().await;
         let skill = match snapshot.skills.get(&body.skill_id) {
             Some(SkillEntry::Healthy(m)) => m.clone(),
@@ -152,6 +156,10 @@ impl Jobs {
 
     /// `POST /v1/temp-skill-runs`: records the request; the skill arrives with the upload.
     pub async fn create_temp(self: &Arc<Self>, body: NewTempRun) -> Result<Admitted> {
+        self.with_room(self.admit_temp(body)).await
+    }
+
+    async fn admit_temp(self: &Arc<Self>, body: NewTempRun) -> Result<Admitted> {
         let options =
             RuntimeOptions::parse(body.runtime_options.as_ref()).map_err(Error::invalid)?;
         let engine = match body
@@ -226,7 +234,17 @@ impl Jobs {
         request: Request,
         files: UploadFiles,
     ) -> Result<Received> {
+        if !self.disk.accepting() {
+            self.release_upload(&request).await;
+            return Err(Error::StorageFull);
+        }
         let outcome = self.try_accept_upload(&request, files).await;
+        if let Err(Refusal::Retry(e) | Refusal::Fail(e)) = &outcome
+            && self.ran_out(e)
+        {
+            self.release_upload(&request).await;
+            return Err(Error::StorageFull);
+        }
         match &outcome {
             Ok(_) => {}
             Err(Refusal::Fail(refused)) if refused.message().is_some() => {
@@ -483,6 +501,33 @@ impl Refusal {
         match self {
             Self::Retry(e) | Self::Fail(e) => e,
         }
+    }
+}
+
+impl Jobs {
+    /// `admit` when the data volume has room: refused ([`Error::StorageFull`]) while it is
+    /// full, and a failure for want of space puts the service in that state.
+    async fn with_room<T>(&self, admit: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        if !self.disk.accepting() {
+            return Err(Error::StorageFull);
+        }
+        admit.await.map_err(|e| match self.ran_out(&e) {
+            true => Error::StorageFull,
+            false => e,
+        })
+    }
+
+    /// Whether `e` is a write that found no room; then the disk reserve is given up.
+    pub(super) fn ran_out(&self, e: &Error) -> bool {
+        let full = match e {
+            Error::StorageFull => true,
+            Error::Internal(cause) => crate::disk_space::is_storage_full(cause),
+            _ => false,
+        };
+        if full {
+            self.disk.ran_out();
+        }
+        full
     }
 }
 

@@ -39,6 +39,8 @@ pub mod codes {
     /// The service failed while executing the run (a store write, a file); the turn's
     /// processes were killed.
     pub const INTERNAL_ERROR: &str = "INTERNAL_ERROR";
+    /// The data volume filled up under the run ([`crate::disk_space`]).
+    pub const DISK_FULL: &str = "DISK_FULL";
 }
 
 /// A turn's envelope as the result file and the run's ending (`result/result.json`,
@@ -127,7 +129,10 @@ impl Jobs {
         slot: Slot,
     ) {
         let sandbox = self.sandbox().as_str();
-        let run = match retried("start", run_id, || self.store.start_run(run_id, sandbox)).await {
+        let started = retried("start", run_id, &self.disk, || {
+            self.store.start_run(run_id, sandbox)
+        });
+        let run = match started.await {
             Ok(Some(run)) => {
                 self.feeds.status(run_id);
                 run
@@ -172,7 +177,11 @@ impl Jobs {
     ) -> bool {
         // A run must not stay `running` with nothing behind it: a failing store gets a few
         // more tries, then the reconciler settles the run.
-        let recorded = retried("end", run_id, || {
+        if ending.error_code.as_deref() == Some(codes::DISK_FULL) {
+            // Room to record this end, and every other run's.
+            self.disk.ran_out();
+        }
+        let recorded = retried("end", run_id, &self.disk, || {
             self.store.finish_run(run_id, by, asked, &ending)
         })
         .await;
@@ -412,8 +421,14 @@ pub(super) fn internal_error(message: &str) -> Ending {
 }
 
 /// Runs a store write, trying again after each of [`STORE_RETRIES`] when it fails; `what`
-/// (`start`, `end`) names it in the log.
-async fn retried<T, F>(what: &str, run_id: &str, mut write: impl FnMut() -> F) -> anyhow::Result<T>
+/// (`start`, `end`) names it in the log. A write that found no room gives up the disk reserve
+/// before the next try.
+async fn retried<T, F>(
+    what: &str,
+    run_id: &str,
+    disk: &crate::disk_space::DiskSpace,
+    mut write: impl FnMut() -> F,
+) -> anyhow::Result<T>
 where
     F: std::future::Future<Output = anyhow::Result<T>>,
 {
@@ -421,6 +436,9 @@ where
     loop {
         match write().await {
             Ok(value) => return Ok(value),
+            Err(e) if crate::disk_space::is_storage_full(&e) && !disk.is_full() => {
+                disk.ran_out();
+            }
             Err(e) => match pauses.next() {
                 Some(pause) => {
                     tracing::warn!(

@@ -95,6 +95,8 @@ pub struct Jobs {
     feeds: Arc<Feeds>,
     /// Held while a bundle is built.
     bundles: tokio::sync::Mutex<()>,
+    /// Room kept for recording runs when the data volume fills up.
+    disk: crate::disk_space::DiskSpace,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 }
@@ -112,6 +114,10 @@ impl Jobs {
             queue: Queue::new(config.jobs.max_queue_size),
             fingerprints: cache::Fingerprints::default(),
             bundles: tokio::sync::Mutex::new(()),
+            disk: crate::disk_space::DiskSpace::set_up(
+                &config.data_dir,
+                config.jobs.disk_reserve_bytes,
+            ),
             engines,
             config,
             store,

@@ -140,6 +140,8 @@ pub enum Exit {
     TooMuchOutput,
     /// It went over one of its resource limits.
     OverLimit(limits::LimitHit),
+    /// Its output could not be stored (`disk_full`: for want of space), so it was stopped.
+    LogUnwritable { disk_full: bool },
 }
 
 impl Exit {
@@ -154,6 +156,14 @@ impl Exit {
                 "The process wrote more than its output limit and was killed".to_owned()
             }
             Exit::OverLimit(hit) => hit.to_string(),
+            Exit::LogUnwritable { disk_full: true } => {
+                "The turn was stopped: the service's data volume is full, so its output could \
+                 not be stored. Free space there; later runs work again at once"
+                    .to_owned()
+            }
+            Exit::LogUnwritable { disk_full: false } => {
+                "The turn was stopped: the service could not store its output".to_owned()
+            }
         }
     }
 }
@@ -491,6 +501,7 @@ impl Supervisor {
         let stdout_pipe = pipe::Receiver::from_owned_fd(stdout_ours)?;
         let stderr_pipe = pipe::Receiver::from_owned_fd(stderr_ours)?;
         let overflow = CancellationToken::new();
+        let unwritable = Unwritable::default();
         let stdout = tokio::spawn(copy_to_log(
             Box::new(stdout_pipe),
             stdout_file,
@@ -499,6 +510,7 @@ impl Supervisor {
                 max: max.saturating_sub(stdout_start),
                 overflow: Some(overflow.clone()),
             }),
+            unwritable.clone(),
         ));
         let stderr = tokio::spawn(copy_to_log(
             Box::new(stderr_pipe),
@@ -508,6 +520,7 @@ impl Supervisor {
                 max: max.saturating_sub(stderr_start),
                 overflow: None,
             }),
+            unwritable.clone(),
         ));
         let watched = args
             .limits
@@ -538,6 +551,7 @@ impl Supervisor {
             stdout,
             stderr,
             overflow,
+            unwritable,
             stdout_log: spec.stdout_log,
             stderr_log: spec.stderr_log,
             stdout_start,
@@ -568,6 +582,8 @@ pub struct Running {
     stderr: JoinHandle<std::io::Result<()>>,
     /// Fired by a log copier when its stream passes the output limit.
     overflow: CancellationToken,
+    /// Fired by a log copier that cannot write its log.
+    unwritable: Unwritable,
     stdout_log: PathBuf,
     stderr_log: PathBuf,
     stdout_start: u64,
@@ -594,6 +610,9 @@ impl Running {
             // Passing the output limit wins over an exit at the same moment.
             biased;
             () = self.overflow.cancelled() => Exit::TooMuchOutput,
+            () = self.unwritable.fired.cancelled() => Exit::LogUnwritable {
+                disk_full: self.unwritable.disk_full.load(std::sync::atomic::Ordering::Relaxed),
+            },
             code = self.leader.wait() => Exit::Exited { code },
             () = tokio::time::sleep_until(deadline) => Exit::TimedOut,
             () = cancel.cancelled() => Exit::Canceled,
@@ -828,9 +847,50 @@ struct Limit {
     overflow: Option<CancellationToken>,
 }
 
+/// Set when a log cannot be written: the turn is stopped rather than left blocked on a pipe
+/// nobody reads.
+#[derive(Debug, Clone, Default)]
+struct Unwritable {
+    fired: CancellationToken,
+    /// The write failed for want of space (`ENOSPC`, `EDQUOT`).
+    disk_full: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Unwritable {
+    fn fire(&self, e: &std::io::Error) {
+        if is_disk_full(e) {
+            self.disk_full
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.fired.cancel();
+    }
+}
+
+/// Whether `e` says the file system has no room left.
+pub fn is_disk_full(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
+}
+
 /// Appends everything `from` yields to `to`, up to the `limit`; each piece is in the file
-/// (flushed) before `on_output` announces it.
+/// (flushed) before `on_output` announces it. A failed write fires `unwritable`.
 async fn copy_to_log(
+    from: Pipe,
+    to: tokio::fs::File,
+    on_output: Option<OnOutput>,
+    limit: Option<Limit>,
+    unwritable: Unwritable,
+) -> std::io::Result<()> {
+    let copied = copy_bounded(from, to, on_output, limit).await;
+    if let Err(e) = &copied {
+        unwritable.fire(e);
+    }
+    copied
+}
+
+async fn copy_bounded(
     mut from: Pipe,
     mut to: tokio::fs::File,
     on_output: Option<OnOutput>,
