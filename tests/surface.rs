@@ -396,12 +396,13 @@ fn rss_mib(pid: i32) -> u64 {
         / 1024
 }
 
-/// A run that printed as much as its log keeps (64 MiB of short lines here) is read back a page
-/// at a time, and the service's memory stays bounded.
+/// A run that tries to print 2 GiB (of short lines) is stopped at the log's 256 MiB, and read
+/// back a page at a time, the service's memory staying bounded.
 #[tokio::test]
 async fn a_long_conversation_is_served_in_bounded_pages() {
-    let server = server(&[("SKILL_RUNNER_RUN_MAX_LOG_MB", "64")]);
-    let (rid, status) = finished(&server, json!({"mode": "flood", "mib": 96, "width": 512})).await;
+    let server = server(&[]);
+    let (rid, status) =
+        finished(&server, json!({"mode": "flood", "mib": 2048, "width": 512})).await;
     assert_eq!(status["error"]["code"], "RESOURCE_OUTPUT", "{status}");
     let (code, page) = server.get(&format!("/v1/jobs/{rid}/chat/history")).await;
     assert_eq!(code, 200, "{page}");
@@ -420,6 +421,8 @@ async fn a_long_conversation_is_served_in_bounded_pages() {
         .await;
     assert_eq!(second["count"], 10);
     assert_eq!(second["events"][0]["seq"], next);
+    let stdout = server.run_dir(&status).join("logs/stdout.txt");
+    assert_eq!(std::fs::metadata(&stdout).unwrap().len(), 256 << 20);
     let rss = rss_mib(server.pid());
     eprintln!("service RSS after the pages: {rss} MiB");
     assert!(rss < 200, "{rss} MiB");

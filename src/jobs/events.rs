@@ -253,7 +253,7 @@ impl Cursor {
 /// Up to `max` bytes of `path` from `offset`; nothing when the file does not exist yet.
 pub(super) fn read_at(path: &std::path::Path, offset: u64, max: usize) -> std::io::Result<Vec<u8>> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut file = match std::fs::File::open(path) {
+    let mut file = match crate::run_folder::open_plain(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),

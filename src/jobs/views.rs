@@ -54,9 +54,12 @@ async fn log_tail(path: PathBuf) -> Tail {
         text: String::new(),
         cut: false,
     };
-    let Ok(mut file) = tokio::fs::File::open(&path).await else {
+    // Never waited on, never through a link: only the service writes the logs, but a run
+    // folder is a turn's neighbourhood.
+    let Ok(file) = crate::run_folder::open_plain(&path) else {
         return empty;
     };
+    let mut file = tokio::fs::File::from_std(file);
     let len = file.metadata().await.map_or(0, |m| m.len());
     let start = len.saturating_sub(LOG_TAIL_BYTES);
     let mut bytes = Vec::new();
