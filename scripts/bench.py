@@ -39,45 +39,45 @@ SH_SKILL = {
 }
 
 
-# A script that prints `bursts` lines of about 1 KiB, 10 ms apart, and reports its own duration.
-TALKER_SKILL = {
-    "SKILL.md": "---\nname: talker\n---\n# talker\n",
-    "run.py": "import json, sys, time\nreq = json.load(sys.stdin)\nt0 = time.monotonic()\n"
-              "for i in range(req['parameter']['bursts']):\n"
-              "    sys.stdout.write(f'burst {i} ' + 'wärme ✓ ' * 100 + '\\n'); sys.stdout.flush()\n"
-              "    time.sleep(0.01)\n"
-              "print(json.dumps({'elapsed_ms': (time.monotonic() - t0) * 1000}))\n",
-    "assets/runner.json": json.dumps({
-        "id": "talker", "version": "1.0.0", "execution_modes": ["auto"],
-        "entrypoint": {"script": ["python3", "run.py"]},
-        "schemas": {"input": "assets/input.schema.json", "parameter": "assets/parameter.schema.json",
-                    "output": "assets/output.schema.json"}}),
-    "assets/input.schema.json": json.dumps({"type": "object"}),
-    "assets/parameter.schema.json": json.dumps({"type": "object"}),
-    "assets/output.schema.json": json.dumps({"type": "object", "required": ["elapsed_ms"]}),
-}
+def python_skill(name, script, parameter_schema, output_key):
+    """A `script` skill running Python `script`, whose output must hold `output_key`."""
+    return {
+        "SKILL.md": f"---\nname: {name}\n---\n# {name}\n",
+        "run.py": script,
+        "assets/runner.json": json.dumps({
+            "id": name, "version": "1.0.0", "execution_modes": ["auto"],
+            "entrypoint": {"script": ["python3", "run.py"]},
+            "schemas": {"input": "assets/input.schema.json",
+                        "parameter": "assets/parameter.schema.json",
+                        "output": "assets/output.schema.json"}}),
+        "assets/input.schema.json": json.dumps({"type": "object"}),
+        "assets/parameter.schema.json": json.dumps(parameter_schema),
+        "assets/output.schema.json": json.dumps({"type": "object", "required": [output_key]}),
+    }
 
+
+# A script that prints `bursts` lines of about 1 KiB, 10 ms apart, and reports its own duration.
+TALKER_SKILL = python_skill(
+    "talker",
+    "import json, sys, time\nreq = json.load(sys.stdin)\nt0 = time.monotonic()\n"
+    "for i in range(req['parameter']['bursts']):\n"
+    "    sys.stdout.write(f'burst {i} ' + 'wärme ✓ ' * 100 + '\\n'); sys.stdout.flush()\n"
+    "    time.sleep(0.01)\n"
+    "print(json.dumps({'elapsed_ms': (time.monotonic() - t0) * 1000}))\n",
+    {"type": "object"}, "elapsed_ms")
 
 # Leaves what `parameter.mode` says in its artifacts (a FIFO, a 3 GiB sparse file), or floods
 # its stdout: the soak's hostile runs.
-HOSTILE_SKILL = {
-    "SKILL.md": "---\nname: hostile\n---\n# hostile\n",
-    "run.py": "import json, os, sys\np = json.load(sys.stdin)['parameter']\n"
-              "os.makedirs('artifacts', exist_ok=True)\n"
-              "if p['mode'] == 'fifo':\n    os.mkfifo('artifacts/pipe')\n"
-              "elif p['mode'] == 'sparse':\n    open('artifacts/big.bin', 'wb').truncate(3 << 30)\n"
-              "elif p['mode'] == 'flood':\n    line = 'x' * 1023 + '\\n'\n"
-              "    for _ in range(64 * 1024):\n        sys.stdout.write(line)\n"
-              "print(json.dumps({'mode': p['mode']}))\n",
-    "assets/runner.json": json.dumps({
-        "id": "hostile", "version": "1.0.0", "execution_modes": ["auto"],
-        "entrypoint": {"script": ["python3", "run.py"]},
-        "schemas": {"input": "assets/input.schema.json", "parameter": "assets/parameter.schema.json",
-                    "output": "assets/output.schema.json"}}),
-    "assets/input.schema.json": json.dumps({"type": "object"}),
-    "assets/parameter.schema.json": json.dumps({"type": "object", "required": ["mode"]}),
-    "assets/output.schema.json": json.dumps({"type": "object", "required": ["mode"]}),
-}
+HOSTILE_SKILL = python_skill(
+    "hostile",
+    "import json, os, sys\np = json.load(sys.stdin)['parameter']\n"
+    "os.makedirs('artifacts', exist_ok=True)\n"
+    "if p['mode'] == 'fifo':\n    os.mkfifo('artifacts/pipe')\n"
+    "elif p['mode'] == 'sparse':\n    open('artifacts/big.bin', 'wb').truncate(3 << 30)\n"
+    "elif p['mode'] == 'flood':\n    line = 'x' * 1023 + '\\n'\n"
+    "    for _ in range(64 * 1024):\n        sys.stdout.write(line)\n"
+    "print(json.dumps({'mode': p['mode']}))\n",
+    {"type": "object", "required": ["mode"]}, "mode")
 
 
 def start(tmp, port, skills=True, env_extra=None):

@@ -55,6 +55,19 @@ async fn session_events(server: &TestServer, id: &str) -> Vec<Value> {
     body["events"].as_array().unwrap().clone()
 }
 
+/// The content of the first tool message a model request carried.
+fn first_tool_message(request: &Value) -> String {
+    request["body"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
 fn types(events: &[Value]) -> Vec<&str> {
     events.iter().map(|e| e["type"].as_str().unwrap()).collect()
 }
@@ -269,16 +282,7 @@ async fn a_refusal_never_echoes_a_secret() {
     .await;
     let answer = chat(&server, json!({"message": "call keyed"})).await;
     assert_eq!(answer["meta"]["validation_retries"], 1, "{answer}");
-    let requests = fake.requests().await;
-    let refusal = requests[1]["body"]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "tool")
-        .unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let refusal = first_tool_message(&fake.requests().await[1]);
     assert!(!refusal.contains("sk-live"), "{refusal}");
     let refusal: Value = serde_json::from_str(&refusal).unwrap();
     let problem = &refusal["error"]["problems"][0];
@@ -902,15 +906,7 @@ async fn big_tool_output_is_capped_and_secrets_are_served_redacted() {
         .unwrap();
     assert!(cut["original_chars"].as_u64().unwrap() > 8_000, "{cut}");
     assert!(cut["kept_chars"].as_u64().unwrap() <= 8_000, "{cut}");
-    let requests = fake.requests().await;
-    let sent = requests[1]["body"]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "tool")
-        .unwrap()["content"]
-        .as_str()
-        .unwrap()
+    let sent = first_tool_message(&fake.requests().await[1])
         .chars()
         .count();
     assert!(sent <= 8_000, "the model got {sent} characters");

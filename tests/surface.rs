@@ -428,29 +428,13 @@ async fn a_long_conversation_is_served_in_bounded_pages() {
     assert!(rss < 200, "{rss} MiB");
 }
 
-/// An input schema whose `allOf` doubles at each of `levels` `$ref`s: 2^levels subschemas for
-/// every check.
-fn schema_bomb(levels: usize) -> Value {
-    let mut defs = serde_json::Map::new();
-    for i in 0..levels {
-        let next = format!("#/$defs/d{}", i + 1);
-        defs.insert(
-            format!("d{i}"),
-            json!({"allOf": [{"$ref": next}, {"$ref": next}]}),
-        );
-    }
-    defs.insert(format!("d{levels}"), json!({"type": "string"}));
-    json!({"type": "object", "$defs": defs,
-        "properties": {"text": {"$ref": "#/$defs/d0", "description": "text",
-            "x-input-source": "inline"}}})
-}
-
 /// Refused at install, at a temporary run's upload and by `tools:validate`, each in well under
 /// two seconds, naming the bound, with the service's memory untouched.
 #[tokio::test]
 async fn a_schema_bomb_is_refused_on_every_path() {
     let server = server(&[]);
-    let bomb = schema_bomb(48);
+    // `allOf` doubling at each of 48 `$ref`s: 2^48 subschemas for every check.
+    let bomb: Value = serde_json::from_str(include_str!("fixtures/schema_bomb.json")).unwrap();
     let package =
         common::skill_package("bomb", "1.0.0").file("assets/input.schema.json", bomb.to_string());
     let refused = |text: &str| text.contains("more than 100000 subschemas");
