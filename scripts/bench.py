@@ -502,6 +502,10 @@ def invoke():
         proc.wait()
 
 
+with open(os.path.join(ROOT, "tests", "fixtures", "schema_bomb.json")) as f:
+    SCHEMA_BOMB = json.load(f)
+
+
 def surface(seconds=int(os.environ.get("BENCH_SOAK_SECONDS", "120"))):
     """Normal sh jobs alongside the attacks on the service's own surface, for `seconds`: FIFO,
     huge and flooded-log runs read back many times over, silent sockets by the hundred, requests
@@ -559,6 +563,10 @@ def surface(seconds=int(os.environ.get("BENCH_SOAK_SECONDS", "120"))):
                 conn.request("GET", "/v1/jobs/x", headers={"Host": "evil.example"})
                 count(f"rebinding {conn.getresponse().status}")
                 conn.close()
+                status, _ = Client(port).call("POST", "/v1/tools:validate", {"definition": {
+                    "name": "bomb", "description": "When it must be refused.",
+                    "input_schema": SCHEMA_BOMB}})
+                count(f"schema bomb {status}")
 
         def pinger():
             while time.monotonic() < stop:

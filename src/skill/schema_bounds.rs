@@ -7,7 +7,8 @@
 //! `properties`, `items`, …, and local `$ref`s, followed), with the count of each subschema
 //! remembered, so the walk itself stays linear in the document. A `$ref` back into a subschema
 //! being counted (a recursive schema, a tree) counts once: how deep it goes is the instance's
-//! depth, which the request size bounds.
+//! depth, which the request size bounds. A chain of `$ref`s is followed [`MAX_REF_CHAIN`]
+//! deep at most.
 
 use std::collections::{HashMap, HashSet};
 
@@ -19,6 +20,8 @@ pub const MAX_BYTES: usize = 1 << 20;
 pub const MAX_DEPTH: usize = 64;
 /// The most subschemas the check of one value may visit.
 pub const MAX_CHECKS: u64 = 100_000;
+/// The longest chain of `$ref`s followed one after the other.
+pub const MAX_REF_CHAIN: usize = 32;
 
 /// Keywords whose value is one subschema.
 const ONE: &[&str] = &[
@@ -57,12 +60,19 @@ pub fn check(schema: &Value) -> Result<(), String> {
         root: schema,
         known: HashMap::new(),
         open: HashSet::new(),
+        chain_too_long: false,
     };
-    let checks = walk.cost(schema, String::new());
+    let checks = walk.cost(schema, String::new(), 0);
     if checks > MAX_CHECKS {
         return Err(format!(
             "checking one value against the schema would visit more than {MAX_CHECKS} \
              subschemas (allOf/anyOf/oneOf fanning out over $ref chains); simplify it"
+        ));
+    }
+    if walk.chain_too_long {
+        return Err(format!(
+            "the schema chains more than {MAX_REF_CHAIN} $refs one after the other; at most \
+             {MAX_REF_CHAIN} are accepted"
         ));
     }
     Ok(())
@@ -89,11 +99,14 @@ struct Walk<'a> {
     known: HashMap<String, u64>,
     /// Subschemas being counted (a `$ref` back to one is a recursion).
     open: HashSet<String>,
+    /// A `$ref` chain went past [`MAX_REF_CHAIN`] (and was not followed further).
+    chain_too_long: bool,
 }
 
 impl<'a> Walk<'a> {
-    /// The subschemas the check of one value against `node` (at `pointer`) may visit.
-    fn cost(&mut self, node: &'a Value, pointer: String) -> u64 {
+    /// The subschemas the check of one value against `node` (at `pointer`, reached through
+    /// `refs` `$ref`s in a row) may visit.
+    fn cost(&mut self, node: &'a Value, pointer: String, refs: usize) -> u64 {
         if let Some(&known) = self.known.get(&pointer) {
             return known;
         }
@@ -104,25 +117,30 @@ impl<'a> Walk<'a> {
             return 1;
         }
         let mut total: u64 = 1;
-        let mut add = |walk: &mut Self, child: &'a Value, at: String| {
-            total = total.saturating_add(walk.cost(child, at));
+        let mut add = |walk: &mut Self, child: &'a Value, at: String, refs: usize| {
+            total = total.saturating_add(walk.cost(child, at, refs));
         };
         for key in ONE {
             if let Some(child) = map.get(*key).filter(|c| c.is_object()) {
-                add(self, child, format!("{pointer}/{key}"));
+                add(self, child, format!("{pointer}/{key}"), refs);
             }
         }
         for key in LIST {
             if let Some(Value::Array(children)) = map.get(*key) {
                 for (i, child) in children.iter().enumerate() {
-                    add(self, child, format!("{pointer}/{key}/{i}"));
+                    add(self, child, format!("{pointer}/{key}/{i}"), refs);
                 }
             }
         }
         for key in MAP {
             if let Some(Value::Object(children)) = map.get(*key) {
                 for (name, child) in children {
-                    add(self, child, format!("{pointer}/{key}/{}", escape(name)));
+                    add(
+                        self,
+                        child,
+                        format!("{pointer}/{key}/{}", escape(name)),
+                        refs,
+                    );
                 }
             }
         }
@@ -130,7 +148,11 @@ impl<'a> Walk<'a> {
             && let Some(fragment) = target.strip_prefix('#')
             && let Some(child) = self.resolve(fragment)
         {
-            add(self, child, fragment.to_owned());
+            if refs < MAX_REF_CHAIN {
+                add(self, child, fragment.to_owned(), refs + 1);
+            } else {
+                self.chain_too_long = true;
+            }
         }
         self.open.remove(&pointer);
         // Counted past the bound: the rest cannot bring it back.
@@ -201,5 +223,19 @@ mod tests {
         assert!(super::check(&deep).unwrap_err().contains("levels deep"));
         let big = json!({"description": "x".repeat(2 << 20)});
         assert!(super::check(&big).unwrap_err().contains("bytes"));
+        // A chain of 10,000 `$ref`s, one to the next: refused, not walked to its end.
+        let mut defs = serde_json::Map::new();
+        for i in 0..10_000 {
+            defs.insert(
+                format!("d{i}"),
+                json!({"$ref": format!("#/$defs/d{}", i + 1)}),
+            );
+        }
+        let chain = json!({"$defs": defs, "$ref": "#/$defs/d0"});
+        assert!(
+            super::check(&chain)
+                .unwrap_err()
+                .contains("more than 32 $refs")
+        );
     }
 }
