@@ -594,7 +594,9 @@ def surface(seconds=int(os.environ.get("BENCH_SOAK_SECONDS", "120"))):
         print(f"  {key}: {counts[key]}")
     print(f"  ping: {len(pings)} tries, {failed_pings} not 204; p50 {pct(latencies, 50):.1f} ms, "
           f"p99 {pct(latencies, 99):.1f} ms, max {latencies[-1]:.1f} ms")
-    print(f"  service RSS: max {max(rss) / 1024:.0f} MiB, at the end {rss[-1] / 1024:.0f} MiB")
+    quarters = " / ".join(f"{rss[min(len(rss) - 1, len(rss) * q // 4)] / 1024:.0f}"
+                          for q in (1, 2, 3, 4))
+    print(f"  service RSS: max {max(rss) / 1024:.0f} MiB; at each quarter of the soak {quarters} MiB")
 
 
 SECTIONS = {"startup": startup, "load": load, "jobs": jobs, "barriers": barriers, "sse": sse,
