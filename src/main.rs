@@ -187,6 +187,7 @@ fn prepare(args: &[OsString]) -> Result<(BTreeMap<String, String>, Config), Exit
 }
 
 fn serve(args: &[OsString]) -> ExitCode {
+    skill_runner::process::return_large_allocations();
     let (vars, config) = match prepare(args) {
         Ok(prepared) => prepared,
         Err(code) => return code,

@@ -539,3 +539,25 @@ async fn a_full_data_volume_fails_the_run_refuses_work_and_recovers() {
     let rid = created["request_id"].as_str().unwrap();
     assert_eq!(server.wait_job(rid).await["status"], "succeeded");
 }
+
+/// Turns that fill their logs, two at a time, leave the service's memory where it was: the
+/// large buffers behind their answers go back to the system once freed.
+#[tokio::test]
+async fn flooding_turns_leave_the_service_memory_bounded() {
+    let server = server(&[
+        ("SKILL_RUNNER_RUN_MAX_LOG_MB", "32"),
+        ("SKILL_RUNNER_MAX_CONCURRENT", "2"),
+    ]);
+    for _ in 0..5 {
+        let (a, b) = tokio::join!(
+            finished(&server, json!({"mode": "flood", "mib": 64, "width": 1024})),
+            finished(&server, json!({"mode": "flood", "mib": 64, "width": 1024})),
+        );
+        for (_, status) in [a, b] {
+            assert_eq!(status["error"]["code"], "RESOURCE_OUTPUT", "{status}");
+        }
+    }
+    let rss = rss_mib(server.pid());
+    eprintln!("service RSS after ten flooding turns: {rss} MiB");
+    assert!(rss < 90, "{rss} MiB");
+}

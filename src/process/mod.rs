@@ -47,6 +47,7 @@ use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 pub use env::ChildEnv;
 pub use reaper::Reaper;
 pub use sandbox::SandboxStatus;
+pub use sys::return_large_allocations;
 
 /// What to run.
 #[derive(Debug, Clone)]

@@ -267,3 +267,16 @@ pub fn adopt_received(fds: &[RawFd]) -> Vec<OwnedFd> {
         .map(|&fd| unsafe { OwnedFd::from_raw_fd(fd) })
         .collect()
 }
+
+/// Keeps every allocation of 256 KiB or more in its own mapping, returned to the system when
+/// freed. glibc otherwise raises that threshold to the largest block freed so far (up to
+/// 32 MiB): after one turn's 8 MiB answer window, same-sized buffers of turns running at the
+/// same time come from per-thread arenas, which keep the memory once it is free.
+pub fn return_large_allocations() {
+    // SAFETY: mallopt only changes allocator parameters; it is called once, at start-up,
+    // before any other thread exists.
+    #[allow(unsafe_code)]
+    unsafe {
+        nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, 256 * 1024);
+    }
+}
