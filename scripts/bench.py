@@ -371,30 +371,36 @@ def jobs():
 
 def barriers():
     """The per-turn cost of the barriers: the same /bin/sh jobs with every barrier (Landlock,
-    pid and network namespaces, no capabilities, seccomp) and with SKILL_RUNNER_SANDBOX=off,
-    measured alternately in one run."""
-    figures = {"on": ([], []), "off": ([], [])}
-    for _ in range(2):
-        for mode in ("off", "on"):
-            with tempfile.TemporaryDirectory() as tmp:
-                port = free_port()
-                proc = start(tmp, port, env_extra={"SKILL_RUNNER_MAX_QUEUE_SIZE": "100000",
-                                                   "SKILL_RUNNER_SANDBOX": "auto" if mode == "on" else "off"})
-                wait_ready(port)
-                client = Client(port)
-                latencies = sequential(client)
-                rate, _ = finished_rate(port, proc.pid)
-                figures[mode][0].append(statistics.median(latencies))
-                figures[mode][1].append(rate)
-                proc.terminate()
-                proc.wait()
-    for mode, label in (("off", "SKILL_RUNNER_SANDBOX=off (no barrier)"), ("on", "every barrier (default)")):
-        p50s, rates = figures[mode]
-        print(f"{label}: create -> succeeded p50 {' / '.join(f'{v:.1f}' for v in p50s)} ms, "
-              f"finished sh jobs/s {' / '.join(f'{v:,.0f}' for v in rates)}")
-    added = statistics.mean(figures["on"][0]) - statistics.mean(figures["off"][0])
-    print(f"barriers add {added:.1f} ms to create -> succeeded p50 (target < 5 ms; "
-          f"finished jobs/s target >= 300 with them)")
+    pid and network namespaces, no capabilities, seccomp, cgroups) and with
+    SKILL_RUNNER_SANDBOX=off, measured alternately in one run, with the data dir on disk and
+    (where there is one) on tmpfs, which takes the file system's share out of both."""
+    places = [("disk", None)] + ([("tmpfs", "/dev/shm")] if os.path.isdir("/dev/shm") else [])
+    for place, parent in places:
+        figures = {"on": ([], []), "off": ([], [])}
+        for _ in range(2):
+            for mode in ("off", "on"):
+                with tempfile.TemporaryDirectory(dir=parent) as tmp:
+                    port = free_port()
+                    proc = start(tmp, port, env_extra={
+                        "SKILL_RUNNER_MAX_QUEUE_SIZE": "100000",
+                        "SKILL_RUNNER_SANDBOX": "auto" if mode == "on" else "off"})
+                    wait_ready(port)
+                    client = Client(port)
+                    latencies = sequential(client)
+                    rate, _ = finished_rate(port, proc.pid)
+                    figures[mode][0].append(statistics.median(latencies))
+                    figures[mode][1].append(rate)
+                    proc.terminate()
+                    proc.wait()
+        print(f"data dir on {place}:")
+        for mode, label in (("off", "SKILL_RUNNER_SANDBOX=off (no barrier)"),
+                            ("on", "every barrier (default)")):
+            p50s, rates = figures[mode]
+            print(f"  {label}: create -> succeeded p50 {' / '.join(f'{v:.1f}' for v in p50s)} ms, "
+                  f"finished sh jobs/s {' / '.join(f'{v:,.0f}' for v in rates)}")
+        added = statistics.mean(figures["on"][0]) - statistics.mean(figures["off"][0])
+        print(f"  barriers add {added:.1f} ms to create -> succeeded p50 (target < 5 ms; "
+              f"finished jobs/s target >= 300 with them)")
 
 
 def subscribe(port, rid, count):

@@ -790,6 +790,17 @@ async fn cpu_time_past_its_cap_ends_the_run() {
     .await;
 }
 
+/// An operator may keep the data dir on the machine's tmpfs, `/dev/shm`: turns still run there
+/// (sharing that `/dev/shm`, which their own would hide).
+#[tokio::test]
+async fn a_data_dir_under_dev_shm_still_runs_turns() {
+    let dirs = common::TestDirs::in_folder(Path::new("/dev/shm"));
+    attacker_skill().write_into(&dirs.skills);
+    let server = TestServer::start_with(dirs, &[]);
+    let seen = attack(&server, json!({"attack": "privileges"})).await;
+    assert_eq!(seen["NoNewPrivs"], "1", "{seen}");
+}
+
 #[tokio::test]
 async fn dev_shm_is_private_to_each_turn_and_gone_after_it() {
     let server = server(&[]);

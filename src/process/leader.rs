@@ -147,7 +147,16 @@ pub fn run(args: LeaderArgs, parent: Pid, control: Option<OwnedFd>) -> ! {
 /// other run in sight.
 fn set_up_namespaces(args: &LeaderArgs, control: Option<OwnedFd>) -> std::io::Result<()> {
     open_doors(&args.listen, control)?;
-    private_shm(args.limits.map_or(64, |l| l.memory_mb))?;
+    make_mounts_private()?;
+    // A data dir (or a skill) kept under /dev/shm would vanish under the turn's own: such a
+    // turn shares the machine's /dev/shm (README, *Limits*).
+    let under_shm = (args.own_folder.iter())
+        .chain(&args.writable)
+        .chain(&args.readable)
+        .any(|p| p.starts_with(SHM));
+    if !under_shm {
+        private_shm(args.limits.map_or(64, |l| l.memory_mb))?;
+    }
     if let Some(own) = &args.own_folder {
         hide_siblings(own)?;
     }
@@ -225,24 +234,31 @@ fn rlimits(limits: &Limits, memory_cgroup: bool, cpu_cgroup: bool) -> Vec<(Resou
     all
 }
 
-/// Gives the turn's mount namespace (new with its pid namespace) a `/dev/shm` of its own, a
-/// tmpfs of at most `size_mb`: nothing one turn leaves there reaches another or stays behind.
-fn private_shm(size_mb: u64) -> nix::Result<()> {
+const SHM: &str = "/dev/shm";
+
+/// Keeps what the turn mounts in its own mount namespace (new with its pid namespace): nothing
+/// propagates back to the service's.
+fn make_mounts_private() -> nix::Result<()> {
     use nix::mount::{MsFlags, mount};
-    // Mounts made here must not propagate back to the service's namespace.
     mount(
         None::<&str>,
         "/",
         None::<&str>,
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None::<&str>,
-    )?;
-    if !std::path::Path::new("/dev/shm").is_dir() {
+    )
+}
+
+/// Gives the turn a `/dev/shm` of its own, a tmpfs of at most `size_mb`: nothing one turn
+/// leaves there reaches another or stays behind.
+fn private_shm(size_mb: u64) -> nix::Result<()> {
+    use nix::mount::{MsFlags, mount};
+    if !std::path::Path::new(SHM).is_dir() {
         return Ok(());
     }
     mount(
         Some("tmpfs"),
-        "/dev/shm",
+        SHM,
         Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some(format!("size={size_mb}m,mode=1777").as_str()),

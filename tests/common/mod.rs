@@ -36,7 +36,12 @@ pub struct TestDirs {
 
 impl TestDirs {
     pub fn new() -> Arc<Self> {
-        let tmp = tempfile::tempdir().unwrap();
+        Self::in_folder(&std::env::temp_dir())
+    }
+
+    /// [`Self::new`] under `parent` (e.g. `/dev/shm`).
+    pub fn in_folder(parent: &Path) -> Arc<Self> {
+        let tmp = tempfile::tempdir_in(parent).unwrap();
         let root = std::fs::canonicalize(tmp.path()).unwrap();
         Arc::new(Self {
             _tmp: tmp,
