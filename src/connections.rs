@@ -80,7 +80,10 @@ pub async fn serve(
         let stream = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok((stream, _)) => {
+                    reserve.short = false;
+                    stream
+                }
                 Err(e) => {
                     on_accept_error(&listener, &mut reserve, e).await;
                     continue;
@@ -155,12 +158,19 @@ fn turn_away_now(stream: TcpStream) {
     }
 }
 
-/// One descriptor held back for the moment `accept` fails for want of them.
-struct Reserve(Option<std::fs::File>);
+/// One descriptor held back for the moment `accept` fails for want of them, and whether it
+/// did since the last connection taken (so that is said once, not once per connection).
+struct Reserve {
+    file: Option<std::fs::File>,
+    short: bool,
+}
 
 impl Reserve {
     fn take() -> Self {
-        Self(std::fs::File::open("/dev/null").ok())
+        Self {
+            file: std::fs::File::open("/dev/null").ok(),
+            short: false,
+        }
     }
 }
 
@@ -169,14 +179,17 @@ async fn on_accept_error(listener: &TcpListener, reserve: &mut Reserve, e: std::
         // The peer gave up before its connection was taken: nothing to do.
         Some(nix::libc::ECONNABORTED | nix::libc::ECONNRESET | nix::libc::EPROTO) => {}
         Some(nix::libc::EMFILE | nix::libc::ENFILE) => {
-            tracing::warn!("out of file descriptors: turning connections away");
-            reserve.0 = None;
+            if !reserve.short {
+                tracing::warn!("out of file descriptors: turning connections away");
+                reserve.short = true;
+            }
+            reserve.file = None;
             if let Ok(Ok((stream, _))) =
                 tokio::time::timeout(Duration::from_millis(10), listener.accept()).await
             {
                 turn_away_now(stream);
             }
-            *reserve = Reserve::take();
+            reserve.file = std::fs::File::open("/dev/null").ok();
             // Give what holds the descriptors a moment before the next try.
             tokio::time::sleep(Duration::from_millis(5)).await;
         }

@@ -104,6 +104,9 @@ pub struct Plan<'a> {
     pub output_limit: Option<OutputLimit>,
 }
 
+/// The failure code of a turn that failed because the data volume filled up under it.
+pub const DISK_FULL: &str = "DISK_FULL";
+
 /// A bound on a run's stdout log, and what sets it (for the failure's message).
 #[derive(Debug, Clone, Copy)]
 pub struct OutputLimit {
@@ -219,7 +222,7 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
             return Ok(Outcome::Failed {
                 envelope,
                 code: Some(if disk_full {
-                    "DISK_FULL"
+                    DISK_FULL
                 } else {
                     "INTERNAL_ERROR"
                 }),
@@ -232,7 +235,7 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
         {
             return Ok(Outcome::Failed {
                 envelope,
-                code: Some("DISK_FULL"),
+                code: Some(DISK_FULL),
                 message: format!(
                     "The turn failed (exit code {c}) while the service's data volume was full: \
                      it could not write its files. Free space there and run it again"

@@ -270,7 +270,7 @@ fn run_uids(config: &Config, status: SandboxStatus) -> anyhow::Result<Option<Run
             tracing::warn!("SKILL_RUNNER_RUN_UIDS: {problem}");
         }
     }
-    uids.own_shared(std::slice::from_ref(&config.invoke.allowed_root))
+    uids.own_shared(&config.invoke.allowed_root)
         .context("handing OPENSKILL_ALLOWED_ROOT to the shared run uid")?;
     RunUids::take_back_all(&[
         config.runs_dir(),

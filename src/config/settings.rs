@@ -423,12 +423,15 @@ fn sandbox(raw: &str) -> Result<SandboxMode, String> {
 }
 
 fn namespaces(raw: &str) -> Result<bool, String> {
-    match raw.trim().to_ascii_lowercase().as_str() {
-        "auto" => Ok(true),
-        "off" => Ok(false),
-        _ => Err(format!(
-            "'{raw}' is not a namespaces mode (expected auto or off)"
-        )),
+    one_of(raw, "a namespaces mode", "auto", "off")
+}
+
+/// `true` for `yes`, `false` for `no` (any case), else an error naming `what` was expected.
+fn one_of(raw: &str, what: &str, yes: &str, no: &str) -> Result<bool, String> {
+    match raw.trim().to_ascii_lowercase() {
+        word if word == yes => Ok(true),
+        word if word == no => Ok(false),
+        _ => Err(format!("'{raw}' is not {what} (expected {yes} or {no})")),
     }
 }
 
@@ -458,13 +461,7 @@ fn date(raw: &str) -> Result<chrono::NaiveDate, String> {
 }
 
 fn legacy_gone(raw: &str) -> Result<bool, String> {
-    match raw.trim().to_ascii_lowercase().as_str() {
-        "deprecated" => Ok(false),
-        "gone" => Ok(true),
-        _ => Err(format!(
-            "'{raw}' is not a mode (expected deprecated or gone)"
-        )),
-    }
+    one_of(raw, "a mode", "gone", "deprecated")
 }
 
 fn read_paths(raw: &str) -> Result<Vec<PathBuf>, String> {

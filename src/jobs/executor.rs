@@ -39,8 +39,6 @@ pub mod codes {
     /// The service failed while executing the run (a store write, a file); the turn's
     /// processes were killed.
     pub const INTERNAL_ERROR: &str = "INTERNAL_ERROR";
-    /// The data volume filled up under the run ([`crate::disk_space`]).
-    pub const DISK_FULL: &str = "DISK_FULL";
 }
 
 /// A turn's envelope as the result file and the run's ending (`result/result.json`,
@@ -177,7 +175,7 @@ impl Jobs {
     ) -> bool {
         // A run must not stay `running` with nothing behind it: a failing store gets a few
         // more tries, then the reconciler settles the run.
-        if ending.error_code.as_deref() == Some(codes::DISK_FULL) {
+        if ending.error_code.as_deref() == Some(crate::runner::DISK_FULL) {
             // Room to record this end, and every other run's.
             self.disk.ran_out();
         }

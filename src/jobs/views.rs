@@ -250,8 +250,11 @@ impl Jobs {
         let folder = self.folder(&run.run_id);
         let path = folder.bundle_dir().join(file_name);
         // One build at a time: many requests for a bundle not built yet wait for one build
-        // instead of each zipping the same artifacts.
-        let _building = self.bundles.lock().await;
+        // instead of each zipping the same artifacts. A bundle already built waits for none.
+        let _building = match path.exists() {
+            true => None,
+            false => Some(self.bundles.lock().await),
+        };
         if !path.exists() {
             let target = path.clone();
             let max = self.config.jobs.max_served_bytes;

@@ -30,10 +30,7 @@ use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
-use nix::sys::socket::{
-    AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg,
-    sendmsg, socketpair,
-};
+use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, Interest};
@@ -154,25 +151,19 @@ impl ForkServer {
 impl Conn {
     fn start(exe: &Path) -> io::Result<Conn> {
         use std::os::unix::process::CommandExt as _;
-        let (ours, theirs) = socketpair(
-            AddressFamily::Unix,
-            SockType::Stream,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )?;
+        let (stream, theirs) = std::os::unix::net::UnixStream::pair()?;
         let mut command = std::process::Command::new(exe);
         command
             .arg("forkserver")
             .env_clear()
             .current_dir("/")
-            .stdin(Stdio::from(theirs))
+            .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             // Out of the service's group: a Ctrl-C at the service's terminal is the service's
             // to handle, not a reason for the forkserver to take every turn down.
             .process_group(0);
         let child = tokio::process::Command::from(command).spawn()?;
-        let stream = std::os::unix::net::UnixStream::from(ours);
         stream.set_nonblocking(true)?;
         let (read, write) = tokio::net::UnixStream::from_std(stream)?.into_split();
         let waiting = Arc::new(Mutex::new(Waiting::default()));

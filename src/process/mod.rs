@@ -42,7 +42,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::egress::{Doors, EgressLog, Served, Target};
 use crate::store::ProcessMark;
-use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 
 pub use env::ChildEnv;
 pub use reaper::Reaper;
@@ -314,16 +313,11 @@ impl Supervisor {
             let Some(doors) = Doors::plan(&confine.allow) else {
                 return Ok(None);
             };
-            let (ours, theirs) = socketpair(
-                AddressFamily::Unix,
-                SockType::Stream,
-                None,
-                SockFlag::SOCK_CLOEXEC,
-            )?;
+            let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
             return Ok(Some(Opening::Inside {
                 doors,
-                control: ours,
-                theirs: Some(theirs),
+                control: ours.into(),
+                theirs: Some(theirs.into()),
             }));
         }
         if self.shares_network_with_tcp_rules(spec) && !confine.allow.is_empty() {

@@ -135,11 +135,9 @@ impl RunUids {
         Ok(())
     }
 
-    /// Gives the shared folders (`OPENSKILL_ALLOWED_ROOT`) to the shared uid, at start-up.
-    pub fn own_shared(&self, folders: &[PathBuf]) -> std::io::Result<()> {
-        folders
-            .iter()
-            .try_for_each(|folder| chown_tree(folder, self.shared))
+    /// Gives the shared folder (`OPENSKILL_ALLOWED_ROOT`) to the shared uid, at start-up.
+    pub fn own_shared(&self, folder: &Path) -> std::io::Result<()> {
+        chown_tree(folder, self.shared)
     }
 
     /// Takes back every run folder under `parents` (`runs/`, invoke's scratch), at start-up:

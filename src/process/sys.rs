@@ -75,9 +75,10 @@ pub fn confine(command: &mut std::process::Command, ruleset: RulesetCreated) {
 }
 
 /// Takes every privilege from the child before it runs its program: its uid and gid when
-/// `run_as` names others (supplementary groups dropped), all capabilities, `no_new_privs`, the seccomp `filters` ([`super::privileges`]), and every descriptor above
-/// stderr that the service did not mean to pass (whatever the service inherited from whoever
-/// started it) is closed at `exec`.
+/// `run_as` names others (supplementary groups dropped), all capabilities, `no_new_privs`, the
+/// seccomp `filters` ([`super::privileges`]), and every descriptor above stderr that the
+/// service did not mean to pass (whatever the service inherited from whoever started it) is
+/// closed at `exec`.
 pub fn harden(
     command: &mut std::process::Command,
     filters: Vec<seccompiler::BpfProgram>,
