@@ -179,6 +179,31 @@ elif attack == "listen":
             except OSError:
                 pass
     seen["accepted"] = accepted
+elif attack == "leave":
+    # What an earlier turn left listening (TCP and an abstract unix name) must be gone; this
+    # turn's loopback works; then it leaves the same behind, held by a daemon of its own.
+    seen["netns"] = os.readlink("/proc/self/ns/net")
+    seen["earlier tcp"] = tcp("127.0.0.1", p["port"])
+    named = socket.socket(socket.AF_UNIX)
+    try:
+        named.connect("\0" + p["name"])
+        seen["earlier abstract"] = "CONNECTED"
+    except OSError as e:
+        seen["earlier abstract"] = "failed: " + (e.strerror or type(e).__name__)
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", p["port"]))
+    listener.listen(8)
+    abstract = socket.socket(socket.AF_UNIX)
+    abstract.bind("\0" + p["name"])
+    abstract.listen(8)
+    own = socket.create_connection(("127.0.0.1", p["port"]), timeout=3)
+    seen["own loopback"] = "connected"
+    own.close()
+    if os.fork() == 0:
+        os.setsid()
+        time.sleep(600)
+        os._exit(0)
 elif attack == "setsid":
     # Grandchildren in sessions of their own, whose parent exits at once.
     for i in range(p["count"]):
@@ -799,6 +824,35 @@ async fn a_data_dir_under_dev_shm_still_runs_turns() {
     let server = TestServer::start_with(dirs, &[]);
     let seen = attack(&server, json!({"attack": "privileges"})).await;
     assert_eq!(seen["NoNewPrivs"], "1", "{seen}");
+}
+
+/// Door-less turns reuse network namespaces ([`skill_runner`]'s forkserver pool): one after
+/// another, each turn finds nothing of what the turn before it left listening there, over TCP
+/// or an abstract unix name, and its own loopback is up.
+#[tokio::test]
+async fn a_reused_network_namespace_holds_nothing_of_the_turn_before() {
+    let server = server(&[("SKILL_RUNNER_MAX_CONCURRENT", "1")]);
+    let mut namespaces = Vec::new();
+    for _ in 0..6 {
+        let seen = attack(
+            &server,
+            json!({"attack": "leave", "port": 47002, "name": "srt-left-behind"}),
+        )
+        .await;
+        assert_eq!(seen["own loopback"], "connected", "{seen}");
+        for earlier in ["earlier tcp", "earlier abstract"] {
+            let what = seen[earlier].as_str().unwrap();
+            assert!(what.starts_with("failed"), "{earlier}: {what}");
+        }
+        namespaces.push(seen["netns"].as_str().unwrap().to_owned());
+    }
+    namespaces.sort();
+    namespaces.dedup();
+    // Reused, so the checks above were made in namespaces a turn had used before.
+    assert!(
+        namespaces.len() < 6,
+        "no namespace was reused: {namespaces:?}"
+    );
 }
 
 #[tokio::test]

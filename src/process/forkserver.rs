@@ -8,7 +8,8 @@
 //! frame) with the turn's stdin, stdout and stderr attached (`SCM_RIGHTS`), and a fourth
 //! descriptor when the turn has doors to open ([`crate::egress`]). The forkserver never starts a
 //! thread, so its forked child may run Rust code: the child (for a confined turn the first
-//! process of new pid and network namespaces) leads a new process group, takes the descriptors
+//! process of a new pid namespace, in a network namespace of its own, see
+//! [`super::net_pool`]) leads a new process group, takes the descriptors
 //! as its own and runs the [`leader`](super::leader). The forkserver
 //! answers `S <pid>` (or `E <reason>`), reaps its leaders and reports each end as
 //! `X <pid> <code>` or `K <pid> <signal>`, one line each.
@@ -37,7 +38,10 @@ use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, Interest};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::oneshot;
 
+use nix::sched::{CloneFlags, setns};
+
 use super::leader::LeaderArgs;
+use super::net_pool::NetPool;
 use super::sys;
 
 /// Largest request frame: arguments and environment of one command (Linux caps both at
@@ -295,6 +299,8 @@ pub fn serve() -> ! {
             Err(e) => fail(&format!("cannot watch children: {e}")),
         };
     let me = nix::unistd::getpid();
+    let mut pool =
+        NetPool::new().unwrap_or_else(|e| fail(&format!("cannot open its network: {e}")));
     loop {
         let (request, children) = {
             let signal_fd = signals.as_ref().expect("taken only in a child");
@@ -314,7 +320,7 @@ pub fn serve() -> ! {
             (ready(&fds[0]), ready(&fds[1]))
         };
         if children {
-            report_ended(socket);
+            report_ended(socket, &mut pool);
         }
         if !request {
             continue;
@@ -324,17 +330,45 @@ pub fn serve() -> ! {
             Ok(None) => std::process::exit(0),
             Err(e) => fail(&format!("bad request: {e}")),
         };
-        match sys::fork_single_threaded(args.isolate) {
+        // A door-less turn borrows a namespace from the pool; a turn with doors gets a new one,
+        // where the service will hold its listeners.
+        let network = match args.isolate && args.listen.is_empty() {
+            true => match pool.take() {
+                Ok(ns) => Some(ns),
+                Err(e) => {
+                    answer(socket, &format!("E cannot make a network namespace: {e}\n"));
+                    continue;
+                }
+            },
+            false => None,
+        };
+        match sys::fork_single_threaded(args.isolate, network.is_none()) {
             Ok(ForkResult::Child) => {
                 drop(signals.take());
+                if let Some(ns) = &network
+                    && let Err(e) = setns(ns, CloneFlags::CLONE_NEWNET)
+                {
+                    fail(&format!("cannot enter the turn's network namespace: {e}"));
+                }
+                // The leader holds no namespace but its own.
+                drop(network);
+                drop(pool);
                 become_leader(args, stdio, me)
             }
             Ok(ForkResult::Parent { child }) => {
                 // Also set here, so the group exists before the service can signal it.
                 let _ = nix::unistd::setpgid(child, child);
+                if let Some(ns) = network {
+                    pool.lend(child.as_raw(), ns);
+                }
                 answer(socket, &format!("S {child}\n"));
             }
-            Err(e) => answer(socket, &format!("E cannot fork: {e}\n")),
+            Err(e) => {
+                if let Some(ns) = network {
+                    pool.put_back(ns);
+                }
+                answer(socket, &format!("E cannot fork: {e}\n"));
+            }
         }
     }
 }
@@ -357,12 +391,17 @@ fn become_leader(args: LeaderArgs, mut fds: Vec<OwnedFd>, forkserver: Pid) -> ! 
     super::leader::run(args, forkserver, control)
 }
 
-/// Reports every leader that has ended.
-fn report_ended(socket: BorrowedFd<'_>) {
+/// Reports every leader that has ended, and takes back the namespace each borrowed: its pid
+/// namespace, and with it every process of the turn, is gone once it is reaped.
+fn report_ended(socket: BorrowedFd<'_>, pool: &mut NetPool) {
     loop {
         match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(pid, code)) => answer(socket, &format!("X {pid} {code}\n")),
+            Ok(WaitStatus::Exited(pid, code)) => {
+                pool.returned(pid.as_raw());
+                answer(socket, &format!("X {pid} {code}\n"))
+            }
             Ok(WaitStatus::Signaled(pid, signal, _)) => {
+                pool.returned(pid.as_raw());
                 answer(socket, &format!("K {pid} {}\n", signal as i32))
             }
             Ok(WaitStatus::StillAlive) | Err(_) => return,

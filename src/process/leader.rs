@@ -34,7 +34,8 @@ pub struct LeaderArgs {
     pub grace_ms: u64,
     /// Confine the command with Landlock.
     pub landlock: bool,
-    /// Start in new pid, network and mount namespaces ([`sys::fork_single_threaded`]).
+    /// Start in new pid and mount namespaces and a network namespace of its own: new for a turn
+    /// with doors, else one the forkserver reuses ([`super::net_pool`]).
     pub isolate: bool,
     /// Take every privilege from the command ([`privileges`]).
     pub harden: bool,
@@ -163,15 +164,16 @@ fn set_up_namespaces(args: &LeaderArgs, control: Option<OwnedFd>) -> std::io::Re
     Ok(())
 }
 
-/// Brings up loopback in the turn's network namespace, listens on each of `listen` and hands
-/// the listeners to the service over `control`.
+/// Brings up loopback in the turn's new network namespace, listens on each of `listen` and
+/// hands the listeners to the service over `control`. A door-less turn has nothing to do here:
+/// its namespace came from the forkserver's pool with loopback up ([`super::net_pool`]).
 fn open_doors(listen: &[std::net::SocketAddr], control: Option<OwnedFd>) -> std::io::Result<()> {
     use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
     use std::os::fd::AsRawFd as _;
-    sys::loopback_up()?;
     if listen.is_empty() {
         return Ok(());
     }
+    sys::loopback_up()?;
     let control = control.ok_or_else(|| std::io::Error::other("no channel for the listeners"))?;
     let listeners = listen
         .iter()

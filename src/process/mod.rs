@@ -20,6 +20,7 @@ pub mod forkserver;
 pub mod handover;
 pub mod leader;
 pub mod limits;
+mod net_pool;
 pub mod privileges;
 pub mod reaper;
 pub mod run_uids;

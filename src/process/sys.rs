@@ -188,21 +188,26 @@ pub fn set_window_size(
 }
 
 /// Forks the forkserver, a single-threaded process. With `isolate`, the child starts as the
-/// first process (pid 1) of a new pid namespace, in new network and mount namespaces: when it
-/// exits the kernel kills everything left in its pid namespace, its network holds only a
-/// loopback interface of its own (down until [`loopback_up`]), and what it mounts (its own
-/// `/dev/shm`) is its own.
-pub fn fork_single_threaded(isolate: bool) -> nix::Result<nix::unistd::ForkResult> {
+/// first process (pid 1) of a new pid namespace, in a new mount namespace: when it exits the
+/// kernel kills everything left in its pid namespace, and what it mounts (its own `/dev/shm`)
+/// is its own. With `new_network` too, it starts in a new network namespace, which holds only
+/// a loopback interface of its own (down until [`loopback_up`]).
+pub fn fork_single_threaded(
+    isolate: bool,
+    new_network: bool,
+) -> nix::Result<nix::unistd::ForkResult> {
     if !isolate {
         // SAFETY: only the forkserver calls this, and it never starts a thread, so the child
         // can allocate and take locks: no other thread held one at the fork.
         #[allow(unsafe_code)]
         return unsafe { nix::unistd::fork() };
     }
-    let flags = nix::libc::CLONE_NEWPID
-        | nix::libc::CLONE_NEWNET
-        | nix::libc::CLONE_NEWNS
-        | nix::libc::SIGCHLD;
+    let network = if new_network {
+        nix::libc::CLONE_NEWNET
+    } else {
+        0
+    };
+    let flags = nix::libc::CLONE_NEWPID | nix::libc::CLONE_NEWNS | network | nix::libc::SIGCHLD;
     // SAFETY: `clone` without `CLONE_VM` and without a new stack is `fork` with namespace
     // flags: the child gets a copy of this single-threaded process, so, as after `fork`, no
     // lock is held by a thread that does not exist there. glibc's `fork` wrapper also refreshes
