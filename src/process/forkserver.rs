@@ -345,15 +345,9 @@ pub fn serve() -> ! {
         match sys::fork_single_threaded(args.isolate, network.is_none()) {
             Ok(ForkResult::Child) => {
                 drop(signals.take());
-                if let Some(ns) = &network
-                    && let Err(e) = setns(ns, CloneFlags::CLONE_NEWNET)
-                {
-                    fail(&format!("cannot enter the turn's network namespace: {e}"));
-                }
-                // The leader holds no namespace but its own.
-                drop(network);
+                // The leader holds no namespace of the pool's but the one it enters.
                 drop(pool);
-                become_leader(args, stdio, me)
+                become_leader(args, stdio, network, me)
             }
             Ok(ForkResult::Parent { child }) => {
                 // Also set here, so the group exists before the service can signal it.
@@ -379,8 +373,13 @@ fn fail(why: &str) -> ! {
 }
 
 /// Makes this forked child the turn leader: its own process group, the turn's stdio (and the
-/// channel for its listeners, when it has one).
-fn become_leader(args: LeaderArgs, mut fds: Vec<OwnedFd>, forkserver: Pid) -> ! {
+/// channel for its listeners, when it has one), in the `network` namespace it borrowed.
+fn become_leader(
+    args: LeaderArgs,
+    mut fds: Vec<OwnedFd>,
+    network: Option<OwnedFd>,
+    forkserver: Pid,
+) -> ! {
     let _ = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0));
     let control = (fds.len() > 3).then(|| fds.pop()).flatten();
     // Replaces the socket on stdin too: a leader holds nothing of the forkserver's.
@@ -388,6 +387,12 @@ fn become_leader(args: LeaderArgs, mut fds: Vec<OwnedFd>, forkserver: Pid) -> ! 
     let _ = nix::unistd::dup2_stdout(&fds[1]);
     let _ = nix::unistd::dup2_stderr(&fds[2]);
     drop(fds);
+    if let Some(ns) = network
+        && let Err(e) = setns(ns, CloneFlags::CLONE_NEWNET)
+    {
+        eprintln!("skill-runner: cannot enter the turn's network namespace: {e}");
+        std::process::exit(super::leader::CANNOT_START);
+    }
     super::leader::run(args, forkserver, control)
 }
 

@@ -73,7 +73,7 @@ pub struct LeaderArgs {
 }
 
 /// Exit code when the command cannot be started (as a shell reports it).
-const CANNOT_START: i32 = 127;
+pub const CANNOT_START: i32 = 127;
 
 /// Runs the command to its end; never returns. When `parent` (the forkserver) dies, the leader
 /// kills its tree at once (SIGHUP). `control` takes the listeners of [`LeaderArgs::listen`].

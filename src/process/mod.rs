@@ -635,10 +635,10 @@ impl Running {
             (self.stdout_log, self.stdout_start, windows.stdout),
             (self.stderr_log, self.stderr_start, windows.stderr),
         ];
-        // The limit check, the cgroups' removal and both tails in one blocking task: each
-        // `tokio::fs` call would be a hop of its own.
+        // The limit check and both tails in one blocking task: each `tokio::fs` call would be a
+        // hop of its own.
         let ended = exit;
-        let (exit, [stdout, stderr]) = tokio::task::spawn_blocking(move || {
+        let (exit, [stdout, stderr], groups) = tokio::task::spawn_blocking(move || {
             // Only a turn that ended by itself is measured: a cancel or a timeout is why the
             // others ended.
             let exit = match exit {
@@ -646,12 +646,19 @@ impl Running {
                     .map_or(exit, Exit::OverLimit),
                 other => other,
             };
-            drop(groups);
             drop(turn_uid);
-            (exit, logs.map(|(path, from, max)| tail(&path, from, max)))
+            (
+                exit,
+                logs.map(|(path, from, max)| tail(&path, from, max)),
+                groups,
+            )
         })
         .await
-        .unwrap_or_else(|_| (ended, Default::default()));
+        .unwrap_or_else(|_| (ended, Default::default(), None));
+        // The turn's processes are gone: removing its empty cgroups need not hold its slot.
+        if let Some(groups) = groups {
+            tokio::task::spawn_blocking(move || drop(groups));
+        }
         Completed {
             exit,
             stdout,
