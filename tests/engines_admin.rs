@@ -87,21 +87,31 @@ async fn auth_status_and_engine_summaries() {
         true => ("namespace", "pid-namespace"),
         false => ("none", "process-group"),
     };
-    // Where the v1 memory and pids hierarchies can be written (root here), turns get cgroups.
-    let probe =
-        std::path::Path::new("/sys/fs/cgroup/pids").join(format!("probe.{}", std::process::id()));
-    let resources = match std::fs::create_dir(&probe) {
-        Ok(()) => {
-            std::fs::remove_dir(&probe).unwrap();
-            "cgroup+rlimits"
-        }
-        Err(_) => "rlimits",
+    // Where the v1 memory and pids hierarchies can be written (root here), turns get cgroups
+    // there; where the unified (v2) hierarchy can be written too (this machine's hybrid
+    // `/sys/fs/cgroup/unified`), it counts their CPU time. Neither delegates v2's memory or
+    // pids controllers here.
+    let writable = |dir: &str| {
+        let probe = std::path::Path::new(dir).join(format!("probe.{}", std::process::id()));
+        std::fs::create_dir(&probe).is_ok_and(|()| std::fs::remove_dir(&probe).is_ok())
+    };
+    let resources = match writable("/sys/fs/cgroup/pids") {
+        true => "cgroup-v1+rlimits",
+        false => "rlimits",
+    };
+    let cpu_time = match (
+        writable("/sys/fs/cgroup/unified"),
+        writable("/sys/fs/cgroup/cpuacct"),
+    ) {
+        (true, _) => "cgroup-v2",
+        (false, true) => "cgroup-v1",
+        (false, false) => "rlimit",
     };
     assert_eq!(
         codex["barriers"],
         json!({"files": "landlock", "network": network, "processes": processes,
             "privileges": "capabilities-dropped+seccomp", "users": "service-uid",
-            "resources": resources})
+            "resources": resources, "cpu_time": cpu_time})
     );
     assert_eq!(
         codex["models_count"].as_u64().unwrap() as usize,

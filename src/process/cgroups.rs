@@ -1,110 +1,173 @@
-//! A cgroup per turn in the `memory`, `pids` and `cpuacct` hierarchies (cgroup v1, as on this
-//! project's machines), under the service's own cgroup: `<own>/skill-runner.<service pid>/<turn>`.
+//! A cgroup per turn, under the service's own cgroup: `<own>/skill-runner.<service pid>/<turn>`,
+//! in cgroup v2 where the host has it and in the v1 hierarchies for what v2 does not hold here.
+//!
+//! Each of a turn's three measures is held where the host allows, v2 first:
+//! - **memory** (`memory.max`, `memory.swap.max` 0; `memory.events` `oom_kill`), v2 where the
+//!   `memory` controller is delegated to the service's group, else v1 `memory`
+//!   (`memory.limit_in_bytes`, `memory.memsw.limit_in_bytes`; `memory.oom_control`'s `oom_kill`);
+//! - **processes** (`pids.max`; `pids.events` `max`), v2 where `pids` is delegated, else v1;
+//! - **CPU time of all its processes**, v2's `cpu.stat` (kept by every v2 group, controller or
+//!   not), else v1 `cpuacct`.
+//!
+//! A v2 group is made for every turn wherever the service may write the unified hierarchy (a
+//! hybrid host's `/sys/fs/cgroup/unified` included): besides the CPU time, its `cgroup.kill`
+//! ends everything in it at once. To delegate the v2 controllers, run the service in a cgroup
+//! whose parent enabled them (`cgroup.subtree_control` with `+memory +pids`), e.g. a systemd
+//! unit with `Delegate=yes`; the service enables them for its turns itself.
 //!
 //! The turn leader moves itself into the turn's groups before it starts the command, so the
 //! command and everything it starts are counted, and a group whose turn used more than its
-//! limit says so afterwards (`memory.oom_control`'s `oom_kill`, `pids.events`' `max`). When
-//! the service dies, its [`super::Reaper`] empties its groups (killing their members: the crash
-//! clean-up where pid namespaces are missing); at start-up the groups of services that are gone
-//! (the reaper was killed too) are emptied and removed.
+//! limit says so afterwards. When the service dies, its [`super::Reaper`] empties its groups
+//! (killing their members: the crash clean-up where pid namespaces are missing); at start-up
+//! the groups of services that are gone (the reaper was killed too) are emptied and removed.
 
 use std::path::{Path, PathBuf};
 
 use super::limits::{Limits, Resource};
 
-/// The controllers this service may create turn groups in.
+/// The hierarchies this service may create turn groups in.
 #[derive(Debug, Clone, Default)]
 pub struct Cgroups {
-    /// `<memory hierarchy>/<own>/skill-runner.<pid>`.
-    memory: Option<PathBuf>,
-    /// `<pids hierarchy>/<own>/skill-runner.<pid>`.
-    pids: Option<PathBuf>,
-    /// `<cpuacct hierarchy>/<own>/skill-runner.<pid>`: the turn's CPU time, all processes.
-    cpu: Option<PathBuf>,
+    hierarchies: Vec<Hierarchy>,
 }
 
-const ROOT: &str = "/sys/fs/cgroup";
+/// One hierarchy and what a turn's group in it holds.
+#[derive(Debug, Clone)]
+struct Hierarchy {
+    /// The service's own folder there: `<mount>/<own>/skill-runner.<pid>`.
+    dir: PathBuf,
+    version: Version,
+    holds: Holds,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Version {
+    V1,
+    V2,
+}
+
+/// Which of a turn's measures a group holds.
+#[derive(Debug, Clone, Copy, Default)]
+struct Holds {
+    memory: bool,
+    pids: bool,
+    cpu: bool,
+}
+
+const V1_ROOT: &str = "/sys/fs/cgroup";
 const PREFIX: &str = "skill-runner.";
 
 impl Cgroups {
-    /// Finds the writable v1 `memory` and `pids` hierarchies, clears the groups that services
-    /// no longer running left there, and creates this service's own.
+    /// Finds where this service may make turn groups, clears the groups that services no
+    /// longer running left there, and creates this service's own.
     pub fn setup() -> Self {
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-        let place = |controller: &str| -> Option<PathBuf> {
-            let path = own.lines().find_map(|line| {
-                let mut parts = line.splitn(3, ':');
-                let (_, names, path) = (parts.next()?, parts.next()?, parts.next()?);
-                names.split(',').any(|n| n == controller).then_some(path)
-            })?;
-            let parent = Path::new(ROOT)
-                .join(controller)
-                .join(path.trim_start_matches('/'));
-            clear_leftovers(&parent);
-            let mine = parent.join(format!("{PREFIX}{}", std::process::id()));
-            std::fs::create_dir_all(&mine).ok()?;
-            Some(mine)
-        };
-        Self {
-            memory: place("memory"),
-            pids: place("pids"),
-            cpu: place("cpuacct"),
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let mut hierarchies = Vec::new();
+        let v2 = v2_place(&own, &mountinfo).and_then(|parent| {
+            let dir = own_folder(&parent)?;
+            Some(Hierarchy {
+                holds: Holds {
+                    memory: delegate(&dir, "memory"),
+                    pids: delegate(&dir, "pids"),
+                    cpu: true,
+                },
+                dir,
+                version: Version::V2,
+            })
+        });
+        let held = v2.as_ref().map(|h| h.holds).unwrap_or_default();
+        hierarchies.extend(v2);
+        for (controller, needed, holds) in [
+            (
+                "memory",
+                !held.memory,
+                Holds {
+                    memory: true,
+                    ..Holds::default()
+                },
+            ),
+            (
+                "pids",
+                !held.pids,
+                Holds {
+                    pids: true,
+                    ..Holds::default()
+                },
+            ),
+            (
+                "cpuacct",
+                !held.cpu,
+                Holds {
+                    cpu: true,
+                    ..Holds::default()
+                },
+            ),
+        ] {
+            let place = needed
+                .then(|| v1_place(&own, controller))
+                .flatten()
+                .and_then(|parent| own_folder(&parent));
+            hierarchies.extend(place.map(|dir| Hierarchy {
+                dir,
+                version: Version::V1,
+                holds,
+            }));
         }
+        Self { hierarchies }
     }
 
     /// This service's own folders, one per hierarchy.
     pub fn dirs(&self) -> Vec<PathBuf> {
-        [&self.memory, &self.pids, &self.cpu]
-            .into_iter()
-            .flatten()
-            .cloned()
-            .collect()
+        self.hierarchies.iter().map(|h| h.dir.clone()).collect()
     }
 
-    /// Whether turns get groups at all (for `barriers`).
-    pub fn memory(&self) -> bool {
-        self.memory.is_some()
+    /// Where a turn's memory is held: `Some(2)` for cgroup v2, `Some(1)` for v1, `None` for no
+    /// cgroup (an rlimit holds it).
+    pub fn memory(&self) -> Option<u8> {
+        self.version_holding(|h| h.memory)
     }
 
-    pub fn pids(&self) -> bool {
-        self.pids.is_some()
+    /// Where a turn's processes are counted, as [`Cgroups::memory`].
+    pub fn pids(&self) -> Option<u8> {
+        self.version_holding(|h| h.pids)
     }
 
-    /// Whether a turn's CPU time is counted over all its processes.
-    pub fn cpu(&self) -> bool {
-        self.cpu.is_some()
+    /// Where a turn's CPU time is counted over all its processes, as [`Cgroups::memory`].
+    pub fn cpu(&self) -> Option<u8> {
+        self.version_holding(|h| h.cpu)
+    }
+
+    fn version_holding(&self, which: impl Fn(&Holds) -> bool) -> Option<u8> {
+        let h = self.hierarchies.iter().find(|h| which(&h.holds))?;
+        Some(match h.version {
+            Version::V1 => 1,
+            Version::V2 => 2,
+        })
     }
 
     /// Creates the groups of turn `name` with `limits`.
     pub fn create(&self, name: &str, limits: &Limits) -> std::io::Result<TurnGroups> {
         let mut groups = TurnGroups::default();
-        if let Some(base) = &self.memory {
-            let dir = base.join(name);
+        for hierarchy in &self.hierarchies {
+            let dir = hierarchy.dir.join(name);
             std::fs::create_dir(&dir)?;
-            groups.memory = Some(dir.clone());
-            let bytes = (limits.memory_mb << 20).to_string();
-            std::fs::write(dir.join("memory.limit_in_bytes"), &bytes)?;
-            // No swap beyond the limit where swap accounting exists.
-            let _ = std::fs::write(dir.join("memory.memsw.limit_in_bytes"), &bytes);
-        }
-        if let Some(base) = &self.pids {
-            let dir = base.join(name);
-            std::fs::create_dir(&dir)?;
-            groups.pids = Some(dir.clone());
-            std::fs::write(dir.join("pids.max"), limits.pids.to_string())?;
-        }
-        if let Some(base) = &self.cpu {
-            let dir = base.join(name);
-            std::fs::create_dir(&dir)?;
-            groups.cpu = Some(dir);
+            let group = Group {
+                dir,
+                version: hierarchy.version,
+                holds: hierarchy.holds,
+            };
+            // Pushed first: a failed write below still removes the group.
+            groups.groups.push(group.clone());
+            group.limit(limits)?;
         }
         Ok(groups)
     }
 
     /// Removes this service's own groups (at shutdown; they are empty by then).
     pub fn remove(&self) {
-        for dir in [&self.memory, &self.pids, &self.cpu].into_iter().flatten() {
-            empty_and_remove(dir);
+        for hierarchy in &self.hierarchies {
+            empty_and_remove(&hierarchy.dir);
         }
     }
 }
@@ -112,56 +175,155 @@ impl Cgroups {
 /// The groups of one turn.
 #[derive(Debug, Default)]
 pub struct TurnGroups {
-    memory: Option<PathBuf>,
-    pids: Option<PathBuf>,
-    cpu: Option<PathBuf>,
+    groups: Vec<Group>,
+}
+
+#[derive(Debug, Clone)]
+struct Group {
+    dir: PathBuf,
+    version: Version,
+    holds: Holds,
+}
+
+impl Group {
+    fn limit(&self, limits: &Limits) -> std::io::Result<()> {
+        let write = |file: &str, value: String| std::fs::write(self.dir.join(file), value);
+        if self.holds.memory {
+            let bytes = (limits.memory_mb << 20).to_string();
+            match self.version {
+                Version::V1 => {
+                    write("memory.limit_in_bytes", bytes.clone())?;
+                    // No swap beyond the limit where swap accounting exists.
+                    let _ = write("memory.memsw.limit_in_bytes", bytes);
+                }
+                Version::V2 => {
+                    write("memory.max", bytes)?;
+                    // No swap at all where swap accounting exists.
+                    let _ = write("memory.swap.max", "0".to_owned());
+                }
+            }
+        }
+        if self.holds.pids {
+            write("pids.max", limits.pids.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// The value of `key` in the flat-keyed file `file` of this group (0 when missing).
+    fn count(&self, file: &str, key: &str) -> u64 {
+        std::fs::read_to_string(self.dir.join(file))
+            .ok()
+            .and_then(|text| keyed(&text, key))
+            .unwrap_or(0)
+    }
 }
 
 impl TurnGroups {
     /// The `cgroup.procs` files the turn leader writes itself into.
     pub fn procs(&self) -> Vec<PathBuf> {
-        [&self.memory, &self.pids, &self.cpu]
-            .into_iter()
-            .flatten()
-            .map(|d| d.join("cgroup.procs"))
+        self.groups
+            .iter()
+            .map(|g| g.dir.join("cgroup.procs"))
             .collect()
     }
 
-    /// The file that counts the turn's CPU time in nanoseconds, all its processes together.
-    pub fn cpu_usage(&self) -> Option<PathBuf> {
-        self.cpu.as_ref().map(|d| d.join("cpuacct.usage"))
+    /// What counts the CPU time of all the turn's processes, where a group does.
+    pub fn cpu_counter(&self) -> Option<CpuCounter> {
+        let group = self.groups.iter().find(|g| g.holds.cpu)?;
+        Some(CpuCounter(group.clone()))
     }
 
     /// The limit the turn ran into, if its groups saw one.
     pub fn hit(&self) -> Option<Resource> {
-        let count = |dir: &Option<PathBuf>, file: &str, key: &str| -> u64 {
-            dir.as_ref()
-                .and_then(|d| std::fs::read_to_string(d.join(file)).ok())
-                .and_then(|text| {
-                    text.lines().find_map(|l| {
-                        let (k, v) = l.split_once(' ')?;
-                        (k == key).then(|| v.trim().parse().ok()).flatten()
-                    })
-                })
-                .unwrap_or(0)
-        };
-        if count(&self.memory, "memory.oom_control", "oom_kill") > 0 {
-            return Some(Resource::Memory);
+        for group in &self.groups {
+            let oom_kills = match group.version {
+                Version::V1 => group.count("memory.oom_control", "oom_kill"),
+                Version::V2 => group.count("memory.events", "oom_kill"),
+            };
+            if group.holds.memory && oom_kills > 0 {
+                return Some(Resource::Memory);
+            }
         }
-        if count(&self.pids, "pids.events", "max") > 0 {
-            return Some(Resource::Pids);
+        self.groups
+            .iter()
+            .any(|g| g.holds.pids && g.count("pids.events", "max") > 0)
+            .then_some(Resource::Pids)
+    }
+}
+
+/// The CPU time counter of a turn's group.
+#[derive(Debug, Clone)]
+pub struct CpuCounter(Group);
+
+impl CpuCounter {
+    /// The CPU time of all the turn's processes so far, in nanoseconds (blocking).
+    pub fn ns(&self) -> u64 {
+        let group = &self.0;
+        match group.version {
+            Version::V1 => std::fs::read_to_string(group.dir.join("cpuacct.usage"))
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+                .unwrap_or(0),
+            Version::V2 => group.count("cpu.stat", "usage_usec").saturating_mul(1000),
         }
-        None
     }
 }
 
 impl Drop for TurnGroups {
     /// Kills what is left in the groups and removes them.
     fn drop(&mut self) {
-        for dir in [&self.memory, &self.pids, &self.cpu].into_iter().flatten() {
-            empty_and_remove(dir);
+        for group in &self.groups {
+            empty_and_remove(&group.dir);
         }
     }
+}
+
+/// The value of `key` in a flat-keyed cgroup file (`key value` per line).
+fn keyed(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let (k, v) = line.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+/// The service's own group in the unified (v2) hierarchy: where `cgroup2` is mounted, plus the
+/// path of the `0::` line of `/proc/self/cgroup`.
+fn v2_place(own: &str, mountinfo: &str) -> Option<PathBuf> {
+    let path = own.lines().find_map(|line| line.strip_prefix("0::"))?;
+    let mount = mountinfo.lines().find_map(|line| {
+        let (mount, fs) = line.split_once(" - ")?;
+        (fs.split(' ').next() == Some("cgroup2")).then(|| mount.split(' ').nth(4))?
+    })?;
+    Some(Path::new(mount).join(path.trim_start_matches('/')))
+}
+
+/// The service's own group in the v1 hierarchy of `controller`.
+fn v1_place(own: &str, controller: &str) -> Option<PathBuf> {
+    let path = own.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, names, path) = (parts.next()?, parts.next()?, parts.next()?);
+        names.split(',').any(|n| n == controller).then_some(path)
+    })?;
+    Some(
+        Path::new(V1_ROOT)
+            .join(controller)
+            .join(path.trim_start_matches('/')),
+    )
+}
+
+/// Clears what gone services left under `parent` and makes this service's folder there.
+fn own_folder(parent: &Path) -> Option<PathBuf> {
+    clear_leftovers(parent);
+    let mine = parent.join(format!("{PREFIX}{}", std::process::id()));
+    std::fs::create_dir_all(&mine).ok()?;
+    Some(mine)
+}
+
+/// Enables v2 `controller` for the turn groups under `dir`, where it was delegated to it.
+fn delegate(dir: &Path, controller: &str) -> bool {
+    let offered = std::fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
+    offered.split_whitespace().any(|c| c == controller)
+        && std::fs::write(dir.join("cgroup.subtree_control"), format!("+{controller}")).is_ok()
 }
 
 /// Empties and removes the groups of services that are no longer running under `parent`.
@@ -195,6 +357,8 @@ pub fn empty_and_remove(dir: &Path) {
             }
         }
     }
+    // A v2 group ends all its members at once (kernels since 5.14).
+    let _ = std::fs::write(dir.join("cgroup.kill"), "1");
     // A killed process leaves the group once it is reaped; a few tries cover that moment.
     for _ in 0..50 {
         let members = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
@@ -210,4 +374,43 @@ pub fn empty_and_remove(dir: &Path) {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     tracing::warn!(group = %dir.display(), "cannot remove a turn's cgroup");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_unified_hierarchy_is_found_where_cgroup2_is_mounted() {
+        let own = "4:memory:/box/a\n0::/box/b\n";
+        let hybrid = "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            v2_place(own, hybrid),
+            Some(PathBuf::from("/sys/fs/cgroup/unified/box/b"))
+        );
+        let pure = "30 1 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n";
+        assert_eq!(
+            v2_place("0::/\n", pure),
+            Some(PathBuf::from("/sys/fs/cgroup"))
+        );
+        let v1_only = "35 30 0:30 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n";
+        assert_eq!(v2_place(own, v1_only), None);
+        assert_eq!(
+            v1_place(own, "memory"),
+            Some(PathBuf::from("/sys/fs/cgroup/memory/box/a"))
+        );
+        assert_eq!(v1_place(own, "pids"), None);
+    }
+
+    #[test]
+    fn flat_keyed_files_are_read_by_key() {
+        let events = "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n";
+        assert_eq!(keyed(events, "oom_kill"), Some(1));
+        assert_eq!(keyed(events, "max"), Some(3));
+        assert_eq!(
+            keyed("usage_usec 3987\nuser_usec 3987\n", "usage_usec"),
+            Some(3987)
+        );
+        assert_eq!(keyed(events, "missing"), None);
+    }
 }

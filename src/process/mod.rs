@@ -273,7 +273,7 @@ impl Supervisor {
             self.launch.sandbox,
             self.launch.isolate,
             self.launch.tcp_rules,
-            cgroups.memory() && cgroups.pids(),
+            [cgroups.memory(), cgroups.pids(), cgroups.cpu()],
             self.launch.run_uids.as_ref().map(run_uids::RunUids::kind),
         )
     }
@@ -358,8 +358,8 @@ impl Supervisor {
             run_as: None,
             limits: self.limits(spec),
             cgroups: Vec::new(),
-            memory_cgroup: self.launch.cgroups.memory(),
-            cpu_cgroup: self.launch.cgroups.cpu(),
+            memory_cgroup: self.launch.cgroups.memory().is_some(),
+            cpu_cgroup: self.launch.cgroups.cpu().is_some(),
             own_folder: spec.confine.as_ref().and_then(|c| c.own_folder.clone()),
             tcp_ports,
             listen: match opening {
@@ -528,7 +528,7 @@ impl Supervisor {
             .map(|(limits, root)| watch::Watched {
                 limits,
                 root,
-                cpu_usage: groups.as_ref().and_then(cgroups::TurnGroups::cpu_usage),
+                cpu: groups.as_ref().and_then(cgroups::TurnGroups::cpu_counter),
             });
         Ok(Running {
             leader,

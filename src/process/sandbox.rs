@@ -81,21 +81,28 @@ pub struct Barriers {
     /// Which uid a turn runs under: `per-run-uid` (one of `SKILL_RUNNER_RUN_UIDS` each),
     /// `one-uid` (the one configured uid) or `service-uid` (the service's own).
     pub users: &'static str,
-    /// What holds a turn's memory and processes: `cgroup+rlimits`, `rlimits` (memory by
-    /// `RLIMIT_DATA`, processes not at all for uid 0) or `none`; CPU time, file size and open
-    /// files are rlimits, the workspace's size is watched.
+    /// What holds a turn's memory and processes: `cgroup-v2+rlimits`, `cgroup-v1+rlimits`,
+    /// `cgroup-v1+v2+rlimits` (one in each), `rlimits` (memory by `RLIMIT_DATA`, processes not
+    /// at all for uid 0) or `none`; file size and open files are rlimits, the workspace's size
+    /// is watched.
     pub resources: &'static str,
+    /// What counts a turn's CPU time against its cap: `cgroup-v2` or `cgroup-v1` (all its
+    /// processes together), `rlimit` (`RLIMIT_CPU`, each process on its own) or `none`.
+    pub cpu_time: &'static str,
 }
 
 impl Barriers {
-    /// `users`: the [`super::run_uids::RunUids::kind`] of the configured uids, if any.
+    /// `cgroups`: the cgroup version holding memory, processes and CPU time, each if any
+    /// ([`super::cgroups::Cgroups::memory`]); `users`: the [`super::run_uids::RunUids::kind`]
+    /// of the configured uids, if any.
     pub fn of(
         sandbox: SandboxStatus,
         isolate: bool,
         tcp_rules: bool,
-        cgroups: bool,
+        cgroups: [Option<u8>; 3],
         users: Option<&'static str>,
     ) -> Self {
+        let [memory, pids, cpu] = cgroups;
         let on = sandbox != SandboxStatus::Off;
         Self {
             files: if sandbox == SandboxStatus::Landlock {
@@ -119,10 +126,18 @@ impl Barriers {
                 "none"
             },
             users: users.filter(|_| on).unwrap_or("service-uid"),
-            resources: match (on, cgroups) {
+            resources: match (on, memory, pids) {
+                (false, _, _) => "none",
+                (true, Some(2), Some(2)) => "cgroup-v2+rlimits",
+                (true, Some(1), Some(1)) => "cgroup-v1+rlimits",
+                (true, Some(_), Some(_)) => "cgroup-v1+v2+rlimits",
+                (true, _, _) => "rlimits",
+            },
+            cpu_time: match (on, cpu) {
                 (false, _) => "none",
-                (true, true) => "cgroup+rlimits",
-                (true, false) => "rlimits",
+                (true, Some(2)) => "cgroup-v2",
+                (true, Some(_)) => "cgroup-v1",
+                (true, None) => "rlimit",
             },
         }
     }

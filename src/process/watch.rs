@@ -19,19 +19,14 @@ pub struct Watched {
     /// The folder whose size counts (the workspace).
     pub root: PathBuf,
     /// The turn's CPU time counter, where a cgroup keeps one.
-    pub cpu_usage: Option<PathBuf>,
+    pub cpu: Option<cgroups::CpuCounter>,
 }
 
 impl Watched {
     /// The limit the turn is over now, measured (blocking).
     fn measure(&self) -> Option<limits::Resource> {
         use limits::Resource;
-        let cpu_ns = self
-            .cpu_usage
-            .as_ref()
-            .and_then(|f| std::fs::read_to_string(f).ok())
-            .and_then(|t| t.trim().parse::<u64>().ok())
-            .unwrap_or(0);
+        let cpu_ns = self.cpu.as_ref().map_or(0, cgroups::CpuCounter::ns);
         if cpu_ns >= self.limits.cpu_seconds.saturating_mul(1_000_000_000) {
             return Some(Resource::Cpu);
         }
