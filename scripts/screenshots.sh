@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Retakes the console screenshots in docs/screenshots/ (the README shows them) by running the
+# Retakes the console screenshots in docs/screenshots/ (docs/console.md shows them) by running the
 # browser tests with SKILL_RUNNER_SCREENSHOTS set; the tests themselves never write them.
 set -euo pipefail
 cd "$(dirname "$0")/.."

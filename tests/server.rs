@@ -103,6 +103,78 @@ fn every_setting_is_also_a_flag_that_wins_and_help_lists_the_variables() {
     assert!(!help.contains("hunter2"), "no value is shown");
 }
 
+/// `docs/configuration.md` and the settings agree: every variable `serve --help` names has a
+/// row there showing its default, and every variable a row names is one `serve --help` knows.
+#[test]
+fn the_configuration_page_lists_every_setting_with_its_default() {
+    let out = run_with_env(&["serve", "--help"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8(out.stdout).unwrap();
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/configuration.md"
+    ))
+    .unwrap();
+    // The table's rows: the names in the first column, the rest of the row.
+    let rows: Vec<(Vec<String>, &str)> = page
+        .lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.strip_prefix("| `")?.splitn(2, " | ").collect();
+            let names = cells[0]
+                .split('`')
+                .filter(|n| {
+                    !n.is_empty()
+                        && n.chars()
+                            .all(|c| c.is_ascii_uppercase() || "_<>".contains(c))
+                })
+                .map(str::to_owned)
+                .collect();
+            Some((names, *cells.get(1)?))
+        })
+        .collect();
+    assert!(rows.len() > 30, "the table was not found: {page}");
+    // Each `[env: NAME]` with the `[default: VALUE]` that may follow it.
+    let mut settings = Vec::new();
+    let lines: Vec<&str> = help.lines().map(str::trim).collect();
+    for (i, line) in lines.iter().enumerate() {
+        if let Some(name) = line
+            .strip_prefix("[env: ")
+            .and_then(|l| l.strip_suffix(']'))
+        {
+            let default = lines
+                .get(i + 1)
+                .and_then(|l| l.strip_prefix("[default: "))
+                .and_then(|l| l.strip_suffix(']'));
+            settings.push((name.to_owned(), default));
+        }
+    }
+    assert!(settings.len() > 40, "{help}");
+    for (name, default) in &settings {
+        let row = rows.iter().find(|(names, _)| names.contains(name));
+        let Some((_, rest)) = row else {
+            panic!("{name} has no row in docs/configuration.md");
+        };
+        // A default that follows the machine (slots per CPU) is given by its rule.
+        if let Some(default) = default.filter(|_| !rest.contains("CPU count")) {
+            assert!(
+                rest.contains(&format!("`{default}`")),
+                "{name}: the default `{default}` is not in its row: {rest}"
+            );
+        }
+    }
+    for (names, _) in &rows {
+        for name in names {
+            let known = settings.iter().any(|(n, _)| n == name)
+                || help.contains(name.as_str())
+                || help.contains(&name.replace("_*", "_"));
+            assert!(
+                known,
+                "docs/configuration.md names {name}, which serve --help does not"
+            );
+        }
+    }
+}
+
 #[test]
 fn unknown_subcommand_is_refused() {
     let out = run_with_env(&["frobnicate"], &[]);

@@ -9,7 +9,7 @@
 //! - [`tool_output`]: the caps on what a tool's output may cost the model.
 //!
 //! A chat holds its session's writer from start to end, so a second chat on the same session
-//! waits for the first to finish and then continues after it (documented in the README).
+//! waits for the first to finish and then continues after it (documented in docs/api.md).
 
 pub mod chat;
 pub mod history;

@@ -150,7 +150,7 @@ fn set_up_namespaces(args: &LeaderArgs, control: Option<OwnedFd>) -> std::io::Re
     open_doors(&args.listen, control)?;
     make_mounts_private()?;
     // A data dir (or a skill) kept under /dev/shm would vanish under the turn's own: such a
-    // turn shares the machine's /dev/shm (README, *Limits*).
+    // turn shares the machine's /dev/shm (docs/security.md, *Limits*).
     let under_shm = (args.own_folder.iter())
         .chain(&args.writable)
         .chain(&args.readable)
