@@ -97,3 +97,13 @@ impl From<std::io::Error> for Error {
 
 /// Result of a service operation.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<crate::process::terminal::StartError> for Error {
+    fn from(e: crate::process::terminal::StartError) -> Self {
+        use crate::process::terminal::StartError;
+        match e {
+            StartError::Busy(message) => Self::conflict(message),
+            StartError::Spawn(e) => Self::Internal(e.into()),
+        }
+    }
+}

@@ -2,18 +2,16 @@
 //!
 //! `main` parses the command line and configuration, binds the listener and calls [`serve`];
 //! tests call the same function or start the binary.
-// `unsafe` is denied everywhere; `process::sys` alone allows it, for pre-exec child set-up.
-#![deny(unsafe_code)]
 
 pub mod agent;
 pub mod api;
 pub mod browse;
-pub mod clock;
+pub use skill_runner_types::clock;
 pub mod config;
 pub mod connections;
 pub mod conversation;
 pub mod disk_space;
-pub mod egress;
+pub use skill_runner_process::egress;
 pub mod engines;
 pub mod error;
 pub mod example_client;
@@ -25,7 +23,7 @@ pub mod jobs;
 pub mod mcp;
 pub mod output;
 pub mod packages;
-pub mod process;
+pub use skill_runner_process as process;
 pub mod run_folder;
 pub mod run_state;
 pub mod runner;

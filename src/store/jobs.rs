@@ -102,14 +102,7 @@ pub struct Run {
     pub sandbox: Option<String>,
 }
 
-/// Identifies an engine's process group across a crash: the group id plus what tells a reused
-/// id apart (the boot and the leader's start time).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcessMark {
-    pub pgid: i32,
-    pub boot_id: String,
-    pub start_ticks: u64,
-}
+pub use crate::process::ProcessMark;
 
 #[derive(sqlx::FromRow)]
 struct RunRow {

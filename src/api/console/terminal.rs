@@ -92,12 +92,15 @@ pub async fn start(
         ("TERM".to_owned(), "xterm-256color".to_owned()),
         ("COLORTERM".to_owned(), "truecolor".to_owned()),
     ]);
-    let info = state.terminal.start(Launch {
-        engine: engine.as_str(),
-        program: &program,
-        env,
-        cwd: &home,
-    })?;
+    let info = state
+        .terminal
+        .start(Launch {
+            engine: engine.as_str(),
+            program: &program,
+            env,
+            cwd: &home,
+        })
+        .map_err(crate::error::Error::from)?;
     tracing::info!(engine = %engine, session_id = info.session_id, "terminal session started");
     Ok(Json(info))
 }

@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use policy::{HostPattern, Refusal, Target};
 
-use crate::process::OnOutput;
+use crate::OnOutput;
 
 /// Where the proxy listens inside a turn, unless a bridge needs that port.
 const PROXY_PORT: u16 = 3128;
@@ -126,7 +126,7 @@ impl Line {
             Door::Bridge(t) => ("bridge", t.host.clone(), t.port),
         };
         Self {
-            time: crate::clock::Timestamp::now().to_string(),
+            time: skill_runner_types::clock::Timestamp::now().to_string(),
             via,
             method: None,
             host,

@@ -20,8 +20,7 @@ use serde::Serialize;
 use tokio::sync::{broadcast, watch};
 
 use super::sys;
-use crate::clock::Timestamp;
-use crate::error::{Error, Result};
+use skill_runner_types::clock::Timestamp;
 
 /// How much recent output a newly attached viewer is shown.
 pub const BACKLOG: usize = 64 * 1024;
@@ -79,17 +78,28 @@ pub struct Launch<'a> {
     pub cwd: &'a Path,
 }
 
+/// Why a terminal session did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Another session is live; the message says which.
+    #[error("{0}")]
+    Busy(String),
+    /// The CLI could not be started in a pseudo-terminal.
+    #[error("cannot start the terminal session: {0}")]
+    Spawn(#[from] io::Error),
+}
+
 impl Terminal {
     /// Starts `launch` in a new session; refused while another session is live.
-    pub fn start(&self, launch: Launch<'_>) -> Result<SessionInfo> {
+    pub fn start(&self, launch: Launch<'_>) -> Result<SessionInfo, StartError> {
         let mut slot = self.slot.lock().expect("terminal lock");
         if let Some(current) = slot.as_ref().filter(|s| s.is_live()) {
-            return Err(Error::conflict(format!(
+            return Err(StartError::Busy(format!(
                 "A terminal session is already live ({} for {}); stop it first",
                 current.id, current.engine
             )));
         }
-        let session = Arc::new(Session::spawn(launch).map_err(|e| Error::Internal(e.into()))?);
+        let session = Arc::new(Session::spawn(launch)?);
         let info = session.info();
         *slot = Some(session);
         Ok(info)

@@ -6,7 +6,7 @@
 //! the database, other runs, uploads, the skills dir, the service's working directory or the
 //! agent home. `/proc` is not readable as a whole (any process's `/proc/<pid>/environ`, with its
 //! engine key, would be), only the turn leader's own `/proc/<pid>`, granted from inside the
-//! child before `exec` (see [`crate::process::sys::confine`]). Signals and abstract UNIX
+//! child before `exec` (see [`crate::sys::confine`]). Signals and abstract UNIX
 //! sockets are scoped to the turn, so it cannot signal or connect to anything outside it.
 //! Rules apply to everything the turn starts, and cannot be lifted.
 

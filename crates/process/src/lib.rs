@@ -15,6 +15,7 @@
 //! handle dropped before it was waited for kills its group.
 
 pub mod cgroups;
+pub mod egress;
 pub mod env;
 pub mod forkserver;
 pub mod handover;
@@ -42,12 +43,20 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::egress::{Doors, EgressLog, Served, Target};
-use crate::store::ProcessMark;
 
 pub use env::ChildEnv;
 pub use reaper::Reaper;
 pub use sandbox::SandboxStatus;
 pub use sys::return_large_allocations;
+
+/// Identifies an engine's process group across a crash: the group id plus what tells a reused
+/// id apart (the boot and the leader's start time).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessMark {
+    pub pgid: i32,
+    pub boot_id: String,
+    pub start_ticks: u64,
+}
 
 /// What to run.
 #[derive(Debug, Clone)]

@@ -5,10 +5,6 @@
 use std::fmt;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use sqlx::Sqlite;
-use sqlx::encode::IsNull;
-use sqlx::error::BoxDynError;
-use sqlx::sqlite::{SqliteArgumentsBuffer, SqliteTypeInfo, SqliteValueRef};
 
 /// A moment in UTC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -83,26 +79,37 @@ impl utoipa::PartialSchema for Timestamp {
 
 impl utoipa::ToSchema for Timestamp {}
 
-impl sqlx::Type<Sqlite> for Timestamp {
-    fn type_info() -> SqliteTypeInfo {
-        <String as sqlx::Type<Sqlite>>::type_info()
+/// A timestamp is stored as its text.
+#[cfg(feature = "sqlx")]
+mod sqlite {
+    use sqlx::Sqlite;
+    use sqlx::encode::IsNull;
+    use sqlx::error::BoxDynError;
+    use sqlx::sqlite::{SqliteArgumentsBuffer, SqliteTypeInfo, SqliteValueRef};
+
+    use super::Timestamp;
+
+    impl sqlx::Type<Sqlite> for Timestamp {
+        fn type_info() -> SqliteTypeInfo {
+            <String as sqlx::Type<Sqlite>>::type_info()
+        }
+
+        fn compatible(ty: &SqliteTypeInfo) -> bool {
+            <String as sqlx::Type<Sqlite>>::compatible(ty)
+        }
     }
 
-    fn compatible(ty: &SqliteTypeInfo) -> bool {
-        <String as sqlx::Type<Sqlite>>::compatible(ty)
+    impl<'q> sqlx::Encode<'q, Sqlite> for Timestamp {
+        fn encode_by_ref(&self, buf: &mut SqliteArgumentsBuffer) -> Result<IsNull, BoxDynError> {
+            <String as sqlx::Encode<'q, Sqlite>>::encode(self.to_string(), buf)
+        }
     }
-}
 
-impl<'q> sqlx::Encode<'q, Sqlite> for Timestamp {
-    fn encode_by_ref(&self, buf: &mut SqliteArgumentsBuffer) -> Result<IsNull, BoxDynError> {
-        <String as sqlx::Encode<'q, Sqlite>>::encode(self.to_string(), buf)
-    }
-}
-
-impl<'r> sqlx::Decode<'r, Sqlite> for Timestamp {
-    fn decode(value: SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
-        let text = <&str as sqlx::Decode<'r, Sqlite>>::decode(value)?;
-        Ok(Self::parse(text)?)
+    impl<'r> sqlx::Decode<'r, Sqlite> for Timestamp {
+        fn decode(value: SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
+            let text = <&str as sqlx::Decode<'r, Sqlite>>::decode(value)?;
+            Ok(Self::parse(text)?)
+        }
     }
 }
 

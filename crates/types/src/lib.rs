@@ -1,0 +1,3 @@
+//! Plain values every layer of skill-runner shares; nothing here does I/O.
+
+pub mod clock;
