@@ -17,32 +17,29 @@ const SNIFF_BYTES: usize = 4096;
 const TREE_MAX_ENTRIES: usize = 20_000;
 
 /// Regular files under `dir` with their `/`-separated relative paths, sorted; symlinks are
-/// not followed.
+/// not followed, and a folder that vanished meanwhile is passed over.
 pub fn files_under(dir: &Path) -> std::io::Result<Vec<(String, std::path::PathBuf)>> {
     let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(current) = stack.pop() {
-        let entries = match std::fs::read_dir(&current) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
-        };
-        for entry in entries {
-            let entry = entry?;
-            let kind = entry.file_type()?;
-            let path = entry.path();
-            if kind.is_dir() {
-                stack.push(path);
-            } else if kind.is_file() {
-                let rel = path
-                    .strip_prefix(dir)
-                    .expect("under dir")
-                    .components()
-                    .map(|c| c.as_os_str().to_string_lossy())
-                    .collect::<Vec<_>>()
-                    .join("/");
-                out.push((rel, path));
+    for entry in walkdir::WalkDir::new(dir) {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e)
+                if e.io_error().map(std::io::Error::kind) == Some(std::io::ErrorKind::NotFound) =>
+            {
+                continue;
             }
+            Err(e) => return Err(e.into()),
+        };
+        if entry.file_type().is_file() {
+            let rel = entry
+                .path()
+                .strip_prefix(dir)
+                .expect("under dir")
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy())
+                .collect::<Vec<_>>()
+                .join("/");
+            out.push((rel, entry.into_path()));
         }
     }
     out.sort();

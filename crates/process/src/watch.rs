@@ -81,19 +81,12 @@ struct Usage {
 /// Walks `root` without following links (blocking).
 fn usage(root: &Path) -> Usage {
     let mut used = Usage::default();
-    let mut next = vec![root.to_path_buf()];
-    while let Some(dir) = next.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let Ok(meta) = entry.metadata() else { continue };
-            if meta.is_dir() {
-                next.push(entry.path());
-            } else if meta.is_file() {
-                used.total += meta.len();
-                used.largest = used.largest.max(meta.len());
-            }
+    for entry in walkdir::WalkDir::new(root).into_iter().flatten() {
+        if entry.file_type().is_file()
+            && let Ok(meta) = entry.metadata()
+        {
+            used.total += meta.len();
+            used.largest = used.largest.max(meta.len());
         }
     }
     used

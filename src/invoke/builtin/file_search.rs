@@ -52,7 +52,7 @@ pub fn run(input: &Value, ctx: &Ctx<'_>) -> Result<Output, SkillError> {
         .map_err(|e| SkillError::invalid("glob", format!("is not a glob pattern: {e}")))?;
 
     let mut files = Vec::new();
-    let mut truncated = walk(&dir, &dir, &glob, &mut files, ctx)?;
+    let mut truncated = walk(&dir, &glob, &mut files, ctx)?;
     files.sort();
     let (mut matches, mut too_large, mut not_utf8, mut scanned) = (Vec::new(), 0, 0, 0);
     'files: for path in &files {
@@ -102,40 +102,31 @@ pub fn run(input: &Value, ctx: &Ctx<'_>) -> Result<Output, SkillError> {
     })
 }
 
-/// Collects the regular files under `dir` whose path relative to `base` matches `glob`;
-/// true when it stopped at [`MAX_FILES`].
+/// Collects the regular files under `dir` whose path relative to it matches `glob`, without
+/// following links; true when it stopped at [`MAX_FILES`].
 fn walk(
-    base: &Path,
     dir: &Path,
     glob: &glob::Pattern,
     out: &mut Vec<PathBuf>,
     ctx: &Ctx<'_>,
 ) -> Result<bool, SkillError> {
-    ctx.check_time()?;
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Ok(false);
-    };
     let options = glob::MatchOptions {
         case_sensitive: true,
         require_literal_separator: true,
         require_literal_leading_dot: false,
     };
-    for entry in entries.flatten() {
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        let path = entry.path();
+    // Unreadable entries are passed over, as a search of what it may read.
+    for entry in walkdir::WalkDir::new(dir).into_iter().flatten() {
+        let kind = entry.file_type();
         if kind.is_dir() {
-            if walk(base, &path, glob, out, ctx)? {
-                return Ok(true);
-            }
+            ctx.check_time()?;
         } else if kind.is_file() {
-            let rel = path.strip_prefix(base).unwrap_or(&path);
+            let rel = entry.path().strip_prefix(dir).unwrap_or(entry.path());
             if glob.matches_path_with(rel, options) {
                 if out.len() == MAX_FILES {
                     return Ok(true);
                 }
-                out.push(path);
+                out.push(entry.into_path());
             }
         }
     }
