@@ -402,6 +402,72 @@ mod tests {
         assert_eq!(v1_place(own, "pids"), None);
     }
 
+    /// The files a turn's groups are limited, read and measured through, in each version. The
+    /// kernel's side (that `memory.max` holds) needs a host whose v2 delegates `memory` and
+    /// `pids`, which this project's machines do not; this checks what the service writes and
+    /// how it reads what the kernel reports.
+    #[test]
+    fn each_version_is_limited_and_read_through_its_own_files() {
+        let limits = Limits {
+            memory_mb: 256,
+            pids: 64,
+            ..Limits::default()
+        };
+        let all = Holds {
+            memory: true,
+            pids: true,
+            cpu: true,
+        };
+        for (version, oom_file, cpu_file, cpu_text, cpu_ns) in [
+            (
+                Version::V2,
+                "memory.events",
+                "cpu.stat",
+                "usage_usec 1500\nuser_usec 1000\n",
+                1_500_000,
+            ),
+            (
+                Version::V1,
+                "memory.oom_control",
+                "cpuacct.usage",
+                "1500000\n",
+                1_500_000,
+            ),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let group = Group {
+                dir: dir.path().to_owned(),
+                version,
+                holds: all,
+            };
+            group.limit(&limits).unwrap();
+            let read = |file: &str| std::fs::read_to_string(dir.path().join(file)).unwrap();
+            match version {
+                Version::V2 => {
+                    assert_eq!(read("memory.max"), "268435456");
+                    assert_eq!(read("memory.swap.max"), "0");
+                }
+                Version::V1 => {
+                    assert_eq!(read("memory.limit_in_bytes"), "268435456");
+                    assert_eq!(read("memory.memsw.limit_in_bytes"), "268435456");
+                }
+            }
+            assert_eq!(read("pids.max"), "64");
+            let turn = TurnGroups {
+                groups: vec![group.clone()],
+            };
+            assert_eq!(turn.hit(), None);
+            std::fs::write(dir.path().join(cpu_file), cpu_text).unwrap();
+            assert_eq!(turn.cpu_counter().unwrap().ns(), cpu_ns);
+            std::fs::write(dir.path().join("pids.events"), "max 3\n").unwrap();
+            assert_eq!(turn.hit(), Some(Resource::Pids));
+            std::fs::write(dir.path().join(oom_file), "oom 1\noom_kill 1\n").unwrap();
+            assert_eq!(turn.hit(), Some(Resource::Memory));
+            // Not a cgroup: dropping the groups must not try to remove the temporary folder.
+            std::mem::forget(turn);
+        }
+    }
+
     #[test]
     fn flat_keyed_files_are_read_by_key() {
         let events = "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n";
