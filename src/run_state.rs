@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "snake_case")]
 #[sqlx(type_name = "TEXT", rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum RunStatus {
     Queued,
     Running,
@@ -34,14 +36,7 @@ impl RunStatus {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Queued => "queued",
-            Self::Running => "running",
-            Self::WaitingUser => "waiting_user",
-            Self::Succeeded => "succeeded",
-            Self::Failed => "failed",
-            Self::Canceled => "canceled",
-        }
+        self.into()
     }
 
     pub fn is_terminal(self) -> bool {
@@ -125,6 +120,40 @@ impl Move {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Names are derived twice (serde for JSON, strum for `as_str`): they must agree, here and
+    /// for the other named enums.
+    #[test]
+    fn names_are_the_same_in_json_and_as_str() {
+        let json = |v: serde_json::Value| v.as_str().unwrap().to_owned();
+        for s in RunStatus::ALL {
+            assert_eq!(json(serde_json::to_value(s).unwrap()), s.as_str());
+        }
+        for e in crate::engines::Engine::ALL {
+            assert_eq!(json(serde_json::to_value(e).unwrap()), e.as_str());
+        }
+        for c in crate::invoke::result::ErrorCode::ALL {
+            assert_eq!(json(serde_json::to_value(c).unwrap()), c.as_str());
+        }
+        use crate::skill::manifest::ExecutionMode;
+        for m in [ExecutionMode::Auto, ExecutionMode::Interactive] {
+            assert_eq!(json(serde_json::to_value(m).unwrap()), m.as_str());
+        }
+        use crate::store::TaskStatus;
+        for t in [
+            TaskStatus::Queued,
+            TaskStatus::Running,
+            TaskStatus::Succeeded,
+            TaskStatus::Failed,
+        ] {
+            assert_eq!(json(serde_json::to_value(t).unwrap()), t.as_str());
+        }
+        assert_eq!(RunStatus::WaitingUser.as_str(), "waiting_user");
+        assert_eq!(
+            crate::store::Resolution::AutoDecideTimeout.as_str(),
+            "auto_decide_timeout"
+        );
+    }
 
     #[test]
     fn terminal_states_are_never_left() {

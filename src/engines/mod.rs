@@ -388,6 +388,8 @@ impl Engines {}
 )]
 #[serde(rename_all = "lowercase")]
 #[sqlx(type_name = "TEXT", rename_all = "lowercase")]
+#[derive(strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum Engine {
     Codex,
     Gemini,
@@ -412,15 +414,7 @@ impl Engine {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Engine::Codex => "codex",
-            Engine::Gemini => "gemini",
-            Engine::Iflow => "iflow",
-            Engine::Claude => "claude",
-            Engine::Opencode => "opencode",
-            Engine::Qwen => "qwen",
-            Engine::Script => "script",
-        }
+        self.into()
     }
 
     pub fn parse(name: &str) -> Option<Engine> {

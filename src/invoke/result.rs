@@ -6,6 +6,8 @@ use serde_json::{Value, json};
 /// The error codes of the invoke host; the HTTP status follows the code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[derive(strum::IntoStaticStr)]
+#[strum(serialize_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
     InvalidArgument,
     InvalidJson,
@@ -28,15 +30,7 @@ impl ErrorCode {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::InvalidArgument => "INVALID_ARGUMENT",
-            ErrorCode::InvalidJson => "INVALID_JSON",
-            ErrorCode::NotFound => "NOT_FOUND",
-            ErrorCode::ForbiddenPath => "FORBIDDEN_PATH",
-            ErrorCode::Timeout => "TIMEOUT",
-            ErrorCode::Internal => "INTERNAL",
-            ErrorCode::ToolInvocationError => "TOOL_INVOCATION_ERROR",
-        }
+        self.into()
     }
 
     pub fn parse(code: &str) -> Option<ErrorCode> {

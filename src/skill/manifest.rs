@@ -67,6 +67,8 @@ impl Rules {
 /// `auto` runs straight through; `interactive` may stop to ask its user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
+#[derive(strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum ExecutionMode {
     Auto,
     Interactive,
@@ -74,10 +76,7 @@ pub enum ExecutionMode {
 
 impl ExecutionMode {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Auto => "auto",
-            Self::Interactive => "interactive",
-        }
+        self.into()
     }
 }
 

@@ -14,6 +14,8 @@ use crate::run_state::{Move, RunStatus};
 /// Who answered a question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
 #[sqlx(type_name = "TEXT", rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Resolution {
     UserReply,
     /// The wait timed out and the runner decided (`interactive_require_user_reply = false`).
@@ -22,10 +24,7 @@ pub enum Resolution {
 
 impl Resolution {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::UserReply => "user_reply",
-            Self::AutoDecideTimeout => "auto_decide_timeout",
-        }
+        self.into()
     }
 }
 

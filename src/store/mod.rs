@@ -32,6 +32,8 @@ pub use jobs::*;
 )]
 #[serde(rename_all = "lowercase")]
 #[sqlx(type_name = "TEXT", rename_all = "lowercase")]
+#[derive(strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum TaskStatus {
     Queued,
     Running,
@@ -41,12 +43,7 @@ pub enum TaskStatus {
 
 impl TaskStatus {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Queued => "queued",
-            Self::Running => "running",
-            Self::Succeeded => "succeeded",
-            Self::Failed => "failed",
-        }
+        self.into()
     }
 
     pub fn is_active(self) -> bool {

@@ -43,7 +43,8 @@ impl SandboxMode {
 }
 
 /// Whether turns are confined, as reported by the management API and run status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum SandboxStatus {
     Landlock,
     /// `auto` on a kernel without Landlock.
@@ -53,11 +54,7 @@ pub enum SandboxStatus {
 
 impl SandboxStatus {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Landlock => "landlock",
-            Self::Unavailable => "unavailable",
-            Self::Off => "off",
-        }
+        self.into()
     }
 }
 
