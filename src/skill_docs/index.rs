@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use quick_xml::escape::escape;
 use serde::Serialize;
 
 use super::document::{Checked, Profile, check};
@@ -183,7 +184,7 @@ impl Index {
                  <location>{}</location>\n  </skill>\n",
                 escape(&entry.name),
                 escape(&entry.description),
-                escape(&entry.location.display().to_string()),
+                escape(entry.location.display().to_string()),
             ));
         }
         xml.push_str("</available_skills>\n");
@@ -200,14 +201,6 @@ fn read_capped(path: &Path) -> Result<String, String> {
     }
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
     String::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&apos;")
 }
 
 /// The most resource paths listed for one skill.
