@@ -8,7 +8,6 @@
 //! Against such an endpoint the model defaults to [`ENDPOINT_MODEL`]: codex offers no tools to a
 //! model it has no metadata for, and its own default changes between versions.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -39,41 +38,86 @@ pub struct Codex {
     pub config: Arc<AgentConfig>,
 }
 
+/// The run's `config.toml`: no approvals, no sandbox of Codex's own (the turn is confined by
+/// the service), nothing phoned home, and the configured endpoint as the model provider.
+#[derive(serde::Serialize)]
+struct Config<'a> {
+    approval_policy: &'a str,
+    sandbox_mode: &'a str,
+    check_for_update_on_startup: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_provider: Option<&'a str>,
+    features: Switches,
+    analytics: Switches,
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    model_providers: std::collections::BTreeMap<&'a str, Provider<'a>>,
+}
+
+/// `plugins = false` under `[features]`, `enabled = false` under `[analytics]`.
+#[derive(serde::Serialize)]
+struct Switches {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plugins: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    enabled: Option<bool>,
+}
+
+#[derive(serde::Serialize)]
+struct Provider<'a> {
+    name: &'a str,
+    base_url: &'a str,
+    wire_api: &'a str,
+    request_max_retries: u32,
+    stream_max_retries: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    env_key: Option<&'a str>,
+}
+
 impl Codex {
     fn config_toml(&self, model: Option<&str>) -> String {
-        let mut toml = String::from(
-            "approval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n\
-             check_for_update_on_startup = false\n",
-        );
         let endpoint = agent::endpoint(&self.config, "codex");
         let base_url = endpoint.and_then(|e| e.base_url.as_deref());
-        if let Some(model) = model.or(base_url.map(|_| ENDPOINT_MODEL)) {
-            let _ = writeln!(toml, "model = {}", toml_string(model));
-        }
-        if base_url.is_some() {
-            toml.push_str("model_provider = \"skill_runner\"\n");
-        }
-        toml.push_str("\n[features]\nplugins = false\n\n[analytics]\nenabled = false\n");
-        if let Some(url) = base_url {
-            let retries = self.config.max_retries;
-            let _ = write!(
-                toml,
-                "\n[model_providers.skill_runner]\nname = \"skill-runner endpoint\"\n\
-                 base_url = {}\nwire_api = \"responses\"\nrequest_max_retries = {retries}\n\
-                 stream_max_retries = {retries}\n",
-                toml_string(url)
-            );
-            if endpoint.is_some_and(|e| e.api_key.is_some()) {
-                toml.push_str("env_key = \"SKILL_RUNNER_CODEX_API_KEY\"\n");
-            }
-        }
-        toml
+        let retries = self.config.max_retries;
+        let config = Config {
+            approval_policy: "never",
+            sandbox_mode: "danger-full-access",
+            check_for_update_on_startup: false,
+            model: model.or(base_url.map(|_| ENDPOINT_MODEL)),
+            model_provider: base_url.map(|_| "skill_runner"),
+            features: Switches {
+                plugins: Some(false),
+                enabled: None,
+            },
+            analytics: Switches {
+                plugins: None,
+                enabled: Some(false),
+            },
+            model_providers: base_url
+                .map(|url| {
+                    let provider = Provider {
+                        name: "skill-runner endpoint",
+                        base_url: url,
+                        wire_api: "responses",
+                        request_max_retries: retries,
+                        stream_max_retries: retries,
+                        env_key: endpoint
+                            .is_some_and(|e| e.api_key.is_some())
+                            .then_some("SKILL_RUNNER_CODEX_API_KEY"),
+                    };
+                    ("skill_runner", provider)
+                })
+                .into_iter()
+                .collect(),
+        };
+        toml::to_string(&config).expect("the configuration serialises")
     }
 }
 
-/// A TOML basic string.
+/// A TOML string, for `-c key=value`.
 fn toml_string(text: &str) -> String {
-    serde_json::to_string(text).expect("strings serialise")
+    toml::Value::String(text.to_owned()).to_string()
 }
 
 impl EngineAdapter for Codex {
