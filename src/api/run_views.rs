@@ -8,9 +8,10 @@ use serde_json::{Value, json};
 use crate::browse::{Preview, TreeEntry};
 use crate::clock::Timestamp;
 use crate::engines::Engine;
+use crate::jobs::cancel::Canceled;
 use crate::jobs::create::{Admitted, NewJob, NewTempRun, Received};
 use crate::jobs::interaction::{Pending, Reply};
-use crate::jobs::views::{Canceled, Logs};
+use crate::jobs::views::Logs;
 use crate::store::{Request, Run, RunStatus};
 
 /// `GET /v1/jobs/{request_id}`.

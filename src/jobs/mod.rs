@@ -10,6 +10,7 @@
 //! - [`recovery`] and [`retention`]: settling work after a restart, deleting old runs.
 
 pub mod cache;
+pub mod cancel;
 pub mod chat;
 pub mod create;
 pub mod events;
