@@ -672,7 +672,18 @@ pub fn read_stream_json(stdout: &str, engine: &str) -> Reading {
             _ => {}
         }
     }
-    reading.answer = result.or(last_text).as_deref().and_then(output::extract);
+    conclude(reading, engine, result.or(last_text).as_deref(), error)
+}
+
+/// The turn's answer, from the CLI's last text; without one, its last error (if any) is why
+/// the turn failed.
+pub fn conclude(
+    mut reading: Reading,
+    engine: &str,
+    text: Option<&str>,
+    error: Option<String>,
+) -> Reading {
+    reading.answer = text.and_then(output::extract);
     if reading.answer.is_none()
         && let Some(message) = error
     {

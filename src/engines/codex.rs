@@ -15,7 +15,6 @@ use serde_json::{Value, json};
 use super::agent::{self, events};
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
 use crate::config::AgentConfig;
-use crate::output;
 
 pub const PACKAGE: &str = "@openai/codex";
 /// The login `codex login` leaves in `~/.codex` (the run's `CODEX_HOME`).
@@ -200,13 +199,7 @@ impl EngineAdapter for Codex {
                 _ => {}
             }
         }
-        reading.answer = last_text.as_deref().and_then(output::extract);
-        if reading.answer.is_none()
-            && let Some(message) = error
-        {
-            reading.failure = Some(agent::failure("codex", message));
-        }
-        reading
+        agent::conclude(reading, "codex", last_text.as_deref(), error)
     }
 
     fn transcriber(&self) -> Box<dyn Transcriber> {

@@ -16,7 +16,6 @@ use serde_json::{Value, json};
 use super::agent::{self, events};
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
 use crate::config::AgentConfig;
-use crate::output;
 
 pub const PACKAGE: &str = "@google/gemini-cli";
 /// The Google login the CLI leaves in `~/.gemini`.
@@ -119,13 +118,7 @@ impl EngineAdapter for Gemini {
         if !message.is_empty() {
             last_message = message;
         }
-        reading.answer = output::extract(&last_message);
-        if reading.answer.is_none()
-            && let Some(message) = error
-        {
-            reading.failure = Some(agent::failure("gemini", message));
-        }
-        reading
+        agent::conclude(reading, "gemini", Some(&last_message), error)
     }
 
     fn transcriber(&self) -> Box<dyn Transcriber> {

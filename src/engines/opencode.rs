@@ -14,7 +14,6 @@ use serde_json::{Value, json};
 use super::agent::{self, events};
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
 use crate::config::AgentConfig;
-use crate::output;
 
 pub const PACKAGE: &str = "opencode-ai";
 /// The provider keys and logins of `opencode auth login`.
@@ -157,13 +156,7 @@ impl EngineAdapter for Opencode {
                 _ => {}
             }
         }
-        reading.answer = last_text.as_deref().and_then(output::extract);
-        if reading.answer.is_none()
-            && let Some(message) = error
-        {
-            reading.failure = Some(agent::failure("opencode", message));
-        }
-        reading
+        agent::conclude(reading, "opencode", last_text.as_deref(), error)
     }
 
     fn transcriber(&self) -> Box<dyn Transcriber> {
