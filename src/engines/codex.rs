@@ -48,19 +48,20 @@ struct Config<'a> {
     model: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     model_provider: Option<&'a str>,
-    features: Switches,
-    analytics: Switches,
+    features: Features,
+    analytics: Analytics,
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     model_providers: std::collections::BTreeMap<&'a str, Provider<'a>>,
 }
 
-/// `plugins = false` under `[features]`, `enabled = false` under `[analytics]`.
 #[derive(serde::Serialize)]
-struct Switches {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    plugins: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    enabled: Option<bool>,
+struct Features {
+    plugins: bool,
+}
+
+#[derive(serde::Serialize)]
+struct Analytics {
+    enabled: bool,
 }
 
 #[derive(serde::Serialize)]
@@ -85,14 +86,8 @@ impl Codex {
             check_for_update_on_startup: false,
             model: model.or(base_url.map(|_| ENDPOINT_MODEL)),
             model_provider: base_url.map(|_| "skill_runner"),
-            features: Switches {
-                plugins: Some(false),
-                enabled: None,
-            },
-            analytics: Switches {
-                plugins: None,
-                enabled: Some(false),
-            },
+            features: Features { plugins: false },
+            analytics: Analytics { enabled: false },
             model_providers: base_url
                 .map(|url| {
                     let provider = Provider {

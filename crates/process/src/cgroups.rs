@@ -25,23 +25,15 @@ use std::path::{Path, PathBuf};
 
 use super::limits::{Limits, Resource};
 
-/// The hierarchies this service may create turn groups in.
+/// The hierarchies this service may create turn groups in: its own group in each.
 #[derive(Debug, Clone, Default)]
 pub struct Cgroups {
-    hierarchies: Vec<Hierarchy>,
+    hierarchies: Vec<Group>,
 }
 
-/// One hierarchy and what a turn's group in it holds.
-#[derive(Debug, Clone)]
-struct Hierarchy {
-    /// The service's own folder there: `<mount>/<own>/skill-runner.<pid>`.
-    dir: PathBuf,
-    version: Version,
-    holds: Holds,
-}
-
+/// A cgroup version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Version {
+pub enum Version {
     V1,
     V2,
 }
@@ -63,10 +55,9 @@ impl Cgroups {
     pub fn setup() -> Self {
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let mut hierarchies = Vec::new();
-        let v2 = v2_place(&own, &mountinfo).and_then(|parent| {
-            let dir = own_folder(&parent)?;
-            Some(Hierarchy {
+        let v2 = v2_place(&own, &mountinfo)
+            .and_then(|parent| own_folder(&parent))
+            .map(|dir| Group {
                 holds: Holds {
                     memory: delegate(&dir, "memory"),
                     pids: delegate(&dir, "pids"),
@@ -74,41 +65,24 @@ impl Cgroups {
                 },
                 dir,
                 version: Version::V2,
-            })
-        });
-        let held = v2.as_ref().map(|h| h.holds).unwrap_or_default();
-        hierarchies.extend(v2);
-        for (controller, needed, holds) in [
-            (
-                "memory",
-                !held.memory,
-                Holds {
-                    memory: true,
-                    ..Holds::default()
-                },
-            ),
-            (
-                "pids",
-                !held.pids,
-                Holds {
-                    pids: true,
-                    ..Holds::default()
-                },
-            ),
-            (
-                "cpuacct",
-                !held.cpu,
-                Holds {
-                    cpu: true,
-                    ..Holds::default()
-                },
-            ),
-        ] {
-            let place = needed
+            });
+        let held = v2.as_ref().map(|g| g.holds).unwrap_or_default();
+        let mut hierarchies: Vec<Group> = v2.into_iter().collect();
+        // What v2 does not hold, a v1 hierarchy of its own may.
+        for controller in ["memory", "pids", "cpuacct"] {
+            let holds = Holds {
+                memory: controller == "memory",
+                pids: controller == "pids",
+                cpu: controller == "cpuacct",
+            };
+            let taken = (holds.memory && held.memory)
+                || (holds.pids && held.pids)
+                || (holds.cpu && held.cpu);
+            let place = (!taken)
                 .then(|| v1_place(&own, controller))
                 .flatten()
                 .and_then(|parent| own_folder(&parent));
-            hierarchies.extend(place.map(|dir| Hierarchy {
+            hierarchies.extend(place.map(|dir| Group {
                 dir,
                 version: Version::V1,
                 holds,
@@ -122,41 +96,36 @@ impl Cgroups {
         self.hierarchies.iter().map(|h| h.dir.clone()).collect()
     }
 
-    /// Where a turn's memory is held: `Some(2)` for cgroup v2, `Some(1)` for v1, `None` for no
-    /// cgroup (an rlimit holds it).
-    pub fn memory(&self) -> Option<u8> {
+    /// The cgroup version holding a turn's memory; `None`: no cgroup does (an rlimit holds it).
+    pub fn memory(&self) -> Option<Version> {
         self.version_holding(|h| h.memory)
     }
 
-    /// Where a turn's processes are counted, as [`Cgroups::memory`].
-    pub fn pids(&self) -> Option<u8> {
+    /// The cgroup version counting a turn's processes, as [`Cgroups::memory`].
+    pub fn pids(&self) -> Option<Version> {
         self.version_holding(|h| h.pids)
     }
 
-    /// Where a turn's CPU time is counted over all its processes, as [`Cgroups::memory`].
-    pub fn cpu(&self) -> Option<u8> {
+    /// The cgroup version counting a turn's CPU time over all its processes, as
+    /// [`Cgroups::memory`].
+    pub fn cpu(&self) -> Option<Version> {
         self.version_holding(|h| h.cpu)
     }
 
-    fn version_holding(&self, which: impl Fn(&Holds) -> bool) -> Option<u8> {
+    fn version_holding(&self, which: impl Fn(&Holds) -> bool) -> Option<Version> {
         let h = self.hierarchies.iter().find(|h| which(&h.holds))?;
-        Some(match h.version {
-            Version::V1 => 1,
-            Version::V2 => 2,
-        })
+        Some(h.version)
     }
 
     /// Creates the groups of turn `name` with `limits`.
     pub fn create(&self, name: &str, limits: &Limits) -> std::io::Result<TurnGroups> {
         let mut groups = TurnGroups::default();
         for hierarchy in &self.hierarchies {
-            let dir = hierarchy.dir.join(name);
-            std::fs::create_dir(&dir)?;
             let group = Group {
-                dir,
-                version: hierarchy.version,
-                holds: hierarchy.holds,
+                dir: hierarchy.dir.join(name),
+                ..hierarchy.clone()
             };
+            std::fs::create_dir(&group.dir)?;
             // Pushed first: a failed write below still removes the group.
             groups.groups.push(group.clone());
             group.limit(limits)?;
@@ -178,6 +147,7 @@ pub struct TurnGroups {
     groups: Vec<Group>,
 }
 
+/// A group in one hierarchy: the service's own, or a turn's under it.
 #[derive(Debug, Clone)]
 struct Group {
     dir: PathBuf,
@@ -235,14 +205,12 @@ impl TurnGroups {
 
     /// The limit the turn ran into, if its groups saw one.
     pub fn hit(&self) -> Option<Resource> {
-        for group in &self.groups {
-            let oom_kills = match group.version {
-                Version::V1 => group.count("memory.oom_control", "oom_kill"),
-                Version::V2 => group.count("memory.events", "oom_kill"),
-            };
-            if group.holds.memory && oom_kills > 0 {
-                return Some(Resource::Memory);
-            }
+        let oom_killed = |g: &Group| match g.version {
+            Version::V1 => g.count("memory.oom_control", "oom_kill") > 0,
+            Version::V2 => g.count("memory.events", "oom_kill") > 0,
+        };
+        if self.groups.iter().any(|g| g.holds.memory && oom_killed(g)) {
+            return Some(Resource::Memory);
         }
         self.groups
             .iter()

@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex};
 
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sched::{CloneFlags, setns};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
@@ -37,8 +38,6 @@ use nix::unistd::{ForkResult, Pid};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, Interest};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::oneshot;
-
-use nix::sched::{CloneFlags, setns};
 
 use super::leader::LeaderArgs;
 use super::net_pool::NetPool;
@@ -400,18 +399,16 @@ fn become_leader(
 /// namespace, and with it every process of the turn, is gone once it is reaped.
 fn report_ended(socket: BorrowedFd<'_>, pool: &mut NetPool) {
     loop {
-        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(pid, code)) => {
-                pool.returned(pid.as_raw());
-                answer(socket, &format!("X {pid} {code}\n"))
-            }
+        let (pid, line) = match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(pid, code)) => (pid, format!("X {pid} {code}\n")),
             Ok(WaitStatus::Signaled(pid, signal, _)) => {
-                pool.returned(pid.as_raw());
-                answer(socket, &format!("K {pid} {}\n", signal as i32))
+                (pid, format!("K {pid} {}\n", signal as i32))
             }
             Ok(WaitStatus::StillAlive) | Err(_) => return,
-            Ok(_) => {}
-        }
+            Ok(_) => continue,
+        };
+        pool.returned(pid.as_raw());
+        answer(socket, &line);
     }
 }
 

@@ -96,9 +96,10 @@ impl Barriers {
         sandbox: SandboxStatus,
         isolate: bool,
         tcp_rules: bool,
-        cgroups: [Option<u8>; 3],
+        cgroups: [Option<super::cgroups::Version>; 3],
         users: Option<&'static str>,
     ) -> Self {
+        use super::cgroups::Version::{V1, V2};
         let [memory, pids, cpu] = cgroups;
         let on = sandbox != SandboxStatus::Off;
         Self {
@@ -125,15 +126,15 @@ impl Barriers {
             users: users.filter(|_| on).unwrap_or("service-uid"),
             resources: match (on, memory, pids) {
                 (false, _, _) => "none",
-                (true, Some(2), Some(2)) => "cgroup-v2+rlimits",
-                (true, Some(1), Some(1)) => "cgroup-v1+rlimits",
+                (true, Some(V2), Some(V2)) => "cgroup-v2+rlimits",
+                (true, Some(V1), Some(V1)) => "cgroup-v1+rlimits",
                 (true, Some(_), Some(_)) => "cgroup-v1+v2+rlimits",
                 (true, _, _) => "rlimits",
             },
             cpu_time: match (on, cpu) {
                 (false, _) => "none",
-                (true, Some(2)) => "cgroup-v2",
-                (true, Some(_)) => "cgroup-v1",
+                (true, Some(V2)) => "cgroup-v2",
+                (true, Some(V1)) => "cgroup-v1",
                 (true, None) => "rlimit",
             },
         }
