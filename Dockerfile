@@ -9,7 +9,7 @@ COPY src ./src
 COPY migrations ./migrations
 COPY templates ./templates
 COPY static ./static
-RUN cargo build --release --locked \
+RUN cargo build --release --locked --package skill-runner \
     && strip target/release/skill-runner
 
 FROM node:20-bookworm-slim AS runtime

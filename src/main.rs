@@ -29,9 +29,6 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
-    /// The example client: a separate front end on its own port that drives the service only
-    /// over its HTTP API (see `example_client`).
-    ExampleClient(skill_runner::example_client::ClientArgs),
     /// Serve the invocable skills as an MCP server over stdin and stdout (for MCP clients that
     /// start their servers); configured like `serve`, logs on stderr.
     #[command(disable_help_flag = true)]
@@ -49,19 +46,6 @@ enum Command {
     /// Internal: forks the leader of each supervised process tree (see `process::forkserver`).
     #[command(hide = true)]
     Forkserver,
-    /// Test support: a scripted model server for driving agent CLIs offline
-    /// (see `fake_model`).
-    #[command(hide = true)]
-    FakeModel {
-        #[arg(long, default_value = "127.0.0.1:18080")]
-        listen: std::net::SocketAddr,
-        /// Appends every request as a JSON line.
-        #[arg(long)]
-        log: Option<std::path::PathBuf>,
-        /// The answer when nothing is scripted.
-        #[arg(long, default_value = "Done. {\"ok\": true}")]
-        final_text: String,
-    },
 }
 
 fn main() -> ExitCode {
@@ -74,7 +58,6 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Forkserver => skill_runner::process::forkserver::serve(),
-        Command::ExampleClient(args) => example_client(args),
         Command::Validate(args) => match skill_runner::validate::check(&args) {
             Ok(outcome) => {
                 for line in outcome.lines() {
@@ -91,59 +74,6 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::FakeModel {
-            listen,
-            log,
-            final_text,
-        } => fake_model(listen, log, final_text),
-    }
-}
-
-fn fake_model(
-    listen: std::net::SocketAddr,
-    log: Option<std::path::PathBuf>,
-    final_text: String,
-) -> ExitCode {
-    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime starts");
-    let served = runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(listen).await?;
-        eprintln!("fake model listening on http://{}", listener.local_addr()?);
-        skill_runner::fake_model::serve(listener, final_text, log).await
-    });
-    match served {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("skill-runner fake-model: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn example_client(args: skill_runner::example_client::ClientArgs) -> ExitCode {
-    let password = std::env::var("SKILL_RUNNER_E2E_CLIENT_BACKEND_PASSWORD").ok();
-    let config = match args.config(password) {
-        Ok(config) => config,
-        Err(e) => {
-            eprintln!("skill-runner example-client: configuration error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .init();
-    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime starts");
-    let served = runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(config.bind)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.bind))?;
-        skill_runner::example_client::serve(config, listener, skill_runner::shutdown_signal()).await
-    });
-    match served {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("skill-runner example-client: {e:#}");
-            ExitCode::FAILURE
-        }
     }
 }
 

@@ -88,7 +88,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
-    let descriptors = crate::connections::raise_descriptor_limit();
+    let descriptors = skill_runner_web::connections::raise_descriptor_limit();
     // Runs, logs and turn pipes need descriptors beside the connections.
     if config.connections.max as u64 + 1024 > descriptors {
         tracing::warn!(
@@ -172,7 +172,7 @@ pub async fn serve(
         agent.close();
     };
     let limits = state.config.connections;
-    crate::connections::serve(listener, api::router(state), limits, shutdown)
+    skill_runner_web::connections::serve(listener, api::router(state), limits, shutdown)
         .await
         .context("serving HTTP")?;
 
@@ -280,14 +280,4 @@ fn run_uids(config: &Config, status: SandboxStatus) -> anyhow::Result<Option<Run
     .context("taking back the run folders of turns a stopped service left")?;
     tracing::info!(kind = uids.kind(), "turns run under uids of their own");
     Ok(Some(uids))
-}
-
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler installs");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
 }

@@ -3,7 +3,7 @@
 //! provider failures and retries, Responses threading, resumed and concurrent sessions, and
 //! streaming.
 
-mod common;
+use skill_runner_test_support as common;
 
 use std::time::Duration;
 

@@ -6,7 +6,7 @@
 //! without network namespaces, each test prints a loud skip line; under `CI=true` a missing CLI
 //! fails instead.
 
-mod common;
+use skill_runner_test_support as common;
 
 use std::time::Duration;
 

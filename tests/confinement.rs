@@ -3,7 +3,7 @@
 //! secrets; every attempt fails while the run succeeds and reports what it saw. Also: what the
 //! service serves from a run is what it built, never what a turn planted.
 
-mod common;
+use skill_runner_test_support as common;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;

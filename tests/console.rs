@@ -1,7 +1,7 @@
 //! The web console (`/ui`), `/docs` and the embedded front-end files: over HTTP, and in a real
 //! headless Chromium inside a loopback-only network namespace.
 
-mod common;
+use skill_runner_test_support as common;
 
 use common::agents::{Agents, in_netns, server_for, tarball};
 use common::browser::{self, Browser};

@@ -4,7 +4,7 @@
 //! attempt must fail. Tests that send traffic run in a network namespace of their own
 //! ([`common::netns::isolate`]), so nothing leaves the test's loopback and the veth it made.
 
-mod common;
+use skill_runner_test_support as common;
 
 use std::io::Read as _;
 use std::net::{TcpListener, UdpSocket};

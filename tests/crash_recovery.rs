@@ -1,7 +1,7 @@
 //! SIGKILL the server while it installs or runs jobs, restart it, and check nothing is
 //! half-done and no accepted job is lost.
 
-mod common;
+use skill_runner_test_support as common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

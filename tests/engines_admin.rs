@@ -2,7 +2,7 @@
 //! `npm install` of local package tarballs into a temporary managed prefix), the management
 //! engine summaries, and Basic Auth on the administrative routes.
 
-mod common;
+use skill_runner_test_support as common;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! registry, so `tests/fixtures/iflow/iflow` stands in for it: it records how the service
 //! started it and replays output in iFlow's documented format (see that folder's README).
 
-mod common;
+use skill_runner_test_support as common;
 
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,7 @@
 //! The invoke host end to end: the real binary, real skill programs, a real HTTP skill on
 //! loopback.
 
-mod common;
+use skill_runner_test_support as common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

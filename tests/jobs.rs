@@ -1,6 +1,6 @@
 //! The job engine end to end against the real binary with `script` skills.
 
-mod common;
+use skill_runner_test_support as common;
 
 use common::{TestServer, assert_group_gone, probe_skill, unzip};
 use serde_json::{Value, json};

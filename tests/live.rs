@@ -1,7 +1,7 @@
 //! Live runs: event streams with byte offsets, interactive turns, reply timeouts, and the
 //! management API, all against the real binary.
 
-mod common;
+use skill_runner_test_support as common;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //! `calculator` (structured content), reports bad input as `isError`, answers an unknown tool
 //! with JSON-RPC -32602, and serves the skill index as resources.
 
-mod common;
+use skill_runner_test_support as common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

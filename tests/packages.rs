@@ -1,6 +1,6 @@
 //! Package installs through the HTTP API of the real binary.
 
-mod common;
+use skill_runner_test_support as common;
 
 use common::{TestServer, build_zip, skill_package, tree};
 use futures::future::join_all;

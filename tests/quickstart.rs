@@ -1,7 +1,7 @@
 //! The README's quick start, through the API with the bundled skills: an inline-only skill that
 //! one create runs to `succeeded`, one that takes an uploaded file, and one that asks a question.
 
-mod common;
+use skill_runner_test_support as common;
 
 use common::{TestDirs, TestServer, build_zip, copy_bundled_skills};
 use serde_json::json;

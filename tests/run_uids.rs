@@ -4,7 +4,7 @@
 //! way); invoke programs write the shared allowed root as the range's first uid; and the
 //! service refuses to start where such turns could not work.
 
-mod common;
+use skill_runner_test_support as common;
 
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::Path;

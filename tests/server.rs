@@ -1,6 +1,6 @@
 //! The binary as an operator meets it: start-up, configuration errors, shutdown, logs, docs.
 
-mod common;
+use skill_runner_test_support as common;
 
 use std::process::{Command, Stdio};
 

@@ -1,7 +1,7 @@
 //! `SKILL.md` skills over HTTP: the index across roots with precedence, the three levels of
 //! disclosure, the catalog block and validation (JSON and a zipped folder).
 
-mod common;
+use skill_runner_test_support as common;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! in a run folder, a flood of output. Every request must get a bounded, prompt answer, and the
 //! service must keep answering its health check.
 
-mod common;
+use skill_runner_test_support as common;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! Skills as tool definitions over HTTP: the list and its text catalog, one definition (JSON and
 //! Markdown) found by alias, suggestions on a miss, calls, and validation of definitions.
 
-mod common;
+use skill_runner_test_support as common;
 
 use common::{TestServer, skill_package};
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! `skill-runner validate <path>`: SKILL.md folders and files, packages (folder and zip) and
 //! tool definitions, findings one per line, exit codes 0, 1 and 2.
 
-mod common;
+use skill_runner_test_support as common;
 
 use std::process::Command;
 

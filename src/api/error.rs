@@ -97,8 +97,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         match self.storage_full() {
             Self::Client { status, detail } => {
-                let mut response =
-                    (status, axum::Json(json!({ "detail": detail }))).into_response();
+                let mut response = skill_runner_web::detail(status, detail);
                 if status == StatusCode::TOO_MANY_REQUESTS {
                     // Queue places free up as runs start; a second is a fair first retry.
                     response
@@ -163,11 +162,8 @@ fn log_cause(cause: &anyhow::Error) {
 
 /// The body of every 5xx answer, also used for a handler that panicked.
 pub fn internal_error_response() -> Response {
-    let mut response = (
-        StatusCode::INTERNAL_SERVER_ERROR,
-        axum::Json(json!({ "detail": "Internal server error" })),
-    )
-        .into_response();
+    let mut response =
+        skill_runner_web::detail(StatusCode::INTERNAL_SERVER_ERROR, "Internal server error");
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

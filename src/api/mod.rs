@@ -1,8 +1,6 @@
 //! The HTTP API: routes, the OpenAPI document and the middleware stack.
 
 pub mod agent;
-pub mod allowed_hosts;
-pub mod assets;
 pub mod auth;
 pub mod chat;
 pub mod console;
@@ -13,7 +11,6 @@ pub mod jobs;
 pub mod management;
 pub mod packages;
 pub mod run_views;
-pub mod same_origin;
 pub mod skill_docs;
 pub mod skills;
 pub mod system;
@@ -34,6 +31,7 @@ use utoipa_axum::routes;
 
 use crate::api::error::{ApiError, internal_error_response};
 use crate::state::AppState;
+use skill_runner_web::{allowed_hosts, assets, same_origin};
 
 /// Body limit for JSON and form routes; package uploads set their own.
 const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;

@@ -112,7 +112,7 @@ pub struct Config {
     /// `SKILL_RUNNER_ALLOWED_HOSTS`: names the service answers to besides its address.
     pub allowed_hosts: Vec<String>,
     /// `SKILL_RUNNER_MAX_CONNECTIONS`, `SKILL_RUNNER_HEADER_TIMEOUT_SECONDS`.
-    pub connections: crate::connections::ConnectionLimits,
+    pub connections: skill_runner_web::connections::ConnectionLimits,
     /// `SKILL_RUNNER_EGRESS_ALLOW`: which hosts a skill's `network.allow` may name.
     pub egress_allow: Vec<HostPattern>,
     /// `SKILL_RUNNER_RUN_*`: the caps on one turn's resources.
@@ -522,7 +522,7 @@ impl Config {
             sandbox_read_paths: s.sandbox_read_paths.unwrap_or_default(),
             egress_allow: s.egress_allow.unwrap_or_default(),
             allowed_hosts: s.allowed_hosts.unwrap_or_default(),
-            connections: crate::connections::ConnectionLimits {
+            connections: skill_runner_web::connections::ConnectionLimits {
                 max: usize::try_from(s.max_connections).unwrap_or(usize::MAX),
                 header_read_timeout: seconds(s.header_timeout_seconds),
             },

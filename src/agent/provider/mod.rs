@@ -19,7 +19,7 @@ use futures_util::StreamExt;
 use serde_json::Value;
 
 use crate::config::{ChatConfig, ModelEndpoint};
-use crate::sse::Frames;
+use skill_runner_web::sse::Frames;
 
 /// The wire format a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

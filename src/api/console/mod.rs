@@ -3,9 +3,7 @@
 //! the administrative Basic Auth (`UI_BASIC_AUTH_*`) when it is enabled.
 
 mod engines;
-mod i18n;
 mod legacy;
-pub mod question;
 mod runs;
 mod sessions;
 mod skills;
@@ -19,7 +17,7 @@ use axum::routing::{get, post};
 use crate::api::auth::Admin;
 use crate::api::error::ApiError;
 use crate::state::AppState;
-pub use i18n::Lang;
+pub use skill_runner_web::i18n::{self, Lang};
 
 /// The console's routes.
 pub fn router(state: &AppState) -> Router<AppState> {
@@ -76,7 +74,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .route("/ui/runs/{request_id}/view", get(legacy::run_view))
         .route("/ui/runs/{request_id}/logs/tail", get(legacy::logs_tail))
         .layer(axum::middleware::from_fn(i18n::remember))
-        .layer(crate::api::assets::policy_layer())
+        .layer(skill_runner_web::assets::policy_layer())
         .route_layer(axum::middleware::from_extractor_with_state::<Admin, _>(
             state.clone(),
         ))

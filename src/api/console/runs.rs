@@ -7,7 +7,6 @@ use axum::extract::{Path, Query, State};
 use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
 
-use super::question::{self, Question};
 use super::skills::{FilePath, PreviewFragment};
 use super::{ConsoleError, Lang, Page, render};
 use crate::api::error::ApiError;
@@ -17,6 +16,7 @@ use crate::jobs::Scope;
 use crate::jobs::interaction::Reply;
 use crate::skill::ExecutionMode;
 use crate::state::AppState;
+use skill_runner_web::question::{self, Question};
 
 /// The console sees jobs and temporary runs alike, as `/v1/management/runs` does.
 pub(super) const SCOPE: Scope = Scope::Management;

@@ -1,7 +1,7 @@
 //! The fake model server (`skill-runner fake-model`): each wire format, scripted replies,
 //! errors, hangs and the request log.
 
-mod common;
+use skill_runner_test_support as common;
 
 use std::time::Duration;
 
@@ -241,4 +241,43 @@ async fn errors_delays_and_hangs() {
         .await
         .unwrap();
     assert_eq!(log["requests"], json!([]));
+}
+
+/// The `fake-model` binary, as the docs run it by hand: it says where it listens, answers with
+/// `--final-text`, and appends each request to `--log`.
+#[test]
+fn the_binary_listens_where_it_says_and_logs_requests() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.jsonl");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_fake-model"))
+        .args(["--listen", "127.0.0.1:0", "--final-text", "from the binary"])
+        .arg("--log")
+        .arg(&log)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let address = line.trim().rsplit("http://").next().unwrap().to_owned();
+    let body = r#"{"messages": [{"role": "user", "content": "hi"}]}"#;
+    let mut stream = std::net::TcpStream::connect(&address).unwrap();
+    write!(
+        stream,
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("from the binary"), "{answer}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(logged.lines().count(), 1, "{logged}");
+    assert!(logged.contains("/v1/chat/completions"), "{logged}");
 }

@@ -16,9 +16,7 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-
-use crate::api::error::ApiError;
+use axum::response::Response;
 
 /// The names a service bound to one address answers to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,14 +98,13 @@ pub async fn guard(
         .map(str::to_owned)
         .or_else(|| request.uri().authority().map(|a| a.to_string()));
     match host {
-        Some(host) if !allowed.permits(&host) => ApiError::new(
+        Some(host) if !allowed.permits(&host) => crate::detail(
             StatusCode::MISDIRECTED_REQUEST,
             format!(
                 "Host '{host}' is not one this service answers to; an operator who reaches it \
                  by that name adds it to SKILL_RUNNER_ALLOWED_HOSTS"
             ),
-        )
-        .into_response(),
+        ),
         // HTTP/1.0 clients may send none; a browser always does.
         _ => next.run(request).await,
     }

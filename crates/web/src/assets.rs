@@ -7,10 +7,9 @@ use axum::extract::Path;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 
-use crate::api::error::ApiError;
-
 #[derive(rust_embed::Embed)]
-#[folder = "static/"]
+// The repository's `static/`, beside the server package that also serves it.
+#[folder = "../../static/"]
 struct Static;
 
 /// Scripts, styles, fonts, images and requests only from this origin. Styles may be inline
@@ -53,7 +52,7 @@ fn hash_of(file: &rust_embed::EmbeddedFile) -> String {
 
 fn serve(path: &str, headers: &HeaderMap) -> Response {
     let Some(file) = Static::get(path) else {
-        return ApiError::not_found("Not Found").into_response();
+        return crate::detail(StatusCode::NOT_FOUND, "Not Found");
     };
     let etag = format!("\"{}\"", hash_of(&file));
     let fresh = headers

@@ -63,7 +63,7 @@ pub fn responses(body: &Map<String, Value>, request: &Request, action: Action) -
         Action::Error { .. } | Action::Hang => unreachable!("answered by the router"),
     };
     let response = json!({
-        "id": id("resp_"), "object": "response", "created_at": crate::clock::unix_now(),
+        "id": id("resp_"), "object": "response", "created_at": skill_runner_types::clock::unix_now(),
         "status": "completed", "model": body.get("model").cloned().unwrap_or(json!("fake-model")),
         "output": items,
         "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5,
@@ -154,7 +154,7 @@ pub fn read_chat(body: &Map<String, Value>, _path: &str) -> Request {
 }
 
 pub fn chat(body: &Map<String, Value>, request: &Request, action: Action) -> Response {
-    let (cid, created) = (id("chatcmpl-"), crate::clock::unix_now());
+    let (cid, created) = (id("chatcmpl-"), skill_runner_types::clock::unix_now());
     let model = body.get("model").cloned().unwrap_or(json!("fake-model"));
     let usage = json!({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15});
     let (message, finish) = match &action {

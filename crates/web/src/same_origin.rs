@@ -11,9 +11,7 @@
 use axum::extract::Request;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-
-use crate::api::error::ApiError;
+use axum::response::Response;
 
 /// The middleware.
 pub async fn guard(request: Request, next: Next) -> Response {
@@ -34,12 +32,11 @@ pub async fn guard(request: Request, next: Next) -> Response {
         .or_else(|| request.uri().authority().map(|a| a.as_str()))
         .map(str::to_owned);
     if (changes_state || opens_socket) && from_elsewhere(request.headers(), host.as_deref()) {
-        return ApiError::new(
+        return crate::detail(
             StatusCode::FORBIDDEN,
             "Cross-site request refused: this service only takes changes from its own pages \
              or from clients that are not browsers",
-        )
-        .into_response();
+        );
     }
     next.run(request).await
 }

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use super::Shared;
 use super::pages::{Page, PageError, html, text};
 use super::recordings;
-use crate::api::console::Lang;
-use crate::api::console::question::{Question, reply_of};
+use skill_runner_web::i18n::Lang;
+use skill_runner_web::question::{Question, reply_of};
 
 /// The facts the run page and its info section show.
 #[derive(Template)]
@@ -179,7 +179,7 @@ pub async fn events(
     }
     let upstream = client.backend.send(request).await?;
     let recordings = client.recordings.clone();
-    let mut frames = crate::sse::Frames::default();
+    let mut frames = skill_runner_web::sse::Frames::default();
     let body = upstream.bytes_stream().map(move |chunk| {
         let chunk = chunk.map_err(std::io::Error::other)?;
         for (name, data) in frames.push(&chunk) {

@@ -1,5 +1,5 @@
 //! The fake model server: a scripted stand-in for the model APIs the agent CLIs call, so the
-//! real CLIs can be tested with no network (`skill-runner fake-model`, a hidden subcommand).
+//! real CLIs can be tested with no network (the `fake-model` binary of this crate).
 //!
 //! It speaks the OpenAI Responses API (codex), OpenAI Chat Completions (opencode, qwen, iflow),
 //! Gemini `generateContent`/`streamGenerateContent` (gemini) and Anthropic Messages (claude),
@@ -170,7 +170,7 @@ impl Script {
             .get(header::CONTENT_TYPE)
             .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
         let logged = if streamed {
-            let frames = crate::sse::Frames::default().push(&bytes);
+            let frames = skill_runner_web::sse::Frames::default().push(&bytes);
             json!(frames)
         } else {
             serde_json::from_slice(&bytes)

@@ -1,4 +1,4 @@
-//! The example client (`skill-runner example-client`) as its own process on port 0, pointed at
+//! The example client (`skill-runner-example-client`) as its own process on port 0, pointed at
 //! a backend; killed when dropped.
 
 use std::process::{Child, Command, Stdio};
@@ -17,9 +17,8 @@ impl ExampleClient {
     /// The client of the service at `backend` (a base URL), with extra environment variables.
     pub fn start(backend: &str, env: &[(&str, &str)]) -> Self {
         let recordings = tempfile::tempdir().unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_skill-runner"));
-        cmd.arg("example-client")
-            .env_remove("RUST_LOG")
+        let mut cmd = Command::new(super::bin("skill-runner-example-client"));
+        cmd.env_remove("RUST_LOG")
             .env("SKILL_RUNNER_E2E_CLIENT_PORT", "0")
             .env("SKILL_RUNNER_E2E_CLIENT_BACKEND_BASE_URL", backend)
             .env("SKILL_RUNNER_E2E_CLIENT_RECORDINGS_DIR", recordings.path())

@@ -14,6 +14,12 @@ pub struct Agents {
     tmp: tempfile::TempDir,
 }
 
+impl Default for Agents {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Agents {
     pub fn new() -> Self {
         let agents = Self {

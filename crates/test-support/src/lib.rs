@@ -1,6 +1,6 @@
-//! Test support: the real `skill-runner` binary on port 0 with fresh temp dirs, skill package
-//! builders, and small HTTP helpers.
-#![allow(dead_code, reason = "each test binary uses a different subset")]
+//! Test support for every crate of the workspace: the real `skill-runner` binary on port 0
+//! with fresh temp dirs, the fake model server, the example client, a browser, network
+//! namespaces, skill package builders, and small HTTP helpers.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -15,6 +15,31 @@ pub mod agents;
 pub mod browser;
 pub mod example;
 pub mod netns;
+
+/// The repository's root folder (skills, fixtures and front-end files live there).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A binary of the workspace, built beside the running test (`target/<profile>/<name>`).
+/// `cargo test` and `cargo nextest run` at the root build every member's binaries; a run of
+/// one crate's tests may not, and says so here.
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's own path");
+    // target/<profile>/deps/<test> -> target/<profile>/<name>
+    let path = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("a test binary lives in target/<profile>/deps")
+        .join(name);
+    assert!(
+        path.is_file(),
+        "{} is not built: run the tests from the repository's root (`cargo nextest run`), or \
+         `cargo build --workspace --bins` first",
+        path.display()
+    );
+    path
+}
 
 /// A running server process; killed when dropped.
 pub struct TestServer {
@@ -101,7 +126,7 @@ impl TestServer {
 
     /// Starts the binary on port 0 over `dirs`, with extra environment variables.
     pub fn start_with(dirs: Arc<TestDirs>, env: &[(&str, &str)]) -> Self {
-        Self::start_command(dirs, env, Command::new(env!("CARGO_BIN_EXE_skill-runner")))
+        Self::start_command(dirs, env, Command::new(bin("skill-runner")))
     }
 
     /// [`Self::start_with`], the service inheriting `file` open for reading as descriptor 9
@@ -109,7 +134,7 @@ impl TestServer {
     pub fn start_inheriting(dirs: Arc<TestDirs>, env: &[(&str, &str)], file: &Path) -> Self {
         let mut cmd = Command::new("sh");
         cmd.args(["-c", "exec \"$0\" 9<\"$1\""])
-            .arg(env!("CARGO_BIN_EXE_skill-runner"))
+            .arg(bin("skill-runner"))
             .arg(file);
         Self::start_command(dirs, env, cmd)
     }
@@ -117,8 +142,7 @@ impl TestServer {
     /// [`Self::start_with`], the binary started by `wrapper` (e.g. `prlimit --nofile=…`).
     pub fn start_under(dirs: Arc<TestDirs>, env: &[(&str, &str)], wrapper: &[&str]) -> Self {
         let mut cmd = Command::new(wrapper[0]);
-        cmd.args(&wrapper[1..])
-            .arg(env!("CARGO_BIN_EXE_skill-runner"));
+        cmd.args(&wrapper[1..]).arg(bin("skill-runner"));
         Self::start_command(dirs, env, cmd)
     }
 
@@ -430,7 +454,7 @@ pub fn copy_bundled_skills(dest: &Path) {
             }
         }
     }
-    copy(&Path::new(env!("CARGO_MANIFEST_DIR")).join("skills"), dest);
+    copy(&repo_root().join("skills"), dest);
 }
 
 /// The shell entrypoint of the `probe` test skill: `parameter.mode` picks a behaviour.
@@ -925,44 +949,49 @@ pub fn talker_skill(id: &str) -> Package {
     )
 }
 
-/// The fake model server binary (`skill-runner fake-model`) on a free loopback port; killed
-/// when dropped.
+/// The fake model server (`skill-runner-fake-model`) on a free loopback port, served by a
+/// thread of its own so a test's runtime never starves it; stopped when dropped.
 pub struct FakeModel {
-    child: Child,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
     pub base: String,
     pub client: reqwest::Client,
 }
 
 impl Drop for FakeModel {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 
 impl FakeModel {
     pub fn start() -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_skill-runner"))
-            .args([
-                "fake-model",
-                "--listen",
-                "127.0.0.1:0",
-                "--final-text",
-                "all done",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stderr.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let base = line.trim().rsplit(' ').next().unwrap().to_owned();
-        assert!(base.starts_with("http://127.0.0.1:"), "{line}");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                let served = skill_runner_fake_model::serve(listener, "all done".into(), None);
+                tokio::select! {
+                    _ = served => {}
+                    _ = stopped => {}
+                }
+            });
+        });
         Self {
-            child,
+            stop: Some(stop),
+            thread: Some(thread),
             base,
             client: client(),
         }

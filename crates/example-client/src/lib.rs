@@ -1,4 +1,4 @@
-//! The example client (`skill-runner example-client`): a separate front end that knows the
+//! The example client (`skill-runner-example-client`): a separate front end that knows the
 //! service only through its public HTTP API, as a real front end would, so operators and
 //! front-end authors can see a whole run from form to result.
 //!
@@ -30,7 +30,7 @@ use self::backend::Backend;
 /// The port when none (or an invalid one) is configured.
 pub const DEFAULT_PORT: u16 = 8011;
 
-/// `skill-runner example-client` settings.
+/// `skill-runner-example-client` settings.
 #[derive(Debug, clap::Args)]
 pub struct ClientArgs {
     /// The port to serve on; an invalid value falls back to 8011 with a warning.
@@ -134,17 +134,17 @@ pub async fn serve(
         recordings: config.recordings.clone(),
     });
     let app = router(client).layer(axum::middleware::from_fn_with_state(
-        Arc::new(crate::api::allowed_hosts::AllowedHosts::new(
+        Arc::new(skill_runner_web::allowed_hosts::AllowedHosts::new(
             config.bind,
             &[],
         )),
-        crate::api::allowed_hosts::guard,
+        skill_runner_web::allowed_hosts::guard,
     ));
     let addr = listener.local_addr()?;
     tracing::info!(backend = %config.backend, "example client listening on http://{addr}");
     eprintln!("example client listening on http://{addr}");
-    let limits = crate::connections::ConnectionLimits::default();
-    crate::connections::serve(listener, app, limits, shutdown).await?;
+    let limits = skill_runner_web::connections::ConnectionLimits::default();
+    skill_runner_web::connections::serve(listener, app, limits, shutdown).await?;
     Ok(())
 }
 
@@ -170,12 +170,14 @@ fn router(client: Shared) -> Router {
         .route("/api/recordings/{request_id}", get(results::recording_json))
         .route("/api/runs/{request_id}/events", get(runs::events))
         .route("/api/runs/{request_id}/reply", post(runs::reply))
-        .route("/static/{*path}", get(crate::api::assets::file))
+        .route("/static/{*path}", get(skill_runner_web::assets::file))
         .layer(axum::extract::DefaultBodyLimit::max(64 * 1024 * 1024))
         // The console's own defences: no change on behalf of another site, and pages held to
         // this origin.
-        .layer(crate::api::assets::policy_layer())
-        .layer(axum::middleware::from_fn(crate::api::same_origin::guard))
+        .layer(skill_runner_web::assets::policy_layer())
+        .layer(axum::middleware::from_fn(
+            skill_runner_web::same_origin::guard,
+        ))
         .with_state(client)
 }
 

@@ -1,7 +1,7 @@
 //! The example client against the real service, each its own process: the client knows the
 //! service only through its HTTP API.
 
-mod common;
+use skill_runner_test_support as common;
 
 use common::browser::{self, Browser};
 use common::example::ExampleClient;

@@ -1,0 +1,26 @@
+//! The HTTP pieces both front ends of skill-runner share — the service (API and console) and
+//! the example client, which drives the service only over HTTP: embedded front-end files, the
+//! `Host` and same-origin guards, how connections are taken, the console's two languages, the
+//! question form, and reading Server-Sent Events.
+//!
+//! The embedded files come from the repository's `static/` folder, which both front ends serve.
+
+pub mod allowed_hosts;
+pub mod assets;
+pub mod connections;
+pub mod i18n;
+pub mod question;
+pub mod same_origin;
+pub mod sse;
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+/// An error answer in the shape every route of the service uses: `{"detail": ...}`.
+pub fn detail(status: StatusCode, detail: impl Into<serde_json::Value>) -> Response {
+    (
+        status,
+        axum::Json(serde_json::json!({ "detail": detail.into() })),
+    )
+        .into_response()
+}
