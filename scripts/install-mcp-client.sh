@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The official MCP Python SDK, pinned, in a virtual environment outside the working tree, for
-# the MCP tests (tests/mcp.rs drives the server with tests/fixtures/mcp_client.py). Reused
+# the MCP tests (tests/service/mcp.rs drives the server with tests/fixtures/mcp_client.py). Reused
 # when the pinned version is already there.
 set -euo pipefail
 MCP_VERSION="2.3.0"

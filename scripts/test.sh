@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 # The pinned agent CLIs, from the npm registry into the managed prefix (reused when present),
 # Debian's Chromium with its WebDriver for the console's browser tests, and the official MCP
-# Python SDK (from PyPI, pinned) that drives the MCP server in tests/mcp.rs.
+# Python SDK (from PyPI, pinned) that drives the MCP server in tests/service/mcp.rs.
 bash scripts/install-agent-clis.sh
 bash scripts/install-browser.sh
 bash scripts/install-mcp-client.sh

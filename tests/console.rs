@@ -171,7 +171,10 @@ async fn console_routes_need_basic_auth_when_it_is_on() {
 /// page logs an error.
 #[test]
 fn browser_installs_a_package_and_previews_its_files() {
-    const TEST: &str = "browser_installs_a_package_and_previews_its_files";
+    const TEST: &str = concat!(
+        module_path!(),
+        "::browser_installs_a_package_and_previews_its_files"
+    );
     if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
         return;
     }
@@ -256,7 +259,7 @@ fn browser_installs_a_package_and_previews_its_files() {
 /// output one click away. Another, running run is canceled from its page.
 #[test]
 fn browser_follows_answers_and_cancels_runs() {
-    const TEST: &str = "browser_follows_answers_and_cancels_runs";
+    const TEST: &str = concat!(module_path!(), "::browser_follows_answers_and_cancels_runs");
     if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
         return;
     }
@@ -362,7 +365,10 @@ fn browser_follows_answers_and_cancels_runs() {
 /// answer, as conversation items in the order the history has them.
 #[test]
 fn browser_shows_a_codex_run_as_a_conversation() {
-    const TEST: &str = "browser_shows_a_codex_run_as_a_conversation";
+    const TEST: &str = concat!(
+        module_path!(),
+        "::browser_shows_a_codex_run_as_a_conversation"
+    );
     if !browser::available() || !in_netns(TEST, "codex") {
         return;
     }
@@ -552,7 +558,10 @@ async fn run_pages_and_replies_over_http() {
 /// the form.
 #[test]
 fn browser_upgrades_an_engine_and_adds_a_model_snapshot() {
-    const TEST: &str = "browser_upgrades_an_engine_and_adds_a_model_snapshot";
+    const TEST: &str = concat!(
+        module_path!(),
+        "::browser_upgrades_an_engine_and_adds_a_model_snapshot"
+    );
     if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
         return;
     }
@@ -670,7 +679,7 @@ async fn legacy_routes_announce_their_sunset_or_are_gone() {
 /// stop ends it. The WebSocket refuses a request without credentials.
 #[test]
 fn browser_terminal_runs_the_engine_cli() {
-    const TEST: &str = "browser_terminal_runs_the_engine_cli";
+    const TEST: &str = concat!(module_path!(), "::browser_terminal_runs_the_engine_cli");
     if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
         return;
     }
@@ -873,7 +882,7 @@ async fn cross_site_changes_and_open_terminals_are_refused() {
 /// session's page shows its events in order (with the tool call and its result), in Chinese too.
 #[test]
 fn browser_shows_agent_sessions() {
-    const TEST: &str = "browser_shows_agent_sessions";
+    const TEST: &str = concat!(module_path!(), "::browser_shows_agent_sessions");
     if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
         return;
     }

@@ -378,7 +378,10 @@ async fn choose(browser: &Browser, name: &str, value: &str) {
 /// required field left empty refused with its name; the recording replayed event by event.
 #[test]
 fn browser_runs_skills_from_their_forms_and_replays_the_recording() {
-    const TEST: &str = "browser_runs_skills_from_their_forms_and_replays_the_recording";
+    const TEST: &str = concat!(
+        module_path!(),
+        "::browser_runs_skills_from_their_forms_and_replays_the_recording"
+    );
     if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
         return;
     }
@@ -525,7 +528,10 @@ fn browser_runs_skills_from_their_forms_and_replays_the_recording() {
 /// run to its end (the restart ended it), without repeating a line it had.
 #[test]
 fn browser_follows_a_run_across_a_backend_restart() {
-    const TEST: &str = "browser_follows_a_run_across_a_backend_restart";
+    const TEST: &str = concat!(
+        module_path!(),
+        "::browser_follows_a_run_across_a_backend_restart"
+    );
     if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
         return;
     }

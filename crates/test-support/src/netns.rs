@@ -19,8 +19,11 @@ pub enum Isolation {
 }
 
 /// Inside the namespace, brings loopback up and answers [`Isolation::Inside`]. Outside, re-runs
-/// `test` of this binary in a new namespace and asserts it passed.
+/// `test` of this binary in a new namespace and asserts it passed. `test` is the test's whole
+/// path, `concat!(module_path!(), "::", <name>)`, so it stays right wherever the test moves; its
+/// first segment (the test binary's crate) is left out, as the test harness names tests.
 pub fn isolate(test: &str) -> Isolation {
+    let test = test.split_once("::").map_or(test, |(_, path)| path);
     if std::env::var_os(IN_NETNS).is_some() {
         let up = Command::new("ip")
             .args(["link", "set", "lo", "up"])

@@ -297,9 +297,13 @@ mod tests {
     /// Every `tr("…")` in the templates names a known message, in both languages.
     #[test]
     fn templates_use_known_messages() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("templates");
+        // The service's templates and the example client's.
+        let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let mut used = Vec::new();
-        let mut stack = vec![dir];
+        let mut stack = vec![
+            crates.join("../templates"),
+            crates.join("example-client/templates"),
+        ];
         while let Some(dir) = stack.pop() {
             for entry in std::fs::read_dir(dir).unwrap() {
                 let path = entry.unwrap().path();

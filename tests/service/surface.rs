@@ -434,7 +434,7 @@ async fn a_long_conversation_is_served_in_bounded_pages() {
 async fn a_schema_bomb_is_refused_on_every_path() {
     let server = server(&[]);
     // `allOf` doubling at each of 48 `$ref`s: 2^48 subschemas for every check.
-    let bomb: Value = serde_json::from_str(include_str!("fixtures/schema_bomb.json")).unwrap();
+    let bomb: Value = serde_json::from_str(include_str!("../fixtures/schema_bomb.json")).unwrap();
     let package =
         common::skill_package("bomb", "1.0.0").file("assets/input.schema.json", bomb.to_string());
     let refused = |text: &str| text.contains("more than 100000 subschemas");
@@ -486,7 +486,10 @@ async fn a_schema_bomb_is_refused_on_every_path() {
 /// stays readable, and once space is back everything works again.
 #[tokio::test]
 async fn a_full_data_volume_fails_the_run_refuses_work_and_recovers() {
-    match isolate("a_full_data_volume_fails_the_run_refuses_work_and_recovers") {
+    match isolate(concat!(
+        module_path!(),
+        "::a_full_data_volume_fails_the_run_refuses_work_and_recovers"
+    )) {
         Isolation::Inside => {}
         _ => return,
     }

@@ -412,7 +412,7 @@ macro_rules! cli_matrix {
 
             #[tokio::test]
             async fn auto_job_writes_the_artifact_and_answers_json() {
-                if in_netns(concat!(stringify!($engine), "::auto_job_writes_the_artifact_and_answers_json"), stringify!($engine)) {
+                if in_netns(concat!(module_path!(), "::auto_job_writes_the_artifact_and_answers_json"), stringify!($engine)) {
                     auto_job(stringify!($engine), false).await;
                 }
             }
@@ -421,28 +421,28 @@ macro_rules! cli_matrix {
             /// proxy's port only: the CLI must honour the proxy variables to reach its model.
             #[tokio::test]
             async fn auto_job_through_the_proxy_variables_when_sharing_the_network() {
-                if in_netns(concat!(stringify!($engine), "::auto_job_through_the_proxy_variables_when_sharing_the_network"), stringify!($engine)) {
+                if in_netns(concat!(module_path!(), "::auto_job_through_the_proxy_variables_when_sharing_the_network"), stringify!($engine)) {
                     auto_job(stringify!($engine), true).await;
                 }
             }
 
             #[tokio::test]
             async fn interactive_job_resumes_the_same_session() {
-                if in_netns(concat!(stringify!($engine), "::interactive_job_resumes_the_same_session"), stringify!($engine)) {
+                if in_netns(concat!(module_path!(), "::interactive_job_resumes_the_same_session"), stringify!($engine)) {
                     interactive_job(stringify!($engine)).await;
                 }
             }
 
             #[tokio::test]
             async fn model_http_500_fails_quickly() {
-                if in_netns(concat!(stringify!($engine), "::model_http_500_fails_quickly"), stringify!($engine)) {
+                if in_netns(concat!(module_path!(), "::model_http_500_fails_quickly"), stringify!($engine)) {
                     model_error(stringify!($engine)).await;
                 }
             }
 
             #[tokio::test]
             async fn silent_model_times_out_and_leaves_no_process() {
-                if in_netns(concat!(stringify!($engine), "::silent_model_times_out_and_leaves_no_process"), stringify!($engine)) {
+                if in_netns(concat!(module_path!(), "::silent_model_times_out_and_leaves_no_process"), stringify!($engine)) {
                     model_hangs(stringify!($engine)).await;
                 }
             }
@@ -542,7 +542,13 @@ async fn engines_models_and_model_validation() {
 
 #[tokio::test]
 async fn two_concurrent_codex_runs_keep_their_own_models() {
-    if !in_netns("two_concurrent_codex_runs_keep_their_own_models", "codex") {
+    if !in_netns(
+        concat!(
+            module_path!(),
+            "::two_concurrent_codex_runs_keep_their_own_models"
+        ),
+        "codex",
+    ) {
         return;
     }
     let fake = FakeModel::start();
@@ -619,7 +625,10 @@ async fn two_concurrent_codex_runs_keep_their_own_models() {
 #[tokio::test]
 async fn an_agent_skill_answers_through_invoke_as_through_a_job() {
     if !in_netns(
-        "an_agent_skill_answers_through_invoke_as_through_a_job",
+        concat!(
+            module_path!(),
+            "::an_agent_skill_answers_through_invoke_as_through_a_job"
+        ),
         "codex",
     ) {
         return;

@@ -235,7 +235,7 @@ macro_rules! in_both_networks {
             use super::*;
             $(#[tokio::test]
             async fn $name() {
-                if let Isolation::Inside = isolate(concat!("own_network::", stringify!($name))) {
+                if let Isolation::Inside = isolate(concat!(module_path!(), "::", stringify!($name))) {
                     super::$name(false).await;
                 }
             })*
@@ -244,7 +244,7 @@ macro_rules! in_both_networks {
             use super::*;
             $(#[tokio::test]
             async fn $name() {
-                if let Isolation::Inside = isolate(concat!("shared_network::", stringify!($name))) {
+                if let Isolation::Inside = isolate(concat!(module_path!(), "::", stringify!($name))) {
                     super::$name(true).await;
                 }
             })*
@@ -348,7 +348,7 @@ async fn a_turn_cannot_reach_a_host_on_another_network(shared: bool) {
 /// run's reach.
 #[tokio::test]
 async fn runs_cannot_talk_to_each_other() {
-    match isolate("runs_cannot_talk_to_each_other") {
+    match isolate(concat!(module_path!(), "::runs_cannot_talk_to_each_other")) {
         Isolation::Inside => {}
         _ => return,
     }
@@ -679,7 +679,10 @@ async fn a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_noth
 /// rename and mount over those, not the machine's.
 #[tokio::test]
 async fn a_turn_has_no_privileges_and_no_inherited_descriptor() {
-    match isolate("a_turn_has_no_privileges_and_no_inherited_descriptor") {
+    match isolate(concat!(
+        module_path!(),
+        "::a_turn_has_no_privileges_and_no_inherited_descriptor"
+    )) {
         Isolation::Inside => {}
         _ => return,
     }

@@ -1,0 +1,8 @@
+//! Runs: creating, following, answering, recovering and invoking them.
+//! One test binary per resource group (each links the whole server once); a module per file.
+
+mod crash_recovery;
+mod invoke;
+mod jobs;
+mod live;
+mod quickstart;

@@ -1,0 +1,10 @@
+//! The service as a whole: start-up and settings, its own surface, packages, SKILL.md skills, tool definitions, MCP and `validate`.
+//! One test binary per resource group (each links the whole server once); a module per file.
+
+mod mcp;
+mod packages;
+mod server;
+mod skill_docs;
+mod surface;
+mod tools;
+mod validate_cli;
