@@ -10,6 +10,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use secrecy::{ExposeSecret, SecretString};
+
 use crate::egress::HostPattern;
 use crate::process::ChildEnv;
 use crate::process::sandbox::SandboxMode;
@@ -135,20 +137,29 @@ pub struct LegacyUi {
     pub gone: bool,
 }
 
-/// The one user and password the administrative routes accept.
-#[derive(Clone, PartialEq, Eq)]
+/// The one user and password the administrative routes accept; the password never reaches a
+/// log (`Debug` shows it redacted).
+#[derive(Debug, Clone)]
 pub struct BasicAuth {
     pub username: String,
-    pub password: String,
+    password: SecretString,
 }
 
-impl fmt::Debug for BasicAuth {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Passwords never reach a log.
-        f.debug_struct("BasicAuth")
-            .field("username", &self.username)
-            .field("password", &"<set>")
-            .finish()
+impl BasicAuth {
+    pub fn new(username: String, password: String) -> Self {
+        Self {
+            username,
+            password: password.into(),
+        }
+    }
+
+    /// Whether `username` and `password` are this pair; compared in constant time, so the
+    /// answer's timing says nothing about how much matched.
+    pub fn accepts(&self, username: &str, password: &str) -> bool {
+        use subtle::ConstantTimeEq as _;
+        let given = format!("{username}:{password}");
+        let wanted = format!("{}:{}", self.username, self.password.expose_secret());
+        given.as_bytes().ct_eq(wanted.as_bytes()).into()
     }
 }
 
@@ -240,7 +251,7 @@ pub struct JobLimits {
 }
 
 /// Where the agent CLIs live and which model endpoints they talk to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct AgentConfig {
     /// `SKILL_RUNNER_AGENT_CACHE_DIR` (default `~/.local/share/skill-runner/agent-cache`).
     pub cache_dir: PathBuf,
@@ -276,25 +287,16 @@ impl AgentConfig {
     }
 }
 
-/// A model endpoint an engine is pointed at: a gateway, a self-hosted model, or a fake.
-#[derive(Clone, PartialEq, Eq)]
+/// A model endpoint an engine is pointed at: a gateway, a self-hosted model, or a fake. Its key
+/// never reaches a log (`Debug` shows it redacted).
+#[derive(Debug, Clone)]
 pub struct Endpoint {
     pub base_url: Option<String>,
-    pub api_key: Option<String>,
-}
-
-impl fmt::Debug for Endpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Keys never reach a log.
-        f.debug_struct("Endpoint")
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
-            .finish()
-    }
+    pub api_key: Option<SecretString>,
 }
 
 /// The model providers of the agent chat (`POST /v1/agent/chat`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ChatConfig {
     /// `SKILL_RUNNER_AGENT_PROVIDER`: the provider a chat uses unless it names another.
     pub provider: String,
@@ -308,7 +310,7 @@ pub struct ChatConfig {
 }
 
 /// A model endpoint and the model to ask there.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ModelEndpoint {
     pub endpoint: Endpoint,
     pub model: Option<String>,
@@ -406,7 +408,7 @@ impl Config {
                 .filter_map(|engine| {
                     let endpoint = Endpoint {
                         base_url: per_engine(engine, "BASE_URL"),
-                        api_key: per_engine(engine, "API_KEY"),
+                        api_key: per_engine(engine, "API_KEY").map(SecretString::from),
                     };
                     (endpoint.base_url.is_some() || endpoint.api_key.is_some())
                         .then(|| ((*engine).to_owned(), endpoint))
@@ -428,7 +430,7 @@ impl Config {
                         |suffix: &str| get(&format!("SKILL_RUNNER_AGENT_{}_{suffix}", preset.var));
                     let endpoint = Endpoint {
                         base_url: var("BASE_URL"),
-                        api_key: var("API_KEY"),
+                        api_key: var("API_KEY").map(SecretString::from),
                     };
                     (endpoint.base_url.is_some() || endpoint.api_key.is_some()).then(|| {
                         let model = var("MODEL");
@@ -463,10 +465,10 @@ impl Config {
                     ConfigError::new(variable, "must be set when UI_BASIC_AUTH_ENABLED is true")
                 })
             };
-            Some(BasicAuth {
-                username: required("UI_BASIC_AUTH_USERNAME", s.ui_basic_auth_username)?,
-                password: required("UI_BASIC_AUTH_PASSWORD", get("UI_BASIC_AUTH_PASSWORD"))?,
-            })
+            Some(BasicAuth::new(
+                required("UI_BASIC_AUTH_USERNAME", s.ui_basic_auth_username)?,
+                required("UI_BASIC_AUTH_PASSWORD", get("UI_BASIC_AUTH_PASSWORD"))?,
+            ))
         } else {
             None
         };
@@ -791,12 +793,12 @@ mod tests {
 
     #[test]
     fn basic_auth_needs_both_credentials() {
-        assert_eq!(config(&[]).unwrap().admin_auth, None);
-        assert_eq!(
+        assert!(config(&[]).unwrap().admin_auth.is_none());
+        assert!(
             config(&[("UI_BASIC_AUTH_ENABLED", "false")])
                 .unwrap()
-                .admin_auth,
-            None
+                .admin_auth
+                .is_none()
         );
         let e = config(&[("UI_BASIC_AUTH_ENABLED", "true")]).unwrap_err();
         assert_eq!(e.variable, "UI_BASIC_AUTH_USERNAME");
@@ -815,10 +817,8 @@ mod tests {
         ])
         .unwrap();
         let auth = c.admin_auth.unwrap();
-        assert_eq!(
-            (auth.username.as_str(), auth.password.as_str()),
-            ("admin", "s3cret")
-        );
+        assert!(auth.accepts("admin", "s3cret"));
+        assert!(!auth.accepts("admin", "s3cre"));
         assert!(!format!("{auth:?}").contains("s3cret"));
     }
 
@@ -834,7 +834,9 @@ mod tests {
         assert_eq!(c.agents.npm_prefix, PathBuf::from("/cache/npm"));
         assert_eq!(c.agents.packages["codex"], "/tmp/codex.tgz");
         assert_eq!(c.agents.packages.len(), 1);
-        assert_eq!(c.agents.endpoints["qwen"].api_key.as_deref(), Some("k"));
+        let key = c.agents.endpoints["qwen"].api_key.as_ref();
+        assert_eq!(key.map(ExposeSecret::expose_secret), Some("k"));
+        assert!(!format!("{:?}", c.agents.endpoints["qwen"]).contains("\"k\""));
         assert!(!format!("{:?}", c.agents).contains("\"k\""));
     }
 

@@ -4,6 +4,7 @@
 //! Each run gets its own home (`<run>/.agent-home`, also the XDG dirs), so concurrent runs never
 //! share a profile, configuration or session store, and a resumed turn finds its session there.
 
+use secrecy::ExposeSecret as _;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -407,7 +408,7 @@ pub fn key_env(
     env: &mut Vec<(String, String)>,
 ) {
     if let Some(key) = endpoint(config, engine.as_str()).and_then(|e| e.api_key.as_ref()) {
-        env.push((key_var.into(), key.clone()));
+        env.push((key_var.into(), key.expose_secret().to_owned()));
     }
 }
 

@@ -19,6 +19,7 @@ use futures_util::StreamExt;
 use serde_json::Value;
 
 use crate::config::{ChatConfig, ModelEndpoint};
+use secrecy::ExposeSecret;
 use skill_runner_web::sse::Frames;
 
 /// The wire format a provider speaks.
@@ -191,25 +192,14 @@ impl Failure {
     }
 }
 
-/// A configured provider.
-#[derive(Clone)]
+/// A configured provider, as a chat uses it; its key never reaches a log (`Debug` shows it redacted).
+#[derive(Debug, Clone)]
 pub struct Provider {
     pub name: &'static str,
     pub wire: Wire,
     pub base_url: String,
-    api_key: Option<String>,
+    api_key: Option<secrecy::SecretString>,
     pub model: String,
-}
-
-impl std::fmt::Debug for Provider {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Keys never reach a log.
-        f.debug_struct("Provider")
-            .field("name", &self.name)
-            .field("base_url", &self.base_url)
-            .field("model", &self.model)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Why a chat cannot use the provider it asked for.
@@ -312,7 +302,10 @@ impl Providers {
             };
             let failure = match self.attempt(provider, ask, &mut relay).await {
                 Ok(reply) => return Ok(reply),
-                Err(failure) => redact(failure, provider.api_key.as_deref()),
+                Err(failure) => redact(
+                    failure,
+                    provider.api_key.as_ref().map(ExposeSecret::expose_secret),
+                ),
             };
             if streamed || !failure.transient() || attempt >= self.max_retries {
                 return Err(failure);
@@ -361,8 +354,8 @@ impl Providers {
         let mut request = self.http.post(url).json(&body);
         if let Some(key) = &provider.api_key {
             request = match provider.wire {
-                Wire::Anthropic => request.header("x-api-key", key),
-                _ => request.bearer_auth(key),
+                Wire::Anthropic => request.header("x-api-key", key.expose_secret()),
+                _ => request.bearer_auth(key.expose_secret()),
             };
         }
         if provider.wire == Wire::Anthropic {
