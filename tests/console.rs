@@ -61,12 +61,11 @@ async fn pages_fragments_and_assets_over_http() {
         .send()
         .await
         .unwrap();
-    assert!(
-        response.headers()["set-cookie"]
-            .to_str()
-            .unwrap()
-            .starts_with("lang=zh")
-    );
+    let cookie = response.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(cookie.starts_with("lang=zh;"), "{cookie}");
+    for attribute in ["Path=/", "SameSite=Lax", "Max-Age=31536000"] {
+        assert!(cookie.contains(attribute), "{cookie}");
+    }
     assert!(response.text().await.unwrap().contains("已安装技能"));
     let zh = client()
         .get(server.url("/ui"))

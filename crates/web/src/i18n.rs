@@ -204,10 +204,9 @@ impl Lang {
 
     /// The language a query string asks for (`lang=`).
     fn asked(query: Option<&str>) -> Option<Self> {
-        query?
-            .split('&')
-            .find_map(|pair| pair.strip_prefix("lang="))
-            .and_then(Lang::parse)
+        form_urlencoded::parse(query?.as_bytes())
+            .find(|(key, _)| key == "lang")
+            .and_then(|(_, value)| Lang::parse(&value))
     }
 
     fn from_headers(query: Option<&str>, headers: &HeaderMap) -> Self {
@@ -217,18 +216,17 @@ impl Lang {
                 .get_all(header::COOKIE)
                 .iter()
                 .filter_map(|v| v.to_str().ok())
-                .flat_map(|v| v.split(';'))
-                .find_map(|c| c.trim().strip_prefix("lang="))
-                .and_then(Lang::parse)
+                .flat_map(cookie::Cookie::split_parse)
+                .flatten()
+                .find(|c| c.name() == "lang")
+                .and_then(|c| Lang::parse(c.value()))
         };
+        // The most preferred language we have, by the header's quality values.
         let accepted = || {
             headers
                 .get(header::ACCEPT_LANGUAGE)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| {
-                    v.split(',')
-                        .find_map(|part| Lang::parse(part.split(';').next().unwrap_or("")))
-                })
+                .and_then(|v| accept_language::parse(v).iter().find_map(|tag| Lang::parse(tag)))
         };
         asked.or_else(cookie).or_else(accepted).unwrap_or(Lang::En)
     }
@@ -247,11 +245,12 @@ pub async fn remember(request: Request, next: Next) -> Response {
     let asked = Lang::asked(request.uri().query());
     let mut response = next.run(request).await;
     if let Some(lang) = asked {
-        let cookie = format!(
-            "lang={}; Path=/; SameSite=Lax; Max-Age=31536000",
-            lang.code()
-        );
-        if let Ok(value) = HeaderValue::from_str(&cookie) {
+        let cookie = cookie::Cookie::build(("lang", lang.code()))
+            .path("/")
+            .same_site(cookie::SameSite::Lax)
+            .max_age(cookie::time::Duration::days(365))
+            .build();
+        if let Ok(value) = HeaderValue::from_str(&cookie.to_string()) {
             response.headers_mut().append(header::SET_COOKIE, value);
         }
     }
@@ -278,6 +277,11 @@ mod tests {
         assert_eq!(lang(None, &[]), Lang::En);
         assert_eq!(
             lang(None, &[("accept-language", "fr-FR, zh-CN;q=0.8")]),
+            Lang::Zh
+        );
+        // By quality, not by place in the list.
+        assert_eq!(
+            lang(None, &[("accept-language", "en;q=0.5, zh-CN;q=0.9")]),
             Lang::Zh
         );
         assert_eq!(
