@@ -27,7 +27,7 @@ use serde_json::{Map, Value, json};
 use crate::invoke::Host;
 use crate::invoke::builtin::Builtin;
 use crate::invoke::catalog::{InvocableSkill, Runner};
-use crate::skill_docs::index::Docs;
+use crate::skill::docs::index::Docs;
 use crate::tool_defs::{ToolEntry, tools};
 
 /// Tools per `tools/list` page.

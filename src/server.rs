@@ -18,7 +18,7 @@ use crate::packages::Installer;
 use crate::process::run_uids::RunUids;
 use crate::process::{Launch, Reaper, SandboxStatus, Supervisor, sandbox};
 use crate::skill::Registry;
-use crate::skill_docs::index::{Docs, Limits};
+use crate::skill::docs::index::{Docs, Limits};
 use crate::state::AppState;
 use crate::store::Store;
 

@@ -10,7 +10,7 @@ use crate::jobs::Jobs;
 use crate::packages::Installer;
 use crate::process::terminal::Terminal;
 use crate::skill::Registry;
-use crate::skill_docs::index::Docs;
+use crate::skill::docs::index::Docs;
 use crate::store::Store;
 
 /// Shared services; cheap to clone.

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use crate::config::PackageLimits;
 use crate::invoke::builtin::Builtin;
+use crate::skill::docs::document::{self, Profile as DocProfile};
 use crate::skill::manifest::{self, Rules};
-use crate::skill_docs::document::{self, Profile as DocProfile};
 use crate::tool_defs::{builtin, validate as tool_validate};
 
 /// The arguments of `skill-runner validate`.
@@ -131,7 +131,7 @@ fn package(dir: &Path, what: &str) -> Outcome {
 fn zipped_package(path: &Path) -> Result<Outcome, String> {
     let scratch = tempfile::tempdir().map_err(|e| format!("cannot make a scratch folder: {e}"))?;
     let dest = scratch.path().join("package");
-    match crate::packages::archive::extract_package(path, &dest, &PackageLimits::default()) {
+    match crate::skill::archive::extract_package(path, &dest, &PackageLimits::default()) {
         Ok(top) => Ok(package(&top, "skill package")),
         Err(e) => Ok(Outcome {
             what: "skill package".into(),

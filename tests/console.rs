@@ -61,7 +61,10 @@ async fn pages_fragments_and_assets_over_http() {
         .send()
         .await
         .unwrap();
-    let cookie = response.headers()["set-cookie"].to_str().unwrap().to_owned();
+    let cookie = response.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .to_owned();
     assert!(cookie.starts_with("lang=zh;"), "{cookie}");
     for attribute in ["Path=/", "SameSite=Lax", "Max-Age=31536000"] {
         assert!(cookie.contains(attribute), "{cookie}");

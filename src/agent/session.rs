@@ -142,7 +142,7 @@ impl Stored {
     /// (`password`, `api_key`, `*_token`, …) replaced, wherever a tool's input or output put them.
     pub fn redacted(&self) -> Value {
         let mut value = serde_json::to_value(self).unwrap_or(Value::Null);
-        crate::secrets::redact(&mut value);
+        skill_runner_types::secrets::redact(&mut value);
         value
     }
 }

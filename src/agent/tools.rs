@@ -121,7 +121,7 @@ impl Toolbox {
         let input = match serde_json::from_str::<Value>(text) {
             Ok(input @ Value::Object(_)) => input,
             Ok(mut other) => {
-                crate::secrets::redact(&mut other);
+                skill_runner_types::secrets::redact(&mut other);
                 let got: String = other.to_string().chars().take(200).collect();
                 return Err(invalid(
                     "the arguments must be a JSON object".into(),

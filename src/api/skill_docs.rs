@@ -16,8 +16,8 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use crate::api::error::{ApiError, ApiResult, blocking};
-use crate::skill_docs::document::{Document, Finding, Profile, check};
-use crate::skill_docs::index::{Entry, Problem, resources};
+use crate::skill::docs::document::{Document, Finding, Profile, check};
+use crate::skill::docs::index::{Entry, Problem, resources};
 use crate::state::AppState;
 
 /// A skill as level 1 lists it.

@@ -19,8 +19,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+pub use skill_runner_types::engine::Engine;
 
 use crate::config::AgentConfig;
 use crate::output::RepairLevel;
@@ -367,63 +368,4 @@ pub enum SnapshotRefused {
     /// The version has a snapshot already, or is unknown.
     Conflict(String),
     Store(anyhow::Error),
-}
-
-impl Engines {}
-
-/// An engine a skill may declare in `runner.json`.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    utoipa::ToSchema,
-    sqlx::Type,
-)]
-#[serde(rename_all = "lowercase")]
-#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
-#[derive(strum::IntoStaticStr)]
-#[strum(serialize_all = "lowercase")]
-pub enum Engine {
-    Codex,
-    Gemini,
-    Iflow,
-    Claude,
-    Opencode,
-    Qwen,
-    /// Runs the skill's own `entrypoint.script`; no model involved.
-    Script,
-}
-
-impl Engine {
-    /// Every engine, in the order they are listed to clients.
-    pub const ALL: [Engine; 7] = [
-        Engine::Codex,
-        Engine::Gemini,
-        Engine::Iflow,
-        Engine::Claude,
-        Engine::Opencode,
-        Engine::Qwen,
-        Engine::Script,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
-
-    pub fn parse(name: &str) -> Option<Engine> {
-        Engine::ALL.into_iter().find(|e| e.as_str() == name)
-    }
-}
-
-impl std::fmt::Display for Engine {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
 }

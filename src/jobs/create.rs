@@ -19,7 +19,7 @@ use super::{Jobs, Scope};
 use crate::engines::Engine;
 use crate::engines::models::ModelList;
 use crate::error::{Error, Result};
-use crate::packages::archive::{self, ArchiveError};
+use crate::skill::archive::{self, ArchiveError};
 use crate::skill::{ExecutionMode, InputSource, Rules, SkillEntry, SkillManifest, manifest};
 use crate::store::{Binding, NewRequest, NewRun, Request, RequestKind, RunStatus};
 

@@ -16,9 +16,9 @@ use anyhow::Context;
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
-use super::archive::{self, ArchiveError};
 use crate::clock;
 use crate::config::PackageLimits;
+use crate::skill::archive::{self, ArchiveError};
 use crate::skill::{Registry, Rules, manifest};
 use crate::store::{InstallPhase, InstallRequest, Store, TaskStatus};
 

@@ -1,6 +1,6 @@
-//! Skill packages: zip uploads that install or update a skill in the skills dir.
+//! Skill packages: zip uploads that install or update a skill in the skills dir (unpacked by
+//! `skill::archive`).
 
-pub mod archive;
 pub mod install;
 
 pub use install::Installer;

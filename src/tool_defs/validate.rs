@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-pub use crate::finding::Finding;
+pub use crate::skill::finding::Finding;
 use crate::skill::schema::Schema;
 
 /// How strictly a definition is judged.

@@ -226,7 +226,11 @@ impl Lang {
             headers
                 .get(header::ACCEPT_LANGUAGE)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| accept_language::parse(v).iter().find_map(|tag| Lang::parse(tag)))
+                .and_then(|v| {
+                    accept_language::parse(v)
+                        .iter()
+                        .find_map(|tag| Lang::parse(tag))
+                })
         };
         asked.or_else(cookie).or_else(accepted).unwrap_or(Lang::En)
     }

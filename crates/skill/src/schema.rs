@@ -106,15 +106,15 @@ impl Schema {
 }
 
 /// The offending value as JSON, and as it may be shown: a secret-looking field's value
-/// ([`crate::secrets`]) is `"[redacted]"`, and so is every secret field inside it.
+/// ([`skill_runner_types::secrets`]) is `"[redacted]"`, and so is every secret field inside it.
 fn shown(field: &str, instance: &Value) -> (String, String) {
     let got = instance.to_string();
     let name = field.rsplit('/').next().unwrap_or_default();
     let mut shown = instance.clone();
-    if crate::secrets::is_secret_key(name) && !shown.is_null() {
+    if skill_runner_types::secrets::is_secret_key(name) && !shown.is_null() {
         shown = Value::String("[redacted]".into());
     } else {
-        crate::secrets::redact(&mut shown);
+        skill_runner_types::secrets::redact(&mut shown);
     }
     (got, shown.to_string())
 }

@@ -12,7 +12,32 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::config::PackageLimits;
+/// Default upper bound for an uploaded package (compressed bytes).
+pub const DEFAULT_PACKAGE_MAX_BYTES: u64 = 50 * 1024 * 1024;
+
+/// Caps applied to every uploaded skill package before anything is written to the skills dir.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PackageLimits {
+    /// Size of the zip file as uploaded.
+    pub max_compressed_bytes: u64,
+    /// Sum of the entries' uncompressed sizes.
+    pub max_uncompressed_bytes: u64,
+    /// Number of entries in the zip's central directory.
+    pub max_entries: usize,
+    /// Largest accepted uncompressed/compressed ratio, per large entry and for the whole archive.
+    pub max_compression_ratio: u64,
+}
+
+impl Default for PackageLimits {
+    fn default() -> Self {
+        Self {
+            max_compressed_bytes: DEFAULT_PACKAGE_MAX_BYTES,
+            max_uncompressed_bytes: 512 * 1024 * 1024,
+            max_entries: 10_000,
+            max_compression_ratio: 100,
+        }
+    }
+}
 
 /// Why a package was refused. The message names the rule.
 #[derive(Debug, thiserror::Error)]

@@ -10,10 +10,10 @@ use std::sync::{Arc, OnceLock};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::engines::Engine;
-use crate::skill::schema::Checker;
-use crate::skill_docs;
-use crate::skill_docs::document::Profile;
+use crate::docs;
+use crate::docs::document::Profile;
+use crate::schema::Checker;
+use skill_runner_types::engine::Engine;
 
 /// Why a skill folder is not a valid skill. The message names the broken rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -132,10 +132,10 @@ pub struct SkillManifest {
     /// `runner.json` `network.allow`: the `host:port`s the skill's turns ask to reach (granted
     /// only where `SKILL_RUNNER_EGRESS_ALLOW` permits them).
     #[serde(skip)]
-    pub network_allow: Vec<crate::egress::Target>,
+    pub network_allow: Vec<skill_runner_process::egress::Target>,
     /// `runner.json` `limits`: what the skill's turns ask for below the operator's caps.
     #[serde(skip)]
-    pub limits: crate::process::limits::Requested,
+    pub limits: skill_runner_process::limits::Requested,
     /// The parsed input, parameter and output schemas.
     #[serde(skip)]
     pub schema_docs: SchemaDocs,
@@ -278,7 +278,7 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
     };
 
     let network_allow = network_allow(&runner)?;
-    let limits = crate::process::limits::Requested::parse(runner.get("limits"))
+    let limits = skill_runner_process::limits::Requested::parse(runner.get("limits"))
         .map_err(|why| InvalidSkill(format!("runner.json: {why}")))?;
 
     let engine_configs = ENGINE_CONFIG_FILES
@@ -311,7 +311,9 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
 }
 
 /// `runner.json` `network`: an object whose only key, `allow`, lists `host:port` strings.
-fn network_allow(runner: &Map<String, Value>) -> Result<Vec<crate::egress::Target>, InvalidSkill> {
+fn network_allow(
+    runner: &Map<String, Value>,
+) -> Result<Vec<skill_runner_process::egress::Target>, InvalidSkill> {
     let network = match runner.get("network") {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Object(network)) => network,
@@ -342,7 +344,7 @@ fn network_allow(runner: &Map<String, Value>) -> Result<Vec<crate::egress::Targe
                     "runner.json: 'network.allow[{i}]' must be a \"host:port\" string"
                 ))
             })?;
-            crate::egress::Target::parse(text)
+            skill_runner_process::egress::Target::parse(text)
                 .map_err(|why| InvalidSkill(format!("runner.json: 'network.allow[{i}]': {why}")))
         })
         .collect()
@@ -393,7 +395,7 @@ fn skill_document(text: &str, folder: &str) -> Result<(String, Vec<String>), Inv
     if !text.starts_with("---\n") {
         return invalid("SKILL.md must start with a '---' frontmatter block");
     }
-    let checked = skill_docs::document::check(text, Some(folder), Profile::Strict);
+    let checked = docs::document::check(text, Some(folder), Profile::Strict);
     if !checked.has_frontmatter {
         return invalid("SKILL.md frontmatter is not closed by a '---' line");
     }
