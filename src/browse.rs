@@ -3,9 +3,11 @@
 //! `..` and anything that resolves outside the folder (through a symlink) are refused.
 
 use std::io::Read;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+
+use skill_runner_types::RelPath;
 
 use crate::error::{Error, Result};
 
@@ -133,33 +135,18 @@ fn walk(dir: &Path, prefix: &str, depth: usize, out: &mut Vec<TreeEntry>) -> std
     Ok(())
 }
 
-/// Normalises a client's relative path (`./a//b` -> `a/b`); 400 for blank, absolute or `..`
+/// A client's relative path, normalised (`./a//b` -> `a/b`); 400 for blank, absolute or `..`
 /// paths.
-pub fn relative_path(path: &str) -> Result<String> {
+pub fn relative_path(path: &str) -> Result<RelPath> {
     if path.trim().is_empty() {
         return Err(Error::invalid("path is required"));
     }
-    let mut parts = Vec::new();
-    for component in Path::new(path).components() {
-        match component {
-            Component::Normal(p) => parts.push(p.to_string_lossy().into_owned()),
-            Component::CurDir => {}
-            _ => {
-                return Err(Error::invalid(format!(
-                    "invalid path '{path}': it must be relative and must not contain '..'"
-                )));
-            }
-        }
-    }
-    if path.contains('\0') || parts.is_empty() {
-        return Err(Error::invalid(format!("invalid path '{path}'")));
-    }
-    Ok(parts.join("/"))
+    RelPath::parse(path).map_err(|why| Error::invalid(format!("invalid path '{path}': {why}")))
 }
 
 /// The preview of `rel` (already normalised by [`relative_path`]) under `root`; a file under a
 /// `hidden` top-level entry (also when reached through a symlink) is not found.
-pub fn preview(root: &Path, rel: &str, hidden: &[&str]) -> Result<Preview> {
+pub fn preview(root: &Path, rel: &RelPath, hidden: &[&str]) -> Result<Preview> {
     let (root, inside) = resolve(root, rel, hidden)?;
     // Opened again without following links: the folder may change under a running turn.
     let file = crate::run_folder::open_beneath(&root, &inside).map_err(|_| not_found())?;
@@ -199,7 +186,7 @@ pub fn preview(root: &Path, rel: &str, hidden: &[&str]) -> Result<Preview> {
 
 /// The file `rel` under `root`, symlinks resolved, as the canonical root and the path inside it;
 /// 400 when it resolves outside `root`, 404 when it is missing or a folder.
-fn resolve(root: &Path, rel: &str, hidden: &[&str]) -> Result<(PathBuf, PathBuf)> {
+fn resolve(root: &Path, rel: &RelPath, hidden: &[&str]) -> Result<(PathBuf, PathBuf)> {
     let root = root.canonicalize().map_err(|_| not_found())?;
     let target = root.join(rel).canonicalize().map_err(|_| not_found())?;
     let Ok(inside) = target.strip_prefix(&root) else {
@@ -207,7 +194,7 @@ fn resolve(root: &Path, rel: &str, hidden: &[&str]) -> Result<(PathBuf, PathBuf)
             "invalid path '{rel}': it resolves outside the folder"
         )));
     };
-    if is_hidden(rel, hidden) || is_hidden(&inside.to_string_lossy(), hidden) {
+    if is_hidden(rel.as_str(), hidden) || is_hidden(&inside.to_string_lossy(), hidden) {
         return Err(not_found());
     }
     let inside = inside.to_path_buf();
@@ -267,6 +254,7 @@ mod tests {
 
     #[test]
     fn previews_and_path_rules() {
+        let rel = |path: &str| relative_path(path).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("run");
         std::fs::create_dir_all(root.join("logs")).unwrap();
@@ -277,14 +265,14 @@ mod tests {
         std::fs::write(dir.path().join("secret"), "s").unwrap();
         std::os::unix::fs::symlink(dir.path().join("secret"), root.join("escape")).unwrap();
 
-        let text = preview(&root, &relative_path("./logs//out.txt").unwrap(), &[]).unwrap();
+        let text = preview(&root, &rel("./logs//out.txt"), &[]).unwrap();
         assert_eq!(text.mode, "text");
         assert_eq!(text.content.as_deref(), Some("héllo\n"));
         assert_eq!((text.size, text.meta.as_str()), (7, "7 bytes, utf-8"));
-        assert_eq!(preview(&root, "bin", &[]).unwrap().mode, "binary");
-        let big = preview(&root, "big", &[]).unwrap();
+        assert_eq!(preview(&root, &rel("bin"), &[]).unwrap().mode, "binary");
+        let big = preview(&root, &rel("big"), &[]).unwrap();
         assert_eq!((big.mode, big.content), ("too_large", None));
-        let latin = preview(&root, "latin1", &[]).unwrap();
+        let latin = preview(&root, &rel("latin1"), &[]).unwrap();
         assert_eq!(latin.content.as_deref(), Some("caf\u{fffd}"));
         assert!(latin.meta.ends_with("utf-8-replace"));
 
@@ -293,18 +281,24 @@ mod tests {
             Error::NotFound(_) => "not found",
             other => panic!("unexpected {other:?}"),
         };
-        assert_eq!(kind(preview(&root, "escape", &[])), "invalid");
-        assert_eq!(kind(preview(&root, "missing", &[])), "not found");
-        assert_eq!(kind(preview(&root, "logs", &[])), "not found");
+        assert_eq!(kind(preview(&root, &rel("escape"), &[])), "invalid");
+        assert_eq!(kind(preview(&root, &rel("missing"), &[])), "not found");
+        assert_eq!(kind(preview(&root, &rel("logs"), &[])), "not found");
         // A hidden folder is not found, directly or through a symlink, and not listed.
         std::fs::create_dir_all(root.join(".home")).unwrap();
         std::fs::write(root.join(".home/token"), "t").unwrap();
         std::os::unix::fs::symlink(root.join(".home/token"), root.join("logs/t")).unwrap();
         let hidden = [".home"];
-        assert_eq!(kind(preview(&root, ".home/token", &hidden)), "not found");
-        assert_eq!(kind(preview(&root, "logs/t", &hidden)), "not found");
         assert_eq!(
-            preview(&root, "logs/t", &[]).unwrap().content.as_deref(),
+            kind(preview(&root, &rel(".home/token"), &hidden)),
+            "not found"
+        );
+        assert_eq!(kind(preview(&root, &rel("logs/t"), &hidden)), "not found");
+        assert_eq!(
+            preview(&root, &rel("logs/t"), &[])
+                .unwrap()
+                .content
+                .as_deref(),
             Some("t")
         );
         assert!(
@@ -313,7 +307,15 @@ mod tests {
                 .iter()
                 .all(|e| !e.rel_path.starts_with(".home"))
         );
-        for bad in ["", "  ", "/etc/passwd", "../secret", "logs/../../secret"] {
+        for bad in [
+            "",
+            "  ",
+            "/etc/passwd",
+            "../secret",
+            "logs/../../secret",
+            "a\\..\\..\\b",
+            "./",
+        ] {
             assert!(
                 matches!(relative_path(bad), Err(Error::Invalid(_))),
                 "{bad:?}"

@@ -5,7 +5,6 @@
 //! /v1/skill-docs:validate`.
 
 use std::io::Read as _;
-use std::path::{Component, Path as FsPath};
 use std::sync::Arc;
 
 use axum::Json;
@@ -14,6 +13,7 @@ use axum::extract::{FromRequest, Multipart, Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
+use skill_runner_types::RelPath;
 
 use crate::api::error::{ApiError, ApiResult, blocking};
 use crate::skill::docs::document::{Document, Finding, Profile, check};
@@ -143,20 +143,14 @@ pub async fn file(
     Path((name, path)): Path<(String, String)>,
 ) -> ApiResult<Response> {
     let entry = entry(&state, &name).await?;
-    let rel = FsPath::new(&path);
-    if path.contains('\0')
-        || !rel
-            .components()
-            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
-    {
+    let Ok(rel) = RelPath::parse(&path) else {
         return Err(ApiError::bad_request(format!(
             "path: '{path}' must be relative to the skill's folder, without '..'"
         )));
-    }
+    };
     let base_dir = entry.base_dir.clone();
-    let rel = rel.to_path_buf();
     let read = blocking(move || -> std::io::Result<Option<Vec<u8>>> {
-        let file = crate::run_folder::open_beneath(&base_dir, &rel)?;
+        let file = crate::run_folder::open_beneath(&base_dir, rel.as_ref())?;
         if file.metadata()?.len() > MAX_FILE_BYTES {
             return Ok(None);
         }

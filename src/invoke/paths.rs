@@ -11,6 +11,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use skill_runner_types::rel_path::{RelPath, RelPathError};
+
 use super::result::{ErrorCode, SkillError};
 
 /// Largest file a file skill reads.
@@ -56,23 +58,18 @@ impl AllowedRoot {
         if raw.is_empty() {
             return Err(SkillError::invalid(field, "must not be empty"));
         }
-        if raw.contains('\0') {
-            return forbidden("contains a NUL byte");
-        }
-        if raw.starts_with('/') || raw.starts_with('\\') {
-            return forbidden("absolute and UNC paths are not allowed");
-        }
-        let bytes = raw.as_bytes();
-        if bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':' {
-            return forbidden("drive paths are not allowed");
-        }
-        if raw.split(['/', '\\']).any(|c| c == "..") {
-            return forbidden("'..' components are not allowed");
-        }
-        let parts: Vec<&str> = raw
-            .split('/')
-            .filter(|c| !c.is_empty() && *c != ".")
-            .collect();
+        // `.` (and `./`) is the folder itself.
+        let path = match RelPath::parse(raw) {
+            Ok(path) => Some(path),
+            Err(RelPathError::Empty) => None,
+            Err(RelPathError::Nul) => return forbidden("contains a NUL byte"),
+            Err(RelPathError::Absolute) => {
+                return forbidden("absolute and UNC paths are not allowed");
+            }
+            Err(RelPathError::Drive) => return forbidden("drive paths are not allowed"),
+            Err(RelPathError::Parent) => return forbidden("'..' components are not allowed"),
+        };
+        let parts: Vec<&str> = path.iter().flat_map(RelPath::names).collect();
         let from_cwd = raw.starts_with("./")
             || (self.cwd_prefix.is_some() && parts.first().copied() == self.cwd_prefix.as_deref());
         let base = if from_cwd { &self.cwd } else { &self.root };

@@ -2,13 +2,15 @@
 //! The same functions serve `/v1/jobs/*` and `/v1/temp-skill-runs/*`.
 
 use std::io::Write;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
 use super::cache::{hash_copy, hex_digest};
 use super::{Jobs, Scope};
+use skill_runner_types::RelPath;
+
 use crate::browse::{self, Preview, TreeEntry, files_under};
 use crate::error::{Error, Result};
 use crate::run_folder::{HOME_IN_FOLDER as HIDDEN_HOME, RunFolder, open_beneath};
@@ -135,7 +137,7 @@ impl Jobs {
             tokio::task::spawn_blocking(move || browse::preview(&dir, &rel, &[HIDDEN_HOME]))
                 .await
                 .map_err(anyhow::Error::from)??;
-        Ok((run, path, preview))
+        Ok((run, path.to_string(), preview))
     }
 
     /// The result envelope; 404 until the run ended with one.
@@ -173,15 +175,13 @@ impl Jobs {
                 "Artifact not found: the path must start with artifacts/",
             ));
         };
-        let escapes = path.contains('\0')
-            || Path::new(rel)
-                .components()
-                .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir));
-        if escapes || rel.is_empty() {
+        let Ok(rel) = RelPath::parse(rel) else {
             return Err(Error::invalid(format!("Invalid artifact path '{path}'")));
-        }
+        };
         let root = self.folder(&run.run_id).root().to_path_buf();
-        let rel = Path::new(crate::run_folder::WORKSPACE).join(path);
+        let rel = Path::new(crate::run_folder::WORKSPACE)
+            .join("artifacts")
+            .join(rel);
         let opened = tokio::task::spawn_blocking(move || open_beneath(&root, &rel))
             .await
             .map_err(anyhow::Error::from)?;

@@ -12,6 +12,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
+use skill_runner_types::rel_path::{RelPath, RelPathError};
+
 /// Default upper bound for an uploaded package (compressed bytes).
 pub const DEFAULT_PACKAGE_MAX_BYTES: u64 = 50 * 1024 * 1024;
 
@@ -340,7 +342,8 @@ fn duplicate_name(file: &mut File, max_entries: usize) -> std::io::Result<Option
     Ok(None)
 }
 
-/// Splits an entry name into safe components; `None` for names with nothing left (`./`).
+/// Splits an entry name into safe components ([`RelPath`]); `None` for names with nothing left
+/// (`./`). Control characters are refused too: no file in a skill needs one in its name.
 fn sanitize_name(raw: &str, what: &str) -> Result<Option<Vec<String>>, ArchiveError> {
     if let Some(c) = raw.chars().find(|c| c.is_control()) {
         let what = match c {
@@ -349,26 +352,14 @@ fn sanitize_name(raw: &str, what: &str) -> Result<Option<Vec<String>>, ArchiveEr
         };
         return reject(format!("entry name {raw:?} contains {what}"));
     }
-    let name = raw.replace('\\', "/");
-    let bytes = name.as_bytes();
-    if name.starts_with('/')
-        || (bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':')
-    {
-        return reject(format!("entry '{raw}' has an absolute path"));
+    match RelPath::parse(raw) {
+        Ok(path) => Ok(Some(path.names().map(str::to_owned).collect())),
+        Err(RelPathError::Empty) => Ok(None),
+        Err(RelPathError::Parent) => reject(format!(
+            "entry '{raw}' escapes the {what} with '..' (zip-slip)"
+        )),
+        Err(_) => reject(format!("entry '{raw}' has an absolute path")),
     }
-    let mut components = Vec::new();
-    for part in name.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                return reject(format!(
-                    "entry '{raw}' escapes the {what} with '..' (zip-slip)"
-                ));
-            }
-            other => components.push(other.to_owned()),
-        }
-    }
-    Ok((!components.is_empty()).then_some(components))
 }
 
 /// The one top-level folder every entry must sit in.

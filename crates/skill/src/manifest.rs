@@ -4,7 +4,7 @@
 //! the [`Rules`] differ. Every error names the rule that was broken and the offending value.
 
 use std::collections::BTreeMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use crate::docs;
 use crate::docs::document::Profile;
 use crate::schema::Checker;
+use skill_runner_types::RelPath;
 use skill_runner_types::engine::Engine;
 
 /// Why a skill folder is not a valid skill. The message names the broken rule.
@@ -575,13 +576,11 @@ fn schema_paths(runner: &Map<String, Value>) -> Result<SchemaPaths, InvalidSkill
     })
 }
 
-/// True for a non-empty relative path with no `..`, root or drive component.
+/// True for a path inside the skill ([`RelPath`]) written with `/` only: in `runner.json` a
+/// `\` would be a glob's escape in an artifact pattern, or a Windows habit that names another
+/// file here.
 pub fn is_safe_relative(path: &str) -> bool {
-    !path.is_empty()
-        && !path.contains('\\')
-        && Path::new(path)
-            .components()
-            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+    !path.contains('\\') && RelPath::parse(path).is_ok()
 }
 
 /// The three parsed schemas of a skill.

@@ -2,4 +2,7 @@
 
 pub mod clock;
 pub mod engine;
+pub mod rel_path;
 pub mod secrets;
+
+pub use rel_path::RelPath;

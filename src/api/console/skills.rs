@@ -172,5 +172,6 @@ pub async fn view(
         .await
         .map_err(|e| ApiError::Internal(e.into()))?
         .map_err(ApiError::from)?;
+    let path = path.to_string();
     render(&PreviewFragment { l, path, preview })
 }
