@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{Cli, Engine, EngineAdapter, Failure, Prepared, Reading, Said, Turn};
+use super::{Cli, Engine, EngineAdapter, Failure, Prepared, Reading, Turn};
 use crate::config::{AgentConfig, Endpoint};
 use crate::egress::Target;
 use crate::output;
@@ -537,17 +537,17 @@ pub fn prompt(turn: &Turn<'_>, skill_copy: &Path) -> String {
     text
 }
 
-/// One JSON event per line; lines that are not JSON objects are skipped.
-pub fn events(stdout: &str) -> impl Iterator<Item = serde_json::Map<String, Value>> + '_ {
-    stdout.lines().filter_map(event)
+/// The event of one line, read as the CLI's event type `T`; `None` for a line that is not
+/// one (not JSON, or a shape `T` does not know).
+pub fn typed<T: serde::de::DeserializeOwned>(line: &str) -> Option<T> {
+    serde_json::from_str(line.trim()).ok()
 }
 
-/// The JSON event of one line, if it is one.
-pub fn event(line: &str) -> Option<serde_json::Map<String, Value>> {
-    match serde_json::from_str(line.trim()) {
-        Ok(Value::Object(event)) => Some(event),
-        _ => None,
-    }
+/// [`typed`] for each line of a CLI's output; the lines that are not events are skipped.
+pub fn typed_events<T: serde::de::DeserializeOwned + 'static>(
+    stdout: &str,
+) -> impl Iterator<Item = T> + '_ {
+    stdout.lines().filter_map(typed)
 }
 
 /// A tool's output as text: a string as it is, Anthropic-style content blocks as their texts,
@@ -563,117 +563,6 @@ pub fn text_of(value: Option<&Value>) -> String {
             .join("\n"),
         Some(other) => other.to_string(),
     }
-}
-
-/// What one line of `stream-json` (Claude Code, Qwen Code) says: the assistant's text,
-/// thinking and tool calls, and the tool results sent back.
-pub fn transcribe_stream_json(line: &str, said: &mut Vec<Said>) {
-    let Some(event) = event(line) else { return };
-    let blocks = event
-        .get("message")
-        .and_then(|m| m.get("content"))
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten();
-    let string = |block: &Value, key: &str| {
-        block
-            .get(key)
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .unwrap_or_default()
-    };
-    match event.get("type").and_then(Value::as_str) {
-        Some("assistant") => {
-            for block in blocks {
-                match block.get("type").and_then(Value::as_str) {
-                    Some("text") => said.push(Said::Text {
-                        text: string(block, "text"),
-                        continues: false,
-                    }),
-                    Some("thinking") => said.push(Said::Reasoning(string(block, "thinking"))),
-                    Some("tool_use") => said.push(Said::ToolCall {
-                        id: block.get("id").and_then(Value::as_str).map(str::to_owned),
-                        name: string(block, "name"),
-                        arguments: block.get("input").cloned().unwrap_or(Value::Null),
-                    }),
-                    _ => {}
-                }
-            }
-        }
-        Some("user") => {
-            for block in blocks.filter(|b| b.get("type") == Some(&Value::from("tool_result"))) {
-                said.push(Said::ToolResult {
-                    id: block
-                        .get("tool_use_id")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned),
-                    output: text_of(block.get("content")),
-                    is_error: block.get("is_error") == Some(&Value::Bool(true)),
-                });
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Reads the `stream-json` output of Claude Code and of CLIs that copy it (Qwen Code): the
-/// session from any event's `session_id`, the answer from the final `result` (else the last
-/// assistant text), and a failure from a `result` with `is_error`.
-pub fn read_stream_json(stdout: &str, engine: &str) -> Reading {
-    let mut reading = Reading::default();
-    let (mut last_text, mut result, mut error) = (None, None, None);
-    for event in events(stdout) {
-        if let Some(id) = event.get("session_id").and_then(Value::as_str) {
-            reading.session = Some(id.to_owned());
-        }
-        match event.get("type").and_then(Value::as_str) {
-            Some("assistant") => {
-                let text: String = event
-                    .get("message")
-                    .and_then(|m| m.get("content"))
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter(|b| b.get("type") == Some(&Value::from("text")))
-                    .filter_map(|b| b.get("text").and_then(Value::as_str))
-                    .collect();
-                if !text.is_empty() {
-                    last_text = Some(text);
-                }
-            }
-            Some("result") => {
-                let text = event
-                    .get("result")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-                let failed = event.get("is_error") == Some(&Value::Bool(true))
-                    || event
-                        .get("subtype")
-                        .and_then(Value::as_str)
-                        .is_some_and(|s| s.starts_with("error"));
-                if failed {
-                    error = text
-                        .or_else(|| {
-                            event
-                                .get("error")
-                                .and_then(|e| e.get("message"))
-                                .and_then(Value::as_str)
-                                .map(str::to_owned)
-                        })
-                        .or_else(|| {
-                            event
-                                .get("subtype")
-                                .and_then(Value::as_str)
-                                .map(str::to_owned)
-                        });
-                } else {
-                    result = text;
-                }
-            }
-            _ => {}
-        }
-    }
-    conclude(reading, engine, result.or(last_text).as_deref(), error)
 }
 
 /// The turn's answer, from the CLI's last text; without one, its last error (if any) is why

@@ -9,8 +9,8 @@
 
 use std::sync::Arc;
 
-use super::agent;
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Transcriber, Turn};
+use super::{agent, stream_json};
 use crate::config::AgentConfig;
 
 pub const PACKAGE: &str = "@anthropic-ai/claude-code";
@@ -78,11 +78,11 @@ impl EngineAdapter for Claude {
     }
 
     fn read(&self, stdout: &str, _stderr: &str) -> Reading {
-        agent::read_stream_json(stdout, "claude")
+        stream_json::read(stdout, "claude")
     }
 
     fn transcriber(&self) -> Box<dyn Transcriber> {
-        Box::new(agent::transcribe_stream_json)
+        Box::new(stream_json::transcribe)
     }
 }
 

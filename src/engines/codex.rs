@@ -10,9 +10,10 @@
 
 use std::sync::Arc;
 
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::agent::{self, events};
+use super::agent;
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
 use crate::config::AgentConfig;
 
@@ -175,22 +176,20 @@ impl EngineAdapter for Codex {
     fn read(&self, stdout: &str, _stderr: &str) -> Reading {
         let mut reading = Reading::default();
         let (mut last_text, mut error) = (None, None);
-        for event in events(stdout) {
-            let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
-            match event.get("type").and_then(Value::as_str) {
-                Some("thread.started") => reading.session = text(event.get("thread_id")),
-                Some("item.completed") => {
-                    let item = event.get("item");
-                    if item.and_then(|i| i.get("type")).and_then(Value::as_str)
-                        == Some("agent_message")
-                    {
-                        last_text = text(item.and_then(|i| i.get("text")));
-                    }
+        for event in agent::typed_events(stdout) {
+            match event {
+                Event::ThreadStarted { thread_id } => reading.session = thread_id,
+                Event::ItemCompleted {
+                    item:
+                        Item {
+                            kind: ItemKind::AgentMessage { text },
+                            ..
+                        },
+                } => last_text = text,
+                Event::TurnFailed { error: failed } => {
+                    error = failed.and_then(|e| e.message).or(error);
                 }
-                Some("turn.failed") => {
-                    error = text(event.get("error").and_then(|e| e.get("message"))).or(error);
-                }
-                Some("error") => error = text(event.get("message")),
+                Event::Error { message } => error = message,
                 _ => {}
             }
         }
@@ -202,61 +201,123 @@ impl EngineAdapter for Codex {
     }
 }
 
-/// What one line of `codex exec --json` says: each completed item (a message, reasoning, a
-/// command with its output, a tool call, a file change, a web search).
+/// The lines of `codex exec --json` read here; a line of any other type is skipped.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type")]
+enum Event {
+    #[serde(rename = "thread.started")]
+    ThreadStarted { thread_id: Option<String> },
+    #[serde(rename = "item.completed")]
+    ItemCompleted { item: Item },
+    #[serde(rename = "turn.failed")]
+    TurnFailed { error: Option<ErrorBody> },
+    #[serde(rename = "error")]
+    Error { message: Option<String> },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Debug, Deserialize)]
+struct ErrorBody {
+    message: Option<String>,
+}
+
+/// A completed item: a message, reasoning, a command with its output, a tool call, a file
+/// change, a web search.
+#[derive(Debug, Deserialize)]
+struct Item {
+    id: Option<String>,
+    #[serde(flatten)]
+    kind: ItemKind,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ItemKind {
+    AgentMessage {
+        text: Option<String>,
+    },
+    Reasoning {
+        #[serde(default)]
+        text: String,
+    },
+    CommandExecution {
+        #[serde(default)]
+        command: String,
+        #[serde(default)]
+        aggregated_output: String,
+        exit_code: Option<i64>,
+    },
+    McpToolCall {
+        #[serde(default)]
+        server: String,
+        #[serde(default)]
+        tool: String,
+        #[serde(default)]
+        arguments: Value,
+        result: Option<Value>,
+        error: Option<Value>,
+    },
+    FileChange {
+        #[serde(default)]
+        changes: Value,
+    },
+    WebSearch {
+        #[serde(default)]
+        query: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+/// What one line of `codex exec --json` says: each completed item.
 fn transcribe(line: &str, said: &mut Vec<Said>) {
-    let Some(event) = agent::event(line) else {
+    let Some(Event::ItemCompleted { item }) = agent::typed(line) else {
         return;
     };
-    if event.get("type").and_then(Value::as_str) != Some("item.completed") {
-        return;
-    }
-    let Some(item) = event.get("item") else {
-        return;
+    let Item { id, kind } = item;
+    let call = |name: String, arguments: Value| Said::ToolCall {
+        id: id.clone(),
+        name,
+        arguments,
     };
-    let text = |key: &str| {
-        item.get(key)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let id = item.get("id").and_then(Value::as_str).map(str::to_owned);
-    let mut call = |name: String, arguments: Value| {
-        said.push(Said::ToolCall {
-            id: id.clone(),
-            name,
-            arguments,
-        });
-    };
-    match item.get("type").and_then(Value::as_str) {
-        Some("agent_message") => said.push(Said::Text {
-            text: text("text"),
+    match kind {
+        ItemKind::AgentMessage { text } => said.push(Said::Text {
+            text: text.unwrap_or_default(),
             continues: false,
         }),
-        Some("reasoning") => said.push(Said::Reasoning(text("text"))),
-        Some("command_execution") => said.push(Said::Command {
-            command: text("command"),
-            output: text("aggregated_output"),
-            exit_code: item.get("exit_code").and_then(Value::as_i64),
+        ItemKind::Reasoning { text } => said.push(Said::Reasoning(text)),
+        ItemKind::CommandExecution {
+            command,
+            aggregated_output,
+            exit_code,
+        } => said.push(Said::Command {
+            command,
+            output: aggregated_output,
+            exit_code,
         }),
-        Some("mcp_tool_call") => {
-            let name = format!("{}.{}", text("server"), text("tool"));
-            call(name, item.get("arguments").cloned().unwrap_or(Value::Null));
-            let error = item.get("error").filter(|e| !e.is_null());
-            if let Some(output) = error.or(item.get("result")).filter(|r| !r.is_null()) {
+        ItemKind::McpToolCall {
+            server,
+            tool,
+            arguments,
+            result,
+            error,
+        } => {
+            said.push(call(format!("{server}.{tool}"), arguments));
+            let is_error = error.is_some();
+            if let Some(output) = error.or(result) {
                 said.push(Said::ToolResult {
                     id,
-                    output: agent::text_of(Some(output)),
-                    is_error: error.is_some(),
+                    output: agent::text_of(Some(&output)),
+                    is_error,
                 });
             }
         }
-        Some("file_change") => call(
-            "file_change".into(),
-            item.get("changes").cloned().unwrap_or(Value::Null),
-        ),
-        Some("web_search") => call("web_search".into(), json!({"query": text("query")})),
-        _ => {}
+        ItemKind::FileChange { changes } => said.push(call("file_change".into(), changes)),
+        ItemKind::WebSearch { query } => {
+            said.push(call("web_search".into(), json!({ "query": query })));
+        }
+        ItemKind::Other => {}
     }
 }
 
@@ -273,6 +334,50 @@ mod tests {
         Codex {
             config: Arc::new(config),
         }
+    }
+
+    #[test]
+    fn transcribes_tool_calls_file_changes_and_searches() {
+        let mut said = Vec::new();
+        for line in [
+            r#"{"type":"item.completed","item":{"id":"i1","type":"mcp_tool_call","server":"fs","tool":"read","arguments":{"p":"a"},"result":{"content":[{"type":"text","text":"body"}]},"error":null}}"#,
+            r#"{"type":"item.completed","item":{"id":"i2","type":"mcp_tool_call","server":"fs","tool":"read","arguments":{},"result":null,"error":"denied"}}"#,
+            r#"{"type":"item.completed","item":{"id":"i3","type":"file_change","changes":[{"path":"a.txt","kind":"add"}]}}"#,
+            r#"{"type":"item.completed","item":{"id":"i4","type":"web_search","query":"rust"}}"#,
+            r#"{"type":"item.completed","item":{"id":"i5","type":"todo_list","items":[]}}"#,
+            r#"{"type":"item.started","item":{"id":"i6","type":"agent_message","text":"not yet"}}"#,
+            "not json",
+        ] {
+            transcribe(line, &mut said);
+        }
+        let call = |id: &str, name: &str, arguments: Value| Said::ToolCall {
+            id: Some(id.into()),
+            name: name.into(),
+            arguments,
+        };
+        assert_eq!(
+            said,
+            vec![
+                call("i1", "fs.read", json!({"p": "a"})),
+                Said::ToolResult {
+                    id: Some("i1".into()),
+                    output: r#"{"content":[{"text":"body","type":"text"}]}"#.into(),
+                    is_error: false,
+                },
+                call("i2", "fs.read", json!({})),
+                Said::ToolResult {
+                    id: Some("i2".into()),
+                    output: "denied".into(),
+                    is_error: true,
+                },
+                call(
+                    "i3",
+                    "file_change",
+                    json!([{"path": "a.txt", "kind": "add"}])
+                ),
+                call("i4", "web_search", json!({"query": "rust"})),
+            ]
+        );
     }
 
     #[test]

@@ -11,9 +11,10 @@
 
 use std::sync::Arc;
 
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::agent::{self, events};
+use super::agent;
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
 use crate::config::AgentConfig;
 
@@ -94,24 +95,26 @@ impl EngineAdapter for Gemini {
         let mut reading = Reading::default();
         // Assistant text arrives in deltas; a tool call ends one message and starts the next.
         let (mut message, mut last_message, mut error) = (String::new(), String::new(), None);
-        for event in events(stdout) {
-            let text = |key: &str| event.get(key).and_then(Value::as_str).map(str::to_owned);
-            match event.get("type").and_then(Value::as_str) {
-                Some("init") => reading.session = text("session_id").or(reading.session),
-                Some("message") if event.get("role") == Some(&json!("assistant")) => {
-                    message.push_str(&text("content").unwrap_or_default());
+        for event in agent::typed_events(stdout) {
+            match event {
+                Event::Init { session_id } => reading.session = session_id.or(reading.session),
+                Event::Message { role, content, .. } if role.as_deref() == Some("assistant") => {
+                    message.push_str(&content);
                 }
-                Some("tool_use") | Some("tool_result") if !message.is_empty() => {
+                Event::ToolUse { .. } | Event::ToolResult { .. } if !message.is_empty() => {
                     last_message = std::mem::take(&mut message);
                 }
-                Some("result") if event.get("status") != Some(&json!("success")) => {
-                    error = event
-                        .get("error")
-                        .and_then(|e| e.get("message").or(Some(e)))
-                        .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_owned))
-                        .or(Some("the CLI reported an error".into()));
+                Event::Result {
+                    status,
+                    error: failed,
+                } if status.as_deref() != Some("success") => {
+                    let failed = failed.map(|e| e.get("message").cloned().unwrap_or(e));
+                    error = Some(failed.map_or_else(
+                        || "the CLI reported an error".to_owned(),
+                        |e| e.as_str().map_or_else(|| e.to_string(), str::to_owned),
+                    ));
                 }
-                Some("error") => error = text("message"),
+                Event::Error { message } => error = message,
                 _ => {}
             }
         }
@@ -126,40 +129,129 @@ impl EngineAdapter for Gemini {
     }
 }
 
+/// The lines of `-o stream-json` read here; a line of any other type is skipped.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Event {
+    Init {
+        session_id: Option<String>,
+    },
+    Message {
+        role: Option<String>,
+        #[serde(default)]
+        content: String,
+        delta: Option<bool>,
+    },
+    ToolUse {
+        tool_id: Option<String>,
+        #[serde(default)]
+        tool_name: String,
+        #[serde(default)]
+        parameters: Value,
+    },
+    ToolResult {
+        tool_id: Option<String>,
+        status: Option<String>,
+        output: Option<Value>,
+        error: Option<Value>,
+    },
+    Result {
+        status: Option<String>,
+        error: Option<Value>,
+    },
+    Error {
+        message: Option<String>,
+    },
+    #[serde(other)]
+    Other,
+}
+
 /// What one line of `-o stream-json` says: assistant text (in deltas), tool calls and their
 /// results.
 fn transcribe(line: &str, said: &mut Vec<Said>) {
-    let Some(event) = agent::event(line) else {
-        return;
-    };
-    let text = |key: &str| {
-        event
-            .get(key)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let id = event
-        .get("tool_id")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    match event.get("type").and_then(Value::as_str) {
-        Some("message") if event.get("role") == Some(&json!("assistant")) => {
-            said.push(Said::Text {
-                text: text("content"),
-                continues: event.get("delta") == Some(&json!(true)),
-            });
-        }
-        Some("tool_use") => said.push(Said::ToolCall {
-            id,
-            name: text("tool_name"),
-            arguments: event.get("parameters").cloned().unwrap_or(Value::Null),
+    match agent::typed(line) {
+        Some(Event::Message {
+            role,
+            content,
+            delta,
+        }) if role.as_deref() == Some("assistant") => said.push(Said::Text {
+            text: content,
+            continues: delta == Some(true),
         }),
-        Some("tool_result") => said.push(Said::ToolResult {
-            id,
-            output: agent::text_of(event.get("output").or(event.get("error"))),
-            is_error: event.get("status") != Some(&json!("success")),
+        Some(Event::ToolUse {
+            tool_id,
+            tool_name,
+            parameters,
+        }) => said.push(Said::ToolCall {
+            id: tool_id,
+            name: tool_name,
+            arguments: parameters,
+        }),
+        Some(Event::ToolResult {
+            tool_id,
+            status,
+            output,
+            error,
+        }) => said.push(Said::ToolResult {
+            id: tool_id,
+            output: agent::text_of(output.or(error).as_ref()),
+            is_error: status.as_deref() != Some("success"),
         }),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn gemini() -> Gemini {
+        Gemini {
+            config: Arc::new(AgentConfig::for_tests()),
+        }
+    }
+
+    #[test]
+    fn reads_deltas_tool_calls_and_failures() {
+        let out = r#"{"type":"init","session_id":"g-1","model":"m"}
+{"type":"message","role":"user","content":"the prompt"}
+{"type":"message","role":"assistant","content":"Let me","delta":true}
+{"type":"message","role":"assistant","content":" look.","delta":true}
+{"type":"tool_use","tool_name":"run_shell_command","tool_id":"t1","parameters":{"command":"ls"}}
+{"type":"tool_result","tool_id":"t1","status":"success","output":"a.txt"}
+{"type":"message","role":"assistant","content":"Done: {\"ok\": true}","delta":true}
+{"type":"result","status":"success","stats":{}}"#;
+        let reading = gemini().read(out, "");
+        assert_eq!(reading.session.as_deref(), Some("g-1"));
+        assert_eq!(reading.answer.unwrap().0["ok"], true);
+        let mut said = Vec::new();
+        out.lines().for_each(|line| transcribe(line, &mut said));
+        assert_eq!(said.len(), 5, "{said:?}");
+        assert_eq!(
+            said[2],
+            Said::ToolCall {
+                id: Some("t1".into()),
+                name: "run_shell_command".into(),
+                arguments: json!({"command": "ls"}),
+            }
+        );
+        assert_eq!(
+            said[3],
+            Said::ToolResult {
+                id: Some("t1".into()),
+                output: "a.txt".into(),
+                is_error: false,
+            }
+        );
+        let out = r#"{"type":"result","status":"error","error":{"type":"api","message":"[API Error: 500] boom"}}"#;
+        let failure = gemini().read(out, "").failure.unwrap();
+        assert!(failure.message.contains("500] boom"), "{failure:?}");
+        let out = r#"{"type":"result","status":"error"}"#;
+        let failure = gemini().read(out, "").failure.unwrap();
+        assert!(
+            failure.message.contains("the CLI reported an error"),
+            "{failure:?}"
+        );
     }
 }

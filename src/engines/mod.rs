@@ -12,6 +12,7 @@ pub mod models;
 pub mod opencode;
 pub mod qwen;
 pub mod script;
+pub mod stream_json;
 pub mod upgrades;
 
 use std::collections::BTreeMap;

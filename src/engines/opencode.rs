@@ -9,9 +9,10 @@
 
 use std::sync::Arc;
 
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::agent::{self, events};
+use super::agent;
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
 use crate::config::AgentConfig;
 
@@ -129,29 +130,21 @@ impl EngineAdapter for Opencode {
     fn read(&self, stdout: &str, _stderr: &str) -> Reading {
         let mut reading = Reading::default();
         let (mut last_text, mut error) = (None, None);
-        for event in events(stdout) {
-            if let Some(id) = event.get("sessionID").and_then(Value::as_str) {
-                reading.session = Some(id.to_owned());
+        for Line { session_id, event } in agent::typed_events(stdout) {
+            if session_id.is_some() {
+                reading.session = session_id;
             }
-            match event.get("type").and_then(Value::as_str) {
-                Some("text") => {
-                    if let Some(text) = event
-                        .get("part")
-                        .and_then(|p| p.get("text"))
-                        .and_then(Value::as_str)
-                    {
-                        last_text = Some(text.to_owned());
-                    }
-                }
-                Some("error") => {
-                    let e = event.get("error");
-                    error = e
-                        .and_then(|e| e.get("data"))
-                        .and_then(|d| d.get("message"))
-                        .or(e.and_then(|e| e.get("name")))
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                        .or(Some("the CLI reported an error".into()));
+            match event {
+                Event::Text { part } if part.text.is_some() => last_text = part.text,
+                Event::Error { error: failed } => {
+                    let failed = failed.unwrap_or_default();
+                    error = Some(
+                        failed
+                            .data
+                            .and_then(|d| d.message)
+                            .or(failed.name)
+                            .unwrap_or_else(|| "the CLI reported an error".into()),
+                    );
                 }
                 _ => {}
             }
@@ -164,63 +157,175 @@ impl EngineAdapter for Opencode {
     }
 }
 
+/// One line of `run --format json`: its session and what it says.
+#[derive(Debug, Deserialize)]
+struct Line {
+    #[serde(rename = "sessionID")]
+    session_id: Option<String>,
+    #[serde(flatten)]
+    event: Event,
+}
+
+/// The events read here; a line of any other type (`step_start`, `step_finish`) is skipped.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Event {
+    Text {
+        part: Part,
+    },
+    Reasoning {
+        part: Part,
+    },
+    ToolUse {
+        part: Part,
+    },
+    Error {
+        error: Option<ErrorBody>,
+    },
+    #[serde(other)]
+    Other,
+}
+
+/// A message part: text, or a tool use with its state.
+#[derive(Debug, Deserialize)]
+struct Part {
+    text: Option<String>,
+    #[serde(default)]
+    tool: String,
+    #[serde(rename = "callID")]
+    call_id: Option<String>,
+    #[serde(default)]
+    state: ToolState,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ToolState {
+    #[serde(default)]
+    input: Value,
+    output: Option<Value>,
+    error: Option<Value>,
+    status: Option<String>,
+    #[serde(default)]
+    metadata: ToolMetadata,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ToolMetadata {
+    exit: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ErrorBody {
+    name: Option<String>,
+    data: Option<ErrorData>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ErrorData {
+    message: Option<String>,
+}
+
 /// What one line of `run --format json` says: text, reasoning, and each finished tool use (a
 /// `bash` one as a command with its output).
 fn transcribe(line: &str, said: &mut Vec<Said>) {
-    let Some(event) = agent::event(line) else {
+    let Some(Line { event, .. }) = agent::typed(line) else {
         return;
     };
-    let Some(part) = event.get("part") else {
-        return;
-    };
-    let text = || {
-        part.get("text")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    match event.get("type").and_then(Value::as_str) {
-        Some("text") => said.push(Said::Text {
-            text: text(),
+    match event {
+        Event::Text { part } => said.push(Said::Text {
+            text: part.text.unwrap_or_default(),
             continues: false,
         }),
-        Some("reasoning") => said.push(Said::Reasoning(text())),
-        Some("tool_use") => {
-            let state = part.get("state");
-            let input = state
-                .and_then(|s| s.get("input"))
-                .cloned()
-                .unwrap_or(Value::Null);
-            let output = agent::text_of(state.and_then(|s| s.get("output").or(s.get("error"))));
-            let name = part.get("tool").and_then(Value::as_str).unwrap_or_default();
-            let command = input.get("command").and_then(Value::as_str);
-            match command.filter(|_| name == "bash") {
+        Event::Reasoning { part } => said.push(Said::Reasoning(part.text.unwrap_or_default())),
+        Event::ToolUse { part } => {
+            let Part {
+                tool,
+                call_id,
+                state,
+                ..
+            } = part;
+            let output = agent::text_of(state.output.or(state.error).as_ref());
+            let command = state.input.get("command").and_then(Value::as_str);
+            match command.filter(|_| tool == "bash") {
                 Some(command) => said.push(Said::Command {
                     command: command.to_owned(),
                     output,
-                    exit_code: state
-                        .and_then(|s| s.pointer("/metadata/exit"))
-                        .and_then(Value::as_i64),
+                    exit_code: state.metadata.exit,
                 }),
                 None => {
-                    let id = part
-                        .get("callID")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned);
-                    let is_error = state.and_then(|s| s.get("status")) == Some(&json!("error"));
                     said.push(Said::ToolCall {
-                        id: id.clone(),
-                        name: name.to_owned(),
-                        arguments: input,
+                        id: call_id.clone(),
+                        name: tool,
+                        arguments: state.input,
                     });
                     said.push(Said::ToolResult {
-                        id,
+                        id: call_id,
                         output,
-                        is_error,
+                        is_error: state.status.as_deref() == Some("error"),
                     });
                 }
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn opencode() -> Opencode {
+        Opencode {
+            config: Arc::new(AgentConfig::for_tests()),
+        }
+    }
+
+    #[test]
+    fn reads_parts_tool_uses_and_errors() {
+        let out = r#"{"type":"step_start","sessionID":"ses_1","part":{"type":"step-start"}}
+{"type":"reasoning","sessionID":"ses_1","part":{"type":"reasoning","text":"plan"}}
+{"type":"tool_use","sessionID":"ses_1","part":{"type":"tool","tool":"bash","callID":"c1","state":{"status":"completed","input":{"command":"ls"},"output":"a.txt\n","metadata":{"exit":0}}}}
+{"type":"tool_use","sessionID":"ses_1","part":{"type":"tool","tool":"read","callID":"c2","state":{"status":"error","input":{"filePath":"x"},"error":"no such file"}}}
+{"type":"text","sessionID":"ses_1","part":{"type":"text","text":"Done: {\"ok\": true}"}}
+{"type":"step_finish","sessionID":"ses_1","part":{"type":"step-finish"}}"#;
+        let reading = opencode().read(out, "");
+        assert_eq!(reading.session.as_deref(), Some("ses_1"));
+        assert_eq!(reading.answer.unwrap().0["ok"], true);
+        let mut said = Vec::new();
+        out.lines().for_each(|line| transcribe(line, &mut said));
+        assert_eq!(
+            said[..4],
+            [
+                Said::Reasoning("plan".into()),
+                Said::Command {
+                    command: "ls".into(),
+                    output: "a.txt\n".into(),
+                    exit_code: Some(0),
+                },
+                Said::ToolCall {
+                    id: Some("c2".into()),
+                    name: "read".into(),
+                    arguments: json!({"filePath": "x"}),
+                },
+                Said::ToolResult {
+                    id: Some("c2".into()),
+                    output: "no such file".into(),
+                    is_error: true,
+                },
+            ]
+        );
+        let out = r#"{"type":"error","sessionID":"ses_2","error":{"name":"APIError","data":{"message":"Unauthorized: 401"}}}"#;
+        let failure = opencode().read(out, "").failure.unwrap();
+        assert!(failure.message.contains("Unauthorized: 401"), "{failure:?}");
+        let out = r#"{"type":"error","sessionID":"ses_2","error":{"name":"UnknownError"}}"#;
+        assert!(
+            opencode()
+                .read(out, "")
+                .failure
+                .unwrap()
+                .message
+                .contains("UnknownError")
+        );
     }
 }

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::agent;
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Transcriber, Turn};
+use super::{agent, stream_json};
 use crate::config::AgentConfig;
 
 pub const PACKAGE: &str = "@qwen-code/qwen-code";
@@ -92,10 +92,10 @@ impl EngineAdapter for Qwen {
     }
 
     fn read(&self, stdout: &str, _stderr: &str) -> Reading {
-        agent::read_stream_json(stdout, "qwen")
+        stream_json::read(stdout, "qwen")
     }
 
     fn transcriber(&self) -> Box<dyn Transcriber> {
-        Box::new(agent::transcribe_stream_json)
+        Box::new(stream_json::transcribe)
     }
 }

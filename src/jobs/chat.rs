@@ -11,13 +11,12 @@
 use std::sync::Arc;
 
 use futures_util::Stream;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::time::Instant;
 
 use super::events::read_at;
-use super::live::Wake;
+use super::live::{StreamEvent, Wake};
 use super::{Jobs, Scope};
-use crate::clock::Timestamp;
 use crate::conversation::{ChatItem, Conversation, RunEnd};
 use crate::error::Result;
 use crate::store::{Interaction, Run, RunStatus};
@@ -31,16 +30,6 @@ const STEP_ITEMS: usize = 256;
 
 /// Items one `/chat/history` page holds at most (each item's text is capped at 16 KiB).
 pub const MAX_PAGE_ITEMS: usize = 1000;
-
-/// One event of a conversation stream.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChatEvent {
-    /// `snapshot`, `chat_event`, `heartbeat` or `end`.
-    pub name: &'static str,
-    /// The `seq` of the last item sent.
-    pub id: String,
-    pub data: Value,
-}
 
 /// A run's conversation so far.
 #[derive(Debug)]
@@ -110,7 +99,7 @@ impl Jobs {
         scope: Scope,
         request_id: &str,
         cursor: u64,
-    ) -> Result<impl Stream<Item = ChatEvent> + Send + 'static> {
+    ) -> Result<impl Stream<Item = StreamEvent> + Send + 'static> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let run_id = run.run_id.clone();
         // Subscribe before reading, so no change falls between a read and the wait.
@@ -121,7 +110,7 @@ impl Jobs {
         Ok(async_stream::stream! {
             let mut sent = cursor;
             let mut last_event = Instant::now();
-            yield ChatEvent {
+            yield StreamEvent {
                 name: "snapshot",
                 id: sent.to_string(),
                 data: json!({"status": run.status, "cursor": cursor}),
@@ -156,7 +145,7 @@ impl Jobs {
                     }
                     sent = item.seq;
                     last_event = Instant::now();
-                    yield ChatEvent {
+                    yield StreamEvent {
                         name: "chat_event",
                         id: sent.to_string(),
                         data: serde_json::to_value(&item).unwrap_or_default(),
@@ -175,7 +164,7 @@ impl Jobs {
                     None
                 };
                 if let Some(reason) = reason {
-                    yield ChatEvent { name: "end", id: sent.to_string(), data: json!({"reason": reason}) };
+                    yield StreamEvent::end(sent.to_string(), reason);
                     break;
                 }
                 match subscription.wait(last_event + heartbeat).await {
@@ -183,7 +172,7 @@ impl Jobs {
                     Wake::Idle => {
                         reread = false;
                         last_event = Instant::now();
-                        yield ChatEvent { name: "heartbeat", id: sent.to_string(), data: json!({"ts": Timestamp::now()}) };
+                        yield StreamEvent::heartbeat(sent.to_string());
                     }
                     Wake::Closed => break,
                 }

@@ -18,12 +18,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures_util::Stream;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::time::Instant;
 
-use super::live::{Feeds, Wake};
+use super::live::{Feeds, StreamEvent, Wake};
 use super::{Jobs, Scope};
-use crate::clock::Timestamp;
 use crate::error::Result;
 use crate::store::{Run, RunStatus};
 
@@ -55,16 +54,6 @@ impl Offsets {
     }
 }
 
-/// One event of the stream.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunEvent {
-    /// `snapshot`, `stdout`, `stderr`, `status`, `heartbeat` or `end`.
-    pub name: &'static str,
-    /// `<stdout_offset>:<stderr_offset>` after this event.
-    pub id: String,
-    pub data: Value,
-}
-
 /// What a stream has shown of the run's state.
 #[derive(Debug, Clone, PartialEq)]
 struct Shown {
@@ -93,7 +82,7 @@ impl Jobs {
         scope: Scope,
         request_id: &str,
         from: Offsets,
-    ) -> Result<impl Stream<Item = RunEvent> + Send + 'static> {
+    ) -> Result<impl Stream<Item = StreamEvent> + Send + 'static> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let run_id = run.run_id;
         // Subscribe before reading the run, so no change falls between the read and the wait.
@@ -111,7 +100,7 @@ impl Jobs {
         Ok(async_stream::stream! {
             let mut sent = Offsets { stdout: stdout.offset, stderr: stderr.offset };
             let mut last_event = Instant::now();
-            yield RunEvent {
+            yield StreamEvent {
                 name: "snapshot",
                 id: sent.event_id(),
                 data: json!({
@@ -147,7 +136,7 @@ impl Jobs {
                     for chunk in chunks {
                         if name == "stdout" { sent.stdout = chunk.to } else { sent.stderr = chunk.to }
                         last_event = Instant::now();
-                        yield RunEvent {
+                        yield StreamEvent {
                             name,
                             id: sent.event_id(),
                             data: json!({"from": chunk.from, "to": chunk.to, "chunk": chunk.text}),
@@ -161,7 +150,7 @@ impl Jobs {
                 if shown.as_ref() != Some(&current) {
                     shown = Some(current);
                     last_event = Instant::now();
-                    yield RunEvent {
+                    yield StreamEvent {
                         name: "status",
                         id: sent.event_id(),
                         data: json!({
@@ -174,7 +163,7 @@ impl Jobs {
                 }
                 if let Some(shown) = shown.as_ref().filter(|s| s.settled()) {
                     let reason = if shown.status == RunStatus::WaitingUser { "waiting_user" } else { "terminal" };
-                    yield RunEvent { name: "end", id: sent.event_id(), data: json!({"reason": reason}) };
+                    yield StreamEvent::end(sent.event_id(), reason);
                     break;
                 }
                 match subscription.wait(last_event + heartbeat).await {
@@ -182,7 +171,7 @@ impl Jobs {
                     Wake::Idle => {
                         reread = false;
                         last_event = Instant::now();
-                        yield RunEvent { name: "heartbeat", id: sent.event_id(), data: json!({"ts": Timestamp::now()}) };
+                        yield StreamEvent::heartbeat(sent.event_id());
                     }
                     Wake::Closed => break,
                 }

@@ -9,6 +9,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use serde_json::{Value, json};
+use skill_runner_types::clock::Timestamp;
 use tokio::sync::{Semaphore, SemaphorePermit, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -51,6 +53,38 @@ pub struct Subscription {
     rx: Option<watch::Receiver<Tick>>,
     /// The status tick as of the last wait.
     status_seen: u64,
+}
+
+/// One event of a run's stream (`/events`) or of its conversation's (`/chat`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamEvent {
+    /// The SSE event name: `snapshot`, `stdout`, `stderr`, `status`, `chat_event`,
+    /// `heartbeat` or `end`.
+    pub name: &'static str,
+    /// Where a reconnecting client resumes (`Last-Event-ID`): the log offsets
+    /// `<stdout>:<stderr>` of a run's stream, the last item's `seq` of a conversation's.
+    pub id: String,
+    pub data: Value,
+}
+
+impl StreamEvent {
+    /// Said when nothing else was for a while, so proxies and clients keep the stream open.
+    pub fn heartbeat(id: String) -> Self {
+        Self {
+            name: "heartbeat",
+            id,
+            data: json!({ "ts": Timestamp::now() }),
+        }
+    }
+
+    /// The stream's last event: the run `terminal`, or `waiting_user` for a reply.
+    pub fn end(id: String, reason: &str) -> Self {
+        Self {
+            name: "end",
+            id,
+            data: json!({ "reason": reason }),
+        }
+    }
 }
 
 /// What ended a stream's wait.
