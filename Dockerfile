@@ -6,7 +6,6 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY crates ./crates
 COPY src ./src
-COPY migrations ./migrations
 COPY templates ./templates
 COPY static ./static
 RUN cargo build --release --locked --package skill-runner \

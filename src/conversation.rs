@@ -28,8 +28,8 @@ use serde_json::{Map, Value, json};
 
 use crate::clock::Timestamp;
 use crate::engines::{EngineAdapter, Said, Transcriber};
-use crate::run_state::RunStatus;
 use crate::store::{Interaction, Resolution};
+use skill_runner_types::run_state::RunStatus;
 
 /// The `protocol_version` of every item.
 pub const PROTOCOL: &str = "chat-replay/1.0";

@@ -101,7 +101,7 @@ fn prepare(args: &[OsString]) -> Result<(BTreeMap<String, String>, Config), Exit
         eprintln!("skill-runner: cannot mark itself non-dumpable: {e}");
         return Err(ExitCode::FAILURE);
     }
-    skill_runner::faults::configure(vars.get("SKILL_RUNNER_TEST_FAULTS").map(String::as_str));
+    skill_runner_types::faults::configure(vars.get("SKILL_RUNNER_TEST_FAULTS").map(String::as_str));
     let config = match configure(args, &vars) {
         Ok(config) => config,
         Err(Refused::Help(text)) => {

@@ -140,6 +140,14 @@ pub fn trace_id(header: Option<&[u8]>) -> String {
 mod tests {
     use super::*;
 
+    /// Names are derived twice (serde for JSON, strum for `as_str`): they must agree.
+    #[test]
+    fn code_names_are_the_same_in_json_and_as_str() {
+        for c in ErrorCode::ALL {
+            assert_eq!(serde_json::to_value(c).unwrap(), c.as_str());
+        }
+    }
+
     #[test]
     fn trace_ids_are_kept_or_replaced() {
         assert_eq!(trace_id(Some(b"  demo-123 ")), "demo-123");

@@ -12,7 +12,6 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::cache::{self, KeyParts};
-use super::options::RuntimeOptions;
 use super::queue::Admission;
 use super::validation;
 use super::{Jobs, Scope};
@@ -22,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::skill::archive::{self, ArchiveError};
 use crate::skill::{ExecutionMode, InputSource, Rules, SkillEntry, SkillManifest, manifest};
 use crate::store::{Binding, NewRequest, NewRun, Request, RequestKind, RunStatus};
+use skill_runner_types::run_options::RuntimeOptions;
 
 /// A job to create: an installed skill with its inputs (checked in the reference's order).
 #[derive(Debug, Clone)]

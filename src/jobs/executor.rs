@@ -11,16 +11,16 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::options::RuntimeOptions;
 use super::{Jobs, Slot};
 use crate::engines::Turn;
 use crate::output::RepairLevel;
 use crate::process::OnOutput;
 use crate::run_folder::write_atomic_blocking;
-use crate::run_state::Move;
 use crate::runner::{self, Envelope, Observer, Outcome};
 use crate::skill::{Rules, SkillManifest, manifest};
 use crate::store::{Ended, Ending, ProcessMark, RequestKind, Run, RunStatus};
+use skill_runner_types::run_options::RuntimeOptions;
+use skill_runner_types::run_state::Move;
 
 /// Pauses between attempts to record a run's start or end.
 const STORE_RETRIES: [std::time::Duration; 3] = [
@@ -398,7 +398,7 @@ struct RunObserver<'a> {
 
 impl Observer for RunObserver<'_> {
     async fn started(&self, mark: &ProcessMark) -> anyhow::Result<()> {
-        crate::faults::check("store-after-spawn")?;
+        skill_runner_types::faults::check("store-after-spawn")?;
         self.jobs
             .store
             .set_run_process(self.run_id, Some(mark))

@@ -10,14 +10,14 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::executor::codes;
-use super::options::RuntimeOptions;
 use super::{Jobs, Scope};
 use crate::clock::Timestamp;
 use crate::error::{Error, Result};
-use crate::run_state::Move;
 use crate::runner::{Envelope, list_artifacts};
 use crate::skill::ExecutionMode;
 use crate::store::{Answer, AnswerOutcome, Interaction, Request, Resolution, Run, RunStatus};
+use skill_runner_types::run_options::RuntimeOptions;
+use skill_runner_types::run_state::Move;
 
 /// A client's reply to the pending question.
 #[derive(Debug, Clone)]

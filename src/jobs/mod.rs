@@ -17,7 +17,6 @@ pub mod events;
 pub mod executor;
 pub mod interaction;
 pub mod live;
-pub mod options;
 pub mod queue;
 pub mod recovery;
 pub mod retention;

@@ -19,9 +19,9 @@ use super::executor::{codes, internal_error};
 use super::interaction::pending_question;
 use crate::clock::Timestamp;
 use crate::process;
-use crate::run_state::Move;
 use crate::runner::Envelope;
 use crate::store::{Run, RunStatus};
+use skill_runner_types::run_state::Move;
 
 impl Jobs {
     pub(super) async fn recover(self: &Arc<Self>) -> anyhow::Result<()> {

@@ -47,16 +47,8 @@ use crate::egress::{Doors, EgressLog, Served, Target};
 pub use env::ChildEnv;
 pub use reaper::Reaper;
 pub use sandbox::SandboxStatus;
+pub use skill_runner_types::ProcessMark;
 pub use sys::return_large_allocations;
-
-/// Identifies an engine's process group across a crash: the group id plus what tells a reused
-/// id apart (the boot and the leader's start time).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcessMark {
-    pub pgid: i32,
-    pub boot_id: String,
-    pub start_ticks: u64,
-}
 
 /// What to run.
 #[derive(Debug, Clone)]

@@ -15,6 +15,7 @@ use crate::docs::document::Profile;
 use crate::schema::Checker;
 use skill_runner_types::RelPath;
 use skill_runner_types::engine::Engine;
+pub use skill_runner_types::run_options::ExecutionMode;
 
 /// Why a skill folder is not a valid skill. The message names the broken rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -63,22 +64,6 @@ impl Rules {
         missing_version: MissingVersion::Allowed,
         require_execution_modes: false,
     };
-}
-
-/// `auto` runs straight through; `interactive` may stop to ask its user.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-#[derive(strum::IntoStaticStr)]
-#[strum(serialize_all = "lowercase")]
-pub enum ExecutionMode {
-    Auto,
-    Interactive,
-}
-
-impl ExecutionMode {
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
 }
 
 /// Where the three schemas live, relative to the skill folder.

@@ -2,7 +2,12 @@
 
 pub mod clock;
 pub mod engine;
+pub mod faults;
+pub mod process_mark;
 pub mod rel_path;
+pub mod run_options;
+pub mod run_state;
 pub mod secrets;
 
+pub use process_mark::ProcessMark;
 pub use rel_path::RelPath;

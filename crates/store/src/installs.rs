@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::{Store, TaskStatus};
-use crate::clock::Timestamp;
+use skill_runner_types::clock::Timestamp;
 
 /// How far a running install got, recorded before each irreversible step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
@@ -152,7 +152,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::tests::store;
+    use crate::tests::store;
 
     #[tokio::test]
     async fn install_request_lifecycle_is_guarded() {

@@ -1,4 +1,4 @@
-//! The SQLite store: the only module that speaks SQL.
+//! The SQLite store: the only crate that speaks SQL (migrations in its `migrations/`).
 //!
 //! One database file (`<data>/skill_runner.db`) in WAL mode is the source of truth for every
 //! request the service accepted. Queries use runtime binding (no compile-time database), and every
@@ -130,6 +130,23 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("db.sqlite")).await.unwrap();
         (dir, store)
+    }
+
+    /// Names are derived twice (serde or sqlx, and strum for `as_str`): they must agree.
+    #[test]
+    fn names_are_the_same_in_json_and_as_str() {
+        for t in [
+            TaskStatus::Queued,
+            TaskStatus::Running,
+            TaskStatus::Succeeded,
+            TaskStatus::Failed,
+        ] {
+            assert_eq!(serde_json::to_value(t).unwrap(), t.as_str());
+        }
+        assert_eq!(
+            Resolution::AutoDecideTimeout.as_str(),
+            "auto_decide_timeout"
+        );
     }
 
     #[tokio::test]

@@ -24,8 +24,20 @@ pub fn configure(spec: Option<&str>) {
     let _ = FAULTS.set(Mutex::new(points));
 }
 
+/// A failure a test injected.
+#[derive(Debug)]
+pub struct Injected(String);
+
+impl std::fmt::Display for Injected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "injected failure at '{}'", self.0)
+    }
+}
+
+impl std::error::Error for Injected {}
+
 /// An error when `point` still has failures left (debug builds only).
-pub fn check(point: &str) -> anyhow::Result<()> {
+pub fn check(point: &str) -> Result<(), Injected> {
     if !cfg!(debug_assertions) {
         return Ok(());
     }
@@ -36,7 +48,7 @@ pub fn check(point: &str) -> anyhow::Result<()> {
     match faults.get_mut(point) {
         Some(left) if *left > 0 => {
             *left -= 1;
-            anyhow::bail!("injected failure at '{point}'")
+            Err(Injected(point.to_owned()))
         }
         _ => Ok(()),
     }

@@ -8,11 +8,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{Store, recent};
-use crate::clock::Timestamp;
-use crate::engines::Engine;
-use crate::jobs::options::RuntimeOptions;
-use crate::run_state::Move;
-pub use crate::run_state::RunStatus;
+use skill_runner_types::clock::Timestamp;
+use skill_runner_types::engine::Engine;
+use skill_runner_types::run_options::RuntimeOptions;
+use skill_runner_types::run_state::Move;
+pub use skill_runner_types::run_state::RunStatus;
 
 /// Which API a request came through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
@@ -102,7 +102,7 @@ pub struct Run {
     pub sandbox: Option<String>,
 }
 
-pub use crate::process::ProcessMark;
+pub use skill_runner_types::ProcessMark;
 
 #[derive(sqlx::FromRow)]
 struct RunRow {
@@ -583,7 +583,7 @@ impl Store {
     /// queued (canceled meanwhile).
     pub async fn start_run(&self, run_id: &str, sandbox: &str) -> anyhow::Result<Option<Run>> {
         let _writing = self.writing().await;
-        crate::faults::check("store-start-run")?;
+        skill_runner_types::faults::check("store-start-run")?;
         let now = Timestamp::now();
         let row: Option<RunRow> = sqlx::query_as(concat!(
             "UPDATE runs SET status = ?, turn = turn + 1, sandbox = ?,
@@ -645,7 +645,7 @@ impl Store {
     ) -> anyhow::Result<Option<Ended>> {
         let _writing = self.writing().await;
         by.check_target(ending.status)?;
-        crate::faults::check("store-finish")?;
+        skill_runner_types::faults::check("store-finish")?;
         let now = Timestamp::now();
         let mut batch = Batch::start(&self.pool).await?;
         // `changes()` is the UPDATE's: only the writer that ended the run adds its entry.
@@ -866,7 +866,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::store::tests::store;
+    use crate::tests::store;
 
     fn new_request(id: &str) -> NewRequest {
         NewRequest {

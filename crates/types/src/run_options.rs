@@ -3,18 +3,32 @@
 //! Parsed once, when a request is created: the request stores the parsed struct (its canonical
 //! JSON), and every later reader gets the struct back through serde.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-
-use crate::skill::ExecutionMode;
 
 /// Default wait for a user's reply in interactive runs.
 pub const DEFAULT_SESSION_TIMEOUT_SEC: u64 = 1200;
 
+/// `auto` runs straight through; `interactive` may stop to ask its user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[derive(strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
+pub enum ExecutionMode {
+    Auto,
+    Interactive,
+}
+
+impl ExecutionMode {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
 /// Parsed runtime options; they never change what a run computes, so the cache ignores them.
 /// Deserializing runs [`RuntimeOptions::parse`]: unknown keys are refused and every error
 /// names its key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "Value")]
 pub struct RuntimeOptions {
     /// A verbosity count (the reference's tools send `0`, `1`, `2`; `true` is 1). Accepted for

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{Store, TaskStatus};
-use crate::clock::Timestamp;
+use skill_runner_types::clock::Timestamp;
 
 /// What became of one engine in an upgrade.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]

@@ -8,8 +8,8 @@
 use serde_json::Value;
 
 use super::Store;
-use crate::clock::Timestamp;
-use crate::run_state::{Move, RunStatus};
+use skill_runner_types::clock::Timestamp;
+use skill_runner_types::run_state::{Move, RunStatus};
 
 /// Who answered a question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
@@ -242,9 +242,9 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::engines::Engine;
-    use crate::store::tests::store;
-    use crate::store::{Binding, NewRequest, NewRun, RequestKind, RunStatus};
+    use crate::tests::store;
+    use crate::{Binding, NewRequest, NewRun, RequestKind, RunStatus};
+    use skill_runner_types::engine::Engine;
 
     fn far_future() -> Timestamp {
         Timestamp::parse("2100-01-01T00:00:00Z").unwrap()
