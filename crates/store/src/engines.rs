@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Store, TaskStatus};
+use super::{Sqlite, TaskStatus};
 use skill_runner_types::clock::Timestamp;
 
 /// What became of one engine in an upgrade.
@@ -60,10 +60,44 @@ pub struct StoredSnapshot {
     pub created_at: Timestamp,
 }
 
-impl Store {
+/// Engine upgrades and added model snapshots.
+#[async_trait::async_trait]
+pub trait EngineStore: Send + Sync {
     /// Records a queued upgrade; false (nothing recorded) while another one is queued or
     /// running.
-    pub async fn insert_upgrade(&self, upgrade: &Upgrade) -> anyhow::Result<bool> {
+    async fn insert_upgrade(&self, upgrade: &Upgrade) -> anyhow::Result<bool>;
+
+    async fn upgrade(&self, request_id: &str) -> anyhow::Result<Option<Upgrade>>;
+
+    /// The latest upgrade whose results name `engine`.
+    async fn latest_upgrade_of(&self, engine: &str) -> anyhow::Result<Option<Upgrade>>;
+
+    /// Saves an upgrade's overall status and results as they stand.
+    async fn save_upgrade(
+        &self,
+        request_id: &str,
+        status: TaskStatus,
+        results: &BTreeMap<String, UpgradeResult>,
+    ) -> anyhow::Result<()>;
+
+    /// Upgrades that were queued or running when the service last stopped.
+    async fn unfinished_upgrades(&self) -> anyhow::Result<Vec<Upgrade>>;
+
+    /// Adds a snapshot; its creation time, or `None` (nothing changed) when one exists for
+    /// that engine and version.
+    async fn insert_model_snapshot(
+        &self,
+        engine: &str,
+        cli_version: &str,
+        models: &str,
+    ) -> anyhow::Result<Option<Timestamp>>;
+
+    async fn model_snapshots(&self) -> anyhow::Result<Vec<StoredSnapshot>>;
+}
+
+#[async_trait::async_trait]
+impl EngineStore for Sqlite {
+    async fn insert_upgrade(&self, upgrade: &Upgrade) -> anyhow::Result<bool> {
         let _writing = self.writing().await;
         let inserted = sqlx::query(
             "INSERT INTO engine_upgrades
@@ -82,7 +116,7 @@ impl Store {
         Ok(inserted.rows_affected() == 1)
     }
 
-    pub async fn upgrade(&self, request_id: &str) -> anyhow::Result<Option<Upgrade>> {
+    async fn upgrade(&self, request_id: &str) -> anyhow::Result<Option<Upgrade>> {
         let row: Option<Upgrade> = sqlx::query_as(concat!(
             "SELECT ",
             upgrade_columns!(),
@@ -94,8 +128,7 @@ impl Store {
         Ok(row)
     }
 
-    /// The latest upgrade whose results name `engine`.
-    pub async fn latest_upgrade_of(&self, engine: &str) -> anyhow::Result<Option<Upgrade>> {
+    async fn latest_upgrade_of(&self, engine: &str) -> anyhow::Result<Option<Upgrade>> {
         let row: Option<Upgrade> = sqlx::query_as(concat!(
             "SELECT ",
             upgrade_columns!(),
@@ -108,8 +141,7 @@ impl Store {
         Ok(row)
     }
 
-    /// Saves an upgrade's overall status and results as they stand.
-    pub async fn save_upgrade(
+    async fn save_upgrade(
         &self,
         request_id: &str,
         status: TaskStatus,
@@ -129,8 +161,7 @@ impl Store {
         Ok(())
     }
 
-    /// Upgrades that were queued or running when the service last stopped.
-    pub async fn unfinished_upgrades(&self) -> anyhow::Result<Vec<Upgrade>> {
+    async fn unfinished_upgrades(&self) -> anyhow::Result<Vec<Upgrade>> {
         let rows: Vec<Upgrade> = sqlx::query_as(concat!(
             "SELECT ",
             upgrade_columns!(),
@@ -141,9 +172,7 @@ impl Store {
         Ok(rows)
     }
 
-    /// Adds a snapshot; its creation time, or `None` (nothing changed) when one exists for
-    /// that engine and version.
-    pub async fn insert_model_snapshot(
+    async fn insert_model_snapshot(
         &self,
         engine: &str,
         cli_version: &str,
@@ -164,7 +193,7 @@ impl Store {
         Ok((inserted.rows_affected() == 1).then_some(now))
     }
 
-    pub async fn model_snapshots(&self) -> anyhow::Result<Vec<StoredSnapshot>> {
+    async fn model_snapshots(&self) -> anyhow::Result<Vec<StoredSnapshot>> {
         let rows: Vec<(String, String, String, Timestamp)> = sqlx::query_as(
             "SELECT engine, cli_version, models, created_at FROM model_snapshots
              ORDER BY engine, created_at",

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::{Store, TaskStatus};
+use super::{Sqlite, TaskStatus};
 use skill_runner_types::clock::Timestamp;
 
 /// How far a running install got, recorded before each irreversible step.
@@ -41,9 +41,42 @@ macro_rules! install_columns {
     };
 }
 
-impl Store {
+/// Skill package install requests.
+#[async_trait::async_trait]
+pub trait InstallStore: Send + Sync {
     /// Records a new install request as `queued`.
-    pub async fn insert_install_request(&self, request_id: &str) -> anyhow::Result<()> {
+    async fn insert_install_request(&self, request_id: &str) -> anyhow::Result<()>;
+
+    async fn install_request(&self, request_id: &str) -> anyhow::Result<Option<InstallRequest>>;
+
+    /// Requests that were queued or running when the service last stopped, oldest first.
+    async fn unfinished_install_requests(&self) -> anyhow::Result<Vec<InstallRequest>>;
+
+    /// Moves a queued request to `running`; false when it was not queued.
+    async fn start_install(&self, request_id: &str) -> anyhow::Result<bool>;
+
+    /// Records what a running request installs and how far it got.
+    async fn set_install_progress(
+        &self,
+        request_id: &str,
+        phase: InstallPhase,
+        skill_id: &str,
+        version: &str,
+        action: Option<&str>,
+    ) -> anyhow::Result<()>;
+
+    /// Ends an unfinished request; false when it had already ended.
+    async fn finish_install(
+        &self,
+        request_id: &str,
+        status: TaskStatus,
+        error: Option<&str>,
+    ) -> anyhow::Result<bool>;
+}
+
+#[async_trait::async_trait]
+impl InstallStore for Sqlite {
+    async fn insert_install_request(&self, request_id: &str) -> anyhow::Result<()> {
         let _writing = self.writing().await;
         let now = Timestamp::now();
         sqlx::query(
@@ -58,10 +91,7 @@ impl Store {
         Ok(())
     }
 
-    pub async fn install_request(
-        &self,
-        request_id: &str,
-    ) -> anyhow::Result<Option<InstallRequest>> {
+    async fn install_request(&self, request_id: &str) -> anyhow::Result<Option<InstallRequest>> {
         let row: Option<InstallRequest> = sqlx::query_as(concat!(
             "SELECT ",
             install_columns!(),
@@ -73,8 +103,7 @@ impl Store {
         Ok(row)
     }
 
-    /// Requests that were queued or running when the service last stopped, oldest first.
-    pub async fn unfinished_install_requests(&self) -> anyhow::Result<Vec<InstallRequest>> {
+    async fn unfinished_install_requests(&self) -> anyhow::Result<Vec<InstallRequest>> {
         let rows: Vec<InstallRequest> = sqlx::query_as(concat!(
             "SELECT ",
             install_columns!(),
@@ -86,8 +115,7 @@ impl Store {
         Ok(rows)
     }
 
-    /// Moves a queued request to `running`; false when it was not queued.
-    pub async fn start_install(&self, request_id: &str) -> anyhow::Result<bool> {
+    async fn start_install(&self, request_id: &str) -> anyhow::Result<bool> {
         let _writing = self.writing().await;
         let done = sqlx::query(
             "UPDATE install_requests SET status = 'running', phase = 'validating', updated_at = ?
@@ -100,8 +128,7 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
-    /// Records what a running request installs and how far it got.
-    pub async fn set_install_progress(
+    async fn set_install_progress(
         &self,
         request_id: &str,
         phase: InstallPhase,
@@ -126,8 +153,7 @@ impl Store {
         Ok(())
     }
 
-    /// Ends an unfinished request; false when it had already ended.
-    pub async fn finish_install(
+    async fn finish_install(
         &self,
         request_id: &str,
         status: TaskStatus,

@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use super::Store;
+use super::Sqlite;
 use skill_runner_types::clock::Timestamp;
 use skill_runner_types::run_state::{Move, RunStatus};
 
@@ -80,11 +80,42 @@ macro_rules! interaction_columns {
     };
 }
 
-impl Store {
+/// The questions a run asks and their answers.
+#[async_trait::async_trait]
+pub trait InteractionStore: Send + Sync {
     /// [`Move::Ask`], with `question` (asked by a turn whose output ended at `stdout_offset`)
     /// pending until `deadline`; returns the question's `seq`, or `None` when the run was no
     /// longer running (canceled meanwhile).
-    pub async fn ask_user(
+    async fn ask_user(
+        &self,
+        run_id: &str,
+        interaction_id: u64,
+        question: &Value,
+        stdout_offset: u64,
+        deadline: Timestamp,
+    ) -> anyhow::Result<Option<u32>>;
+
+    /// Every question of a run, in the order asked.
+    async fn interactions(&self, run_id: &str) -> anyhow::Result<Vec<Interaction>>;
+
+    /// The question of `run_id` answered with `idempotency_key`, if any.
+    async fn answered_with_key(
+        &self,
+        run_id: &str,
+        idempotency_key: &str,
+    ) -> anyhow::Result<Option<Interaction>>;
+
+    /// Records `answer` and queues the run ([`Move::Resume`]), if it still waits on that
+    /// question.
+    async fn answer(&self, run_id: &str, answer: Answer<'_>) -> anyhow::Result<AnswerOutcome>;
+
+    /// Keeps a run that was waiting when the service stopped waiting, until `deadline`.
+    async fn keep_waiting(&self, run_id: &str, deadline: Timestamp) -> anyhow::Result<bool>;
+}
+
+#[async_trait::async_trait]
+impl InteractionStore for Sqlite {
+    async fn ask_user(
         &self,
         run_id: &str,
         interaction_id: u64,
@@ -131,8 +162,7 @@ impl Store {
         Ok(Some(u32::try_from(seq)?))
     }
 
-    /// Every question of a run, in the order asked.
-    pub async fn interactions(&self, run_id: &str) -> anyhow::Result<Vec<Interaction>> {
+    async fn interactions(&self, run_id: &str) -> anyhow::Result<Vec<Interaction>> {
         let rows: Vec<Interaction> = sqlx::query_as(concat!(
             "SELECT ",
             interaction_columns!(),
@@ -144,8 +174,7 @@ impl Store {
         Ok(rows)
     }
 
-    /// The question of `run_id` answered with `idempotency_key`, if any.
-    pub async fn answered_with_key(
+    async fn answered_with_key(
         &self,
         run_id: &str,
         idempotency_key: &str,
@@ -162,9 +191,7 @@ impl Store {
         Ok(row)
     }
 
-    /// Records `answer` and queues the run ([`Move::Resume`]), if it still waits on that
-    /// question.
-    pub async fn answer(&self, run_id: &str, answer: Answer<'_>) -> anyhow::Result<AnswerOutcome> {
+    async fn answer(&self, run_id: &str, answer: Answer<'_>) -> anyhow::Result<AnswerOutcome> {
         let _writing = self.writing().await;
         let now = Timestamp::now();
         let auto = answer.resolution == Resolution::AutoDecideTimeout;
@@ -218,8 +245,7 @@ impl Store {
         Ok(AnswerOutcome::Accepted)
     }
 
-    /// Keeps a run that was waiting when the service stopped waiting, until `deadline`.
-    pub async fn keep_waiting(&self, run_id: &str, deadline: Timestamp) -> anyhow::Result<bool> {
+    async fn keep_waiting(&self, run_id: &str, deadline: Timestamp) -> anyhow::Result<bool> {
         let _writing = self.writing().await;
         let now = Timestamp::now();
         let done = sqlx::query(
@@ -243,7 +269,7 @@ mod tests {
 
     use super::*;
     use crate::tests::store;
-    use crate::{Binding, NewRequest, NewRun, RequestKind, RunStatus};
+    use crate::{Binding, NewRequest, NewRun, RequestKind, RunStatus, Store};
     use skill_runner_types::engine::Engine;
 
     fn far_future() -> Timestamp {

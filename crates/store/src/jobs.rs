@@ -7,7 +7,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Store, recent};
+use super::{Sqlite, recent};
 use skill_runner_types::clock::Timestamp;
 use skill_runner_types::engine::Engine;
 use skill_runner_types::run_options::RuntimeOptions;
@@ -362,12 +362,105 @@ impl Drop for Batch {
     }
 }
 
-impl Store {
+/// Requests, their runs and the result cache.
+#[async_trait::async_trait]
+pub trait JobStore: Send + Sync {
     /// Records a request, bound to a fresh run or a cached one, or awaiting its upload
     /// (`binding` = `None`). The request and its run appear together: both rows are written
     /// in one transaction sent as one batch, a single round trip to the connection's thread
     /// (every create takes the writer's turn, so each trip saved shortens everyone's wait).
-    pub async fn create_request(
+    async fn create_request(
+        &self,
+        request: &NewRequest,
+        binding: Option<&Binding>,
+    ) -> anyhow::Result<()>;
+
+    /// The request, from memory when nothing was written since it was last read.
+    async fn request(&self, request_id: &str) -> anyhow::Result<Option<Request>>;
+
+    /// The run, from memory when nothing was written since it was last read.
+    async fn run(&self, run_id: &str) -> anyhow::Result<Option<Run>>;
+
+    /// Takes the request's upload slot; false when it is not awaiting one.
+    async fn claim_upload(&self, request_id: &str) -> anyhow::Result<bool>;
+
+    /// Gives a claimed upload slot back after an upload that was refused.
+    async fn release_upload(&self, request_id: &str) -> anyhow::Result<()>;
+
+    /// Ends a claimed upload by binding the request; for a temporary run also records the
+    /// skill it carried.
+    async fn complete_upload(
+        &self,
+        request_id: &str,
+        binding: &Binding,
+        temp_skill: Option<(&str, &str)>,
+    ) -> anyhow::Result<()>;
+
+    /// Requests whose upload was cut short by a crash wait for it again; returns how many.
+    async fn reopen_interrupted_uploads(&self) -> anyhow::Result<u64>;
+
+    /// Ends a claimed upload with a failure recorded on the request (no run is created).
+    async fn fail_upload(
+        &self,
+        request_id: &str,
+        code: Option<&str>,
+        error: &str,
+    ) -> anyhow::Result<()>;
+
+    /// [`Move::Start`], counting the turn: the started run, or `None` when it is no longer
+    /// queued (canceled meanwhile).
+    async fn start_run(&self, run_id: &str, sandbox: &str) -> anyhow::Result<Option<Run>>;
+
+    /// Records (or clears) the process group of the turn under way.
+    async fn set_run_process(&self, run_id: &str, mark: Option<&ProcessMark>)
+    -> anyhow::Result<()>;
+
+    /// Records the engine session a later turn of the run resumes.
+    async fn set_run_session(&self, run_id: &str, session: &str) -> anyhow::Result<()>;
+
+    /// Ends a run by `by` (with `asked`, only while it still waits on its `asked`-th question);
+    /// `None` when another writer moved it first. A run that succeeded with a cache key becomes
+    /// its key's cache entry in the same transaction, sent with the end as one batch.
+    async fn finish_run(
+        &self,
+        run_id: &str,
+        by: Move,
+        asked: Option<u32>,
+        ending: &Ending,
+    ) -> anyhow::Result<Option<Ended>>;
+
+    /// Ends a run found in `from` at start-up as failed and reconciled ([`Move::Reconcile`]).
+    async fn reconcile_interrupted(
+        &self,
+        run_id: &str,
+        from: RunStatus,
+        ending: &Ending,
+        reason: &str,
+    ) -> anyhow::Result<Option<Ended>>;
+
+    /// The newest `limit` requests that have a run, with their runs, newest first.
+    async fn recent_requests(&self, limit: u32) -> anyhow::Result<Vec<(Request, Run)>>;
+
+    /// Runs in `status`, in FIFO order.
+    async fn runs_with_status(&self, status: RunStatus) -> anyhow::Result<Vec<Run>>;
+
+    /// The succeeded run stored under `cache_key`, if any.
+    async fn cached_run(&self, cache_key: &str) -> anyhow::Result<Option<String>>;
+
+    /// Deletes finished runs (failed ones finished before `failed_before`, the others before
+    /// `finished_before`; RFC 3339 UTC strings compare in time order), the requests bound to
+    /// them, their cache entries, and requests that failed before getting a run. Returns the
+    /// counts and what was removed, so the caller can delete the folders.
+    async fn delete_finished(
+        &self,
+        failed_before: Timestamp,
+        finished_before: Timestamp,
+    ) -> anyhow::Result<(CleanupCounts, Vec<Removed>)>;
+}
+
+#[async_trait::async_trait]
+impl JobStore for Sqlite {
+    async fn create_request(
         &self,
         request: &NewRequest,
         binding: Option<&Binding>,
@@ -423,8 +516,7 @@ impl Store {
         Ok(())
     }
 
-    /// The request, from memory when nothing was written since it was last read.
-    pub async fn request(&self, request_id: &str) -> anyhow::Result<Option<Request>> {
+    async fn request(&self, request_id: &str) -> anyhow::Result<Option<Request>> {
         let recent = &self.recent;
         if let Some(request) = recent.requests.get(&recent.generation, request_id) {
             return Ok(Some(request));
@@ -450,8 +542,7 @@ impl Store {
         Ok(request)
     }
 
-    /// The run, from memory when nothing was written since it was last read.
-    pub async fn run(&self, run_id: &str) -> anyhow::Result<Option<Run>> {
+    async fn run(&self, run_id: &str) -> anyhow::Result<Option<Run>> {
         let recent = &self.recent;
         if let Some(run) = recent.runs.get(&recent.generation, run_id) {
             return Ok(Some(run));
@@ -477,8 +568,7 @@ impl Store {
         Ok(run)
     }
 
-    /// Takes the request's upload slot; false when it is not awaiting one.
-    pub async fn claim_upload(&self, request_id: &str) -> anyhow::Result<bool> {
+    async fn claim_upload(&self, request_id: &str) -> anyhow::Result<bool> {
         let _writing = self.writing().await;
         let done = sqlx::query(
             "UPDATE requests SET upload_state = 'receiving', updated_at = ?
@@ -491,8 +581,7 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
-    /// Gives a claimed upload slot back after an upload that was refused.
-    pub async fn release_upload(&self, request_id: &str) -> anyhow::Result<()> {
+    async fn release_upload(&self, request_id: &str) -> anyhow::Result<()> {
         let _writing = self.writing().await;
         sqlx::query(
             "UPDATE requests SET upload_state = 'awaiting', updated_at = ?
@@ -505,9 +594,7 @@ impl Store {
         Ok(())
     }
 
-    /// Ends a claimed upload by binding the request; for a temporary run also records the
-    /// skill it carried.
-    pub async fn complete_upload(
+    async fn complete_upload(
         &self,
         request_id: &str,
         binding: &Binding,
@@ -545,8 +632,7 @@ impl Store {
         Ok(())
     }
 
-    /// Requests whose upload was cut short by a crash wait for it again; returns how many.
-    pub async fn reopen_interrupted_uploads(&self) -> anyhow::Result<u64> {
+    async fn reopen_interrupted_uploads(&self) -> anyhow::Result<u64> {
         let _writing = self.writing().await;
         let done = sqlx::query(
             "UPDATE requests SET upload_state = 'awaiting', updated_at = ?
@@ -558,8 +644,7 @@ impl Store {
         Ok(done.rows_affected())
     }
 
-    /// Ends a claimed upload with a failure recorded on the request (no run is created).
-    pub async fn fail_upload(
+    async fn fail_upload(
         &self,
         request_id: &str,
         code: Option<&str>,
@@ -579,9 +664,7 @@ impl Store {
         Ok(())
     }
 
-    /// [`Move::Start`], counting the turn: the started run, or `None` when it is no longer
-    /// queued (canceled meanwhile).
-    pub async fn start_run(&self, run_id: &str, sandbox: &str) -> anyhow::Result<Option<Run>> {
+    async fn start_run(&self, run_id: &str, sandbox: &str) -> anyhow::Result<Option<Run>> {
         let _writing = self.writing().await;
         skill_runner_types::faults::check("store-start-run")?;
         let now = Timestamp::now();
@@ -603,8 +686,7 @@ impl Store {
         row.map(Run::try_from).transpose()
     }
 
-    /// Records (or clears) the process group of the turn under way.
-    pub async fn set_run_process(
+    async fn set_run_process(
         &self,
         run_id: &str,
         mark: Option<&ProcessMark>,
@@ -622,8 +704,7 @@ impl Store {
         Ok(())
     }
 
-    /// Records the engine session a later turn of the run resumes.
-    pub async fn set_run_session(&self, run_id: &str, session: &str) -> anyhow::Result<()> {
+    async fn set_run_session(&self, run_id: &str, session: &str) -> anyhow::Result<()> {
         let _writing = self.writing().await;
         sqlx::query("UPDATE runs SET engine_session = ? WHERE run_id = ?")
             .bind(session)
@@ -633,10 +714,7 @@ impl Store {
         Ok(())
     }
 
-    /// Ends a run by `by` (with `asked`, only while it still waits on its `asked`-th question);
-    /// `None` when another writer moved it first. A run that succeeded with a cache key becomes
-    /// its key's cache entry in the same transaction, sent with the end as one batch.
-    pub async fn finish_run(
+    async fn finish_run(
         &self,
         run_id: &str,
         by: Move,
@@ -687,8 +765,7 @@ impl Store {
         Ok(batch.end(ended)?.pop())
     }
 
-    /// Ends a run found in `from` at start-up as failed and reconciled ([`Move::Reconcile`]).
-    pub async fn reconcile_interrupted(
+    async fn reconcile_interrupted(
         &self,
         run_id: &str,
         from: RunStatus,
@@ -727,8 +804,7 @@ impl Store {
         Ok(ended)
     }
 
-    /// The newest `limit` requests that have a run, with their runs, newest first.
-    pub async fn recent_requests(&self, limit: u32) -> anyhow::Result<Vec<(Request, Run)>> {
+    async fn recent_requests(&self, limit: u32) -> anyhow::Result<Vec<(Request, Run)>> {
         let requests: Vec<Request> = sqlx::query_as(concat!(
             "SELECT ",
             request_columns!(),
@@ -763,8 +839,7 @@ impl Store {
         Ok(out)
     }
 
-    /// Runs in `status`, in FIFO order.
-    pub async fn runs_with_status(&self, status: RunStatus) -> anyhow::Result<Vec<Run>> {
+    async fn runs_with_status(&self, status: RunStatus) -> anyhow::Result<Vec<Run>> {
         let rows: Vec<RunRow> = sqlx::query_as(concat!(
             "SELECT ",
             run_columns!(),
@@ -776,8 +851,7 @@ impl Store {
         rows.into_iter().map(Run::try_from).collect()
     }
 
-    /// The succeeded run stored under `cache_key`, if any.
-    pub async fn cached_run(&self, cache_key: &str) -> anyhow::Result<Option<String>> {
+    async fn cached_run(&self, cache_key: &str) -> anyhow::Result<Option<String>> {
         let row: Option<(String,)> = sqlx::query_as(
             "SELECT c.run_id FROM cache_entries c JOIN runs r ON r.run_id = c.run_id
              WHERE c.cache_key = ? AND r.status = 'succeeded'",
@@ -788,11 +862,7 @@ impl Store {
         Ok(row.map(|r| r.0))
     }
 
-    /// Deletes finished runs (failed ones finished before `failed_before`, the others before
-    /// `finished_before`; RFC 3339 UTC strings compare in time order), the requests bound to
-    /// them, their cache entries, and requests that failed before getting a run. Returns the
-    /// counts and what was removed, so the caller can delete the folders.
-    pub async fn delete_finished(
+    async fn delete_finished(
         &self,
         failed_before: Timestamp,
         finished_before: Timestamp,

@@ -7,6 +7,7 @@
 
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -21,8 +22,8 @@ mod interactions;
 mod jobs;
 mod recent;
 
-pub use engines::{StoredSnapshot, Upgrade, UpgradeResult};
-pub use installs::{InstallPhase, InstallRequest};
+pub use engines::{EngineStore, StoredSnapshot, Upgrade, UpgradeResult};
+pub use installs::{InstallPhase, InstallRequest, InstallStore};
 pub use interactions::*;
 pub use jobs::*;
 
@@ -51,11 +52,42 @@ impl TaskStatus {
     }
 }
 
-/// Handle to the database; cheap to clone.
+/// Everything the service keeps about what it accepted, whatever holds it: a backend
+/// implements each part ([`JobStore`], [`InteractionStore`], [`InstallStore`],
+/// [`EngineStore`]). Today that is [`Sqlite`].
+#[async_trait::async_trait]
+pub trait Backend:
+    JobStore + InteractionStore + InstallStore + EngineStore + std::fmt::Debug + Send + Sync
+{
+    /// Waits for open connections to finish and closes them.
+    async fn close(&self);
+}
+
+/// The service's handle to its store; cheap to clone. Every part's methods are called on it
+/// directly (`store.run(id)`).
 #[derive(Clone, Debug)]
-pub struct Store {
+pub struct Store(Arc<dyn Backend>);
+
+impl std::ops::Deref for Store {
+    type Target = dyn Backend;
+
+    fn deref(&self) -> &(dyn Backend + 'static) {
+        &*self.0
+    }
+}
+
+impl Store {
+    /// The SQLite store at `path` (see [`Sqlite::open`]).
+    pub async fn open(path: &Path) -> anyhow::Result<Self> {
+        Ok(Self(Arc::new(Sqlite::open(path).await?)))
+    }
+}
+
+/// The SQLite backend: one database file in WAL mode.
+#[derive(Debug)]
+pub struct Sqlite {
     pool: SqlitePool,
-    recent: std::sync::Arc<RecentRows>,
+    recent: RecentRows,
 }
 
 /// The read cache of requests and runs (see `recent`), and the one writer's turn.
@@ -77,7 +109,7 @@ pub(crate) struct WriteTurn<'a> {
     _turn: tokio::sync::MutexGuard<'a, ()>,
 }
 
-impl Store {
+impl Sqlite {
     /// Held by every method that writes, for the whole write.
     async fn writing(&self) -> WriteTurn<'_> {
         let turn = self.recent.writer.lock().await;
@@ -88,7 +120,7 @@ impl Store {
     }
 }
 
-impl Store {
+impl Sqlite {
     /// Opens (creating if needed) the database and applies pending migrations.
     pub async fn open(path: &Path) -> anyhow::Result<Self> {
         let options = SqliteConnectOptions::from_str("sqlite://")?
@@ -115,9 +147,11 @@ impl Store {
             recent: Default::default(),
         })
     }
+}
 
-    /// Waits for open connections to finish and closes the pool.
-    pub async fn close(&self) {
+#[async_trait::async_trait]
+impl Backend for Sqlite {
+    async fn close(&self) {
         self.pool.close().await;
     }
 }
@@ -153,7 +187,7 @@ pub(crate) mod tests {
     async fn database_survives_reopen_in_wal_mode() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
-        let store = Store::open(&path).await.unwrap();
+        let store = Sqlite::open(&path).await.unwrap();
         store.insert_install_request("r1").await.unwrap();
         let mode: (String,) = sqlx::query_as("PRAGMA journal_mode")
             .fetch_one(&store.pool)
