@@ -14,7 +14,7 @@ use serde_json::json;
 use super::auth::Admin;
 use super::jobs::{bad_json, to_completion};
 use crate::api::error::{ApiError, ApiResult};
-use crate::engines::agent::AuthStatus;
+use crate::engines::cli::AuthStatus;
 use crate::engines::models::{ManifestView, Model, ModelList};
 use crate::engines::upgrades::{self, StartError};
 use crate::engines::{Engine, SnapshotRefused};

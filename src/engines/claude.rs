@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Transcriber, Turn};
-use super::{agent, stream_json};
+use super::{cli, stream_json};
 use crate::config::AgentConfig;
 
 pub const PACKAGE: &str = "@anthropic-ai/claude-code";
@@ -38,7 +38,7 @@ impl EngineAdapter for Claude {
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
-        let setup = agent::setup(&self.config, self, turn, ".claude/skills", false)?;
+        let setup = cli::setup(&self.config, self, turn, ".claude/skills", false)?;
         let home = &setup.home;
         let mut argv: Vec<String> = vec![
             setup.program.clone(),
@@ -52,8 +52,8 @@ impl EngineAdapter for Claude {
         if let Some(model) = turn.model {
             argv.extend(["--model".into(), model.to_owned()]);
         }
-        let session = agent::pin_session(turn, &mut argv);
-        let mut env = agent::base_env(home, &self.config);
+        let session = cli::pin_session(turn, &mut argv);
+        let mut env = cli::base_env(home, &self.config);
         for (name, value) in [
             ("IS_SANDBOX", "1"),
             ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
@@ -67,7 +67,7 @@ impl EngineAdapter for Claude {
             "CLAUDE_CODE_MAX_RETRIES".into(),
             self.config.max_retries.to_string(),
         ));
-        agent::endpoint_env(
+        cli::endpoint_env(
             &self.config,
             self.engine(),
             "ANTHROPIC_BASE_URL",

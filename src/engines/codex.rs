@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::agent;
+use super::cli;
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
 use crate::config::AgentConfig;
 
@@ -78,7 +78,7 @@ struct Provider<'a> {
 
 impl Codex {
     fn config_toml(&self, model: Option<&str>) -> String {
-        let endpoint = agent::endpoint(&self.config, "codex");
+        let endpoint = cli::endpoint(&self.config, "codex");
         let base_url = endpoint.and_then(|e| e.base_url.as_deref());
         let retries = self.config.max_retries;
         let config = Config {
@@ -127,7 +127,7 @@ impl EngineAdapter for Codex {
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
         // User-level skills of the run's CODEX_HOME: a `.codex` folder in the run folder would be
         // untrusted project configuration.
-        let setup = agent::setup(&self.config, self, turn, ".codex/skills", true)?;
+        let setup = cli::setup(&self.config, self, turn, ".codex/skills", true)?;
         let home = &setup.home;
         let codex_home = home.join(".codex");
         // `name@effort` picks the reasoning effort too.
@@ -135,7 +135,7 @@ impl EngineAdapter for Codex {
             Some((name, effort)) => (Some(name), Some(effort).filter(|e| !e.is_empty())),
             None => (None, None),
         };
-        agent::write_config(&codex_home.join("config.toml"), &self.config_toml(model))?;
+        cli::write_config(&codex_home.join("config.toml"), &self.config_toml(model))?;
 
         let mut argv: Vec<String> = vec![
             setup.program.clone(),
@@ -158,9 +158,9 @@ impl EngineAdapter for Codex {
             }
             _ => argv.push(prompt),
         }
-        let mut env = agent::base_env(home, &self.config);
+        let mut env = cli::base_env(home, &self.config);
         // The provider's `env_key`.
-        agent::key_env(
+        cli::key_env(
             &self.config,
             self.engine(),
             "SKILL_RUNNER_CODEX_API_KEY",
@@ -176,7 +176,7 @@ impl EngineAdapter for Codex {
     fn read(&self, stdout: &str, _stderr: &str) -> Reading {
         let mut reading = Reading::default();
         let (mut last_text, mut error) = (None, None);
-        for event in agent::typed_events(stdout) {
+        for event in cli::typed_events(stdout) {
             match event {
                 Event::ThreadStarted { thread_id } => reading.session = thread_id,
                 Event::ItemCompleted {
@@ -193,7 +193,7 @@ impl EngineAdapter for Codex {
                 _ => {}
             }
         }
-        agent::conclude(reading, "codex", last_text.as_deref(), error)
+        cli::conclude(reading, "codex", last_text.as_deref(), error)
     }
 
     fn transcriber(&self) -> Box<dyn Transcriber> {
@@ -272,7 +272,7 @@ enum ItemKind {
 
 /// What one line of `codex exec --json` says: each completed item.
 fn transcribe(line: &str, said: &mut Vec<Said>) {
-    let Some(Event::ItemCompleted { item }) = agent::typed(line) else {
+    let Some(Event::ItemCompleted { item }) = cli::typed(line) else {
         return;
     };
     let Item { id, kind } = item;
@@ -308,7 +308,7 @@ fn transcribe(line: &str, said: &mut Vec<Said>) {
             if let Some(output) = error.or(result) {
                 said.push(Said::ToolResult {
                     id,
-                    output: agent::text_of(Some(&output)),
+                    output: cli::text_of(Some(&output)),
                     is_error,
                 });
             }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::agent;
+use super::cli;
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
 use crate::config::AgentConfig;
 
@@ -49,7 +49,7 @@ impl EngineAdapter for Gemini {
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
-        let setup = agent::setup(&self.config, self, turn, ".gemini/skills", false)?;
+        let setup = cli::setup(&self.config, self, turn, ".gemini/skills", false)?;
         let home = &setup.home;
         // A Google login lent from the agent home, else an API key.
         let auth_type = if setup.login.is_empty() {
@@ -64,9 +64,9 @@ impl EngineAdapter for Gemini {
                         "maxAttempts": self.config.max_retries + 1},
             "security": {"auth": {"selectedType": auth_type}},
         });
-        agent::write_config(&home.join(".gemini/settings.json"), &settings.to_string())?;
+        cli::write_config(&home.join(".gemini/settings.json"), &settings.to_string())?;
 
-        let model = agent::model(&self.config, self.engine(), turn, ENDPOINT_MODEL);
+        let model = cli::model(&self.config, self.engine(), turn, ENDPOINT_MODEL);
         let mut argv: Vec<String> = vec![
             setup.program.clone(),
             "-p".into(),
@@ -79,9 +79,9 @@ impl EngineAdapter for Gemini {
         if let Some(model) = model {
             argv.extend(["-m".into(), model.to_owned()]);
         }
-        let session = agent::pin_session(turn, &mut argv);
-        let mut env = agent::base_env(home, &self.config);
-        agent::endpoint_env(
+        let session = cli::pin_session(turn, &mut argv);
+        let mut env = cli::base_env(home, &self.config);
+        cli::endpoint_env(
             &self.config,
             self.engine(),
             "GOOGLE_GEMINI_BASE_URL",
@@ -95,7 +95,7 @@ impl EngineAdapter for Gemini {
         let mut reading = Reading::default();
         // Assistant text arrives in deltas; a tool call ends one message and starts the next.
         let (mut message, mut last_message, mut error) = (String::new(), String::new(), None);
-        for event in agent::typed_events(stdout) {
+        for event in cli::typed_events(stdout) {
             match event {
                 Event::Init { session_id } => reading.session = session_id.or(reading.session),
                 Event::Message { role, content, .. } if role.as_deref() == Some("assistant") => {
@@ -121,7 +121,7 @@ impl EngineAdapter for Gemini {
         if !message.is_empty() {
             last_message = message;
         }
-        agent::conclude(reading, "gemini", Some(&last_message), error)
+        cli::conclude(reading, "gemini", Some(&last_message), error)
     }
 
     fn transcriber(&self) -> Box<dyn Transcriber> {
@@ -169,7 +169,7 @@ enum Event {
 /// What one line of `-o stream-json` says: assistant text (in deltas), tool calls and their
 /// results.
 fn transcribe(line: &str, said: &mut Vec<Said>) {
-    match agent::typed(line) {
+    match cli::typed(line) {
         Some(Event::Message {
             role,
             content,
@@ -194,7 +194,7 @@ fn transcribe(line: &str, said: &mut Vec<Said>) {
             error,
         }) => said.push(Said::ToolResult {
             id: tool_id,
-            output: agent::text_of(output.or(error).as_ref()),
+            output: cli::text_of(output.or(error).as_ref()),
             is_error: status.as_deref() != Some("success"),
         }),
         _ => {}

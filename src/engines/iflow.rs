@@ -13,17 +13,17 @@
 //! type is `openai-compatible` and the endpoint and key reach the CLI as `IFLOW_baseUrl` /
 //! `IFLOW_apiKey` (iFlow reads any setting from an `IFLOW_<key>` variable), so the key is
 //! written nowhere. Without them the CLI uses the login copied from the agent home
-//! (`iflow_accounts.json`, `oauth_creds.json`; see [`agent::credentials`]). The session cannot be
+//! (`iflow_accounts.json`, `oauth_creds.json`; see [`cli::credentials`]). The session cannot be
 //! pinned up front; it is read from the execution info and resumed with `--resume`.
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::agent;
+use super::cli;
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
 use crate::config::AgentConfig;
-use crate::output;
+use crate::runner::answer;
 
 pub const PACKAGE: &str = "@iflow-ai/iflow-cli";
 pub const CLI: Cli = Cli {
@@ -55,9 +55,9 @@ impl EngineAdapter for Iflow {
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
-        let setup = agent::setup(&self.config, self, turn, ".iflow/skills", false)?;
+        let setup = cli::setup(&self.config, self, turn, ".iflow/skills", false)?;
         let home = &setup.home;
-        let endpoint = agent::endpoint(&self.config, "iflow");
+        let endpoint = cli::endpoint(&self.config, "iflow");
         let custom = endpoint.is_some_and(|e| e.base_url.is_some());
         let mut settings = json!({
             "approvalMode": "yolo",
@@ -77,9 +77,9 @@ impl EngineAdapter for Iflow {
         } else {
             "oauth-iflow"
         });
-        agent::write_config(&home.join(".iflow/settings.json"), &settings.to_string())?;
+        cli::write_config(&home.join(".iflow/settings.json"), &settings.to_string())?;
 
-        let model = agent::model(&self.config, self.engine(), turn, ENDPOINT_MODEL);
+        let model = cli::model(&self.config, self.engine(), turn, ENDPOINT_MODEL);
         let mut argv: Vec<String> = vec![
             setup.program.clone(),
             "-p".into(),
@@ -98,8 +98,8 @@ impl EngineAdapter for Iflow {
             })?;
             argv.extend(["--resume".into(), session.to_owned()]);
         }
-        let mut env = agent::base_env(home, &self.config);
-        agent::endpoint_env(
+        let mut env = cli::base_env(home, &self.config);
+        cli::endpoint_env(
             &self.config,
             self.engine(),
             "IFLOW_baseUrl",
@@ -120,9 +120,9 @@ impl EngineAdapter for Iflow {
                     .and_then(Value::as_str)
                     .map(str::to_owned)
             });
-        let answer = output::extract(&text);
+        let answer = answer::extract(&text);
         let failure = match answer {
-            None => first_error(&errors).map(|line| agent::failure("iflow", line)),
+            None => first_error(&errors).map(|line| cli::failure("iflow", line)),
             Some(_) => None,
         };
         Reading {

@@ -3,8 +3,8 @@
 //! An adapter only describes a turn (the process to start) and reads its answer; starting,
 //! supervising, timing out and validating are the job core's, the same for every engine.
 
-pub mod agent;
 pub mod claude;
+pub mod cli;
 pub mod codex;
 pub mod gemini;
 pub mod iflow;
@@ -25,9 +25,9 @@ use serde_json::{Map, Value};
 pub use skill_runner_types::engine::Engine;
 
 use crate::config::AgentConfig;
-use crate::output::RepairLevel;
 use crate::process::ProcessSpec;
 use crate::run_folder::RunFolder;
+use crate::runner::answer::RepairLevel;
 use crate::skill::{ExecutionMode, SkillManifest};
 use crate::store::Store;
 
@@ -65,7 +65,7 @@ impl Turn<'_> {
 pub struct Prepared {
     pub spec: ProcessSpec,
     pub session: Option<String>,
-    pub login: agent::Login,
+    pub login: cli::Login,
     /// What an agent CLI is told this turn; kept in the run's `logs/prompt.txt`.
     pub prompt: Option<String>,
 }
@@ -230,9 +230,9 @@ impl Engines {
         let Some(cli) = self.adapters.get(&engine).and_then(|a| a.cli()) else {
             return Ok(None);
         };
-        agent::find_cli(&self.config, cli.program)
+        cli::find_cli(&self.config, cli.program)
             .map(Some)
-            .ok_or_else(|| agent::missing_cli(engine, cli.program, cli.package, &self.config))
+            .ok_or_else(|| cli::missing_cli(engine, cli.program, cli.package, &self.config))
     }
 
     /// The version of `engine`'s CLI, if it is installed and says.
@@ -243,7 +243,7 @@ impl Engines {
             return version.clone();
         }
         let version = match self.locate(engine) {
-            Ok(Some(program)) => agent::cli_version(&program).await,
+            Ok(Some(program)) => cli::cli_version(&program).await,
             _ => None,
         };
         self.versions
@@ -253,10 +253,10 @@ impl Engines {
         version
     }
 
-    /// The [`agent::AuthStatus`] of `engine`'s CLI; `None` for an engine without one.
-    pub fn auth_status(&self, engine: Engine) -> Option<agent::AuthStatus> {
+    /// The [`cli::AuthStatus`] of `engine`'s CLI; `None` for an engine without one.
+    pub fn auth_status(&self, engine: Engine) -> Option<cli::AuthStatus> {
         let cli = self.adapters.get(&engine)?.cli()?;
-        Some(agent::auth_status(&self.config, engine, cli))
+        Some(cli::auth_status(&self.config, engine, cli))
     }
 
     /// The CLI of `engine`, if it drives one.

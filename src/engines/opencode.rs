@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::agent;
+use super::cli;
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
 use crate::config::AgentConfig;
 
@@ -48,7 +48,7 @@ impl Opencode {
             "permission": {"edit": "allow", "bash": "allow", "webfetch": "allow",
                            "external_directory": "allow"},
         });
-        let endpoint = agent::endpoint(&self.config, "opencode");
+        let endpoint = cli::endpoint(&self.config, "opencode");
         let Some(url) = endpoint.and_then(|e| e.base_url.as_ref()) else {
             return (config, model.map(str::to_owned));
         };
@@ -85,10 +85,10 @@ impl EngineAdapter for Opencode {
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
-        let setup = agent::setup(&self.config, self, turn, ".opencode/skills", false)?;
+        let setup = cli::setup(&self.config, self, turn, ".opencode/skills", false)?;
         let home = &setup.home;
         let (config, model) = self.configuration(turn.model);
-        agent::write_config(
+        cli::write_config(
             &home.join(".config/opencode/opencode.json"),
             &config.to_string(),
         )?;
@@ -108,9 +108,9 @@ impl EngineAdapter for Opencode {
             argv.extend(["-s".into(), session.to_owned()]);
         }
         argv.push(setup.prompt.clone());
-        let mut env = agent::base_env(home, &self.config);
+        let mut env = cli::base_env(home, &self.config);
         // What the provider's `{env:...}` reference reads.
-        agent::key_env(
+        cli::key_env(
             &self.config,
             self.engine(),
             "SKILL_RUNNER_OPENCODE_API_KEY",
@@ -130,7 +130,7 @@ impl EngineAdapter for Opencode {
     fn read(&self, stdout: &str, _stderr: &str) -> Reading {
         let mut reading = Reading::default();
         let (mut last_text, mut error) = (None, None);
-        for Line { session_id, event } in agent::typed_events(stdout) {
+        for Line { session_id, event } in cli::typed_events(stdout) {
             if session_id.is_some() {
                 reading.session = session_id;
             }
@@ -149,7 +149,7 @@ impl EngineAdapter for Opencode {
                 _ => {}
             }
         }
-        agent::conclude(reading, "opencode", last_text.as_deref(), error)
+        cli::conclude(reading, "opencode", last_text.as_deref(), error)
     }
 
     fn transcriber(&self) -> Box<dyn Transcriber> {
@@ -228,7 +228,7 @@ struct ErrorData {
 /// What one line of `run --format json` says: text, reasoning, and each finished tool use (a
 /// `bash` one as a command with its output).
 fn transcribe(line: &str, said: &mut Vec<Said>) {
-    let Some(Line { event, .. }) = agent::typed(line) else {
+    let Some(Line { event, .. }) = cli::typed(line) else {
         return;
     };
     match event {
@@ -244,7 +244,7 @@ fn transcribe(line: &str, said: &mut Vec<Said>) {
                 state,
                 ..
             } = part;
-            let output = agent::text_of(state.output.or(state.error).as_ref());
+            let output = cli::text_of(state.output.or(state.error).as_ref());
             let command = state.input.get("command").and_then(Value::as_str);
             match command.filter(|_| tool == "bash") {
                 Some(command) => said.push(Said::Command {

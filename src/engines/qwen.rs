@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Transcriber, Turn};
-use super::{agent, stream_json};
+use super::{cli, stream_json};
 use crate::config::AgentConfig;
 
 pub const PACKAGE: &str = "@qwen-code/qwen-code";
@@ -46,7 +46,7 @@ impl EngineAdapter for Qwen {
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
-        let setup = agent::setup(&self.config, self, turn, ".qwen/skills", false)?;
+        let setup = cli::setup(&self.config, self, turn, ".qwen/skills", false)?;
         let home = &setup.home;
         // A Qwen OAuth login lent from the agent home, else an OpenAI-compatible key.
         let auth_type = if setup.login.is_empty() {
@@ -63,9 +63,9 @@ impl EngineAdapter for Qwen {
             "model": {"generationConfig": {"maxRetries": self.config.max_retries}},
             "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
         });
-        agent::write_config(&home.join(".qwen/settings.json"), &settings.to_string())?;
+        cli::write_config(&home.join(".qwen/settings.json"), &settings.to_string())?;
 
-        let model = agent::model(&self.config, self.engine(), turn, ENDPOINT_MODEL);
+        let model = cli::model(&self.config, self.engine(), turn, ENDPOINT_MODEL);
         let mut argv: Vec<String> = vec![
             setup.program.clone(),
             setup.prompt.clone(),
@@ -78,10 +78,10 @@ impl EngineAdapter for Qwen {
         if let Some(model) = model {
             argv.extend(["-m".into(), model.to_owned()]);
         }
-        let session = agent::pin_session(turn, &mut argv);
-        let mut env = agent::base_env(home, &self.config);
+        let session = cli::pin_session(turn, &mut argv);
+        let mut env = cli::base_env(home, &self.config);
         env.push(("QWEN_CODE_SUPPRESS_YOLO_WARNING".into(), "1".into()));
-        agent::endpoint_env(
+        cli::endpoint_env(
             &self.config,
             self.engine(),
             "OPENAI_BASE_URL",

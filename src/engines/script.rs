@@ -8,7 +8,7 @@ use anyhow::Context;
 use serde_json::json;
 
 use super::{Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
-use crate::output;
+use crate::runner::answer;
 
 #[derive(Debug)]
 pub struct ScriptEngine;
@@ -73,7 +73,7 @@ impl EngineAdapter for ScriptEngine {
 
     fn read(&self, stdout: &str, _stderr: &str) -> Reading {
         Reading {
-            answer: output::extract(stdout),
+            answer: answer::extract(stdout),
             ..Reading::default()
         }
     }

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::Value;
 
-use super::agent;
+use super::cli;
 use super::{Reading, Said};
 
 /// One line: its session and what it says.
@@ -104,7 +104,7 @@ impl Content {
 /// What one line says: the assistant's text, thinking and tool calls, and the tool results
 /// sent back.
 pub fn transcribe(line: &str, said: &mut Vec<Said>) {
-    let Some(Line { event, .. }) = agent::typed(line) else {
+    let Some(Line { event, .. }) = cli::typed(line) else {
         return;
     };
     match event {
@@ -135,7 +135,7 @@ pub fn transcribe(line: &str, said: &mut Vec<Said>) {
                 {
                     said.push(Said::ToolResult {
                         id: tool_use_id,
-                        output: agent::text_of(content.as_ref()),
+                        output: cli::text_of(content.as_ref()),
                         is_error: is_error == Some(true),
                     });
                 }
@@ -151,7 +151,7 @@ pub fn transcribe(line: &str, said: &mut Vec<Said>) {
 pub fn read(stdout: &str, engine: &str) -> Reading {
     let mut reading = Reading::default();
     let (mut last_text, mut result, mut error) = (None, None, None);
-    for Line { session_id, event } in agent::typed_events(stdout) {
+    for Line { session_id, event } in cli::typed_events(stdout) {
         if session_id.is_some() {
             reading.session = session_id;
         }
@@ -186,7 +186,7 @@ pub fn read(stdout: &str, engine: &str) -> Reading {
             _ => {}
         }
     }
-    agent::conclude(reading, engine, result.or(last_text).as_deref(), error)
+    cli::conclude(reading, engine, result.or(last_text).as_deref(), error)
 }
 
 #[cfg(test)]

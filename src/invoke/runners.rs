@@ -17,9 +17,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::result::{ErrorCode, Output, SkillError};
 use crate::engines::{EngineAdapter, Turn};
-use crate::output::{self, Reported};
 use crate::process::{Completed, Confinement, Exit, ProcessSpec, Supervisor, Windows};
 use crate::run_folder::RunFolder;
+use crate::runner::answer::{self, Reported};
 use crate::runner::{self, Outcome};
 use crate::skill::{ExecutionMode, SkillManifest};
 
@@ -201,11 +201,11 @@ fn interpret(call: &ProgramCall<'_>, done: Completed) -> Result<Output, SkillErr
         Exit::Exited { code } => code,
     };
     // Scripts of the user's documents report failures as JSON on stderr with stdout empty.
-    let answer = output::last_object(&done.stdout).or_else(|| {
+    let answer = answer::last_object(&done.stdout).or_else(|| {
         done.stdout
             .trim()
             .is_empty()
-            .then(|| output::last_object(&done.stderr))
+            .then(|| answer::last_object(&done.stderr))
             .flatten()
     });
     let unreadable = |what: String| {
@@ -266,7 +266,7 @@ fn read_answer(mut answer: Map<String, Value>) -> Result<Output, SkillError> {
         }),
         Some(Value::Bool(false)) => {
             let error = answer.get("error").filter(|e| !e.is_null());
-            Err(reported_error(output::reported(
+            Err(reported_error(answer::reported(
                 error.or(answer.get("message")),
             )))
         }

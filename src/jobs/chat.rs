@@ -17,8 +17,8 @@ use tokio::time::Instant;
 use super::events::read_at;
 use super::live::{StreamEvent, Wake};
 use super::{Jobs, Scope};
-use crate::conversation::{ChatItem, Conversation, RunEnd};
 use crate::error::Result;
+use crate::jobs::conversation::{ChatItem, Conversation, RunEnd};
 use crate::store::{Interaction, Run, RunStatus};
 
 /// Log bytes read at a time while catching up.

@@ -13,9 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Jobs, Slot};
 use crate::engines::Turn;
-use crate::output::RepairLevel;
 use crate::process::OnOutput;
 use crate::run_folder::write_atomic_blocking;
+use crate::runner::answer::RepairLevel;
 use crate::runner::{self, Envelope, Observer, Outcome};
 use crate::skill::{Rules, SkillManifest, manifest};
 use crate::store::{Ended, Ending, ProcessMark, RequestKind, Run, RunStatus};

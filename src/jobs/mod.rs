@@ -12,6 +12,7 @@
 pub mod cache;
 pub mod cancel;
 pub mod chat;
+pub mod conversation;
 pub mod create;
 pub mod events;
 pub mod executor;

@@ -113,7 +113,7 @@ impl Jobs {
         reason: &str,
     ) -> anyhow::Result<()> {
         // A turn the stop cut short may have left lent logins in the run's home.
-        crate::engines::agent::forget_logins(&self.folder(run_id));
+        crate::engines::cli::forget_logins(&self.folder(run_id));
         if let Some(ended) = self
             .store
             .reconcile_interrupted(run_id, from, &ending, reason)

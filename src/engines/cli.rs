@@ -4,17 +4,17 @@
 //! Each run gets its own home (`<run>/.agent-home`, also the XDG dirs), so concurrent runs never
 //! share a profile, configuration or session store, and a resumed turn finds its session there.
 
-use secrecy::ExposeSecret as _;
 use std::path::{Path, PathBuf};
 
+use secrecy::ExposeSecret as _;
 use serde_json::Value;
 
 use super::{Cli, Engine, EngineAdapter, Failure, Prepared, Reading, Turn};
 use crate::config::{AgentConfig, Endpoint};
 use crate::egress::Target;
-use crate::output;
 use crate::process::ProcessSpec;
 use crate::run_folder::RunFolder;
+use crate::runner::answer;
 use crate::skill::ExecutionMode;
 
 /// `<prefix>/bin/<name>` of the managed npm prefix, else `<name>` on `PATH`.
@@ -573,7 +573,7 @@ pub fn conclude(
     text: Option<&str>,
     error: Option<String>,
 ) -> Reading {
-    reading.answer = text.and_then(output::extract);
+    reading.answer = text.and_then(answer::extract);
     if reading.answer.is_none()
         && let Some(message) = error
     {

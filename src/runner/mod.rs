@@ -8,6 +8,8 @@
 //! (its process group, the engine's session) goes through an [`Observer`], and the caller
 //! phrases and records the [`Outcome`].
 
+pub mod answer;
+
 use std::future::Future;
 
 use serde_json::{Map, Value};
@@ -17,11 +19,11 @@ use tokio_util::sync::CancellationToken;
 use crate::browse::files_under;
 use crate::egress::policy::permitted;
 use crate::engines::{EngineAdapter, Prepared, Turn};
-use crate::output::{self, RepairLevel, Reported, TurnOutcome};
 use crate::process::{Completed, Exit, OnOutput, Supervisor, Windows};
 use crate::run_folder::{RunFolder, is_plain_file};
 use crate::skill::{ExecutionMode, InputSource, SkillManifest};
 use crate::store::ProcessMark;
+use answer::{RepairLevel, Reported, TurnOutcome};
 
 /// The largest stretch of a turn's stdout searched for its answer (the answer comes last).
 const ANSWER_WINDOW: u64 = 8 * 1024 * 1024;
@@ -290,7 +292,7 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
     if repair != RepairLevel::None {
         envelope.warnings.push("OUTPUT_REPAIRED_GENERIC".into());
     }
-    let data = match output::classify(answer) {
+    let data = match answer::classify(answer) {
         TurnOutcome::Final(data) => data,
         TurnOutcome::Error(reported) => {
             return Ok(Outcome::Reported {
