@@ -189,9 +189,16 @@ class Client:
 
     def call(self, method, path, body=None):
         headers = {"content-type": "application/json"} if body is not None else {}
-        self.conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                          headers=headers)
-        resp = self.conn.getresponse()
+        payload = json.dumps(body) if body is not None else None
+        try:
+            self.conn.request(method, path, body=payload, headers=headers)
+            resp = self.conn.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            # The service closes a keep-alive connection left idle past its header timeout
+            # (30 s, SKILL_RUNNER_HEADER_TIMEOUT_SECONDS), as during the wrk runs: reconnect.
+            self.conn.close()
+            self.conn.request(method, path, body=payload, headers=headers)
+            resp = self.conn.getresponse()
         data = resp.read()
         return resp.status, (json.loads(data) if data else None)
 

@@ -537,6 +537,16 @@ pub fn prompt(turn: &Turn<'_>, skill_copy: &Path) -> String {
     text
 }
 
+/// A line of a CLI whose every event carries its session (`session_id`, or opencode's
+/// `sessionID`), with the event itself.
+#[derive(Debug, serde::Deserialize)]
+pub struct Line<E> {
+    #[serde(alias = "sessionID")]
+    pub session_id: Option<String>,
+    #[serde(flatten)]
+    pub event: E,
+}
+
 /// The event of one line, read as the CLI's event type `T`; `None` for a line that is not
 /// one (not JSON, or a shape `T` does not know).
 pub fn typed<T: serde::de::DeserializeOwned>(line: &str) -> Option<T> {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::cli;
+use super::cli::{self, Line};
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
 use crate::config::AgentConfig;
 
@@ -130,7 +130,7 @@ impl EngineAdapter for Opencode {
     fn read(&self, stdout: &str, _stderr: &str) -> Reading {
         let mut reading = Reading::default();
         let (mut last_text, mut error) = (None, None);
-        for Line { session_id, event } in cli::typed_events(stdout) {
+        for Line::<Event> { session_id, event } in cli::typed_events(stdout) {
             if session_id.is_some() {
                 reading.session = session_id;
             }
@@ -155,15 +155,6 @@ impl EngineAdapter for Opencode {
     fn transcriber(&self) -> Box<dyn Transcriber> {
         Box::new(transcribe)
     }
-}
-
-/// One line of `run --format json`: its session and what it says.
-#[derive(Debug, Deserialize)]
-struct Line {
-    #[serde(rename = "sessionID")]
-    session_id: Option<String>,
-    #[serde(flatten)]
-    event: Event,
 }
 
 /// The events read here; a line of any other type (`step_start`, `step_finish`) is skipped.
@@ -228,7 +219,7 @@ struct ErrorData {
 /// What one line of `run --format json` says: text, reasoning, and each finished tool use (a
 /// `bash` one as a command with its output).
 fn transcribe(line: &str, said: &mut Vec<Said>) {
-    let Some(Line { event, .. }) = cli::typed(line) else {
+    let Some(Line::<Event> { event, .. }) = cli::typed(line) else {
         return;
     };
     match event {

@@ -6,16 +6,8 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::Value;
 
-use super::cli;
+use super::cli::{self, Line};
 use super::{Reading, Said};
-
-/// One line: its session and what it says.
-#[derive(Debug, Deserialize)]
-struct Line {
-    session_id: Option<String>,
-    #[serde(flatten)]
-    event: Event,
-}
 
 /// The events read here; a line of any other type (`system`, `stream_event`) is skipped.
 #[derive(Debug, Deserialize)]
@@ -104,7 +96,7 @@ impl Content {
 /// What one line says: the assistant's text, thinking and tool calls, and the tool results
 /// sent back.
 pub fn transcribe(line: &str, said: &mut Vec<Said>) {
-    let Some(Line { event, .. }) = cli::typed(line) else {
+    let Some(Line::<Event> { event, .. }) = cli::typed(line) else {
         return;
     };
     match event {
@@ -151,7 +143,7 @@ pub fn transcribe(line: &str, said: &mut Vec<Said>) {
 pub fn read(stdout: &str, engine: &str) -> Reading {
     let mut reading = Reading::default();
     let (mut last_text, mut result, mut error) = (None, None, None);
-    for Line { session_id, event } in cli::typed_events(stdout) {
+    for Line::<Event> { session_id, event } in cli::typed_events(stdout) {
         if session_id.is_some() {
             reading.session = session_id;
         }

@@ -163,18 +163,8 @@ async fn each_wire_format_answers_scripted_tool_calls_and_text() {
     );
 
     // Every model request is logged, in order, with its headers and body.
-    let log: Value = fake
-        .client
-        .get(format!("{}/__log", fake.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let paths: Vec<&str> = log["requests"]
-        .as_array()
-        .unwrap()
+    let requests = fake.requests().await;
+    let paths: Vec<&str> = requests
         .iter()
         .map(|r| r["path"].as_str().unwrap())
         .collect();
@@ -184,11 +174,8 @@ async fn each_wire_format_answers_scripted_tool_calls_and_text() {
         paths[5],
         "/v1beta/models/fake:streamGenerateContent?alt=sse"
     );
-    assert_eq!(log["requests"][0]["body"], json!({"input": "title?"}));
-    assert_eq!(
-        log["requests"][0]["headers"]["content-type"],
-        "application/json"
-    );
+    assert_eq!(requests[0]["body"], json!({"input": "title?"}));
+    assert_eq!(requests[0]["headers"]["content-type"], "application/json");
 }
 
 #[tokio::test]
@@ -231,16 +218,7 @@ async fn errors_delays_and_hangs() {
         .await
         .unwrap();
     assert_eq!(resp.status().as_u16(), 204);
-    let log: Value = fake
-        .client
-        .get(format!("{}/__log", fake.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(log["requests"], json!([]));
+    assert_eq!(fake.requests().await, Vec::<Value>::new());
 }
 
 /// The `fake-model` binary, as the docs run it by hand: it says where it listens, answers with
