@@ -5,6 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-browser.sh
 out="$(pwd)/docs/screenshots"
-SKILL_RUNNER_SCREENSHOTS="$out" cargo nextest run --test console --test example_client \
+SKILL_RUNNER_SCREENSHOTS="$out" cargo nextest run --workspace --test console --test example_client \
   -E 'test(/^browser_/)' --no-fail-fast
 ls -l "$out"

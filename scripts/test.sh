@@ -27,10 +27,10 @@ check_tree() {
 }
 
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --all-targets --no-fail-fast
+  cargo nextest run --workspace --all-targets --no-fail-fast
 else
   echo "cargo-nextest not found; using cargo test"
-  cargo test --all-targets --no-fail-fast
+  cargo test --workspace --all-targets --no-fail-fast
 fi
 check_tree
 bash scripts/lint-docker.sh

@@ -22,8 +22,8 @@ pub fn repo_root() -> PathBuf {
 }
 
 /// A binary of the workspace, built beside the running test (`target/<profile>/<name>`).
-/// `cargo test` and `cargo nextest run` at the root build every member's binaries; a run of
-/// one crate's tests may not, and says so here.
+/// `cargo nextest run --workspace` (the test command's) builds every member's binaries; a run
+/// of one crate's tests may not, and says so here.
 pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's own path");
     // target/<profile>/deps/<test> -> target/<profile>/<name>
@@ -34,7 +34,7 @@ pub fn bin(name: &str) -> PathBuf {
         .join(name);
     assert!(
         path.is_file(),
-        "{} is not built: run the tests from the repository's root (`cargo nextest run`), or \
+        "{} is not built: run the tests with `--workspace` (as `scripts/test.sh` does), or \
          `cargo build --workspace --bins` first",
         path.display()
     );
