@@ -6,7 +6,6 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-
 use skill_runner_types::RelPath;
 
 use crate::error::{Error, Result};

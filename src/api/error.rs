@@ -81,12 +81,6 @@ impl From<Error> for ApiError {
     }
 }
 
-impl From<sqlx::Error> for ApiError {
-    fn from(e: sqlx::Error) -> Self {
-        Self::Internal(e.into())
-    }
-}
-
 impl From<std::io::Error> for ApiError {
     fn from(e: std::io::Error) -> Self {
         Self::Internal(e.into())

@@ -21,6 +21,7 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::HeaderName;
 use axum::routing::{get, post};
+use skill_runner_web::{allowed_hosts, assets, same_origin};
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -31,7 +32,6 @@ use utoipa_axum::routes;
 
 use crate::api::error::{ApiError, internal_error_response};
 use crate::state::AppState;
-use skill_runner_web::{allowed_hosts, assets, same_origin};
 
 /// Body limit for JSON and form routes; package uploads set their own.
 const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;

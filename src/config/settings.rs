@@ -18,13 +18,13 @@ use std::path::PathBuf;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
+use skill_runner_web::connections::ConnectionLimits;
 
 use super::{ConfigError, InvokeConfig, JobLimits, LogFormat, PackageLimits};
 use crate::egress::HostPattern;
 use crate::process::limits::Limits;
 use crate::process::run_uids::RunUids;
 use crate::process::sandbox::SandboxMode;
-use skill_runner_web::connections::ConnectionLimits;
 
 /// The settings of the service, each read from its variable or its flag.
 #[derive(Debug, Clone, Parser)]

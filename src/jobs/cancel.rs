@@ -3,11 +3,12 @@
 
 use std::time::Duration;
 
+use skill_runner_types::run_state::Move;
+
 use super::{Jobs, Scope};
 use crate::error::Result;
 use crate::runner::{Envelope, list_artifacts};
 use crate::store::RunStatus;
-use skill_runner_types::run_state::Move;
 
 /// What a cancel did.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -25,11 +25,11 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
+use skill_runner_types::run_state::RunStatus;
 
 use crate::clock::Timestamp;
 use crate::engines::{EngineAdapter, Said, Transcriber};
 use crate::store::{Interaction, Resolution};
-use skill_runner_types::run_state::RunStatus;
 
 /// The `protocol_version` of every item.
 pub const PROTOCOL: &str = "chat-replay/1.0";

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
+use skill_runner_types::run_options::RuntimeOptions;
 use uuid::Uuid;
 
 use super::cache::{self, KeyParts};
@@ -21,7 +22,6 @@ use crate::error::{Error, Result};
 use crate::skill::archive::{self, ArchiveError};
 use crate::skill::{ExecutionMode, InputSource, Rules, SkillEntry, SkillManifest, manifest};
 use crate::store::{Binding, NewRequest, NewRun, Request, RequestKind, RunStatus};
-use skill_runner_types::run_options::RuntimeOptions;
 
 /// A job to create: an installed skill with its inputs (checked in the reference's order).
 #[derive(Debug, Clone)]

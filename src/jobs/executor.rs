@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use serde_json::{Value, json};
+use skill_runner_types::run_options::RuntimeOptions;
+use skill_runner_types::run_state::Move;
 use tokio_util::sync::CancellationToken;
 
 use super::{Jobs, Slot};
@@ -19,8 +21,6 @@ use crate::runner::answer::RepairLevel;
 use crate::runner::{self, Envelope, Observer, Outcome};
 use crate::skill::{Rules, SkillManifest, manifest};
 use crate::store::{Ended, Ending, ProcessMark, RequestKind, Run, RunStatus};
-use skill_runner_types::run_options::RuntimeOptions;
-use skill_runner_types::run_state::Move;
 
 /// Pauses between attempts to record a run's start or end.
 const STORE_RETRIES: [std::time::Duration; 3] = [

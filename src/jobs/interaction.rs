@@ -8,6 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use skill_runner_types::run_options::RuntimeOptions;
+use skill_runner_types::run_state::Move;
 
 use super::executor::codes;
 use super::{Jobs, Scope};
@@ -16,8 +18,6 @@ use crate::error::{Error, Result};
 use crate::runner::{Envelope, list_artifacts};
 use crate::skill::ExecutionMode;
 use crate::store::{Answer, AnswerOutcome, Interaction, Request, Resolution, Run, RunStatus};
-use skill_runner_types::run_options::RuntimeOptions;
-use skill_runner_types::run_state::Move;
 
 /// A client's reply to the pending question.
 #[derive(Debug, Clone)]

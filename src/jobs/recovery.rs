@@ -14,6 +14,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use skill_runner_types::run_state::Move;
+
 use super::Jobs;
 use super::executor::{codes, internal_error};
 use super::interaction::pending_question;
@@ -21,7 +23,6 @@ use crate::clock::Timestamp;
 use crate::process;
 use crate::runner::Envelope;
 use crate::store::{Run, RunStatus};
-use skill_runner_types::run_state::Move;
 
 impl Jobs {
     pub(super) async fn recover(self: &Arc<Self>) -> anyhow::Result<()> {

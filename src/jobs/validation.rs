@@ -1,12 +1,12 @@
 //! Checks on a create request, in the reference's order, each with its status and `detail`.
 
 use serde_json::{Map, Value, json};
+use skill_runner_types::run_options::RuntimeOptions;
 
 use crate::engines::models::{self, ModelList};
 use crate::engines::{Engine, Engines};
 use crate::error::{Error, Result};
 use crate::skill::{InputSource, SkillManifest};
-use skill_runner_types::run_options::RuntimeOptions;
 
 /// The engine to run with ([`SkillManifest::default_engine`] when omitted).
 pub fn engine(skill: &SkillManifest, requested: Option<&str>, engines: &Engines) -> Result<Engine> {

@@ -6,11 +6,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
+use skill_runner_types::RelPath;
 
 use super::cache::{hash_copy, hex_digest};
 use super::{Jobs, Scope};
-use skill_runner_types::RelPath;
-
 use crate::browse::{self, Preview, TreeEntry, files_under};
 use crate::error::{Error, Result};
 use crate::run_folder::{HOME_IN_FOLDER as HIDDEN_HOME, RunFolder, open_beneath};

@@ -17,10 +17,10 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde_json::Value;
+use skill_runner_web::sse::Frames;
 
 use crate::config::{ChatConfig, ModelEndpoint};
 use secrecy::ExposeSecret;
-use skill_runner_web::sse::Frames;
 
 /// The wire format a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,6 +6,7 @@ use axum::Form;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
+use skill_runner_web::question::{self, Question};
 
 use super::skills::{FilePath, PreviewFragment};
 use super::{ConsoleError, Lang, Page, render};
@@ -16,7 +17,6 @@ use crate::jobs::Scope;
 use crate::jobs::interaction::Reply;
 use crate::skill::ExecutionMode;
 use crate::state::AppState;
-use skill_runner_web::question::{self, Question};
 
 /// The console sees jobs and temporary runs alike, as `/v1/management/runs` does.
 pub(super) const SCOPE: Scope = Scope::Management;
