@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -39,7 +40,15 @@ enum Command {
     },
     /// Checks a skill folder, a SKILL.md, a skill package (folder or zip) or a tool definition
     /// file: findings one per line, exit code 1 on errors.
-    Validate(skill_runner::validate::ValidateArgs),
+    Validate {
+        /// A skill folder, a `SKILL.md`, a skill package (folder or zip) or a tool definition
+        /// file.
+        path: PathBuf,
+        /// For a `SKILL.md`: strict (default), lenient or anthropic-upload. For a tool
+        /// definition: strict (default) or compat.
+        #[arg(long)]
+        profile: Option<String>,
+    },
     /// Internal: the group reaper the service starts for itself (see `process::reaper`).
     #[command(hide = true)]
     Reaper,
@@ -58,22 +67,24 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Forkserver => skill_runner::process::forkserver::serve(),
-        Command::Validate(args) => match skill_runner::validate::check(&args) {
-            Ok(outcome) => {
-                for line in outcome.lines() {
-                    println!("{line}");
+        Command::Validate { path, profile } => {
+            match skill_runner::validate::check(&path, profile.as_deref()) {
+                Ok(outcome) => {
+                    for line in outcome.lines() {
+                        println!("{line}");
+                    }
+                    if outcome.errors.is_empty() {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::from(1)
+                    }
                 }
-                if outcome.errors.is_empty() {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::from(1)
+                Err(problem) => {
+                    eprintln!("skill-runner validate: {problem}");
+                    ExitCode::from(2)
                 }
             }
-            Err(problem) => {
-                eprintln!("skill-runner validate: {problem}");
-                ExitCode::from(2)
-            }
-        },
+        }
     }
 }
 

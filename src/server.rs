@@ -21,6 +21,7 @@ use crate::skill::Registry;
 use crate::skill::docs::index::{Docs, Limits};
 use crate::state::AppState;
 use crate::store::Store;
+use skill_runner_core::config::JobsConfig;
 
 /// What every skill process runs under: the supervisor (with its group reaper) and the engines.
 struct Runtime {
@@ -37,7 +38,7 @@ fn runtime(config: &Config) -> anyhow::Result<Runtime> {
     let supervisor = Supervisor::new(launch(config, exe)?, Some(reaper), config.jobs.kill_grace);
     Ok(Runtime {
         supervisor,
-        engines: Engines::new(&config.agents),
+        engines: Engines::new(&config.engines),
     })
 }
 
@@ -63,9 +64,15 @@ pub async fn mcp_stdio(config: Config) -> anyhow::Result<()> {
         engines,
     } = runtime(&config)?;
     let host = Arc::new(
-        Host::new(&config, registry, engines, &supervisor)
-            .await
-            .context("starting the invoke host")?,
+        Host::new(
+            &config.invoke,
+            config.data().invocations(),
+            registry,
+            engines,
+            &supervisor,
+        )
+        .await
+        .context("starting the invoke host")?,
     );
     let docs = skill_docs(&config);
     let server = crate::mcp::SkillServer::new(host, docs);
@@ -98,12 +105,12 @@ pub async fn serve(
              for runs: past them, new connections are turned away (503)"
         );
     }
-    let store = Store::open(&config.database_path()).await?;
+    let store = Store::open(&config.data().database()).await?;
     let registry = open_registry(&config).await?;
     let installer = Arc::new(Installer::new(
         store.clone(),
         registry.clone(),
-        &config.data_dir,
+        &config.data(),
         config.package_limits,
     ));
     installer
@@ -115,15 +122,32 @@ pub async fn serve(
         engines,
     } = runtime(&config)?;
     let invoke = Arc::new(
-        Host::new(&config, registry.clone(), engines.clone(), &supervisor)
-            .await
-            .context("starting the invoke host")?,
+        Host::new(
+            &config.invoke,
+            config.data().invocations(),
+            registry.clone(),
+            engines.clone(),
+            &supervisor,
+        )
+        .await
+        .context("starting the invoke host")?,
     );
-    let agent = Arc::new(Agent::new(&config, invoke.clone()).context("starting the agent")?);
+    let agent = Agent::new(
+        &config.chat,
+        config.data().sessions(),
+        &config.invoke.allowed_root,
+        invoke.clone(),
+    )
+    .context("starting the agent")?;
+    let agent = Arc::new(agent);
     let skill_docs = skill_docs(&config);
     let config = Arc::new(config);
     let jobs = Jobs::new(
-        config.clone(),
+        JobsConfig {
+            data: config.data(),
+            limits: config.jobs,
+            package_limits: config.package_limits,
+        },
         store.clone(),
         registry.clone(),
         engines,
@@ -205,7 +229,7 @@ fn launch(config: &Config, exe: std::path::PathBuf) -> anyhow::Result<Launch> {
     }
     // Not the folders on PATH: an entry like `~/bin` or `.` would open a home or the service's
     // own folder. Interpreters outside the system dirs are named by the operator.
-    let readable = std::iter::once(config.agents.npm_prefix.clone())
+    let readable = std::iter::once(config.engines.npm_prefix.clone())
         .chain(config.sandbox_read_paths.iter().cloned())
         .collect();
     let isolate =
@@ -265,7 +289,7 @@ fn run_uids(config: &Config, status: SandboxStatus) -> anyhow::Result<Option<Run
             .map_err(|problem| anyhow::anyhow!("SKILL_RUNNER_RUN_UIDS: {problem}"))?;
     }
     // Only the turns that use them need these (an engine's CLIs, an interpreter).
-    for wanted in std::iter::once(&config.agents.npm_prefix).chain(&config.sandbox_read_paths) {
+    for wanted in std::iter::once(&config.engines.npm_prefix).chain(&config.sandbox_read_paths) {
         if let Err(problem) = RunUids::reachable(wanted) {
             tracing::warn!("SKILL_RUNNER_RUN_UIDS: {problem}");
         }
@@ -273,9 +297,9 @@ fn run_uids(config: &Config, status: SandboxStatus) -> anyhow::Result<Option<Run
     uids.own_shared(&config.invoke.allowed_root)
         .context("handing OPENSKILL_ALLOWED_ROOT to the shared run uid")?;
     RunUids::take_back_all(&[
-        config.runs_dir(),
-        config.temp_runs_dir(),
-        config.invocations_dir(),
+        config.data().runs(),
+        config.data().temp_runs(),
+        config.data().invocations(),
     ])
     .context("taking back the run folders of turns a stopped service left")?;
     tracing::info!(kind = uids.kind(), "turns run under uids of their own");

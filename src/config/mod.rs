@@ -14,12 +14,16 @@ use secrecy::{ExposeSecret, SecretString};
 
 pub use skill_runner_skill::archive::{DEFAULT_PACKAGE_MAX_BYTES, PackageLimits};
 
+pub use skill_runner_engines::config::{Endpoint, EngineConfig};
+
 use crate::egress::HostPattern;
 use crate::process::ChildEnv;
 use crate::process::sandbox::SandboxMode;
 
 mod settings;
 pub use settings::{Refused, Settings};
+pub use skill_runner_agent::config::{ChatConfig, ModelEndpoint};
+pub use skill_runner_core::config::{DataDir, InvokeConfig, JobLimits};
 
 /// A configuration problem: the variable that carries it and what is wrong with its value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,7 +69,7 @@ pub struct Config {
     pub package_limits: PackageLimits,
     pub jobs: JobLimits,
     pub invoke: InvokeConfig,
-    pub agents: AgentConfig,
+    pub engines: EngineConfig,
     /// The agent chat's model providers.
     pub chat: ChatConfig,
     /// Where `SKILL.md` skills are indexed, strongest first (`SKILL_RUNNER_SKILL_DOC_ROOTS`).
@@ -190,165 +194,8 @@ impl fmt::Debug for ApiTokens {
 /// Tokens shorter than this are refused: they could be guessed.
 const MIN_TOKEN_CHARS: usize = 16;
 
-/// Queue, timeouts and retention of job runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct JobLimits {
-    /// Runs admitted but not started; beyond it creates get 429 (`SKILL_RUNNER_MAX_QUEUE_SIZE`).
-    pub max_queue_size: usize,
-    /// Runs executing at once (`SKILL_RUNNER_MAX_CONCURRENT`).
-    pub max_concurrent: usize,
-    /// Hard limit on one engine turn (`SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS`).
-    pub hard_timeout: Duration,
-    /// SIGTERM to SIGKILL (`SKILL_RUNNER_KILL_GRACE_SECONDS`).
-    pub kill_grace: Duration,
-    /// Largest temporary skill package (`TEMP_SKILL_PACKAGE_MAX_BYTES`).
-    pub temp_package_max_bytes: u64,
-    /// Succeeded and canceled runs are kept this long (`SKILL_RUNNER_RUN_RETENTION_SECONDS`).
-    pub retention: Duration,
-    /// Failed runs are kept this long (`SKILL_RUNNER_FAILED_RUN_RETENTION_SECONDS`).
-    pub failed_retention: Duration,
-    /// Time between retention sweeps (`SKILL_RUNNER_CLEANUP_INTERVAL_SECONDS`).
-    pub cleanup_interval: Duration,
-    /// Time between reconciler passes (`SKILL_RUNNER_RECONCILE_INTERVAL_SECONDS`).
-    pub reconcile_interval: Duration,
-    /// An event stream with nothing to say sends a heartbeat after this long
-    /// (`SKILL_RUNNER_SSE_HEARTBEAT_SECONDS`).
-    pub sse_heartbeat: Duration,
-    /// Most bytes of a run's stdout, and of its stderr, stored; a turn past it fails
-    /// `RESOURCE_OUTPUT` (`SKILL_RUNNER_RUN_MAX_LOG_MB`).
-    pub max_log_bytes: u64,
-    /// Largest artifact served, and most bytes of artifacts one bundle holds
-    /// (`SKILL_RUNNER_SERVE_MAX_MB`).
-    pub max_served_bytes: u64,
-    /// Room set aside on the data volume for recording runs once it is full
-    /// (`SKILL_RUNNER_DISK_RESERVE_MB`, see [`crate::disk_space`]).
-    pub disk_reserve_bytes: u64,
-}
-
-/// Where the agent CLIs live and which model endpoints they talk to.
-#[derive(Debug, Clone)]
-pub struct AgentConfig {
-    /// `SKILL_RUNNER_AGENT_CACHE_DIR` (default `~/.local/share/skill-runner/agent-cache`).
-    pub cache_dir: PathBuf,
-    /// The managed npm prefix the CLIs are installed into (`SKILL_RUNNER_NPM_PREFIX`, default
-    /// `<cache>/npm`); `<prefix>/bin` is searched before `PATH`.
-    pub npm_prefix: PathBuf,
-    /// Where users log the CLIs in (`SKILL_RUNNER_AGENT_HOME`, default `<cache>/agent-home`,
-    /// e.g. `HOME=<agent home> codex login`): the login files found there are lent to each run's
-    /// own home for the length of a turn.
-    pub agent_home: PathBuf,
-    /// Retries a CLI makes against a failing model before it gives up
-    /// (`SKILL_RUNNER_ENGINE_MAX_RETRIES`).
-    pub max_retries: u32,
-    /// `SKILL_RUNNER_<ENGINE>_BASE_URL` / `_API_KEY`, by engine name.
-    pub endpoints: std::collections::BTreeMap<String, Endpoint>,
-    /// `SKILL_RUNNER_<ENGINE>_NPM_PACKAGE`: the npm spec an upgrade installs instead of
-    /// `<package>@latest` (a pinned version, a tarball, a URL), by engine name.
-    pub packages: std::collections::BTreeMap<String, String>,
-}
-
-impl AgentConfig {
-    /// A configuration whose CLIs and logins are all missing, for unit tests.
-    #[cfg(test)]
-    pub fn for_tests() -> Self {
-        Self {
-            cache_dir: "/nonexistent".into(),
-            npm_prefix: "/nonexistent/npm".into(),
-            agent_home: "/nonexistent/agent-home".into(),
-            max_retries: 0,
-            endpoints: Default::default(),
-            packages: Default::default(),
-        }
-    }
-}
-
-/// A model endpoint an engine is pointed at: a gateway, a self-hosted model, or a fake. Its key
-/// never reaches a log (`Debug` shows it redacted).
-#[derive(Debug, Clone)]
-pub struct Endpoint {
-    pub base_url: Option<String>,
-    pub api_key: Option<SecretString>,
-}
-
-/// The model providers of the agent chat (`POST /v1/agent/chat`).
-#[derive(Debug, Clone)]
-pub struct ChatConfig {
-    /// `SKILL_RUNNER_AGENT_PROVIDER`: the provider a chat uses unless it names another.
-    pub provider: String,
-    /// `SKILL_RUNNER_AGENT_<PROVIDER>_BASE_URL`, `_API_KEY`, `_MODEL`, by provider name; a
-    /// provider is configured when its key or its base URL is set.
-    pub endpoints: BTreeMap<String, ModelEndpoint>,
-    /// `SKILL_RUNNER_AGENT_MAX_RETRIES`: retries of a model request after a transient failure.
-    pub max_retries: u32,
-    /// `SKILL_RUNNER_AGENT_TIMEOUT_SECONDS`: the longest wait to connect or for more of an answer.
-    pub timeout: Duration,
-}
-
-/// A model endpoint and the model to ask there.
-#[derive(Debug, Clone)]
-pub struct ModelEndpoint {
-    pub endpoint: Endpoint,
-    pub model: Option<String>,
-}
-
 /// Engines whose endpoint can be configured (`SKILL_RUNNER_<ENGINE>_BASE_URL`).
 const AGENT_ENGINES: [&str; 6] = ["codex", "gemini", "iflow", "claude", "opencode", "qwen"];
-
-/// The synchronous invoke host (`OPENSKILL_*`, the names of the user's documents).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InvokeConfig {
-    /// The only folder the file skills may read or write (`OPENSKILL_ALLOWED_ROOT`); absolute
-    /// once [`Config::prepare_dirs`] has run.
-    pub allowed_root: PathBuf,
-    /// Every `{id}.py` here is a `cli:python` skill (`OPENSKILL_CLI_DIR`).
-    pub cli_dir: PathBuf,
-    /// Skill manifests, `*.yaml`, `*.yml` or `*.json` (`OPENSKILL_MANIFEST_DIR`).
-    pub manifest_dir: PathBuf,
-    /// Per-call time limit of skills whose manifest sets none (`OPENSKILL_TIMEOUT_MS`).
-    pub timeout: Duration,
-    /// Keeps each call's scratch folder and adds stderr to error details (`OPENSKILL_DEBUG`).
-    pub debug: bool,
-    /// Skill programs (`cli:*`, `script`) running at once; more calls wait, within their time
-    /// limit (`OPENSKILL_MAX_PROCESSES`).
-    pub max_processes: usize,
-}
-
-impl Default for InvokeConfig {
-    fn default() -> Self {
-        Self {
-            allowed_root: PathBuf::from("./data/files"),
-            cli_dir: PathBuf::from("./skills_cli"),
-            manifest_dir: PathBuf::from("./skills_manifests"),
-            timeout: Duration::from_millis(15_000),
-            debug: false,
-            max_processes: std::thread::available_parallelism()
-                .map_or(2, |n| n.get())
-                .saturating_mul(4)
-                .clamp(4, 64),
-        }
-    }
-}
-
-impl Default for JobLimits {
-    fn default() -> Self {
-        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-        Self {
-            max_queue_size: 128,
-            max_concurrent: cpus.clamp(1, 16),
-            hard_timeout: Duration::from_secs(1200),
-            kill_grace: Duration::from_secs(5),
-            temp_package_max_bytes: 20 * 1024 * 1024,
-            retention: Duration::from_secs(7 * 24 * 3600),
-            failed_retention: Duration::from_secs(12 * 3600),
-            cleanup_interval: Duration::from_secs(12 * 3600),
-            reconcile_interval: Duration::from_secs(30),
-            sse_heartbeat: Duration::from_secs(5),
-            max_log_bytes: 256 << 20,
-            max_served_bytes: 1 << 30,
-            disk_reserve_bytes: 16 << 20,
-        }
-    }
-}
 
 impl Config {
     /// The configuration given by `args` (the words after `serve`) over `vars` (the
@@ -373,7 +220,7 @@ impl Config {
                 engine.to_ascii_uppercase()
             ))
         };
-        let agents = AgentConfig {
+        let engines = EngineConfig {
             npm_prefix: s.npm_prefix.unwrap_or_else(|| cache_dir.join("npm")),
             agent_home: s.agent_home.unwrap_or_else(|| cache_dir.join("agent-home")),
             cache_dir,
@@ -398,7 +245,7 @@ impl Config {
         };
         let chat = ChatConfig {
             provider: s.agent_provider,
-            endpoints: crate::agent::provider::PRESETS
+            endpoints: skill_runner_agent::config::PRESETS
                 .iter()
                 .filter_map(|preset| {
                     let var =
@@ -486,7 +333,7 @@ impl Config {
                 debug: s.openskill_debug,
                 max_processes: s.openskill_max_processes as usize,
             },
-            agents,
+            engines,
             chat,
             skill_doc_roots,
             admin_auth,
@@ -547,7 +394,7 @@ impl Config {
     fn check_allowed_root(&self, root: &Path) -> Result<(), ConfigError> {
         // The data dir itself may hold the root (`./data/files`, the default), but not inside
         // the state it keeps there.
-        let inside_state = STATE_ENTRIES
+        let inside_state = DataDir::ENTRIES
             .iter()
             .map(|name| self.data_dir.join(name))
             .chain([self.skills_dir.clone()])
@@ -571,49 +418,11 @@ impl Config {
         }
     }
 
-    /// The SQLite database file.
-    pub fn database_path(&self) -> PathBuf {
-        self.data_dir.join("skill_runner.db")
-    }
-
-    /// Run folders (`<data>/runs/<run_id>`).
-    pub fn runs_dir(&self) -> PathBuf {
-        self.data_dir.join("runs")
-    }
-
-    /// Upload staging of requests that wait for their inputs (`<data>/requests/<request_id>`).
-    pub fn requests_dir(&self) -> PathBuf {
-        self.data_dir.join("requests")
-    }
-
-    /// Scratch folders of invoke calls (`<data>/invocations/<call id>`), removed after each call.
-    pub fn invocations_dir(&self) -> PathBuf {
-        self.data_dir.join("invocations")
-    }
-
-    /// Agent chat sessions (`<data>/sessions/<session id>`).
-    pub fn sessions_dir(&self) -> PathBuf {
-        self.data_dir.join("sessions")
-    }
-
-    /// Temporary skill packages (`<data>/temp_skill_runs/<request_id>`).
-    pub fn temp_runs_dir(&self) -> PathBuf {
-        self.data_dir.join("temp_skill_runs")
+    /// The data dir's layout.
+    pub fn data(&self) -> DataDir {
+        DataDir::new(self.data_dir.clone())
     }
 }
-
-/// What the service keeps in its data dir, whether or not it exists yet.
-const STATE_ENTRIES: [&str; 9] = [
-    "skill_runner.db",
-    "skill_runner.db-wal",
-    "skill_runner.db-shm",
-    "runs",
-    "requests",
-    "temp_skill_runs",
-    "skill_installs",
-    "invocations",
-    "sessions",
-];
 
 /// `path` made absolute with symlinks resolved, also when its last components do not exist
 /// yet (the existing part is canonicalised, the rest appended).
@@ -805,14 +614,14 @@ mod tests {
             ("SKILL_RUNNER_QWEN_API_KEY", "k"),
         ])
         .unwrap();
-        assert_eq!(c.agents.agent_home, PathBuf::from("/cache/agent-home"));
-        assert_eq!(c.agents.npm_prefix, PathBuf::from("/cache/npm"));
-        assert_eq!(c.agents.packages["codex"], "/tmp/codex.tgz");
-        assert_eq!(c.agents.packages.len(), 1);
-        let key = c.agents.endpoints["qwen"].api_key.as_ref();
+        assert_eq!(c.engines.agent_home, PathBuf::from("/cache/agent-home"));
+        assert_eq!(c.engines.npm_prefix, PathBuf::from("/cache/npm"));
+        assert_eq!(c.engines.packages["codex"], "/tmp/codex.tgz");
+        assert_eq!(c.engines.packages.len(), 1);
+        let key = c.engines.endpoints["qwen"].api_key.as_ref();
         assert_eq!(key.map(ExposeSecret::expose_secret), Some("k"));
-        assert!(!format!("{:?}", c.agents.endpoints["qwen"]).contains("\"k\""));
-        assert!(!format!("{:?}", c.agents).contains("\"k\""));
+        assert!(!format!("{:?}", c.engines.endpoints["qwen"]).contains("\"k\""));
+        assert!(!format!("{:?}", c.engines).contains("\"k\""));
     }
 
     #[test]
@@ -1000,7 +809,7 @@ mod tests {
             ("SKILL_RUNNER_ENGINE_MAX_RETRIES", "0"),
         ])
         .unwrap();
-        let a = &c.agents;
+        let a = &c.engines;
         assert_eq!(
             a.cache_dir,
             PathBuf::from("/home/u/.local/share/skill-runner/agent-cache")

@@ -377,10 +377,10 @@ fn positive(raw: &str) -> Result<u64, String> {
 }
 
 fn agent_provider(raw: &str) -> Result<String, String> {
-    match crate::agent::provider::preset(raw.trim()) {
+    match skill_runner_agent::config::preset(raw.trim()) {
         Some(preset) => Ok(preset.name.to_owned()),
         None => {
-            let known: Vec<&str> = crate::agent::provider::PRESETS
+            let known: Vec<&str> = skill_runner_agent::config::PRESETS
                 .iter()
                 .map(|p| p.name)
                 .collect();

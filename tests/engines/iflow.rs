@@ -1,5 +1,5 @@
 //! The `iflow` engine end to end against recorded output. iFlow's CLI is not on the npm
-//! registry, so `tests/fixtures/iflow/iflow` stands in for it: it records how the service
+//! registry, so `crates/engines/tests/fixtures/iflow/iflow` stands in for it: it records how the service
 //! started it and replays output in iFlow's documented format (see that folder's README).
 
 use skill_runner_test_support as common;
@@ -27,13 +27,14 @@ impl Stand {
         let tmp = tempfile::tempdir().unwrap();
         let bin = tmp.path().join("npm/bin");
         std::fs::create_dir_all(&bin).unwrap();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/iflow/iflow");
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/engines/tests/fixtures/iflow/iflow");
         std::os::unix::fs::symlink(script, bin.join("iflow")).unwrap();
         Self {
             prefix: tmp.path().join("npm").to_str().unwrap().to_owned(),
             agent_home: tmp.path().join("agent-home"),
             fixtures: Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/fixtures/iflow")
+                .join("crates/engines/tests/fixtures/iflow")
                 .to_str()
                 .unwrap()
                 .to_owned(),
@@ -131,7 +132,8 @@ async fn auto_job_with_an_endpoint() {
     // The CLI's text is one message, the final answer.
     let (_, chat) = server.get(&format!("/v1/jobs/{rid}/chat/history")).await;
     let said = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/iflow/auto.stdout"),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("crates/engines/tests/fixtures/iflow/auto.stdout"),
     )
     .unwrap();
     assert_eq!(chat["count"], 2, "{chat}");

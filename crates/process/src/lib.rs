@@ -24,6 +24,7 @@ pub mod limits;
 mod net_pool;
 pub mod privileges;
 pub mod reaper;
+pub mod run_folder;
 pub mod run_uids;
 pub mod sandbox;
 mod sys;

@@ -52,6 +52,11 @@ impl TaskStatus {
     }
 }
 
+/// Whether `cause` is the database finding no room for a write (SQLite's `SQLITE_FULL`).
+pub fn is_storage_full(cause: &(dyn std::error::Error + 'static)) -> bool {
+    matches!(cause.downcast_ref::<sqlx::Error>(), Some(sqlx::Error::Database(db)) if db.code().as_deref() == Some("13"))
+}
+
 /// Everything the service keeps about what it accepted, whatever holds it: a backend
 /// implements each part ([`JobStore`], [`InteractionStore`], [`InstallStore`],
 /// [`EngineStore`]). Today that is [`Sqlite`].

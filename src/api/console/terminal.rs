@@ -69,11 +69,11 @@ pub async fn start(
         .locate(engine)
         .map_err(|problem| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, problem))?
         .ok_or_else(|| ApiError::not_found(format!("Engine '{engine}' has no CLI")))?;
-    let home = state.config.agents.agent_home.clone();
+    let home = state.config.engines.agent_home.clone();
     tokio::fs::create_dir_all(&home)
         .await
         .map_err(|e| ApiError::Internal(e.into()))?;
-    let bin = state.config.agents.npm_prefix.join("bin");
+    let bin = state.config.engines.npm_prefix.join("bin");
     let mut env: Vec<(String, String)> = state
         .config
         .child_env

@@ -1,0 +1,543 @@
+//! Creating requests and receiving their uploads, for `/v1/jobs` and `/v1/temp-skill-runs`.
+//!
+//! Nothing is recorded until every check passed, and a refused upload leaves the request as it
+//! was (a temporary run whose package is invalid is the exception the reference defines: the
+//! request ends `failed`). A run is admitted to the queue before its row is written, so the
+//! bound holds exactly.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+use skill_runner_types::run_options::RuntimeOptions;
+use uuid::Uuid;
+
+use super::cache::{self, KeyParts};
+use super::queue::Admission;
+use super::validation;
+use super::{Jobs, Scope};
+use crate::engines::Engine;
+use crate::engines::models::ModelList;
+use crate::error::{Error, Result};
+use crate::skill::archive::{self, ArchiveError};
+use crate::skill::{ExecutionMode, InputSource, Rules, SkillEntry, SkillManifest, manifest};
+use crate::store::{Binding, NewRequest, NewRun, Request, RequestKind, RunStatus};
+
+/// A job to create: an installed skill with its inputs (checked in the reference's order).
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    pub skill_id: String,
+    /// The skill's default engine when `None`.
+    pub engine: Option<String>,
+    /// Inline inputs; file inputs come with the upload.
+    pub input: Value,
+    pub parameter: Value,
+    pub model: Option<String>,
+    /// Checked against the allow-list before anything is recorded.
+    pub runtime_options: Option<Value>,
+}
+
+/// A temporary run to create: like a job, without skill id and inputs (the package and the
+/// input files come with the upload).
+#[derive(Debug, Clone)]
+pub struct NewTempRun {
+    pub engine: Option<String>,
+    pub parameter: Value,
+    pub model: Option<String>,
+    pub runtime_options: Option<Value>,
+}
+
+/// A recorded request and where it stands.
+#[derive(Debug, Clone)]
+pub struct Admitted {
+    pub request_id: String,
+    pub cache_hit: bool,
+    /// `None` while the request waits for its upload.
+    pub status: Option<RunStatus>,
+}
+
+/// An accepted upload: the run it started (or the cached run it was bound to).
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub request_id: String,
+    pub cache_hit: bool,
+    pub status: RunStatus,
+    pub extracted_files: Vec<String>,
+}
+
+/// The files of an upload, saved by the HTTP layer.
+#[derive(Debug, Default)]
+pub struct UploadFiles {
+    /// The inputs zip (`file`).
+    pub inputs: Option<PathBuf>,
+    /// The temporary skill package (`skill_package`).
+    pub package: Option<PathBuf>,
+}
+
+fn rejected(e: ArchiveError) -> Error {
+    match e {
+        ArchiveError::Rejected(m) => Error::invalid(m),
+        ArchiveError::Io(e) => Error::Internal(e.into()),
+    }
+}
+
+impl Jobs {
+    /// The model list a requested model is checked against; only looked up (which may ask
+    /// the CLI for its version) when a model was requested.
+    async fn model_list(&self, engine: Engine, model: Option<&str>) -> Option<ModelList> {
+        match model {
+            Some(_) => self.engines.models(engine).await,
+            None => None,
+        }
+    }
+
+    /// `POST /v1/jobs`.
+    pub async fn create_job(self: &Arc<Self>, body: NewJob) -> Result<Admitted> {
+        self.with_room(self.admit_job(body)).await
+    }
+
+    async fn admit_job(self: &Arc<Self>, body: NewJob) -> Result<Admitted> {
+        let snapshot = self.registry.snapshot().await;
+        let skill = match snapshot.skills.get(&body.skill_id) {
+            Some(SkillEntry::Healthy(m)) => m.clone(),
+            Some(SkillEntry::Degraded { error, .. }) => {
+                return Err(Error::not_found(format!(
+                    "Skill '{}' is installed but invalid: {error}",
+                    body.skill_id
+                )));
+            }
+            None => {
+                return Err(Error::not_found(format!(
+                    "Skill not found: '{}'",
+                    body.skill_id
+                )));
+            }
+        };
+        let engine = validation::engine(&skill, body.engine.as_deref(), &self.engines)?;
+        let options =
+            RuntimeOptions::parse(body.runtime_options.as_ref()).map_err(Error::invalid)?;
+        validation::execution_mode(&skill, &options)?;
+        let list = self.model_list(engine, body.model.as_deref()).await;
+        let engine_options = validation::model(engine, body.model.as_deref(), list.as_ref())?;
+        validation::inline_input(&skill, &body.input)?;
+        validation::parameter(&skill, &body.parameter)?;
+
+        let request = NewRequest {
+            request_id: Uuid::new_v4().to_string(),
+            kind: RequestKind::Job,
+            skill_id: Some(skill.id.clone()),
+            engine: Some(engine),
+            model: body.model,
+            engine_options,
+            input: normalise_object(body.input),
+            parameter: normalise_object(body.parameter),
+            runtime_options: options,
+        };
+        let request_id = request.request_id.clone();
+        let takes_files = skill
+            .input_sources()
+            .iter()
+            .any(|(_, s)| *s == InputSource::File);
+        if takes_files {
+            self.store.create_request(&request, None).await?;
+            return Ok(Admitted {
+                request_id,
+                cache_hit: false,
+                status: None,
+            });
+        }
+        let cache_key = self
+            .cache_key(RequestKind::Job, &skill, &request, None)
+            .await?;
+        let (binding, admission) = self.bind(&skill, &request, cache_key).await?;
+        self.store.create_request(&request, Some(&binding)).await?;
+        Ok(self.bound(request_id, binding, admission))
+    }
+
+    /// `POST /v1/temp-skill-runs`: records the request; the skill arrives with the upload.
+    pub async fn create_temp(self: &Arc<Self>, body: NewTempRun) -> Result<Admitted> {
+        self.with_room(self.admit_temp(body)).await
+    }
+
+    async fn admit_temp(self: &Arc<Self>, body: NewTempRun) -> Result<Admitted> {
+        let options =
+            RuntimeOptions::parse(body.runtime_options.as_ref()).map_err(Error::invalid)?;
+        let engine = match body
+            .engine
+            .as_deref()
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+        {
+            None => None,
+            Some(name) => Some(Engine::parse(name).ok_or_else(|| {
+                Error::invalid(format!(
+                    "Unknown engine '{name}'; known engines: {}",
+                    Engine::ALL.map(Engine::as_str).join(", ")
+                ))
+            })?),
+        };
+        if !matches!(body.parameter, Value::Null | Value::Object(_)) {
+            return Err(Error::invalid("parameter must be an object"));
+        }
+        let request = NewRequest {
+            request_id: Uuid::new_v4().to_string(),
+            kind: RequestKind::Temp,
+            skill_id: None,
+            // Chosen against the skill at upload when omitted.
+            engine,
+            model: body.model,
+            engine_options: Value::Object(Default::default()),
+            input: Value::Object(Default::default()),
+            parameter: normalise_object(body.parameter),
+            runtime_options: options,
+        };
+        self.store.create_request(&request, None).await?;
+        Ok(Admitted {
+            request_id: request.request_id,
+            cache_hit: false,
+            status: Some(RunStatus::Queued),
+        })
+    }
+
+    /// Where the HTTP layer saves an upload's files before [`Jobs::accept_upload`].
+    pub fn upload_dir(&self, kind: RequestKind, request_id: &str) -> PathBuf {
+        match kind {
+            RequestKind::Job => self.config.data.requests().join(request_id),
+            RequestKind::Temp => self.config.data.temp_runs().join(request_id),
+        }
+    }
+
+    /// Takes the request's only upload; 404 for unknown requests, 409 when it already has one.
+    pub async fn claim_upload(&self, kind: RequestKind, request_id: &str) -> Result<Request> {
+        let request = self.request_in(kind.into(), request_id).await?;
+        if !self.store.claim_upload(request_id).await? {
+            return Err(Error::conflict(
+                "Run already started: this request already received its upload",
+            ));
+        }
+        Ok(request)
+    }
+
+    /// Gives the upload slot back after the HTTP layer failed to save the files.
+    pub async fn release_upload(&self, request: &Request) {
+        let dir = self.upload_dir(request.kind, &request.request_id);
+        let _ = tokio::fs::remove_dir_all(&dir).await;
+        if let Err(e) = self.store.release_upload(&request.request_id).await {
+            tracing::error!(error = format!("{e:#}"), "cannot release an upload claim");
+        }
+    }
+
+    /// Validates a claimed upload and starts (or cache-binds) its run. On refusal the claim
+    /// is released, except for an invalid temporary package, which fails the request.
+    pub async fn accept_upload(
+        self: &Arc<Self>,
+        request: Request,
+        files: UploadFiles,
+    ) -> Result<Received> {
+        if !self.disk.accepting() {
+            self.release_upload(&request).await;
+            return Err(Error::StorageFull);
+        }
+        let outcome = self.try_accept_upload(&request, files).await;
+        if let Err(Refusal::Retry(e) | Refusal::Fail(e)) = &outcome
+            && self.ran_out(e)
+        {
+            self.release_upload(&request).await;
+            return Err(Error::StorageFull);
+        }
+        match &outcome {
+            Ok(_) => {}
+            Err(Refusal::Fail(refused)) if refused.message().is_some() => {
+                // A structured detail keeps its code apart from its human message.
+                let message = refused.message().unwrap_or_default();
+                let code = refused.code();
+                let dir = self.upload_dir(request.kind, &request.request_id);
+                let _ = tokio::fs::remove_dir_all(&dir).await;
+                self.store
+                    .fail_upload(&request.request_id, code, &message)
+                    .await?;
+            }
+            Err(_) => self.release_upload(&request).await,
+        }
+        outcome.map_err(Refusal::into_error)
+    }
+
+    async fn try_accept_upload(
+        self: &Arc<Self>,
+        request: &Request,
+        files: UploadFiles,
+    ) -> Result<Received, Refusal> {
+        let dir = self.upload_dir(request.kind, &request.request_id);
+        let (skill, engine) = match request.kind {
+            RequestKind::Job => {
+                let id = request.skill_id.clone().unwrap_or_default();
+                let snapshot = self.registry.snapshot().await;
+                let skill = snapshot
+                    .skills
+                    .get(&id)
+                    .and_then(SkillEntry::manifest)
+                    .cloned()
+                    .ok_or_else(|| {
+                        Refusal::Retry(Error::not_found(format!(
+                            "Skill '{id}' of this request is no longer installed"
+                        )))
+                    })?;
+                let engine = request.engine.unwrap_or(Engine::Script);
+                (skill, engine)
+            }
+            RequestKind::Temp => {
+                let package = files.package.clone().ok_or_else(|| {
+                    Refusal::Retry(Error::Missing {
+                        location: "body",
+                        field: "skill_package",
+                    })
+                })?;
+                self.temp_skill(request, &package, &dir).await?
+            }
+        };
+
+        let uploads = dir.join("uploads");
+        let _ = tokio::fs::remove_dir_all(&uploads).await;
+        let extracted = match &files.inputs {
+            Some(zip) => {
+                let (zip, dest, limits) =
+                    (zip.clone(), uploads.clone(), self.config.package_limits);
+                tokio::task::spawn_blocking(move || archive::extract_upload(&zip, &dest, &limits))
+                    .await
+                    .map_err(|e| Refusal::Retry(Error::Internal(e.into())))?
+                    .map_err(|e| Refusal::Retry(rejected(e)))?
+            }
+            None => Vec::new(),
+        };
+        // A required file missing from the zip is not refused here: the run starts and fails
+        // with `Input validation failed`, as the reference's documents say.
+
+        let new_request = NewRequest {
+            request_id: request.request_id.clone(),
+            kind: request.kind,
+            skill_id: Some(skill.id.clone()),
+            engine: Some(engine),
+            model: request.model.clone(),
+            engine_options: request.engine_options.clone(),
+            input: request.input.clone(),
+            parameter: request.parameter.clone(),
+            runtime_options: request.runtime_options.clone(),
+        };
+        let cache_key = self
+            .cache_key(request.kind, &skill, &new_request, Some(&uploads))
+            .await
+            .map_err(Refusal::Retry)?;
+        let (binding, admission) = self
+            .bind(&skill, &new_request, cache_key)
+            .await
+            .map_err(Refusal::Retry)?;
+        if let Binding::Run(run) = &binding {
+            let folder = self.folder(&run.run_id);
+            tokio::fs::create_dir_all(folder.workspace())
+                .await
+                .map_err(retry_io)?;
+            if !extracted.is_empty() || uploads.exists() {
+                tokio::fs::rename(&uploads, folder.uploads())
+                    .await
+                    .map_err(retry_io)?;
+            }
+        }
+        let temp = (request.kind == RequestKind::Temp)
+            .then(|| (skill.id.clone(), dir.to_string_lossy().into_owned()));
+        self.store
+            .complete_upload(
+                &request.request_id,
+                &binding,
+                temp.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
+            )
+            .await
+            .map_err(|e| Refusal::Retry(e.into()))?;
+        if request.kind == RequestKind::Job {
+            let _ = tokio::fs::remove_dir_all(&dir).await;
+        }
+        let created = self.bound(request.request_id.clone(), binding, admission);
+        Ok(Received {
+            request_id: created.request_id,
+            cache_hit: created.cache_hit,
+            status: created.status.unwrap_or(RunStatus::Queued),
+            extracted_files: extracted,
+        })
+    }
+
+    /// Extracts and validates a temporary package and checks the request against it.
+    async fn temp_skill(
+        &self,
+        request: &Request,
+        package: &Path,
+        dir: &Path,
+    ) -> Result<(Arc<SkillManifest>, Engine), Refusal> {
+        let (package, dest, limits) = (package.to_path_buf(), dir.join("skill"), {
+            let mut l = self.config.package_limits;
+            l.max_compressed_bytes = self.config.limits.temp_package_max_bytes;
+            l
+        });
+        let _ = tokio::fs::remove_dir_all(&dest).await;
+        let loaded = tokio::task::spawn_blocking(move || {
+            let top = archive::extract_package(&package, &dest, &limits)?;
+            manifest::load(&top, Rules::TEMPORARY)
+                .map_err(|e| ArchiveError::Rejected(format!("invalid skill package: {}", e.0)))
+        })
+        .await
+        .map_err(|e| Refusal::Retry(Error::Internal(e.into())))?;
+        let skill = Arc::new(loaded.map_err(|e| Refusal::Fail(rejected(e)))?);
+        let requested = request.engine.map(Engine::as_str);
+        let engine = validation::engine(&skill, requested, &self.engines).map_err(Refusal::Fail)?;
+        validation::execution_mode(&skill, &request.runtime_options).map_err(Refusal::Fail)?;
+        let list = self.engines.models(engine).await;
+        validation::model(engine, request.model.as_deref(), list.as_ref())
+            .map_err(Refusal::Fail)?;
+        // The parameter is checked when the run starts (a failed run naming every problem).
+        Ok((skill, engine))
+    }
+
+    /// The cache key of a request, `None` when its run must not be cached (temporary skills,
+    /// interactive runs).
+    async fn cache_key(
+        self: &Arc<Self>,
+        kind: RequestKind,
+        skill: &SkillManifest,
+        request: &NewRequest,
+        uploads: Option<&Path>,
+    ) -> Result<Option<String>> {
+        let options = &request.runtime_options;
+        if kind == RequestKind::Temp || options.execution_mode == ExecutionMode::Interactive {
+            return Ok(None);
+        }
+        let skill_dir = skill.path.clone();
+        let uploads = uploads.map(Path::to_path_buf);
+        let jobs = self.clone();
+        let (fingerprint, files) = tokio::task::spawn_blocking(move || {
+            let files = match uploads {
+                Some(dir) if dir.exists() => cache::file_manifest(&dir)?,
+                _ => Vec::new(),
+            };
+            Ok::<_, std::io::Error>((jobs.fingerprints.of(&skill_dir)?, files))
+        })
+        .await
+        .map_err(|e| Error::Internal(e.into()))??;
+        Ok(Some(cache::key(&KeyParts {
+            skill_id: &skill.id,
+            engine: request.engine.map_or("", Engine::as_str),
+            skill_fingerprint: &fingerprint,
+            parameter: &request.parameter,
+            engine_options: &request.engine_options,
+            input: &request.input,
+            files: &files,
+        })))
+    }
+
+    /// A cache hit, or a fresh run with its place in the queue (429 when full).
+    async fn bind(
+        &self,
+        skill: &SkillManifest,
+        request: &NewRequest,
+        cache_key: Option<String>,
+    ) -> Result<(Binding, Option<Admission>)> {
+        if let Some(key) = &cache_key
+            && !request.runtime_options.no_cache
+            && let Some(run_id) = self.store.cached_run(key).await?
+        {
+            return Ok((Binding::CacheHit(run_id), None));
+        }
+        let admission = self.queue.try_admit().ok_or(Error::QueueFull)?;
+        let run = NewRun {
+            run_id: Uuid::new_v4().to_string(),
+            skill_id: skill.id.clone(),
+            skill_dir: skill.path.to_string_lossy().into_owned(),
+            engine: request.engine.unwrap_or(Engine::Script),
+            cache_key,
+        };
+        Ok((Binding::Run(run), Some(admission)))
+    }
+
+    /// Queues a recorded run and says what the client sees.
+    fn bound(
+        &self,
+        request_id: String,
+        binding: Binding,
+        admission: Option<Admission>,
+    ) -> Admitted {
+        match (binding, admission) {
+            (Binding::Run(run), Some(admission)) => {
+                admission.enqueue(run.run_id);
+                Admitted {
+                    request_id,
+                    cache_hit: false,
+                    status: Some(RunStatus::Queued),
+                }
+            }
+            _ => Admitted {
+                request_id,
+                cache_hit: true,
+                status: Some(RunStatus::Succeeded),
+            },
+        }
+    }
+
+    /// The request, if it exists and `scope` may see it.
+    pub async fn request_in(&self, scope: Scope, request_id: &str) -> Result<Request> {
+        match self.store.request(request_id).await? {
+            Some(r) if scope.admits(r.kind) => Ok(r),
+            _ => Err(Error::not_found("Request not found")),
+        }
+    }
+}
+
+/// Why an upload was refused, and what happens to the request.
+enum Refusal {
+    /// The request keeps waiting for a corrected upload.
+    Retry(Error),
+    /// The request ends `failed` (an invalid temporary package).
+    Fail(Error),
+}
+
+impl Refusal {
+    fn into_error(self) -> Error {
+        match self {
+            Self::Retry(e) | Self::Fail(e) => e,
+        }
+    }
+}
+
+impl Jobs {
+    /// `admit` when the data volume has room: refused ([`Error::StorageFull`]) while it is
+    /// full, and a failure for want of space puts the service in that state.
+    async fn with_room<T>(&self, admit: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        if !self.disk.accepting() {
+            return Err(Error::StorageFull);
+        }
+        admit.await.map_err(|e| match self.ran_out(&e) {
+            true => Error::StorageFull,
+            false => e,
+        })
+    }
+
+    /// Whether `e` is a write that found no room; then the disk reserve is given up.
+    pub(super) fn ran_out(&self, e: &Error) -> bool {
+        let full = match e {
+            Error::StorageFull => true,
+            Error::Internal(cause) => crate::disk_space::is_storage_full(cause),
+            _ => false,
+        };
+        if full {
+            self.disk.ran_out();
+        }
+        full
+    }
+}
+
+fn retry_io(e: std::io::Error) -> Refusal {
+    Refusal::Retry(e.into())
+}
+
+fn normalise_object(v: Value) -> Value {
+    match v {
+        Value::Null => Value::Object(Default::default()),
+        other => other,
+    }
+}

@@ -1,0 +1,233 @@
+//! The job engine: requests become runs, runs wait in a bounded queue for a slot, execute under
+//! supervision, and end with a validated result.
+//!
+//! - [`create`]: create and upload for `/v1/jobs` and `/v1/temp-skill-runs` (validation, cache
+//!   lookup, admission).
+//! - [`executor`]: one run from `queued` to its end (workspace, turns, output, result).
+//! - [`views`]: what clients read back (status, result, artifacts, logs, bundles) and cancel.
+//! - [`interaction`]: questions to the user, replies, reply timeouts and automatic decisions.
+//! - [`events`] and [`live`]: the live event stream of a run.
+//! - [`recovery`] and [`retention`]: settling work after a restart, deleting old runs.
+
+pub mod cache;
+pub mod cancel;
+pub mod chat;
+pub mod conversation;
+pub mod create;
+pub mod events;
+pub mod executor;
+pub mod interaction;
+pub mod live;
+pub mod queue;
+pub mod recovery;
+pub mod retention;
+pub mod validation;
+pub mod views;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::JobsConfig;
+use crate::engines::Engines;
+use crate::process::Supervisor;
+use crate::run_folder::RunFolder;
+use crate::skill::Registry;
+use crate::store::{RequestKind, Store};
+
+use live::Feeds;
+use queue::Queue;
+
+/// Which requests a route may see: the jobs routes see jobs, the temporary-run routes see
+/// temporary runs, and the management routes see both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Jobs,
+    Temp,
+    Management,
+}
+
+impl From<RequestKind> for Scope {
+    fn from(kind: RequestKind) -> Self {
+        match kind {
+            RequestKind::Job => Scope::Jobs,
+            RequestKind::Temp => Scope::Temp,
+        }
+    }
+}
+
+impl Scope {
+    pub fn admits(self, kind: RequestKind) -> bool {
+        match self {
+            Scope::Jobs => kind == RequestKind::Job,
+            Scope::Temp => kind == RequestKind::Temp,
+            Scope::Management => true,
+        }
+    }
+}
+
+/// A worker's slot, held by the run it executes until the run's turn is over; dropping it
+/// frees the slot.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    _held: tokio::sync::oneshot::Sender<()>,
+}
+
+/// The job engine; one per service, shared by the handlers.
+#[derive(Debug)]
+pub struct Jobs {
+    config: JobsConfig,
+    store: Store,
+    registry: Arc<Registry>,
+    engines: Engines,
+    supervisor: Supervisor,
+    queue: Arc<Queue>,
+    /// The skill folders' fingerprints for cache keys.
+    fingerprints: cache::Fingerprints,
+    /// Cancel switches of the turns being executed, by run id, with a number that tells one
+    /// turn of a run from the next.
+    active: Mutex<HashMap<String, (u64, CancellationToken)>>,
+    turns: AtomicU64,
+    /// Wake-ups for the event streams.
+    feeds: Arc<Feeds>,
+    /// Held while a bundle is built.
+    bundles: tokio::sync::Mutex<()>,
+    /// Room kept for recording runs when the data volume fills up.
+    disk: crate::disk_space::DiskSpace,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl Jobs {
+    pub fn new(
+        config: JobsConfig,
+        store: Store,
+        registry: Arc<Registry>,
+        engines: Engines,
+        supervisor: Supervisor,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            supervisor,
+            queue: Queue::new(config.limits.max_queue_size),
+            fingerprints: cache::Fingerprints::default(),
+            bundles: tokio::sync::Mutex::new(()),
+            disk: crate::disk_space::DiskSpace::set_up(
+                config.data.root(),
+                config.limits.disk_reserve_bytes,
+            ),
+            engines,
+            config,
+            store,
+            registry,
+            active: Mutex::new(HashMap::new()),
+            turns: AtomicU64::new(0),
+            feeds: Feeds::new(),
+            shutdown: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+        })
+    }
+
+    /// The engine adapters, their CLIs and model lists.
+    pub fn engines(&self) -> &Engines {
+        &self.engines
+    }
+
+    /// Settles what a previous process left (see [`recovery`]), then starts one worker per
+    /// slot and the retention sweep.
+    pub async fn start(self: &Arc<Self>) -> anyhow::Result<()> {
+        self.recover().await?;
+        for _ in 0..self.config.limits.max_concurrent {
+            let jobs = self.clone();
+            self.tracker.spawn(async move { jobs.worker().await });
+        }
+        let jobs = self.clone();
+        self.tracker
+            .spawn(async move { jobs.retention_loop().await });
+        let jobs = self.clone();
+        self.tracker
+            .spawn(async move { jobs.reconcile_loop().await });
+        Ok(())
+    }
+
+    /// Ends the open event streams so that the HTTP server can drain; called when the
+    /// shutdown signal arrives, before [`Jobs::shutdown`].
+    pub fn close_streams(&self) {
+        self.feeds.close();
+    }
+
+    /// Stops taking runs from the queue and ends the runs under way (they fail with
+    /// `ORCHESTRATOR_RESTART_INTERRUPTED`; queued runs stay queued for the next start, waiting
+    /// runs keep waiting).
+    pub async fn shutdown(&self, grace: Duration) {
+        // First: a worker whose run the cancel below ends must not take the next one.
+        self.queue.close();
+        self.shutdown.cancel();
+        self.tracker.close();
+        let waiting = self.queue.waiting();
+        if waiting > 0 {
+            tracing::info!(waiting, "queued runs stay queued for the next start");
+        }
+        if tokio::time::timeout(grace, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("runs still stopping at shutdown; start-up recovery will settle them");
+        }
+    }
+
+    /// One slot: takes runs one after another until shutdown. The slot is free again as soon
+    /// as a run's turn is over (its processes gone), while the run's task still records the
+    /// result: the limit is on turns executing at once, and the next one need not wait for
+    /// the store.
+    async fn worker(self: Arc<Self>) {
+        while let Some(run_id) = self.queue.pop().await {
+            let cancel = self.shutdown.child_token();
+            let turn = self.turns.fetch_add(1, Ordering::Relaxed);
+            self.active
+                .lock()
+                .expect("active lock")
+                .insert(run_id.clone(), (turn, cancel.clone()));
+            let (slot, freed) = tokio::sync::oneshot::channel();
+            let jobs = self.clone();
+            self.tracker.spawn(async move {
+                // A panic inside the run must not go unrecorded: the run is executed as its
+                // own task and a panic is turned into a failed run.
+                let executor = jobs.clone();
+                let id = run_id.clone();
+                let executed = tokio::spawn(async move {
+                    executor.execute(&id, cancel, Slot { _held: slot }).await
+                });
+                if let Err(e) = executed.await {
+                    tracing::error!(run_id, error = %e, "run execution panicked");
+                    jobs.fail_after_panic(&run_id).await;
+                }
+                // The next turn of this run may already be executing under its own switch.
+                let mut active = jobs.active.lock().expect("active lock");
+                if active.get(&run_id).is_some_and(|(t, _)| *t == turn) {
+                    active.remove(&run_id);
+                }
+            });
+            // Sent never: the slot is free when the run drops it.
+            let _ = freed.await;
+        }
+    }
+
+    /// How turns are confined.
+    pub fn sandbox(&self) -> crate::process::SandboxStatus {
+        self.supervisor.sandbox()
+    }
+
+    /// Which mechanism holds each barrier around a turn.
+    pub fn barriers(&self) -> crate::process::sandbox::Barriers {
+        self.supervisor.barriers()
+    }
+
+    /// The folders of a run.
+    pub fn folder(&self, run_id: &str) -> RunFolder {
+        RunFolder::new(self.config.data.runs().join(run_id))
+    }
+}

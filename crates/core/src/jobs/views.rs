@@ -1,0 +1,335 @@
+//! What clients read back about a request (status, result, artifacts, logs, bundle), and cancel.
+//! The same functions serve `/v1/jobs/*` and `/v1/temp-skill-runs/*`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
+use skill_runner_types::RelPath;
+
+use super::cache::{hash_copy, hex_digest};
+use super::{Jobs, Scope};
+use crate::browse::{self, Preview, TreeEntry, files_under};
+use crate::error::{Error, Result};
+use crate::run_folder::{HOME_IN_FOLDER as HIDDEN_HOME, RunFolder, open_beneath};
+use crate::runner::list_artifacts;
+use crate::store::{Request, Run};
+
+/// The last part of a log, and whether it was cut there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tail {
+    pub text: String,
+    pub cut: bool,
+}
+
+/// The ends of a run's three logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Logs {
+    pub prompt: Tail,
+    pub stdout: Tail,
+    pub stderr: Tail,
+}
+
+/// At most this much of each log's end is returned by `/logs`: a run may print gigabytes. The
+/// event stream serves all of it, from any offset.
+pub const LOG_TAIL_BYTES: u64 = 1024 * 1024;
+
+/// The last [`LOG_TAIL_BYTES`] of `path` (empty when it does not exist) and whether it was cut;
+/// a cut never starts inside a UTF-8 character.
+async fn log_tail(path: PathBuf) -> Tail {
+    use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
+    let empty = Tail {
+        text: String::new(),
+        cut: false,
+    };
+    // Never waited on, never through a link: only the service writes the logs, but a run
+    // folder is a turn's neighbourhood.
+    let Ok(file) = crate::run_folder::open_plain(&path) else {
+        return empty;
+    };
+    let mut file = tokio::fs::File::from_std(file);
+    let len = file.metadata().await.map_or(0, |m| m.len());
+    let start = len.saturating_sub(LOG_TAIL_BYTES);
+    let mut bytes = Vec::new();
+    let read = async {
+        file.seek(std::io::SeekFrom::Start(start)).await?;
+        file.take(LOG_TAIL_BYTES).read_to_end(&mut bytes).await
+    };
+    if read.await.is_err() {
+        return empty;
+    }
+    let skip = if start > 0 {
+        bytes.iter().take_while(|b| (**b & 0xC0) == 0x80).count()
+    } else {
+        0
+    };
+    Tail {
+        text: String::from_utf8_lossy(&bytes[skip..]).into_owned(),
+        cut: start > 0,
+    }
+}
+
+/// A built bundle, ready to send.
+#[derive(Debug)]
+pub struct Bundle {
+    pub path: PathBuf,
+    pub file_name: &'static str,
+}
+
+impl Jobs {
+    /// The request and its run; 404 before the run exists.
+    pub async fn request_and_run(&self, scope: Scope, request_id: &str) -> Result<(Request, Run)> {
+        let request = self.request_in(scope, request_id).await?;
+        let run_id = request.run_id.as_deref().ok_or_else(|| {
+            Error::not_found("Run not found: the request is waiting for its upload")
+        })?;
+        let run = self
+            .store
+            .run(run_id)
+            .await?
+            .ok_or_else(|| Error::not_found("Run not found"))?;
+        Ok((request, run))
+    }
+
+    /// The request and its run, if it has one yet.
+    pub async fn status(&self, scope: Scope, request_id: &str) -> Result<(Request, Option<Run>)> {
+        let request = self.request_in(scope, request_id).await?;
+        let run = match &request.run_id {
+            Some(id) => self.store.run(id).await?,
+            None => None,
+        };
+        Ok((request, run))
+    }
+
+    /// The newest `limit` requests with a run.
+    pub async fn recent(&self, limit: u32) -> Result<Vec<(Request, Run)>> {
+        Ok(self.store.recent_requests(limit).await?)
+    }
+
+    /// The file tree of a request's run folder.
+    pub async fn run_files(&self, scope: Scope, request_id: &str) -> Result<(Run, Vec<TreeEntry>)> {
+        let (_, run) = self.request_and_run(scope, request_id).await?;
+        let dir = self.folder(&run.run_id).root().to_path_buf();
+        let entries =
+            tokio::task::spawn_blocking(move || match browse::tree(&dir, &[HIDDEN_HOME]) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+                other => other,
+            })
+            .await
+            .map_err(anyhow::Error::from)??;
+        Ok((run, entries))
+    }
+
+    /// A preview of one file of a request's run folder, with its normalised path.
+    pub async fn run_file(
+        &self,
+        scope: Scope,
+        request_id: &str,
+        path: &str,
+    ) -> Result<(Run, String, Preview)> {
+        let (_, run) = self.request_and_run(scope, request_id).await?;
+        let path = browse::relative_path(path)?;
+        let dir = self.folder(&run.run_id).root().to_path_buf();
+        let rel = path.clone();
+        let preview =
+            tokio::task::spawn_blocking(move || browse::preview(&dir, &rel, &[HIDDEN_HOME]))
+                .await
+                .map_err(anyhow::Error::from)??;
+        Ok((run, path.to_string(), preview))
+    }
+
+    /// The result envelope; 404 until the run ended with one.
+    pub async fn result(&self, scope: Scope, request_id: &str) -> Result<Value> {
+        let (_, run) = self.request_and_run(scope, request_id).await?;
+        let Some(result) = run.result else {
+            return Err(Error::not_found(if run.status.is_terminal() {
+                "Result not found: the run failed before its engine started".to_owned()
+            } else {
+                format!("Result not ready: the run is {}", run.status.as_str())
+            }));
+        };
+        let result: Value = serde_json::from_str(&result).map_err(anyhow::Error::from)?;
+        Ok(json!({"request_id": request_id, "result": result}))
+    }
+
+    pub async fn artifacts(&self, scope: Scope, request_id: &str) -> Result<Value> {
+        let (_, run) = self.request_and_run(scope, request_id).await?;
+        let artifacts = list_artifacts(&self.folder(&run.run_id)).await?;
+        Ok(json!({"request_id": request_id, "artifacts": artifacts}))
+    }
+
+    /// The file behind `artifacts/<path>`, opened, and its name: 404 without the prefix or when
+    /// absent, 400 for paths that try to leave the artifacts folder. The turn wrote the folder,
+    /// so no link is followed and a file with another link (maybe outside the run) is refused.
+    pub async fn artifact_file(
+        &self,
+        scope: Scope,
+        request_id: &str,
+        path: &str,
+    ) -> Result<(std::fs::File, String)> {
+        let (_, run) = self.request_and_run(scope, request_id).await?;
+        let Some(rel) = path.strip_prefix("artifacts/") else {
+            return Err(Error::not_found(
+                "Artifact not found: the path must start with artifacts/",
+            ));
+        };
+        let Ok(rel) = RelPath::parse(rel) else {
+            return Err(Error::invalid(format!("Invalid artifact path '{path}'")));
+        };
+        let root = self.folder(&run.run_id).root().to_path_buf();
+        let rel = Path::new(crate::run_folder::WORKSPACE)
+            .join("artifacts")
+            .join(rel);
+        let opened = tokio::task::spawn_blocking(move || open_beneath(&root, &rel))
+            .await
+            .map_err(anyhow::Error::from)?;
+        match opened {
+            Ok(file) => {
+                let size = file.metadata().map_err(anyhow::Error::from)?.len();
+                let max = self.config.limits.max_served_bytes;
+                if size > max {
+                    return Err(Error::TooLarge(
+                        format!(
+                            "Artifact not served: it is {size} bytes, more than the {} MiB \
+                             served at most (SKILL_RUNNER_SERVE_MAX_MB)",
+                            max >> 20
+                        )
+                        .into(),
+                    ));
+                }
+                let name = path.rsplit('/').next().unwrap_or(path).to_owned();
+                Ok((file, name))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Err(Error::not_found(
+                format!("Artifact not served: {e} (only regular files are)"),
+            )),
+            Err(_) => Err(Error::not_found("Artifact not found")),
+        }
+    }
+
+    /// The end of each log of the request's run.
+    pub async fn logs(&self, scope: Scope, request_id: &str) -> Result<Logs> {
+        let (_, run) = self.request_and_run(scope, request_id).await?;
+        let folder = self.folder(&run.run_id);
+        Ok(Logs {
+            prompt: log_tail(folder.prompt_log()).await,
+            stdout: log_tail(folder.stdout_log()).await,
+            stderr: log_tail(folder.stderr_log()).await,
+        })
+    }
+
+    /// The run's bundle (debug when the request asked for it), built on first request.
+    pub async fn bundle(&self, scope: Scope, request_id: &str) -> Result<Bundle> {
+        let (request, run) = self.request_and_run(scope, request_id).await?;
+        if !run.status.is_terminal() {
+            return Err(Error::conflict(format!(
+                "Bundle not available: the run is {}",
+                run.status.as_str()
+            )));
+        }
+        let debug = request.runtime_options.debug;
+        let (file_name, manifest_name) = if debug {
+            ("run_bundle_debug.zip", "manifest_debug.json")
+        } else {
+            ("run_bundle.zip", "manifest.json")
+        };
+        let folder = self.folder(&run.run_id);
+        let path = folder.bundle_dir().join(file_name);
+        // One build at a time: many requests for a bundle not built yet wait for one build
+        // instead of each zipping the same artifacts. A bundle already built waits for none.
+        let _building = match path.exists() {
+            true => None,
+            false => Some(self.bundles.lock().await),
+        };
+        if !path.exists() {
+            let target = path.clone();
+            let max = self.config.limits.max_served_bytes;
+            tokio::task::spawn_blocking(move || {
+                build_bundle(&folder, &target, manifest_name, debug, max)
+            })
+            .await
+            .map_err(anyhow::Error::from)??;
+        }
+        Ok(Bundle { path, file_name })
+    }
+}
+
+/// Zips the bundle's files plus `bundle/<manifest_name>` (`{files: [{path, size, sha256}]}`)
+/// into `target`, through a temporary file. Only the service builds bundles, from the result
+/// and the artifacts (`artifacts/...`), or, for debug bundles, the whole run folder but the
+/// bundles and the home. Files are opened without following links; symlinks and files with
+/// more than one link are left out.
+fn build_bundle(
+    folder: &RunFolder,
+    target: &Path,
+    manifest_name: &str,
+    debug: bool,
+    max_bytes: u64,
+) -> anyhow::Result<()> {
+    let root = folder.root();
+    // (name in the zip, path under the run folder)
+    let files: Vec<(String, PathBuf)> = if debug {
+        files_under(root)?
+            .into_iter()
+            .filter(|(rel, _)| {
+                !rel.starts_with("bundle/") && !browse::is_hidden(rel, &[HIDDEN_HOME])
+            })
+            .map(|(rel, _)| (rel.clone(), PathBuf::from(rel)))
+            .collect()
+    } else {
+        let artifacts = files_under(&folder.artifacts())?
+            .into_iter()
+            .map(|(rel, _)| {
+                let inside = Path::new(crate::run_folder::WORKSPACE)
+                    .join("artifacts")
+                    .join(&rel);
+                (format!("artifacts/{rel}"), inside)
+            });
+        std::iter::once((
+            "result/result.json".to_owned(),
+            PathBuf::from("result/result.json"),
+        ))
+        .chain(artifacts)
+        .collect()
+    };
+    let dir = target.parent().expect("bundle path has a parent");
+    std::fs::create_dir_all(dir)?;
+    let tmp = target.with_extension(format!("tmp-{}", uuid::Uuid::new_v4()));
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&tmp)?);
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated)
+        .large_file(false);
+    let mut entries = Vec::new();
+    let mut total = 0u64;
+    for (rel, inside) in &files {
+        let file = match open_beneath(root, inside) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let len = file.metadata()?.len();
+        if len > max_bytes - total {
+            entries.push(json!({"path": rel, "size": len, "left_out": format!(
+                "a bundle holds at most {} MiB of files (SKILL_RUNNER_SERVE_MAX_MB)",
+                max_bytes >> 20
+            )}));
+            continue;
+        }
+        total += len;
+        // Streamed: a large artifact costs a buffer, not its size in memory.
+        let large = len >= u64::from(u32::MAX);
+        zip.start_file(rel.as_str(), options.large_file(large))?;
+        let mut hasher = Sha256::new();
+        let size = hash_copy(&mut hasher, std::io::Read::take(file, len), &mut zip)?;
+        entries.push(json!({"path": rel, "size": size, "sha256": hex_digest(hasher)}));
+    }
+    let manifest = serde_json::to_vec_pretty(&json!({"files": entries}))?;
+    zip.start_file(format!("bundle/{manifest_name}"), options)?;
+    zip.write_all(&manifest)?;
+    zip.finish()?;
+    std::fs::write(dir.join(manifest_name), &manifest)?;
+    std::fs::rename(&tmp, target)?;
+    Ok(())
+}

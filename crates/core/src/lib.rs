@@ -1,0 +1,29 @@
+//! The job core: what the service does with a request, free of HTTP and of any one database.
+//!
+//! - [`jobs`]: create, queue, run, wait for answers, cancel, recover and expire runs; their
+//!   events, conversation and result cache.
+//! - [`runner`]: one turn of a skill, the same for jobs and `:invoke`.
+//! - [`invoke`]: the synchronous `:invoke` host and its built-in skills.
+//! - [`packages`]: installing skill packages; [`validate`]: checking one before it is installed.
+//! - [`tool_defs`]: skills as tool definitions; [`browse`]: reading a run's files.
+//! - [`disk_space`]: the reserve that lets runs be recorded on a full volume.
+//!
+//! Operations answer with [`error::Error`], a domain error the server maps to HTTP.
+
+pub mod browse;
+pub mod config;
+pub mod disk_space;
+pub mod error;
+pub mod invoke;
+pub mod jobs;
+pub mod packages;
+pub mod runner;
+pub mod tool_defs;
+pub mod validate;
+
+use skill_runner_engines as engines;
+use skill_runner_process as process;
+use skill_runner_process::{egress, run_folder};
+use skill_runner_skill as skill;
+use skill_runner_store as store;
+use skill_runner_types::clock;

@@ -1,0 +1,607 @@
+//! Installing and updating skill packages: staged, validated, then swapped in atomically.
+//!
+//! A request's zip is saved under `<data>/skill_installs/requests/<rid>/` and its row written
+//! before the client hears `queued`. The worker extracts into `<skills>/.staging/<rid>/`,
+//! validates, and then, holding the registry's swap guard, either renames the staged folder into
+//! place (fresh install) or atomically exchanges it with the live folder (update) and moves the
+//! old version to `.archive/<id>/<old>/`. The `swapping` phase is recorded before the first
+//! irreversible move, so start-up recovery can tell a swap that never began (the live skill is
+//! untouched; the request fails) from one that did (it is rolled forward; the request succeeds).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::sync::Semaphore;
+use tokio_util::task::TaskTracker;
+
+use crate::clock;
+use crate::config::{DataDir, PackageLimits};
+use crate::skill::archive::{self, ArchiveError};
+use crate::skill::{Registry, Rules, manifest};
+use crate::store::{InstallPhase, InstallRequest, Store, TaskStatus};
+
+/// Installs running at once; more requests wait in `queued`.
+const INSTALL_WORKERS: usize = 4;
+
+/// Runs package installs in the background and recovers them after a restart.
+#[derive(Debug)]
+pub struct Installer {
+    store: Store,
+    registry: Arc<Registry>,
+    requests_dir: PathBuf,
+    limits: PackageLimits,
+    workers: Semaphore,
+    tracker: TaskTracker,
+}
+
+/// What the swap does with the skills dir, decided under the swap guard.
+#[derive(Debug)]
+enum SwapPlan {
+    Fresh,
+    /// The live folder is not a valid skill: it moves to `.invalid/` and the install is fresh.
+    ReplaceInvalid {
+        quarantine: PathBuf,
+    },
+    Update {
+        archive: PathBuf,
+    },
+}
+
+impl SwapPlan {
+    fn action(&self) -> &'static str {
+        match self {
+            SwapPlan::Fresh | SwapPlan::ReplaceInvalid { .. } => "install",
+            SwapPlan::Update { .. } => "update",
+        }
+    }
+}
+
+impl Installer {
+    pub fn new(
+        store: Store,
+        registry: Arc<Registry>,
+        data: &DataDir,
+        limits: PackageLimits,
+    ) -> Self {
+        Self {
+            store,
+            registry,
+            requests_dir: data.installs().join("requests"),
+            limits,
+            workers: Semaphore::new(INSTALL_WORKERS),
+            tracker: TaskTracker::new(),
+        }
+    }
+
+    pub fn limits(&self) -> &PackageLimits {
+        &self.limits
+    }
+
+    /// Where the uploaded zip of request `rid` is kept until the install ends.
+    pub fn package_path(&self, rid: &str) -> PathBuf {
+        self.requests_dir.join(rid).join("package.zip")
+    }
+
+    fn staging_dir(&self, rid: &str) -> PathBuf {
+        self.registry.dir().join(".staging").join(rid)
+    }
+
+    /// Records a saved upload as `queued` and starts installing it.
+    pub async fn accept(self: &Arc<Self>, rid: &str) -> anyhow::Result<()> {
+        self.store.insert_install_request(rid).await?;
+        self.spawn(rid.to_owned());
+        Ok(())
+    }
+
+    /// The stored state of request `rid`.
+    pub async fn status(&self, rid: &str) -> anyhow::Result<Option<InstallRequest>> {
+        self.store
+            .install_request(rid)
+            .await
+            .context("reading install request")
+    }
+
+    /// Drops a saved upload that will never be accepted.
+    pub async fn discard_upload(&self, rid: &str) {
+        let _ = tokio::fs::remove_dir_all(self.requests_dir.join(rid)).await;
+    }
+
+    fn spawn(self: &Arc<Self>, rid: String) {
+        let this = self.clone();
+        self.tracker.spawn(async move { this.run(&rid).await });
+    }
+
+    /// Stops taking work and waits (bounded) for installs under way.
+    pub async fn shutdown(&self, grace: Duration) {
+        self.tracker.close();
+        if tokio::time::timeout(grace, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "installs still running at shutdown; start-up recovery will settle them"
+            );
+        }
+    }
+
+    async fn run(&self, rid: &str) {
+        let Ok(_permit) = self.workers.acquire().await else {
+            return;
+        };
+        match self.store.start_install(rid).await {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => {
+                tracing::error!(
+                    request_id = rid,
+                    error = format!("{e:#}"),
+                    "cannot start install"
+                );
+                return;
+            }
+        }
+        let outcome = self.install(rid).await;
+        self.remove_leftovers(rid).await;
+        let (status, error) = match &outcome {
+            Ok(()) => (TaskStatus::Succeeded, None),
+            Err(message) => (TaskStatus::Failed, Some(message.as_str())),
+        };
+        match self.store.finish_install(rid, status, error).await {
+            Ok(_) => tracing::info!(
+                request_id = rid,
+                ?status,
+                error,
+                "skill package install finished"
+            ),
+            Err(e) => tracing::error!(
+                request_id = rid,
+                error = format!("{e:#}"),
+                "cannot record install result"
+            ),
+        }
+    }
+
+    /// Validates, swaps and rescans; the error is the message the client sees.
+    async fn install(&self, rid: &str) -> Result<(), String> {
+        let zip = self.package_path(rid);
+        let staging = self.staging_dir(rid);
+        let limits = self.limits;
+        let staged = blocking(move || {
+            let top = archive::extract_package(&zip, &staging, &limits).map_err(|e| match e {
+                ArchiveError::Rejected(m) => m,
+                ArchiveError::Io(e) => format!("cannot extract the package: {e}"),
+            })?;
+            let manifest = manifest::load(&top, Rules::INSTALL).map_err(|e| e.0)?;
+            Ok((top, manifest))
+        })
+        .await?;
+        let (staged, manifest) = staged;
+        let id = manifest.id.clone();
+        let version = manifest
+            .version
+            .clone()
+            .expect("install rules require a version");
+        self.progress(rid, InstallPhase::Validating, &id, &version, None)
+            .await?;
+
+        let guard = self.registry.swap_guard().await;
+        let skills = self.registry.dir().to_path_buf();
+        let plan = {
+            let (id, version) = (id.clone(), version.clone());
+            blocking(move || plan_swap(&skills, &id, &version)).await?
+        };
+        self.progress(
+            rid,
+            InstallPhase::Swapping,
+            &id,
+            &version,
+            Some(plan.action()),
+        )
+        .await?;
+        let live = self.registry.dir().join(&id);
+        blocking(move || {
+            execute_swap(&plan, &staged, &live)
+                .map_err(|e| format!("cannot swap the skill into place: {e}"))
+        })
+        .await?;
+        drop(guard);
+        self.rescan().await;
+        Ok(())
+    }
+
+    async fn progress(
+        &self,
+        rid: &str,
+        phase: InstallPhase,
+        id: &str,
+        version: &str,
+        action: Option<&str>,
+    ) -> Result<(), String> {
+        self.store
+            .set_install_progress(rid, phase, id, version, action)
+            .await
+            .map_err(|e| {
+                tracing::error!(
+                    request_id = rid,
+                    error = format!("{e:#}"),
+                    "cannot record install progress"
+                );
+                "internal error while recording the install".to_owned()
+            })
+    }
+
+    async fn rescan(&self) {
+        if let Err(e) = self.registry.rescan().await {
+            tracing::error!(error = format!("{e:#}"), "rescanning the skills dir failed");
+        }
+    }
+
+    async fn remove_leftovers(&self, rid: &str) {
+        let _ = tokio::fs::remove_dir_all(self.staging_dir(rid)).await;
+        let _ = tokio::fs::remove_dir_all(self.requests_dir.join(rid)).await;
+    }
+
+    /// Settles the requests a previous process left unfinished, then resumes queued ones.
+    pub async fn recover(self: &Arc<Self>) -> anyhow::Result<()> {
+        let unfinished = self.store.unfinished_install_requests().await?;
+        let mut queued = Vec::new();
+        for request in unfinished {
+            if request.status == TaskStatus::Queued {
+                queued.push(request.request_id);
+                continue;
+            }
+            let (status, error) = self.recover_running(&request).await;
+            self.store
+                .finish_install(&request.request_id, status, error.as_deref())
+                .await?;
+            tracing::warn!(
+                request_id = request.request_id,
+                ?status,
+                error,
+                "install settled after restart"
+            );
+        }
+
+        // Nothing may be left half-extracted, and only queued requests keep their upload.
+        let staging_root = self.registry.dir().join(".staging");
+        let _ = tokio::fs::remove_dir_all(&staging_root).await;
+        if let Ok(mut dirs) = tokio::fs::read_dir(&self.requests_dir).await {
+            while let Ok(Some(entry)) = dirs.next_entry().await {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if !queued.contains(&name) {
+                    let _ = tokio::fs::remove_dir_all(entry.path()).await;
+                }
+            }
+        }
+        self.rescan().await;
+        for rid in queued {
+            if tokio::fs::try_exists(self.package_path(&rid))
+                .await
+                .unwrap_or(false)
+            {
+                self.spawn(rid);
+            } else {
+                self.store
+                    .finish_install(
+                        &rid,
+                        TaskStatus::Failed,
+                        Some("the uploaded package was lost before the install started"),
+                    )
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn recover_running(&self, request: &InstallRequest) -> (TaskStatus, Option<String>) {
+        const NOT_SWAPPED: &str = "the install was interrupted by a service restart before the new version \
+             was swapped in; the installed skill is unchanged; upload the package again";
+        let (InstallPhase::Swapping, Some(id), Some(version)) = (
+            request.phase,
+            request.skill_id.clone(),
+            request.version.clone(),
+        ) else {
+            return (TaskStatus::Failed, Some(NOT_SWAPPED.to_owned()));
+        };
+        let skills = self.registry.dir().to_path_buf();
+        let staged = self.staging_dir(&request.request_id).join(&id);
+        let rolled = blocking(move || roll_forward(&skills, &staged, &id, &version)).await;
+        match rolled {
+            Ok(true) => (TaskStatus::Succeeded, None),
+            Ok(false) => (TaskStatus::Failed, Some(NOT_SWAPPED.to_owned())),
+            Err(e) => (
+                TaskStatus::Failed,
+                Some(format!(
+                    "the interrupted install could not be completed: {e}"
+                )),
+            ),
+        }
+    }
+}
+
+/// Runs blocking file work off the async threads.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(format!("install worker failed: {e}")))
+}
+
+/// The `version` string of the skill in `dir`, if it has a readable `runner.json`.
+fn version_of(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join("assets/runner.json")).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    value.get("version")?.as_str().map(str::to_owned)
+}
+
+fn plan_swap(skills: &Path, id: &str, version: &str) -> Result<SwapPlan, String> {
+    let live = skills.join(id);
+    if !live.exists() {
+        return Ok(SwapPlan::Fresh);
+    }
+    let installed = match manifest::load(&live, Rules::REGISTERED) {
+        Ok(m) => m.version.expect("registered rules require a version"),
+        Err(_) => {
+            return Ok(SwapPlan::ReplaceInvalid {
+                quarantine: quarantine_path(skills, id),
+            });
+        }
+    };
+    let new = manifest::parse_version(version).map_err(|e| e.0)?;
+    let old = manifest::parse_version(&installed).map_err(|e| e.0)?;
+    // Precedence, as semantic versioning defines it: build metadata (`+b2`) does not count.
+    if new.cmp_precedence(&old) != std::cmp::Ordering::Greater {
+        return Err(format!(
+            "version {version} of '{id}' is not higher than the installed version {installed}; \
+             updates must strictly increase the version (build metadata does not count)"
+        ));
+    }
+    let archive = skills.join(".archive").join(id).join(&installed);
+    if archive.exists() {
+        return Err(format!(
+            "archive path .archive/{id}/{installed} already exists; the installed skill is unchanged"
+        ));
+    }
+    Ok(SwapPlan::Update { archive })
+}
+
+/// Where a folder that is not a valid skill is moved: `.invalid/<id>-<UTC timestamp>[-N]`.
+fn quarantine_path(skills: &Path, id: &str) -> PathBuf {
+    free_path(
+        &skills.join(".invalid"),
+        &format!("{id}-{}", clock::now_compact()),
+    )
+}
+
+/// `base/name`, or `base/name-N` for the first N that is free.
+fn free_path(base: &Path, name: &str) -> PathBuf {
+    let first = base.join(name);
+    if !first.exists() {
+        return first;
+    }
+    (1..)
+        .map(|n| base.join(format!("{name}-{n}")))
+        .find(|p| !p.exists())
+        .expect("an unused suffix exists")
+}
+
+fn execute_swap(plan: &SwapPlan, staged: &Path, live: &Path) -> std::io::Result<()> {
+    match plan {
+        SwapPlan::Fresh => std::fs::rename(staged, live),
+        SwapPlan::ReplaceInvalid { quarantine } => {
+            std::fs::create_dir_all(quarantine.parent().expect("quarantine has a parent"))?;
+            std::fs::rename(live, quarantine)?;
+            std::fs::rename(staged, live)
+        }
+        SwapPlan::Update { archive } => {
+            std::fs::create_dir_all(archive.parent().expect("archive has a parent"))?;
+            if exchange(staged, live)? {
+                // `staged` now holds the old version.
+                std::fs::rename(staged, archive)
+            } else {
+                std::fs::rename(live, archive)?;
+                std::fs::rename(staged, live)
+            }
+        }
+    }
+}
+
+/// Atomically swaps two paths; false when the filesystem cannot, so the caller falls back to two
+/// renames (recovery rolls that window forward).
+fn exchange(a: &Path, b: &Path) -> std::io::Result<bool> {
+    use nix::errno::Errno;
+    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+    match renameat2(AT_FDCWD, a, AT_FDCWD, b, RenameFlags::RENAME_EXCHANGE) {
+        Ok(()) => Ok(true),
+        Err(Errno::EINVAL | Errno::ENOSYS | Errno::EOPNOTSUPP) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Completes a swap that a previous process began; true when the new version ends up live.
+fn roll_forward(skills: &Path, staged: &Path, id: &str, version: &str) -> Result<bool, String> {
+    let live = skills.join(id);
+    if !staged.exists() {
+        return Ok(version_of(&live).as_deref() == Some(version));
+    }
+    match version_of(staged) {
+        Some(v) if v == version => {
+            if live.exists() {
+                return Ok(false);
+            }
+            std::fs::rename(staged, &live).map_err(|e| e.to_string())?;
+            Ok(true)
+        }
+        // The exchange happened: `staged` holds the old version, still to be archived.
+        old => {
+            let old = old.unwrap_or_else(|| "unknown".to_owned());
+            let archive = skills.join(".archive").join(id).join(&old);
+            let target = if archive.exists() {
+                quarantine_path(skills, id)
+            } else {
+                archive
+            };
+            std::fs::create_dir_all(target.parent().expect("target has a parent"))
+                .map_err(|e| e.to_string())?;
+            std::fs::rename(staged, &target).map_err(|e| e.to_string())?;
+            Ok(version_of(&live).as_deref() == Some(version))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A valid skill folder `dir` (named after its id) at `version`.
+    fn write_skill(dir: &Path, version: &str) {
+        let id = dir.file_name().unwrap().to_str().unwrap();
+        std::fs::create_dir_all(dir.join("assets")).unwrap();
+        std::fs::write(dir.join("SKILL.md"), format!("---\nname: {id}\n---\n")).unwrap();
+        let runner = serde_json::json!({
+            "id": id, "version": version, "execution_modes": ["auto"],
+            "schemas": {"input": "assets/s.json", "parameter": "assets/s.json", "output": "assets/s.json"}
+        });
+        std::fs::write(dir.join("assets/runner.json"), runner.to_string()).unwrap();
+        std::fs::write(dir.join("assets/s.json"), r#"{"type":"object"}"#).unwrap();
+    }
+
+    struct Fixture {
+        _root: tempfile::TempDir,
+        skills: PathBuf,
+        store: Store,
+        installer: Arc<Installer>,
+    }
+
+    async fn fixture() -> Fixture {
+        let root = tempfile::tempdir().unwrap();
+        let skills = root.path().join("skills");
+        std::fs::create_dir_all(&skills).unwrap();
+        let store = Store::open(&root.path().join("db.sqlite")).await.unwrap();
+        let registry = Arc::new(Registry::open(skills.clone()).await.unwrap());
+        let installer = Arc::new(Installer::new(
+            store.clone(),
+            registry,
+            &DataDir::new(root.path().to_owned()),
+            PackageLimits::default(),
+        ));
+        Fixture {
+            _root: root,
+            skills,
+            store,
+            installer,
+        }
+    }
+
+    /// A request left `running` in `phase` by a process that died.
+    async fn interrupted(f: &Fixture, rid: &str, phase: InstallPhase, action: &str) {
+        f.store.insert_install_request(rid).await.unwrap();
+        assert!(f.store.start_install(rid).await.unwrap());
+        f.store
+            .set_install_progress(rid, phase, "demo", "2.0.0", Some(action))
+            .await
+            .unwrap();
+    }
+
+    async fn outcome(f: &Fixture, rid: &str) -> InstallRequest {
+        f.installer.recover().await.unwrap();
+        f.store.install_request(rid).await.unwrap().unwrap()
+    }
+
+    #[tokio::test]
+    async fn interrupted_before_swap_fails_and_keeps_live() {
+        let f = fixture().await;
+        write_skill(&f.skills.join("demo"), "1.0.0");
+        write_skill(&f.skills.join(".staging/r1/demo"), "2.0.0");
+        interrupted(&f, "r1", InstallPhase::Validating, "update").await;
+        let r = outcome(&f, "r1").await;
+        assert_eq!(r.status, TaskStatus::Failed);
+        assert!(r.error.unwrap().contains("service restart"));
+        assert_eq!(version_of(&f.skills.join("demo")).as_deref(), Some("1.0.0"));
+        assert!(!f.skills.join(".staging").exists());
+    }
+
+    #[tokio::test]
+    async fn swap_begun_but_not_exchanged_fails_and_keeps_live() {
+        let f = fixture().await;
+        write_skill(&f.skills.join("demo"), "1.0.0");
+        write_skill(&f.skills.join(".staging/r1/demo"), "2.0.0");
+        interrupted(&f, "r1", InstallPhase::Swapping, "update").await;
+        let r = outcome(&f, "r1").await;
+        assert_eq!(r.status, TaskStatus::Failed);
+        assert_eq!(version_of(&f.skills.join("demo")).as_deref(), Some("1.0.0"));
+        assert!(!f.skills.join(".archive").exists());
+    }
+
+    #[tokio::test]
+    async fn exchanged_but_not_archived_rolls_forward() {
+        let f = fixture().await;
+        write_skill(&f.skills.join("demo"), "2.0.0");
+        write_skill(&f.skills.join(".staging/r1/demo"), "1.0.0");
+        interrupted(&f, "r1", InstallPhase::Swapping, "update").await;
+        let r = outcome(&f, "r1").await;
+        assert_eq!(r.status, TaskStatus::Succeeded, "{r:?}");
+        assert_eq!(version_of(&f.skills.join("demo")).as_deref(), Some("2.0.0"));
+        assert_eq!(
+            version_of(&f.skills.join(".archive/demo/1.0.0")).as_deref(),
+            Some("1.0.0")
+        );
+        assert!(!f.skills.join(".staging").exists());
+    }
+
+    #[tokio::test]
+    async fn old_archived_new_not_yet_live_rolls_forward() {
+        // The two-rename fallback (no RENAME_EXCHANGE) died between its renames.
+        let f = fixture().await;
+        write_skill(&f.skills.join(".archive/demo/1.0.0"), "1.0.0");
+        write_skill(&f.skills.join(".staging/r1/demo"), "2.0.0");
+        interrupted(&f, "r1", InstallPhase::Swapping, "update").await;
+        let r = outcome(&f, "r1").await;
+        assert_eq!(r.status, TaskStatus::Succeeded);
+        assert_eq!(version_of(&f.skills.join("demo")).as_deref(), Some("2.0.0"));
+    }
+
+    #[tokio::test]
+    async fn swap_completed_before_the_row_was_finished_succeeds() {
+        let f = fixture().await;
+        write_skill(&f.skills.join("demo"), "2.0.0");
+        interrupted(&f, "r1", InstallPhase::Swapping, "install").await;
+        assert_eq!(outcome(&f, "r1").await.status, TaskStatus::Succeeded);
+    }
+
+    #[tokio::test]
+    async fn queued_requests_run_after_restart_and_lost_uploads_fail() {
+        let f = fixture().await;
+        f.store.insert_install_request("lost").await.unwrap();
+        f.store.insert_install_request("kept").await.unwrap();
+        let zip = f.installer.package_path("kept");
+        std::fs::create_dir_all(zip.parent().unwrap()).unwrap();
+        {
+            use std::io::Write;
+            let mut w = zip::ZipWriter::new(std::fs::File::create(&zip).unwrap());
+            let src = tempfile::tempdir().unwrap();
+            write_skill(&src.path().join("demo"), "3.0.0");
+            for rel in ["SKILL.md", "assets/runner.json", "assets/s.json"] {
+                w.start_file(
+                    format!("demo/{rel}"),
+                    zip::write::SimpleFileOptions::default(),
+                )
+                .unwrap();
+                w.write_all(&std::fs::read(src.path().join("demo").join(rel)).unwrap())
+                    .unwrap();
+            }
+            w.finish().unwrap();
+        }
+        f.installer.recover().await.unwrap();
+        f.installer.shutdown(Duration::from_secs(30)).await;
+        let lost = f.store.install_request("lost").await.unwrap().unwrap();
+        assert_eq!(lost.status, TaskStatus::Failed);
+        assert!(lost.error.unwrap().contains("lost"));
+        let kept = f.store.install_request("kept").await.unwrap().unwrap();
+        assert_eq!(kept.status, TaskStatus::Succeeded, "{kept:?}");
+        assert_eq!(version_of(&f.skills.join("demo")).as_deref(), Some("3.0.0"));
+    }
+}

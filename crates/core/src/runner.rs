@@ -1,0 +1,387 @@
+//! One turn of a skill, the same for jobs and for `:invoke`: from an engine's prepared
+//! invocation to a classified, schema-checked outcome.
+//!
+//! [`run`] keeps the prompt log, starts the turn (confined, under the supervisor), waits for it
+//! within its deadline, reads its answer through the engine's adapter, classifies it (final
+//! data, a reported error, a question) and checks the data against the output schema and the
+//! required artifacts. It knows no database and no HTTP: what a caller keeps while the turn runs
+//! (its process group, the engine's session) goes through an [`Observer`], and the caller
+//! phrases and records the [`Outcome`].
+
+use std::future::Future;
+
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::browse::files_under;
+use crate::egress::policy::permitted;
+use crate::engines::answer::{self, RepairLevel, Reported, TurnOutcome};
+use crate::engines::{EngineAdapter, Prepared, Turn};
+use crate::process::{Completed, Exit, OnOutput, Supervisor, Windows};
+use crate::run_folder::{RunFolder, is_plain_file};
+use crate::skill::{ExecutionMode, InputSource, SkillManifest};
+use crate::store::ProcessMark;
+
+/// The largest stretch of a turn's stdout searched for its answer (the answer comes last).
+const ANSWER_WINDOW: u64 = 8 * 1024 * 1024;
+/// How much of stderr a failure carries.
+const STDERR_TAIL: u64 = 4 * 1024;
+
+/// What a turn produced: the answer's data, the artifacts, how the answer was repaired.
+#[derive(Debug, Default)]
+pub struct Envelope {
+    pub data: Option<Value>,
+    pub artifacts: Vec<String>,
+    pub repair_level: Option<RepairLevel>,
+    pub warnings: Vec<String>,
+}
+
+/// How a turn ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Final data that matches the output schema, with every required artifact.
+    Succeeded(Envelope),
+    /// The turn failed: it could not start, exited badly, answered no JSON, or its answer
+    /// broke the output schema or lacks an artifact.
+    Failed {
+        envelope: Envelope,
+        /// The engine's own code for the failure, when it said one.
+        code: Option<&'static str>,
+        message: String,
+        /// The end of stderr, when the process ran.
+        stderr: Option<String>,
+    },
+    /// The skill answered with its own error object.
+    Reported {
+        envelope: Envelope,
+        reported: Reported,
+        stderr: String,
+    },
+    /// The turn asked its user a question (interactive mode only).
+    Asked { question: Value },
+    /// The turn overran its deadline; its whole tree was killed.
+    TimedOut { envelope: Envelope, stderr: String },
+    /// The cancel switch fired and the process is gone; the caller knows why.
+    Interrupted { envelope: Envelope },
+    /// The caller's [`Observer::started`] failed; the turn's tree was killed at once.
+    Unrecorded(anyhow::Error),
+}
+
+/// What a caller keeps while a turn runs.
+pub trait Observer: Sync {
+    /// The turn's process started (`mark` identifies its group); the turn runs meanwhile. An
+    /// error stops its whole tree and ends the turn [`Outcome::Unrecorded`].
+    fn started(&self, mark: &ProcessMark) -> impl Future<Output = anyhow::Result<()>> + Send;
+    /// The engine session the turn continues in (known before it starts, or reported by it).
+    fn session(&self, session: &str) -> impl Future<Output = anyhow::Result<()>> + Send;
+}
+
+/// An observer that keeps nothing (an `:invoke` call).
+#[derive(Debug)]
+pub struct Unobserved;
+
+impl Observer for Unobserved {
+    async fn started(&self, _: &ProcessMark) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    async fn session(&self, _: &str) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+/// Everything one turn needs.
+pub struct Plan<'a> {
+    pub adapter: &'a dyn EngineAdapter,
+    pub turn: &'a Turn<'a>,
+    pub supervisor: &'a Supervisor,
+    pub deadline: Instant,
+    pub cancel: &'a CancellationToken,
+    /// Called whenever the turn printed something (live event streams).
+    pub on_output: Option<OnOutput>,
+    /// Most bytes the run's stdout log may hold; `None`: no limit.
+    pub output_limit: Option<OutputLimit>,
+}
+
+/// The failure code of a turn that failed because the data volume filled up under it.
+pub const DISK_FULL: &str = "DISK_FULL";
+
+/// A bound on a run's stdout log, and what sets it (for the failure's message).
+#[derive(Debug, Clone, Copy)]
+pub struct OutputLimit {
+    pub bytes: u64,
+    /// How an operator raises it.
+    pub raise: &'static str,
+}
+
+/// Runs one turn. `Err` only when the service itself failed (a log it cannot write, an
+/// observer that cannot record a session); the turn's tree is gone by then.
+pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Outcome> {
+    let turn = plan.turn;
+    let folder = turn.folder;
+    let Prepared {
+        mut spec,
+        session,
+        login,
+        prompt,
+    } = match plan.adapter.prepare(turn) {
+        Ok(prepared) => prepared,
+        Err(e) => return Ok(failed(Envelope::default(), format!("{e:#}"), None)),
+    };
+    spec.output_limit = plan.output_limit.map(|l| l.bytes);
+    if let Some(confine) = spec.confine.as_mut() {
+        confine.limits = turn.skill.limits;
+        match permitted(&turn.skill.network_allow, plan.supervisor.egress_allow()) {
+            Ok(granted) => confine.allow.extend(granted),
+            Err(refused) => {
+                return Ok(Outcome::Failed {
+                    envelope: Envelope::default(),
+                    code: Some("EGRESS_NOT_PERMITTED"),
+                    message: format!(
+                        "The skill's runner.json network.allow names {refused}, which the \
+                         operator's SKILL_RUNNER_EGRESS_ALLOW does not permit: add it there \
+                         (e.g. SKILL_RUNNER_EGRESS_ALLOW={refused}) or remove it from the skill"
+                    ),
+                    stderr: None,
+                });
+            }
+        }
+    }
+    let program = spec.argv.first().cloned().unwrap_or_default();
+    if let Some(prompt) = &prompt {
+        folder.append_prompt(turn.number, prompt).await?;
+    }
+    if let Some(session) = &session {
+        observer.session(session).await?;
+    }
+    if plan.cancel.is_cancelled() {
+        // Earlier turns' artifacts stay part of what a canceled run produced.
+        let envelope = Envelope {
+            artifacts: list_artifacts(folder).await?,
+            ..Envelope::default()
+        };
+        return Ok(Outcome::Interrupted { envelope });
+    }
+    let running = match plan.supervisor.spawn(spec, plan.on_output).await {
+        Ok(running) => running,
+        Err(e) => {
+            let message = format!("Cannot start the engine process '{program}': {e}");
+            return Ok(failed(Envelope::default(), message, None));
+        }
+    };
+    let windows = Windows {
+        stdout: ANSWER_WINDOW,
+        stderr: STDERR_TAIL,
+    };
+    // The start is recorded while the turn runs (a short turn would otherwise wait for the
+    // store); a failure to record it stops the turn's whole tree.
+    let mark = running.mark().clone();
+    let stop = plan.cancel.child_token();
+    let recording = async {
+        let recorded = observer.started(&mark).await;
+        if recorded.is_err() {
+            stop.cancel();
+        }
+        recorded
+    };
+    let (recorded, completed) =
+        tokio::join!(recording, running.complete(plan.deadline, &stop, windows));
+    if let Err(e) = recorded {
+        return Ok(Outcome::Unrecorded(e));
+    }
+    let Completed {
+        exit,
+        stdout,
+        stderr,
+    } = completed;
+    // The turn is over: a refreshed login goes back to the agent home, the copies away.
+    drop(login);
+    let mut envelope = Envelope {
+        artifacts: list_artifacts(folder).await?,
+        ..Envelope::default()
+    };
+    let reading = plan.adapter.read(&stdout, &stderr);
+    if let Some(reported) = &reading.session
+        && reading.session.as_deref() != turn.session
+    {
+        observer.session(reported).await?;
+    }
+    match exit {
+        Exit::Canceled => return Ok(Outcome::Interrupted { envelope }),
+        Exit::TimedOut => return Ok(Outcome::TimedOut { envelope, stderr }),
+        Exit::OverLimit(hit) => {
+            return Ok(Outcome::Failed {
+                envelope,
+                code: Some(hit.resource.code()),
+                message: hit.to_string(),
+                stderr: Some(stderr),
+            });
+        }
+        Exit::LogUnwritable { disk_full } => {
+            return Ok(Outcome::Failed {
+                envelope,
+                code: Some(if disk_full {
+                    DISK_FULL
+                } else {
+                    "INTERNAL_ERROR"
+                }),
+                message: exit.describe(),
+                stderr: Some(stderr),
+            });
+        }
+        Exit::Exited { code: Some(c) }
+            if c != 0 && crate::run_folder::volume_full(folder.root()) =>
+        {
+            return Ok(Outcome::Failed {
+                envelope,
+                code: Some(DISK_FULL),
+                message: format!(
+                    "The turn failed (exit code {c}) while the service's data volume was full: \
+                     it could not write its files. Free space there and run it again"
+                ),
+                stderr: Some(stderr),
+            });
+        }
+        Exit::TooMuchOutput => {
+            let limit = plan.output_limit.map_or(0, |l| l.bytes);
+            return Ok(Outcome::Failed {
+                envelope,
+                code: Some("RESOURCE_OUTPUT"),
+                message: format!(
+                    "The turn printed more than the {} MiB its run's stdout log keeps and was \
+                     stopped. {}",
+                    limit >> 20,
+                    plan.output_limit.map_or("", |l| l.raise)
+                ),
+                stderr: Some(stderr),
+            });
+        }
+        Exit::Exited { code: Some(0) } => {}
+        Exit::Exited { .. } => {
+            return Ok(match reading.failure {
+                Some(failure) => Outcome::Failed {
+                    envelope,
+                    code: failure.code,
+                    message: failure.message,
+                    stderr: Some(stderr),
+                },
+                None => failed(envelope, exit.describe(), Some(stderr)),
+            });
+        }
+    }
+
+    let Some((answer, repair)) = reading.answer else {
+        let (code, message) = match reading.failure {
+            Some(failure) => (failure.code, failure.message),
+            None => (
+                None,
+                "Output JSON missing or unreadable: the turn printed no JSON object".into(),
+            ),
+        };
+        return Ok(Outcome::Failed {
+            envelope,
+            code,
+            message,
+            stderr: Some(stderr),
+        });
+    };
+    envelope.repair_level = Some(repair);
+    if repair != RepairLevel::None {
+        envelope.warnings.push("OUTPUT_REPAIRED_GENERIC".into());
+    }
+    let data = match answer::classify(answer) {
+        TurnOutcome::Final(data) => data,
+        TurnOutcome::Error(reported) => {
+            return Ok(Outcome::Reported {
+                envelope,
+                reported,
+                stderr,
+            });
+        }
+        TurnOutcome::AskUser(_) if turn.execution_mode == ExecutionMode::Auto => {
+            let message = "The skill asked its user a question, but the run is in auto mode";
+            return Ok(failed(envelope, message.into(), Some(stderr)));
+        }
+        TurnOutcome::AskUser(question) => return Ok(Outcome::Asked { question }),
+    };
+    envelope.data = Some(data.clone());
+    let problems = turn.skill.schema_docs.output_checker().messages(&data);
+    if let Some(first) = problems.first() {
+        return Ok(failed(
+            envelope,
+            format!("Output validation error: {first}"),
+            None,
+        ));
+    }
+    let missing = missing_artifacts(turn.skill, &envelope.artifacts);
+    if !missing.is_empty() {
+        let message = format!("Missing required artifacts: {}", missing.join(", "));
+        return Ok(failed(envelope, message, None));
+    }
+    Ok(Outcome::Succeeded(envelope))
+}
+
+fn failed(envelope: Envelope, message: String, stderr: Option<String>) -> Outcome {
+    Outcome::Failed {
+        envelope,
+        code: None,
+        message,
+        stderr,
+    }
+}
+
+/// Where a turn's input breaks the skill's schemas: the full input (inline values plus each
+/// uploaded file as its path) and the parameter. Empty when both are valid.
+pub fn input_problems(skill: &SkillManifest, input: &Value, parameter: &Value) -> Vec<String> {
+    let docs = &skill.schema_docs;
+    let mut problems = docs.input_checker().messages(input);
+    problems.extend(docs.parameter_checker().messages(parameter));
+    problems
+}
+
+/// Inline inputs plus each uploaded file input as its absolute path in the workspace
+/// (`uploads/<key>`).
+pub fn resolved_input(skill: &SkillManifest, inline: &Value, folder: &RunFolder) -> Value {
+    let mut input = match inline {
+        Value::Object(m) => m.clone(),
+        _ => Map::new(),
+    };
+    for (key, source) in skill.input_sources() {
+        let path = folder.uploads().join(&key);
+        if source == InputSource::File && path.is_file() {
+            input.insert(key, Value::String(path.to_string_lossy().into_owned()));
+        }
+    }
+    Value::Object(input)
+}
+
+/// The files under the workspace's `artifacts/`, as `artifacts/<path>`, sorted: regular files
+/// with one link only, the ones the service serves.
+pub async fn list_artifacts(folder: &RunFolder) -> std::io::Result<Vec<String>> {
+    let dir = folder.artifacts();
+    let files = tokio::task::spawn_blocking(move || files_under(&dir))
+        .await
+        .map_err(std::io::Error::other)??;
+    Ok(files
+        .into_iter()
+        .filter(|(_, path)| is_plain_file(path))
+        .map(|(rel, _)| format!("artifacts/{rel}"))
+        .collect())
+}
+
+fn missing_artifacts(skill: &SkillManifest, artifacts: &[String]) -> Vec<String> {
+    skill
+        .artifacts
+        .iter()
+        .filter(|a| a.required)
+        .filter(|a| {
+            let pattern = glob::Pattern::new(&a.pattern).ok();
+            !artifacts.iter().any(|path| {
+                let rel = path.trim_start_matches("artifacts/");
+                rel == a.pattern || pattern.as_ref().is_some_and(|p| p.matches(rel))
+            })
+        })
+        .map(|a| a.pattern.clone())
+        .collect()
+}

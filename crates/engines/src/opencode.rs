@@ -1,0 +1,322 @@
+//! The `opencode` engine: opencode (`opencode-ai`), `opencode run --format json`.
+//!
+//! Its configuration (`$XDG_CONFIG_HOME/opencode/opencode.json` in the run's home) turns off
+//! auto-update and sharing and allows edits and shell commands without asking. With
+//! `SKILL_RUNNER_OPENCODE_BASE_URL` / `_API_KEY` set it declares an OpenAI-compatible provider
+//! `skill_runner` for that endpoint, whose model is the job's (or [`ENDPOINT_MODEL`]). The
+//! session is the `sessionID` of its events; a reply resumes it with `-s`. The skill is copied
+//! to `<run>/.opencode/skills/<id>`.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::cli::{self, Line};
+use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
+use crate::config::EngineConfig;
+
+pub const PACKAGE: &str = "opencode-ai";
+/// The provider keys and logins of `opencode auth login`.
+pub const CREDENTIALS: &[&str] = &[".local/share/opencode/auth.json"];
+pub const CLI: Cli = Cli {
+    program: "opencode",
+    package: PACKAGE,
+    credentials: CREDENTIALS,
+    hosts: &[
+        "opencode.ai:443",
+        "models.dev:443",
+        "api.openai.com:443",
+        "api.anthropic.com:443",
+    ],
+};
+/// The model used with a configured endpoint when the job names none.
+pub const ENDPOINT_MODEL: &str = "gpt-5.5";
+const PROVIDER: &str = "skill_runner";
+
+#[derive(Debug)]
+pub struct Opencode {
+    pub config: Arc<EngineConfig>,
+}
+
+impl Opencode {
+    /// The configuration file and the `-m` argument, if any.
+    fn configuration(&self, model: Option<&str>) -> (Value, Option<String>) {
+        let mut config = json!({
+            "autoupdate": false,
+            "share": "disabled",
+            "permission": {"edit": "allow", "bash": "allow", "webfetch": "allow",
+                           "external_directory": "allow"},
+        });
+        let endpoint = cli::endpoint(&self.config, "opencode");
+        let Some(url) = endpoint.and_then(|e| e.base_url.as_ref()) else {
+            return (config, model.map(str::to_owned));
+        };
+        // A job's model may name the provider already (`skill_runner/x`).
+        let name = model
+            .map(|m| m.strip_prefix(&format!("{PROVIDER}/")).unwrap_or(m))
+            .unwrap_or(ENDPOINT_MODEL);
+        let qualified = format!("{PROVIDER}/{name}");
+        let mut options = json!({"baseURL": url});
+        if endpoint.is_some_and(|e| e.api_key.is_some()) {
+            // A reference the CLI resolves from its environment: the key itself never lands in
+            // the run folder, which clients can browse and download.
+            options["apiKey"] = json!("{env:SKILL_RUNNER_OPENCODE_API_KEY}");
+        }
+        config["model"] = json!(qualified);
+        config["small_model"] = json!(qualified);
+        config["provider"] = json!({PROVIDER: {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "skill-runner endpoint",
+            "options": options,
+            "models": {name: {"name": name, "tool_call": true}},
+        }});
+        (config, Some(qualified))
+    }
+}
+
+impl EngineAdapter for Opencode {
+    fn engine(&self) -> Engine {
+        Engine::Opencode
+    }
+
+    fn cli(&self) -> Option<Cli> {
+        Some(CLI)
+    }
+
+    fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
+        let setup = cli::setup(&self.config, self, turn, ".opencode/skills", false)?;
+        let home = &setup.home;
+        let (config, model) = self.configuration(turn.model);
+        cli::write_config(
+            &home.join(".config/opencode/opencode.json"),
+            &config.to_string(),
+        )?;
+
+        let mut argv: Vec<String> = vec![
+            setup.program.clone(),
+            "run".into(),
+            "--format".into(),
+            "json".into(),
+            "--dir".into(),
+            turn.workspace().to_string_lossy().into_owned(),
+        ];
+        if let Some(model) = model {
+            argv.extend(["-m".into(), model]);
+        }
+        if let Some(session) = turn.session.filter(|_| turn.number > 1) {
+            argv.extend(["-s".into(), session.to_owned()]);
+        }
+        argv.push(setup.prompt.clone());
+        let mut env = cli::base_env(home, &self.config);
+        // What the provider's `{env:...}` reference reads.
+        cli::key_env(
+            &self.config,
+            self.engine(),
+            "SKILL_RUNNER_OPENCODE_API_KEY",
+            &mut env,
+        );
+        for name in [
+            "OPENCODE_DISABLE_MODELS_FETCH",
+            "OPENCODE_DISABLE_AUTOUPDATE",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD",
+            "OPENCODE_DISABLE_SHARE",
+        ] {
+            env.push((name.into(), "1".into()));
+        }
+        Ok(setup.prepared(turn, argv, env, None))
+    }
+
+    fn read(&self, stdout: &str, _stderr: &str) -> Reading {
+        let mut reading = Reading::default();
+        let (mut last_text, mut error) = (None, None);
+        for Line::<Event> { session_id, event } in cli::typed_events(stdout) {
+            if session_id.is_some() {
+                reading.session = session_id;
+            }
+            match event {
+                Event::Text { part } if part.text.is_some() => last_text = part.text,
+                Event::Error { error: failed } => {
+                    let failed = failed.unwrap_or_default();
+                    error = Some(
+                        failed
+                            .data
+                            .and_then(|d| d.message)
+                            .or(failed.name)
+                            .unwrap_or_else(|| "the CLI reported an error".into()),
+                    );
+                }
+                _ => {}
+            }
+        }
+        cli::conclude(reading, "opencode", last_text.as_deref(), error)
+    }
+
+    fn transcriber(&self) -> Box<dyn Transcriber> {
+        Box::new(transcribe)
+    }
+}
+
+/// The events read here; a line of any other type (`step_start`, `step_finish`) is skipped.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Event {
+    Text {
+        part: Part,
+    },
+    Reasoning {
+        part: Part,
+    },
+    ToolUse {
+        part: Part,
+    },
+    Error {
+        error: Option<ErrorBody>,
+    },
+    #[serde(other)]
+    Other,
+}
+
+/// A message part: text, or a tool use with its state.
+#[derive(Debug, Deserialize)]
+struct Part {
+    text: Option<String>,
+    #[serde(default)]
+    tool: String,
+    #[serde(rename = "callID")]
+    call_id: Option<String>,
+    #[serde(default)]
+    state: ToolState,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ToolState {
+    #[serde(default)]
+    input: Value,
+    output: Option<Value>,
+    error: Option<Value>,
+    status: Option<String>,
+    #[serde(default)]
+    metadata: ToolMetadata,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ToolMetadata {
+    exit: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ErrorBody {
+    name: Option<String>,
+    data: Option<ErrorData>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ErrorData {
+    message: Option<String>,
+}
+
+/// What one line of `run --format json` says: text, reasoning, and each finished tool use (a
+/// `bash` one as a command with its output).
+fn transcribe(line: &str, said: &mut Vec<Said>) {
+    let Some(Line::<Event> { event, .. }) = cli::typed(line) else {
+        return;
+    };
+    match event {
+        Event::Text { part } => said.push(Said::Text {
+            text: part.text.unwrap_or_default(),
+            continues: false,
+        }),
+        Event::Reasoning { part } => said.push(Said::Reasoning(part.text.unwrap_or_default())),
+        Event::ToolUse { part } => {
+            let Part {
+                tool,
+                call_id,
+                state,
+                ..
+            } = part;
+            let output = cli::text_of(state.output.or(state.error).as_ref());
+            let command = state.input.get("command").and_then(Value::as_str);
+            match command.filter(|_| tool == "bash") {
+                Some(command) => said.push(Said::Command {
+                    command: command.to_owned(),
+                    output,
+                    exit_code: state.metadata.exit,
+                }),
+                None => {
+                    said.push(Said::ToolCall {
+                        id: call_id.clone(),
+                        name: tool,
+                        arguments: state.input,
+                    });
+                    said.push(Said::ToolResult {
+                        id: call_id,
+                        output,
+                        is_error: state.status.as_deref() == Some("error"),
+                    });
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn opencode() -> Opencode {
+        Opencode {
+            config: Arc::new(EngineConfig::for_tests()),
+        }
+    }
+
+    #[test]
+    fn reads_parts_tool_uses_and_errors() {
+        let out = r#"{"type":"step_start","sessionID":"ses_1","part":{"type":"step-start"}}
+{"type":"reasoning","sessionID":"ses_1","part":{"type":"reasoning","text":"plan"}}
+{"type":"tool_use","sessionID":"ses_1","part":{"type":"tool","tool":"bash","callID":"c1","state":{"status":"completed","input":{"command":"ls"},"output":"a.txt\n","metadata":{"exit":0}}}}
+{"type":"tool_use","sessionID":"ses_1","part":{"type":"tool","tool":"read","callID":"c2","state":{"status":"error","input":{"filePath":"x"},"error":"no such file"}}}
+{"type":"text","sessionID":"ses_1","part":{"type":"text","text":"Done: {\"ok\": true}"}}
+{"type":"step_finish","sessionID":"ses_1","part":{"type":"step-finish"}}"#;
+        let reading = opencode().read(out, "");
+        assert_eq!(reading.session.as_deref(), Some("ses_1"));
+        assert_eq!(reading.answer.unwrap().0["ok"], true);
+        let mut said = Vec::new();
+        out.lines().for_each(|line| transcribe(line, &mut said));
+        assert_eq!(
+            said[..4],
+            [
+                Said::Reasoning("plan".into()),
+                Said::Command {
+                    command: "ls".into(),
+                    output: "a.txt\n".into(),
+                    exit_code: Some(0),
+                },
+                Said::ToolCall {
+                    id: Some("c2".into()),
+                    name: "read".into(),
+                    arguments: json!({"filePath": "x"}),
+                },
+                Said::ToolResult {
+                    id: Some("c2".into()),
+                    output: "no such file".into(),
+                    is_error: true,
+                },
+            ]
+        );
+        let out = r#"{"type":"error","sessionID":"ses_2","error":{"name":"APIError","data":{"message":"Unauthorized: 401"}}}"#;
+        let failure = opencode().read(out, "").failure.unwrap();
+        assert!(failure.message.contains("Unauthorized: 401"), "{failure:?}");
+        let out = r#"{"type":"error","sessionID":"ses_2","error":{"name":"UnknownError"}}"#;
+        assert!(
+            opencode()
+                .read(out, "")
+                .failure
+                .unwrap()
+                .message
+                .contains("UnknownError")
+        );
+    }
+}
