@@ -10,6 +10,11 @@
 //! process's table), one descriptor kept in reserve is given up to take the waiting connection,
 //! answer it the same `503` and close it, and is taken back: the kernel's queue keeps moving,
 //! and the service answers normally again as soon as descriptors free up.
+//!
+//! At shutdown, the listener closes, connections that have not sent a byte yet are dropped
+//! (each would otherwise hold the shutdown for its whole header timeout), and requests under
+//! way get [`DRAIN`] to finish; what is still open then is cut, so a client never decides how
+//! long the service takes to stop.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -23,6 +28,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 
 /// Resolves on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {
@@ -53,6 +59,9 @@ impl Default for ConnectionLimits {
     }
 }
 
+/// How long requests under way at shutdown may take to finish.
+pub const DRAIN: Duration = Duration::from_secs(5);
+
 /// Connections past the cap answered at once; more are closed unanswered.
 const TURNED_AWAY: usize = 256;
 
@@ -67,8 +76,8 @@ static BUSY: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
     .into_bytes()
 });
 
-/// Serves `app` on `listener` until `shutdown` resolves, then lets open connections finish
-/// their requests.
+/// Serves `app` on `listener` until `shutdown` resolves, then lets requests under way finish
+/// within [`DRAIN`].
 pub async fn serve(
     listener: TcpListener,
     app: Router,
@@ -84,6 +93,7 @@ pub async fn serve(
     let permits = Arc::new(Semaphore::new(limits.max));
     let turning_away = Arc::new(Semaphore::new(TURNED_AWAY));
     let graceful = GracefulShutdown::new();
+    let closing = CancellationToken::new();
     let mut reserve = Reserve::take();
     tokio::pin!(shutdown);
     loop {
@@ -112,12 +122,16 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
         let (builder, watcher) = (builder.clone(), graceful.watcher());
+        let closing = closing.clone();
         tokio::spawn(async move {
             // The first request's first byte: until it comes, hyper only waits to tell HTTP/1
             // from HTTP/2, with no timer (its header timeout covers every later wait).
             let mut byte = [0u8; 1];
-            let first = tokio::time::timeout(limits.header_read_timeout, stream.peek(&mut byte));
-            if matches!(first.await, Ok(Ok(1))) {
+            let first = tokio::select! {
+                first = tokio::time::timeout(limits.header_read_timeout, stream.peek(&mut byte)) => first,
+                () = closing.cancelled() => return,
+            };
+            if matches!(first, Ok(Ok(1))) {
                 let connection = builder
                     .serve_connection_with_upgrades(TokioIo::new(stream), service)
                     .into_owned();
@@ -128,7 +142,16 @@ pub async fn serve(
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    closing.cancel();
+    if tokio::time::timeout(DRAIN, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            drain_seconds = DRAIN.as_secs(),
+            "requests still under way at shutdown were cut"
+        );
+    }
     Ok(())
 }
 
@@ -228,6 +251,96 @@ pub fn raise_descriptor_limit() -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// Serves a router whose `/slow` answers after `slow` and whose `/stuck` never answers;
+    /// returns the address, the shutdown trigger and the server's task.
+    async fn server(
+        slow: Duration,
+    ) -> (
+        std::net::SocketAddr,
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<std::io::Result<()>>,
+    ) {
+        let app = Router::new()
+            .route(
+                "/slow",
+                axum::routing::get(move || async move {
+                    tokio::time::sleep(slow).await;
+                    "done"
+                }),
+            )
+            .route(
+                "/stuck",
+                axum::routing::get(std::future::pending::<&'static str>),
+            );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let limits = ConnectionLimits {
+            max: 16,
+            header_read_timeout: Duration::from_secs(600),
+        };
+        let task = tokio::spawn(serve(listener, app, limits, async move {
+            let _ = stopped.await;
+        }));
+        (addr, stop, task)
+    }
+
+    async fn send(addr: std::net::SocketAddr, path: &str) -> TcpStream {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let head = format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n");
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stream
+    }
+
+    async fn answer(mut stream: TcpStream) -> String {
+        use tokio::io::AsyncReadExt as _;
+        let mut text = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !String::from_utf8_lossy(&text).contains("done") {
+            match stream.read(&mut buf).await.unwrap() {
+                0 => break,
+                n => text.extend_from_slice(&buf[..n]),
+            }
+        }
+        String::from_utf8_lossy(&text).into_owned()
+    }
+
+    #[tokio::test]
+    async fn a_silent_connection_does_not_hold_the_shutdown_and_a_request_under_way_finishes() {
+        let (addr, stop, task) = server(Duration::from_millis(500)).await;
+        // Connected, never a byte: it would hold the shutdown for its 600 s header timeout.
+        let _silent = TcpStream::connect(addr).await.unwrap();
+        let slow = send(addr, "/slow").await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.send(()).unwrap();
+        let answered = tokio::spawn(answer(slow));
+        tokio::time::timeout(DRAIN, task)
+            .await
+            .expect("the server stops within its drain time")
+            .unwrap()
+            .unwrap();
+        let answered = answered.await.unwrap();
+        assert!(
+            answered.starts_with("HTTP/1.1 200") && answered.ends_with("done"),
+            "{answered}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_that_never_ends_is_cut_after_the_drain_time() {
+        let (addr, stop, task) = server(Duration::ZERO).await;
+        let _stuck = send(addr, "/stuck").await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.send(()).unwrap();
+        tokio::time::timeout(DRAIN * 2, task)
+            .await
+            .expect("the server stops after its drain time")
+            .unwrap()
+            .unwrap();
+    }
+
     #[test]
     fn the_busy_answer_is_well_formed() {
         let text = std::str::from_utf8(&super::BUSY).unwrap();
