@@ -517,55 +517,50 @@ impl JobStore for Sqlite {
     }
 
     async fn request(&self, request_id: &str) -> anyhow::Result<Option<Request>> {
-        let recent = &self.recent;
-        if let Some(request) = recent.requests.get(&recent.generation, request_id) {
-            return Ok(Some(request));
-        }
-        let seen = recent.generation.current();
-        let request: Option<Request> = sqlx::query_as(concat!(
-            "SELECT ",
-            request_columns!(),
-            " FROM requests WHERE request_id = ?"
-        ))
-        .bind(request_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        if let Some(request) = &request {
-            let weight = [&request.input, &request.parameter, &request.engine_options]
+        let read = async {
+            let request = sqlx::query_as(concat!(
+                "SELECT ",
+                request_columns!(),
+                " FROM requests WHERE request_id = ?"
+            ))
+            .bind(request_id)
+            .fetch_optional(&self.pool)
+            .await?;
+            Ok(request)
+        };
+        let weight = |request: &Request| {
+            [&request.input, &request.parameter, &request.engine_options]
                 .into_iter()
                 .map(recent::json_weight)
-                .sum();
-            recent
-                .requests
-                .put(&recent.generation, request_id, seen, request, weight);
-        }
-        Ok(request)
+                .sum()
+        };
+        let recent = &self.recent;
+        (recent.requests)
+            .read_through(&recent.generation, request_id, read, weight)
+            .await
     }
 
     async fn run(&self, run_id: &str) -> anyhow::Result<Option<Run>> {
-        let recent = &self.recent;
-        if let Some(run) = recent.runs.get(&recent.generation, run_id) {
-            return Ok(Some(run));
-        }
-        let seen = recent.generation.current();
-        let row: Option<RunRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            run_columns!(),
-            " FROM runs WHERE run_id = ?"
-        ))
-        .bind(run_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        let run = row.map(Run::try_from).transpose()?;
-        if let Some(run) = &run {
-            let weight = run.result.as_ref().map_or(0, String::len)
+        let read = async {
+            let row: Option<RunRow> = sqlx::query_as(concat!(
+                "SELECT ",
+                run_columns!(),
+                " FROM runs WHERE run_id = ?"
+            ))
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await?;
+            row.map(Run::try_from).transpose()
+        };
+        let weight = |run: &Run| {
+            run.result.as_ref().map_or(0, String::len)
                 + run.error_message.as_ref().map_or(0, String::len)
-                + run.warnings.iter().map(String::len).sum::<usize>();
-            recent
-                .runs
-                .put(&recent.generation, run_id, seen, run, weight);
-        }
-        Ok(run)
+                + run.warnings.iter().map(String::len).sum::<usize>()
+        };
+        let recent = &self.recent;
+        (recent.runs)
+            .read_through(&recent.generation, run_id, read, weight)
+            .await
     }
 
     async fn claim_upload(&self, request_id: &str) -> anyhow::Result<bool> {

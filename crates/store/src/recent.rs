@@ -51,8 +51,29 @@ impl<T> Default for Recent<T> {
 }
 
 impl<T: Clone> Recent<T> {
+    /// The value under `key`: from memory if it was read since the last write, else from
+    /// `read`, then kept (at about `weight(value)` bytes) for the next reader.
+    pub(super) async fn read_through(
+        &self,
+        generation: &Generation,
+        key: &str,
+        read: impl Future<Output = anyhow::Result<Option<T>>>,
+        weight: impl FnOnce(&T) -> usize,
+    ) -> anyhow::Result<Option<T>> {
+        if let Some(value) = self.get(generation, key) {
+            return Ok(Some(value));
+        }
+        // Sampled before `read` starts: a write that ends while it runs makes it stale.
+        let seen = generation.current();
+        let value = read.await?;
+        if let Some(value) = &value {
+            self.put(generation, key, seen, value, weight(value));
+        }
+        Ok(value)
+    }
+
     /// The value read at the current generation, if any.
-    pub(super) fn get(&self, generation: &Generation, key: &str) -> Option<T> {
+    fn get(&self, generation: &Generation, key: &str) -> Option<T> {
         let now = generation.current();
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         match entries.get(key) {
@@ -63,14 +84,7 @@ impl<T: Clone> Recent<T> {
 
     /// Keeps `value` (about `weight` bytes), read after `seen` was sampled, unless a write
     /// began or ended since or it is too large to keep.
-    pub(super) fn put(
-        &self,
-        generation: &Generation,
-        key: &str,
-        seen: u64,
-        value: &T,
-        weight: usize,
-    ) {
+    fn put(&self, generation: &Generation, key: &str, seen: u64, value: &T, weight: usize) {
         if weight > MAX_WEIGHT
             || generation.current() != seen
             || generation.writers.load(Ordering::Acquire) != 0
