@@ -26,6 +26,14 @@ check_tree() {
   fi
 }
 
+# The smoke run needs a release build, which takes as long as the test suite: it is built at the
+# lowest CPU priority while the tests run (they mostly wait; the release profile has its own
+# target folder and lock), and waited for before the smoke run.
+mkdir -p target
+setsid nice -n 19 cargo build --release --quiet >target/release-build.log 2>&1 &
+release_build=$!
+trap 'kill -- "-$release_build" 2>/dev/null || true' EXIT
+
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --all-targets --no-fail-fast
 else
@@ -35,5 +43,7 @@ fi
 check_tree
 bash scripts/lint-docker.sh
 bash scripts/docker-build-check.sh
+# A failed build shows again, with its errors, in the smoke run's own `cargo build --release`.
+wait "$release_build" || true
 bash scripts/smoke-run.sh
 check_tree
