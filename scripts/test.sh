@@ -28,10 +28,14 @@ check_tree() {
 
 # The smoke run needs a release build, which takes as long as the test suite: it is built at the
 # lowest CPU priority while the tests run (they mostly wait; the release profile has its own
-# target folder and lock), and waited for before the smoke run.
+# target folder and lock), and waited for before the smoke run. It gets a process group of its
+# own (`set -m`) to be stopped with, but stays in this session: with the kernel's autogroups, a
+# new session would get an equal share of the CPU whatever its nice value.
 mkdir -p target
-setsid nice -n 19 cargo build --release --quiet >target/release-build.log 2>&1 &
+set -m
+nice -n 19 cargo build --release --quiet >target/release-build.log 2>&1 &
 release_build=$!
+set +m
 trap 'kill -- "-$release_build" 2>/dev/null || true' EXIT
 
 if cargo nextest --version >/dev/null 2>&1; then
