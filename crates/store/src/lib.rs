@@ -135,8 +135,12 @@ impl Sqlite {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
+        // Two connections: one for the writer (writes take turns anyway) and one for reads
+        // beside it. Each connection is a thread every statement is handed to and answered
+        // from, and with eight, a run's statements woke a different thread each time: two
+        // gave 5–10 % more finished jobs/s on two cores, with the same create latency.
         let pool = SqlitePoolOptions::new()
-            .max_connections(8)
+            .max_connections(2)
             // A connection to a local file cannot drop, and the check before each use is one
             // more round trip to the connection's thread for every statement.
             .test_before_acquire(false)
