@@ -41,6 +41,12 @@ release_build=$!
 set +m
 trap 'kill -- "-$release_build" 2>/dev/null || true' EXIT
 
+# Many tests spend most of their time waiting: on a real agent CLI and its retries, a headless
+# browser, a turn's timeout. One per core (nextest's default) left a 2-core machine idle for much
+# of the run; at least four at a time finish the suite in about two thirds of the time.
+cores=$(nproc)
+export NEXTEST_TEST_THREADS=${NEXTEST_TEST_THREADS:-$((cores > 4 ? cores : 4))}
+
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --all-targets --no-fail-fast
 else
