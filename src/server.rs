@@ -105,12 +105,13 @@ pub async fn serve(
              for runs: past them, new connections are turned away (503)"
         );
     }
-    let store = Store::open(&config.data().database()).await?;
+    let data = config.data();
+    let store = Store::open(&data.database()).await?;
     let registry = open_registry(&config).await?;
     let installer = Arc::new(Installer::new(
         store.clone(),
         registry.clone(),
-        &config.data(),
+        &data,
         config.package_limits,
     ));
     installer
@@ -124,7 +125,7 @@ pub async fn serve(
     let invoke = Arc::new(
         Host::new(
             &config.invoke,
-            config.data().invocations(),
+            data.invocations(),
             registry.clone(),
             engines.clone(),
             &supervisor,
@@ -134,7 +135,7 @@ pub async fn serve(
     );
     let agent = Agent::new(
         &config.chat,
-        config.data().sessions(),
+        data.sessions(),
         &config.invoke.allowed_root,
         invoke.clone(),
     )
@@ -144,7 +145,7 @@ pub async fn serve(
     let config = Arc::new(config);
     let jobs = Jobs::new(
         JobsConfig {
-            data: config.data(),
+            data: data.clone(),
             limits: config.jobs,
             package_limits: config.package_limits,
         },
@@ -162,7 +163,7 @@ pub async fn serve(
         store.clone(),
         jobs.engines().clone(),
         supervisor.clone(),
-        &config.data_dir,
+        data.upgrades(),
     ));
     upgrades
         .recover()
@@ -296,12 +297,9 @@ fn run_uids(config: &Config, status: SandboxStatus) -> anyhow::Result<Option<Run
     }
     uids.own_shared(&config.invoke.allowed_root)
         .context("handing OPENSKILL_ALLOWED_ROOT to the shared run uid")?;
-    RunUids::take_back_all(&[
-        config.data().runs(),
-        config.data().temp_runs(),
-        config.data().invocations(),
-    ])
-    .context("taking back the run folders of turns a stopped service left")?;
+    let data = config.data();
+    RunUids::take_back_all(&[data.runs(), data.temp_runs(), data.invocations()])
+        .context("taking back the run folders of turns a stopped service left")?;
     tracing::info!(kind = uids.kind(), "turns run under uids of their own");
     Ok(Some(uids))
 }

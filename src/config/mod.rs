@@ -766,6 +766,7 @@ mod tests {
             "data",
             "data/runs/x",
             "data/requests",
+            "data/upgrades/x",
             "skills",
             "skills/x",
         ] {

@@ -12,7 +12,7 @@ pub struct DataDir(PathBuf);
 
 impl DataDir {
     /// What the service keeps in its data dir, whether or not it exists yet.
-    pub const ENTRIES: [&str; 9] = [
+    pub const ENTRIES: [&str; 11] = [
         "skill_runner.db",
         "skill_runner.db-wal",
         "skill_runner.db-shm",
@@ -22,6 +22,8 @@ impl DataDir {
         "skill_installs",
         "invocations",
         "sessions",
+        "upgrades",
+        ".disk-reserve",
     ];
 
     pub fn new(root: PathBuf) -> Self {
@@ -60,6 +62,17 @@ impl DataDir {
     /// Package installs under way (`<data>/skill_installs/requests/<request_id>`).
     pub fn installs(&self) -> PathBuf {
         self.0.join("skill_installs")
+    }
+
+    /// npm's output of each engine upgrade (`<data>/upgrades/<request_id>/`).
+    pub fn upgrades(&self) -> PathBuf {
+        self.0.join("upgrades")
+    }
+
+    /// The room set aside for recording runs once the volume is full (see
+    /// [`crate::disk_space`]).
+    pub fn disk_reserve(&self) -> PathBuf {
+        self.0.join(".disk-reserve")
     }
 
     /// Temporary skill packages (`<data>/temp_skill_runs/<request_id>`).

@@ -9,7 +9,7 @@
 //! reserve back; once the volume has room for it again (plus a margin), the service accepts work
 //! as before.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -27,11 +27,11 @@ pub struct DiskSpace {
 }
 
 impl DiskSpace {
-    /// Sets aside `bytes` under `data_dir` (keeping a reserve already there). A volume without
-    /// room for it starts in the full state.
-    pub fn set_up(data_dir: &Path, bytes: u64) -> Self {
+    /// Sets aside `bytes` as the file `reserve` (keeping a reserve already there). A volume
+    /// without room for it starts in the full state.
+    pub fn set_up(reserve: PathBuf, bytes: u64) -> Self {
         let space = Self {
-            reserve: data_dir.join(".disk-reserve"),
+            reserve,
             bytes,
             full: AtomicBool::new(false),
             retaking: Mutex::new(()),

@@ -53,12 +53,13 @@ pub enum StartError {
 }
 
 impl Upgrader {
-    pub fn new(store: Store, engines: Engines, supervisor: Supervisor, data_dir: &Path) -> Self {
+    /// Upgrades keeping npm's output of each under `logs`.
+    pub fn new(store: Store, engines: Engines, supervisor: Supervisor, logs: PathBuf) -> Self {
         Self {
             store,
             engines,
             supervisor,
-            logs: data_dir.join("upgrades"),
+            logs,
             tracker: TaskTracker::new(),
             stopping: CancellationToken::new(),
         }

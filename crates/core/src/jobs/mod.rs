@@ -116,7 +116,7 @@ impl Jobs {
             fingerprints: cache::Fingerprints::default(),
             bundles: tokio::sync::Mutex::new(()),
             disk: crate::disk_space::DiskSpace::set_up(
-                config.data.root(),
+                config.data.disk_reserve(),
                 config.limits.disk_reserve_bytes,
             ),
             engines,
