@@ -208,6 +208,8 @@ impl Config {
     }
 
     fn from_settings(s: Settings, vars: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        let (max_concurrent, max_concurrent_agents) =
+            slots(s.max_concurrent, s.max_concurrent_agents)?;
         let get = |name: &str| vars.get(name).filter(|v| !v.trim().is_empty()).cloned();
         let seconds = Duration::from_secs;
         let cache_dir = s.agent_cache_dir.unwrap_or_else(|| {
@@ -312,7 +314,8 @@ impl Config {
             },
             jobs: JobLimits {
                 max_queue_size: s.max_queue_size as usize,
-                max_concurrent: s.max_concurrent as usize,
+                max_concurrent,
+                max_concurrent_agents,
                 hard_timeout: seconds(s.engine_hard_timeout_seconds),
                 kill_grace: seconds(s.kill_grace_seconds),
                 temp_package_max_bytes: s.temp_skill_package_max_bytes,
@@ -422,6 +425,25 @@ impl Config {
     pub fn data(&self) -> DataDir {
         DataDir::new(self.data_dir.clone())
     }
+}
+
+/// The slots: all runs at once, and of those the agent turns. An operator who set only
+/// `SKILL_RUNNER_MAX_CONCURRENT` keeps its old meaning for agent turns too; only both set
+/// can disagree.
+fn slots(all: Option<u64>, agents: Option<u64>) -> Result<(usize, usize), ConfigError> {
+    let defaults = JobLimits::default();
+    let agents = (agents.or(all)).map_or(defaults.max_concurrent_agents, |n| n as usize);
+    let all = all.map_or(defaults.max_concurrent.max(agents), |n| n as usize);
+    if agents > all {
+        return Err(ConfigError::new(
+            "SKILL_RUNNER_MAX_CONCURRENT_AGENTS",
+            format!(
+                "{agents} agent turns at once cannot fit in SKILL_RUNNER_MAX_CONCURRENT ({all}) \
+                 slots: lower it, or raise SKILL_RUNNER_MAX_CONCURRENT"
+            ),
+        ));
+    }
+    Ok((all, agents))
 }
 
 /// `path` made absolute with symlinks resolved, also when its last components do not exist
@@ -734,6 +756,40 @@ mod tests {
         ] {
             assert!(text.contains(variable), "{variable}");
         }
+    }
+
+    #[test]
+    fn agent_slots_default_to_the_cpus_or_to_every_slot_an_operator_set() {
+        let defaults = JobLimits::default();
+        let slots = |vars: &[(&str, &str)]| {
+            config(vars).map(|c| (c.jobs.max_concurrent, c.jobs.max_concurrent_agents))
+        };
+        assert_eq!(
+            slots(&[]).unwrap(),
+            (defaults.max_concurrent, defaults.max_concurrent_agents)
+        );
+        assert!(defaults.max_concurrent >= defaults.max_concurrent_agents);
+        assert_eq!(slots(&[("SKILL_RUNNER_MAX_CONCURRENT", "3")]).unwrap(), (3, 3));
+        assert_eq!(
+            slots(&[("SKILL_RUNNER_MAX_CONCURRENT_AGENTS", "100")]).unwrap(),
+            (100, 100),
+            "the slots make room for the agent turns asked for"
+        );
+        assert_eq!(
+            slots(&[
+                ("SKILL_RUNNER_MAX_CONCURRENT", "9"),
+                ("SKILL_RUNNER_MAX_CONCURRENT_AGENTS", "2")
+            ])
+            .unwrap(),
+            (9, 2)
+        );
+        let e = slots(&[
+            ("SKILL_RUNNER_MAX_CONCURRENT", "2"),
+            ("SKILL_RUNNER_MAX_CONCURRENT_AGENTS", "3"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.variable, "SKILL_RUNNER_MAX_CONCURRENT_AGENTS");
+        assert!(e.problem.contains("raise SKILL_RUNNER_MAX_CONCURRENT"), "{e}");
     }
 
     #[test]

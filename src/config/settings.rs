@@ -89,10 +89,14 @@ pub struct Settings {
     #[arg(long, env = "SKILL_RUNNER_MAX_QUEUE_SIZE", value_parser = positive,
           default_value_t = JobLimits::default().max_queue_size as u64)]
     pub max_queue_size: u64,
-    /// Runs executing at once (default: the number of CPUs, at most 16).
-    #[arg(long, env = "SKILL_RUNNER_MAX_CONCURRENT", value_parser = positive,
-          default_value_t = JobLimits::default().max_concurrent as u64)]
-    pub max_concurrent: u64,
+    /// Runs executing at once, whatever their engine (default: four per CPU, 4 to 64, and at
+    /// least SKILL_RUNNER_MAX_CONCURRENT_AGENTS).
+    #[arg(long, env = "SKILL_RUNNER_MAX_CONCURRENT", value_parser = positive)]
+    pub max_concurrent: Option<u64>,
+    /// Of those, runs of an agent engine (default: SKILL_RUNNER_MAX_CONCURRENT when that is
+    /// set, else the number of CPUs, at most 16).
+    #[arg(long, env = "SKILL_RUNNER_MAX_CONCURRENT_AGENTS", value_parser = positive)]
+    pub max_concurrent_agents: Option<u64>,
     /// Hard limit on one engine turn, seconds.
     #[arg(long, env = "SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS", value_parser = positive,
           default_value_t = JobLimits::default().hard_timeout.as_secs())]

@@ -321,6 +321,57 @@ async fn create_validation_matches_the_reference() {
 }
 
 #[tokio::test]
+async fn agent_turns_wait_for_their_own_places_and_script_runs_pass_them() {
+    let agents = common::agents::Agents::new();
+    // A codex that stays busy until canceled: it holds the only agent place.
+    let codex = agents.path("npm/bin/codex");
+    std::fs::write(
+        &codex,
+        "#!/bin/sh\n[ \"$1\" = --version ] && exec echo 'codex 0.170.0'\nexec sleep 60\n",
+    )
+    .unwrap();
+    common::agents::make_executable(&codex);
+    let dirs = common::TestDirs::new();
+    common::report_skill("reporter").write_into(&dirs.skills);
+    probe_skill("probe", None).write_into(&dirs.skills);
+    let server = agents.server(
+        dirs,
+        &[
+            ("SKILL_RUNNER_MAX_CONCURRENT", "3"),
+            ("SKILL_RUNNER_MAX_CONCURRENT_AGENTS", "1"),
+        ],
+    );
+    let agent_job = json!({"skill_id": "reporter", "engine": "codex", "input": {"text": "t"},
+                           "runtime_options": {"no_cache": true}});
+    let first = server.create_job(agent_job.clone()).await;
+    server
+        .wait_status(&format!("/v1/jobs/{first}"), &["running"])
+        .await;
+    let second = server.create_job(agent_job).await;
+    let script = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "ok"}}))
+        .await;
+    assert_eq!(server.wait_job(&script).await["status"], "succeeded");
+    assert_eq!(
+        server.get(&format!("/v1/jobs/{second}")).await.1["status"],
+        "queued",
+        "one agent place, and the first agent turn holds it"
+    );
+    let (code, _) = server
+        .post_json(&format!("/v1/jobs/{first}/cancel"), json!({}))
+        .await;
+    assert_eq!(code, 200);
+    server
+        .wait_status(&format!("/v1/jobs/{second}"), &["running"])
+        .await;
+    let (code, _) = server
+        .post_json(&format!("/v1/jobs/{second}/cancel"), json!({}))
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(server.wait_job(&second).await["status"], "canceled");
+}
+
+#[tokio::test]
 async fn cancel_while_queued_and_running_kills_the_whole_group() {
     let server = TestServer::with_skills(
         &[probe_skill("probe", None)],

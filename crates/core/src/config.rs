@@ -95,8 +95,11 @@ pub struct JobsConfig {
 pub struct JobLimits {
     /// Runs admitted but not started; beyond it creates get 429 (`SKILL_RUNNER_MAX_QUEUE_SIZE`).
     pub max_queue_size: usize,
-    /// Runs executing at once (`SKILL_RUNNER_MAX_CONCURRENT`).
+    /// Runs executing at once, whatever their engine (`SKILL_RUNNER_MAX_CONCURRENT`).
     pub max_concurrent: usize,
+    /// Of those, runs of an agent engine (`SKILL_RUNNER_MAX_CONCURRENT_AGENTS`): each CLI
+    /// takes about a core, where a `script` turn is a short program under its own limits.
+    pub max_concurrent_agents: usize,
     /// Hard limit on one engine turn (`SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS`).
     pub hard_timeout: Duration,
     /// SIGTERM to SIGKILL (`SKILL_RUNNER_KILL_GRACE_SECONDS`).
@@ -165,7 +168,10 @@ impl Default for JobLimits {
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
         Self {
             max_queue_size: 128,
-            max_concurrent: cpus.clamp(1, 16),
+            // Script turns wait on the kernel between short bursts of CPU (their set-up and
+            // teardown): with one slot per core the cores sit partly idle (docs/benchmarks.md).
+            max_concurrent: cpus.saturating_mul(4).clamp(4, 64),
+            max_concurrent_agents: cpus.clamp(1, 16),
             hard_timeout: Duration::from_secs(1200),
             kill_grace: Duration::from_secs(5),
             temp_package_max_bytes: 20 * 1024 * 1024,

@@ -819,10 +819,15 @@ fn start_ticks(pid: i32) -> Option<u64> {
     proc_stat_fields(pid)?.get(19)?.parse().ok()
 }
 
+/// This boot's id, read once: it cannot change while the service runs.
 fn boot_id() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_default()
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default()
+    })
+    .clone()
 }
 
 /// Opens the logs for appending, with where each ends now, in one blocking task.

@@ -464,7 +464,7 @@ impl Jobs {
     ) -> Admitted {
         match (binding, admission) {
             (Binding::Run(run), Some(admission)) => {
-                admission.enqueue(run.run_id);
+                admission.enqueue(run.run_id, run.engine);
                 Admitted {
                     request_id,
                     cache_hit: false,

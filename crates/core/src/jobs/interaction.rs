@@ -120,7 +120,7 @@ impl Jobs {
         };
         match self.store.answer(&run.run_id, answer).await? {
             AnswerOutcome::Accepted => {
-                admission.enqueue(run.run_id.clone());
+                admission.enqueue(run.run_id.clone(), run.engine);
                 self.feeds.status(&run.run_id);
                 Ok(())
             }
@@ -272,7 +272,7 @@ impl Jobs {
         };
         if self.store.answer(run_id, answer).await? == AnswerOutcome::Accepted {
             tracing::info!(run_id, seq, "no reply in time: the runner decided");
-            self.queue.push_unbounded(run_id.to_owned());
+            self.queue.push_unbounded(run_id.to_owned(), run.engine);
             self.feeds.status(run_id);
         }
         Ok(())

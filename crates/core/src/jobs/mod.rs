@@ -40,7 +40,7 @@ use crate::skill::Registry;
 use crate::store::{RequestKind, Store};
 
 use live::Feeds;
-use queue::Queue;
+use queue::{AgentPlace, Popped, Queue};
 
 /// Which requests a route may see: the jobs routes see jobs, the temporary-run routes see
 /// temporary runs, and the management routes see both.
@@ -71,10 +71,11 @@ impl Scope {
 }
 
 /// A worker's slot, held by the run it executes until the run's turn is over; dropping it
-/// frees the slot.
+/// frees the slot (and the agent place of an agent turn).
 #[derive(Debug)]
 pub(crate) struct Slot {
     _held: tokio::sync::oneshot::Sender<()>,
+    _agent_place: Option<AgentPlace>,
 }
 
 /// The job engine; one per service, shared by the handlers.
@@ -112,7 +113,10 @@ impl Jobs {
     ) -> Arc<Self> {
         Arc::new(Self {
             supervisor,
-            queue: Queue::new(config.limits.max_queue_size),
+            queue: Queue::new(
+                config.limits.max_queue_size,
+                config.limits.max_concurrent_agents,
+            ),
             fingerprints: cache::Fingerprints::default(),
             bundles: tokio::sync::Mutex::new(()),
             disk: crate::disk_space::DiskSpace::set_up(
@@ -184,7 +188,11 @@ impl Jobs {
     /// result: the limit is on turns executing at once, and the next one need not wait for
     /// the store.
     async fn worker(self: Arc<Self>) {
-        while let Some(run_id) = self.queue.pop().await {
+        while let Some(Popped {
+            run_id,
+            agent_place,
+        }) = self.queue.pop().await
+        {
             let cancel = self.shutdown.child_token();
             let turn = self.turns.fetch_add(1, Ordering::Relaxed);
             self.active
@@ -199,7 +207,11 @@ impl Jobs {
                 let executor = jobs.clone();
                 let id = run_id.clone();
                 let executed = tokio::spawn(async move {
-                    executor.execute(&id, cancel, Slot { _held: slot }).await
+                    let slot = Slot {
+                        _held: slot,
+                        _agent_place: agent_place,
+                    };
+                    executor.execute(&id, cancel, slot).await
                 });
                 if let Err(e) = executed.await {
                     tracing::error!(run_id, error = %e, "run execution panicked");

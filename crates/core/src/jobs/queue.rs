@@ -1,14 +1,19 @@
 //! The bounded FIFO of runs waiting for a slot.
 //!
 //! Admission is reserved before a run is written, so the bound is exact under concurrent
-//! creates: at most `max` runs are admitted and not yet started. A worker pops the oldest run;
-//! the number of workers is the number of slots, so a slot is held exactly as long as a worker
-//! executes a run and cannot leak. Closing the queue (shutdown) is decided under the same lock
-//! as a pop, so no run leaves the queue once shutdown began: queued runs stay queued.
+//! creates: at most `max` runs are admitted and not yet started. A worker pops the oldest run
+//! that may start; the number of workers is the number of slots, so a slot is held exactly as
+//! long as a worker executes a run and cannot leak. A run of an agent engine may start only
+//! while fewer than `max_agents` agent turns hold a slot: their CLIs take a core and a model
+//! call each, where a `script` turn is a short, confined program. A script run therefore
+//! passes agent runs that wait for an agent place; runs of one lane start in order. Closing the
+//! queue (shutdown) is decided under the same lock as a pop, so no run leaves the queue once
+//! shutdown began: queued runs stay queued.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
+use skill_runner_types::engine::Engine;
 use tokio::sync::Notify;
 
 #[derive(Debug)]
@@ -16,13 +21,35 @@ pub struct Queue {
     state: Mutex<State>,
     ready: Notify,
     max: usize,
+    max_agents: usize,
 }
 
 #[derive(Debug, Default)]
 struct State {
-    runs: VecDeque<String>,
+    runs: VecDeque<Queued>,
     reserved: usize,
+    /// Agent turns holding a slot.
+    agents: usize,
     closed: bool,
+}
+
+#[derive(Debug)]
+struct Queued {
+    run_id: String,
+    agent: bool,
+}
+
+/// A run taken from the queue, with its agent place when it runs an agent engine.
+#[derive(Debug)]
+pub struct Popped {
+    pub run_id: String,
+    pub agent_place: Option<AgentPlace>,
+}
+
+/// One of the `max_agents` places of agent turns; dropping it gives the place back.
+#[derive(Debug)]
+pub struct AgentPlace {
+    queue: Arc<Queue>,
 }
 
 /// A place in the queue, held while the run is being recorded; dropping it unused gives the
@@ -34,11 +61,13 @@ pub struct Admission {
 }
 
 impl Queue {
-    pub fn new(max: usize) -> Arc<Self> {
+    /// A queue of at most `max` runs, whose runs start at most `max_agents` agent turns at once.
+    pub fn new(max: usize, max_agents: usize) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State::default()),
             ready: Notify::new(),
             max,
+            max_agents,
         })
     }
 
@@ -57,13 +86,14 @@ impl Queue {
 
     /// Queues a run regardless of the bound: one admitted before a restart, or one the runner
     /// itself resumed (an automatic decision), which cannot be refused.
-    pub fn push_unbounded(&self, run_id: String) {
-        self.lock().runs.push_back(run_id);
+    pub fn push_unbounded(&self, run_id: String, engine: Engine) {
+        self.lock().runs.push_back(Queued::new(run_id, engine));
         self.ready.notify_one();
     }
 
-    /// Waits for the oldest run; `None` once the queue is closed, even with runs left in it.
-    pub async fn pop(&self) -> Option<String> {
+    /// Waits for the oldest run that may start; `None` once the queue is closed, even with
+    /// runs left in it.
+    pub async fn pop(self: &Arc<Self>) -> Option<Popped> {
         loop {
             let notified = self.ready.notified();
             {
@@ -71,8 +101,18 @@ impl Queue {
                 if state.closed {
                     return None;
                 }
-                if let Some(run_id) = state.runs.pop_front() {
-                    return Some(run_id);
+                let agents_full = state.agents >= self.max_agents;
+                if let Some(at) = state.runs.iter().position(|r| !(r.agent && agents_full)) {
+                    let run = state.runs.remove(at).expect("a position in the queue");
+                    if run.agent {
+                        state.agents += 1;
+                    }
+                    return Some(Popped {
+                        run_id: run.run_id,
+                        agent_place: run.agent.then(|| AgentPlace {
+                            queue: self.clone(),
+                        }),
+                    });
                 }
             }
             notified.await;
@@ -89,13 +129,13 @@ impl Queue {
     pub fn remove(&self, run_id: &str) -> bool {
         let mut state = self.lock();
         let before = state.runs.len();
-        state.runs.retain(|r| r != run_id);
+        state.runs.retain(|r| r.run_id != run_id);
         before != state.runs.len()
     }
 
     /// Whether `run_id` waits in the queue.
     pub fn contains(&self, run_id: &str) -> bool {
-        self.lock().runs.iter().any(|r| r == run_id)
+        self.lock().runs.iter().any(|r| r.run_id == run_id)
     }
 
     /// Runs waiting for a slot.
@@ -108,13 +148,30 @@ impl Queue {
     }
 }
 
+impl Queued {
+    fn new(run_id: String, engine: Engine) -> Self {
+        Self {
+            run_id,
+            agent: engine != Engine::Script,
+        }
+    }
+}
+
+impl Drop for AgentPlace {
+    fn drop(&mut self) {
+        self.queue.lock().agents -= 1;
+        // An agent run may have waited for this place while every other worker was idle.
+        self.queue.ready.notify_one();
+    }
+}
+
 impl Admission {
     /// Puts the run at the back of the queue.
-    pub fn enqueue(mut self, run_id: String) {
+    pub fn enqueue(mut self, run_id: String, engine: Engine) {
         self.used = true;
         let mut state = self.queue.lock();
         state.reserved -= 1;
-        state.runs.push_back(run_id);
+        state.runs.push_back(Queued::new(run_id, engine));
         drop(state);
         self.queue.ready.notify_one();
     }
@@ -134,35 +191,61 @@ mod tests {
 
     #[tokio::test]
     async fn bound_counts_reservations_and_order_is_fifo() {
-        let q = Queue::new(2);
+        let q = Queue::new(2, 2);
         let a = q.try_admit().unwrap();
         let b = q.try_admit().unwrap();
         assert!(q.try_admit().is_none(), "two places taken");
         drop(b);
         let b = q.try_admit().expect("an unused place comes back");
-        a.enqueue("r1".into());
-        b.enqueue("r2".into());
+        a.enqueue("r1".into(), Engine::Script);
+        b.enqueue("r2".into(), Engine::Script);
         assert!(q.try_admit().is_none());
         assert!(q.remove("r2"));
         let c = q.try_admit().unwrap();
-        c.enqueue("r3".into());
-        assert_eq!(q.pop().await.as_deref(), Some("r1"));
-        assert_eq!(q.pop().await.as_deref(), Some("r3"));
+        c.enqueue("r3".into(), Engine::Script);
+        assert_eq!(q.pop().await.map(|p| p.run_id).as_deref(), Some("r1"));
+        assert_eq!(q.pop().await.map(|p| p.run_id).as_deref(), Some("r3"));
         assert_eq!(q.waiting(), 0);
     }
 
     #[tokio::test]
     async fn a_closed_queue_hands_out_nothing_and_keeps_its_runs() {
-        let q = Queue::new(4);
+        let q = Queue::new(4, 4);
         let waiting = tokio::spawn({
             let q = q.clone();
             async move { q.pop().await }
         });
         tokio::task::yield_now().await;
         q.close();
-        assert_eq!(waiting.await.unwrap(), None, "a waiting worker is released");
-        q.push_unbounded("r1".into());
-        assert_eq!(q.pop().await, None, "a ready run is not handed out");
+        assert!(waiting.await.unwrap().is_none(), "a waiting worker is released");
+        q.push_unbounded("r1".into(), Engine::Script);
+        assert!(q.pop().await.is_none(), "a ready run is not handed out");
         assert_eq!(q.waiting(), 1);
+    }
+
+    #[tokio::test]
+    async fn agent_runs_wait_for_an_agent_place_and_scripts_pass_them() {
+        let q = Queue::new(8, 1);
+        q.push_unbounded("a1".into(), Engine::Codex);
+        q.push_unbounded("a2".into(), Engine::Claude);
+        q.push_unbounded("s1".into(), Engine::Script);
+        let first = q.pop().await.unwrap();
+        assert_eq!(first.run_id, "a1");
+        assert!(first.agent_place.is_some());
+        let second = q.pop().await.unwrap();
+        assert_eq!(
+            (second.run_id.as_str(), second.agent_place.is_some()),
+            ("s1", false),
+            "the script passes the agent run that waits for a place"
+        );
+        let waiting = tokio::spawn({
+            let q = q.clone();
+            async move { q.pop().await.map(|p| p.run_id) }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "a2 waits while a1 holds the place");
+        drop(first);
+        assert_eq!(waiting.await.unwrap().as_deref(), Some("a2"));
+        assert_eq!(q.waiting(), 0);
     }
 }

@@ -57,7 +57,7 @@ impl Jobs {
         }
         let queued = self.store.runs_with_status(RunStatus::Queued).await?;
         for run in &queued {
-            self.queue.push_unbounded(run.run_id.clone());
+            self.queue.push_unbounded(run.run_id.clone(), run.engine);
         }
         if reopened + (interrupted.len() + waiting.len() + queued.len()) as u64 > 0 {
             tracing::info!(
@@ -188,7 +188,7 @@ impl Jobs {
                     run_id = run.run_id,
                     "queued a run again that was in no queue"
                 );
-                self.queue.push_unbounded(run.run_id);
+                self.queue.push_unbounded(run.run_id, run.engine);
             }
         }
         Ok(())
