@@ -9,6 +9,7 @@
 pub mod api;
 pub mod config;
 pub mod mcp;
+pub mod metrics;
 pub mod server;
 pub mod state;
 pub mod telemetry;

@@ -145,6 +145,7 @@ pub async fn serve(
     let config = Arc::new(config);
     let jobs = Jobs::new(
         JobsConfig {
+            node_id: config.node_id.clone(),
             data: data.clone(),
             limits: config.jobs,
             package_limits: config.package_limits,
@@ -181,7 +182,10 @@ pub async fn serve(
         skill_docs,
         upgrades: upgrades.clone(),
         terminal: Default::default(),
+        draining: Default::default(),
     };
+    crate::metrics::start(&state.config.node_id, store.kind());
+    let draining = state.draining.clone();
     let terminal = state.terminal.clone();
     let addr = listener.local_addr()?;
     tracing::info!(
@@ -193,6 +197,7 @@ pub async fn serve(
     let streams = jobs.clone();
     let shutdown = async move {
         shutdown.await;
+        draining.store(true, std::sync::atomic::Ordering::Relaxed);
         streams.close_streams();
         agent.close();
     };

@@ -1,6 +1,7 @@
 //! The one application state every handler receives.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use crate::agent::Agent;
 use crate::config::Config;
@@ -29,4 +30,6 @@ pub struct AppState {
     pub upgrades: Arc<Upgrader>,
     /// The operator's terminal for logging engine CLIs in.
     pub terminal: Arc<Terminal>,
+    /// Set when a shutdown begins: readiness answers 503 from then on.
+    pub draining: Arc<AtomicBool>,
 }

@@ -1,7 +1,7 @@
 //! Who may call the API.
 //!
 //! Bearer tokens (`SKILL_RUNNER_API_TOKENS`, when set) close every route but
-//! `/v1/system/ping` ([`require_token`]); Basic Auth (`UI_BASIC_AUTH_ENABLED`) closes the
+//! `/v1/system/ping`, `/healthz` and `/readyz` ([`require_token`]); Basic Auth (`UI_BASIC_AUTH_ENABLED`) closes the
 //! administrative routes (package installs, engine upgrades, model snapshots, auth status:
 //! [`Admin`]) and is the console's own login. Either credential opens what the other does: a
 //! valid token passes the administrative routes, the console's user and password pass the
@@ -19,8 +19,9 @@ use crate::api::error::ApiError;
 use crate::config::{BasicAuth, Config};
 use crate::state::AppState;
 
-/// The one route open without a token: load balancers and `docker` health checks probe it.
-const OPEN_PATH: &str = "/v1/system/ping";
+/// The routes open without a token: load balancers, `docker` health checks and an
+/// orchestrator's probes call them. They tell nothing but whether the node works.
+const OPEN_PATHS: [&str; 3] = ["/v1/system/ping", "/healthz", "/readyz"];
 
 /// A middleware over the whole router: with tokens configured, a request needs one (or the
 /// console's Basic Auth); otherwise 401 with `WWW-Authenticate: Bearer`.
@@ -31,7 +32,7 @@ pub async fn require_token(
 ) -> Response {
     let config = &state.config;
     if config.api_tokens.is_none()
-        || request.uri().path() == OPEN_PATH
+        || OPEN_PATHS.contains(&request.uri().path())
         || carries_credentials(config, request.headers())
     {
         return next.run(request).await;

@@ -122,6 +122,10 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(skills::get_skill))
         .routes(routes!(packages::install_status))
         .routes(routes!(system::ping))
+        .routes(routes!(system::healthz))
+        .routes(routes!(system::readyz))
+        .routes(routes!(system::version))
+        .routes(routes!(system::metrics))
         .routes(routes!(engines::list_engines))
         .routes(routes!(engines::engine_models))
         .routes(routes!(engines::auth_status))
@@ -245,6 +249,7 @@ pub fn router(state: AppState) -> Router {
         allowed_hosts::guard,
     ))
     .layer(DefaultBodyLimit::max(DEFAULT_BODY_LIMIT))
+    .layer(axum::middleware::from_fn(crate::metrics::record_request))
     .layer(middleware)
     .with_state(state)
 }

@@ -1,10 +1,138 @@
-//! Liveness.
+//! Liveness, readiness, version and metrics.
 
-use axum::http::StatusCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::api::error::ApiError;
+use crate::state::AppState;
+
+/// Longest wait for the store in a readiness check: a probe must answer in time.
+const STORE_CHECK: Duration = Duration::from_secs(2);
 
 /// Answers 204 while the service is up.
 #[utoipa::path(get, path = "/v1/system/ping", tag = "system",
     responses((status = 204, description = "The service is up")))]
 pub async fn ping() -> StatusCode {
     StatusCode::NO_CONTENT
+}
+
+/// Liveness for an orchestrator's probe: the process answers.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Health {
+    /// Always `ok`.
+    pub status: &'static str,
+}
+
+/// Liveness: 200 while the process answers (no dependency is checked: a restart would not
+/// bring back a database that is down).
+#[utoipa::path(get, path = "/healthz", tag = "system",
+    responses((status = 200, description = "The process answers", body = Health)))]
+pub async fn healthz() -> Json<Health> {
+    Json(Health { status: "ok" })
+}
+
+/// Whether this node should get traffic, and what each check found.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Readiness {
+    /// `ready` or `not_ready`.
+    pub status: &'static str,
+    /// The store answers and holds every migration this build expects: `ok` or `failed`.
+    pub store: &'static str,
+    /// The data dir can be written: `ok` or `failed`.
+    pub storage: &'static str,
+    /// A shutdown began: the node takes no new work.
+    pub draining: bool,
+}
+
+/// Readiness: 200 when the store and the data dir work and no shutdown began, else 503. A
+/// failed check's cause is logged, not answered.
+#[utoipa::path(get, path = "/readyz", tag = "system",
+    responses((status = 200, description = "Ready", body = Readiness),
+              (status = 503, description = "Not ready: the failed check is named", body = Readiness)))]
+pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
+    let store = match tokio::time::timeout(STORE_CHECK, state.store.check()).await {
+        Ok(Ok(())) => "ok",
+        Ok(Err(e)) => {
+            tracing::warn!(
+                error = format!("{e:#}"),
+                "readiness: the store check failed"
+            );
+            "failed"
+        }
+        Err(_) => {
+            tracing::warn!("readiness: the store did not answer within {STORE_CHECK:?}");
+            "failed"
+        }
+    };
+    let data = &state.config.data_dir;
+    let storage = match nix::unistd::access(data, nix::unistd::AccessFlags::W_OK) {
+        Ok(()) => "ok",
+        Err(e) => {
+            tracing::warn!(error = %e, path = %data.display(), "readiness: the data dir is unwritable");
+            "failed"
+        }
+    };
+    let draining = state.draining.load(Ordering::Relaxed);
+    let ready = store == "ok" && storage == "ok" && !draining;
+    let readiness = Readiness {
+        status: if ready { "ready" } else { "not_ready" },
+        store,
+        storage,
+        draining,
+    };
+    let code = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, Json(readiness))
+}
+
+/// This build and node.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Version {
+    /// `skill-runner`.
+    pub service: &'static str,
+    /// The service's version.
+    pub version: &'static str,
+    /// The API's version prefix.
+    pub api: &'static str,
+    /// This node's id (`SKILL_RUNNER_NODE_ID`).
+    pub node_id: String,
+    /// The store's database (`sqlite`).
+    pub store: &'static str,
+}
+
+/// The service's version and this node.
+#[utoipa::path(get, path = "/v1/system/version", tag = "system",
+    responses((status = 200, description = "Version and node", body = Version)))]
+pub async fn version(State(state): State<AppState>) -> Json<Version> {
+    Json(Version {
+        service: "skill-runner",
+        version: env!("CARGO_PKG_VERSION"),
+        api: "v1",
+        node_id: state.config.node_id.clone(),
+        store: state.store.kind(),
+    })
+}
+
+/// Prometheus metrics, text format 0.0.4. Behind the API's tokens when they are set.
+#[utoipa::path(get, path = "/metrics", tag = "system",
+    responses((status = 200, description = "The metrics", content_type = "text/plain")))]
+pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let page = crate::metrics::render(&state.store).await?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        page,
+    )
+        .into_response())
 }

@@ -63,6 +63,8 @@ pub struct Config {
     pub bind: SocketAddr,
     pub data_dir: PathBuf,
     pub skills_dir: PathBuf,
+    /// This node's name (`SKILL_RUNNER_NODE_ID`).
+    pub node_id: String,
     pub log_format: LogFormat,
     /// A `tracing` filter directive (`LOG_LEVEL`, or `RUST_LOG` when set).
     pub log_filter: String,
@@ -302,6 +304,7 @@ impl Config {
                 .unwrap_or_else(|| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), s.port)),
             data_dir: s.data_dir,
             skills_dir: s.skills_dir,
+            node_id: s.node_id.unwrap_or_else(default_node_id),
             log_format: s.log_format,
             log_filter: s
                 .log_filter
@@ -425,6 +428,16 @@ impl Config {
     pub fn data(&self) -> DataDir {
         DataDir::new(self.data_dir.clone())
     }
+}
+
+/// The host name and this process's id: unique among nodes on one host, and readable.
+fn default_node_id() -> String {
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "node".into());
+    format!("{host}-{}", std::process::id())
 }
 
 /// The slots: all runs at once, and of those the agent turns. An operator who set only
@@ -769,7 +782,10 @@ mod tests {
             (defaults.max_concurrent, defaults.max_concurrent_agents)
         );
         assert!(defaults.max_concurrent >= defaults.max_concurrent_agents);
-        assert_eq!(slots(&[("SKILL_RUNNER_MAX_CONCURRENT", "3")]).unwrap(), (3, 3));
+        assert_eq!(
+            slots(&[("SKILL_RUNNER_MAX_CONCURRENT", "3")]).unwrap(),
+            (3, 3)
+        );
         assert_eq!(
             slots(&[("SKILL_RUNNER_MAX_CONCURRENT_AGENTS", "100")]).unwrap(),
             (100, 100),
@@ -789,7 +805,10 @@ mod tests {
         ])
         .unwrap_err();
         assert_eq!(e.variable, "SKILL_RUNNER_MAX_CONCURRENT_AGENTS");
-        assert!(e.problem.contains("raise SKILL_RUNNER_MAX_CONCURRENT"), "{e}");
+        assert!(
+            e.problem.contains("raise SKILL_RUNNER_MAX_CONCURRENT"),
+            "{e}"
+        );
     }
 
     #[test]

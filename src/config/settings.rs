@@ -54,6 +54,10 @@ pub struct Settings {
     /// Where installed skills live.
     #[arg(long, env = "SKILL_RUNNER_SKILLS_DIR", default_value = "./skills")]
     pub skills_dir: PathBuf,
+    /// This node's name among those sharing a store, in logs and `/v1/system/version`
+    /// (default: the host name and the process id, `host-1234`).
+    #[arg(long, env = "SKILL_RUNNER_NODE_ID", value_parser = node_id)]
+    pub node_id: Option<String>,
     /// Log lines as `text` (or `plain`) or `json`.
     #[arg(long, env = "LOG_FORMAT", default_value = "text", value_parser = log_format)]
     pub log_format: LogFormat,
@@ -371,6 +375,16 @@ fn port(raw: &str) -> Result<u16, String> {
     raw.trim()
         .parse()
         .map_err(|_| format!("'{raw}' is not a port number (expected 0-65535)"))
+}
+
+fn node_id(raw: &str) -> Result<String, String> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || "-_.:".contains(c);
+    match raw.trim() {
+        id if !id.is_empty() && id.len() <= 64 && id.chars().all(ok) => Ok(id.to_owned()),
+        _ => Err(format!(
+            "'{raw}' is not a node id: 1 to 64 letters, digits, '-', '_', '.' or ':'"
+        )),
+    }
 }
 
 fn positive(raw: &str) -> Result<u64, String> {

@@ -2,6 +2,7 @@
 //! One test binary per resource group (each links the whole server once); a module per file.
 
 mod mcp;
+mod observability;
 mod packages;
 mod server;
 mod skill_docs;

@@ -84,6 +84,9 @@ impl DataDir {
 /// What the job core is configured with.
 #[derive(Debug, Clone)]
 pub struct JobsConfig {
+    /// This service's name among the nodes sharing its store, in its run transition logs
+    /// (`SKILL_RUNNER_NODE_ID`).
+    pub node_id: String,
     pub data: DataDir,
     pub limits: JobLimits,
     /// The bounds of an uploaded skill package.

@@ -229,13 +229,14 @@ pub struct Ending {
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Ended {
     pub request_id: String,
+    pub engine: Engine,
     /// Whether the run's request brought a temporary skill.
     pub temp_skill: bool,
 }
 
 macro_rules! ended_columns {
     () => {
-        " RETURNING request_id, EXISTS (SELECT 1 FROM requests q
+        " RETURNING request_id, engine, EXISTS (SELECT 1 FROM requests q
              WHERE q.request_id = runs.request_id AND q.temp_dir IS NOT NULL) AS temp_skill"
     };
 }
@@ -443,6 +444,9 @@ pub trait JobStore: Send + Sync {
 
     /// Runs in `status`, in FIFO order.
     async fn runs_with_status(&self, status: RunStatus) -> anyhow::Result<Vec<Run>>;
+
+    /// How many runs there are in each status, by engine (no row for none).
+    async fn run_counts(&self) -> anyhow::Result<Vec<(RunStatus, Engine, u64)>>;
 
     /// The succeeded run stored under `cache_key`, if any.
     async fn cached_run(&self, cache_key: &str) -> anyhow::Result<Option<String>>;
@@ -846,6 +850,17 @@ impl JobStore for Sqlite {
         rows.into_iter().map(Run::try_from).collect()
     }
 
+    async fn run_counts(&self) -> anyhow::Result<Vec<(RunStatus, Engine, u64)>> {
+        let rows: Vec<(RunStatus, Engine, i64)> =
+            sqlx::query_as("SELECT status, engine, COUNT(*) FROM runs GROUP BY status, engine")
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(status, engine, n)| (status, engine, n.max(0) as u64))
+            .collect())
+    }
+
     async fn cached_run(&self, cache_key: &str) -> anyhow::Result<Option<String>> {
         let row: Option<(String,)> = sqlx::query_as(
             "SELECT c.run_id FROM cache_entries c JOIN runs r ON r.run_id = c.run_id
@@ -1048,6 +1063,45 @@ mod tests {
             warnings: vec![],
             result: Some(json!({"status": "success"})),
         }
+    }
+
+    #[tokio::test]
+    async fn runs_are_counted_by_status_and_engine_and_an_end_names_its_engine() {
+        let (_dir, store) = store().await;
+        assert!(store.run_counts().await.unwrap().is_empty());
+        for (q, r) in [("q1", "r1"), ("q2", "r2"), ("q3", "r3")] {
+            let mut run = new_run(r);
+            run.engine = if r == "r3" {
+                Engine::Codex
+            } else {
+                Engine::Script
+            };
+            run.cache_key = None;
+            store
+                .create_request(&new_request(q), Some(&Binding::Run(run)))
+                .await
+                .unwrap();
+        }
+        store.start_run("r1", "off").await.unwrap().unwrap();
+        let ended = store
+            .finish_run("r1", Move::End, None, &ending(RunStatus::Failed))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (ended.request_id.as_str(), ended.engine),
+            ("q1", Engine::Script)
+        );
+        let mut counts = store.run_counts().await.unwrap();
+        counts.sort_by_key(|(s, e, _)| (s.as_str(), e.as_str()));
+        assert_eq!(
+            counts,
+            vec![
+                (RunStatus::Failed, Engine::Script, 1),
+                (RunStatus::Queued, Engine::Codex, 1),
+                (RunStatus::Queued, Engine::Script, 1),
+            ]
+        );
     }
 
     #[tokio::test]

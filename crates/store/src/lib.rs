@@ -66,6 +66,12 @@ pub trait Backend:
 {
     /// Waits for open connections to finish and closes them.
     async fn close(&self);
+
+    /// Whether the store answers and holds every migration this build knows (readiness).
+    async fn check(&self) -> anyhow::Result<()>;
+
+    /// Which database this is (`sqlite`).
+    fn kind(&self) -> &'static str;
 }
 
 /// The service's handle to its store; cheap to clone. Every part's methods are called on it
@@ -147,7 +153,7 @@ impl Sqlite {
             .connect_with(options)
             .await
             .with_context(|| format!("opening database {}", path.display()))?;
-        sqlx::migrate!("./migrations")
+        MIGRATIONS
             .run(&pool)
             .await
             .context("applying database migrations")?;
@@ -158,10 +164,31 @@ impl Sqlite {
     }
 }
 
+/// The schema this build expects.
+static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
 #[async_trait::async_trait]
 impl Backend for Sqlite {
     async fn close(&self) {
         self.pool.close().await;
+    }
+
+    fn kind(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn check(&self) -> anyhow::Result<()> {
+        let latest = MIGRATIONS.iter().map(|m| m.version).max().unwrap_or(0);
+        let (applied,): (Option<i64>,) =
+            sqlx::query_as("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
+                .fetch_one(&self.pool)
+                .await
+                .context("reading the applied migrations")?;
+        anyhow::ensure!(
+            applied == Some(latest),
+            "the database holds migration {applied:?}, this build expects {latest}"
+        );
+        Ok(())
     }
 }
 
@@ -190,6 +217,21 @@ pub(crate) mod tests {
             Resolution::AutoDecideTimeout.as_str(),
             "auto_decide_timeout"
         );
+    }
+
+    #[tokio::test]
+    async fn the_check_wants_every_migration_of_this_build() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Sqlite::open(&dir.path().join("db.sqlite")).await.unwrap();
+        store.check().await.unwrap();
+        sqlx::query("DELETE FROM _sqlx_migrations WHERE version = (SELECT MAX(version) FROM _sqlx_migrations)")
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        let e = store.check().await.unwrap_err().to_string();
+        assert!(e.contains("this build expects"), "{e}");
+        store.close().await;
+        assert!(store.check().await.is_err(), "a closed store is not ready");
     }
 
     #[tokio::test]

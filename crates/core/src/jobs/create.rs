@@ -464,18 +464,22 @@ impl Jobs {
     ) -> Admitted {
         match (binding, admission) {
             (Binding::Run(run), Some(admission)) => {
-                admission.enqueue(run.run_id, run.engine);
+                admission.enqueue(run.run_id.clone(), run.engine);
+                self.moved(&run.run_id, run.engine, RunStatus::Queued);
                 Admitted {
                     request_id,
                     cache_hit: false,
                     status: Some(RunStatus::Queued),
                 }
             }
-            _ => Admitted {
-                request_id,
-                cache_hit: true,
-                status: Some(RunStatus::Succeeded),
-            },
+            _ => {
+                metrics::counter!(super::telemetry::CACHE_HITS).increment(1);
+                Admitted {
+                    request_id,
+                    cache_hit: true,
+                    status: Some(RunStatus::Succeeded),
+                }
+            }
         }
     }
 

@@ -98,6 +98,8 @@ impl Jobs {
         let heartbeat = self.config.limits.sse_heartbeat;
         let jobs = self.clone();
         Ok(async_stream::stream! {
+            // Counted while the stream lives: it is dropped when its client goes away.
+            let _subscriber = super::telemetry::Subscriber::open();
             let mut sent = Offsets { stdout: stdout.offset, stderr: stderr.offset };
             let mut last_event = Instant::now();
             yield StreamEvent {

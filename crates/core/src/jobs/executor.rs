@@ -132,7 +132,7 @@ impl Jobs {
         });
         let run = match started.await {
             Ok(Some(run)) => {
-                self.feeds.status(run_id);
+                self.moved(run_id, run.engine, RunStatus::Running);
                 run
             }
             Ok(None) => return,
@@ -144,10 +144,13 @@ impl Jobs {
                 return;
             }
         };
-        let ending = match self.execute_started(run, &cancel, slot).await {
+        let (engine, began) = (run.engine, std::time::Instant::now());
+        let turn = self.execute_started(run, &cancel, slot).await;
+        super::telemetry::turn_took(engine, began.elapsed());
+        let ending = match turn {
             Ok(TurnEnd::Ended(ending)) => ending,
             Ok(TurnEnd::Asked { question, options }) => {
-                return self.wait_for_user(run_id, question, &options).await;
+                return self.wait_for_user(run_id, engine, question, &options).await;
             }
             Err(e) => {
                 tracing::error!(run_id, error = format!("{e:#}"), "run failed internally");
@@ -187,7 +190,9 @@ impl Jobs {
             Ok(Some(ended)) => ended,
             Ok(None) | Err(_) => return false,
         };
-        self.feeds.status(run_id);
+        self.moved(run_id, ended.engine, ending.status);
+        let code = ending.error_code.as_deref();
+        super::telemetry::ended(ended.engine, ending.status, code);
         if let Err(e) = self.after_end(run_id, &ending, &ended).await {
             tracing::error!(
                 run_id,

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use skill_runner_types::engine::Engine;
 use skill_runner_types::run_options::RuntimeOptions;
 use skill_runner_types::run_state::Move;
 
@@ -121,7 +122,7 @@ impl Jobs {
         match self.store.answer(&run.run_id, answer).await? {
             AnswerOutcome::Accepted => {
                 admission.enqueue(run.run_id.clone(), run.engine);
-                self.feeds.status(&run.run_id);
+                self.moved(&run.run_id, run.engine, RunStatus::Queued);
                 Ok(())
             }
             // A concurrent call with the same key won: this one is its retry.
@@ -172,6 +173,7 @@ impl Jobs {
     pub(super) async fn wait_for_user(
         self: &Arc<Self>,
         run_id: &str,
+        engine: Engine,
         question: Value,
         options: &RuntimeOptions,
     ) {
@@ -194,7 +196,7 @@ impl Jobs {
             .await;
         match asked {
             Ok(Some(seq)) => {
-                self.feeds.status(run_id);
+                self.moved(run_id, engine, RunStatus::WaitingUser);
                 self.arm_wait_timer(run_id, seq, timeout);
             }
             // A cancel ended the run meanwhile.
@@ -273,7 +275,7 @@ impl Jobs {
         if self.store.answer(run_id, answer).await? == AnswerOutcome::Accepted {
             tracing::info!(run_id, seq, "no reply in time: the runner decided");
             self.queue.push_unbounded(run_id.to_owned(), run.engine);
-            self.feeds.status(run_id);
+            self.moved(run_id, run.engine, RunStatus::Queued);
         }
         Ok(())
     }

@@ -21,6 +21,7 @@ pub mod live;
 pub mod queue;
 pub mod recovery;
 pub mod retention;
+pub mod telemetry;
 pub mod validation;
 pub mod views;
 
@@ -37,7 +38,8 @@ use crate::engines::Engines;
 use crate::process::Supervisor;
 use crate::run_folder::RunFolder;
 use crate::skill::Registry;
-use crate::store::{RequestKind, Store};
+use crate::store::{RequestKind, RunStatus, Store};
+use skill_runner_types::engine::Engine;
 
 use live::Feeds;
 use queue::{AgentPlace, Popped, Queue};
@@ -226,6 +228,12 @@ impl Jobs {
             // Sent never: the slot is free when the run drops it.
             let _ = freed.await;
         }
+    }
+
+    /// Tells the run's watchers, the log and the counters that the run moved into `state`.
+    fn moved(&self, run_id: &str, engine: Engine, state: RunStatus) {
+        self.feeds.status(run_id);
+        telemetry::moved(&self.config.node_id, run_id, engine, state);
     }
 
     /// How turns are confined.

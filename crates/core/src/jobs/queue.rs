@@ -16,6 +16,8 @@ use std::sync::{Arc, Mutex};
 use skill_runner_types::engine::Engine;
 use tokio::sync::Notify;
 
+use super::telemetry;
+
 #[derive(Debug)]
 pub struct Queue {
     state: Mutex<State>,
@@ -37,6 +39,7 @@ struct State {
 struct Queued {
     run_id: String,
     agent: bool,
+    since: std::time::Instant,
 }
 
 /// A run taken from the queue, with its agent place when it runs an agent engine.
@@ -75,6 +78,7 @@ impl Queue {
     pub fn try_admit(self: &Arc<Self>) -> Option<Admission> {
         let mut state = self.lock();
         if state.runs.len() + state.reserved >= self.max {
+            metrics::counter!(telemetry::QUEUE_FULL).increment(1);
             return None;
         }
         state.reserved += 1;
@@ -87,7 +91,10 @@ impl Queue {
     /// Queues a run regardless of the bound: one admitted before a restart, or one the runner
     /// itself resumed (an automatic decision), which cannot be refused.
     pub fn push_unbounded(&self, run_id: String, engine: Engine) {
-        self.lock().runs.push_back(Queued::new(run_id, engine));
+        let mut state = self.lock();
+        state.runs.push_back(Queued::new(run_id, engine));
+        state.counted();
+        drop(state);
         self.ready.notify_one();
     }
 
@@ -107,6 +114,9 @@ impl Queue {
                     if run.agent {
                         state.agents += 1;
                     }
+                    state.counted();
+                    metrics::histogram!(telemetry::QUEUE_WAIT_SECONDS)
+                        .record(run.since.elapsed().as_secs_f64());
                     return Some(Popped {
                         run_id: run.run_id,
                         agent_place: run.agent.then(|| AgentPlace {
@@ -130,6 +140,7 @@ impl Queue {
         let mut state = self.lock();
         let before = state.runs.len();
         state.runs.retain(|r| r.run_id != run_id);
+        state.counted();
         before != state.runs.len()
     }
 
@@ -148,11 +159,19 @@ impl Queue {
     }
 }
 
+impl State {
+    /// Publishes the queue's depth after a change.
+    fn counted(&self) {
+        metrics::gauge!(telemetry::QUEUE_DEPTH).set(self.runs.len() as f64);
+    }
+}
+
 impl Queued {
     fn new(run_id: String, engine: Engine) -> Self {
         Self {
             run_id,
             agent: engine != Engine::Script,
+            since: std::time::Instant::now(),
         }
     }
 }
@@ -172,6 +191,7 @@ impl Admission {
         let mut state = self.queue.lock();
         state.reserved -= 1;
         state.runs.push_back(Queued::new(run_id, engine));
+        state.counted();
         drop(state);
         self.queue.ready.notify_one();
     }
@@ -217,7 +237,10 @@ mod tests {
         });
         tokio::task::yield_now().await;
         q.close();
-        assert!(waiting.await.unwrap().is_none(), "a waiting worker is released");
+        assert!(
+            waiting.await.unwrap().is_none(),
+            "a waiting worker is released"
+        );
         q.push_unbounded("r1".into(), Engine::Script);
         assert!(q.pop().await.is_none(), "a ready run is not handed out");
         assert_eq!(q.waiting(), 1);

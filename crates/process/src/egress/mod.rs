@@ -152,6 +152,8 @@ pub struct EgressLog {
 
 impl EgressLog {
     async fn record(&self, line: &Line) {
+        metrics::counter!("skill_runner_egress_connections_total", "verdict" => line.verdict)
+            .increment(1);
         let mut text = serde_json::to_string(line).expect("a line serializes");
         text.push('\n');
         if let Err(e) = append(&self.lines, text.as_bytes()).await {

@@ -1,0 +1,68 @@
+//! What the job core counts (through the `metrics` facade; the server exports it) and the one
+//! log line of every run transition.
+//!
+//! Labels have few values each (engines, run states, error codes), so every series stays small.
+
+use std::time::Duration;
+
+use skill_runner_types::engine::Engine;
+use skill_runner_types::run_state::RunStatus;
+
+/// Runs that moved into `state` (`queued` counts creates and resumed runs).
+pub const TRANSITIONS: &str = "skill_runner_run_transitions_total";
+/// Runs that ended, by status and error code.
+pub const ENDED: &str = "skill_runner_runs_ended_total";
+/// From a turn's start to its end or question, seconds.
+pub const TURN_SECONDS: &str = "skill_runner_turn_duration_seconds";
+/// From entering the queue to taking a slot, seconds.
+pub const QUEUE_WAIT_SECONDS: &str = "skill_runner_queue_wait_seconds";
+/// Runs waiting for a slot.
+pub const QUEUE_DEPTH: &str = "skill_runner_queue_depth";
+/// Requests refused because the queue was full (answered 429).
+pub const QUEUE_FULL: &str = "skill_runner_queue_full_total";
+/// Creates answered from the result cache.
+pub const CACHE_HITS: &str = "skill_runner_cache_hits_total";
+/// Open event streams of runs.
+pub const SSE_SUBSCRIBERS: &str = "skill_runner_sse_subscribers";
+
+/// Logs and counts a run's move into `state` on node `node`.
+pub fn moved(node: &str, run_id: &str, engine: Engine, state: RunStatus) {
+    tracing::info!(
+        run_id,
+        node,
+        engine = engine.as_str(),
+        state = state.as_str(),
+        "run moved"
+    );
+    metrics::counter!(TRANSITIONS, "engine" => engine.as_str(), "state" => state.as_str())
+        .increment(1);
+}
+
+/// Counts a run's end.
+pub fn ended(engine: Engine, status: RunStatus, code: Option<&str>) {
+    metrics::counter!(ENDED, "engine" => engine.as_str(), "status" => status.as_str(),
+                      "error_code" => code.unwrap_or("").to_owned())
+    .increment(1);
+}
+
+/// Records how long a turn of `engine` took.
+pub fn turn_took(engine: Engine, took: Duration) {
+    metrics::histogram!(TURN_SECONDS, "engine" => engine.as_str()).record(took.as_secs_f64());
+}
+
+/// One open event stream; dropping it closes the count.
+#[derive(Debug)]
+pub struct Subscriber(());
+
+impl Subscriber {
+    pub fn open() -> Self {
+        metrics::gauge!(SSE_SUBSCRIBERS).increment(1.0);
+        Self(())
+    }
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        metrics::gauge!(SSE_SUBSCRIBERS).decrement(1.0);
+    }
+}

@@ -1,0 +1,313 @@
+//! What an operator watches: `/metrics`, `/healthz`, `/readyz`, `/v1/system/version`, the
+//! access log and the run transition log.
+
+use std::time::Duration;
+
+use skill_runner_test_support as common;
+
+use common::{TestServer, probe_skill};
+use prometheus_parse::{Sample, Scrape, Value as Metric};
+use serde_json::json;
+
+/// The page at `/metrics`, parsed as Prometheus text.
+async fn scrape(server: &TestServer) -> Vec<Sample> {
+    let response = server
+        .client
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain; version=0.0.4"),
+    );
+    let text = response.text().await.unwrap();
+    let lines = text.lines().map(|l| Ok(l.to_owned()));
+    Scrape::parse(lines)
+        .expect("the page is Prometheus text")
+        .samples
+}
+
+/// The sum of the series `name` that carry these `labels` (and any others); for a histogram,
+/// its count. 0 when there is none.
+fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+    samples
+        .iter()
+        .filter(|s| s.metric == name)
+        .filter(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(v)))
+        .map(|s| match &s.value {
+            Metric::Counter(v) | Metric::Gauge(v) | Metric::Untyped(v) => *v,
+            Metric::Histogram(buckets) => buckets.last().map_or(0.0, |b| b.count),
+            Metric::Summary(_) => panic!("{name} is a summary"),
+        })
+        .sum()
+}
+
+#[tokio::test]
+async fn metrics_count_the_runs_made_and_logs_name_each_move() {
+    let server = TestServer::with_skills(
+        &[probe_skill("probe", None)],
+        &[
+            ("SKILL_RUNNER_NODE_ID", "node-a"),
+            ("SKILL_RUNNER_MAX_CONCURRENT", "1"),
+            ("SKILL_RUNNER_MAX_QUEUE_SIZE", "1"),
+        ],
+    );
+    let job = |mode: &str, text: &str| json!({"skill_id": "probe", "parameter": {"mode": mode}, "input": {"text": text}});
+    let mut succeeded = Vec::new();
+    for text in ["a", "b", "c"] {
+        let rid = server.create_job(job("ok", text)).await;
+        assert_eq!(server.wait_job(&rid).await["status"], "succeeded");
+        succeeded.push(rid);
+    }
+    let failed = server.create_job(job("exit", "d")).await;
+    assert_eq!(server.wait_job(&failed).await["status"], "failed");
+    let (code, hit) = server.post_json("/v1/jobs", job("ok", "a")).await;
+    assert_eq!(
+        (code, hit["cache_hit"].as_bool()),
+        (200, Some(true)),
+        "{hit}"
+    );
+
+    // One turn running, one queued: the next create finds the queue full.
+    let running = server.create_job(job("grandchild", "e")).await;
+    server
+        .wait_status(&format!("/v1/jobs/{running}"), &["running"])
+        .await;
+    let queued = server.create_job(job("ok", "f")).await;
+    let (code, _) = server.post_json("/v1/jobs", job("ok", "g")).await;
+    assert_eq!(code, 429);
+    // An open event stream counts while it is open.
+    let mut events = server
+        .client
+        .get(server.url(&format!("/v1/jobs/{running}/events")))
+        .send()
+        .await
+        .unwrap();
+    events.chunk().await.unwrap().expect("the snapshot");
+
+    let samples = scrape(&server).await;
+    let script = ("engine", "script");
+    assert_eq!(
+        value(
+            &samples,
+            "skill_runner_runs_ended_total",
+            &[script, ("status", "succeeded")]
+        ),
+        3.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "skill_runner_runs_ended_total",
+            &[script, ("status", "failed")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "skill_runner_runs",
+            &[script, ("state", "succeeded")]
+        ),
+        3.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "skill_runner_runs",
+            &[script, ("state", "failed")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "skill_runner_runs",
+            &[script, ("state", "running")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "skill_runner_runs",
+            &[script, ("state", "queued")]
+        ),
+        1.0
+    );
+    assert_eq!(value(&samples, "skill_runner_queue_depth", &[]), 1.0);
+    assert_eq!(value(&samples, "skill_runner_queue_full_total", &[]), 1.0);
+    assert_eq!(value(&samples, "skill_runner_cache_hits_total", &[]), 1.0);
+    assert_eq!(value(&samples, "skill_runner_sse_subscribers", &[]), 1.0);
+    assert_eq!(
+        value(
+            &samples,
+            "skill_runner_run_transitions_total",
+            &[script, ("state", "queued")]
+        ),
+        6.0,
+        "every run made entered the queue"
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "skill_runner_run_transitions_total",
+            &[script, ("state", "running")]
+        ),
+        5.0
+    );
+    assert_eq!(
+        value(&samples, "skill_runner_turn_duration_seconds", &[script]),
+        4.0,
+        "the turns that ended were timed"
+    );
+    assert_eq!(value(&samples, "skill_runner_queue_wait_seconds", &[]), 5.0);
+    let posts = [("method", "POST"), ("route", "/v1/jobs")];
+    assert_eq!(
+        value(
+            &samples,
+            "skill_runner_http_requests_total",
+            &[posts[0], posts[1], ("status", "200")]
+        ),
+        7.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "skill_runner_http_requests_total",
+            &[posts[0], posts[1], ("status", "429")]
+        ),
+        1.0
+    );
+    let info = samples
+        .iter()
+        .find(|s| s.metric == "skill_runner_info")
+        .expect("the node's info");
+    assert_eq!(info.labels.get("node_id"), Some("node-a"));
+    assert_eq!(info.labels.get("store"), Some("sqlite"));
+
+    drop(events);
+    for rid in [&queued, &running] {
+        let (code, _) = server
+            .post_json(&format!("/v1/jobs/{rid}/cancel"), json!({}))
+            .await;
+        assert_eq!(code, 200);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let samples = scrape(&server).await;
+        let canceled = [script, ("status", "canceled")];
+        if value(&samples, "skill_runner_sse_subscribers", &[]) == 0.0
+            && value(&samples, "skill_runner_runs_ended_total", &canceled) == 2.0
+            && value(
+                &samples,
+                "skill_runner_runs",
+                &[script, ("state", "running")],
+            ) == 0.0
+        {
+            assert_eq!(value(&samples, "skill_runner_queue_depth", &[]), 0.0);
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the counts settle");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The transition log: one line per move, with the run, the node and the state.
+    let status = server.wait_job(&succeeded[0]).await;
+    let run_id = status["run_id"].as_str().expect("a run id");
+    let log = server.log();
+    let moves: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("run moved") && l.contains(run_id))
+        .collect();
+    assert_eq!(moves.len(), 3, "queued, running, succeeded:\n{log}");
+    for (line, state) in moves.iter().zip(["queued", "running", "succeeded"]) {
+        assert!(
+            line.contains("node=\"node-a\"") || line.contains("node=node-a"),
+            "{line}"
+        );
+        assert!(
+            line.contains(&format!("state=\"{state}\""))
+                || line.contains(&format!("state={state}")),
+            "{line}"
+        );
+    }
+    // The access log: one line per request, with its status.
+    assert!(
+        log.lines().any(|l| l.contains("skill_runner::access")
+            && l.contains("path=\"/v1/jobs\"")
+            && l.contains("status=429")),
+        "{log}"
+    );
+}
+
+#[tokio::test]
+async fn probes_are_open_and_readiness_follows_the_store() {
+    let server = TestServer::start_with(
+        common::TestDirs::new(),
+        &[("SKILL_RUNNER_API_TOKENS", "sekret-token-for-tests")],
+    );
+    for path in ["/healthz", "/readyz"] {
+        let (code, body) = server.get(path).await;
+        assert_eq!(code, 200, "{path}: {body}");
+    }
+    assert_eq!(server.get("/healthz").await.1, json!({"status": "ok"}));
+    assert_eq!(
+        server.get("/readyz").await.1,
+        json!({"status": "ready", "store": "ok", "storage": "ok", "draining": false})
+    );
+    for path in ["/metrics", "/v1/system/version"] {
+        assert_eq!(server.get(path).await.0, 401, "{path} needs the token");
+    }
+    let version: serde_json::Value = server
+        .client
+        .get(server.url("/v1/system/version"))
+        .bearer_auth("sekret-token-for-tests")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(version["service"], "skill-runner");
+    assert_eq!(version["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(version["store"], "sqlite");
+    assert!(
+        version["node_id"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("-{}", server.pid())),
+        "host name and pid by default: {version}"
+    );
+
+    // A database that lacks this build's latest migration is not ready; restored, it is.
+    let db = server.dirs.data.join("skill_runner.db");
+    let sql = |statement: &str| {
+        let status = std::process::Command::new("python3")
+            .args(["-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute(sys.argv[2]); c.commit()"])
+            .arg(&db)
+            .arg(statement)
+            .status()
+            .unwrap();
+        assert!(status.success(), "{statement}");
+    };
+    sql(
+        "CREATE TABLE kept AS SELECT * FROM _sqlx_migrations WHERE version = (SELECT MAX(version) FROM _sqlx_migrations)",
+    );
+    sql("DELETE FROM _sqlx_migrations WHERE version = (SELECT version FROM kept)");
+    let (code, body) = server.get("/readyz").await;
+    assert_eq!(
+        (code, body),
+        (
+            503,
+            json!({"status": "not_ready", "store": "failed", "storage": "ok", "draining": false})
+        )
+    );
+    assert!(server.log().contains("readiness: the store check failed"));
+    sql("INSERT INTO _sqlx_migrations SELECT * FROM kept");
+    assert_eq!(server.get("/readyz").await.0, 200);
+}
