@@ -4,13 +4,15 @@
 //! streams; the process crate its egress verdicts); this module installs the one recorder,
 //! adds what is read at scrape time (runs by state, from the store) and the HTTP requests.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request};
+use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
+use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use skill_runner_core::jobs::telemetry as jobs;
 
@@ -130,21 +132,77 @@ pub async fn render(store: &Store) -> anyhow::Result<String> {
 /// `skill_runner::access`, inside the request's span with its `x-request-id`).
 pub async fn record_request(request: Request, next: Next) -> Response {
     let began = Instant::now();
-    let method = request.method().as_str().to_owned();
-    let path = request.uri().path().to_owned();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let method = method_label(request.method());
+    // A `Uri` shares its bytes: no copy of the path unless the line is written.
+    let uri = request.uri().clone();
+    let route = request.extensions().get::<MatchedPath>().cloned();
     let response = next.run(request).await;
     let took = began.elapsed();
     let status = response.status().as_u16();
+    let path = uri.path();
     tracing::info!(target: "skill_runner::access", method, path, status,
                    ms = took.as_secs_f64() * 1000.0, "request");
-    let status = status.to_string();
-    metrics::histogram!(HTTP_SECONDS, "method" => method.clone(), "route" => route.clone())
-        .record(took.as_secs_f64());
-    metrics::counter!(HTTP_REQUESTS, "method" => method, "route" => route, "status" => status)
-        .increment(1);
+    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
+    RouteSeries::with(route, |series| {
+        series.timed(method).record(took.as_secs_f64());
+        series.counted(method, status).increment(1);
+    });
     response
+}
+
+/// The standard methods as static labels; any other is `OTHER`.
+fn method_label(method: &Method) -> &'static str {
+    [
+        Method::GET,
+        Method::POST,
+        Method::PUT,
+        Method::DELETE,
+        Method::HEAD,
+        Method::OPTIONS,
+        Method::PATCH,
+    ]
+    .iter()
+    .find(|m| *m == method)
+    .map_or("OTHER", Method::as_str)
+}
+
+/// One route's series, kept once registered: looking a handle up here allocates nothing,
+/// where naming the series again would build its labels on every request.
+#[derive(Default)]
+struct RouteSeries {
+    timed: HashMap<&'static str, Histogram>,
+    counted: HashMap<(&'static str, u16), Counter>,
+    route: String,
+}
+
+impl RouteSeries {
+    /// Runs `use_series` on `route`'s series, registering them on first use.
+    fn with(route: &str, use_series: impl FnOnce(&mut Self)) {
+        static ALL: Mutex<Option<HashMap<String, RouteSeries>>> = Mutex::new(None);
+        let mut all = ALL.lock().expect("route series lock");
+        let all = all.get_or_insert_with(HashMap::new);
+        if !all.contains_key(route) {
+            let series = RouteSeries {
+                route: route.to_owned(),
+                ..Default::default()
+            };
+            all.insert(route.to_owned(), series);
+        }
+        use_series(all.get_mut(route).expect("just inserted"));
+    }
+
+    fn timed(&mut self, method: &'static str) -> &Histogram {
+        let route = &self.route;
+        self.timed.entry(method).or_insert_with(
+            || metrics::histogram!(HTTP_SECONDS, "method" => method, "route" => route.clone()),
+        )
+    }
+
+    fn counted(&mut self, method: &'static str, status: u16) -> &Counter {
+        let route = &self.route;
+        self.counted.entry((method, status)).or_insert_with(|| {
+            metrics::counter!(HTTP_REQUESTS, "method" => method, "route" => route.clone(),
+                              "status" => status.to_string())
+        })
+    }
 }
