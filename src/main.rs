@@ -158,6 +158,7 @@ fn serve(args: &[OsString]) -> ExitCode {
                 ExitCode::FAILURE
             })
     });
+    skill_runner::telemetry::flush();
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(code) => code,

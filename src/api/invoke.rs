@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use super::jobs::bad_json;
 use crate::api::error::{ApiError, ApiResult};
@@ -79,7 +80,10 @@ pub(super) async fn call(
     let _guard = cancel.clone().drop_guard();
     let host = state.invoke.clone();
     let (id, trace) = (skill_id.clone(), trace_id.clone());
-    let call = tokio::spawn(async move { host.invoke(&id, body, trace, &cancel).await });
+    let call = tokio::spawn(
+        async move { host.invoke(&id, body, trace, &cancel).await }
+            .instrument(tracing::Span::current()),
+    );
     match call.await {
         Ok(result) => respond(result),
         Err(e) => {

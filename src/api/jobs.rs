@@ -67,11 +67,12 @@ pub fn bad_json(e: JsonRejection) -> ApiError {
 
 /// Runs a state-changing operation as its own task, so a client that disconnects cannot cut
 /// it in half (a run recorded but never queued, an upload left half-received, a cancel that
-/// stopped the process but recorded nothing).
+/// stopped the process but recorded nothing). The task stays in the request's span.
 pub(super) async fn to_completion<T: Send + 'static, E: Into<ApiError> + Send + 'static>(
     work: impl Future<Output = Result<T, E>> + Send + 'static,
 ) -> ApiResult<T> {
-    match tokio::spawn(work).await {
+    use tracing::Instrument as _;
+    match tokio::spawn(work.in_current_span()).await {
         Ok(result) => result.map_err(Into::into),
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(e) => Err(ApiError::Internal(e.into())),

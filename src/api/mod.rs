@@ -221,7 +221,9 @@ pub fn router(state: AppState) -> Router {
                 .get("x-request-id")
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default();
-            tracing::info_span!("http", method = %req.method(), path, request_id)
+            // Named by the route's pattern in exported traces (`POST /v1/jobs`).
+            tracing::info_span!("http", method = %req.method(), path, request_id,
+                                otel.name = %format_args!("{} {path}", req.method()))
         }))
         .layer(PropagateRequestIdLayer::new(x_request_id))
         .layer(CatchPanicLayer::custom(|_| internal_error_response()));

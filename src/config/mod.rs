@@ -50,6 +50,25 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// How traces are sent to the collector (`OTEL_EXPORTER_OTLP_PROTOCOL`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OtlpProtocol {
+    HttpProtobuf,
+    HttpJson,
+}
+
+/// Where and how traces are exported; none unless a collector is named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceExport {
+    /// The full URL traces are posted to (`…/v1/traces`).
+    pub url: String,
+    pub protocol: OtlpProtocol,
+    /// `service.name` on every span (`OTEL_SERVICE_NAME`).
+    pub service_name: String,
+    /// Longest wait before finished spans are sent (`OTEL_BSP_SCHEDULE_DELAY`).
+    pub delay: Duration,
+}
+
 /// Log output format (`LOG_FORMAT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -68,6 +87,8 @@ pub struct Config {
     pub log_format: LogFormat,
     /// A `tracing` filter directive (`LOG_LEVEL`, or `RUST_LOG` when set).
     pub log_filter: String,
+    /// OpenTelemetry trace export (`OTEL_EXPORTER_OTLP_ENDPOINT`, `…_TRACES_ENDPOINT`).
+    pub traces: Option<TraceExport>,
     pub package_limits: PackageLimits,
     pub jobs: JobLimits,
     pub invoke: InvokeConfig,
@@ -212,6 +233,7 @@ impl Config {
     fn from_settings(s: Settings, vars: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
         let (max_concurrent, max_concurrent_agents) =
             slots(s.max_concurrent, s.max_concurrent_agents)?;
+        let traces = trace_export(&s);
         let get = |name: &str| vars.get(name).filter(|v| !v.trim().is_empty()).cloned();
         let seconds = Duration::from_secs;
         let cache_dir = s.agent_cache_dir.unwrap_or_else(|| {
@@ -305,6 +327,7 @@ impl Config {
             data_dir: s.data_dir,
             skills_dir: s.skills_dir,
             node_id: s.node_id.unwrap_or_else(default_node_id),
+            traces,
             log_format: s.log_format,
             log_filter: s
                 .log_filter
@@ -428,6 +451,21 @@ impl Config {
     pub fn data(&self) -> DataDir {
         DataDir::new(self.data_dir.clone())
     }
+}
+
+/// The OTLP endpoint for traces, as the OpenTelemetry variables name it: a signal's own
+/// endpoint is used as given, the generic one gets `/v1/traces`.
+fn trace_export(s: &Settings) -> Option<TraceExport> {
+    let url = s.otel_exporter_otlp_traces_endpoint.clone().or_else(|| {
+        let base = s.otel_exporter_otlp_endpoint.as_deref()?;
+        Some(format!("{}/v1/traces", base.trim_end_matches('/')))
+    })?;
+    Some(TraceExport {
+        url,
+        protocol: s.otel_exporter_otlp_protocol,
+        service_name: s.otel_service_name.clone(),
+        delay: Duration::from_millis(s.otel_bsp_schedule_delay),
+    })
 }
 
 /// The host name and this process's id: unique among nodes on one host, and readable.
@@ -768,6 +806,63 @@ mod tests {
             "SKILL_RUNNER_<ENGINE>_API_KEY",
         ] {
             assert!(text.contains(variable), "{variable}");
+        }
+    }
+
+    #[test]
+    fn traces_follow_the_opentelemetry_variables() {
+        assert_eq!(config(&[]).unwrap().traces, None);
+        let c = config(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/")]).unwrap();
+        assert_eq!(
+            c.traces,
+            Some(TraceExport {
+                url: "http://collector:4318/v1/traces".into(),
+                protocol: OtlpProtocol::HttpProtobuf,
+                service_name: "skill-runner".into(),
+                delay: Duration::from_secs(5),
+            })
+        );
+        let c = config(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "https://traces.example/ingest",
+            ),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+            ("OTEL_SERVICE_NAME", "runner-eu"),
+        ])
+        .unwrap()
+        .traces
+        .unwrap();
+        assert_eq!(
+            (c.url.as_str(), c.protocol, c.service_name.as_str()),
+            (
+                "https://traces.example/ingest",
+                OtlpProtocol::HttpJson,
+                "runner-eu"
+            )
+        );
+        for (variable, bad, says) in [
+            (
+                "OTEL_EXPORTER_OTLP_PROTOCOL",
+                "grpc",
+                "grpc is not built in",
+            ),
+            (
+                "OTEL_EXPORTER_OTLP_PROTOCOL",
+                "thrift",
+                "not an OTLP protocol",
+            ),
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                "collector:4318",
+                "not an http:// or https:// URL",
+            ),
+            ("SKILL_RUNNER_NODE_ID", "a b", "not a node id"),
+        ] {
+            let e = config(&[(variable, bad)]).unwrap_err();
+            assert_eq!(e.variable, variable);
+            assert!(e.problem.contains(says), "{e}");
         }
     }
 

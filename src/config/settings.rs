@@ -20,7 +20,7 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
 use skill_runner_web::connections::ConnectionLimits;
 
-use super::{ConfigError, InvokeConfig, JobLimits, LogFormat, PackageLimits};
+use super::{ConfigError, InvokeConfig, JobLimits, LogFormat, OtlpProtocol, PackageLimits};
 use crate::egress::HostPattern;
 use crate::process::limits::Limits;
 use crate::process::run_uids::RunUids;
@@ -61,6 +61,22 @@ pub struct Settings {
     /// Log lines as `text` (or `plain`) or `json`.
     #[arg(long, env = "LOG_FORMAT", default_value = "text", value_parser = log_format)]
     pub log_format: LogFormat,
+    /// Export traces over OTLP to this collector (`http://host:4318`; `/v1/traces` is added).
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_parser = http_url)]
+    pub otel_exporter_otlp_endpoint: Option<String>,
+    /// Export traces over OTLP to exactly this URL (wins over OTEL_EXPORTER_OTLP_ENDPOINT).
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", value_parser = http_url)]
+    pub otel_exporter_otlp_traces_endpoint: Option<String>,
+    /// How traces are sent: http/protobuf or http/json.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_PROTOCOL", default_value = "http/protobuf",
+          value_parser = otlp_protocol)]
+    pub otel_exporter_otlp_protocol: OtlpProtocol,
+    /// The service name on exported traces.
+    #[arg(long, env = "OTEL_SERVICE_NAME", default_value = "skill-runner")]
+    pub otel_service_name: String,
+    /// Longest wait, in milliseconds, before finished spans are sent.
+    #[arg(long, env = "OTEL_BSP_SCHEDULE_DELAY", default_value_t = 5000, value_parser = positive)]
+    pub otel_bsp_schedule_delay: u64,
     /// Log level (error, warn, info, debug, trace).
     #[arg(long, env = "LOG_LEVEL", default_value = "info")]
     pub log_level: String,
@@ -422,6 +438,25 @@ fn switch(raw: &str) -> Result<bool, String> {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" => Ok(false),
         _ => Err(format!("'{raw}' is not a switch (expected true or false)")),
+    }
+}
+
+fn http_url(raw: &str) -> Result<String, String> {
+    let url = raw.trim();
+    match url.split_once("://") {
+        Some(("http" | "https", rest)) if !rest.is_empty() => Ok(url.to_owned()),
+        _ => Err(format!("'{raw}' is not an http:// or https:// URL")),
+    }
+}
+
+fn otlp_protocol(raw: &str) -> Result<OtlpProtocol, String> {
+    match raw.trim() {
+        "http/protobuf" => Ok(OtlpProtocol::HttpProtobuf),
+        "http/json" => Ok(OtlpProtocol::HttpJson),
+        "grpc" => Err("grpc is not built in: use http/protobuf (port 4318)".into()),
+        _ => Err(format!(
+            "'{raw}' is not an OTLP protocol (expected http/protobuf or http/json)"
+        )),
     }
 }
 

@@ -311,3 +311,123 @@ async fn probes_are_open_and_readiness_follows_the_store() {
     sql("INSERT INTO _sqlx_migrations SELECT * FROM kept");
     assert_eq!(server.get("/readyz").await.0, 200);
 }
+
+/// A stand-in OpenTelemetry collector: keeps every OTLP/HTTP JSON body posted to `/v1/traces`.
+async fn collector() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+) {
+    use axum::routing::post;
+    let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = bodies.clone();
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        post(move |body: axum::body::Bytes| {
+            let kept = kept.clone();
+            async move {
+                kept.lock()
+                    .unwrap()
+                    .push(serde_json::from_slice(&body).expect("OTLP JSON"));
+                "{}"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, bodies)
+}
+
+/// Every span the collector received.
+fn spans(bodies: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    bodies
+        .iter()
+        .flat_map(|b| b["resourceSpans"].as_array().cloned().unwrap_or_default())
+        .flat_map(|r| r["scopeSpans"].as_array().cloned().unwrap_or_default())
+        .flat_map(|s| s["spans"].as_array().cloned().unwrap_or_default())
+        .collect()
+}
+
+fn attribute<'a>(span: &'a serde_json::Value, key: &str) -> Option<&'a str> {
+    span["attributes"]
+        .as_array()?
+        .iter()
+        .find(|a| a["key"] == key)?["value"]["stringValue"]
+        .as_str()
+}
+
+#[tokio::test]
+async fn traces_go_to_the_collector_and_a_run_links_to_the_request_that_queued_it() {
+    let (url, bodies) = collector().await;
+    let server = TestServer::with_skills(
+        &[probe_skill("probe", None)],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", url.as_str()),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+            ("SKILL_RUNNER_NODE_ID", "node-t"),
+        ],
+    );
+    let rid = server
+        .create_job(
+            json!({"skill_id": "probe", "parameter": {"mode": "ok"}, "input": {"text": "t"}}),
+        )
+        .await;
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded");
+    let run_id = status["run_id"].as_str().unwrap().to_owned();
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let (run, create) = loop {
+        let all = spans(&bodies.lock().unwrap());
+        let run = all
+            .iter()
+            .find(|s| s["name"] == "run" && attribute(s, "run_id") == Some(&run_id))
+            .cloned();
+        let create = all.iter().find(|s| s["name"] == "POST /v1/jobs").cloned();
+        if let (Some(run), Some(create)) = (run, create) {
+            break (run, create);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "spans exported: {all:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(attribute(&run, "node"), Some("node-t"));
+    let link = &run["links"][0];
+    assert_eq!(
+        (&link["traceId"], &link["spanId"]),
+        (&create["traceId"], &create["spanId"]),
+        "the run's span links to the create request's: {run}"
+    );
+    let resource = &bodies.lock().unwrap()[0]["resourceSpans"][0]["resource"];
+    assert!(
+        resource.to_string().contains("\"skill-runner\""),
+        "{resource}"
+    );
+    // The transition lines name the trace: the create's for `queued`, the run's after.
+    let log = server.log();
+    let line = |state: &str| {
+        log.lines()
+            .find(|l| {
+                l.contains("run moved")
+                    && l.contains(&run_id)
+                    && l.contains(&format!("state=\"{state}\""))
+            })
+            .unwrap_or_else(|| panic!("no {state} line in\n{log}"))
+            .to_owned()
+    };
+    let trace =
+        |span: &serde_json::Value| format!("trace_id={}", span["traceId"].as_str().unwrap());
+    assert!(
+        line("queued").contains(&trace(&create)),
+        "{}",
+        line("queued")
+    );
+    assert!(
+        line("succeeded").contains(&trace(&run)),
+        "{}",
+        line("succeeded")
+    );
+}

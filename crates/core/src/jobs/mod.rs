@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument as _;
 
 use crate::config::JobsConfig;
 use crate::engines::Engines;
@@ -193,6 +194,7 @@ impl Jobs {
         while let Some(Popped {
             run_id,
             agent_place,
+            origin,
         }) = self.queue.pop().await
         {
             let cancel = self.shutdown.child_token();
@@ -208,13 +210,17 @@ impl Jobs {
                 // own task and a panic is turned into a failed run.
                 let executor = jobs.clone();
                 let id = run_id.clone();
-                let executed = tokio::spawn(async move {
-                    let slot = Slot {
-                        _held: slot,
-                        _agent_place: agent_place,
-                    };
-                    executor.execute(&id, cancel, slot).await
-                });
+                let span = telemetry::turn_span(&jobs.config.node_id, &run_id, origin);
+                let executed = tokio::spawn(
+                    async move {
+                        let slot = Slot {
+                            _held: slot,
+                            _agent_place: agent_place,
+                        };
+                        executor.execute(&id, cancel, slot).await
+                    }
+                    .instrument(span),
+                );
                 if let Err(e) = executed.await {
                     tracing::error!(run_id, error = %e, "run execution panicked");
                     jobs.fail_after_panic(&run_id).await;

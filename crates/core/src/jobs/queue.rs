@@ -13,6 +13,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
+use opentelemetry::trace::SpanContext;
 use skill_runner_types::engine::Engine;
 use tokio::sync::Notify;
 
@@ -40,6 +41,7 @@ struct Queued {
     run_id: String,
     agent: bool,
     since: std::time::Instant,
+    origin: Option<SpanContext>,
 }
 
 /// A run taken from the queue, with its agent place when it runs an agent engine.
@@ -47,6 +49,8 @@ struct Queued {
 pub struct Popped {
     pub run_id: String,
     pub agent_place: Option<AgentPlace>,
+    /// The exported span that queued it (a request, or the runner's own decision).
+    pub origin: Option<SpanContext>,
 }
 
 /// One of the `max_agents` places of agent turns; dropping it gives the place back.
@@ -122,6 +126,7 @@ impl Queue {
                         agent_place: run.agent.then(|| AgentPlace {
                             queue: self.clone(),
                         }),
+                        origin: run.origin,
                     });
                 }
             }
@@ -172,6 +177,7 @@ impl Queued {
             run_id,
             agent: engine != Engine::Script,
             since: std::time::Instant::now(),
+            origin: telemetry::current_trace(),
         }
     }
 }

@@ -5,8 +5,10 @@
 
 use std::time::Duration;
 
+use opentelemetry::trace::{SpanContext, TraceContextExt as _};
 use skill_runner_types::engine::Engine;
 use skill_runner_types::run_state::RunStatus;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 /// Runs that moved into `state` (`queued` counts creates and resumed runs).
 pub const TRANSITIONS: &str = "skill_runner_run_transitions_total";
@@ -25,15 +27,38 @@ pub const CACHE_HITS: &str = "skill_runner_cache_hits_total";
 /// Open event streams of runs.
 pub const SSE_SUBSCRIBERS: &str = "skill_runner_sse_subscribers";
 
-/// Logs and counts a run's move into `state` on node `node`.
+/// The exported trace the current span belongs to; `None` when traces are not exported.
+pub fn current_trace() -> Option<SpanContext> {
+    let context = tracing::Span::current().context();
+    let span = context.span().span_context().clone();
+    span.is_valid().then_some(span)
+}
+
+/// The span of one turn of a run, linked to the span that queued it (`origin`, from
+/// [`current_trace`] at the time).
+pub fn turn_span(node: &str, run_id: &str, origin: Option<SpanContext>) -> tracing::Span {
+    let span = tracing::info_span!("run", run_id, node);
+    if let Some(origin) = origin {
+        span.add_link(origin);
+    }
+    span
+}
+
+/// Logs and counts a run's move into `state` on node `node`; the line carries the trace id
+/// when traces are exported.
 pub fn moved(node: &str, run_id: &str, engine: Engine, state: RunStatus) {
-    tracing::info!(
-        run_id,
-        node,
-        engine = engine.as_str(),
-        state = state.as_str(),
-        "run moved"
-    );
+    let (engine_name, state_name) = (engine.as_str(), state.as_str());
+    match current_trace() {
+        Some(trace) => tracing::info!(run_id, node, engine = engine_name, state = state_name,
+                                      trace_id = %trace.trace_id(), "run moved"),
+        None => tracing::info!(
+            run_id,
+            node,
+            engine = engine_name,
+            state = state_name,
+            "run moved"
+        ),
+    }
     metrics::counter!(TRANSITIONS, "engine" => engine.as_str(), "state" => state.as_str())
         .increment(1);
 }
