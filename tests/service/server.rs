@@ -363,7 +363,7 @@ async fn bundled_skills_are_valid() {
 /// answer 401 without one (or with a wrong one) and work with one or with the console's Basic
 /// Auth; only ping stays open.
 #[tokio::test]
-async fn api_tokens_close_every_route_but_ping() {
+async fn api_tokens_close_every_route_but_the_probes() {
     let token = "tok-5b1f0c9e8d7a6b5c";
     let server = TestServer::start_with(
         TestDirs::new(),
@@ -431,9 +431,17 @@ async fn api_tokens_close_every_route_but_ping() {
             }
             async move { request.send().await.unwrap() }
         };
-        if path == "/v1/system/ping" {
-            assert_eq!(send(None).await.status().as_u16(), 204);
-            continue;
+        // The probes, open to orchestrators and load balancers.
+        match path.as_str() {
+            "/v1/system/ping" => {
+                assert_eq!(send(None).await.status().as_u16(), 204);
+                continue;
+            }
+            "/healthz" | "/readyz" => {
+                assert_eq!(send(None).await.status().as_u16(), 200, "{path}");
+                continue;
+            }
+            _ => {}
         }
         for refused in [
             None,
