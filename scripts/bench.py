@@ -61,7 +61,8 @@ TALKER_SKILL = python_skill(
     "talker",
     "import json, sys, time\nreq = json.load(sys.stdin)\nt0 = time.monotonic()\n"
     "for i in range(req['parameter']['bursts']):\n"
-    "    sys.stdout.write(f'burst {i} ' + 'wärme ✓ ' * 100 + '\\n'); sys.stdout.flush()\n"
+    "    sys.stdout.write(f'burst {i} t={time.time():.6f} ' + 'wärme ✓ ' * 100 + '\\n')\n"
+    "    sys.stdout.flush()\n"
     "    time.sleep(0.01)\n"
     "print(json.dumps({'elapsed_ms': (time.monotonic() - t0) * 1000}))\n",
     {"type": "object"}, "elapsed_ms")
@@ -410,37 +411,53 @@ def barriers():
               f"finished jobs/s target >= 300 with them)")
 
 
+BURST = re.compile(rb"burst (\d+) t=(\d+\.\d+)")
+
+
 def subscribe(port, rid, count):
     """Opens `count` event streams of one run on non-blocking sockets and reads them all to
-    `end`; returns the bytes received per stream and how many saw `end`."""
+    `end`; returns how many saw `end` and the lag of each burst each stream received (from the
+    skill's write to its arrival here, in ms)."""
+    import resource
     import selectors
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < count + 256:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, count + 1024), hard))
     sel = selectors.DefaultSelector()
-    request = f"GET /v1/jobs/{rid}/events HTTP/1.1\r\nHost: x\r\n\r\n".encode()
-    received, tails, ended = {}, {}, 0
+    request = f"GET /v1/jobs/{rid}/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+    tails, seen, lags, ended = {}, {}, [], 0
     for _ in range(count):
         sock = socket.create_connection(("127.0.0.1", port))
         sock.sendall(request)
         sock.setblocking(False)
         sel.register(sock, selectors.EVENT_READ)
-        received[sock], tails[sock] = 0, b""
-    while received and len(sel.get_map()):
+        tails[sock], seen[sock] = b"", -1
+    while len(sel.get_map()):
         for key, _ in sel.select(timeout=30):
             sock = key.fileobj
             data = sock.recv(65536)
+            now = time.time()
             done = not data
             if data:
-                received[sock] += len(data)
                 window = tails[sock] + data
+                for burst, at in BURST.findall(window):
+                    if int(burst) > seen[sock]:
+                        seen[sock] = int(burst)
+                        lags.append((now - float(at)) * 1000)
                 done = b"event: end" in window
-                tails[sock] = window[-16:]
+                tails[sock] = window[-64:]
             if done:
                 ended += 1
                 sel.unregister(sock)
                 sock.close()
-    return received, ended
+    return ended, lags
 
 
 def sse():
+    """A run printing 200 bursts over 2 s, watched by 0, 500 and 1,000 event streams: its own
+    duration, how many streams reached `end`, each burst's lag from write to arrival, and the
+    service's peak RSS while streaming."""
+    import threading
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
         proc = start(tmp, port)
@@ -451,23 +468,34 @@ def sse():
             _, body = client.call("POST", "/v1/jobs", {"skill_id": "talker", "parameter": {"bursts": 200},
                                                        "runtime_options": {"no_cache": True}})
             rid = body["request_id"]
-            t0 = time.perf_counter()
-            ended = 0
-            if subscribers:
-                received, ended = subscribe(port, rid, subscribers)
-            assert wait_done(client, rid) == "succeeded"
-            wall = (time.perf_counter() - t0) * 1000
-            _, result = client.call("GET", f"/v1/jobs/{rid}/result")
-            return result["result"]["data"]["elapsed_ms"], wall, ended
+            peak, stop = [rss_kib(proc.pid)], threading.Event()
 
-        for subscribers in (0, 500):
+            def sample():
+                while not stop.is_set():
+                    peak.append(rss_kib(proc.pid))
+                    time.sleep(0.02)
+            sampler = threading.Thread(target=sample)
+            sampler.start()
+            ended, lags = subscribe(port, rid, subscribers) if subscribers else (0, [])
+            assert wait_done(client, rid) == "succeeded"
+            stop.set()
+            sampler.join()
+            _, result = client.call("GET", f"/v1/jobs/{rid}/result")
+            return result["result"]["data"]["elapsed_ms"], ended, lags, max(peak)
+
+        print(f"idle RSS before streaming: {rss_kib(proc.pid) / 1024:.1f} MiB")
+        for subscribers in (0, 500, 1000):
             runs = [run(subscribers) for _ in range(3)]
             own = statistics.median(r[0] for r in runs)
-            ended = min(r[2] for r in runs)
-            extra = f", {ended} of {subscribers} streams reached `end` in every run" if subscribers else ""
-            print(f"run with 200 output bursts, {subscribers} SSE subscribers: the script's own duration "
-                  f"median {own:,.0f} ms (2,000 ms of it sleeping){extra}; "
-                  f"service RSS after: {rss_kib(proc.pid) / 1024:.1f} MiB")
+            line = (f"run with 200 output bursts, {subscribers} SSE subscribers: the script's own duration "
+                    f"median {own:,.0f} ms (2,000 ms of it sleeping)")
+            if subscribers:
+                lags = [lag for r in runs for lag in r[2]]
+                line += (f"; {min(r[1] for r in runs)} of {subscribers} streams reached `end` in every run; "
+                         f"burst lag p50 {pct(lags, 50):.1f} ms, p99 {pct(lags, 99):.1f} ms "
+                         f"({len(lags):,} bursts seen, the reading client on the same cores)")
+            line += f"; service peak RSS {max(r[3] for r in runs) / 1024:.1f} MiB"
+            print(line, flush=True)
         proc.terminate()
         proc.wait()
 

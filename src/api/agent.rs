@@ -3,6 +3,7 @@
 //! `GET /v1/sessions/{id}/events` (JSON, or Server-Sent Events that follow a chat under way)
 //! and `DELETE /v1/sessions/{id}`.
 
+use crate::jobs::live::EventData;
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
@@ -300,7 +301,7 @@ enum Out {
 }
 
 impl Out {
-    fn parts(self) -> (&'static str, String, Value) {
+    fn parts(self) -> (&'static str, String, EventData) {
         match self {
             Out::Event(p) => {
                 // A delta carries the seq of the stored event it follows, for Last-Event-ID.
@@ -309,14 +310,18 @@ impl Out {
                 } else {
                     p.after_seq
                 };
-                (p.stored.event.kind(), id.to_string(), p.stored.redacted())
+                (
+                    p.stored.event.kind(),
+                    id.to_string(),
+                    p.stored.redacted().into(),
+                )
             }
             Out::Heartbeat(seq) => (
                 "heartbeat",
                 seq.to_string(),
-                json!({"ts": crate::clock::unix_now()}),
+                json!({"ts": crate::clock::unix_now()}).into(),
             ),
-            Out::End(seq) => ("end", seq.to_string(), json!({"last_seq": seq})),
+            Out::End(seq) => ("end", seq.to_string(), json!({"last_seq": seq}).into()),
         }
     }
 }

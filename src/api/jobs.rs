@@ -24,6 +24,7 @@ use crate::api::run_views::{
 use crate::jobs::Scope;
 use crate::jobs::create::UploadFiles;
 use crate::jobs::events::Offsets;
+use crate::jobs::live::EventData;
 use crate::state::AppState;
 use crate::store::{CleanupCounts, RequestKind, RunStatus};
 
@@ -371,13 +372,16 @@ pub async fn events(
 /// An SSE response of `stream`, each item given as its event name, id and data.
 pub(super) fn sse<T: Send + 'static>(
     stream: impl futures_util::Stream<Item = T> + Send + 'static,
-    parts: fn(T) -> (&'static str, String, Value),
+    parts: fn(T) -> (&'static str, String, EventData),
 ) -> Response {
     let events = stream.map(move |item| {
         let (name, id, data) = parts(item);
-        Ok::<_, std::convert::Infallible>(
-            Event::default().event(name).id(id).data(data.to_string()),
-        )
+        let event = Event::default().event(name).id(id);
+        Ok::<_, std::convert::Infallible>(match data {
+            EventData::Json(value) => event.data(value.to_string()),
+            // Serialized once for all the run's streams.
+            EventData::Text(text) => event.data(&*text),
+        })
     });
     let mut response = Sse::new(events).into_response();
     // Reverse proxies must pass events through as they come.

@@ -113,7 +113,7 @@ impl Jobs {
             yield StreamEvent {
                 name: "snapshot",
                 id: sent.to_string(),
-                data: json!({"status": run.status, "cursor": cursor}),
+                data: json!({"status": run.status, "cursor": cursor}).into(),
             };
             let mut reread = true;
             let (mut run, mut asked) = (run, Vec::new());
@@ -148,7 +148,7 @@ impl Jobs {
                     yield StreamEvent {
                         name: "chat_event",
                         id: sent.to_string(),
-                        data: serde_json::to_value(&item).unwrap_or_default(),
+                        data: serde_json::to_value(&item).unwrap_or_default().into(),
                     };
                 }
                 if more {

@@ -14,6 +14,7 @@
 //! received up to and including it, so `Last-Event-ID` resumes a stream like the
 //! `stdout_from` / `stderr_from` parameters do.
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -21,7 +22,7 @@ use futures_util::Stream;
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::live::{Feeds, StreamEvent, Wake};
+use super::live::{EventData, Feeds, StreamEvent, Subscription, Wake};
 use super::{Jobs, Scope};
 use crate::error::Result;
 use crate::store::{Run, RunStatus};
@@ -93,8 +94,8 @@ impl Jobs {
             .await?
             .ok_or_else(|| anyhow::anyhow!("run {run_id} vanished"))?;
         let folder = self.folder(&run_id);
-        let mut stdout = Cursor::open(folder.stdout_log(), from.stdout).await;
-        let mut stderr = Cursor::open(folder.stderr_log(), from.stderr).await;
+        let mut stdout = Cursor::open(folder.stdout_log(), from.stdout, 0).await;
+        let mut stderr = Cursor::open(folder.stderr_log(), from.stderr, 1).await;
         let heartbeat = self.config.limits.sse_heartbeat;
         let jobs = self.clone();
         Ok(async_stream::stream! {
@@ -110,7 +111,7 @@ impl Jobs {
                     "stdout_offset": sent.stdout,
                     "stderr_offset": sent.stderr,
                     "pending_interaction_id": run.pending_interaction_id,
-                }),
+                }).into(),
             };
             // A run already settled still gets its status event after the rest of its output,
             // so every stream ends with the final output, the status, then `end` (a client that
@@ -132,8 +133,8 @@ impl Jobs {
                 }
                 let current = Shown::of(&run);
                 let settled = current.settled();
-                let (out, out_more) = stdout.read(settled, &jobs.feeds).await;
-                let (err, err_more) = stderr.read(settled, &jobs.feeds).await;
+                let (out, out_more) = stdout.read(settled, &jobs.feeds, &subscription).await;
+                let (err, err_more) = stderr.read(settled, &jobs.feeds, &subscription).await;
                 for (name, chunks) in [("stdout", out), ("stderr", err)] {
                     for chunk in chunks {
                         if name == "stdout" { sent.stdout = chunk.to } else { sent.stderr = chunk.to }
@@ -141,7 +142,7 @@ impl Jobs {
                         yield StreamEvent {
                             name,
                             id: sent.event_id(),
-                            data: json!({"from": chunk.from, "to": chunk.to, "chunk": chunk.text}),
+                            data: EventData::Text(chunk.data),
                         };
                     }
                 }
@@ -160,7 +161,7 @@ impl Jobs {
                             "updated_at": run.updated_at,
                             "error_code": run.error_code,
                             "pending_interaction_id": run.pending_interaction_id,
-                        }),
+                        }).into(),
                     };
                 }
                 if let Some(shown) = shown.as_ref().filter(|s| s.settled()) {
@@ -182,12 +183,59 @@ impl Jobs {
     }
 }
 
-/// A piece of a log.
+/// A piece of a log, its event data serialized once (`{from, to, chunk}`).
 #[derive(Debug, Clone, PartialEq)]
 struct Chunk {
     from: u64,
     to: u64,
-    text: String,
+    data: Arc<str>,
+}
+
+/// Most bytes of serialized chunks a watched run keeps per log for its streams; a stream
+/// further behind reads the file on its own.
+const SHARED_BYTES: usize = 1 << 20;
+
+/// The chunks of one log that a run's streams sent last, contiguous up to `end`.
+#[derive(Debug, Default)]
+pub(super) struct SharedLog {
+    chunks: VecDeque<Chunk>,
+    bytes: usize,
+    /// Where the next chunk starts.
+    end: u64,
+    /// How far the last shared read went: beyond `end` when it ended inside a character.
+    read_to: u64,
+    /// The output tick before the last shared read that reached the end of the file: what was
+    /// written before it is in the chunks. `None` before the first.
+    complete_at: Option<u64>,
+}
+
+impl SharedLog {
+    /// The chunks from `offset` on (one starts there), up to `max` bytes of log.
+    fn from(&self, offset: u64, max: usize) -> Vec<Chunk> {
+        let Some(first) = self.chunks.iter().position(|c| c.from == offset) else {
+            return Vec::new();
+        };
+        let limit = offset + max as u64;
+        self.chunks
+            .range(first..)
+            .take_while(|c| c.to <= limit)
+            .cloned()
+            .collect()
+    }
+
+    fn add(&mut self, chunks: &[Chunk], read_to: u64) {
+        for chunk in chunks {
+            self.bytes += chunk.data.len();
+            self.chunks.push_back(chunk.clone());
+            self.end = chunk.to;
+        }
+        self.read_to = read_to;
+        while self.bytes > SHARED_BYTES
+            && let Some(old) = self.chunks.pop_front()
+        {
+            self.bytes -= old.data.len();
+        }
+    }
 }
 
 /// A stream's read position in one log.
@@ -195,49 +243,108 @@ struct Chunk {
 struct Cursor {
     path: PathBuf,
     offset: u64,
+    /// Which of the run's shared logs (0 stdout, 1 stderr).
+    log: usize,
 }
 
 impl Cursor {
     /// Starts at `offset`, or at the end of the log when it is shorter.
-    async fn open(path: PathBuf, offset: u64) -> Self {
+    async fn open(path: PathBuf, offset: u64, log: usize) -> Self {
         let len = tokio::fs::metadata(&path).await.map_or(0, |m| m.len());
         Self {
             offset: offset.min(len),
             path,
+            log,
         }
     }
 
     /// The chunks appended since the last read, and whether more is left to read. Without
     /// `settled`, an incomplete character at the end waits for its remaining bytes.
-    async fn read(&mut self, settled: bool, feeds: &Feeds) -> (Vec<Chunk>, bool) {
+    ///
+    /// A stream at the end of what the run's streams share takes the next chunks from there,
+    /// or reads them from the file for all of them; a stream behind the shared chunks (or
+    /// between them) reads the file on its own, up to where they end, and joins them there.
+    async fn read(
+        &mut self,
+        settled: bool,
+        feeds: &Feeds,
+        subscription: &Subscription,
+    ) -> (Vec<Chunk>, bool) {
+        let tick = subscription.output_tick();
+        let mut logs = subscription.feed().logs.lock().await;
+        let shared = &mut logs[self.log];
+        if shared.complete_at.is_none() && shared.chunks.is_empty() {
+            // The first read of this log: the shared chunks start where this stream is.
+            (shared.end, shared.read_to) = (self.offset, self.offset);
+        }
+        let hits = shared.from(self.offset, READ_BYTES);
+        if let Some(last) = hits.last() {
+            self.offset = last.to;
+            return (hits, true);
+        }
+        if self.offset == shared.end {
+            let held = shared.read_to > shared.end;
+            if shared.complete_at.is_some_and(|at| at >= tick) && !(settled && held) {
+                return (Vec::new(), false);
+            }
+            let (chunks, more, read_to) = self.read_file(READ_BYTES, settled, feeds).await;
+            shared.add(&chunks, read_to);
+            if !more {
+                shared.complete_at = Some(tick);
+            }
+            return (chunks, more);
+        }
+        // Up to the shared chunks, if they are ahead: from there on this stream shares them.
+        let max = match shared.end.checked_sub(self.offset) {
+            Some(gap) if gap > 0 => READ_BYTES.min(gap as usize),
+            _ => READ_BYTES,
+        };
+        drop(logs);
+        let (chunks, more, _) = self.read_file(max, settled, feeds).await;
+        // Reached the shared chunks: the next read takes them (unless this read stopped short
+        // of them, before a character the shared ones already decoded as settled).
+        let joined = !chunks.is_empty() && max < READ_BYTES;
+        (chunks, more || joined)
+    }
+
+    /// Up to `max` bytes from this stream's offset, as chunks; whether the read was cut at
+    /// `max`, and how far it reached.
+    async fn read_file(
+        &mut self,
+        max: usize,
+        settled: bool,
+        feeds: &Feeds,
+    ) -> (Vec<Chunk>, bool, u64) {
         let (path, offset) = (self.path.clone(), self.offset);
         let turn = feeds.read_turn().await;
-        let read = tokio::task::spawn_blocking(move || read_at(&path, offset, READ_BYTES)).await;
+        let read = tokio::task::spawn_blocking(move || read_at(&path, offset, max)).await;
         drop(turn);
         let bytes = match read {
             Ok(Ok(bytes)) => bytes,
             Ok(Err(e)) => {
                 tracing::warn!(path = %self.path.display(), error = %e, "cannot read a log");
-                return (Vec::new(), false);
+                return (Vec::new(), false, offset);
             }
             Err(e) => {
                 tracing::error!(error = %e, "log reader panicked");
-                return (Vec::new(), false);
+                return (Vec::new(), false, offset);
             }
         };
-        let more = bytes.len() == READ_BYTES;
+        let more = bytes.len() == max;
+        let read_to = offset + bytes.len() as u64;
         let (pieces, _) = utf8_chunks(&bytes, CHUNK_BYTES, settled && !more);
         let mut chunks = Vec::with_capacity(pieces.len());
         for (len, text) in pieces {
             let from = self.offset;
             self.offset += len as u64;
+            let data = json!({"from": from, "to": self.offset, "chunk": text}).to_string();
             chunks.push(Chunk {
                 from,
                 to: self.offset,
-                text,
+                data: data.into(),
             });
         }
-        (chunks, more)
+        (chunks, more, read_to)
     }
 }
 
@@ -329,6 +436,63 @@ mod tests {
         // Invalid bytes in the middle do not stall the stream.
         let (pieces, used) = utf8_chunks(b"a\xffb", 8, false);
         assert_eq!((pieces[0].1.as_str(), used), ("a\u{fffd}b", 3));
+    }
+
+    /// The text of `chunks`, joined, and where they end.
+    fn joined(chunks: &[Chunk]) -> String {
+        chunks
+            .iter()
+            .map(|c| {
+                serde_json::from_str::<serde_json::Value>(&c.data).unwrap()["chunk"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn streams_share_what_one_of_them_read_and_a_stream_behind_catches_up_to_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stdout.txt");
+        let text = "añ€😀 line\n".repeat(8000);
+        std::fs::write(&path, &text).unwrap();
+        let feeds = Feeds::new();
+        let subscription = feeds.subscribe("r1");
+        let mut first = Cursor::open(path.clone(), 0, 0).await;
+        let mut second = Cursor::open(path.clone(), 0, 0).await;
+        // Resumed from an offset inside the first chunk (a character starts there).
+        let mut late = Cursor::open(path.clone(), 6, 0).await;
+        let (a, more) = first.read(false, &feeds, &subscription).await;
+        assert!(more, "{} bytes is more than one read", text.len());
+        let (b, _) = second.read(false, &feeds, &subscription).await;
+        assert_eq!(a.len(), b.len());
+        assert!(
+            a.iter().zip(&b).all(|(x, y)| Arc::ptr_eq(&x.data, &y.data)),
+            "the second stream sends the chunks the first one read and serialized"
+        );
+        let mut seen = (String::new(), 6);
+        loop {
+            let (chunks, more) = late.read(true, &feeds, &subscription).await;
+            seen.0 += &joined(&chunks);
+            if !more {
+                break;
+            }
+            // Every other stream moves on too: the shared chunks grow ahead of this one.
+            first.read(false, &feeds, &subscription).await;
+        }
+        seen.1 = late.offset;
+        assert_eq!(seen.1, text.len() as u64);
+        assert_eq!(
+            seen.0,
+            text[6..],
+            "the resumed stream got every byte from its offset"
+        );
+        let logs = subscription.feed().logs.lock().await;
+        assert!(
+            logs[0].bytes <= SHARED_BYTES + CHUNK_BYTES * 2,
+            "the shared chunks are bounded"
+        );
     }
 
     #[test]

@@ -1,15 +1,22 @@
 //! Wake-ups for the event streams of runs that somebody is watching.
 //!
 //! The log files stay the only copy of a run's output: a stream reads the bytes from the file,
-//! and this module only tells it that there is something new (output appended, status changed).
+//! and this module tells it that there is something new (output appended, status changed).
 //! Each watched run has a `watch` channel: sending never waits for receivers, and a slow stream
 //! sees the latest tick and reads everything it missed from the file, so no subscriber can hold
 //! up the run or the other subscribers. Runs nobody watches cost one map lookup per write.
+//!
+//! A watched run also keeps the chunks of output its streams sent last, serialized (see
+//! [`super::events`]): the first stream to find new output reads it from the file for all of
+//! them, and the others send the same chunks, so a thousand streams of one run cost one read
+//! and one serialization per chunk, not a thousand.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
+
+use super::events::SharedLog;
 use skill_runner_types::clock::Timestamp;
 use tokio::sync::{Semaphore, SemaphorePermit, watch};
 use tokio_util::sync::CancellationToken;
@@ -30,7 +37,7 @@ const LOG_READERS: usize = 8;
 /// The channels of the watched runs.
 #[derive(Debug)]
 pub struct Feeds {
-    runs: Mutex<HashMap<String, watch::Sender<Tick>>>,
+    runs: Mutex<HashMap<String, Arc<RunFeed>>>,
     closing: CancellationToken,
     reads: Semaphore,
 }
@@ -45,11 +52,20 @@ impl Default for Feeds {
     }
 }
 
+/// A watched run: its channel, and the chunks its streams share (stdout, stderr).
+#[derive(Debug)]
+pub(super) struct RunFeed {
+    tx: watch::Sender<Tick>,
+    /// Held while a stream looks for, or reads, the next chunks of a log.
+    pub(super) logs: tokio::sync::Mutex<[SharedLog; 2]>,
+}
+
 /// A stream's end of a run's channel; dropping it forgets the run once nobody watches.
 #[derive(Debug)]
 pub struct Subscription {
     feeds: Arc<Feeds>,
     run_id: String,
+    feed: Arc<RunFeed>,
     rx: Option<watch::Receiver<Tick>>,
     /// The status tick as of the last wait.
     status_seen: u64,
@@ -64,7 +80,20 @@ pub struct StreamEvent {
     /// Where a reconnecting client resumes (`Last-Event-ID`): the log offsets
     /// `<stdout>:<stderr>` of a run's stream, the last item's `seq` of a conversation's.
     pub id: String,
-    pub data: Value,
+    pub data: EventData,
+}
+
+/// An event's data: JSON, or JSON text serialized once for every stream that sends it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventData {
+    Json(Value),
+    Text(Arc<str>),
+}
+
+impl From<Value> for EventData {
+    fn from(value: Value) -> Self {
+        Self::Json(value)
+    }
 }
 
 impl StreamEvent {
@@ -73,7 +102,7 @@ impl StreamEvent {
         Self {
             name: "heartbeat",
             id,
-            data: json!({ "ts": Timestamp::now() }),
+            data: json!({ "ts": Timestamp::now() }).into(),
         }
     }
 
@@ -82,7 +111,7 @@ impl StreamEvent {
         Self {
             name: "end",
             id,
-            data: json!({ "reason": reason }),
+            data: json!({ "reason": reason }).into(),
         }
     }
 }
@@ -107,14 +136,18 @@ impl Feeds {
     /// no change falls between the read and the wait.
     pub fn subscribe(self: &Arc<Self>, run_id: &str) -> Subscription {
         let mut runs = self.lock();
-        let tx = runs
-            .entry(run_id.to_owned())
-            .or_insert_with(|| watch::channel(Tick::default()).0);
-        let mut rx = tx.subscribe();
+        let feed = runs.entry(run_id.to_owned()).or_insert_with(|| {
+            Arc::new(RunFeed {
+                tx: watch::channel(Tick::default()).0,
+                logs: Default::default(),
+            })
+        });
+        let mut rx = feed.tx.subscribe();
         let status_seen = rx.borrow_and_update().status;
         Subscription {
             rx: Some(rx),
             feeds: self.clone(),
+            feed: feed.clone(),
             run_id: run_id.to_owned(),
             status_seen,
         }
@@ -155,17 +188,32 @@ impl Feeds {
     }
 
     fn bump(&self, run_id: &str, f: impl FnOnce(&mut Tick)) {
-        if let Some(tx) = self.lock().get(run_id) {
-            tx.send_modify(f);
+        if let Some(feed) = self.lock().get(run_id) {
+            feed.tx.send_modify(f);
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<Tick>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<RunFeed>>> {
         self.runs.lock().expect("feeds lock")
     }
 }
 
 impl Subscription {
+    /// The run's output counter now: a read that starts after this sees every byte written
+    /// before it moved.
+    pub(super) fn output_tick(&self) -> u64 {
+        self.rx
+            .as_ref()
+            .expect("receiver lives until drop")
+            .borrow()
+            .output
+    }
+
+    /// The run's shared chunks.
+    pub(super) fn feed(&self) -> &RunFeed {
+        &self.feed
+    }
+
     /// Waits for the next tick after the last one seen and returns it.
     pub async fn changed(&mut self) -> Tick {
         let rx = self.rx.as_mut().expect("receiver lives until drop");
@@ -195,7 +243,7 @@ impl Drop for Subscription {
         drop(self.rx.take());
         if runs
             .get(&self.run_id)
-            .is_some_and(|tx| tx.receiver_count() == 0)
+            .is_some_and(|feed| feed.tx.receiver_count() == 0)
         {
             runs.remove(&self.run_id);
         }
