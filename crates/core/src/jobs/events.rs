@@ -22,7 +22,7 @@ use futures_util::Stream;
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::live::{EventData, Feeds, StreamEvent, Subscription, Wake};
+use super::live::{EventData, Feeds, RunFeed, StreamEvent, Subscription, Wake};
 use super::{Jobs, Scope};
 use crate::error::Result;
 use crate::store::{Run, RunStatus};
@@ -238,6 +238,16 @@ impl SharedLog {
     }
 }
 
+/// What the shared chunks hold for a stream.
+enum Shared {
+    /// Its next chunks (or that there are none), and whether more is left.
+    Taken((Vec<Chunk>, bool)),
+    /// Nothing from its offset: it reads on its own, up to the shared chunks `gap` bytes ahead.
+    Behind(Option<u64>),
+    /// It is where they end and there may be news: its read is the shared one.
+    AtEnd,
+}
+
 /// A stream's read position in one log.
 #[derive(Debug)]
 struct Cursor {
@@ -262,8 +272,9 @@ impl Cursor {
     /// `settled`, an incomplete character at the end waits for its remaining bytes.
     ///
     /// A stream at the end of what the run's streams share takes the next chunks from there,
-    /// or reads them from the file for all of them; a stream behind the shared chunks (or
-    /// between them) reads the file on its own, up to where they end, and joins them there.
+    /// or reads them from the file for all of them (one stream at a time reads); a stream
+    /// behind the shared chunks (or between two) reads the file on its own, up to where they
+    /// end, and joins them there.
     async fn read(
         &mut self,
         settled: bool,
@@ -271,40 +282,68 @@ impl Cursor {
         subscription: &Subscription,
     ) -> (Vec<Chunk>, bool) {
         let tick = subscription.output_tick();
-        let mut logs = subscription.feed().logs.lock().await;
-        let shared = &mut logs[self.log];
-        if shared.complete_at.is_none() && shared.chunks.is_empty() {
-            // The first read of this log: the shared chunks start where this stream is.
-            (shared.end, shared.read_to) = (self.offset, self.offset);
-        }
-        let hits = shared.from(self.offset, READ_BYTES);
-        if let Some(last) = hits.last() {
-            self.offset = last.to;
-            return (hits, true);
-        }
-        if self.offset == shared.end {
-            let held = shared.read_to > shared.end;
-            if shared.complete_at.is_some_and(|at| at >= tick) && !(settled && held) {
-                return (Vec::new(), false);
+        let feed = subscription.feed();
+        let gap = match self.shared(feed, settled, tick) {
+            Shared::Taken(found) => return found,
+            Shared::Behind(gap) => gap,
+            Shared::AtEnd => {
+                let _reader = feed.reading[self.log].lock().await;
+                // Another stream may have read while this one waited.
+                match self.shared(feed, settled, tick) {
+                    Shared::Taken(found) => return found,
+                    Shared::Behind(gap) => gap,
+                    Shared::AtEnd => {
+                        let (chunks, more, read_to) =
+                            self.read_file(READ_BYTES, settled, feeds).await;
+                        let mut logs = feed.logs.lock().expect("shared logs lock");
+                        let shared = &mut logs[self.log];
+                        shared.add(&chunks, read_to);
+                        if !more {
+                            shared.complete_at = Some(tick);
+                        }
+                        return (chunks, more);
+                    }
+                }
             }
-            let (chunks, more, read_to) = self.read_file(READ_BYTES, settled, feeds).await;
-            shared.add(&chunks, read_to);
-            if !more {
-                shared.complete_at = Some(tick);
-            }
-            return (chunks, more);
-        }
+        };
         // Up to the shared chunks, if they are ahead: from there on this stream shares them.
-        let max = match shared.end.checked_sub(self.offset) {
+        let max = match gap {
             Some(gap) if gap > 0 => READ_BYTES.min(gap as usize),
             _ => READ_BYTES,
         };
-        drop(logs);
         let (chunks, more, _) = self.read_file(max, settled, feeds).await;
         // Reached the shared chunks: the next read takes them (unless this read stopped short
         // of them, before a character the shared ones already decoded as settled).
         let joined = !chunks.is_empty() && max < READ_BYTES;
         (chunks, more || joined)
+    }
+
+    /// What the shared chunks hold for this stream at output tick `tick`.
+    fn shared(&mut self, feed: &RunFeed, settled: bool, tick: u64) -> Shared {
+        let mut logs = feed.logs.lock().expect("shared logs lock");
+        let shared = &mut logs[self.log];
+        if shared.complete_at.is_none() && shared.chunks.is_empty() {
+            // The first read of this log: the shared chunks start where this stream is.
+            (shared.end, shared.read_to) = (self.offset, self.offset);
+        }
+        // Nothing written since the last shared read, and no held-back character to decode.
+        let complete = |shared: &SharedLog| {
+            shared.complete_at.is_some_and(|at| at >= tick)
+                && !(settled && shared.read_to > shared.end)
+        };
+        let hits = shared.from(self.offset, READ_BYTES);
+        if let Some(last) = hits.last() {
+            self.offset = last.to;
+            let more = !(self.offset == shared.end && complete(shared));
+            return Shared::Taken((hits, more));
+        }
+        if self.offset != shared.end {
+            return Shared::Behind(shared.end.checked_sub(self.offset));
+        }
+        if complete(shared) {
+            return Shared::Taken((Vec::new(), false));
+        }
+        Shared::AtEnd
     }
 
     /// Up to `max` bytes from this stream's offset, as chunks; whether the read was cut at
@@ -488,7 +527,7 @@ mod tests {
             text[6..],
             "the resumed stream got every byte from its offset"
         );
-        let logs = subscription.feed().logs.lock().await;
+        let logs = subscription.feed().logs.lock().unwrap();
         assert!(
             logs[0].bytes <= SHARED_BYTES + CHUNK_BYTES * 2,
             "the shared chunks are bounded"

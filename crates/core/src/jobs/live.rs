@@ -56,8 +56,10 @@ impl Default for Feeds {
 #[derive(Debug)]
 pub(super) struct RunFeed {
     tx: watch::Sender<Tick>,
-    /// Held while a stream looks for, or reads, the next chunks of a log.
-    pub(super) logs: tokio::sync::Mutex<[SharedLog; 2]>,
+    /// Held for a look at the shared chunks, never across an `await`.
+    pub(super) logs: Mutex<[SharedLog; 2]>,
+    /// Held by the one stream that reads a log's next chunks for the others.
+    pub(super) reading: [tokio::sync::Mutex<()>; 2],
 }
 
 /// A stream's end of a run's channel; dropping it forgets the run once nobody watches.
@@ -140,6 +142,7 @@ impl Feeds {
             Arc::new(RunFeed {
                 tx: watch::channel(Tick::default()).0,
                 logs: Default::default(),
+                reading: Default::default(),
             })
         });
         let mut rx = feed.tx.subscribe();
