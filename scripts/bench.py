@@ -59,7 +59,8 @@ def python_skill(name, script, parameter_schema, output_key):
 # A script that prints `bursts` lines of about 1 KiB, 10 ms apart, and reports its own duration.
 TALKER_SKILL = python_skill(
     "talker",
-    "import json, sys, time\nreq = json.load(sys.stdin)\nt0 = time.monotonic()\n"
+    "import json, sys, time\nreq = json.load(sys.stdin)\n"
+    "time.sleep(req['parameter'].get('wait', 0))\nt0 = time.monotonic()\n"
     "for i in range(req['parameter']['bursts']):\n"
     "    sys.stdout.write(f'burst {i} t={time.time():.6f} ' + 'wärme ✓ ' * 100 + '\\n')\n"
     "    sys.stdout.flush()\n"
@@ -454,9 +455,9 @@ def subscribe(port, rid, count):
 
 
 def sse():
-    """A run printing 200 bursts over 2 s, watched by 0, 500 and 1,000 event streams: its own
-    duration, how many streams reached `end`, each burst's lag from write to arrival, and the
-    service's peak RSS while streaming."""
+    """A run printing 200 bursts over 2 s, watched by 0, 500 and 1,000 event streams (opened
+    before its first burst): its own duration, how many streams reached `end`, each burst's lag
+    from write to arrival, and the service's peak RSS while streaming."""
     import threading
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
@@ -465,7 +466,10 @@ def sse():
         client = Client(port)
 
         def run(subscribers):
-            _, body = client.call("POST", "/v1/jobs", {"skill_id": "talker", "parameter": {"bursts": 200},
+            # The first burst waits until every stream is open: the lag is then the stream's
+            # own, not the time its client took to connect.
+            parameter = {"bursts": 200, "wait": 3 if subscribers else 0}
+            _, body = client.call("POST", "/v1/jobs", {"skill_id": "talker", "parameter": parameter,
                                                        "runtime_options": {"no_cache": True}})
             rid = body["request_id"]
             peak, stop = [rss_kib(proc.pid)], threading.Event()

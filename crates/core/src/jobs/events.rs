@@ -207,6 +207,8 @@ pub(super) struct SharedLog {
     /// The output tick before the last shared read that reached the end of the file: what was
     /// written before it is in the chunks. `None` before the first.
     complete_at: Option<u64>,
+    /// A stream is reading the next chunks for the others.
+    reading: bool,
 }
 
 impl SharedLog {
@@ -246,6 +248,21 @@ enum Shared {
     Behind(Option<u64>),
     /// It is where they end and there may be news: its read is the shared one.
     AtEnd,
+    /// It is where they end and another stream reads on: it waits for that read.
+    Wait,
+}
+
+/// The turn of the stream reading a log for the others; ending it wakes them.
+struct ReadTurn<'a> {
+    feed: &'a RunFeed,
+    log: usize,
+}
+
+impl Drop for ReadTurn<'_> {
+    fn drop(&mut self) {
+        self.feed.logs.lock().expect("shared logs lock")[self.log].reading = false;
+        self.feed.read[self.log].notify_waiters();
+    }
 }
 
 /// A stream's read position in one log.
@@ -272,7 +289,7 @@ impl Cursor {
     /// `settled`, an incomplete character at the end waits for its remaining bytes.
     ///
     /// A stream at the end of what the run's streams share takes the next chunks from there,
-    /// or reads them from the file for all of them (one stream at a time reads); a stream
+    /// or reads them from the file for all of them (one reads, the others wait for it); a stream
     /// behind the shared chunks (or between two) reads the file on its own, up to where they
     /// end, and joins them there.
     async fn read(
@@ -283,26 +300,29 @@ impl Cursor {
     ) -> (Vec<Chunk>, bool) {
         let tick = subscription.output_tick();
         let feed = subscription.feed();
-        let gap = match self.shared(feed, settled, tick) {
-            Shared::Taken(found) => return found,
-            Shared::Behind(gap) => gap,
-            Shared::AtEnd => {
-                let _reader = feed.reading[self.log].lock().await;
-                // Another stream may have read while this one waited.
-                match self.shared(feed, settled, tick) {
-                    Shared::Taken(found) => return found,
-                    Shared::Behind(gap) => gap,
-                    Shared::AtEnd => {
-                        let (chunks, more, read_to) =
-                            self.read_file(READ_BYTES, settled, feeds).await;
-                        let mut logs = feed.logs.lock().expect("shared logs lock");
-                        let shared = &mut logs[self.log];
-                        shared.add(&chunks, read_to);
-                        if !more {
-                            shared.complete_at = Some(tick);
-                        }
-                        return (chunks, more);
+        let gap = loop {
+            // Armed before the look, so a read that ends right after it still wakes this one.
+            let done = feed.read[self.log].notified();
+            tokio::pin!(done);
+            done.as_mut().enable();
+            match self.shared(feed, settled, tick) {
+                Shared::Taken(found) => return found,
+                Shared::Behind(gap) => break gap,
+                Shared::Wait => done.await,
+                Shared::AtEnd => {
+                    // Whatever happens to this read (its client may go away), the others go on.
+                    let _turn = ReadTurn {
+                        feed,
+                        log: self.log,
+                    };
+                    let (chunks, more, read_to) = self.read_file(READ_BYTES, settled, feeds).await;
+                    let mut logs = feed.logs.lock().expect("shared logs lock");
+                    let shared = &mut logs[self.log];
+                    shared.add(&chunks, read_to);
+                    if !more {
+                        shared.complete_at = Some(tick);
                     }
+                    return (chunks, more);
                 }
             }
         };
@@ -343,6 +363,10 @@ impl Cursor {
         if complete(shared) {
             return Shared::Taken((Vec::new(), false));
         }
+        if shared.reading {
+            return Shared::Wait;
+        }
+        shared.reading = true;
         Shared::AtEnd
     }
 

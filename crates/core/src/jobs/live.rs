@@ -58,8 +58,8 @@ pub(super) struct RunFeed {
     tx: watch::Sender<Tick>,
     /// Held for a look at the shared chunks, never across an `await`.
     pub(super) logs: Mutex<[SharedLog; 2]>,
-    /// Held by the one stream that reads a log's next chunks for the others.
-    pub(super) reading: [tokio::sync::Mutex<()>; 2],
+    /// Wakes the streams that wait while one of them reads a log for all (all at once).
+    pub(super) read: [tokio::sync::Notify; 2],
 }
 
 /// A stream's end of a run's channel; dropping it forgets the run once nobody watches.
@@ -142,7 +142,7 @@ impl Feeds {
             Arc::new(RunFeed {
                 tx: watch::channel(Tick::default()).0,
                 logs: Default::default(),
-                reading: Default::default(),
+                read: Default::default(),
             })
         });
         let mut rx = feed.tx.subscribe();
