@@ -650,6 +650,25 @@ async fn a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_noth
         "{through}"
     );
     assert!(through["bytes_sent"].as_u64().unwrap() > 20, "{through}");
+    // `/metrics` counts the same verdicts.
+    let metrics = server
+        .client
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for verdict in ["allowed", "denied"] {
+        let logged = verdicts.iter().filter(|(_, _, v)| v == verdict).count();
+        let series =
+            format!("skill_runner_egress_connections_total{{verdict=\"{verdict}\"}} {logged}");
+        assert!(
+            metrics.lines().any(|l| l == series),
+            "{series} in\n{metrics}"
+        );
+    }
     // A refusal shows in the run's stderr (and so in its events).
     let stderr = std::fs::read_to_string(server.run_dir(&status).join("logs/stderr.txt")).unwrap();
     assert!(
