@@ -5,7 +5,7 @@
 //! adds what is read at scrape time (runs by state, from the store) and the HTTP requests.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{LazyLock, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request};
@@ -105,7 +105,7 @@ fn describe() {
 /// The page a scrape gets: the counters, with the runs by state read from `store` now.
 pub async fn render(store: &Store) -> anyhow::Result<String> {
     // Series set before and now missing must drop to zero, not keep their last count.
-    static SEEN: Mutex<Option<HashSet<(&'static str, &'static str)>>> = Mutex::new(None);
+    static SEEN: LazyLock<Mutex<HashSet<(&str, &str)>>> = LazyLock::new(Mutex::default);
     let counts = store.run_counts().await?;
     let now: HashSet<_> = counts
         .iter()
@@ -113,7 +113,6 @@ pub async fn render(store: &Store) -> anyhow::Result<String> {
         .collect();
     let gone: Vec<_> = {
         let mut seen = SEEN.lock().expect("seen lock");
-        let seen = seen.get_or_insert_with(HashSet::new);
         let gone = seen.difference(&now).copied().collect();
         seen.extend(now.iter().copied());
         gone
@@ -178,9 +177,8 @@ struct RouteSeries {
 impl RouteSeries {
     /// Runs `use_series` on `route`'s series, registering them on first use.
     fn with(route: &str, use_series: impl FnOnce(&mut Self)) {
-        static ALL: Mutex<Option<HashMap<String, RouteSeries>>> = Mutex::new(None);
+        static ALL: LazyLock<Mutex<HashMap<String, RouteSeries>>> = LazyLock::new(Mutex::default);
         let mut all = ALL.lock().expect("route series lock");
-        let all = all.get_or_insert_with(HashMap::new);
         if !all.contains_key(route) {
             let series = RouteSeries {
                 route: route.to_owned(),

@@ -3,7 +3,6 @@
 //! `GET /v1/sessions/{id}/events` (JSON, or Server-Sent Events that follow a chat under way)
 //! and `DELETE /v1/sessions/{id}`.
 
-use crate::jobs::live::EventData;
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
@@ -20,6 +19,7 @@ use crate::agent::live::Published;
 use crate::agent::session::{Event, SessionError, Stored, valid_id};
 use crate::api::error::{ApiError, ApiResult, blocking};
 use crate::invoke::result;
+use crate::jobs::live::EventData;
 use crate::state::AppState;
 
 /// A chat request. Unknown fields are ignored.

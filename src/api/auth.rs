@@ -1,11 +1,12 @@
 //! Who may call the API.
 //!
-//! Bearer tokens (`SKILL_RUNNER_API_TOKENS`, when set) close every route but
-//! `/v1/system/ping`, `/healthz` and `/readyz` ([`require_token`]); Basic Auth (`UI_BASIC_AUTH_ENABLED`) closes the
-//! administrative routes (package installs, engine upgrades, model snapshots, auth status:
-//! [`Admin`]) and is the console's own login. Either credential opens what the other does: a
-//! valid token passes the administrative routes, the console's user and password pass the
-//! token check, because both already allow running code through the service.
+//! Bearer tokens (`SKILL_RUNNER_API_TOKENS`, when set) close every route but the probes,
+//! `/v1/system/ping`, `/healthz` and `/readyz` ([`require_token`]); Basic Auth
+//! (`UI_BASIC_AUTH_ENABLED`) closes the administrative routes (package installs, engine
+//! upgrades, model snapshots, auth status: [`Admin`]) and is the console's own login. Either
+//! credential opens what the other does: a valid token passes the administrative routes, the
+//! console's user and password pass the token check, because both already allow running code
+//! through the service.
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;

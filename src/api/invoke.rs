@@ -80,10 +80,8 @@ pub(super) async fn call(
     let _guard = cancel.clone().drop_guard();
     let host = state.invoke.clone();
     let (id, trace) = (skill_id.clone(), trace_id.clone());
-    let call = tokio::spawn(
-        async move { host.invoke(&id, body, trace, &cancel).await }
-            .instrument(tracing::Span::current()),
-    );
+    let call =
+        tokio::spawn(async move { host.invoke(&id, body, trace, &cancel).await }.in_current_span());
     match call.await {
         Ok(result) => respond(result),
         Err(e) => {

@@ -214,7 +214,8 @@ pub(super) struct SharedLog {
 impl SharedLog {
     /// The chunks from `offset` on (one starts there), up to `max` bytes of log.
     fn from(&self, offset: u64, max: usize) -> Vec<Chunk> {
-        let Some(first) = self.chunks.iter().position(|c| c.from == offset) else {
+        // Contiguous, so ordered by where they start.
+        let Ok(first) = self.chunks.binary_search_by_key(&offset, |c| c.from) else {
             return Vec::new();
         };
         let limit = offset + max as u64;
@@ -243,7 +244,7 @@ impl SharedLog {
 /// What the shared chunks hold for a stream.
 enum Shared {
     /// Its next chunks (or that there are none), and whether more is left.
-    Taken((Vec<Chunk>, bool)),
+    Taken(Vec<Chunk>, bool),
     /// Nothing from its offset: it reads on its own, up to the shared chunks `gap` bytes ahead.
     Behind(Option<u64>),
     /// It is where they end and there may be news: its read is the shared one.
@@ -306,7 +307,7 @@ impl Cursor {
             tokio::pin!(done);
             done.as_mut().enable();
             match self.shared(feed, settled, tick) {
-                Shared::Taken(found) => return found,
+                Shared::Taken(chunks, more) => return (chunks, more),
                 Shared::Behind(gap) => break gap,
                 Shared::Wait => done.await,
                 Shared::AtEnd => {
@@ -355,13 +356,13 @@ impl Cursor {
         if let Some(last) = hits.last() {
             self.offset = last.to;
             let more = !(self.offset == shared.end && complete(shared));
-            return Shared::Taken((hits, more));
+            return Shared::Taken(hits, more);
         }
         if self.offset != shared.end {
             return Shared::Behind(shared.end.checked_sub(self.offset));
         }
         if complete(shared) {
-            return Shared::Taken((Vec::new(), false));
+            return Shared::Taken(Vec::new(), false);
         }
         if shared.reading {
             return Shared::Wait;

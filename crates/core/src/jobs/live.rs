@@ -15,11 +15,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-
-use super::events::SharedLog;
 use skill_runner_types::clock::Timestamp;
 use tokio::sync::{Semaphore, SemaphorePermit, watch};
 use tokio_util::sync::CancellationToken;
+
+use super::events::SharedLog;
 
 /// Counters that move when a run has news.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -47,20 +47,11 @@ pub fn turn_span(node: &str, run_id: &str, origin: Option<SpanContext>) -> traci
 /// Logs and counts a run's move into `state` on node `node`; the line carries the trace id
 /// when traces are exported.
 pub fn moved(node: &str, run_id: &str, engine: Engine, state: RunStatus) {
-    let (engine_name, state_name) = (engine.as_str(), state.as_str());
-    match current_trace() {
-        Some(trace) => tracing::info!(run_id, node, engine = engine_name, state = state_name,
-                                      trace_id = %trace.trace_id(), "run moved"),
-        None => tracing::info!(
-            run_id,
-            node,
-            engine = engine_name,
-            state = state_name,
-            "run moved"
-        ),
-    }
-    metrics::counter!(TRANSITIONS, "engine" => engine.as_str(), "state" => state.as_str())
-        .increment(1);
+    let (engine, state) = (engine.as_str(), state.as_str());
+    // An absent trace leaves the field out of the line.
+    let trace_id = current_trace().map(|t| tracing::field::display(t.trace_id()));
+    tracing::info!(run_id, node, engine, state, trace_id, "run moved");
+    metrics::counter!(TRANSITIONS, "engine" => engine, "state" => state).increment(1);
 }
 
 /// Counts a run's end.
