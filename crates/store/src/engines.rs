@@ -49,6 +49,7 @@ macro_rules! upgrade_columns {
         "request_id, mode, requested_engine, status, results, created_at, updated_at"
     };
 }
+pub(crate) use upgrade_columns;
 
 /// A model snapshot an operator added.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +59,19 @@ pub struct StoredSnapshot {
     /// JSON array of models.
     pub models: String,
     pub created_at: Timestamp,
+}
+
+impl From<(String, String, String, Timestamp)> for StoredSnapshot {
+    fn from(
+        (engine, cli_version, models, created_at): (String, String, String, Timestamp),
+    ) -> Self {
+        Self {
+            engine,
+            cli_version,
+            models,
+            created_at,
+        }
+    }
 }
 
 /// Engine upgrades and added model snapshots.
@@ -200,14 +214,6 @@ impl EngineStore for Sqlite {
         )
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(engine, cli_version, models, created_at)| StoredSnapshot {
-                engine,
-                cli_version,
-                models,
-                created_at,
-            })
-            .collect())
+        Ok(rows.into_iter().map(StoredSnapshot::from).collect())
     }
 }

@@ -40,6 +40,7 @@ macro_rules! install_columns {
         "request_id, status, phase, skill_id, version, action, error, created_at, updated_at"
     };
 }
+pub(crate) use install_columns;
 
 /// Skill package install requests.
 #[async_trait::async_trait]
@@ -178,11 +179,10 @@ impl InstallStore for Sqlite {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tests::store;
+    use crate::Store;
+    use crate::tests::on_both_backends;
 
-    #[tokio::test]
-    async fn install_request_lifecycle_is_guarded() {
-        let (_dir, store) = store().await;
+    async fn install_request_lifecycle_is_guarded(store: Store) {
         store.insert_install_request("r1").await.unwrap();
         let r = store.install_request("r1").await.unwrap().unwrap();
         assert_eq!(r.status, TaskStatus::Queued);
@@ -234,4 +234,6 @@ mod tests {
         );
         assert!(store.install_request("nope").await.unwrap().is_none());
     }
+
+    on_both_backends!(install_request_lifecycle_is_guarded);
 }

@@ -49,7 +49,42 @@ pub struct Interaction {
     pub idempotency_key: Option<String>,
     pub replied_at: Option<Timestamp>,
     /// Where the asking turn's output ended in `logs/stdout.txt`.
+    #[sqlx(try_from = "StoredOffset")]
     pub stdout_offset: Option<u64>,
+}
+
+/// A byte offset as a column holds it: signed (PostgreSQL has no unsigned integers), maybe
+/// missing.
+pub(crate) struct StoredOffset(Option<i64>);
+
+impl<DB: sqlx::Database> sqlx::Type<DB> for StoredOffset
+where
+    i64: sqlx::Type<DB>,
+{
+    fn type_info() -> DB::TypeInfo {
+        <i64 as sqlx::Type<DB>>::type_info()
+    }
+
+    fn compatible(ty: &DB::TypeInfo) -> bool {
+        <i64 as sqlx::Type<DB>>::compatible(ty)
+    }
+}
+
+impl<'r, DB: sqlx::Database> sqlx::Decode<'r, DB> for StoredOffset
+where
+    Option<i64>: sqlx::Decode<'r, DB>,
+{
+    fn decode(value: DB::ValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        Ok(Self(<Option<i64> as sqlx::Decode<'r, DB>>::decode(value)?))
+    }
+}
+
+impl TryFrom<StoredOffset> for Option<u64> {
+    type Error = std::num::TryFromIntError;
+
+    fn try_from(offset: StoredOffset) -> Result<Self, Self::Error> {
+        offset.0.map(u64::try_from).transpose()
+    }
 }
 
 /// An answer to record.
@@ -79,6 +114,7 @@ macro_rules! interaction_columns {
          idempotency_key, replied_at, stdout_offset"
     };
 }
+pub(crate) use interaction_columns;
 
 /// The questions a run asks and their answers.
 #[async_trait::async_trait]
@@ -268,7 +304,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::tests::store;
+    use crate::tests::on_both_backends;
     use crate::{Binding, NewRequest, NewRun, RequestKind, RunStatus, Store};
     use skill_runner_types::engine::Engine;
 
@@ -308,9 +344,7 @@ mod tests {
             .unwrap()
     }
 
-    #[tokio::test]
-    async fn one_answer_per_question_and_keys_are_unique_per_run() {
-        let (_dir, store) = store().await;
+    async fn one_answer_per_question_and_keys_are_unique_per_run(store: Store) {
         let seq = waiting_run(&store).await;
         assert_eq!(seq, 1);
         let run = store.run("r1").await.unwrap().unwrap();
@@ -389,4 +423,6 @@ mod tests {
         assert_eq!(history[1].turn, 2);
         assert_eq!(history[1].interaction_id, 9);
     }
+
+    on_both_backends!(one_answer_per_question_and_keys_are_unique_per_run);
 }

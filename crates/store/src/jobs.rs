@@ -105,7 +105,7 @@ pub struct Run {
 pub use skill_runner_types::ProcessMark;
 
 #[derive(sqlx::FromRow)]
-struct RunRow {
+pub(crate) struct RunRow {
     run_id: String,
     request_id: String,
     skill_id: String,
@@ -240,6 +240,7 @@ macro_rules! ended_columns {
              WHERE q.request_id = runs.request_id AND q.temp_dir IS NOT NULL) AS temp_skill"
     };
 }
+pub(crate) use ended_columns;
 
 /// What a cleanup removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -265,6 +266,7 @@ macro_rules! request_columns {
          updated_at"
     };
 }
+pub(crate) use request_columns;
 
 macro_rules! run_columns {
     () => {
@@ -275,6 +277,7 @@ macro_rules! run_columns {
          updated_at, started_at, finished_at, sandbox"
     };
 }
+pub(crate) use run_columns;
 
 type Tx<'a> = sqlx::Transaction<'a, sqlx::Sqlite>;
 type Statement<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
@@ -325,6 +328,24 @@ async fn insert_run(
         .execute(&mut **tx)
         .await?;
     Ok(())
+}
+
+/// `requests` in their order, each with its run (one missing meanwhile leaves its request out).
+pub(crate) fn with_runs(
+    requests: Vec<Request>,
+    runs: Vec<RunRow>,
+) -> anyhow::Result<Vec<(Request, Run)>> {
+    let runs: std::collections::HashMap<String, Run> = runs
+        .into_iter()
+        .map(|r| Run::try_from(r).map(|r| (r.run_id.clone(), r)))
+        .collect::<anyhow::Result<_>>()?;
+    Ok(requests
+        .into_iter()
+        .filter_map(|request| {
+            let run = runs.get(request.run_id.as_deref()?)?.clone();
+            Some((request, run))
+        })
+        .collect())
 }
 
 /// A pooled connection running one batch (`BEGIN IMMEDIATE; …; COMMIT`, sent at once). Unlike
@@ -824,18 +845,7 @@ impl JobStore for Sqlite {
         .bind(serde_json::to_string(&run_ids)?)
         .fetch_all(&self.pool)
         .await?;
-        let runs: std::collections::HashMap<String, Run> = runs
-            .into_iter()
-            .map(|r| Run::try_from(r).map(|r| (r.run_id.clone(), r)))
-            .collect::<anyhow::Result<_>>()?;
-        let mut out = Vec::with_capacity(requests.len());
-        for request in requests {
-            let run = request.run_id.as_ref().and_then(|id| runs.get(id).cloned());
-            if let Some(run) = run {
-                out.push((request, run));
-            }
-        }
-        Ok(out)
+        with_runs(requests, runs)
     }
 
     async fn runs_with_status(&self, status: RunStatus) -> anyhow::Result<Vec<Run>> {
@@ -946,7 +956,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::tests::store;
+    use crate::Store;
+    use crate::tests::on_both_backends;
 
     fn new_request(id: &str) -> NewRequest {
         NewRequest {
@@ -972,9 +983,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn only_the_end_that_wins_with_a_success_becomes_the_cache_entry() {
-        let (_dir, store) = store().await;
+    async fn only_the_end_that_wins_with_a_success_becomes_the_cache_entry(store: Store) {
         let end = |run: &'static str, by: Move, status: RunStatus| {
             let store = store.clone();
             async move {
@@ -1004,9 +1013,7 @@ mod tests {
 
     /// A create whose caller goes away mid-batch (a client that disconnects) must not leave
     /// its transaction open on a pooled connection, holding the database's write lock.
-    #[tokio::test]
-    async fn a_create_dropped_mid_batch_leaves_both_rows_or_none_and_the_lock_free() {
-        let (_dir, store) = store().await;
+    async fn a_create_dropped_mid_batch_leaves_both_rows_or_none_and_the_lock_free(store: Store) {
         for n in 0..40 {
             let (q, r) = (format!("q{n}"), format!("r{n}"));
             let (request, binding) = (new_request(&q), Binding::Run(new_run(&r)));
@@ -1028,9 +1035,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_create_that_fails_halfway_leaves_nothing_and_the_store_usable() {
-        let (_dir, store) = store().await;
+    async fn a_create_that_fails_halfway_leaves_nothing_and_the_store_usable(store: Store) {
         store
             .create_request(&new_request("q1"), Some(&Binding::Run(new_run("r1"))))
             .await
@@ -1065,9 +1070,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn runs_are_counted_by_status_and_engine_and_an_end_names_its_engine() {
-        let (_dir, store) = store().await;
+    async fn runs_are_counted_by_status_and_engine_and_an_end_names_its_engine(store: Store) {
         assert!(store.run_counts().await.unwrap().is_empty());
         for (q, r) in [("q1", "r1"), ("q2", "r2"), ("q3", "r3")] {
             let mut run = new_run(r);
@@ -1104,9 +1107,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn a_late_result_never_overwrites_a_terminal_state() {
-        let (_dir, store) = store().await;
+    async fn a_late_result_never_overwrites_a_terminal_state(store: Store) {
         store
             .create_request(&new_request("q1"), Some(&Binding::Run(new_run("r1"))))
             .await
@@ -1143,9 +1144,7 @@ mod tests {
         assert!(run.finished_at.is_some());
     }
 
-    #[tokio::test]
-    async fn a_read_after_a_write_sees_it_although_reads_are_kept() {
-        let (_dir, store) = store().await;
+    async fn a_read_after_a_write_sees_it_although_reads_are_kept(store: Store) {
         store
             .create_request(&new_request("q1"), Some(&Binding::Run(new_run("r1"))))
             .await
@@ -1183,9 +1182,7 @@ mod tests {
         assert!(store.request("q1").await.unwrap().is_none());
     }
 
-    #[tokio::test]
-    async fn uploads_are_claimed_once_and_cache_hits_need_success() {
-        let (_dir, store) = store().await;
+    async fn uploads_are_claimed_once_and_cache_hits_need_success(store: Store) {
         store
             .create_request(&new_request("q1"), None)
             .await
@@ -1241,4 +1238,14 @@ mod tests {
         assert!(store.request("q2").await.unwrap().is_none());
         assert!(store.run("r1").await.unwrap().is_none());
     }
+
+    on_both_backends!(
+        only_the_end_that_wins_with_a_success_becomes_the_cache_entry,
+        a_create_dropped_mid_batch_leaves_both_rows_or_none_and_the_lock_free,
+        a_create_that_fails_halfway_leaves_nothing_and_the_store_usable,
+        runs_are_counted_by_status_and_engine_and_an_end_names_its_engine,
+        a_late_result_never_overwrites_a_terminal_state,
+        a_read_after_a_write_sees_it_although_reads_are_kept,
+        uploads_are_claimed_once_and_cache_hits_need_success
+    );
 }

@@ -1,7 +1,10 @@
-//! The SQLite store: the only crate that speaks SQL (migrations in its `migrations/`).
+//! The store: the only crate that speaks SQL, with two backends behind one [`Backend`] trait.
 //!
-//! One database file (`<data>/skill_runner.db`) in WAL mode is the source of truth for every
-//! request the service accepted. Queries use runtime binding (no compile-time database), and every
+//! By default one SQLite database file (`<data>/skill_runner.db`) in WAL mode is the source of
+//! truth for every request the service accepted; with `SKILL_RUNNER_DATABASE_URL=postgres://…`
+//! it is a PostgreSQL database ([`Postgres`]). Each part's trait, its rows and the SQLite SQL
+//! live in the part's file (`jobs.rs`, …), PostgreSQL's beside them in `postgres/`; migrations
+//! are in `migrations/sqlite` and `migrations/postgres`. Queries use runtime binding (no compile-time database), and every
 //! state change is a guarded `UPDATE ... WHERE status IN (...)`, so a late or repeated writer can
 //! never move a finished request back.
 
@@ -20,12 +23,14 @@ mod engines;
 mod installs;
 mod interactions;
 mod jobs;
+mod postgres;
 mod recent;
 
 pub use engines::{EngineStore, StoredSnapshot, Upgrade, UpgradeResult};
 pub use installs::{InstallPhase, InstallRequest, InstallStore};
 pub use interactions::*;
 pub use jobs::*;
+pub use postgres::Postgres;
 
 /// Lifecycle of a background task: a package install, an engine upgrade (and each engine in it).
 #[derive(
@@ -52,14 +57,16 @@ impl TaskStatus {
     }
 }
 
-/// Whether `cause` is the database finding no room for a write (SQLite's `SQLITE_FULL`).
+/// Whether `cause` is the database finding no room for a write (SQLite's `SQLITE_FULL`,
+/// PostgreSQL's `disk_full`).
 pub fn is_storage_full(cause: &(dyn std::error::Error + 'static)) -> bool {
-    matches!(cause.downcast_ref::<sqlx::Error>(), Some(sqlx::Error::Database(db)) if db.code().as_deref() == Some("13"))
+    matches!(cause.downcast_ref::<sqlx::Error>(), Some(sqlx::Error::Database(db))
+        if matches!(db.code().as_deref(), Some("13" | "53100")))
 }
 
 /// Everything the service keeps about what it accepted, whatever holds it: a backend
 /// implements each part ([`JobStore`], [`InteractionStore`], [`InstallStore`],
-/// [`EngineStore`]). Today that is [`Sqlite`].
+/// [`EngineStore`]): [`Sqlite`] or [`Postgres`].
 #[async_trait::async_trait]
 pub trait Backend:
     JobStore + InteractionStore + InstallStore + EngineStore + std::fmt::Debug + Send + Sync
@@ -70,7 +77,7 @@ pub trait Backend:
     /// Whether the store answers and holds every migration this build knows (readiness).
     async fn check(&self) -> anyhow::Result<()>;
 
-    /// Which database this is (`sqlite`).
+    /// Which database this is (`sqlite` or `postgres`).
     fn kind(&self) -> &'static str;
 }
 
@@ -92,6 +99,32 @@ impl Store {
     pub async fn open(path: &Path) -> anyhow::Result<Self> {
         Ok(Self(Arc::new(Sqlite::open(path).await?)))
     }
+
+    /// The store at `database_url` (`postgres://…`, see [`Postgres::connect`]) when there is
+    /// one, else the SQLite store at `sqlite_path`.
+    pub async fn connect(database_url: Option<&str>, sqlite_path: &Path) -> anyhow::Result<Self> {
+        match database_url {
+            Some(url) => Ok(Self(Arc::new(Postgres::connect(url).await?))),
+            None => Self::open(sqlite_path).await,
+        }
+    }
+}
+
+/// The newest migration applied, in either backend's `_sqlx_migrations`.
+const APPLIED_MIGRATION: &str = "SELECT MAX(version) FROM _sqlx_migrations WHERE success";
+
+/// Ready only when the database holds every migration of `migrations` (`applied` is the newest
+/// it holds).
+fn check_migrations(
+    migrations: &sqlx::migrate::Migrator,
+    applied: Option<i64>,
+) -> anyhow::Result<()> {
+    let latest = migrations.iter().map(|m| m.version).max().unwrap_or(0);
+    anyhow::ensure!(
+        applied == Some(latest),
+        "the database holds migration {applied:?}, this build expects {latest}"
+    );
+    Ok(())
 }
 
 /// The SQLite backend: one database file in WAL mode.
@@ -165,7 +198,7 @@ impl Sqlite {
 }
 
 /// The schema this build expects.
-static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
 #[async_trait::async_trait]
 impl Backend for Sqlite {
@@ -178,17 +211,11 @@ impl Backend for Sqlite {
     }
 
     async fn check(&self) -> anyhow::Result<()> {
-        let latest = MIGRATIONS.iter().map(|m| m.version).max().unwrap_or(0);
-        let (applied,): (Option<i64>,) =
-            sqlx::query_as("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
-                .fetch_one(&self.pool)
-                .await
-                .context("reading the applied migrations")?;
-        anyhow::ensure!(
-            applied == Some(latest),
-            "the database holds migration {applied:?}, this build expects {latest}"
-        );
-        Ok(())
+        let (applied,): (Option<i64>,) = sqlx::query_as(APPLIED_MIGRATION)
+            .fetch_one(&self.pool)
+            .await
+            .context("reading the applied migrations")?;
+        check_migrations(&MIGRATIONS, applied)
     }
 }
 
@@ -201,6 +228,32 @@ pub(crate) mod tests {
         let store = Store::open(&dir.path().join("db.sqlite")).await.unwrap();
         (dir, store)
     }
+
+    /// A store on a fresh database of the PostgreSQL test cluster.
+    pub(crate) async fn postgres_store() -> Store {
+        let url = skill_runner_test_support::postgres::fresh_database().await;
+        Store(Arc::new(Postgres::connect(&url).await.unwrap()))
+    }
+
+    /// The store suite runs on both backends: each named `async fn(Store)` becomes a module
+    /// of two tests, `sqlite` (a fresh file) and `postgres` (a fresh database).
+    macro_rules! on_both_backends {
+        ($($test:ident),* $(,)?) => {$(
+            mod $test {
+                #[tokio::test]
+                async fn sqlite() {
+                    let (_dir, store) = crate::tests::store().await;
+                    super::$test(store).await;
+                }
+
+                #[tokio::test]
+                async fn postgres() {
+                    super::$test(crate::tests::postgres_store().await).await;
+                }
+            }
+        )*};
+    }
+    pub(crate) use on_both_backends;
 
     /// Names are derived twice (serde or sqlx, and strum for `as_str`): they must agree.
     #[test]

@@ -15,6 +15,7 @@ pub mod agents;
 pub mod browser;
 pub mod example;
 pub mod netns;
+pub mod postgres;
 
 /// The repository's root folder (skills, fixtures and front-end files live there).
 pub fn repo_root() -> PathBuf {

@@ -79,35 +79,47 @@ impl utoipa::PartialSchema for Timestamp {
 
 impl utoipa::ToSchema for Timestamp {}
 
-/// A timestamp is stored as its text.
+/// A timestamp is stored as its text (RFC 3339 UTC, fixed width, so text order is time
+/// order), in SQLite and PostgreSQL alike.
 #[cfg(feature = "sqlx")]
-mod sqlite {
-    use sqlx::Sqlite;
+mod stored {
     use sqlx::encode::IsNull;
     use sqlx::error::BoxDynError;
-    use sqlx::sqlite::{SqliteArgumentsBuffer, SqliteTypeInfo, SqliteValueRef};
+    use sqlx::{Database, Decode, Encode, Type};
 
     use super::Timestamp;
 
-    impl sqlx::Type<Sqlite> for Timestamp {
-        fn type_info() -> SqliteTypeInfo {
-            <String as sqlx::Type<Sqlite>>::type_info()
+    impl<DB: Database> Type<DB> for Timestamp
+    where
+        String: Type<DB>,
+    {
+        fn type_info() -> DB::TypeInfo {
+            <String as Type<DB>>::type_info()
         }
 
-        fn compatible(ty: &SqliteTypeInfo) -> bool {
-            <String as sqlx::Type<Sqlite>>::compatible(ty)
-        }
-    }
-
-    impl<'q> sqlx::Encode<'q, Sqlite> for Timestamp {
-        fn encode_by_ref(&self, buf: &mut SqliteArgumentsBuffer) -> Result<IsNull, BoxDynError> {
-            <String as sqlx::Encode<'q, Sqlite>>::encode(self.to_string(), buf)
+        fn compatible(ty: &DB::TypeInfo) -> bool {
+            <String as Type<DB>>::compatible(ty)
         }
     }
 
-    impl<'r> sqlx::Decode<'r, Sqlite> for Timestamp {
-        fn decode(value: SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
-            let text = <&str as sqlx::Decode<'r, Sqlite>>::decode(value)?;
+    impl<'q, DB: Database> Encode<'q, DB> for Timestamp
+    where
+        String: Encode<'q, DB>,
+    {
+        fn encode_by_ref(
+            &self,
+            buf: &mut <DB as Database>::ArgumentBuffer,
+        ) -> Result<IsNull, BoxDynError> {
+            <String as Encode<'q, DB>>::encode(self.to_string(), buf)
+        }
+    }
+
+    impl<'r, DB: Database> Decode<'r, DB> for Timestamp
+    where
+        &'r str: Decode<'r, DB>,
+    {
+        fn decode(value: <DB as Database>::ValueRef<'r>) -> Result<Self, BoxDynError> {
+            let text = <&str as Decode<'r, DB>>::decode(value)?;
             Ok(Self::parse(text)?)
         }
     }

@@ -1,0 +1,77 @@
+//! The PostgreSQL backend (`SKILL_RUNNER_DATABASE_URL=postgres://…`): every part of the store
+//! in PostgreSQL's SQL, with migrations of its own (`migrations/postgres`).
+//!
+//! Unlike SQLite there is no writer's turn (PostgreSQL's row locks order concurrent writers)
+//! and no read cache: another node may write any row, so every read asks the database.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::Context;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+
+use crate::Backend;
+
+mod engines;
+mod installs;
+mod interactions;
+mod jobs;
+
+/// The schema this build expects in PostgreSQL.
+static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// Connections a node keeps to PostgreSQL at most: enough for a status poll beside every write
+/// of a busy node; a fleet of N nodes needs N times this below the server's `max_connections`.
+const MAX_CONNECTIONS: u32 = 10;
+
+/// The PostgreSQL backend: a connection pool.
+#[derive(Debug)]
+pub struct Postgres {
+    pool: PgPool,
+}
+
+impl Postgres {
+    /// Connects to `url` and applies pending migrations (nodes starting together take turns:
+    /// sqlx holds an advisory lock while it migrates).
+    pub async fn connect(url: &str) -> anyhow::Result<Self> {
+        // The URL may carry a password: errors name the host and database, never the URL.
+        let options = PgConnectOptions::from_str(url)
+            .context("SKILL_RUNNER_DATABASE_URL is not a valid postgres:// URL")?;
+        let place = format!(
+            "{}:{}/{}",
+            options.get_host(),
+            options.get_port(),
+            options.get_database().unwrap_or_default()
+        );
+        let pool = PgPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await
+            .with_context(|| format!("connecting to PostgreSQL at {place}"))?;
+        MIGRATIONS
+            .run(&pool)
+            .await
+            .with_context(|| format!("applying database migrations to PostgreSQL at {place}"))?;
+        Ok(Self { pool })
+    }
+}
+
+#[async_trait::async_trait]
+impl Backend for Postgres {
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn check(&self) -> anyhow::Result<()> {
+        let (applied,): (Option<i64>,) = sqlx::query_as(crate::APPLIED_MIGRATION)
+            .fetch_one(&self.pool)
+            .await
+            .context("reading the applied migrations")?;
+        crate::check_migrations(&MIGRATIONS, applied)
+    }
+}

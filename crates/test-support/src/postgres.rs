@@ -1,0 +1,43 @@
+//! Databases for tests of the PostgreSQL backend, in the throw-away cluster `scripts/test.sh`
+//! starts (`scripts/postgres.sh`) and names in `SKILL_RUNNER_TEST_DATABASE_URL`.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use sqlx::Connection;
+
+/// The variable naming the test cluster.
+pub const CLUSTER: &str = "SKILL_RUNNER_TEST_DATABASE_URL";
+
+/// The URL of a new, empty database of its own in the test cluster. The databases are left
+/// there: the cluster is thrown away with them.
+pub async fn fresh_database() -> String {
+    static MADE: AtomicU32 = AtomicU32::new(0);
+    let cluster = std::env::var(CLUSTER).unwrap_or_else(|_| {
+        panic!(
+            "{CLUSTER} is not set: these tests need a PostgreSQL cluster. `bash scripts/test.sh` \
+             starts one; by hand: `d=$(mktemp -d) && chmod 0711 $d && export {CLUSTER}=$(bash \
+             scripts/postgres.sh start $d/pg)`"
+        )
+    });
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let name = format!(
+        "t_{}_{}_{nanos}",
+        std::process::id(),
+        MADE.fetch_add(1, Ordering::Relaxed)
+    );
+    let mut admin = sqlx::PgConnection::connect(&cluster)
+        .await
+        .unwrap_or_else(|e| panic!("connecting to the test cluster {cluster}: {e}"));
+    // The name is ours (digits and underscores), not input.
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut admin)
+        .await
+        .unwrap_or_else(|e| panic!("creating database {name}: {e}"));
+    admin.close().await.ok();
+    let (server, _) = cluster
+        .rsplit_once('/')
+        .expect("the cluster URL names a database");
+    format!("{server}/{name}")
+}
