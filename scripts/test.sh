@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs every test: the Rust suites (unit + integration against the real binary, and the agent
-# CLIs against the fake model server and the console in a headless Chromium, both in network
-# namespaces), the Dockerfile lint and build-stage check, and a smoke run of the README's run
-# command. This is the README's test command.
+# Runs every test: the Rust suites (unit + integration against the real binary, the store on
+# SQLite and on a throw-away PostgreSQL cluster, and the agent CLIs against the fake model
+# server and the console in a headless Chromium, both in network namespaces), the Dockerfile
+# lint and build-stage check, and a smoke run of the README's run command. This is the README's
+# test command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,7 +40,20 @@ set -m
 nice -n 19 cargo build --release --quiet >target/release-build.log 2>&1 &
 release_build=$!
 set +m
-trap 'kill -- "-$release_build" 2>/dev/null || true' EXIT
+
+# A throw-away PostgreSQL cluster (Debian's package, installed by the script when missing): the
+# store suite runs on it as on SQLite, and so do the service tests that name it. Each test makes
+# a database of its own there; the cluster goes with them at the end.
+pg_dir=$(mktemp -d)
+chmod 0711 "$pg_dir"
+cleanup() {
+  kill -- "-$release_build" 2>/dev/null || true
+  bash scripts/postgres.sh stop "$pg_dir/cluster"
+  rm -rf "$pg_dir"
+}
+trap cleanup EXIT
+SKILL_RUNNER_TEST_DATABASE_URL=$(bash scripts/postgres.sh start "$pg_dir/cluster")
+export SKILL_RUNNER_TEST_DATABASE_URL
 
 # Many tests spend most of their time waiting: on a real agent CLI and its retries, a headless
 # browser, a turn's timeout. One per core (nextest's default) left a 2-core machine idle for much

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use secrecy::ExposeSecret;
 use tokio::net::TcpListener;
 
 use crate::agent::Agent;
@@ -106,7 +107,11 @@ pub async fn serve(
         );
     }
     let data = config.data();
-    let store = Store::open(&data.database()).await?;
+    let database_url = config
+        .database_url
+        .as_ref()
+        .map(ExposeSecret::expose_secret);
+    let store = Store::connect(database_url, &data.database()).await?;
     let registry = open_registry(&config).await?;
     let installer = Arc::new(Installer::new(
         store.clone(),

@@ -105,7 +105,7 @@ pub struct Version {
     pub api: &'static str,
     /// This node's id (`SKILL_RUNNER_NODE_ID`).
     pub node_id: String,
-    /// The store's database (`sqlite`).
+    /// The store's database: `sqlite` or `postgres` (`SKILL_RUNNER_DATABASE_URL`).
     pub store: &'static str,
 }
 

@@ -84,6 +84,10 @@ pub struct Config {
     pub skills_dir: PathBuf,
     /// This node's name (`SKILL_RUNNER_NODE_ID`).
     pub node_id: String,
+    /// `SKILL_RUNNER_DATABASE_URL`: the PostgreSQL database (`postgres://…`) holding the
+    /// store instead of the data dir's SQLite file. Read from the environment only: it may
+    /// carry a password.
+    pub database_url: Option<SecretString>,
     pub log_format: LogFormat,
     /// A `tracing` filter directive (`LOG_LEVEL`, or `RUST_LOG` when set).
     pub log_filter: String,
@@ -327,6 +331,7 @@ impl Config {
             data_dir: s.data_dir,
             skills_dir: s.skills_dir,
             node_id: s.node_id.unwrap_or_else(default_node_id),
+            database_url: database_url(get("SKILL_RUNNER_DATABASE_URL"))?,
             traces,
             log_format: s.log_format,
             log_filter: s
@@ -469,6 +474,19 @@ fn trace_export(s: &Settings) -> Option<TraceExport> {
 }
 
 /// The host name and this process's id: unique among nodes on one host, and readable.
+/// Only PostgreSQL is served by URL; SQLite is the data dir's file when none is given.
+fn database_url(value: Option<String>) -> Result<Option<SecretString>, ConfigError> {
+    let Some(url) = value else { return Ok(None) };
+    let url = url.trim();
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(ConfigError::new(
+            "SKILL_RUNNER_DATABASE_URL",
+            "must be a postgres:// URL (leave it unset for SQLite in the data dir)",
+        ));
+    }
+    Ok(Some(SecretString::from(url.to_owned())))
+}
+
 fn default_node_id() -> String {
     let host = nix::unistd::gethostname()
         .ok()
@@ -859,11 +877,37 @@ mod tests {
                 "not an http:// or https:// URL",
             ),
             ("SKILL_RUNNER_NODE_ID", "a b", "not a node id"),
+            (
+                "SKILL_RUNNER_DATABASE_URL",
+                "mysql://db/skills",
+                "must be a postgres:// URL",
+            ),
         ] {
             let e = config(&[(variable, bad)]).unwrap_err();
             assert_eq!(e.variable, variable);
             assert!(e.problem.contains(says), "{e}");
         }
+    }
+
+    #[test]
+    fn the_database_url_names_postgres_and_stays_out_of_debug_output() {
+        assert!(
+            config(&[]).unwrap().database_url.is_none(),
+            "SQLite by default"
+        );
+        assert!(
+            config(&[("SKILL_RUNNER_DATABASE_URL", " ")])
+                .unwrap()
+                .database_url
+                .is_none()
+        );
+        let url = "postgres://runner:hunter2@db:5432/skills";
+        let c = config(&[("SKILL_RUNNER_DATABASE_URL", url)]).unwrap();
+        assert_eq!(
+            c.database_url.as_ref().map(ExposeSecret::expose_secret),
+            Some(url)
+        );
+        assert!(!format!("{c:?}").contains("hunter2"));
     }
 
     #[test]

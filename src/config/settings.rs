@@ -33,7 +33,8 @@ use crate::process::sandbox::SandboxMode;
     about = "Serve the API. Each setting is an environment variable or, for all but secrets, the flag \
              shown (a flag wins).",
     after_long_help = "Read from the environment only (no flag, so they never show in a process \
-                       list): UI_BASIC_AUTH_PASSWORD, SKILL_RUNNER_API_TOKENS, and per engine \
+                       list): UI_BASIC_AUTH_PASSWORD, SKILL_RUNNER_API_TOKENS, SKILL_RUNNER_DATABASE_URL \
+                       (postgres://…: the store in PostgreSQL instead of SQLite), and per engine \
                        (CODEX, GEMINI, IFLOW, CLAUDE, OPENCODE, QWEN) SKILL_RUNNER_<ENGINE>_BASE_URL, \
                        SKILL_RUNNER_<ENGINE>_API_KEY and SKILL_RUNNER_<ENGINE>_NPM_PACKAGE, and per \
                        agent chat provider (OPENAI, DASHSCOPE, OPENAI_RESPONSES, ANTHROPIC) \

@@ -6,6 +6,7 @@ use skill_runner_test_support as common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use common::postgres::{Store, pairs};
 use common::{
     Package, TestDirs, TestServer, asker_skill, assert_group_gone, digest, digest_files,
     probe_skill, skill_package, tree,
@@ -111,9 +112,20 @@ async fn sigkill_during_install_leaves_old_or_new_never_a_mix() {
 
 #[tokio::test]
 async fn sigkill_with_jobs_running_and_queued_loses_nothing() {
+    jobs_running_and_queued_survive_a_sigkill(Store::Sqlite).await;
+}
+
+/// The same on PostgreSQL: the restarted node takes the database over from the killed one.
+#[tokio::test]
+async fn sigkill_with_jobs_running_and_queued_loses_nothing_on_postgres() {
+    jobs_running_and_queued_survive_a_sigkill(Store::Postgres).await;
+}
+
+async fn jobs_running_and_queued_survive_a_sigkill(store: Store) {
     let dirs = TestDirs::new();
     probe_skill("probe", None).write_into(&dirs.skills);
-    let env = [("SKILL_RUNNER_MAX_CONCURRENT", "1")];
+    let env = store.env(&[("SKILL_RUNNER_MAX_CONCURRENT", "1")]).await;
+    let env = pairs(&env);
     let mut server = TestServer::start_with(dirs.clone(), &env);
     let running = server
         .create_job(json!({"skill_id": "probe", "parameter": {"mode": "grandchild"}}))
@@ -161,6 +173,18 @@ async fn sigkill_with_jobs_running_and_queued_loses_nothing() {
     }
 
     let server = TestServer::start_with(dirs.clone(), &env);
+    let (_, version) = server.get("/v1/system/version").await;
+    let kind = if store == Store::Postgres {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    assert_eq!(version["store"], kind, "{version}");
+    assert_eq!(
+        dirs.data.join("skill_runner.db").exists(),
+        store == Store::Sqlite,
+        "PostgreSQL leaves no SQLite file in the data dir"
+    );
     let status = server.wait_job(&running).await;
     assert_eq!(status["status"], "failed", "{status}");
     assert_eq!(status["recovery_state"], "failed_reconciled");
@@ -181,10 +205,20 @@ async fn sigkill_with_jobs_running_and_queued_loses_nothing() {
 
 #[tokio::test]
 async fn a_waiting_run_keeps_waiting_across_a_sigkill_and_resumes() {
+    waiting_runs_survive_a_sigkill(Store::Sqlite).await;
+}
+
+#[tokio::test]
+async fn a_waiting_run_keeps_waiting_across_a_sigkill_and_resumes_on_postgres() {
+    waiting_runs_survive_a_sigkill(Store::Postgres).await;
+}
+
+async fn waiting_runs_survive_a_sigkill(store: Store) {
     let dirs = TestDirs::new();
     asker_skill("asker").write_into(&dirs.skills);
     probe_skill("probe", None).write_into(&dirs.skills);
-    let env = [("SKILL_RUNNER_MAX_CONCURRENT", "1")];
+    let env = store.env(&[("SKILL_RUNNER_MAX_CONCURRENT", "1")]).await;
+    let env = pairs(&env);
     let mut server = TestServer::start_with(dirs.clone(), &env);
     let body = json!({"skill_id": "asker", "parameter": {"asks": 1},
                       "runtime_options": {"execution_mode": "interactive"}});

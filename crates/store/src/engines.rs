@@ -217,3 +217,106 @@ impl EngineStore for Sqlite {
         Ok(rows.into_iter().map(StoredSnapshot::from).collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Store;
+    use crate::tests::on_both_backends;
+
+    fn upgrade(id: &str, engines: &[&str]) -> Upgrade {
+        let now = Timestamp::now();
+        Upgrade {
+            request_id: id.into(),
+            mode: if engines.len() == 1 { "single" } else { "all" }.into(),
+            requested_engine: (engines.len() == 1).then(|| engines[0].to_owned()),
+            status: TaskStatus::Queued,
+            results: engines
+                .iter()
+                .map(|e| (e.to_string(), UpgradeResult::queued()))
+                .collect(),
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    async fn one_upgrade_at_a_time_and_snapshots_are_added_once(store: Store) {
+        assert!(
+            store
+                .insert_upgrade(&upgrade("u1", &["codex"]))
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .insert_upgrade(&upgrade("u2", &["gemini"]))
+                .await
+                .unwrap(),
+            "one under way at a time"
+        );
+        assert_eq!(store.unfinished_upgrades().await.unwrap().len(), 1);
+        let mut results = upgrade("u1", &["codex"]).results;
+        results.get_mut("codex").unwrap().status = TaskStatus::Succeeded;
+        results.get_mut("codex").unwrap().stdout = "added 1 package".into();
+        store
+            .save_upgrade("u1", TaskStatus::Succeeded, &results)
+            .await
+            .unwrap();
+        let saved = store.upgrade("u1").await.unwrap().unwrap();
+        assert_eq!(
+            (saved.status, &saved.results),
+            (TaskStatus::Succeeded, &results)
+        );
+        assert!(store.unfinished_upgrades().await.unwrap().is_empty());
+        assert!(
+            store
+                .insert_upgrade(&upgrade("u2", &["codex", "gemini"]))
+                .await
+                .unwrap()
+        );
+        let latest = |engine: &'static str| {
+            let store = store.clone();
+            async move {
+                let found = store.latest_upgrade_of(engine).await.unwrap();
+                found.map(|u| u.request_id)
+            }
+        };
+        assert_eq!(latest("codex").await.as_deref(), Some("u2"));
+        assert_eq!(latest("gemini").await.as_deref(), Some("u2"));
+        assert_eq!(latest("qwen").await, None);
+        assert!(store.upgrade("u3").await.unwrap().is_none());
+
+        let added = store
+            .insert_model_snapshot("codex", "1.0.0", "[]")
+            .await
+            .unwrap();
+        assert!(added.is_some());
+        assert_eq!(
+            store
+                .insert_model_snapshot("codex", "1.0.0", "[1]")
+                .await
+                .unwrap(),
+            None,
+            "add-only"
+        );
+        store
+            .insert_model_snapshot("claude", "2.0.0", "[\"m\"]")
+            .await
+            .unwrap();
+        let snapshots = store.model_snapshots().await.unwrap();
+        let listed: Vec<_> = snapshots
+            .iter()
+            .map(|s| (s.engine.as_str(), s.cli_version.as_str(), s.models.as_str()))
+            .collect();
+        assert_eq!(
+            listed,
+            [("claude", "2.0.0", "[\"m\"]"), ("codex", "1.0.0", "[]")]
+        );
+        assert_eq!(
+            snapshots[1].created_at.to_string(),
+            added.unwrap().to_string()
+        );
+    }
+
+    on_both_backends!(one_upgrade_at_a_time_and_snapshots_are_added_once);
+}

@@ -424,5 +424,57 @@ mod tests {
         assert_eq!(history[1].interaction_id, 9);
     }
 
-    on_both_backends!(one_answer_per_question_and_keys_are_unique_per_run);
+    async fn questions_are_listed_in_order_and_a_waiting_run_is_kept_waiting(store: Store) {
+        let seq = waiting_run(&store).await;
+        let no = json!("no");
+        let answer = Answer {
+            seq,
+            response: &no,
+            idempotency_key: None,
+            resolution: Resolution::UserReply,
+        };
+        store.answer("r1", answer).await.unwrap();
+        store.start_run("r1", "off").await.unwrap();
+        store
+            .ask_user("r1", 8, &json!({"prompt": "next?"}), 40, far_future())
+            .await
+            .unwrap();
+        let asked = store.interactions("r1").await.unwrap();
+        let summary: Vec<_> = asked
+            .iter()
+            .map(|i| {
+                (
+                    i.seq,
+                    i.interaction_id,
+                    i.turn,
+                    i.stdout_offset,
+                    i.response.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [(1, 7, 1, Some(12), Some(no)), (2, 8, 2, Some(40), None)]
+        );
+        assert_eq!(asked[1].question, json!({"prompt": "next?"}));
+        assert!(
+            store
+                .answered_with_key("r1", "none")
+                .await
+                .unwrap()
+                .is_none()
+        );
+
+        let deadline = Timestamp::parse("2099-01-01T00:00:00Z").unwrap();
+        assert!(store.keep_waiting("r1", deadline).await.unwrap());
+        let run = store.run("r1").await.unwrap().unwrap();
+        assert_eq!(run.wait_deadline, Some(deadline));
+        assert_eq!(run.recovery_state, "recovered_waiting");
+        assert!(!store.keep_waiting("nope", deadline).await.unwrap());
+    }
+
+    on_both_backends!(
+        one_answer_per_question_and_keys_are_unique_per_run,
+        questions_are_listed_in_order_and_a_waiting_run_is_kept_waiting
+    );
 }

@@ -1239,6 +1239,138 @@ mod tests {
         assert!(store.run("r1").await.unwrap().is_none());
     }
 
+    async fn runs_are_listed_in_order_reconciled_once_and_uploads_reopened(store: Store) {
+        for n in 1..=3 {
+            store
+                .create_request(
+                    &new_request(&format!("q{n}")),
+                    Some(&Binding::Run(new_run(&format!("r{n}")))),
+                )
+                .await
+                .unwrap();
+        }
+        let ids = |runs: Vec<Run>| runs.into_iter().map(|r| r.run_id).collect::<Vec<_>>();
+        let queued = store.runs_with_status(RunStatus::Queued).await.unwrap();
+        assert_eq!(ids(queued), ["r1", "r2", "r3"], "first in, first out");
+        let started = store.start_run("r2", "landlock").await.unwrap().unwrap();
+        assert_eq!(
+            (started.turn, started.sandbox.as_deref()),
+            (1, Some("landlock"))
+        );
+        let mark = ProcessMark {
+            pgid: 4242,
+            boot_id: "boot".into(),
+            start_ticks: 77,
+        };
+        store.set_run_process("r2", Some(&mark)).await.unwrap();
+        store.set_run_session("r2", "thread-1").await.unwrap();
+        let r2 = store.run("r2").await.unwrap().unwrap();
+        assert_eq!(r2.process, Some(mark));
+        assert_eq!(r2.engine_session.as_deref(), Some("thread-1"));
+        let running = store.runs_with_status(RunStatus::Running).await.unwrap();
+        assert_eq!(ids(running), ["r2"]);
+
+        let recent = store.recent_requests(2).await.unwrap();
+        let pairs: Vec<_> = recent
+            .iter()
+            .map(|(q, r)| (q.request_id.as_str(), r.run_id.as_str()))
+            .collect();
+        assert_eq!(pairs, [("q3", "r3"), ("q2", "r2")], "newest first");
+
+        let reconciled = store
+            .reconcile_interrupted(
+                "r2",
+                RunStatus::Running,
+                &ending(RunStatus::Failed),
+                "crash",
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (reconciled.request_id.as_str(), reconciled.temp_skill),
+            ("q2", false)
+        );
+        let r2 = store.run("r2").await.unwrap().unwrap();
+        assert_eq!(
+            (
+                r2.status,
+                r2.recovery_state.as_str(),
+                r2.recovery_reason.as_deref()
+            ),
+            (RunStatus::Failed, "failed_reconciled", Some("crash"))
+        );
+        assert_eq!(r2.process, None);
+        assert!(r2.finished_at.is_some());
+        assert!(
+            store
+                .reconcile_interrupted(
+                    "r2",
+                    RunStatus::Running,
+                    &ending(RunStatus::Failed),
+                    "again"
+                )
+                .await
+                .unwrap()
+                .is_none(),
+            "only once"
+        );
+
+        // An upload cut short by a crash waits again; a refused one is an orphan to clean up.
+        for q in ["q4", "q5"] {
+            store.create_request(&new_request(q), None).await.unwrap();
+            assert!(store.claim_upload(q).await.unwrap());
+        }
+        store
+            .fail_upload("q5", Some("SKILL_INVALID"), "no runner.json")
+            .await
+            .unwrap();
+        assert_eq!(store.reopen_interrupted_uploads().await.unwrap(), 1);
+        assert_eq!(
+            store.request("q4").await.unwrap().unwrap().upload_state,
+            UploadState::Awaiting
+        );
+        let q5 = store.request("q5").await.unwrap().unwrap();
+        assert_eq!(
+            (
+                q5.upload_state,
+                q5.error_code.as_deref(),
+                q5.error.as_deref()
+            ),
+            (
+                UploadState::Done,
+                Some("SKILL_INVALID"),
+                Some("no runner.json")
+            )
+        );
+
+        // Only what finished before the bounds goes: the failed run and the orphan here.
+        let past = Timestamp::parse("2000-01-01T00:00:00Z").unwrap();
+        let future = Timestamp::parse("9999-01-01T00:00:00Z").unwrap();
+        let (counts, _) = store.delete_finished(past, past).await.unwrap();
+        assert_eq!(counts, CleanupCounts::default());
+        let (counts, removed) = store.delete_finished(future, past).await.unwrap();
+        assert_eq!(
+            counts,
+            CleanupCounts {
+                runs_deleted: 1,
+                requests_deleted: 2,
+                cache_entries_deleted: 0
+            }
+        );
+        let mut removed: Vec<_> = removed
+            .iter()
+            .map(|r| (r.run_id.as_deref(), r.request_id.as_deref()))
+            .collect();
+        removed.sort();
+        assert_eq!(removed, [(None, Some("q5")), (Some("r2"), Some("q2"))]);
+        assert!(store.run("r1").await.unwrap().is_some(), "queued runs stay");
+        assert!(
+            store.request("q4").await.unwrap().is_some(),
+            "waiting uploads stay"
+        );
+    }
+
     on_both_backends!(
         only_the_end_that_wins_with_a_success_becomes_the_cache_entry,
         a_create_dropped_mid_batch_leaves_both_rows_or_none_and_the_lock_free,
@@ -1246,6 +1378,7 @@ mod tests {
         runs_are_counted_by_status_and_engine_and_an_end_names_its_engine,
         a_late_result_never_overwrites_a_terminal_state,
         a_read_after_a_write_sees_it_although_reads_are_kept,
-        uploads_are_claimed_once_and_cache_hits_need_success
+        uploads_are_claimed_once_and_cache_hits_need_success,
+        runs_are_listed_in_order_reconciled_once_and_uploads_reopened
     );
 }

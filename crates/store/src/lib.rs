@@ -288,6 +288,29 @@ pub(crate) mod tests {
     }
 
     #[tokio::test]
+    async fn one_node_serves_a_postgres_database_at_a_time() {
+        let url = skill_runner_test_support::postgres::fresh_database().await;
+        let first = Postgres::connect(&url).await.unwrap();
+        first.check().await.unwrap();
+        assert_eq!(first.kind(), "postgres");
+        let e = format!("{:#}", Postgres::connect(&url).await.unwrap_err());
+        assert!(
+            e.contains("another skill-runner node serves the database"),
+            "{e}"
+        );
+        assert!(
+            !e.contains("postgres://"),
+            "the URL stays out of errors: {e}"
+        );
+        first.close().await;
+        assert!(first.check().await.is_err(), "a closed store is not ready");
+        let second = Postgres::connect(&url)
+            .await
+            .expect("the lock went with the first");
+        second.check().await.unwrap();
+    }
+
+    #[tokio::test]
     async fn database_survives_reopen_in_wal_mode() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");

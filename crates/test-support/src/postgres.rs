@@ -41,3 +41,29 @@ pub async fn fresh_database() -> String {
         .expect("the cluster URL names a database");
     format!("{server}/{name}")
 }
+
+/// Which store a test's server keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Store {
+    /// The data dir's SQLite file (the default).
+    Sqlite,
+    /// A fresh database of the test cluster.
+    Postgres,
+}
+
+impl Store {
+    /// The server's environment for this store, `extra` after it.
+    pub async fn env(self, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+        let mut env = Vec::new();
+        if self == Self::Postgres {
+            env.push(("SKILL_RUNNER_DATABASE_URL".into(), fresh_database().await));
+        }
+        env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        env
+    }
+}
+
+/// `env` as [`crate::TestServer::start_with`] takes it.
+pub fn pairs(env: &[(String, String)]) -> Vec<(&str, &str)> {
+    env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}

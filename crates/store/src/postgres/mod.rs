@@ -2,13 +2,19 @@
 //! in PostgreSQL's SQL, with migrations of its own (`migrations/postgres`).
 //!
 //! Unlike SQLite there is no writer's turn (PostgreSQL's row locks order concurrent writers)
-//! and no read cache: another node may write any row, so every read asks the database.
+//! and no read cache: every read asks the database.
+//!
+//! One node serves a database at a time: at start-up a node settles every run it finds
+//! running as interrupted, which would fail the turns of another node still running them. So
+//! a node holds an advisory lock for its life (on a connection of its own), and a second one
+//! is refused at start with a clear error rather than allowed to break the first one's runs.
 
 use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::Context;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::Connection;
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
 use crate::Backend;
 
@@ -24,10 +30,17 @@ static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgr
 /// of a busy node; a fleet of N nodes needs N times this below the server's `max_connections`.
 const MAX_CONNECTIONS: u32 = 10;
 
-/// The PostgreSQL backend: a connection pool.
+/// The advisory lock key held by the node serving a database (`skill-runner` in ASCII).
+const NODE_LOCK: i64 = 0x736b_696c_6c2d_7275;
+
+/// Tries for the node lock, 200 ms apart.
+const LOCK_ATTEMPTS: u32 = 10;
+
+/// The PostgreSQL backend: a connection pool, and the session holding the node's lock.
 #[derive(Debug)]
 pub struct Postgres {
     pool: PgPool,
+    node_lock: tokio::sync::Mutex<Option<PgConnection>>,
 }
 
 impl Postgres {
@@ -43,6 +56,30 @@ impl Postgres {
             options.get_port(),
             options.get_database().unwrap_or_default()
         );
+        let mut lock = PgConnection::connect_with(&options)
+            .await
+            .with_context(|| format!("connecting to PostgreSQL at {place}"))?;
+        // A node that was just killed holds the lock until PostgreSQL sees its connection
+        // close, a moment after: its restart waits that long.
+        let mut locked = false;
+        for attempt in 0..LOCK_ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            (locked,) = sqlx::query_as("SELECT pg_try_advisory_lock($1)")
+                .bind(NODE_LOCK)
+                .fetch_one(&mut lock)
+                .await
+                .context("taking the node lock")?;
+            if locked {
+                break;
+            }
+        }
+        anyhow::ensure!(
+            locked,
+            "another skill-runner node serves the database at {place}: one node per database \
+             (stop the other one, or give this one a database of its own)"
+        );
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .acquire_timeout(Duration::from_secs(10))
@@ -53,7 +90,10 @@ impl Postgres {
             .run(&pool)
             .await
             .with_context(|| format!("applying database migrations to PostgreSQL at {place}"))?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            node_lock: tokio::sync::Mutex::new(Some(lock)),
+        })
     }
 }
 
@@ -61,6 +101,9 @@ impl Postgres {
 impl Backend for Postgres {
     async fn close(&self) {
         self.pool.close().await;
+        if let Some(lock) = self.node_lock.lock().await.take() {
+            lock.close().await.ok();
+        }
     }
 
     fn kind(&self) -> &'static str {
