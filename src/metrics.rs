@@ -136,6 +136,7 @@ pub async fn record_request(request: Request, next: Next) -> Response {
     let uri = request.uri().clone();
     let route = request.extensions().get::<MatchedPath>().cloned();
     let response = next.run(request).await;
+    crate::idle::answered();
     let took = began.elapsed();
     let status = response.status().as_u16();
     let path = uri.path();

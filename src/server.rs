@@ -207,6 +207,7 @@ pub async fn serve(
         agent.close();
     };
     let limits = state.config.connections;
+    crate::idle::start();
     skill_runner_web::connections::serve(listener, api::router(state), limits, shutdown)
         .await
         .context("serving HTTP")?;

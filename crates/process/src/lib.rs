@@ -49,7 +49,7 @@ pub use env::ChildEnv;
 pub use reaper::Reaper;
 pub use sandbox::SandboxStatus;
 pub use skill_runner_types::ProcessMark;
-pub use sys::return_large_allocations;
+pub use sys::{release_startup_code, return_large_allocations};
 
 /// What to run.
 #[derive(Debug, Clone)]

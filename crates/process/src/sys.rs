@@ -1,5 +1,6 @@
 //! The one place with `unsafe`: child set-up between `fork` and `exec`, the forkserver's
-//! `fork`, and taking ownership of descriptors received over a socket.
+//! `fork`, taking ownership of descriptors received over a socket, and the allocator and code
+//! pages of the service itself.
 
 use std::io;
 use std::os::fd::{FromRawFd as _, OwnedFd, RawFd};
@@ -284,5 +285,112 @@ pub fn return_large_allocations() {
     #[allow(unsafe_code)]
     unsafe {
         nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, 256 * 1024);
+    }
+}
+
+/// Takes the service's own code and constants out of its resident set (see the server's
+/// `idle`); returns the bytes of mappings released. Only the executable's read-only private
+/// mappings holding no page of their own (`Anonymous: 0 kB`: none was copied on write, as
+/// relocated data is) are released: their pages come back from the page cache on their next
+/// use, the same bytes.
+pub fn release_startup_code() -> io::Result<usize> {
+    let exe = std::fs::read_link("/proc/self/exe")?;
+    let smaps = std::fs::read_to_string("/proc/self/smaps")?;
+    let mut candidate: Option<(usize, usize)> = None;
+    let mut released = 0;
+    for line in smaps.lines() {
+        if let Some(kib) = line.strip_prefix("Anonymous:") {
+            if let (Some((start, end)), Some("0")) =
+                (candidate.take(), kib.split_whitespace().next())
+            {
+                released += drop_pages(start, end)?;
+            }
+            continue;
+        }
+        // A mapping's header: address perms offset dev inode path.
+        let fields: Vec<&str> = line.splitn(6, ' ').collect();
+        let [range, perms, _, _, _, path] = fields[..] else {
+            continue;
+        };
+        let Some((start, end)) = range.split_once('-') else {
+            continue;
+        };
+        candidate = match (
+            usize::from_str_radix(start, 16),
+            usize::from_str_radix(end, 16),
+        ) {
+            (Ok(start), Ok(end))
+                if matches!(perms, "r-xp" | "r--p") && Path::new(path.trim_start()) == exe =>
+            {
+                Some((start, end))
+            }
+            _ => None,
+        };
+    }
+    Ok(released)
+}
+
+/// Drops the pages of the read-only file mapping `start..end` (see [`release_startup_code`]).
+fn drop_pages(start: usize, end: usize) -> io::Result<usize> {
+    let len = end.saturating_sub(start);
+    let Some(addr) = std::ptr::NonNull::new(start as *mut std::ffi::c_void) else {
+        return Ok(0);
+    };
+    // SAFETY: `start..end` is a whole private mapping of the executable that cannot be written
+    // and holds no page copied on write: dropping its pages only makes the next use of each
+    // fault it back in from the file, the same bytes.
+    #[allow(unsafe_code)]
+    unsafe { nix::sys::mman::madvise(addr, len, nix::sys::mman::MmapAdvise::MADV_DONTNEED) }?;
+    Ok(len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Resident pages backed by files, KiB.
+    fn resident_file_kib() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("RssFile:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// Code that goes through relocated data (trait objects' vtables, formatting's tables).
+    fn work() -> String {
+        let steps: Vec<Box<dyn Fn(u64) -> u64>> = vec![
+            Box::new(|x| x.wrapping_mul(3)),
+            Box::new(|x| x.wrapping_add(7)),
+            Box::new(|x| x.rotate_left(5)),
+        ];
+        let total = (0..1000u64).fold(1, |acc, n| steps[(n % 3) as usize](acc ^ n));
+        let map: std::collections::HashMap<String, f64> = (0..50)
+            .map(|i| (format!("k{i}"), f64::from(i) / 7.0))
+            .collect();
+        format!(
+            "{total:x} {:.3} {:?}",
+            map["k42"],
+            std::path::Path::new("/a/b").parent()
+        )
+    }
+
+    #[test]
+    fn released_pages_come_back_unchanged_and_the_resident_set_shrinks() {
+        let expected = work();
+        let before = resident_file_kib();
+        let released = release_startup_code().unwrap();
+        let after = resident_file_kib();
+        assert!(released > 0, "the test binary's own code was released");
+        assert!(
+            after < before,
+            "file-backed resident set {before} KiB -> {after} KiB"
+        );
+        assert_eq!(work(), expected);
+        let threaded = std::thread::spawn(work).join().unwrap();
+        assert_eq!(threaded, expected);
+        assert!(
+            release_startup_code().unwrap() > 0,
+            "again, as when a node falls idle"
+        );
+        assert_eq!(work(), expected);
     }
 }
