@@ -6,36 +6,48 @@
 //! no request for [`QUIET`] drops them (`process::release_startup_code`); the next request
 //! maps back what it uses from the page cache, a few hundred minor faults once.
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long without a request makes a node idle.
 pub const QUIET: Duration = Duration::from_secs(10);
 
-/// Requests answered since start (only compared, never shown).
-static ANSWERED: AtomicU64 = AtomicU64::new(0);
+/// How often the node looks whether it fell quiet.
+const LOOK: Duration = Duration::from_secs(5);
 
-/// Counts a request answered.
+/// When the last request was answered, in milliseconds after [`epoch`].
+static LAST_ANSWERED: AtomicU64 = AtomicU64::new(0);
+
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+fn now_ms() -> u64 {
+    epoch().elapsed().as_millis() as u64
+}
+
+/// Notes a request answered.
 pub fn answered() {
-    ANSWERED.fetch_add(1, Ordering::Relaxed);
+    LAST_ANSWERED.store(now_ms(), Ordering::Relaxed);
 }
 
 /// Releases the code pages now, after start-up, and again each time the node falls quiet
-/// after having served.
+/// after having served: [`QUIET`] to [`QUIET`] + [`LOOK`] after its last request.
 pub fn start() {
     release("start-up");
-    tokio::spawn(async {
-        let mut every = tokio::time::interval(QUIET);
+    let mut released_at = now_ms();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(LOOK);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let (mut seen, mut released) = (ANSWERED.load(Ordering::Relaxed), true);
         loop {
             every.tick().await;
-            let now = ANSWERED.load(Ordering::Relaxed);
-            if now != seen {
-                (seen, released) = (now, false);
-            } else if !released {
+            let last = LAST_ANSWERED.load(Ordering::Relaxed);
+            let now = now_ms();
+            if last >= released_at && now.saturating_sub(last) >= QUIET.as_millis() as u64 {
                 release("idle");
-                released = true;
+                released_at = now;
             }
         }
     });
