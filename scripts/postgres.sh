@@ -2,11 +2,12 @@
 # A throw-away PostgreSQL cluster for the tests, from Debian's `postgresql` package (installed
 # here, pinned, when missing).
 #
-#   bash scripts/postgres.sh start DIR   # prints the cluster's URL (postgres://…) on stdout
+#   bash scripts/postgres.sh start DIR   # prints the cluster's URL (postgres://…?sslmode=disable)
 #   bash scripts/postgres.sh stop DIR    # stops it; DIR can then be removed
 #
-# The cluster lives in DIR, listens on a free 127.0.0.1 port and on a socket in DIR only, and
-# trusts local connections (it holds nothing but test databases). PostgreSQL refuses to run as
+# The cluster lives in DIR, listens on a free 127.0.0.1 port and on a socket in DIR only, trusts
+# local connections (it holds nothing but test databases) and offers TLS with a self-signed
+# certificate. PostgreSQL refuses to run as
 # root, so as root the cluster belongs to the package's `postgres` user (DIR's parents must let
 # it through: `mktemp -d` makes a folder only root can enter, so `chmod 0711` it).
 set -euo pipefail
@@ -49,12 +50,19 @@ start)
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   as_owner "$bin/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --no-locale >"$dir/initdb.log" 2>&1 \
     || { cat "$dir/initdb.log" >&2; exit 1; }
+  # TLS with a self-signed certificate, for the test that connects with `sslmode=require`.
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
+    -keyout "$dir/server.key" -out "$dir/server.crt" >/dev/null 2>&1
+  chmod 0600 "$dir/server.key"
+  [ "$(id -u)" -eq 0 ] && chown postgres: "$dir/server.key" "$dir/server.crt"
   # Many test processes each make a database: room for their pools, and no fsync (the cluster
   # is thrown away).
   as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start -o \
-    "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=400 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
+    "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=400 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c ssl=on -c ssl_cert_file=$dir/server.crt -c ssl_key_file=$dir/server.key" \
     >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
-  echo "postgres://postgres@127.0.0.1:$port/postgres"
+  # Plain connections by default (a TLS handshake per test connection costs time); a test asks
+  # for TLS with `sslmode=require`.
+  echo "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
   ;;
 stop)
   bin=$(bin_dir)

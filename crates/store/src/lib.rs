@@ -310,6 +310,22 @@ pub(crate) mod tests {
         second.check().await.unwrap();
     }
 
+    /// Managed PostgreSQL services want TLS (`?sslmode=require`): the connection is encrypted.
+    #[tokio::test]
+    async fn a_postgres_url_asking_for_tls_gets_it() {
+        let url = skill_runner_test_support::postgres::fresh_database().await;
+        let base = url.split_once('?').map_or(url.as_str(), |(base, _)| base);
+        let url = format!("{base}?sslmode=require");
+        let store = Postgres::connect(&url).await.unwrap();
+        let (encrypted,): (bool,) =
+            sqlx::query_as("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+                .fetch_one(&store.pool)
+                .await
+                .unwrap();
+        assert!(encrypted);
+        store.close().await;
+    }
+
     #[tokio::test]
     async fn database_survives_reopen_in_wal_mode() {
         let dir = tempfile::tempdir().unwrap();

@@ -36,10 +36,14 @@ pub async fn fresh_database() -> String {
         .await
         .unwrap_or_else(|e| panic!("creating database {name}: {e}"));
     admin.close().await.ok();
-    let (server, _) = cluster
+    let (url, options) = cluster.split_once('?').unwrap_or((&cluster, ""));
+    let (server, _) = url
         .rsplit_once('/')
         .expect("the cluster URL names a database");
-    format!("{server}/{name}")
+    match options {
+        "" => format!("{server}/{name}"),
+        options => format!("{server}/{name}?{options}"),
+    }
 }
 
 /// Which store a test's server keeps.

@@ -39,7 +39,7 @@ const LOCK_ATTEMPTS: u32 = 10;
 /// The PostgreSQL backend: a connection pool, and the session holding the node's lock.
 #[derive(Debug)]
 pub struct Postgres {
-    pool: PgPool,
+    pub(crate) pool: PgPool,
     node_lock: tokio::sync::Mutex<Option<PgConnection>>,
 }
 
