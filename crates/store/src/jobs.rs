@@ -998,7 +998,7 @@ mod tests {
                 .create_request(&new_request(q), Some(&Binding::Run(new_run(r))))
                 .await
                 .unwrap();
-            store.start_run(r, "off").await.unwrap();
+            crate::tests::start(&store, r, "off").await.unwrap();
         }
         assert!(end("r1", Move::End, RunStatus::Failed).await.is_some());
         assert_eq!(store.cached_run("k1").await.unwrap(), None, "a failure");
@@ -1085,7 +1085,7 @@ mod tests {
                 .await
                 .unwrap();
         }
-        store.start_run("r1", "off").await.unwrap().unwrap();
+        crate::tests::start(&store, "r1", "off").await.unwrap().unwrap();
         let ended = store
             .finish_run("r1", Move::End, None, &ending(RunStatus::Failed))
             .await
@@ -1112,9 +1112,9 @@ mod tests {
             .create_request(&new_request("q1"), Some(&Binding::Run(new_run("r1"))))
             .await
             .unwrap();
-        let started = store.start_run("r1", "off").await.unwrap().unwrap();
+        let started = crate::tests::start(&store, "r1", "off").await.unwrap().unwrap();
         assert_eq!((started.status, started.turn), (RunStatus::Running, 1));
-        assert!(store.start_run("r1", "off").await.unwrap().is_none());
+        assert!(crate::tests::start(&store, "r1", "off").await.unwrap().is_none());
         let mut canceled = ending(RunStatus::Canceled);
         canceled.error_code = Some("CANCELED_BY_USER".into());
         let ended = store
@@ -1157,7 +1157,7 @@ mod tests {
             );
             assert!(store.request("q1").await.unwrap().is_some());
         }
-        assert!(store.start_run("r1", "off").await.unwrap().is_some());
+        assert!(crate::tests::start(&store, "r1", "off").await.unwrap().is_some());
         assert_eq!(
             store.run("r1").await.unwrap().unwrap().status,
             RunStatus::Running
@@ -1205,7 +1205,7 @@ mod tests {
             None,
             "queued runs are no hit"
         );
-        store.start_run("r1", "off").await.unwrap();
+        crate::tests::start(&store, "r1", "off").await.unwrap();
         store
             .finish_run("r1", Move::End, None, &ending(RunStatus::Succeeded))
             .await
@@ -1252,7 +1252,7 @@ mod tests {
         let ids = |runs: Vec<Run>| runs.into_iter().map(|r| r.run_id).collect::<Vec<_>>();
         let queued = store.runs_with_status(RunStatus::Queued).await.unwrap();
         assert_eq!(ids(queued), ["r1", "r2", "r3"], "first in, first out");
-        let started = store.start_run("r2", "landlock").await.unwrap().unwrap();
+        let started = crate::tests::start(&store, "r2", "landlock").await.unwrap().unwrap();
         assert_eq!(
             (started.turn, started.sandbox.as_deref()),
             (1, Some("landlock"))

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
+use skill_runner_types::engine::Engine;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -30,7 +31,7 @@ pub use engines::{EngineStore, StoredSnapshot, Upgrade, UpgradeResult};
 pub use installs::{InstallPhase, InstallRequest, InstallStore};
 pub use interactions::*;
 pub use jobs::*;
-pub use postgres::Postgres;
+pub use postgres::{Postgres, Signal, Signals};
 
 /// Lifecycle of a background task: a package install, an engine upgrade (and each engine in it).
 #[derive(
@@ -79,6 +80,52 @@ pub trait Backend:
 
     /// Which database this is (`sqlite` or `postgres`).
     fn kind(&self) -> &'static str;
+
+    /// The coordination of the nodes sharing this database; `None` for SQLite (one node).
+    fn cluster(&self) -> Option<&dyn Cluster> {
+        None
+    }
+}
+
+/// What the nodes sharing one database agree on (PostgreSQL): who is alive, who runs which
+/// run, and the signals they send each other. A node runs only runs it claimed; every write
+/// about a turn checks the claim (fencing), and a node declared lost finds its claims gone.
+#[async_trait::async_trait]
+pub trait Cluster: Send + Sync {
+    /// This node's id (`SKILL_RUNNER_NODE_ID`).
+    fn node_id(&self) -> &str;
+
+    /// Renews this node's heartbeat; false when the node had been declared lost (it is
+    /// entered again, but its claims are gone: its turns must stop).
+    async fn heartbeat(&self) -> anyhow::Result<bool>;
+
+    /// Claims the oldest queued run this node may run: unclaimed, its folder nowhere else, and
+    /// of an agent engine only when `agents`.
+    async fn claim(&self, agents: bool) -> anyhow::Result<Option<(String, Engine)>>;
+
+    /// Runs queued in the whole cluster (the admission bound).
+    async fn queued(&self) -> anyhow::Result<u64>;
+
+    /// Tells every node that a run became claimable.
+    async fn announce(&self) -> anyhow::Result<()>;
+
+    /// Asks the node running `run_id`'s turn to stop it.
+    async fn request_cancel(&self, run_id: &str) -> anyhow::Result<()>;
+
+    /// A subscription to the other nodes' signals.
+    async fn signals(&self) -> anyhow::Result<Signals>;
+
+    /// This node's runs in `status`: claimed (queued, running) or held in its data dir
+    /// (waiting), in FIFO order.
+    async fn held(&self, status: RunStatus) -> anyhow::Result<Vec<Run>>;
+
+    /// Gives back this node's claims of runs not started; how many.
+    async fn release_claims(&self) -> anyhow::Result<u64>;
+
+    /// As the leader (one node at a time; `None` when another one is), removes the nodes
+    /// silent for `silent`, gives their claims of runs not started back to the queue, and
+    /// returns the runs their turns left `running`, for the caller to end.
+    async fn settle_lost(&self, silent: std::time::Duration) -> anyhow::Result<Option<Vec<Run>>>;
 }
 
 /// The service's handle to its store; cheap to clone. Every part's methods are called on it
@@ -100,11 +147,15 @@ impl Store {
         Ok(Self(Arc::new(Sqlite::open(path).await?)))
     }
 
-    /// The store at `database_url` (`postgres://…`, see [`Postgres::connect`]) when there is
-    /// one, else the SQLite store at `sqlite_path`.
-    pub async fn connect(database_url: Option<&str>, sqlite_path: &Path) -> anyhow::Result<Self> {
+    /// The store at `database_url` (`postgres://…`, see [`Postgres::connect`]), joined as node
+    /// `node_id`, when there is one, else the SQLite store at `sqlite_path`.
+    pub async fn connect(
+        database_url: Option<&str>,
+        sqlite_path: &Path,
+        node_id: &str,
+    ) -> anyhow::Result<Self> {
         match database_url {
-            Some(url) => Ok(Self(Arc::new(Postgres::connect(url).await?))),
+            Some(url) => Ok(Self(Arc::new(Postgres::connect(url, node_id).await?))),
             None => Self::open(sqlite_path).await,
         }
     }
@@ -222,6 +273,7 @@ impl Backend for Sqlite {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use skill_runner_types::run_state::Move;
 
     pub(crate) async fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
@@ -232,7 +284,20 @@ pub(crate) mod tests {
     /// A store on a fresh database of the PostgreSQL test cluster.
     pub(crate) async fn postgres_store() -> Store {
         let url = skill_runner_test_support::postgres::fresh_database().await;
-        Store(Arc::new(Postgres::connect(&url).await.unwrap()))
+        Store(Arc::new(Postgres::connect(&url, "node-a").await.unwrap()))
+    }
+
+    /// [`Backend::start_run`] as a node would call it: on a cluster's store, after claiming
+    /// what it may run (the claim is what a start checks).
+    pub(crate) async fn start(
+        store: &Store,
+        run_id: &str,
+        sandbox: &str,
+    ) -> anyhow::Result<Option<Run>> {
+        if let Some(cluster) = store.cluster() {
+            while cluster.claim(true).await?.is_some() {}
+        }
+        store.start_run(run_id, sandbox).await
     }
 
     /// The store suite runs on both backends: each named `async fn(Store)` becomes a module
@@ -287,27 +352,119 @@ pub(crate) mod tests {
         assert!(store.check().await.is_err(), "a closed store is not ready");
     }
 
-    #[tokio::test]
-    async fn one_node_serves_a_postgres_database_at_a_time() {
+    /// Two nodes of one database, and a run of each kind: `r1` (script), `r2` (an agent's),
+    /// `r3` (script, its uploads received by node a).
+    async fn two_nodes() -> (Postgres, Postgres) {
         let url = skill_runner_test_support::postgres::fresh_database().await;
-        let first = Postgres::connect(&url).await.unwrap();
-        first.check().await.unwrap();
-        assert_eq!(first.kind(), "postgres");
-        let e = format!("{:#}", Postgres::connect(&url).await.unwrap_err());
+        let a = Postgres::connect(&url, "node-a").await.unwrap();
+        let b = Postgres::connect(&url, "node-b").await.unwrap();
+        let run = |id: &str, engine| NewRun {
+            run_id: id.into(),
+            skill_id: "demo".into(),
+            skill_dir: "/skills/demo".into(),
+            engine,
+            cache_key: None,
+        };
+        let request = |id: &str| NewRequest {
+            request_id: id.into(),
+            kind: RequestKind::Job,
+            skill_id: Some("demo".into()),
+            engine: Some(Engine::Script),
+            model: None,
+            engine_options: serde_json::json!({}),
+            input: serde_json::json!({}),
+            parameter: serde_json::json!({}),
+            runtime_options: Default::default(),
+        };
+        for (q, r, engine) in [("q1", "r1", Engine::Script), ("q2", "r2", Engine::Codex)] {
+            let binding = Binding::Run(run(r, engine));
+            a.create_request(&request(q), Some(&binding)).await.unwrap();
+        }
+        a.create_request(&request("q3"), None).await.unwrap();
+        assert!(a.claim_upload("q3").await.unwrap());
+        let binding = Binding::Run(run("r3", Engine::Script));
+        a.complete_upload("q3", &binding, None).await.unwrap();
+        (a, b)
+    }
+
+    fn claimed(claim: Option<(String, Engine)>) -> Option<String> {
+        claim.map(|(run_id, _)| run_id)
+    }
+
+    #[tokio::test]
+    async fn a_node_runs_what_it_claimed_and_runs_with_files_stay_where_they_are() {
+        let (a, b) = two_nodes().await;
+        assert_eq!(a.kind(), "postgres");
+        assert_eq!(b.queued().await.unwrap(), 3, "the bound counts every node's");
+        assert_eq!(claimed(b.claim(false).await.unwrap()).as_deref(), Some("r1"));
         assert!(
-            e.contains("another skill-runner node serves the database"),
-            "{e}"
+            a.start_run("r1", "off").await.unwrap().is_none(),
+            "another node's claim"
+        );
+        assert!(b.start_run("r1", "off").await.unwrap().is_some());
+        assert_eq!(
+            claimed(b.claim(false).await.unwrap()),
+            None,
+            "no agent run without an agent place; r3's uploads are on node a"
+        );
+        assert_eq!(claimed(b.claim(true).await.unwrap()).as_deref(), Some("r2"));
+        assert_eq!(claimed(a.claim(true).await.unwrap()).as_deref(), Some("r3"));
+        let ids = |runs: Vec<Run>| runs.into_iter().map(|r| r.run_id).collect::<Vec<_>>();
+        assert_eq!(ids(b.held(RunStatus::Running).await.unwrap()), ["r1"]);
+        assert_eq!(ids(b.held(RunStatus::Queued).await.unwrap()), ["r2"]);
+        assert_eq!(b.release_claims().await.unwrap(), 1);
+        assert_eq!(claimed(a.claim(true).await.unwrap()).as_deref(), Some("r2"));
+
+        // A turn's end gives its claim back; its next turn runs where its folder is.
+        let mut signals = b.signals().await.unwrap();
+        b.announce().await.unwrap();
+        assert_eq!(signals.next().await.unwrap(), Signal::Queued);
+        a.request_cancel("r1").await.unwrap();
+        assert_eq!(signals.next().await.unwrap(), Signal::Cancel("r1".into()));
+        let ending = Ending {
+            status: RunStatus::Succeeded,
+            error_code: None,
+            error_message: None,
+            warnings: vec![],
+            result: None,
+        };
+        assert!(
+            b.finish_run("r1", Move::End, None, &ending)
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert!(b.held(RunStatus::Running).await.unwrap().is_empty());
+        // The subscription holds a pooled connection, which a close waits for.
+        drop(signals);
+        a.close().await;
+        b.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_lost_nodes_claims_go_back_and_its_turns_are_handed_to_the_leader() {
+        let (a, b) = two_nodes().await;
+        assert_eq!(claimed(a.claim(true).await.unwrap()).as_deref(), Some("r1"));
+        assert!(a.start_run("r1", "off").await.unwrap().is_some());
+        assert_eq!(claimed(a.claim(true).await.unwrap()).as_deref(), Some("r2"));
+        let silent = Duration::from_millis(300);
+        tokio::time::sleep(silent * 2).await;
+        assert!(b.heartbeat().await.unwrap(), "b is alive");
+        let orphaned = b.settle_lost(silent).await.unwrap().expect("b leads");
+        let ids: Vec<_> = orphaned.iter().map(|r| r.run_id.as_str()).collect();
+        assert_eq!(ids, ["r1"], "the lost node's turn, for the leader to end");
+        assert_eq!(
+            claimed(b.claim(true).await.unwrap()).as_deref(),
+            Some("r2"),
+            "the lost node's claim went back to the queue"
         );
         assert!(
-            !e.contains("postgres://"),
-            "the URL stays out of errors: {e}"
+            !a.heartbeat().await.unwrap(),
+            "a node back from the dead learns it was lost"
         );
-        first.close().await;
-        assert!(first.check().await.is_err(), "a closed store is not ready");
-        let second = Postgres::connect(&url)
-            .await
-            .expect("the lock went with the first");
-        second.check().await.unwrap();
+        assert!(a.start_run("r2", "off").await.unwrap().is_none());
+        a.close().await;
+        b.close().await;
     }
 
     /// Managed PostgreSQL services want TLS (`?sslmode=require`): the connection is encrypted.
@@ -316,7 +473,7 @@ pub(crate) mod tests {
         let url = skill_runner_test_support::postgres::fresh_database().await;
         let base = url.split_once('?').map_or(url.as_str(), |(base, _)| base);
         let url = format!("{base}?sslmode=require");
-        let store = Postgres::connect(&url).await.unwrap();
+        let store = Postgres::connect(&url, "node-a").await.unwrap();
         let (encrypted,): (bool,) =
             sqlx::query_as("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
                 .fetch_one(&store.pool)

@@ -27,7 +27,8 @@ impl InteractionStore for Postgres {
         let asked: Option<(i64, i64)> = sqlx::query_as(
             "UPDATE runs SET status = $1, interaction_count = interaction_count + 1,
                  pending_interaction_id = $2, wait_deadline = $3,
-                 pgid = NULL, pg_boot_id = NULL, pg_start_ticks = NULL, updated_at = $4
+                 pgid = NULL, pg_boot_id = NULL, pg_start_ticks = NULL, updated_at = $4,
+                 lease_node = NULL
              WHERE run_id = $5 AND status IN (SELECT json_array_elements_text($6::json))
              RETURNING interaction_count, turn",
         )

@@ -15,16 +15,18 @@ use skill_runner_types::run_state::{Move, RunStatus};
 
 type Tx<'a> = sqlx::Transaction<'a, sqlx::Postgres>;
 
+/// Records a queued run; `node` holds its folder already (its uploads), or `None`.
 async fn insert_run(
     tx: &mut Tx<'_>,
     request_id: &str,
     run: &NewRun,
     now: Timestamp,
+    node: Option<&str>,
 ) -> anyhow::Result<()> {
     sqlx::query(
         "INSERT INTO runs (run_id, request_id, skill_id, engine, skill_dir, status, cache_key,
-                           created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $7)",
+                           created_at, updated_at, node)
+         VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $7, $8)",
     )
     .bind(&run.run_id)
     .bind(request_id)
@@ -33,6 +35,7 @@ async fn insert_run(
     .bind(&run.skill_dir)
     .bind(&run.cache_key)
     .bind(now)
+    .bind(node)
     .execute(&mut **tx)
     .await?;
     Ok(())
@@ -64,7 +67,7 @@ impl JobStore for Postgres {
         };
         let mut tx = self.pool.begin().await?;
         if let Some(Binding::Run(run)) = binding {
-            insert_run(&mut tx, &request.request_id, run, now).await?;
+            insert_run(&mut tx, &request.request_id, run, now, None).await?;
         }
         sqlx::query(
             "INSERT INTO requests (request_id, kind, skill_id, engine, model, engine_options,
@@ -148,8 +151,9 @@ impl JobStore for Postgres {
         let now = Timestamp::now();
         let mut tx = self.pool.begin().await?;
         let (run_id, cache_hit) = match binding {
+            // The uploads are in this node's data dir: its turns run here.
             Binding::Run(run) => {
-                insert_run(&mut tx, request_id, run, now).await?;
+                insert_run(&mut tx, request_id, run, now, Some(&self.node_id)).await?;
                 (run.run_id.as_str(), false)
             }
             Binding::CacheHit(run_id) => (run_id.as_str(), true),
@@ -213,8 +217,9 @@ impl JobStore for Postgres {
         let now = Timestamp::now();
         let row: Option<RunRow> = sqlx::query_as(concat!(
             "UPDATE runs SET status = $1, turn = turn + 1, sandbox = $2,
-                 started_at = COALESCE(started_at, $3), updated_at = $3
-             WHERE run_id = $4 AND ",
+                 started_at = COALESCE(started_at, $3), updated_at = $3,
+                 node = COALESCE(node, $6)
+             WHERE run_id = $4 AND lease_node = $6 AND ",
             status_in!("5"),
             " RETURNING ",
             run_columns!()
@@ -224,6 +229,7 @@ impl JobStore for Postgres {
         .bind(now)
         .bind(run_id)
         .bind(Move::Start.from_json())
+        .bind(&self.node_id)
         .fetch_optional(&self.pool)
         .await?;
         row.map(Run::try_from).transpose()
@@ -270,7 +276,7 @@ impl JobStore for Postgres {
             "WITH ended AS (
                  UPDATE runs SET status = $1, error_code = $2, error_message = $3, warnings = $4,
                      result = $5, pgid = NULL, pg_boot_id = NULL, pg_start_ticks = NULL,
-                     pending_interaction_id = NULL, wait_deadline = NULL,
+                     pending_interaction_id = NULL, wait_deadline = NULL, lease_node = NULL,
                      updated_at = $6, finished_at = $6
                  WHERE run_id = $7 AND ",
             status_in!("8"),
@@ -318,7 +324,7 @@ impl JobStore for Postgres {
             "UPDATE runs SET status = $1, error_code = $2, error_message = $3, result = $4,
                  recovery_state = 'failed_reconciled', recovered_at = $5, recovery_reason = $6,
                  pgid = NULL, pg_boot_id = NULL, pg_start_ticks = NULL,
-                 pending_interaction_id = NULL, wait_deadline = NULL,
+                 pending_interaction_id = NULL, wait_deadline = NULL, lease_node = NULL,
                  updated_at = $5, finished_at = $5
              WHERE run_id = $7 AND status = $8",
             ended_columns!()

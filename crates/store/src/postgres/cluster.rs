@@ -1,0 +1,229 @@
+//! The nodes sharing one PostgreSQL database: membership with heartbeats, claims of queued
+//! runs (`FOR UPDATE SKIP LOCKED`, River's way), the leader's settling of lost nodes, and the
+//! signals nodes send each other (`LISTEN`/`NOTIFY`).
+
+use std::time::Duration;
+
+use anyhow::Context;
+use sqlx::postgres::PgListener;
+
+use super::Postgres;
+use crate::Cluster;
+use crate::jobs::{Run, RunRow, run_columns};
+use skill_runner_types::engine::Engine;
+use skill_runner_types::run_state::RunStatus;
+
+/// Channels: a run became claimable; a node is asked to stop a run's turn (payload: run id).
+const QUEUED: &str = "skill_runner_queued";
+const CANCEL: &str = "skill_runner_cancel";
+
+/// The advisory lock key of the leader's pass (`sk-lead` in ASCII): one node settles lost
+/// nodes at a time.
+const LEADER: i64 = 0x736b_2d6c_6561_64;
+
+/// What another node asked of this one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Signal {
+    /// A run became claimable.
+    Queued,
+    /// Stop the turn of this run, if it runs here.
+    Cancel(String),
+}
+
+/// A node's subscription to the signals of the others.
+pub struct Signals(PgListener);
+
+impl std::fmt::Debug for Signals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Signals")
+    }
+}
+
+impl Signals {
+    /// The next signal; an error when the connection broke (a new subscription is needed).
+    pub async fn next(&mut self) -> anyhow::Result<Signal> {
+        loop {
+            let note = self.0.recv().await?;
+            match note.channel() {
+                QUEUED => return Ok(Signal::Queued),
+                CANCEL => return Ok(Signal::Cancel(note.payload().to_owned())),
+                _ => continue,
+            }
+        }
+    }
+}
+
+impl Postgres {
+    /// Enters this node in `nodes` (a node restarting under the same id takes its row over).
+    pub(super) async fn join(&self) -> anyhow::Result<()> {
+        sqlx::query(
+            "INSERT INTO nodes (node_id) VALUES ($1)
+             ON CONFLICT (node_id) DO UPDATE SET started_at = now(), heartbeat_at = now()",
+        )
+        .bind(&self.node_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Gives back the claims of runs not started and leaves `nodes` (a stop, not a loss).
+    pub(super) async fn leave(&self) -> anyhow::Result<()> {
+        let mut tx = self.pool.begin().await?;
+        let released = sqlx::query(
+            "UPDATE runs SET lease_node = NULL WHERE lease_node = $1 AND status = 'queued'",
+        )
+        .bind(&self.node_id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        sqlx::query("DELETE FROM nodes WHERE node_id = $1")
+            .bind(&self.node_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        if released > 0 {
+            self.announce().await?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl Cluster for Postgres {
+    fn node_id(&self) -> &str {
+        &self.node_id
+    }
+
+    async fn heartbeat(&self) -> anyhow::Result<bool> {
+        let beat = sqlx::query("UPDATE nodes SET heartbeat_at = now() WHERE node_id = $1")
+            .bind(&self.node_id)
+            .execute(&self.pool)
+            .await?;
+        if beat.rows_affected() == 1 {
+            return Ok(true);
+        }
+        self.join().await?;
+        Ok(false)
+    }
+
+    async fn claim(&self, agents: bool) -> anyhow::Result<Option<(String, Engine)>> {
+        let claimed = sqlx::query_as(
+            "UPDATE runs SET lease_node = $1
+             WHERE run_id = (
+                 SELECT run_id FROM runs
+                 WHERE status = 'queued' AND lease_node IS NULL
+                   AND (node IS NULL OR node = $1) AND ($2 OR engine = 'script')
+                 ORDER BY seq
+                 FOR UPDATE SKIP LOCKED
+                 LIMIT 1)
+             RETURNING run_id, engine",
+        )
+        .bind(&self.node_id)
+        .bind(agents)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(claimed)
+    }
+
+    async fn queued(&self) -> anyhow::Result<u64> {
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM runs WHERE status = 'queued'")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(n.max(0) as u64)
+    }
+
+    async fn announce(&self) -> anyhow::Result<()> {
+        sqlx::query("SELECT pg_notify($1, '')")
+            .bind(QUEUED)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn request_cancel(&self, run_id: &str) -> anyhow::Result<()> {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(CANCEL)
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn signals(&self) -> anyhow::Result<Signals> {
+        let mut listener = PgListener::connect_with(&self.pool)
+            .await
+            .context("opening the signal connection")?;
+        listener.listen_all([QUEUED, CANCEL]).await?;
+        Ok(Signals(listener))
+    }
+
+    async fn held(&self, status: RunStatus) -> anyhow::Result<Vec<Run>> {
+        // A waiting run is nobody's lease; it belongs to the node holding its folder.
+        let rows: Vec<RunRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            run_columns!(),
+            " FROM runs WHERE status = $1
+               AND (CASE WHEN status = 'waiting_user' THEN node ELSE lease_node END) = $2
+             ORDER BY seq"
+        ))
+        .bind(status)
+        .bind(&self.node_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(Run::try_from).collect()
+    }
+
+    async fn release_claims(&self) -> anyhow::Result<u64> {
+        let released = sqlx::query(
+            "UPDATE runs SET lease_node = NULL WHERE lease_node = $1 AND status = 'queued'",
+        )
+        .bind(&self.node_id)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(released)
+    }
+
+    async fn settle_lost(&self, silent: Duration) -> anyhow::Result<Option<Vec<Run>>> {
+        let mut tx = self.pool.begin().await?;
+        let (leader,): (bool,) = sqlx::query_as("SELECT pg_try_advisory_xact_lock($1)")
+            .bind(LEADER)
+            .fetch_one(&mut *tx)
+            .await?;
+        if !leader {
+            return Ok(None);
+        }
+        sqlx::query("DELETE FROM nodes WHERE heartbeat_at < now() - make_interval(secs => $1)")
+            .bind(silent.as_secs_f64())
+            .execute(&mut *tx)
+            .await?;
+        // Whatever a node no longer in `nodes` held: claims of runs not started go back to
+        // the queue, turns under way are returned to be ended.
+        let freed = sqlx::query(
+            "UPDATE runs SET lease_node = NULL
+             WHERE status = 'queued' AND lease_node IS NOT NULL
+               AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.node_id = runs.lease_node)",
+        )
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        let orphaned: Vec<RunRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            run_columns!(),
+            " FROM runs WHERE status = 'running' AND lease_node IS NOT NULL
+               AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.node_id = runs.lease_node)
+             ORDER BY seq"
+        ))
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        if freed > 0 {
+            self.announce().await?;
+        }
+        orphaned
+            .into_iter()
+            .map(Run::try_from)
+            .collect::<anyhow::Result<_>>()
+            .map(Some)
+    }
+}
