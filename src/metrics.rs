@@ -89,6 +89,10 @@ fn describe() {
     describe_counter!(jobs::CACHE_HITS, "Creates answered from the result cache");
     describe_gauge!(jobs::SSE_SUBSCRIBERS, "Open event streams of runs");
     describe_counter!(
+        jobs::LEASE_RENEWALS,
+        "Heartbeats this node renewed among the nodes of its PostgreSQL database"
+    );
+    describe_counter!(
         "skill_runner_egress_connections_total",
         "Connections of turns through the egress proxy, by verdict"
     );

@@ -111,7 +111,7 @@ pub async fn serve(
         .database_url
         .as_ref()
         .map(ExposeSecret::expose_secret);
-    let store = Store::connect(database_url, &data.database()).await?;
+    let store = Store::connect(database_url, &data.database(), &config.node_id).await?;
     let registry = open_registry(&config).await?;
     let installer = Arc::new(Installer::new(
         store.clone(),

@@ -185,6 +185,11 @@ pub struct Settings {
     #[arg(long, env = "SKILL_RUNNER_RECONCILE_INTERVAL_SECONDS", value_parser = positive,
           default_value_t = JobLimits::default().reconcile_interval.as_secs())]
     pub reconcile_interval_seconds: u64,
+    /// Among nodes sharing a PostgreSQL database: seconds of silence after which a node is
+    /// lost and its turns end NODE_LOST (heartbeats every sixth of it).
+    #[arg(long, env = "SKILL_RUNNER_NODE_TIMEOUT_SECONDS", value_parser = positive,
+          default_value_t = JobLimits::default().node_timeout.as_secs())]
+    pub node_timeout_seconds: u64,
     /// An event stream with nothing to say sends a heartbeat after this many seconds.
     #[arg(long, env = "SKILL_RUNNER_SSE_HEARTBEAT_SECONDS", value_parser = positive,
           default_value_t = JobLimits::default().sse_heartbeat.as_secs())]

@@ -117,6 +117,10 @@ pub struct JobLimits {
     pub cleanup_interval: Duration,
     /// Time between reconciler passes (`SKILL_RUNNER_RECONCILE_INTERVAL_SECONDS`).
     pub reconcile_interval: Duration,
+    /// Among nodes sharing a PostgreSQL database: a node silent this long is lost, its turns
+    /// end `NODE_LOST`; each node renews its heartbeat every sixth of it
+    /// (`SKILL_RUNNER_NODE_TIMEOUT_SECONDS`).
+    pub node_timeout: Duration,
     /// An event stream with nothing to say sends a heartbeat after this long
     /// (`SKILL_RUNNER_SSE_HEARTBEAT_SECONDS`).
     pub sse_heartbeat: Duration,
@@ -182,6 +186,7 @@ impl Default for JobLimits {
             failed_retention: Duration::from_secs(12 * 3600),
             cleanup_interval: Duration::from_secs(12 * 3600),
             reconcile_interval: Duration::from_secs(30),
+            node_timeout: Duration::from_secs(30),
             sse_heartbeat: Duration::from_secs(5),
             max_log_bytes: 256 << 20,
             max_served_bytes: 1 << 30,

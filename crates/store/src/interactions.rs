@@ -336,7 +336,12 @@ mod tests {
             .create_request(&request, Some(&Binding::Run(run)))
             .await
             .unwrap();
-        assert!(crate::tests::start(&store, "r1", "off").await.unwrap().is_some());
+        assert!(
+            crate::tests::start(&store, "r1", "off")
+                .await
+                .unwrap()
+                .is_some()
+        );
         store
             .ask_user("r1", 7, &json!({"prompt": "?"}), 12, far_future())
             .await
@@ -384,7 +389,12 @@ mod tests {
         assert_eq!(found.response, Some(yes.clone()));
         assert_eq!(found.resolution, Some(Resolution::UserReply));
 
-        assert!(crate::tests::start(&store, "r1", "off").await.unwrap().is_some());
+        assert!(
+            crate::tests::start(&store, "r1", "off")
+                .await
+                .unwrap()
+                .is_some()
+        );
         let seq = store
             .ask_user("r1", 9, &json!({"prompt": "again?"}), 30, far_future())
             .await

@@ -1085,7 +1085,10 @@ mod tests {
                 .await
                 .unwrap();
         }
-        crate::tests::start(&store, "r1", "off").await.unwrap().unwrap();
+        crate::tests::start(&store, "r1", "off")
+            .await
+            .unwrap()
+            .unwrap();
         let ended = store
             .finish_run("r1", Move::End, None, &ending(RunStatus::Failed))
             .await
@@ -1112,9 +1115,17 @@ mod tests {
             .create_request(&new_request("q1"), Some(&Binding::Run(new_run("r1"))))
             .await
             .unwrap();
-        let started = crate::tests::start(&store, "r1", "off").await.unwrap().unwrap();
+        let started = crate::tests::start(&store, "r1", "off")
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!((started.status, started.turn), (RunStatus::Running, 1));
-        assert!(crate::tests::start(&store, "r1", "off").await.unwrap().is_none());
+        assert!(
+            crate::tests::start(&store, "r1", "off")
+                .await
+                .unwrap()
+                .is_none()
+        );
         let mut canceled = ending(RunStatus::Canceled);
         canceled.error_code = Some("CANCELED_BY_USER".into());
         let ended = store
@@ -1157,7 +1168,12 @@ mod tests {
             );
             assert!(store.request("q1").await.unwrap().is_some());
         }
-        assert!(crate::tests::start(&store, "r1", "off").await.unwrap().is_some());
+        assert!(
+            crate::tests::start(&store, "r1", "off")
+                .await
+                .unwrap()
+                .is_some()
+        );
         assert_eq!(
             store.run("r1").await.unwrap().unwrap().status,
             RunStatus::Running
@@ -1252,7 +1268,10 @@ mod tests {
         let ids = |runs: Vec<Run>| runs.into_iter().map(|r| r.run_id).collect::<Vec<_>>();
         let queued = store.runs_with_status(RunStatus::Queued).await.unwrap();
         assert_eq!(ids(queued), ["r1", "r2", "r3"], "first in, first out");
-        let started = crate::tests::start(&store, "r2", "landlock").await.unwrap().unwrap();
+        let started = crate::tests::start(&store, "r2", "landlock")
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(
             (started.turn, started.sandbox.as_deref()),
             (1, Some("landlock"))

@@ -123,8 +123,9 @@ pub trait Cluster: Send + Sync {
     async fn release_claims(&self) -> anyhow::Result<u64>;
 
     /// As the leader (one node at a time; `None` when another one is), removes the nodes
-    /// silent for `silent`, gives their claims of runs not started back to the queue, and
-    /// returns the runs their turns left `running`, for the caller to end.
+    /// silent for `silent`, gives their claims of runs not started back to the queue, reopens
+    /// the uploads they were receiving, and returns the runs their turns left `running`, for
+    /// the caller to end.
     async fn settle_lost(&self, silent: std::time::Duration) -> anyhow::Result<Option<Vec<Run>>>;
 }
 
@@ -395,8 +396,15 @@ pub(crate) mod tests {
     async fn a_node_runs_what_it_claimed_and_runs_with_files_stay_where_they_are() {
         let (a, b) = two_nodes().await;
         assert_eq!(a.kind(), "postgres");
-        assert_eq!(b.queued().await.unwrap(), 3, "the bound counts every node's");
-        assert_eq!(claimed(b.claim(false).await.unwrap()).as_deref(), Some("r1"));
+        assert_eq!(
+            b.queued().await.unwrap(),
+            3,
+            "the bound counts every node's"
+        );
+        assert_eq!(
+            claimed(b.claim(false).await.unwrap()).as_deref(),
+            Some("r1")
+        );
         assert!(
             a.start_run("r1", "off").await.unwrap().is_none(),
             "another node's claim"

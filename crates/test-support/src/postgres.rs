@@ -61,6 +61,9 @@ impl Store {
         let mut env = Vec::new();
         if self == Self::Postgres {
             env.push(("SKILL_RUNNER_DATABASE_URL".into(), fresh_database().await));
+            // A stable id, as a deployment gives each node: restarted, the node takes up what
+            // it held.
+            env.push(("SKILL_RUNNER_NODE_ID".into(), "node-1".into()));
         }
         env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         env

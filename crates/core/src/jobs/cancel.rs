@@ -47,11 +47,21 @@ impl Jobs {
             .expect("active lock")
             .get(run_id)
             .map(|(_, token)| token.clone());
-        if let Some(token) = switch {
-            let first = !token.is_cancelled();
-            token.cancel();
-            // SIGTERM, the grace period, SIGKILL and draining the pipes, with room to spare.
-            let limit = self.config.limits.kill_grace + Duration::from_secs(5);
+        // SIGTERM, the grace period, SIGKILL and draining the pipes, with room to spare.
+        let limit = self.config.limits.kill_grace + Duration::from_secs(5);
+        let stopping = match switch {
+            Some(token) => {
+                let first = !token.is_cancelled();
+                token.cancel();
+                Some(first)
+            }
+            // A turn under way on another node is stopped there.
+            None if self.store.run(run_id).await?.map(|r| r.status) == Some(RunStatus::Running) => {
+                self.cancel_elsewhere(run_id).await.then_some(true)
+            }
+            None => None,
+        };
+        if let Some(first) = stopping {
             match self.settled(run_id, limit).await? {
                 Some(RunStatus::Canceled) => return Ok(first),
                 Some(status) if status.is_terminal() => return Ok(false),
@@ -83,10 +93,13 @@ impl Jobs {
                 None => return Ok(None),
                 Some(_) => {}
             }
-            if tokio::time::timeout_at(deadline, subscription.changed())
-                .await
-                .is_err()
-            {
+            // Another node's turn ends without telling this one: look again now and then.
+            let look = tokio::time::Instant::now() + Duration::from_millis(250);
+            tokio::select! {
+                _ = subscription.changed() => {}
+                () = tokio::time::sleep_until(look.min(deadline)) => {}
+            }
+            if tokio::time::Instant::now() >= deadline {
                 return Ok(None);
             }
         }

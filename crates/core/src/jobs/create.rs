@@ -13,7 +13,7 @@ use skill_runner_types::run_options::RuntimeOptions;
 use uuid::Uuid;
 
 use super::cache::{self, KeyParts};
-use super::queue::Admission;
+use super::cluster::Place;
 use super::validation;
 use super::{Jobs, Scope};
 use crate::engines::Engine;
@@ -151,7 +151,7 @@ impl Jobs {
             .await?;
         let (binding, admission) = self.bind(&skill, &request, cache_key).await?;
         self.store.create_request(&request, Some(&binding)).await?;
-        Ok(self.bound(request_id, binding, admission))
+        Ok(self.bound(request_id, binding, admission).await)
     }
 
     /// `POST /v1/temp-skill-runs`: records the request; the skill arrives with the upload.
@@ -355,7 +355,9 @@ impl Jobs {
         if request.kind == RequestKind::Job {
             let _ = tokio::fs::remove_dir_all(&dir).await;
         }
-        let created = self.bound(request.request_id.clone(), binding, admission);
+        let created = self
+            .bound(request.request_id.clone(), binding, admission)
+            .await;
         Ok(Received {
             request_id: created.request_id,
             cache_hit: created.cache_hit,
@@ -437,14 +439,14 @@ impl Jobs {
         skill: &SkillManifest,
         request: &NewRequest,
         cache_key: Option<String>,
-    ) -> Result<(Binding, Option<Admission>)> {
+    ) -> Result<(Binding, Option<Place>)> {
         if let Some(key) = &cache_key
             && !request.runtime_options.no_cache
             && let Some(run_id) = self.store.cached_run(key).await?
         {
             return Ok((Binding::CacheHit(run_id), None));
         }
-        let admission = self.queue.try_admit().ok_or(Error::QueueFull)?;
+        let admission = self.admit().await?;
         let run = NewRun {
             run_id: Uuid::new_v4().to_string(),
             skill_id: skill.id.clone(),
@@ -456,15 +458,15 @@ impl Jobs {
     }
 
     /// Queues a recorded run and says what the client sees.
-    fn bound(
+    async fn bound(
         &self,
         request_id: String,
         binding: Binding,
-        admission: Option<Admission>,
+        admission: Option<Place>,
     ) -> Admitted {
         match (binding, admission) {
             (Binding::Run(run), Some(admission)) => {
-                admission.enqueue(run.run_id.clone(), run.engine);
+                self.enqueue(admission, &run.run_id, run.engine).await;
                 self.moved(&run.run_id, run.engine, RunStatus::Queued);
                 Admitted {
                     request_id,

@@ -39,6 +39,9 @@ pub mod codes {
     /// The service failed while executing the run (a store write, a file); the turn's
     /// processes were killed.
     pub const INTERNAL_ERROR: &str = "INTERNAL_ERROR";
+    /// The node running the turn stopped answering (or lost its heartbeat) and the turn was
+    /// ended; another node may run the run's later turns.
+    pub const NODE_LOST: &str = "NODE_LOST";
 }
 
 /// A turn's envelope as the result file and the run's ending (`result/result.json`,
@@ -365,7 +368,7 @@ impl Jobs {
                     Some(stderr),
                 ))
             }
-            Outcome::Interrupted { envelope } => self.interrupted(envelope),
+            Outcome::Interrupted { envelope } => self.interrupted(run_id, envelope),
             Outcome::Unrecorded(e) => {
                 tracing::error!(
                     run_id,
@@ -382,11 +385,18 @@ impl Jobs {
     /// The end after the cancel switch fired and the process is gone: shutdown fails the
     /// run, a user cancel cancels it. Recording it only now means every byte the process wrote
     /// is in the logs before the run's status turns terminal.
-    fn interrupted(&self, envelope: Envelope) -> TurnEnd {
+    fn interrupted(&self, run_id: &str, envelope: Envelope) -> TurnEnd {
         if self.shutdown.is_cancelled() {
             return TurnEnd::Ended(Envelope::default().failed(
                 Some(codes::RESTART_INTERRUPTED),
                 "The service stopped while the run was executing".into(),
+                None,
+            ));
+        }
+        if self.fenced.lock().expect("fenced lock").remove(run_id) {
+            return TurnEnd::Ended(Envelope::default().failed(
+                Some(codes::NODE_LOST),
+                "This node lost its place among the nodes while the run was executing".into(),
                 None,
             ));
         }

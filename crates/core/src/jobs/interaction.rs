@@ -98,7 +98,7 @@ impl Jobs {
             return Ok(());
         }
         waits_on(&run, body.interaction_id)?;
-        let Some(admission) = self.queue.try_admit() else {
+        let Some(admission) = self.place().await? else {
             // A full queue only matters to a reply that could still be accepted.
             if let Some(fresh) = self.store.run(&run.run_id).await? {
                 if self.replayed(&fresh, key, &body).await? {
@@ -121,7 +121,7 @@ impl Jobs {
         };
         match self.store.answer(&run.run_id, answer).await? {
             AnswerOutcome::Accepted => {
-                admission.enqueue(run.run_id.clone(), run.engine);
+                self.enqueue(admission, &run.run_id, run.engine).await;
                 self.moved(&run.run_id, run.engine, RunStatus::Queued);
                 Ok(())
             }
@@ -274,7 +274,7 @@ impl Jobs {
         };
         if self.store.answer(run_id, answer).await? == AnswerOutcome::Accepted {
             tracing::info!(run_id, seq, "no reply in time: the runner decided");
-            self.queue.push_unbounded(run_id.to_owned(), run.engine);
+            self.requeue(run_id, run.engine).await;
             self.moved(run_id, run.engine, RunStatus::Queued);
         }
         Ok(())

@@ -12,6 +12,7 @@
 pub mod cache;
 pub mod cancel;
 pub mod chat;
+pub mod cluster;
 pub mod conversation;
 pub mod create;
 pub mod events;
@@ -26,7 +27,7 @@ pub mod validation;
 pub mod views;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -96,6 +97,12 @@ pub struct Jobs {
     /// turn of a run from the next.
     active: Mutex<HashMap<String, (u64, CancellationToken)>>,
     turns: AtomicU64,
+    /// Runs whose turns this node stopped because it lost its place among the nodes.
+    fenced: Mutex<std::collections::HashSet<String>>,
+    /// Workers waiting for a run (the claims fill them, see [`cluster`]).
+    idle: AtomicUsize,
+    /// A run became claimable, or a worker idle.
+    claimable: tokio::sync::Notify,
     /// Wake-ups for the event streams.
     feeds: Arc<Feeds>,
     /// Held while a bundle is built.
@@ -132,6 +139,9 @@ impl Jobs {
             registry,
             active: Mutex::new(HashMap::new()),
             turns: AtomicU64::new(0),
+            fenced: Mutex::default(),
+            idle: AtomicUsize::new(0),
+            claimable: tokio::sync::Notify::new(),
             feeds: Feeds::new(),
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
@@ -157,6 +167,10 @@ impl Jobs {
         let jobs = self.clone();
         self.tracker
             .spawn(async move { jobs.reconcile_loop().await });
+        if self.store.cluster().is_some() {
+            let jobs = self.clone();
+            self.tracker.spawn(async move { jobs.cluster_loop().await });
+        }
         Ok(())
     }
 
@@ -191,12 +205,19 @@ impl Jobs {
     /// result: the limit is on turns executing at once, and the next one need not wait for
     /// the store.
     async fn worker(self: Arc<Self>) {
-        while let Some(Popped {
-            run_id,
-            agent_place,
-            origin,
-        }) = self.queue.pop().await
-        {
+        loop {
+            self.idle.fetch_add(1, Ordering::Relaxed);
+            self.claimable.notify_one();
+            let popped = self.queue.pop().await;
+            self.idle.fetch_sub(1, Ordering::Relaxed);
+            let Some(Popped {
+                run_id,
+                agent_place,
+                origin,
+            }) = popped
+            else {
+                return;
+            };
             let cancel = self.shutdown.child_token();
             let turn = self.turns.fetch_add(1, Ordering::Relaxed);
             self.active

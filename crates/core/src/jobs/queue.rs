@@ -154,6 +154,11 @@ impl Queue {
         self.lock().runs.iter().any(|r| r.run_id == run_id)
     }
 
+    /// Whether an agent turn could take a place now.
+    pub fn agent_place_free(&self) -> bool {
+        self.lock().agents < self.max_agents
+    }
+
     /// Runs waiting for a slot.
     pub fn waiting(&self) -> usize {
         self.lock().runs.len()

@@ -9,7 +9,9 @@
 //! acknowledged, so their requests wait for the upload again.
 //!
 //! While the service runs, the reconciler settles what it lost track of when the store failed
-//! past its retries: see [`Jobs::reconcile_once`].
+//! past its retries: see [`Jobs::reconcile_once`]. Among nodes sharing a database, each settles
+//! only the runs it claimed or holds the folder of; the leader settles those of lost nodes
+//! (see [`super::cluster`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +29,7 @@ use crate::store::{Run, RunStatus};
 impl Jobs {
     pub(super) async fn recover(self: &Arc<Self>) -> anyhow::Result<()> {
         let reopened = self.store.reopen_interrupted_uploads().await?;
-        let interrupted = self.store.runs_with_status(RunStatus::Running).await?;
+        let interrupted = self.held(RunStatus::Running).await?;
         for run in &interrupted {
             if let Some(mark) = &run.process
                 && process::kill_recorded_group(mark)
@@ -51,11 +53,19 @@ impl Jobs {
             )
             .await?;
         }
-        let waiting = self.store.runs_with_status(RunStatus::WaitingUser).await?;
+        let waiting = self.held(RunStatus::WaitingUser).await?;
         for run in &waiting {
             self.keep_waiting(run).await?;
         }
-        let queued = self.store.runs_with_status(RunStatus::Queued).await?;
+        // Among nodes, queued runs wait in the database; this node's claims from a previous
+        // life under the same id go back to it.
+        let queued = match self.store.cluster() {
+            Some(cluster) => {
+                cluster.release_claims().await?;
+                Vec::new()
+            }
+            None => self.store.runs_with_status(RunStatus::Queued).await?,
+        };
         for run in &queued {
             self.queue.push_unbounded(run.run_id.clone(), run.engine);
         }
@@ -73,6 +83,15 @@ impl Jobs {
 }
 
 impl Jobs {
+    /// The runs in `status` this node answers for: all of them on its own, those it claimed
+    /// or holds the folder of among nodes.
+    async fn held(&self, status: RunStatus) -> anyhow::Result<Vec<Run>> {
+        match self.store.cluster() {
+            Some(cluster) => cluster.held(status).await,
+            None => self.store.runs_with_status(status).await,
+        }
+    }
+
     /// Keeps a waiting run waiting and re-arms its timer, or fails it when its question is
     /// gone (`SESSION_RESUME_FAILED`).
     async fn keep_waiting(self: &Arc<Self>, run: &Run) -> anyhow::Result<()> {
@@ -151,8 +170,8 @@ impl Jobs {
     /// again. The store is read before the live turns, so a turn that starts meanwhile is
     /// never taken for a lost one.
     pub(super) async fn reconcile_once(self: &Arc<Self>) -> anyhow::Result<()> {
-        let running = self.store.runs_with_status(RunStatus::Running).await?;
-        let queued = self.store.runs_with_status(RunStatus::Queued).await?;
+        let running = self.held(RunStatus::Running).await?;
+        let queued = self.held(RunStatus::Queued).await?;
         let held: std::collections::HashSet<String> = self
             .active
             .lock()

@@ -18,3 +18,7 @@ ALTER TABLE runs ADD COLUMN lease_node TEXT;
 
 CREATE INDEX runs_claimable ON runs (seq) WHERE status = 'queued' AND lease_node IS NULL;
 CREATE INDEX runs_leased ON runs (lease_node) WHERE lease_node IS NOT NULL;
+
+-- The node receiving a request's upload (its files land in that node's data dir): a crash of
+-- that node reopens the upload, and only its own.
+ALTER TABLE requests ADD COLUMN upload_node TEXT;

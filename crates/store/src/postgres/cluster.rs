@@ -207,6 +207,14 @@ impl Cluster for Postgres {
         .execute(&mut *tx)
         .await?
         .rows_affected();
+        // Uploads they were receiving were never acknowledged: the clients may send them again.
+        sqlx::query(
+            "UPDATE requests SET upload_state = 'awaiting', upload_node = NULL
+             WHERE upload_state = 'receiving' AND upload_node IS NOT NULL
+               AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.node_id = requests.upload_node)",
+        )
+        .execute(&mut *tx)
+        .await?;
         let orphaned: Vec<RunRow> = sqlx::query_as(concat!(
             "SELECT ",
             run_columns!(),

@@ -120,11 +120,12 @@ impl JobStore for Postgres {
 
     async fn claim_upload(&self, request_id: &str) -> anyhow::Result<bool> {
         let done = sqlx::query(
-            "UPDATE requests SET upload_state = 'receiving', updated_at = $1
+            "UPDATE requests SET upload_state = 'receiving', upload_node = $3, updated_at = $1
              WHERE request_id = $2 AND upload_state = 'awaiting'",
         )
         .bind(Timestamp::now())
         .bind(request_id)
+        .bind(&self.node_id)
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
@@ -183,10 +184,11 @@ impl JobStore for Postgres {
 
     async fn reopen_interrupted_uploads(&self) -> anyhow::Result<u64> {
         let done = sqlx::query(
-            "UPDATE requests SET upload_state = 'awaiting', updated_at = $1
-             WHERE upload_state = 'receiving'",
+            "UPDATE requests SET upload_state = 'awaiting', upload_node = NULL, updated_at = $1
+             WHERE upload_state = 'receiving' AND upload_node = $2",
         )
         .bind(Timestamp::now())
+        .bind(&self.node_id)
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected())

@@ -1,0 +1,243 @@
+//! Running as one of several nodes on one PostgreSQL database (`store::Cluster`).
+//!
+//! A queued run waits in the database, not in a node's memory: each node claims the oldest run
+//! it may run whenever one of its workers is idle (`FOR UPDATE SKIP LOCKED`), and only then
+//! queues it locally; creates, replies and automatic decisions announce new runs to every node
+//! (`NOTIFY`), and each node also looks every second. The admission bound counts the queued
+//! runs of the whole cluster. A run's files stay on the node that received them (uploads) or
+//! ran its first turn: only that node claims its turns.
+//!
+//! Every node renews its heartbeat; one node at a time (the leader) removes the nodes silent for
+//! the node timeout, gives their claims of runs not started back to the queue and ends their
+//! turns under way `failed` with `NODE_LOST` (an agent turn is never started twice). A node
+//! that cannot renew its heartbeat for two thirds of that time, or learns it was declared
+//! lost, stops its turns itself before the others end them. A cancel of a run whose turn runs
+//! on another node is sent to that node, which stops it as if the cancel came to it.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use skill_runner_types::engine::Engine;
+use skill_runner_types::run_state::Move;
+
+use super::Jobs;
+use super::executor::codes;
+use super::queue::Admission;
+use crate::error::{Error, Result};
+use crate::runner::Envelope;
+use crate::store::{Cluster, Signal};
+
+/// How often a node looks for claimable runs without being told.
+const LOOK: Duration = Duration::from_secs(1);
+
+/// A run's place in the queue, taken before the run is written.
+#[derive(Debug)]
+pub(crate) enum Place {
+    /// In this node's queue (one node: SQLite).
+    Local(Admission),
+    /// In the database, for any node to claim.
+    Shared,
+}
+
+impl Jobs {
+    fn cluster(&self) -> Option<&dyn Cluster> {
+        self.store.cluster()
+    }
+
+    /// A place for one more run, or `None` when the queue (this node's, or the cluster's) is
+    /// full.
+    pub(crate) async fn place(&self) -> Result<Option<Place>> {
+        let Some(cluster) = self.cluster() else {
+            return Ok(self.queue.try_admit().map(Place::Local));
+        };
+        if cluster.queued().await? as usize >= self.config.limits.max_queue_size {
+            metrics::counter!(super::telemetry::QUEUE_FULL).increment(1);
+            return Ok(None);
+        }
+        Ok(Some(Place::Shared))
+    }
+
+    /// [`Jobs::place`], refusing with 429 when there is none.
+    pub(crate) async fn admit(&self) -> Result<Place> {
+        self.place().await?.ok_or(Error::QueueFull)
+    }
+
+    /// Queues a recorded run in its place.
+    pub(crate) async fn enqueue(&self, place: Place, run_id: &str, engine: Engine) {
+        match place {
+            Place::Local(admission) => admission.enqueue(run_id.to_owned(), engine),
+            Place::Shared => self.announce().await,
+        }
+    }
+
+    /// Queues a run that cannot be refused (an automatic decision's next turn).
+    pub(crate) async fn requeue(&self, run_id: &str, engine: Engine) {
+        match self.cluster() {
+            None => self.queue.push_unbounded(run_id.to_owned(), engine),
+            Some(_) => self.announce().await,
+        }
+    }
+
+    /// Tells every node a run is claimable; a failure only delays it to their next look.
+    async fn announce(&self) {
+        if let Some(cluster) = self.cluster()
+            && let Err(e) = cluster.announce().await
+        {
+            tracing::warn!(error = format!("{e:#}"), "announcing a queued run");
+        }
+        self.claimable.notify_one();
+    }
+
+    /// Asks the node running the run's turn to stop it; true when it was asked.
+    pub(crate) async fn cancel_elsewhere(&self, run_id: &str) -> bool {
+        let Some(cluster) = self.cluster() else {
+            return false;
+        };
+        match cluster.request_cancel(run_id).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(run_id, error = format!("{e:#}"), "asking for a cancel");
+                false
+            }
+        }
+    }
+
+    /// The node's part of the cluster, until shutdown: heartbeats, the leader's pass, the
+    /// other nodes' signals and the claims.
+    pub(super) async fn cluster_loop(self: Arc<Self>) {
+        let jobs = self.clone();
+        self.tracker
+            .spawn(async move { jobs.heartbeat_loop().await });
+        let jobs = self.clone();
+        self.tracker.spawn(async move { jobs.signal_loop().await });
+        self.claim_loop().await;
+    }
+
+    /// Claims runs while a worker is idle and nothing waits in the local queue.
+    async fn claim_loop(&self) {
+        let Some(cluster) = self.cluster() else {
+            return;
+        };
+        loop {
+            let wake = self.claimable.notified();
+            while self.idle.load(Ordering::Relaxed) > self.queue.waiting() {
+                match cluster.claim(self.queue.agent_place_free()).await {
+                    Ok(Some((run_id, engine))) => self.queue.push_unbounded(run_id, engine),
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!(error = format!("{e:#}"), "claiming a run");
+                        break;
+                    }
+                }
+            }
+            tokio::select! {
+                () = wake => {}
+                () = tokio::time::sleep(LOOK) => {}
+                () = self.shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    /// Wakes the claims on an announcement and stops turns other nodes ask to cancel.
+    async fn signal_loop(&self) {
+        let Some(cluster) = self.cluster() else {
+            return;
+        };
+        loop {
+            let mut signals = tokio::select! {
+                subscribed = cluster.signals() => match subscribed {
+                    Ok(signals) => signals,
+                    Err(e) => {
+                        tracing::warn!(error = format!("{e:#}"), "subscribing to the nodes' signals");
+                        tokio::select! {
+                            () = tokio::time::sleep(LOOK) => continue,
+                            () = self.shutdown.cancelled() => return,
+                        }
+                    }
+                },
+                () = self.shutdown.cancelled() => return,
+            };
+            loop {
+                let signal = tokio::select! {
+                    signal = signals.next() => signal,
+                    () = self.shutdown.cancelled() => return,
+                };
+                match signal {
+                    Ok(Signal::Queued) => self.claimable.notify_one(),
+                    Ok(Signal::Cancel(run_id)) => self.stop_turn(&run_id),
+                    // The connection broke: subscribe again (the looks cover the gap).
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+
+    /// Stops the turn of `run_id` if it runs here; its executor records the cancel.
+    fn stop_turn(&self, run_id: &str) {
+        if let Some((_, token)) = self.active.lock().expect("active lock").get(run_id) {
+            token.cancel();
+        }
+    }
+
+    /// Renews this node's heartbeat and, as the leader, settles the nodes that went silent.
+    async fn heartbeat_loop(&self) {
+        let Some(cluster) = self.cluster() else {
+            return;
+        };
+        let timeout = self.config.limits.node_timeout;
+        let mut renewed = tokio::time::Instant::now();
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(timeout / 6) => {}
+                () = self.shutdown.cancelled() => return,
+            }
+            match cluster.heartbeat().await {
+                Ok(true) => {
+                    renewed = tokio::time::Instant::now();
+                    metrics::counter!(super::telemetry::LEASE_RENEWALS).increment(1);
+                }
+                Ok(false) => {
+                    renewed = tokio::time::Instant::now();
+                    tracing::error!("this node was declared lost: stopping its turns");
+                    self.stop_all_turns();
+                }
+                Err(e) if renewed.elapsed() > timeout * 2 / 3 => {
+                    tracing::error!(
+                        error = format!("{e:#}"),
+                        "no heartbeat for two thirds of the node timeout: stopping this node's \
+                         turns before the others end them"
+                    );
+                    self.stop_all_turns();
+                }
+                Err(e) => tracing::warn!(error = format!("{e:#}"), "renewing the heartbeat"),
+            }
+            match cluster.settle_lost(timeout).await {
+                Ok(Some(orphaned)) => {
+                    for run in orphaned {
+                        tracing::warn!(run_id = run.run_id, "ending a turn of a lost node");
+                        let ending = Envelope::default().failed(
+                            Some(codes::NODE_LOST),
+                            "The node running this turn stopped answering".into(),
+                            None,
+                        );
+                        self.finish(&run.run_id, Move::Reconcile, None, ending)
+                            .await;
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = format!("{e:#}"), "settling lost nodes"),
+            }
+        }
+    }
+
+    /// Stops every turn of this node: they end `failed` `NODE_LOST`.
+    fn stop_all_turns(&self) {
+        let active = self.active.lock().expect("active lock");
+        let mut fenced = self.fenced.lock().expect("fenced lock");
+        for (run_id, (_, token)) in active.iter() {
+            fenced.insert(run_id.clone());
+            token.cancel();
+        }
+    }
+}
