@@ -337,7 +337,7 @@ mod tests {
             .await
             .unwrap();
         assert!(
-            crate::tests::start(&store, "r1", "off")
+            crate::tests::start(store, "r1", "off")
                 .await
                 .unwrap()
                 .is_some()

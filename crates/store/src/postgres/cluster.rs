@@ -19,7 +19,7 @@ const CANCEL: &str = "skill_runner_cancel";
 
 /// The advisory lock key of the leader's pass (`sk-lead` in ASCII): one node settles lost
 /// nodes at a time.
-const LEADER: i64 = 0x736b_2d6c_6561_64;
+const LEADER: i64 = 0x0073_6b2d_6c65_6164;
 
 /// What another node asked of this one.
 #[derive(Debug, Clone, PartialEq, Eq)]
