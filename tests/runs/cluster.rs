@@ -1,0 +1,192 @@
+//! Two nodes on one PostgreSQL database: they share one queue and either answers for any run;
+//! a cancel reaches the node running the turn; a node killed mid-turn has its turn ended
+//! `NODE_LOST` by the other, which runs what was left queued.
+
+use std::path::Path;
+use std::time::Duration;
+
+use skill_runner_test_support as common;
+
+use common::postgres::fresh_database;
+use common::{TestDirs, TestServer, assert_group_gone, probe_skill};
+use serde_json::{Value, json};
+
+/// A node of the database at `url`, named `id`, one slot, taking its skills from
+/// `skills` (the nodes share their skills dir, as a shared volume would).
+fn node(url: &str, id: &str, skills: &Path) -> TestServer {
+    let skills = skills.to_str().unwrap();
+    TestServer::start_with(
+        TestDirs::new(),
+        &[
+            ("SKILL_RUNNER_DATABASE_URL", url),
+            ("SKILL_RUNNER_NODE_ID", id),
+            ("SKILL_RUNNER_SKILLS_DIR", skills),
+            ("SKILL_RUNNER_MAX_CONCURRENT", "1"),
+            ("SKILL_RUNNER_NODE_TIMEOUT_SECONDS", "3"),
+        ],
+    )
+}
+
+fn probe(mode: &str, text: &str) -> Value {
+    json!({"skill_id": "probe", "parameter": {"mode": mode}, "input": {"text": text},
+           "runtime_options": {"no_cache": true}})
+}
+
+/// Which of `nodes` holds the run's folder.
+fn runs_on<'a>(nodes: &[&'a TestServer], status: &Value) -> &'a TestServer {
+    let held: Vec<_> = nodes
+        .iter()
+        .filter(|n| n.run_dir(status).exists())
+        .collect();
+    assert_eq!(held.len(), 1, "one node holds the run's folder: {status}");
+    held[0]
+}
+
+#[tokio::test]
+async fn two_nodes_share_the_queue_and_either_answers_for_any_run() {
+    let skills = TestDirs::new();
+    probe_skill("probe", None).write_into(&skills.skills);
+    let url = fresh_database().await;
+    let a = node(&url, "node-a", &skills.skills);
+    let b = node(&url, "node-b", &skills.skills);
+
+    // Two long turns created on one node: with one slot each, the other node takes one.
+    let first = a.create_job(probe("late", "1")).await;
+    let second = a.create_job(probe("late", "2")).await;
+    let mut statuses = Vec::new();
+    for rid in [&first, &second] {
+        statuses.push(
+            a.wait_status(&format!("/v1/jobs/{rid}"), &["running"])
+                .await,
+        );
+    }
+    let holders = [
+        runs_on(&[&a, &b], &statuses[0]),
+        runs_on(&[&a, &b], &statuses[1]),
+    ];
+    assert!(
+        !std::ptr::eq(holders[0], holders[1]),
+        "each node runs one of the two turns"
+    );
+
+    // Either node answers for either run, and a cancel sent to the other node reaches it.
+    let (on_b, on_a) = if std::ptr::eq(holders[0], &b) {
+        (&first, &second)
+    } else {
+        (&second, &first)
+    };
+    let (_, seen) = a.get(&format!("/v1/jobs/{on_b}")).await;
+    assert_eq!(
+        seen["status"], "running",
+        "node a reads node b's run: {seen}"
+    );
+    let (code, canceled) = a
+        .post_json(&format!("/v1/jobs/{on_b}/cancel"), json!({}))
+        .await;
+    assert_eq!(code, 200, "{canceled}");
+    assert_eq!(
+        (&canceled["accepted"], &canceled["status"]),
+        (&json!(true), &json!("canceled")),
+        "{canceled}"
+    );
+    let status = b.wait_job(on_b).await;
+    assert_eq!(status["status"], "canceled", "{status}");
+
+    // Short jobs created on either node all succeed, wherever they ran.
+    let mut short = Vec::new();
+    for n in 0..6 {
+        let creator = if n % 2 == 0 { &a } else { &b };
+        short.push(creator.create_job(probe("ok", &format!("s{n}"))).await);
+    }
+    for rid in &short {
+        let status = b.wait_job(rid).await;
+        assert_eq!(status["status"], "succeeded", "{status}");
+        let (_, result) = a.get(&format!("/v1/jobs/{rid}/result")).await;
+        assert_eq!(result["result"]["status"], "success", "{result}");
+    }
+    let (code, _) = b
+        .post_json(&format!("/v1/jobs/{on_a}/cancel"), json!({}))
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(a.wait_job(on_a).await["status"], "canceled");
+
+    let (_, version) = b.get("/v1/system/version").await;
+    assert_eq!(
+        (&version["store"], &version["node_id"]),
+        (&json!("postgres"), &json!("node-b"))
+    );
+}
+
+#[tokio::test]
+async fn a_lost_nodes_turn_ends_node_lost_and_what_it_left_queued_runs_elsewhere() {
+    let skills = TestDirs::new();
+    probe_skill("probe", None).write_into(&skills.skills);
+    let url = fresh_database().await;
+    let mut a = node(&url, "node-a", &skills.skills);
+    let b = node(&url, "node-b", &skills.skills);
+
+    // Both nodes busy: a with a turn that leaves a process group, b with a long one.
+    let doomed = a.create_job(probe("grandchild", "a")).await;
+    let busy = b.create_job(probe("late", "b")).await;
+    let mut statuses = Vec::new();
+    for rid in [&doomed, &busy] {
+        statuses.push(
+            a.wait_status(&format!("/v1/jobs/{rid}"), &["running"])
+                .await,
+        );
+    }
+    let (doomed, busy) = if runs_on(&[&a, &b], &statuses[0]).pid() == a.pid() {
+        (doomed, busy)
+    } else {
+        (busy, doomed)
+    };
+    let doomed_status = a.get(&format!("/v1/jobs/{doomed}")).await.1;
+    let pgid = common::wait_pgid(&a.workspace(&doomed_status)).await;
+    let queued: Vec<String> = queued_while_busy(&b).await;
+
+    a.kill();
+    assert_group_gone(pgid);
+    let status = b
+        .wait_status_within(
+            &format!("/v1/jobs/{doomed}"),
+            &["failed"],
+            Duration::from_secs(20),
+        )
+        .await;
+    assert_eq!(status["error"]["code"], "NODE_LOST", "{status}");
+
+    // b's own turn ends; then it runs what node a left queued.
+    let (code, _) = b
+        .post_json(&format!("/v1/jobs/{busy}/cancel"), json!({}))
+        .await;
+    assert_eq!(code, 200);
+    for rid in &queued {
+        let status = b.wait_job(rid).await;
+        assert_eq!(status["status"], "succeeded", "{status}");
+    }
+    let metrics = b
+        .client
+        .get(b.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("skill_runner_lease_renewals_total"),
+        "heartbeats are counted"
+    );
+}
+
+/// Two short jobs created on `node` while every slot is busy: they wait in the database.
+async fn queued_while_busy(node: &TestServer) -> Vec<String> {
+    let mut queued = Vec::new();
+    for n in 0..2 {
+        let rid = node.create_job(probe("ok", &format!("q{n}"))).await;
+        let (_, status) = node.get(&format!("/v1/jobs/{rid}")).await;
+        assert_eq!(status["status"], "queued", "{status}");
+        queued.push(rid);
+    }
+    queued
+}
