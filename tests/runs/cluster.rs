@@ -103,6 +103,25 @@ async fn two_nodes_share_the_queue_and_either_answers_for_any_run() {
         assert_eq!(status["status"], "succeeded", "{status}");
         let (_, result) = a.get(&format!("/v1/jobs/{rid}/result")).await;
         assert_eq!(result["result"]["status"], "success", "{result}");
+        // Its files stay with the node that ran it: the other one says so.
+        let holder = runs_on(&[&a, &b], &status);
+        let other = if std::ptr::eq(holder, &a) { &b } else { &a };
+        let (code, listed) = holder.get(&format!("/v1/jobs/{rid}/artifacts")).await;
+        assert_eq!(code, 200, "{listed}");
+        assert_eq!(
+            listed["artifacts"],
+            json!(["artifacts/report.md"]),
+            "{listed}"
+        );
+        let (code, refused) = other.get(&format!("/v1/jobs/{rid}/artifacts")).await;
+        assert_eq!(code, 409, "{refused}");
+        assert!(
+            refused["detail"]
+                .as_str()
+                .unwrap()
+                .contains("node that ran it"),
+            "{refused}"
+        );
     }
     let (code, _) = b
         .post_json(&format!("/v1/jobs/{on_a}/cancel"), json!({}))

@@ -78,6 +78,22 @@ pub struct Bundle {
 }
 
 impl Jobs {
+    /// The run's folder, when this node holds it. Among nodes, a run's files stay with the
+    /// node that ran it: another node answers 409 rather than an empty listing.
+    async fn held_folder(&self, run: &Run) -> Result<RunFolder> {
+        let folder = self.folder(&run.run_id);
+        if self.store.cluster().is_some()
+            && run.turn > 0
+            && !tokio::fs::try_exists(folder.root()).await.unwrap_or(false)
+        {
+            return Err(Error::conflict(
+                "The run's files are kept by the node that ran it; ask that node (runs' files \
+                 are not in shared storage yet)",
+            ));
+        }
+        Ok(folder)
+    }
+
     /// The request and its run; 404 before the run exists.
     pub async fn request_and_run(&self, scope: Scope, request_id: &str) -> Result<(Request, Run)> {
         let request = self.request_in(scope, request_id).await?;
@@ -110,7 +126,7 @@ impl Jobs {
     /// The file tree of a request's run folder.
     pub async fn run_files(&self, scope: Scope, request_id: &str) -> Result<(Run, Vec<TreeEntry>)> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
-        let dir = self.folder(&run.run_id).root().to_path_buf();
+        let dir = self.held_folder(&run).await?.root().to_path_buf();
         let entries =
             tokio::task::spawn_blocking(move || match browse::tree(&dir, &[HIDDEN_HOME]) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
@@ -130,7 +146,7 @@ impl Jobs {
     ) -> Result<(Run, String, Preview)> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let path = browse::relative_path(path)?;
-        let dir = self.folder(&run.run_id).root().to_path_buf();
+        let dir = self.held_folder(&run).await?.root().to_path_buf();
         let rel = path.clone();
         let preview =
             tokio::task::spawn_blocking(move || browse::preview(&dir, &rel, &[HIDDEN_HOME]))
@@ -155,7 +171,7 @@ impl Jobs {
 
     pub async fn artifacts(&self, scope: Scope, request_id: &str) -> Result<Value> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
-        let artifacts = list_artifacts(&self.folder(&run.run_id)).await?;
+        let artifacts = list_artifacts(&self.held_folder(&run).await?).await?;
         Ok(json!({"request_id": request_id, "artifacts": artifacts}))
     }
 
@@ -177,7 +193,7 @@ impl Jobs {
         let Ok(rel) = RelPath::parse(rel) else {
             return Err(Error::invalid(format!("Invalid artifact path '{path}'")));
         };
-        let root = self.folder(&run.run_id).root().to_path_buf();
+        let root = self.held_folder(&run).await?.root().to_path_buf();
         let rel = Path::new(crate::run_folder::WORKSPACE)
             .join("artifacts")
             .join(rel);
@@ -211,7 +227,7 @@ impl Jobs {
     /// The end of each log of the request's run.
     pub async fn logs(&self, scope: Scope, request_id: &str) -> Result<Logs> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
-        let folder = self.folder(&run.run_id);
+        let folder = self.held_folder(&run).await?;
         Ok(Logs {
             prompt: log_tail(folder.prompt_log()).await,
             stdout: log_tail(folder.stdout_log()).await,
@@ -234,7 +250,7 @@ impl Jobs {
         } else {
             ("run_bundle.zip", "manifest.json")
         };
-        let folder = self.folder(&run.run_id);
+        let folder = self.held_folder(&run).await?;
         let path = folder.bundle_dir().join(file_name);
         // One build at a time: many requests for a bundle not built yet wait for one build
         // instead of each zipping the same artifacts. A bundle already built waits for none.
