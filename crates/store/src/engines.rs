@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use sqlx::types::Json;
 
 use super::{Sqlite, TaskStatus};
 use skill_runner_types::clock::Timestamp;
@@ -109,114 +110,132 @@ pub trait EngineStore: Send + Sync {
     async fn model_snapshots(&self) -> anyhow::Result<Vec<StoredSnapshot>>;
 }
 
-#[async_trait::async_trait]
-impl EngineStore for Sqlite {
-    async fn insert_upgrade(&self, upgrade: &Upgrade) -> anyhow::Result<bool> {
-        let _writing = self.writing().await;
-        let inserted = sqlx::query(
-            "INSERT INTO engine_upgrades
-             (request_id, mode, requested_engine, status, results, created_at, updated_at)
-             VALUES (?, ?, ?, 'queued', ?, ?, ?)
-             ON CONFLICT DO NOTHING",
-        )
-        .bind(&upgrade.request_id)
-        .bind(&upgrade.mode)
-        .bind(&upgrade.requested_engine)
-        .bind(serde_json::to_string(&upgrade.results)?)
-        .bind(upgrade.created_at)
-        .bind(upgrade.updated_at)
-        .execute(&self.pool)
-        .await?;
-        Ok(inserted.rows_affected() == 1)
-    }
+/// The engine store, one body for both backends: its statements use `$n` placeholders, which
+/// SQLite takes too, but for `$latest`, the tail of [`EngineStore::latest_upgrade_of`]'s query
+/// (each database reads a JSON object's key its own way). `$turn` is what the backend holds
+/// while it writes (SQLite's writer's turn; nothing for PostgreSQL), computed from `$this`.
+macro_rules! engine_store {
+    ($backend:ty, |$this:ident| $turn:expr, $latest:literal) => {
+        #[async_trait::async_trait]
+        impl EngineStore for $backend {
+            async fn insert_upgrade(&self, upgrade: &Upgrade) -> anyhow::Result<bool> {
+                let $this = self;
+                let _turn = $turn;
+                let inserted = sqlx::query(
+                    "INSERT INTO engine_upgrades
+                     (request_id, mode, requested_engine, status, results, created_at, updated_at)
+                     VALUES ($1, $2, $3, 'queued', $4, $5, $6)
+                     ON CONFLICT DO NOTHING",
+                )
+                .bind(&upgrade.request_id)
+                .bind(&upgrade.mode)
+                .bind(&upgrade.requested_engine)
+                .bind(Json(&upgrade.results))
+                .bind(upgrade.created_at)
+                .bind(upgrade.updated_at)
+                .execute(&self.pool)
+                .await?;
+                Ok(inserted.rows_affected() == 1)
+            }
 
-    async fn upgrade(&self, request_id: &str) -> anyhow::Result<Option<Upgrade>> {
-        let row: Option<Upgrade> = sqlx::query_as(concat!(
-            "SELECT ",
-            upgrade_columns!(),
-            " FROM engine_upgrades WHERE request_id = ?"
-        ))
-        .bind(request_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row)
-    }
+            async fn upgrade(&self, request_id: &str) -> anyhow::Result<Option<Upgrade>> {
+                let row: Option<Upgrade> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    upgrade_columns!(),
+                    " FROM engine_upgrades WHERE request_id = $1"
+                ))
+                .bind(request_id)
+                .fetch_optional(&self.pool)
+                .await?;
+                Ok(row)
+            }
 
-    async fn latest_upgrade_of(&self, engine: &str) -> anyhow::Result<Option<Upgrade>> {
-        let row: Option<Upgrade> = sqlx::query_as(concat!(
-            "SELECT ",
-            upgrade_columns!(),
-            " FROM engine_upgrades WHERE json_type(results, '$.' || ?) IS NOT NULL",
-            " ORDER BY created_at DESC, rowid DESC LIMIT 1"
-        ))
-        .bind(engine)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row)
-    }
+            async fn latest_upgrade_of(&self, engine: &str) -> anyhow::Result<Option<Upgrade>> {
+                let row: Option<Upgrade> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    upgrade_columns!(),
+                    $latest
+                ))
+                .bind(engine)
+                .fetch_optional(&self.pool)
+                .await?;
+                Ok(row)
+            }
 
-    async fn save_upgrade(
-        &self,
-        request_id: &str,
-        status: TaskStatus,
-        results: &BTreeMap<String, UpgradeResult>,
-    ) -> anyhow::Result<()> {
-        let _writing = self.writing().await;
-        sqlx::query(
-            "UPDATE engine_upgrades SET status = ?, results = ?, updated_at = ?
-             WHERE request_id = ? AND status IN ('queued', 'running')",
-        )
-        .bind(status)
-        .bind(serde_json::to_string(results)?)
-        .bind(Timestamp::now())
-        .bind(request_id)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
+            async fn save_upgrade(
+                &self,
+                request_id: &str,
+                status: TaskStatus,
+                results: &BTreeMap<String, UpgradeResult>,
+            ) -> anyhow::Result<()> {
+                let $this = self;
+                let _turn = $turn;
+                sqlx::query(
+                    "UPDATE engine_upgrades SET status = $1, results = $2, updated_at = $3
+                     WHERE request_id = $4 AND status IN ('queued', 'running')",
+                )
+                .bind(status)
+                .bind(Json(results))
+                .bind(Timestamp::now())
+                .bind(request_id)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
 
-    async fn unfinished_upgrades(&self) -> anyhow::Result<Vec<Upgrade>> {
-        let rows: Vec<Upgrade> = sqlx::query_as(concat!(
-            "SELECT ",
-            upgrade_columns!(),
-            " FROM engine_upgrades WHERE status IN ('queued', 'running')"
-        ))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows)
-    }
+            async fn unfinished_upgrades(&self) -> anyhow::Result<Vec<Upgrade>> {
+                let rows: Vec<Upgrade> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    upgrade_columns!(),
+                    " FROM engine_upgrades WHERE status IN ('queued', 'running')"
+                ))
+                .fetch_all(&self.pool)
+                .await?;
+                Ok(rows)
+            }
 
-    async fn insert_model_snapshot(
-        &self,
-        engine: &str,
-        cli_version: &str,
-        models: &str,
-    ) -> anyhow::Result<Option<Timestamp>> {
-        let _writing = self.writing().await;
-        let now = Timestamp::now();
-        let inserted = sqlx::query(
-            "INSERT INTO model_snapshots (engine, cli_version, models, created_at)
-             VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-        )
-        .bind(engine)
-        .bind(cli_version)
-        .bind(models)
-        .bind(now)
-        .execute(&self.pool)
-        .await?;
-        Ok((inserted.rows_affected() == 1).then_some(now))
-    }
+            async fn insert_model_snapshot(
+                &self,
+                engine: &str,
+                cli_version: &str,
+                models: &str,
+            ) -> anyhow::Result<Option<Timestamp>> {
+                let $this = self;
+                let _turn = $turn;
+                let now = Timestamp::now();
+                let inserted = sqlx::query(
+                    "INSERT INTO model_snapshots (engine, cli_version, models, created_at)
+                     VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                )
+                .bind(engine)
+                .bind(cli_version)
+                .bind(models)
+                .bind(now)
+                .execute(&self.pool)
+                .await?;
+                Ok((inserted.rows_affected() == 1).then_some(now))
+            }
 
-    async fn model_snapshots(&self) -> anyhow::Result<Vec<StoredSnapshot>> {
-        let rows: Vec<(String, String, String, Timestamp)> = sqlx::query_as(
-            "SELECT engine, cli_version, models, created_at FROM model_snapshots
-             ORDER BY engine, created_at",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows.into_iter().map(StoredSnapshot::from).collect())
-    }
+            async fn model_snapshots(&self) -> anyhow::Result<Vec<StoredSnapshot>> {
+                let rows: Vec<(String, String, String, Timestamp)> = sqlx::query_as(
+                    "SELECT engine, cli_version, models, created_at FROM model_snapshots
+                     ORDER BY engine, created_at",
+                )
+                .fetch_all(&self.pool)
+                .await?;
+                Ok(rows.into_iter().map(StoredSnapshot::from).collect())
+            }
+        }
+    };
 }
+pub(crate) use engine_store;
+
+engine_store!(
+    Sqlite,
+    |store| store.writing().await,
+    " FROM engine_upgrades WHERE json_type(results, '$.' || $1) IS NOT NULL
+      ORDER BY created_at DESC, rowid DESC LIMIT 1"
+);
 
 #[cfg(test)]
 mod tests {
