@@ -23,6 +23,7 @@ fn node(url: &str, id: &str, skills: &Path) -> TestServer {
             ("SKILL_RUNNER_SKILLS_DIR", skills),
             ("SKILL_RUNNER_MAX_CONCURRENT", "1"),
             ("SKILL_RUNNER_NODE_TIMEOUT_SECONDS", "3"),
+            ("SKILL_RUNNER_SSE_HEARTBEAT_SECONDS", "1"),
         ],
     )
 }
@@ -80,6 +81,7 @@ async fn two_nodes_share_the_queue_and_either_answers_for_any_run() {
         seen["status"], "running",
         "node a reads node b's run: {seen}"
     );
+    let stream = a.events(&format!("/v1/jobs/{on_b}/events"), None).await;
     let (code, canceled) = a
         .post_json(&format!("/v1/jobs/{on_b}/cancel"), json!({}))
         .await;
@@ -91,6 +93,17 @@ async fn two_nodes_share_the_queue_and_either_answers_for_any_run() {
     );
     let status = b.wait_job(on_b).await;
     assert_eq!(status["status"], "canceled", "{status}");
+    // Node a's stream of the run follows its status, though the turn ran on node b.
+    let events = tokio::time::timeout(Duration::from_secs(20), stream.collect())
+        .await
+        .expect("node a's stream ends once the run does");
+    let statuses: Vec<_> = events
+        .iter()
+        .filter(|e| e.name == "status")
+        .map(|e| e.data["status"].clone())
+        .collect();
+    assert_eq!(statuses.last(), Some(&json!("canceled")), "{events:?}");
+    assert_eq!(events.last().unwrap().data["reason"], "terminal");
 
     // Short jobs created on either node all succeed, wherever they ran.
     let mut short = Vec::new();

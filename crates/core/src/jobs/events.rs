@@ -97,6 +97,7 @@ impl Jobs {
         let mut stdout = Cursor::open(folder.stdout_log(), from.stdout, 0).await;
         let mut stderr = Cursor::open(folder.stderr_log(), from.stderr, 1).await;
         let heartbeat = self.config.limits.sse_heartbeat;
+        let among_nodes = self.store.cluster().is_some();
         let jobs = self.clone();
         Ok(async_stream::stream! {
             // Counted while the stream lives: it is dropped when its client goes away.
@@ -172,7 +173,9 @@ impl Jobs {
                 match subscription.wait(last_event + heartbeat).await {
                     Wake::News { status } => reread = status,
                     Wake::Idle => {
-                        reread = false;
+                        // Among nodes, the run may move on another one, which wakes no one
+                        // here: its status is read again at each heartbeat.
+                        reread = among_nodes;
                         last_event = Instant::now();
                         yield StreamEvent::heartbeat(sent.event_id());
                     }
