@@ -97,8 +97,8 @@ def start(tmp, port, skills=True, env_extra=None):
                SKILL_RUNNER_SKILLS_DIR=skills_dir, LOG_LEVEL="warn",
                # Confined turns may read the interpreter the python skills run with (pyenv
                # installs it under the home folder, outside the system paths).
-               SKILL_RUNNER_SANDBOX_READ_PATHS=os.path.realpath(sys.base_prefix),
-               **(env_extra or {}))
+               SKILL_RUNNER_SANDBOX_READ_PATHS=os.path.realpath(sys.base_prefix))
+    env.update(env_extra or {})
     env.pop("SKILL_RUNNER_BIND", None)
     return subprocess.Popen([BINARY], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -648,8 +648,68 @@ def surface(seconds=int(os.environ.get("BENCH_SOAK_SECONDS", "120"))):
     print(f"  service RSS: max {max(rss) / 1024:.0f} MiB; at each quarter of the soak {quarters} MiB")
 
 
+def spread_rate(ports, total=2000):
+    """Creates `total` distinct jobs from 8 clients, each on one of `ports` in turn, and waits
+    for all of them (polled every 10 ms, as in `finished_rate`); returns jobs/s."""
+    t0 = time.perf_counter()
+
+    def burst(offset):
+        c = Client(ports[offset % len(ports)])
+        return [(c, create(c, 20_000 + offset + i * 8, runtime_options={"no_cache": True})[1]["request_id"])
+                for i in range(total // 8)]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        made = [r for chunk in pool.map(burst, range(8)) for r in chunk]
+    for client, rid in made:
+        assert wait_done(client, rid, interval=0.01) == "succeeded"
+    return total / (time.perf_counter() - t0)
+
+
+def cluster():
+    """Nodes on PostgreSQL: one node on SQLite, one on PostgreSQL and two sharing one PostgreSQL
+    database (a throw-away cluster from scripts/postgres.sh, on this machine), each measured by
+    create -> succeeded p50 (200 jobs, one at a time, on the first node) and finished /bin/sh
+    jobs/s (2,000 jobs from 8 clients spread over the nodes). The nodes share the machine's two
+    cores, so two nodes here measure the coordination's cost, not added capacity."""
+    with tempfile.TemporaryDirectory() as pg:
+        os.chmod(pg, 0o711)
+        url = subprocess.run(["bash", os.path.join(ROOT, "scripts/postgres.sh"), "start",
+                              os.path.join(pg, "cluster")],
+                             check=True, capture_output=True, text=True).stdout.strip()
+        try:
+            for label, nodes, store in (("1 node, SQLite", 1, None), ("1 node, PostgreSQL", 1, "pg"),
+                                        ("2 nodes, one PostgreSQL database", 2, "pg")):
+                env = {"SKILL_RUNNER_MAX_QUEUE_SIZE": "100000"}
+                if store:
+                    name = f"bench_{nodes}_{os.getpid()}"
+                    subprocess.run(["psql", url, "-q", "-c", f"CREATE DATABASE {name}"], check=True,
+                                   capture_output=True)
+                    env["SKILL_RUNNER_DATABASE_URL"] = url.replace("/postgres?", f"/{name}?")
+                with tempfile.TemporaryDirectory() as shared:
+                    procs, ports = [], []
+                    for n in range(nodes):
+                        tmp = os.path.join(shared, f"node{n}")
+                        os.makedirs(tmp)
+                        if n > 0:
+                            env["SKILL_RUNNER_SKILLS_DIR"] = os.path.join(shared, "node0", "skills")
+                        port = free_port()
+                        procs.append(start(tmp, port, skills=n == 0,
+                                           env_extra=dict(env, SKILL_RUNNER_NODE_ID=f"node-{n}")))
+                        wait_ready(port)
+                        ports.append(port)
+                    latencies = sequential(Client(ports[0]))
+                    rate = spread_rate(ports)
+                    for proc in procs:
+                        proc.terminate()
+                        proc.wait()
+                print(f"{label}: create -> succeeded p50 {statistics.median(latencies):.1f} ms, "
+                      f"p99 {pct(latencies, 99):.1f} ms; finished sh jobs/s {rate:,.0f}")
+        finally:
+            subprocess.run(["bash", os.path.join(ROOT, "scripts/postgres.sh"), "stop",
+                            os.path.join(pg, "cluster")], check=False)
+
+
 SECTIONS = {"startup": startup, "load": load, "jobs": jobs, "barriers": barriers, "sse": sse,
-            "invoke": invoke, "surface": surface}
+            "invoke": invoke, "surface": surface, "cluster": cluster}
 
 if __name__ == "__main__":
     if not os.path.exists(BINARY):
