@@ -222,3 +222,67 @@ async fn queued_while_busy(node: &TestServer) -> Vec<String> {
     }
     queued
 }
+
+/// A node stopped (`SIGSTOP`) past the node timeout is declared lost and its turn ended by the
+/// other; once continued, it learns it was lost and stops that turn itself, and what it would
+/// still write about the run changes nothing.
+#[tokio::test]
+async fn a_node_frozen_past_its_timeout_stops_its_turn_when_it_wakes_and_changes_nothing() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    let skills = TestDirs::new();
+    probe_skill("probe", None).write_into(&skills.skills);
+    let url = fresh_database().await;
+    let a = node(&url, "node-a", &skills.skills);
+    let b = node(&url, "node-b", &skills.skills);
+    // One node busy with a long turn; the other then runs the turn to freeze.
+    let busy = a.create_job(probe("late", "busy")).await;
+    let busy_status = a
+        .wait_status(&format!("/v1/jobs/{busy}"), &["running"])
+        .await;
+    let frozen = a.create_job(probe("grandchild", "frozen")).await;
+    let status = a
+        .wait_status(&format!("/v1/jobs/{frozen}"), &["running"])
+        .await;
+    let (sleeper, watcher) = if runs_on(&[&a, &b], &status).pid() == a.pid() {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
+    assert_eq!(
+        runs_on(&[&a, &b], &busy_status).pid(),
+        watcher.pid(),
+        "one turn on each node"
+    );
+    let pgid = common::wait_pgid(&sleeper.workspace(&status)).await;
+
+    kill(Pid::from_raw(sleeper.pid()), Signal::SIGSTOP).unwrap();
+    let lost = watcher
+        .wait_status_within(
+            &format!("/v1/jobs/{frozen}"),
+            &["failed"],
+            Duration::from_secs(20),
+        )
+        .await;
+    kill(Pid::from_raw(sleeper.pid()), Signal::SIGCONT).unwrap();
+    assert_eq!(lost["error"]["code"], "NODE_LOST", "{lost}");
+    // Its next heartbeat tells the node it was lost: it stops the turn.
+    assert_group_gone(pgid);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (_, after) = sleeper.get(&format!("/v1/jobs/{frozen}")).await;
+    assert_eq!(
+        (
+            &after["status"],
+            &after["error"]["code"],
+            &after["updated_at"]
+        ),
+        (&json!("failed"), &json!("NODE_LOST"), &lost["updated_at"]),
+        "the frozen node's late end changed nothing: {after}"
+    );
+    // It serves again: with the other node busy, it runs new work.
+    let next = sleeper.create_job(probe("ok", "after")).await;
+    let done = sleeper.wait_job(&next).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(runs_on(&[&a, &b], &done).pid(), sleeper.pid());
+}
