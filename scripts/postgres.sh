@@ -4,6 +4,7 @@
 #
 #   bash scripts/postgres.sh start DIR   # prints the cluster's URL (postgres://…?sslmode=disable)
 #   bash scripts/postgres.sh stop DIR    # stops it; DIR can then be removed
+#   bash scripts/postgres.sh resume DIR  # starts a stopped one again, on the same port
 #
 # The cluster lives in DIR, listens on a free 127.0.0.1 port and on a socket in DIR only, trusts
 # local connections (it holds nothing but test databases) and offers TLS with a self-signed
@@ -12,8 +13,8 @@
 # it through: `mktemp -d` makes a folder only root can enter, so `chmod 0711` it).
 set -euo pipefail
 PINNED="15+248+deb12u1"
-cmd=${1:?usage: postgres.sh start|stop DIR}
-dir=${2:?usage: postgres.sh start|stop DIR}
+cmd=${1:?usage: postgres.sh start|stop|resume DIR}
+dir=${2:?usage: postgres.sh start|stop|resume DIR}
 
 bin_dir() {
   ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1
@@ -56,20 +57,37 @@ start)
   chmod 0600 "$dir/server.key"
   [ "$(id -u)" -eq 0 ] && chown postgres: "$dir/server.key" "$dir/server.crt"
   # Many test processes each make a database: room for their pools, and no fsync (the cluster
-  # is thrown away).
-  as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start -o \
-    "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=400 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c ssl=on -c ssl_cert_file=$dir/server.crt -c ssl_key_file=$dir/server.key" \
-    >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
+  # is thrown away). In the cluster's own configuration, so that `resume` starts it alike.
+  cat >>"$dir/data/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$dir'
+max_connections = 400
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+ssl = on
+ssl_cert_file = '$dir/server.crt'
+ssl_key_file = '$dir/server.key'
+CONF
+  as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null \
+    || { cat "$dir/server.log" >&2; exit 1; }
   # Plain connections by default (a TLS handshake per test connection costs time); a test asks
   # for TLS with `sslmode=require`.
   echo "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
   ;;
 stop)
   bin=$(bin_dir)
-  [ -d "$dir/data" ] && as_owner "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
+  [ -d "$dir/data" ] && as_owner "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
+  ;;
+resume)
+  # A stopped cluster again, on the same port (a test of a database that went away).
+  bin=$(bin_dir)
+  as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null \
+    || { cat "$dir/server.log" >&2; exit 1; }
   ;;
 *)
-  echo "usage: postgres.sh start|stop DIR" >&2
+  echo "usage: postgres.sh start|stop|resume DIR" >&2
   exit 2
   ;;
 esac

@@ -431,3 +431,36 @@ async fn traces_go_to_the_collector_and_a_run_links_to_the_request_that_queued_i
         line("succeeded")
     );
 }
+
+/// On PostgreSQL, readiness follows the database: a node whose database went away is not
+/// ready (503, `store: failed`) but lives, and is ready and works again once it is back.
+#[tokio::test]
+async fn readiness_follows_postgres_going_away_and_coming_back() {
+    let cluster = common::postgres::OwnCluster::start();
+    let server = TestServer::with_skills(
+        &[probe_skill("probe", None)],
+        &[("SKILL_RUNNER_DATABASE_URL", &cluster.url)],
+    );
+    let ready = json!({"status": "ready", "store": "ok", "storage": "ok", "draining": false});
+    assert_eq!(server.get("/readyz").await, (200, ready.clone()));
+
+    cluster.stop();
+    let (code, body) = server.get("/readyz").await;
+    assert_eq!((code, &body["store"]), (503, &json!("failed")), "{body}");
+    assert_eq!(server.get("/healthz").await.0, 200, "the process lives");
+
+    cluster.resume();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while server.get("/readyz").await.0 != 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ready again once the database is back: {}",
+            server.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let rid = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "ok"}}))
+        .await;
+    assert_eq!(server.wait_job(&rid).await["status"], "succeeded");
+}

@@ -74,3 +74,53 @@ impl Store {
 pub fn pairs(env: &[(String, String)]) -> Vec<(&str, &str)> {
     env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
 }
+
+/// A PostgreSQL cluster of a test's own (`scripts/postgres.sh`), for a test that stops it;
+/// stopped and removed when dropped.
+pub struct OwnCluster {
+    dir: tempfile::TempDir,
+    /// Its `postgres` database.
+    pub url: String,
+}
+
+impl OwnCluster {
+    pub fn start() -> Self {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        // The cluster belongs to the `postgres` user when the tests run as root.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+        let url = Self::script("start", &dir);
+        Self { dir, url }
+    }
+
+    /// Stops the server (`fast`: its sessions cut off, what it committed kept).
+    pub fn stop(&self) {
+        Self::script("stop", &self.dir);
+    }
+
+    /// Starts it again, on the same port.
+    pub fn resume(&self) {
+        Self::script("resume", &self.dir);
+    }
+
+    fn script(command: &str, dir: &tempfile::TempDir) -> String {
+        let out = std::process::Command::new("bash")
+            .arg(crate::repo_root().join("scripts/postgres.sh"))
+            .arg(command)
+            .arg(dir.path().join("cluster"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "postgres.sh {command}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        Self::script("stop", &self.dir);
+    }
+}
