@@ -14,6 +14,11 @@ use serde_json::{Value, json};
 /// A node of the database at `url`, named `id`, one slot, taking its skills from
 /// `skills` (the nodes share their skills dir, as a shared volume would).
 fn node(url: &str, id: &str, skills: &Path) -> TestServer {
+    node_with(url, id, skills, "1")
+}
+
+/// [`node`] with `slots` turns at once.
+fn node_with(url: &str, id: &str, skills: &Path, slots: &str) -> TestServer {
     let skills = skills.to_str().unwrap();
     TestServer::start_with(
         TestDirs::new(),
@@ -21,7 +26,8 @@ fn node(url: &str, id: &str, skills: &Path) -> TestServer {
             ("SKILL_RUNNER_DATABASE_URL", url),
             ("SKILL_RUNNER_NODE_ID", id),
             ("SKILL_RUNNER_SKILLS_DIR", skills),
-            ("SKILL_RUNNER_MAX_CONCURRENT", "1"),
+            ("SKILL_RUNNER_MAX_CONCURRENT", slots),
+            ("SKILL_RUNNER_MAX_QUEUE_SIZE", "1000"),
             ("SKILL_RUNNER_NODE_TIMEOUT_SECONDS", "3"),
             ("SKILL_RUNNER_SSE_HEARTBEAT_SECONDS", "1"),
         ],
@@ -285,4 +291,44 @@ async fn a_node_frozen_past_its_timeout_stops_its_turn_when_it_wakes_and_changes
     let done = sleeper.wait_job(&next).await;
     assert_eq!(done["status"], "succeeded", "{done}");
     assert_eq!(runs_on(&[&a, &b], &done).pid(), sleeper.pid());
+}
+
+/// 500 jobs sent to both nodes in turn, eight at a time: each runs exactly once, on one node
+/// (one folder, one turn), and both nodes take part.
+#[tokio::test]
+async fn five_hundred_jobs_sent_to_both_nodes_run_exactly_once() {
+    let skills = TestDirs::new();
+    probe_skill("probe", None).write_into(&skills.skills);
+    let url = fresh_database().await;
+    let nodes = [
+        node_with(&url, "node-a", &skills.skills, "4"),
+        node_with(&url, "node-b", &skills.skills, "4"),
+    ];
+    let mut sent = Vec::new();
+    for batch in 0..500 / 8 + 1 {
+        let creates = (0..8)
+            .map(|i| batch * 8 + i)
+            .filter(|n| *n < 500)
+            .map(|n| nodes[n % 2].create_job(probe("ok", &format!("job {n}"))));
+        sent.extend(futures::future::join_all(creates).await);
+    }
+    assert_eq!(sent.len(), 500);
+    let mut ran = [0; 2];
+    let mut runs = std::collections::HashSet::new();
+    for (n, rid) in sent.iter().enumerate() {
+        let status = nodes[(n + 1) % 2].wait_job(rid).await;
+        assert_eq!(status["status"], "succeeded", "{status}");
+        assert!(
+            runs.insert(status["run_id"].as_str().unwrap().to_owned()),
+            "one run per job"
+        );
+        let holder = runs_on(&[&nodes[0], &nodes[1]], &status);
+        ran[usize::from(holder.pid() == nodes[1].pid())] += 1;
+        // One turn: the run's own output holds one result line.
+        let stdout =
+            std::fs::read_to_string(holder.run_dir(&status).join("logs/stdout.txt")).unwrap();
+        assert_eq!(stdout.matches("summary").count(), 1, "{rid}: {stdout}");
+    }
+    assert!(ran[0] > 0 && ran[1] > 0, "both nodes ran jobs: {ran:?}");
+    eprintln!("node a ran {}, node b ran {}", ran[0], ran[1]);
 }
