@@ -39,14 +39,21 @@ fn probe(mode: &str, text: &str) -> Value {
            "runtime_options": {"no_cache": true}})
 }
 
-/// Which of `nodes` holds the run's folder.
-fn runs_on<'a>(nodes: &[&'a TestServer], status: &Value) -> &'a TestServer {
-    let held: Vec<_> = nodes
-        .iter()
-        .filter(|n| n.run_dir(status).exists())
-        .collect();
-    assert_eq!(held.len(), 1, "one node holds the run's folder: {status}");
-    held[0]
+/// Which of `nodes` holds the run's folder (its turn creates it just after the run shows
+/// `running`: waited for).
+async fn runs_on<'a>(nodes: &[&'a TestServer], status: &Value) -> &'a TestServer {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let held: Vec<_> = nodes
+            .iter()
+            .filter(|n| n.run_dir(status).exists())
+            .collect();
+        if held.len() == 1 || std::time::Instant::now() > deadline {
+            assert_eq!(held.len(), 1, "one node holds the run's folder: {status}");
+            return held[0];
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]
@@ -68,8 +75,8 @@ async fn two_nodes_share_the_queue_and_either_answers_for_any_run() {
         );
     }
     let holders = [
-        runs_on(&[&a, &b], &statuses[0]),
-        runs_on(&[&a, &b], &statuses[1]),
+        runs_on(&[&a, &b], &statuses[0]).await,
+        runs_on(&[&a, &b], &statuses[1]).await,
     ];
     assert!(
         !std::ptr::eq(holders[0], holders[1]),
@@ -123,7 +130,7 @@ async fn two_nodes_share_the_queue_and_either_answers_for_any_run() {
         let (_, result) = a.get(&format!("/v1/jobs/{rid}/result")).await;
         assert_eq!(result["result"]["status"], "success", "{result}");
         // Its files stay with the node that ran it: the other one says so.
-        let holder = runs_on(&[&a, &b], &status);
+        let holder = runs_on(&[&a, &b], &status).await;
         let other = if std::ptr::eq(holder, &a) { &b } else { &a };
         let (code, listed) = holder.get(&format!("/v1/jobs/{rid}/artifacts")).await;
         assert_eq!(code, 200, "{listed}");
@@ -173,7 +180,7 @@ async fn a_lost_nodes_turn_ends_node_lost_and_what_it_left_queued_runs_elsewhere
                 .await,
         );
     }
-    let (doomed, busy) = if runs_on(&[&a, &b], &statuses[0]).pid() == a.pid() {
+    let (doomed, busy) = if runs_on(&[&a, &b], &statuses[0]).await.pid() == a.pid() {
         (doomed, busy)
     } else {
         (busy, doomed)
@@ -251,13 +258,13 @@ async fn a_node_frozen_past_its_timeout_stops_its_turn_when_it_wakes_and_changes
     let status = a
         .wait_status(&format!("/v1/jobs/{frozen}"), &["running"])
         .await;
-    let (sleeper, watcher) = if runs_on(&[&a, &b], &status).pid() == a.pid() {
+    let (sleeper, watcher) = if runs_on(&[&a, &b], &status).await.pid() == a.pid() {
         (&a, &b)
     } else {
         (&b, &a)
     };
     assert_eq!(
-        runs_on(&[&a, &b], &busy_status).pid(),
+        runs_on(&[&a, &b], &busy_status).await.pid(),
         watcher.pid(),
         "one turn on each node"
     );
@@ -290,7 +297,7 @@ async fn a_node_frozen_past_its_timeout_stops_its_turn_when_it_wakes_and_changes
     let next = sleeper.create_job(probe("ok", "after")).await;
     let done = sleeper.wait_job(&next).await;
     assert_eq!(done["status"], "succeeded", "{done}");
-    assert_eq!(runs_on(&[&a, &b], &done).pid(), sleeper.pid());
+    assert_eq!(runs_on(&[&a, &b], &done).await.pid(), sleeper.pid());
 }
 
 /// 500 jobs sent to both nodes in turn, eight at a time: each runs exactly once, on one node
@@ -322,7 +329,7 @@ async fn five_hundred_jobs_sent_to_both_nodes_run_exactly_once() {
             runs.insert(status["run_id"].as_str().unwrap().to_owned()),
             "one run per job"
         );
-        let holder = runs_on(&[&nodes[0], &nodes[1]], &status);
+        let holder = runs_on(&[&nodes[0], &nodes[1]], &status).await;
         ran[usize::from(holder.pid() == nodes[1].pid())] += 1;
         // One turn: the run's own output holds one result line.
         let stdout =
