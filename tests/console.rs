@@ -350,7 +350,7 @@ fn browser_follows_answers_and_cancels_runs() {
             .await;
         browser.wait_text("#conversation", "burst 1:").await;
         browser.wait_text("#stderr", "err 1").await;
-        browser.wait_for("#cancel-run").await.click().await.unwrap();
+        browser.click("#cancel-run").await;
         browser.wait_for("#run-info[data-status=canceled]").await;
         browser
             .wait_text("#conversation li.role-system", "The run was canceled.")

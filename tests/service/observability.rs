@@ -307,7 +307,7 @@ async fn probes_are_open_and_readiness_follows_the_store() {
             json!({"status": "not_ready", "store": "failed", "storage": "ok", "draining": false})
         )
     );
-    assert!(server.log().contains("readiness: the store check failed"));
+    server.wait_log("readiness: the store check failed").await;
     sql("INSERT INTO _sqlx_migrations SELECT * FROM kept");
     assert_eq!(server.get("/readyz").await.0, 200);
 }

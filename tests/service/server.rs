@@ -287,7 +287,7 @@ async fn sigterm_shuts_down_gracefully_and_data_survives_restart() {
     let rid = status["request_id"].as_str().unwrap().to_owned();
     let exit = server.terminate();
     assert!(exit.success(), "clean exit on SIGTERM: {exit:?}");
-    assert!(server.log().contains("shutting down"));
+    server.wait_log("shutting down").await;
     assert!(dirs.data.join("skill_runner.db").is_file());
 
     let server = TestServer::start_with(dirs, &[]);

@@ -314,11 +314,7 @@ async fn out_of_descriptors_the_service_turns_connections_away_and_recovers() {
     let idle = idle_sockets(&server, 300);
     // Out of descriptors: a client is still answered, told to come back.
     assert_eq!(ping(&server).await, 503);
-    assert!(
-        server.log().contains("out of file descriptors"),
-        "{}",
-        server.log()
-    );
+    server.wait_log("out of file descriptors").await;
     drop(idle);
     // Once the descriptors are back, everything works.
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -115,6 +115,21 @@ impl Browser {
         }
     }
 
+    /// Clicks the element matching `css`, found again when the page replaced it between the
+    /// find and the click (a live page re-renders its parts).
+    pub async fn click(&self, css: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match self.wait_for(css).await.click().await {
+                Ok(()) => return,
+                Err(fantoccini::error::CmdError::Standard(e))
+                    if e.error == fantoccini::error::ErrorStatus::StaleElementReference
+                        && Instant::now() < deadline => {}
+                Err(e) => panic!("clicking '{css}': {e}"),
+            }
+        }
+    }
+
     /// Types `text` into the `field` of `form` and presses the form's button.
     pub async fn submit(&self, form: &str, field: &str, text: &str) {
         self.wait_for(&format!("{form} {field}"))
@@ -122,11 +137,7 @@ impl Browser {
             .send_keys(text)
             .await
             .unwrap();
-        self.wait_for(&format!("{form} button"))
-            .await
-            .click()
-            .await
-            .unwrap();
+        self.click(&format!("{form} button")).await;
     }
 
     /// Waits up to 30 s until the text of the element matching `css` contains `text`.

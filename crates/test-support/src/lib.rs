@@ -191,6 +191,20 @@ impl TestServer {
         self.log.lock().unwrap().join("\n")
     }
 
+    /// Waits up to 10 s for the service's log to show `needle`: its lines reach the test
+    /// through a pipe and a reader thread, a moment after the service wrote them.
+    pub async fn wait_log(&self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.log().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "the log never showed '{needle}':\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// SIGKILL: no chance to clean up.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
