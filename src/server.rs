@@ -111,7 +111,13 @@ pub async fn serve(
         .database_url
         .as_ref()
         .map(ExposeSecret::expose_secret);
-    let store = Store::connect(database_url, &data.database(), &config.node_id).await?;
+    let store = Store::connect(
+        database_url,
+        &data.database(),
+        &config.node_id,
+        config.jobs.max_queue_size,
+    )
+    .await?;
     let registry = open_registry(&config).await?;
     let installer = Arc::new(Installer::new(
         store.clone(),

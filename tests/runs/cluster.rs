@@ -14,24 +14,23 @@ use serde_json::{Value, json};
 /// A node of the database at `url`, named `id`, one slot, taking its skills from
 /// `skills` (the nodes share their skills dir, as a shared volume would).
 fn node(url: &str, id: &str, skills: &Path) -> TestServer {
-    node_with(url, id, skills, "1")
+    node_with(url, id, skills, &[])
 }
 
-/// [`node`] with `slots` turns at once.
-fn node_with(url: &str, id: &str, skills: &Path, slots: &str) -> TestServer {
+/// [`node`] with more settings (`extra` wins).
+fn node_with(url: &str, id: &str, skills: &Path, extra: &[(&str, &str)]) -> TestServer {
     let skills = skills.to_str().unwrap();
-    TestServer::start_with(
-        TestDirs::new(),
-        &[
-            ("SKILL_RUNNER_DATABASE_URL", url),
-            ("SKILL_RUNNER_NODE_ID", id),
-            ("SKILL_RUNNER_SKILLS_DIR", skills),
-            ("SKILL_RUNNER_MAX_CONCURRENT", slots),
-            ("SKILL_RUNNER_MAX_QUEUE_SIZE", "1000"),
-            ("SKILL_RUNNER_NODE_TIMEOUT_SECONDS", "3"),
-            ("SKILL_RUNNER_SSE_HEARTBEAT_SECONDS", "1"),
-        ],
-    )
+    let mut env = vec![
+        ("SKILL_RUNNER_DATABASE_URL", url),
+        ("SKILL_RUNNER_NODE_ID", id),
+        ("SKILL_RUNNER_SKILLS_DIR", skills),
+        ("SKILL_RUNNER_MAX_CONCURRENT", "1"),
+        ("SKILL_RUNNER_MAX_QUEUE_SIZE", "1000"),
+        ("SKILL_RUNNER_NODE_TIMEOUT_SECONDS", "3"),
+        ("SKILL_RUNNER_SSE_HEARTBEAT_SECONDS", "1"),
+    ];
+    env.extend_from_slice(extra);
+    TestServer::start_with(TestDirs::new(), &env)
 }
 
 fn probe(mode: &str, text: &str) -> Value {
@@ -308,8 +307,18 @@ async fn five_hundred_jobs_sent_to_both_nodes_run_exactly_once() {
     probe_skill("probe", None).write_into(&skills.skills);
     let url = fresh_database().await;
     let nodes = [
-        node_with(&url, "node-a", &skills.skills, "4"),
-        node_with(&url, "node-b", &skills.skills, "4"),
+        node_with(
+            &url,
+            "node-a",
+            &skills.skills,
+            &[("SKILL_RUNNER_MAX_CONCURRENT", "4")],
+        ),
+        node_with(
+            &url,
+            "node-b",
+            &skills.skills,
+            &[("SKILL_RUNNER_MAX_CONCURRENT", "4")],
+        ),
     ];
     let mut sent = Vec::new();
     for batch in 0..500 / 8 + 1 {
@@ -338,4 +347,35 @@ async fn five_hundred_jobs_sent_to_both_nodes_run_exactly_once() {
     }
     assert!(ran[0] > 0 && ran[1] > 0, "both nodes ran jobs: {ran:?}");
     eprintln!("node a ran {}, node b ran {}", ran[0], ran[1]);
+}
+
+/// The queue's bound is the cluster's: with both nodes' slots busy, a burst of 200 creates
+/// sent to both nodes at once admits exactly the bound, and the others are told 429.
+#[tokio::test]
+async fn a_burst_against_both_nodes_admits_exactly_the_bound() {
+    let skills = TestDirs::new();
+    probe_skill("probe", None).write_into(&skills.skills);
+    let url = fresh_database().await;
+    let bound = [("SKILL_RUNNER_MAX_QUEUE_SIZE", "5")];
+    let nodes = [
+        node_with(&url, "node-a", &skills.skills, &bound),
+        node_with(&url, "node-b", &skills.skills, &bound),
+    ];
+    for n in 0..2 {
+        nodes[0]
+            .create_running(probe("late", &format!("busy {n}")))
+            .await;
+    }
+    let mut answers = Vec::new();
+    for batch in 0..10 {
+        let creates = (0..20).map(|i| {
+            let node = &nodes[i % 2];
+            let body = probe("late", &format!("burst {batch} {i}"));
+            async move { node.post_json("/v1/jobs", body).await.0 }
+        });
+        answers.extend(futures::future::join_all(creates).await);
+    }
+    let admitted = answers.iter().filter(|c| **c == 200).count();
+    let refused = answers.iter().filter(|c| **c == 429).count();
+    assert_eq!((admitted, refused), (5, 195), "bound 5, both slots busy");
 }

@@ -38,7 +38,19 @@ pub enum Error {
     QueueFull,
     /// A failure of the service itself; its cause is logged, never shown to a client.
     #[error(transparent)]
-    Internal(#[from] anyhow::Error),
+    Internal(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Error {
+    /// The store's refusals that are the caller's to retry keep their kind.
+    fn from(e: anyhow::Error) -> Self {
+        if e.downcast_ref::<crate::store::QueueFull>().is_some() {
+            // Counted as the in-memory queue counts its refusals.
+            metrics::counter!(crate::jobs::telemetry::QUEUE_FULL).increment(1);
+            return Self::QueueFull;
+        }
+        Self::Internal(e)
+    }
 }
 
 impl Error {

@@ -58,6 +58,20 @@ impl TaskStatus {
     }
 }
 
+/// A run not queued because the queue is full: PostgreSQL's bound on the queued runs of every
+/// node together, checked where the run is written, under one lock (SQLite's single node
+/// bounds its queue in memory before it writes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueFull;
+
+impl std::fmt::Display for QueueFull {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the queue of queued runs is full")
+    }
+}
+
+impl std::error::Error for QueueFull {}
+
 /// Whether `cause` is the database finding no room for a write (SQLite's `SQLITE_FULL`,
 /// PostgreSQL's `disk_full`).
 pub fn is_storage_full(cause: &(dyn std::error::Error + 'static)) -> bool {
@@ -149,14 +163,18 @@ impl Store {
     }
 
     /// The store at `database_url` (`postgres://…`, see [`Postgres::connect`]), joined as node
-    /// `node_id`, when there is one, else the SQLite store at `sqlite_path`.
+    /// `node_id` with at most `queue_bound` runs queued in the cluster, when there is one, else
+    /// the SQLite store at `sqlite_path`.
     pub async fn connect(
         database_url: Option<&str>,
         sqlite_path: &Path,
         node_id: &str,
+        queue_bound: usize,
     ) -> anyhow::Result<Self> {
         match database_url {
-            Some(url) => Ok(Self(Arc::new(Postgres::connect(url, node_id).await?))),
+            Some(url) => Ok(Self(Arc::new(
+                Postgres::connect(url, node_id, queue_bound).await?,
+            ))),
             None => Self::open(sqlite_path).await,
         }
     }
@@ -285,7 +303,9 @@ pub(crate) mod tests {
     /// A store on a fresh database of the PostgreSQL test cluster.
     pub(crate) async fn postgres_store() -> Store {
         let url = skill_runner_test_support::postgres::fresh_database().await;
-        Store(Arc::new(Postgres::connect(&url, "node-a").await.unwrap()))
+        Store(Arc::new(
+            Postgres::connect(&url, "node-a", 1000).await.unwrap(),
+        ))
     }
 
     /// [`Backend::start_run`] as a node would call it: on a cluster's store, after claiming
@@ -357,8 +377,8 @@ pub(crate) mod tests {
     /// `r3` (script, its uploads received by node a).
     async fn two_nodes() -> (Postgres, Postgres) {
         let url = skill_runner_test_support::postgres::fresh_database().await;
-        let a = Postgres::connect(&url, "node-a").await.unwrap();
-        let b = Postgres::connect(&url, "node-b").await.unwrap();
+        let a = Postgres::connect(&url, "node-a", 1000).await.unwrap();
+        let b = Postgres::connect(&url, "node-b", 1000).await.unwrap();
         let run = |id: &str, engine| NewRun {
             run_id: id.into(),
             skill_id: "demo".into(),
@@ -481,7 +501,7 @@ pub(crate) mod tests {
         let url = skill_runner_test_support::postgres::fresh_database().await;
         let base = url.split_once('?').map_or(url.as_str(), |(base, _)| base);
         let url = format!("{base}?sslmode=require");
-        let store = Postgres::connect(&url, "node-a").await.unwrap();
+        let store = Postgres::connect(&url, "node-a", 1000).await.unwrap();
         let (encrypted,): (bool,) =
             sqlx::query_as("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
                 .fetch_one(&store.pool)

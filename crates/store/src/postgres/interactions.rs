@@ -94,6 +94,11 @@ impl InteractionStore for Postgres {
         let now = Timestamp::now();
         let auto = answer.resolution == Resolution::AutoDecideTimeout;
         let mut tx = self.pool.begin().await?;
+        // A reply queues the run's next turn within the bound; the runner's own decision at a
+        // timeout cannot be refused.
+        if !auto {
+            self.make_room(&mut tx).await?;
+        }
         let moved = sqlx::query(
             "UPDATE runs SET status = $1, pending_interaction_id = NULL,
                  wait_deadline = NULL, updated_at = $2,

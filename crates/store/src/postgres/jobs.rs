@@ -5,6 +5,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use super::Postgres;
+use crate::QueueFull;
 use crate::jobs::{
     Binding, CleanupCounts, Ended, Ending, JobStore, NewRequest, NewRun, ProcessMark, Removed,
     Request, Run, RunRow, UploadState, ended_columns, request_columns, run_columns, with_runs,
@@ -41,6 +42,28 @@ async fn insert_run(
     Ok(())
 }
 
+/// The advisory lock that orders the writes of queued runs across nodes (`sk-queue`).
+const QUEUE_LOCK: i64 = 0x736b_2d71_7565_7565;
+
+impl Postgres {
+    /// Takes the queue's lock for the rest of `tx` and refuses ([`QueueFull`]) when the nodes
+    /// together hold their bound of queued runs: counted and written under one lock, so no
+    /// burst of creates on several nodes passes the bound.
+    pub(super) async fn make_room(&self, tx: &mut Tx<'_>) -> anyhow::Result<()> {
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(QUEUE_LOCK)
+            .execute(&mut **tx)
+            .await?;
+        let (queued,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM runs WHERE status = 'queued'")
+            .fetch_one(&mut **tx)
+            .await?;
+        if usize::try_from(queued).unwrap_or(usize::MAX) >= self.queue_bound {
+            return Err(QueueFull.into());
+        }
+        Ok(())
+    }
+}
+
 /// A guard on a run's status: `status` is one of the JSON array's names (a [`Move`]'s `from`).
 macro_rules! status_in {
     ($n:literal) => {
@@ -67,6 +90,7 @@ impl JobStore for Postgres {
         };
         let mut tx = self.pool.begin().await?;
         if let Some(Binding::Run(run)) = binding {
+            self.make_room(&mut tx).await?;
             insert_run(&mut tx, &request.request_id, run, now, None).await?;
         }
         sqlx::query(
@@ -154,6 +178,7 @@ impl JobStore for Postgres {
         let (run_id, cache_hit) = match binding {
             // The uploads are in this node's data dir: its turns run here.
             Binding::Run(run) => {
+                self.make_room(&mut tx).await?;
                 insert_run(&mut tx, request_id, run, now, Some(&self.node_id)).await?;
                 (run.run_id.as_str(), false)
             }

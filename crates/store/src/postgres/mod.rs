@@ -28,17 +28,20 @@ static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgr
 /// of a busy node; a fleet of N nodes needs N times this below the server's `max_connections`.
 const MAX_CONNECTIONS: u32 = 10;
 
-/// The PostgreSQL backend: a connection pool, and this node's name among those sharing it.
+/// The PostgreSQL backend: a connection pool, this node's name among those sharing it, and
+/// the bound on their queued runs.
 #[derive(Debug)]
 pub struct Postgres {
     pub(crate) pool: PgPool,
     node_id: String,
+    queue_bound: usize,
 }
 
 impl Postgres {
     /// Connects to `url` as node `node_id`, applies pending migrations (nodes starting together
-    /// take turns: sqlx holds an advisory lock while it migrates) and joins the nodes.
-    pub async fn connect(url: &str, node_id: &str) -> anyhow::Result<Self> {
+    /// take turns: sqlx holds an advisory lock while it migrates) and joins the nodes, which
+    /// together queue at most `queue_bound` runs.
+    pub async fn connect(url: &str, node_id: &str, queue_bound: usize) -> anyhow::Result<Self> {
         // The URL may carry a password: errors name the host and database, never the URL.
         let options = PgConnectOptions::from_str(url)
             .context("SKILL_RUNNER_DATABASE_URL is not a valid postgres:// URL")?;
@@ -61,6 +64,7 @@ impl Postgres {
         let store = Self {
             pool,
             node_id: node_id.to_owned(),
+            queue_bound,
         };
         store.join().await.context("joining the nodes")?;
         Ok(store)
