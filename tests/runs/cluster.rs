@@ -208,15 +208,8 @@ async fn a_lost_nodes_turn_ends_node_lost_and_what_it_left_queued_runs_elsewhere
         let status = b.wait_job(rid).await;
         assert_eq!(status["status"], "succeeded", "{status}");
     }
-    let metrics = b
-        .client
-        .get(b.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let (_, metrics) = b.get("/metrics").await;
+    let metrics = metrics.as_str().expect("Prometheus text");
     assert!(
         metrics.contains("skill_runner_lease_renewals_total"),
         "heartbeats are counted"

@@ -651,15 +651,8 @@ async fn a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_noth
     );
     assert!(through["bytes_sent"].as_u64().unwrap() > 20, "{through}");
     // `/metrics` counts the same verdicts.
-    let metrics = server
-        .client
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let (_, metrics) = server.get("/metrics").await;
+    let metrics = metrics.as_str().expect("Prometheus text");
     for verdict in ["allowed", "denied"] {
         let logged = verdicts.iter().filter(|(_, _, v)| v == verdict).count();
         let series =

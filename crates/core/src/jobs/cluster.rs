@@ -46,7 +46,9 @@ impl Jobs {
     }
 
     /// A place for one more run, or `None` when the queue (this node's, or the cluster's) is
-    /// full.
+    /// full. Among nodes this is a look before the work of a create (an upload's extraction,
+    /// its folder); the store counts again where it writes the run, under the queue's lock,
+    /// and refuses with `store::QueueFull` when creates on other nodes filled it meanwhile.
     pub(crate) async fn place(&self) -> Result<Option<Place>> {
         let Some(cluster) = self.cluster() else {
             return Ok(self.queue.try_admit().map(Place::Local));

@@ -344,14 +344,22 @@ impl Jobs {
         }
         let temp = (request.kind == RequestKind::Temp)
             .then(|| (skill.id.clone(), dir.to_string_lossy().into_owned()));
-        self.store
+        let completed = self
+            .store
             .complete_upload(
                 &request.request_id,
                 &binding,
                 temp.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
             )
-            .await
-            .map_err(|e| Refusal::Retry(e.into()))?;
+            .await;
+        if let Err(e) = completed {
+            // Not recorded (among nodes, a queue that filled meanwhile): the folder made for
+            // the run goes, and the client sends its upload again.
+            if let Binding::Run(run) = &binding {
+                let _ = tokio::fs::remove_dir_all(self.folder(&run.run_id).root()).await;
+            }
+            return Err(Refusal::Retry(e.into()));
+        }
         if request.kind == RequestKind::Job {
             let _ = tokio::fs::remove_dir_all(&dir).await;
         }

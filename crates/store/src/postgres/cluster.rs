@@ -66,24 +66,16 @@ impl Postgres {
         Ok(())
     }
 
-    /// Gives back the claims of runs not started and leaves `nodes` (a stop, not a loss).
+    /// Gives back the claims of runs not started and leaves `nodes` (a stop, not a loss). A
+    /// stop between the two leaves a row the leader removes once it is silent.
     pub(super) async fn leave(&self) -> anyhow::Result<()> {
-        let mut tx = self.pool.begin().await?;
-        let released = sqlx::query(
-            "UPDATE runs SET lease_node = NULL WHERE lease_node = $1 AND status = 'queued'",
-        )
-        .bind(&self.node_id)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        sqlx::query("DELETE FROM nodes WHERE node_id = $1")
-            .bind(&self.node_id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        if released > 0 {
+        if self.release_claims().await? > 0 {
             self.announce().await?;
         }
+        sqlx::query("DELETE FROM nodes WHERE node_id = $1")
+            .bind(&self.node_id)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 }
