@@ -21,7 +21,7 @@ use crate::process::{Launch, Reaper, SandboxStatus, Supervisor, sandbox};
 use crate::skill::Registry;
 use crate::skill::docs::index::{Docs, Limits};
 use crate::state::AppState;
-use crate::store::Store;
+use crate::store::{NodeAddress, Store};
 use skill_runner_core::config::JobsConfig;
 
 /// What every skill process runs under: the supervisor (with its group reaper) and the engines.
@@ -91,7 +91,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// until `shutdown` resolves. `config` must have its directories prepared
 /// ([`Config::prepare_dirs`]). Used by `main` and by tests alike.
 pub async fn serve(
-    config: Config,
+    mut config: Config,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
@@ -111,13 +111,21 @@ pub async fn serve(
         .database_url
         .as_ref()
         .map(ExposeSecret::expose_secret);
+    let node = NodeAddress {
+        id: config.node_id.clone(),
+        url: config.node_url(listener.local_addr()?),
+    };
     let store = Store::connect(
         database_url,
         &data.database(),
-        &config.node_id,
+        &node,
         config.jobs.max_queue_size,
     )
     .await?;
+    if store.cluster().is_some() {
+        // The other nodes forward reads here under this node's URL.
+        config.admit_host_of(&node.url);
+    }
     let registry = open_registry(&config).await?;
     let installer = Arc::new(Installer::new(
         store.clone(),

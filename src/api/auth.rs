@@ -6,7 +6,9 @@
 //! upgrades, model snapshots, auth status: [`Admin`]) and is the console's own login. Either
 //! credential opens what the other does: a valid token passes the administrative routes, the
 //! console's user and password pass the token check, because both already allow running code
-//! through the service.
+//! through the service. Among nodes sharing a database, a read one node forwards to another
+//! carries the nodes' shared secret ([`NODE_HEADER`]), which passes both checks: the client's
+//! own credentials were checked by the node it asked.
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
@@ -16,8 +18,11 @@ use axum::response::{IntoResponse, Response};
 use axum_extra::headers::authorization::{Basic, Bearer};
 use axum_extra::headers::{Authorization, HeaderMapExt as _};
 
+use skill_runner_core::jobs::relay::NODE_HEADER;
+use subtle::ConstantTimeEq as _;
+
 use crate::api::error::ApiError;
-use crate::config::{BasicAuth, Config};
+use crate::config::BasicAuth;
 use crate::state::AppState;
 
 /// The routes open without a token: load balancers, `docker` health checks and an
@@ -34,7 +39,7 @@ pub async fn require_token(
     let config = &state.config;
     if config.api_tokens.is_none()
         || OPEN_PATHS.contains(&request.uri().path())
-        || carries_credentials(config, request.headers())
+        || carries_credentials(&state, request.headers())
     {
         return next.run(request).await;
     }
@@ -53,7 +58,7 @@ impl FromRequestParts<AppState> for Admin {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
-        if state.config.admin_auth.is_none() || carries_credentials(&state.config, &parts.headers) {
+        if state.config.admin_auth.is_none() || carries_credentials(state, &parts.headers) {
             return Ok(Admin);
         }
         Err(unauthorized(
@@ -64,14 +69,23 @@ impl FromRequestParts<AppState> for Admin {
 }
 
 /// Whether the request's `Authorization` is a configured bearer token or the configured Basic
-/// Auth pair.
-fn carries_credentials(config: &Config, headers: &HeaderMap) -> bool {
+/// Auth pair, or the request is a read another node of the cluster forwarded (it carries the
+/// nodes' shared secret: the client's credentials were checked there).
+fn carries_credentials(state: &AppState, headers: &HeaderMap) -> bool {
+    let config = &state.config;
     config
         .api_tokens
         .as_ref()
         .zip(headers.typed_get::<Authorization<Bearer>>())
         .is_some_and(|(tokens, given)| tokens.accepts(given.token()))
         || carries_pair(config.admin_auth.as_ref(), headers)
+        || state
+            .store
+            .cluster()
+            .zip(headers.get(NODE_HEADER))
+            .is_some_and(|(cluster, given)| {
+                bool::from(given.as_bytes().ct_eq(cluster.secret().as_bytes()))
+            })
 }
 
 /// Whether the request's `Authorization` is Basic Auth with `pair`.

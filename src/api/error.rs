@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::error::Error;
+use skill_runner_store::NodeAddress;
 
 /// Runs `work` on a blocking thread; a panic there is a server error.
 pub async fn blocking<T: Send + 'static>(
@@ -25,6 +26,9 @@ pub enum ApiError {
     /// A client-side problem: the status and the `detail` payload to send.
     #[error("{status}: {detail}")]
     Client { status: StatusCode, detail: Value },
+    /// The answer is another node's: [`super::forward`] sends the read there.
+    #[error("held by node {}", .0.id)]
+    Elsewhere(NodeAddress),
     /// A server-side failure; the cause is logged, never returned.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
@@ -75,6 +79,7 @@ impl From<Error> for ApiError {
                 Value::String(Error::QueueFull.to_string()),
             ),
             Error::Missing { location, field } => return Self::missing_field(location, field),
+            Error::HeldElsewhere(node) => return Self::Elsewhere(node),
             Error::Internal(cause) => return Self::Internal(cause),
         };
         Self::new(status, detail)
@@ -100,12 +105,26 @@ impl IntoResponse for ApiError {
                 }
                 response
             }
+            Self::Elsewhere(node) => {
+                // Answered as is only where nothing forwards it (a read forwarded already).
+                let mut response =
+                    skill_runner_web::detail(StatusCode::CONFLICT, Value::String(held_by(&node)));
+                response.extensions_mut().insert(node);
+                response
+            }
             Self::Internal(cause) => {
                 log_cause(&cause);
                 internal_error_response()
             }
         }
     }
+}
+
+fn held_by(node: &NodeAddress) -> String {
+    format!(
+        "The run's files are kept by node {}; ask that node",
+        node.id
+    )
 }
 
 impl ApiError {
@@ -125,6 +144,7 @@ impl ApiError {
                 };
                 (status, message)
             }
+            Self::Elsewhere(node) => (StatusCode::CONFLICT, held_by(&node)),
             Self::Internal(cause) => {
                 log_cause(&cause);
                 (

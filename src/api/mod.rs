@@ -6,6 +6,7 @@ pub mod chat;
 pub mod console;
 pub mod engines;
 pub mod error;
+pub mod forward;
 pub mod invoke;
 pub mod jobs;
 pub mod management;
@@ -238,6 +239,10 @@ pub fn router(state: AppState) -> Router {
     .merge(console::router(&state))
     .merge(mcp_router(&state))
     .fallback(|| async { ApiError::not_found("Not Found") })
+    .layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        forward::to_holder,
+    ))
     .layer(axum::middleware::from_fn_with_state(
         state.clone(),
         auth::require_token,

@@ -84,6 +84,9 @@ pub struct Config {
     pub skills_dir: PathBuf,
     /// This node's name (`SKILL_RUNNER_NODE_ID`).
     pub node_id: String,
+    /// Where the other nodes reach this one (`SKILL_RUNNER_NODE_URL`); `None`: derived from
+    /// the listener ([`Config::node_url`]).
+    pub node_url: Option<String>,
     /// `SKILL_RUNNER_DATABASE_URL`: the PostgreSQL database (`postgres://…`) holding the
     /// store instead of the data dir's SQLite file. Read from the environment only: it may
     /// carry a password.
@@ -331,6 +334,7 @@ impl Config {
             data_dir: s.data_dir,
             skills_dir: s.skills_dir,
             node_id: s.node_id.unwrap_or_else(default_node_id),
+            node_url: s.node_url.map(|u| u.trim_end_matches('/').to_owned()),
             database_url: database_url(get("SKILL_RUNNER_DATABASE_URL"))?,
             traces,
             log_format: s.log_format,
@@ -488,13 +492,47 @@ fn database_url(value: Option<String>) -> Result<Option<SecretString>, ConfigErr
     Ok(Some(SecretString::from(url.to_owned())))
 }
 
-fn default_node_id() -> String {
-    let host = nix::unistd::gethostname()
+fn host_name() -> String {
+    nix::unistd::gethostname()
         .ok()
         .and_then(|h| h.into_string().ok())
         .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "node".into());
-    format!("{host}-{}", std::process::id())
+        .unwrap_or_else(|| "node".into())
+}
+
+fn default_node_id() -> String {
+    format!("{}-{}", host_name(), std::process::id())
+}
+
+impl Config {
+    /// Lets requests naming `url`'s host in `Host` through, where the names are limited at
+    /// all (bound to every interface with no list, the service answers any name).
+    pub fn admit_host_of(&mut self, url: &str) {
+        if self.bind.ip().is_unspecified() && self.allowed_hosts.is_empty() {
+            return;
+        }
+        let host = url
+            .parse::<axum::http::Uri>()
+            .ok()
+            .and_then(|u| u.host().map(str::to_owned));
+        if let Some(host) = host.filter(|h| !self.allowed_hosts.contains(h)) {
+            self.allowed_hosts.push(host);
+        }
+    }
+
+    /// Where the other nodes reach this one, listening on `bound`: `SKILL_RUNNER_NODE_URL`,
+    /// else the bound address, or the host name when bound to every interface (other
+    /// machines cannot reach 0.0.0.0; in a container the host name is the container's).
+    pub fn node_url(&self, bound: SocketAddr) -> String {
+        if let Some(url) = &self.node_url {
+            return url.clone();
+        }
+        if bound.ip().is_unspecified() {
+            format!("http://{}:{}", host_name(), bound.port())
+        } else {
+            format!("http://{bound}")
+        }
+    }
 }
 
 /// The slots: all runs at once, and of those the agent turns. An operator who set only

@@ -59,6 +59,11 @@ pub struct Settings {
     /// (default: the host name and the process id, `host-1234`).
     #[arg(long, env = "SKILL_RUNNER_NODE_ID", value_parser = node_id)]
     pub node_id: Option<String>,
+    /// Where the other nodes sharing the database reach this one (`http://10.0.0.5:8000`): a
+    /// node asked for a run whose files this one holds forwards the read here (default: the
+    /// listener's address; on 0.0.0.0 or ::, the host name with the port).
+    #[arg(long, env = "SKILL_RUNNER_NODE_URL", value_parser = http_url)]
+    pub node_url: Option<String>,
     /// Log lines as `text` (or `plain`) or `json`.
     #[arg(long, env = "LOG_FORMAT", default_value = "text", value_parser = log_format)]
     pub log_format: LogFormat,

@@ -128,25 +128,28 @@ async fn two_nodes_share_the_queue_and_either_answers_for_any_run() {
         assert_eq!(status["status"], "succeeded", "{status}");
         let (_, result) = a.get(&format!("/v1/jobs/{rid}/result")).await;
         assert_eq!(result["result"]["status"], "success", "{result}");
-        // Its files stay with the node that ran it: the other one says so.
+        // Its files stay with the node that ran it; the other one forwards the read there.
         let holder = runs_on(&[&a, &b], &status).await;
         let other = if std::ptr::eq(holder, &a) { &b } else { &a };
-        let (code, listed) = holder.get(&format!("/v1/jobs/{rid}/artifacts")).await;
-        assert_eq!(code, 200, "{listed}");
-        assert_eq!(
-            listed["artifacts"],
-            json!(["artifacts/report.md"]),
-            "{listed}"
-        );
-        let (code, refused) = other.get(&format!("/v1/jobs/{rid}/artifacts")).await;
-        assert_eq!(code, 409, "{refused}");
-        assert!(
-            refused["detail"]
-                .as_str()
-                .unwrap()
-                .contains("node that ran it"),
-            "{refused}"
-        );
+        for view in [
+            "artifacts",
+            "logs",
+            "bundle",
+            "artifacts/artifacts/report.md",
+        ] {
+            let path = format!("/v1/jobs/{rid}/{view}");
+            let (code, _, held) = holder.get_bytes(&path).await;
+            assert_eq!(code, 200, "{path}");
+            let (code, headers, forwarded) = other.get_bytes(&path).await;
+            assert_eq!(code, 200, "{path}");
+            assert_eq!(
+                forwarded, held,
+                "{path}: the same answer through either node"
+            );
+            if view == "bundle" {
+                assert_eq!(headers["content-type"], "application/zip");
+            }
+        }
     }
     let (code, _) = b
         .post_json(&format!("/v1/jobs/{on_a}/cancel"), json!({}))
@@ -371,4 +374,196 @@ async fn a_burst_against_both_nodes_admits_exactly_the_bound() {
     let admitted = answers.iter().filter(|c| **c == 200).count();
     let refused = answers.iter().filter(|c| **c == 429).count();
     assert_eq!((admitted, refused), (5, 195), "bound 5, both slots busy");
+}
+
+/// The other of two nodes.
+fn other<'a>(nodes: [&'a TestServer; 2], one: &TestServer) -> &'a TestServer {
+    if nodes[0].pid() == one.pid() {
+        nodes[1]
+    } else {
+        nodes[0]
+    }
+}
+
+/// A job submitted to a busy node runs on the other: its stream, opened on the node it was
+/// submitted to while it waited, carries every byte the runner's own stream carries, and resumes
+/// from a `Last-Event-ID`; a question it asks there is answered through the first node, and a
+/// repeated reply through the runner gets the idempotent answer.
+#[tokio::test]
+async fn a_turn_on_one_node_is_watched_and_answered_through_the_other() {
+    let skills = TestDirs::new();
+    probe_skill("probe", None).write_into(&skills.skills);
+    common::asker_skill("asker").write_into(&skills.skills);
+    let url = fresh_database().await;
+    let a = node(&url, "node-a", &skills.skills);
+    let b = node(&url, "node-b", &skills.skills);
+
+    // One node busy with a long turn: whatever is submitted next runs on the other.
+    let busy = a.create_job(probe("late", "busy")).await;
+    let busy_status = a
+        .wait_status(&format!("/v1/jobs/{busy}"), &["running"])
+        .await;
+    let submitter = runs_on(&[&a, &b], &busy_status).await;
+    let runner = other([&a, &b], submitter);
+
+    let rid = submitter.create_job(probe("drip", "watched")).await;
+    let watched = submitter
+        .events(&format!("/v1/jobs/{rid}/events"), None)
+        .await;
+    let seen = tokio::time::timeout(Duration::from_secs(30), watched.collect())
+        .await
+        .expect("the relayed stream ends with the run");
+    let status = runner.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    assert_eq!(
+        runs_on(&[&a, &b], &status).await.pid(),
+        runner.pid(),
+        "it ran on the idle node"
+    );
+    let logs = runner.run_dir(&status).join("logs");
+    let stdout = std::fs::read(logs.join("stdout.txt")).unwrap();
+    let stderr = std::fs::read(logs.join("stderr.txt")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&stdout).contains("line 20 of the drip"),
+        "the drip printed"
+    );
+    assert_eq!(common::reassemble(&seen, "stdout", 0), stdout);
+    assert_eq!(common::reassemble(&seen, "stderr", 0), stderr);
+    let end = seen.last().unwrap();
+    assert_eq!(
+        (end.name.as_str(), &end.data["reason"]),
+        ("end", &json!("terminal"))
+    );
+    let own = runner
+        .events(&format!("/v1/jobs/{rid}/events"), None)
+        .await
+        .collect()
+        .await;
+    let ids = |events: &[common::SseEvent]| -> Vec<Option<String>> {
+        events
+            .iter()
+            .filter(|e| e.name == "end")
+            .map(|e| e.id.clone())
+            .collect()
+    };
+    assert_eq!(ids(&seen), ids(&own), "both end at the same offsets");
+
+    // Resumed through the submitter from an event in the middle: the rest, exactly.
+    let middle = seen
+        .iter()
+        .filter(|e| e.name == "stdout")
+        .nth(3)
+        .expect("several stdout chunks");
+    let id = middle.id.clone().unwrap();
+    let (from_out, from_err) = id.split_once(':').unwrap();
+    let (from_out, from_err): (u64, u64) = (from_out.parse().unwrap(), from_err.parse().unwrap());
+    let resumed = submitter
+        .events(&format!("/v1/jobs/{rid}/events"), Some(&id))
+        .await
+        .collect()
+        .await;
+    assert_eq!(resumed[0].name, "snapshot");
+    assert_eq!(resumed[0].data["stdout_offset"], from_out);
+    assert_eq!(
+        common::reassemble(&resumed, "stdout", from_out),
+        stdout[from_out as usize..]
+    );
+    assert_eq!(
+        common::reassemble(&resumed, "stderr", from_err),
+        stderr[from_err as usize..]
+    );
+
+    // A question asked on the runner, answered through the submitter.
+    let asked = submitter
+        .create_job(json!({"skill_id": "asker", "parameter": {"asks": 1},
+                           "runtime_options": {"execution_mode": "interactive"}}))
+        .await;
+    let waiting = submitter
+        .wait_status(&format!("/v1/jobs/{asked}"), &["waiting_user"])
+        .await;
+    assert_eq!(runs_on(&[&a, &b], &waiting).await.pid(), runner.pid());
+    let (_, pending) = submitter
+        .get(&format!("/v1/jobs/{asked}/interaction/pending"))
+        .await;
+    assert_eq!(pending["pending"]["prompt"], "question 1?", "{pending}");
+    let reply = json!({"interaction_id": waiting["pending_interaction_id"], "response": "through a",
+                       "idempotency_key": "reply-1"});
+    let (code, answer) = submitter
+        .post_json(
+            &format!("/v1/jobs/{asked}/interaction/reply"),
+            reply.clone(),
+        )
+        .await;
+    assert_eq!(code, 200, "{answer}");
+    let (code, again) = runner
+        .post_json(&format!("/v1/jobs/{asked}/interaction/reply"), reply)
+        .await;
+    assert_eq!((code, &again), (200, &answer), "the same answer, once");
+    let done = submitter.wait_job(&asked).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let (_, result) = submitter.get(&format!("/v1/jobs/{asked}/result")).await;
+    assert_eq!(result["result"]["data"]["replies"], json!(["through a"]));
+    let (code, _) = submitter
+        .post_json(&format!("/v1/jobs/{busy}/cancel"), json!({}))
+        .await;
+    assert_eq!(code, 200);
+}
+
+/// With API tokens, a client reads a run's files through either node with its token; the node
+/// it asks forwards the read with the nodes' shared secret, which a client cannot guess.
+#[tokio::test]
+async fn forwarded_reads_pass_on_the_nodes_secret_and_nothing_else_does() {
+    let skills = TestDirs::new();
+    probe_skill("probe", None).write_into(&skills.skills);
+    let url = fresh_database().await;
+    let token = [("SKILL_RUNNER_API_TOKENS", "cluster-token-for-tests")];
+    let a = node_with(&url, "node-a", &skills.skills, &token);
+    let b = node_with(&url, "node-b", &skills.skills, &token);
+    let call = |node: &TestServer, method: reqwest::Method, path: &str| {
+        node.client
+            .request(method, node.url(path))
+            .bearer_auth("cluster-token-for-tests")
+    };
+    let created: Value = call(&a, reqwest::Method::POST, "/v1/jobs")
+        .json(&probe("ok", "tokened"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let rid = created["request_id"].as_str().unwrap().to_owned();
+    let status = loop {
+        let status: Value = call(&a, reqwest::Method::GET, &format!("/v1/jobs/{rid}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if status["status"] == "succeeded" {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let holder = runs_on(&[&a, &b], &status).await;
+    let asked = other([&a, &b], holder);
+    let path = format!("/v1/jobs/{rid}/artifacts/artifacts/report.md");
+    let read = call(asked, reqwest::Method::GET, &path)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), 200);
+    assert_eq!(read.text().await.unwrap(), "report");
+    for guess in ["", "0", "cluster-token-for-tests"] {
+        let code = asked
+            .client
+            .get(asked.url(&path))
+            .header("x-skill-runner-node", guess)
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(code, 401, "a made-up node secret {guess:?} opens nothing");
+    }
 }

@@ -36,6 +36,10 @@ pub enum Error {
     /// The job queue has no free place; a retry after runs start may succeed.
     #[error("Job queue is full")]
     QueueFull,
+    /// The run's files are in another node's data dir (several nodes on one database): the
+    /// read is that node's to answer.
+    #[error("The run's files are kept by node {}", .0.id)]
+    HeldElsewhere(crate::store::NodeAddress),
     /// A failure of the service itself; its cause is logged, never shown to a client.
     #[error(transparent)]
     Internal(anyhow::Error),

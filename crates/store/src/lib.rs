@@ -109,6 +109,12 @@ pub trait Cluster: Send + Sync {
     /// This node's id (`SKILL_RUNNER_NODE_ID`).
     fn node_id(&self) -> &str;
 
+    /// The credential the nodes present to each other when one forwards a read to another.
+    fn secret(&self) -> &str;
+
+    /// The live node whose data dir holds `run_id`'s folder, if one does.
+    async fn holder(&self, run_id: &str) -> anyhow::Result<Option<NodeAddress>>;
+
     /// Renews this node's heartbeat; false when the node had been declared lost (it is
     /// entered again, but its claims are gone: its turns must stop).
     async fn heartbeat(&self) -> anyhow::Result<bool>;
@@ -143,6 +149,15 @@ pub trait Cluster: Send + Sync {
     async fn settle_lost(&self, silent: std::time::Duration) -> anyhow::Result<Option<Vec<Run>>>;
 }
 
+/// How the other nodes know one: its id and the base URL it answers on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeAddress {
+    /// `SKILL_RUNNER_NODE_ID`.
+    pub id: String,
+    /// `http://host:port`, without a trailing slash.
+    pub url: String,
+}
+
 /// The service's handle to its store; cheap to clone. Every part's methods are called on it
 /// directly (`store.run(id)`).
 #[derive(Clone, Debug)]
@@ -162,18 +177,18 @@ impl Store {
         Ok(Self(Arc::new(Sqlite::open(path).await?)))
     }
 
-    /// The store at `database_url` (`postgres://…`, see [`Postgres::connect`]), joined as node
-    /// `node_id` with at most `queue_bound` runs queued in the cluster, when there is one, else
+    /// The store at `database_url` (`postgres://…`, see [`Postgres::connect`]), joined as
+    /// `node` with at most `queue_bound` runs queued in the cluster, when there is one, else
     /// the SQLite store at `sqlite_path`.
     pub async fn connect(
         database_url: Option<&str>,
         sqlite_path: &Path,
-        node_id: &str,
+        node: &NodeAddress,
         queue_bound: usize,
     ) -> anyhow::Result<Self> {
         match database_url {
             Some(url) => Ok(Self(Arc::new(
-                Postgres::connect(url, node_id, queue_bound).await?,
+                Postgres::connect(url, node, queue_bound).await?,
             ))),
             None => Self::open(sqlite_path).await,
         }
@@ -300,11 +315,21 @@ pub(crate) mod tests {
         (dir, store)
     }
 
+    /// A node's address as tests name it.
+    pub(crate) fn node(id: &str) -> NodeAddress {
+        NodeAddress {
+            id: id.into(),
+            url: format!("http://{id}.test:8000"),
+        }
+    }
+
     /// A store on a fresh database of the PostgreSQL test cluster.
     pub(crate) async fn postgres_store() -> Store {
         let url = skill_runner_test_support::postgres::fresh_database().await;
         Store(Arc::new(
-            Postgres::connect(&url, "node-a", 1000).await.unwrap(),
+            Postgres::connect(&url, &node("node-a"), 1000)
+                .await
+                .unwrap(),
         ))
     }
 
@@ -377,8 +402,12 @@ pub(crate) mod tests {
     /// `r3` (script, its uploads received by node a).
     async fn two_nodes() -> (Postgres, Postgres) {
         let url = skill_runner_test_support::postgres::fresh_database().await;
-        let a = Postgres::connect(&url, "node-a", 1000).await.unwrap();
-        let b = Postgres::connect(&url, "node-b", 1000).await.unwrap();
+        let a = Postgres::connect(&url, &node("node-a"), 1000)
+            .await
+            .unwrap();
+        let b = Postgres::connect(&url, &node("node-b"), 1000)
+            .await
+            .unwrap();
         let run = |id: &str, engine| NewRun {
             run_id: id.into(),
             skill_id: "demo".into(),
@@ -430,6 +459,12 @@ pub(crate) mod tests {
             "another node's claim"
         );
         assert!(b.start_run("r1", "off").await.unwrap().is_some());
+        // Reads of a run's files go to the node holding its folder, with the nodes' secret.
+        assert_eq!(a.holder("r1").await.unwrap(), Some(node("node-b")));
+        assert_eq!(b.holder("r3").await.unwrap(), Some(node("node-a")));
+        assert_eq!(a.holder("r2").await.unwrap(), None, "not started anywhere");
+        assert_eq!(a.secret(), b.secret());
+        assert!(a.secret().len() >= 64);
         assert_eq!(
             claimed(b.claim(false).await.unwrap()),
             None,
@@ -501,7 +536,9 @@ pub(crate) mod tests {
         let url = skill_runner_test_support::postgres::fresh_database().await;
         let base = url.split_once('?').map_or(url.as_str(), |(base, _)| base);
         let url = format!("{base}?sslmode=require");
-        let store = Postgres::connect(&url, "node-a", 1000).await.unwrap();
+        let store = Postgres::connect(&url, &node("node-a"), 1000)
+            .await
+            .unwrap();
         let (encrypted,): (bool,) =
             sqlx::query_as("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
                 .fetch_one(&store.pool)

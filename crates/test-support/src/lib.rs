@@ -492,6 +492,12 @@ case "$mode" in
   noartifact) echo '{"summary":"x"}' ;;
   error) echo '{"success": false, "error": {"code": "BAD_INPUT", "message": "skill said no"}}' ;;
   sleep) sleep 30; echo '{"summary":"late"}' ;;
+  drip)
+    mkdir -p artifacts; printf 'dripped' > artifacts/report.md
+    for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+      printf 'line %s of the drip, wärme ✓\n' "$i"; printf 'err %s\n' "$i" >&2; sleep 0.1
+    done
+    printf '{"summary":"drip"}\n' ;;
   late)
     trap 'mkdir -p artifacts; printf r > artifacts/report.md; echo "{\"summary\":\"late\"}"; exit 0' TERM
     sleep 30 & wait ;;

@@ -13,6 +13,10 @@
 //! bytes. Every event carries `id: <stdout_offset>:<stderr_offset>`, the offsets a client has
 //! received up to and including it, so `Last-Event-ID` resumes a stream like the
 //! `stdout_from` / `stderr_from` parameters do.
+//!
+//! Among nodes, a turn another node runs is read from that node's own stream ([`super::relay`]):
+//! the stream a client opened relays its events, ids unchanged, and reads the run again if
+//! that node goes away.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -50,13 +54,17 @@ impl Offsets {
         })
     }
 
-    fn event_id(self) -> String {
+    pub(crate) fn event_id(self) -> String {
         format!("{}:{}", self.stdout, self.stderr)
     }
 }
 
-/// What a stream has shown of the run's state.
-#[derive(Debug, Clone, PartialEq)]
+/// How often a stream reads a run again when its turn may start on another node, which wakes
+/// no one here.
+const ELSEWHERE_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// What a stream has shown of the run's state (read back from a relayed `status` event too).
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
 struct Shown {
     status: RunStatus,
     pending_interaction_id: Option<u64>,
@@ -98,11 +106,18 @@ impl Jobs {
         let mut stderr = Cursor::open(folder.stderr_log(), from.stderr, 1).await;
         let heartbeat = self.config.limits.sse_heartbeat;
         let among_nodes = self.store.cluster().is_some();
+        let request_id = request_id.to_owned();
         let jobs = self.clone();
         Ok(async_stream::stream! {
             // Counted while the stream lives: it is dropped when its client goes away.
             let _subscriber = super::telemetry::Subscriber::open();
-            let mut sent = Offsets { stdout: stdout.offset, stderr: stderr.offset };
+            // Offsets into logs that are on another node stay as asked: that node's stream
+            // resumes there.
+            let mut sent = if among_nodes && !folder_here(&folder).await {
+                from
+            } else {
+                Offsets { stdout: stdout.offset, stderr: stderr.offset }
+            };
             let mut last_event = Instant::now();
             yield StreamEvent {
                 name: "snapshot",
@@ -119,6 +134,7 @@ impl Jobs {
             // reconnects between that status and `end` sees it again).
             let mut shown = (!Shown::of(&run).settled()).then(|| Shown::of(&run));
             let mut reread = false;
+            let mut relayed_once = false;
             loop {
                 // Status before output: output written before a status change is in the file
                 // by the time the change is read, so it goes out first.
@@ -134,6 +150,48 @@ impl Jobs {
                 }
                 let current = Shown::of(&run);
                 let settled = current.settled();
+                // Among nodes, a run whose folder is not here may run (or have run) elsewhere;
+                // a settled run's holder is asked once.
+                let elsewhere = among_nodes && !folder_here(&folder).await;
+                if elsewhere && run.turn > 0 && !(settled && relayed_once)
+                    && let Some(node) = jobs.holder_elsewhere(&run_id).await
+                {
+                    relayed_once = true;
+                    let secret = jobs.store.cluster().map(|c| c.secret().to_owned()).unwrap_or_default();
+                    let opened = jobs.relay.events(&node, &secret, heartbeat, (scope, &request_id), sent).await;
+                    match opened {
+                        Ok(upstream) => {
+                            let mut upstream = std::pin::pin!(upstream);
+                            while let Some(event) = futures_util::StreamExt::next(&mut upstream).await {
+                                let event = match event {
+                                    Ok(event) => event,
+                                    Err(e) => {
+                                        tracing::debug!(run_id, node = node.id, error = format!("{e:#}"), "relayed event stream broke off");
+                                        break;
+                                    }
+                                };
+                                if let Some(offsets) = Offsets::from_event_id(&event.id) {
+                                    sent = offsets;
+                                }
+                                if event.name == "status" && let EventData::Text(data) = &event.data {
+                                    shown = serde_json::from_str(data).ok().or(shown);
+                                }
+                                let end = event.name == "end";
+                                last_event = Instant::now();
+                                yield event;
+                                if end {
+                                    return;
+                                }
+                            }
+                        }
+                        Err(e) => tracing::debug!(run_id, node = node.id, error = format!("{e:#}"), "cannot relay the event stream"),
+                    }
+                    // The holder's stream broke off (or never opened): read the run again and
+                    // carry on from what was sent.
+                    tokio::time::sleep(ELSEWHERE_POLL).await;
+                    reread = true;
+                    continue;
+                }
                 let (out, out_more) = stdout.read(settled, &jobs.feeds, &subscription).await;
                 let (err, err_more) = stderr.read(settled, &jobs.feeds, &subscription).await;
                 for (name, chunks) in [("stdout", out), ("stderr", err)] {
@@ -170,11 +228,14 @@ impl Jobs {
                     yield StreamEvent::end(sent.event_id(), reason);
                     break;
                 }
-                match subscription.wait(last_event + heartbeat).await {
+                // A run that may move on another node wakes no one here: it is read again
+                // soon, and at each heartbeat.
+                let heartbeat_due = last_event + heartbeat;
+                let until = if elsewhere && !settled { heartbeat_due.min(Instant::now() + ELSEWHERE_POLL) } else { heartbeat_due };
+                match subscription.wait(until).await {
                     Wake::News { status } => reread = status,
+                    Wake::Idle if Instant::now() < heartbeat_due => reread = true,
                     Wake::Idle => {
-                        // Among nodes, the run may move on another one, which wakes no one
-                        // here: its status is read again at each heartbeat.
                         reread = among_nodes;
                         last_event = Instant::now();
                         yield StreamEvent::heartbeat(sent.event_id());
@@ -184,6 +245,27 @@ impl Jobs {
             }
         })
     }
+
+    /// The node holding `run_id`'s folder, when it is another live node.
+    async fn holder_elsewhere(&self, run_id: &str) -> Option<crate::store::NodeAddress> {
+        let cluster = self.store.cluster()?;
+        match cluster.holder(run_id).await {
+            Ok(node) => node.filter(|n| n.id != cluster.node_id()),
+            Err(e) => {
+                tracing::warn!(
+                    run_id,
+                    error = format!("{e:#}"),
+                    "cannot tell which node holds the run"
+                );
+                None
+            }
+        }
+    }
+}
+
+/// Whether this node's data dir holds the run folder.
+async fn folder_here(folder: &crate::run_folder::RunFolder) -> bool {
+    tokio::fs::try_exists(folder.root()).await.unwrap_or(false)
 }
 
 /// A piece of a log, its event data serialized once (`{from, to, chunk}`).

@@ -21,6 +21,7 @@ pub mod interaction;
 pub mod live;
 pub mod queue;
 pub mod recovery;
+pub mod relay;
 pub mod retention;
 pub mod telemetry;
 pub mod validation;
@@ -105,6 +106,8 @@ pub struct Jobs {
     claimable: tokio::sync::Notify,
     /// Wake-ups for the event streams.
     feeds: Arc<Feeds>,
+    /// Reads other nodes' event streams of the runs they hold.
+    relay: relay::Relay,
     /// Held while a bundle is built.
     bundles: tokio::sync::Mutex<()>,
     /// Room kept for recording runs when the data volume fills up.
@@ -128,6 +131,7 @@ impl Jobs {
                 config.limits.max_concurrent_agents,
             ),
             fingerprints: cache::Fingerprints::default(),
+            relay: relay::Relay::default(),
             bundles: tokio::sync::Mutex::new(()),
             disk: crate::disk_space::DiskSpace::set_up(
                 config.data.disk_reserve(),

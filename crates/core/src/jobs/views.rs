@@ -79,19 +79,24 @@ pub struct Bundle {
 
 impl Jobs {
     /// The run's folder, when this node holds it. Among nodes, a run's files stay with the
-    /// node that ran it: another node answers 409 rather than an empty listing.
+    /// node that ran it: another node sends the read there ([`Error::HeldElsewhere`]), and
+    /// answers 409 when that node is gone.
     async fn held_folder(&self, run: &Run) -> Result<RunFolder> {
         let folder = self.folder(&run.run_id);
-        if self.store.cluster().is_some()
-            && run.turn > 0
-            && !tokio::fs::try_exists(folder.root()).await.unwrap_or(false)
-        {
-            return Err(Error::conflict(
-                "The run's files are kept by the node that ran it; ask that node (runs' files \
-                 are not in shared storage yet)",
-            ));
+        let Some(cluster) = self.store.cluster() else {
+            return Ok(folder);
+        };
+        if run.turn == 0 || tokio::fs::try_exists(folder.root()).await.unwrap_or(false) {
+            return Ok(folder);
         }
-        Ok(folder)
+        match cluster.holder(&run.run_id).await? {
+            Some(node) if node.id != cluster.node_id() => Err(Error::HeldElsewhere(node)),
+            Some(_) => Ok(folder),
+            None => Err(Error::conflict(
+                "The run's files were kept by a node that has left the cluster; they can be \
+                 read again once it is back (runs' files are not in shared storage yet)",
+            )),
+        }
     }
 
     /// The request and its run; 404 before the run exists.

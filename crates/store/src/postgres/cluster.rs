@@ -8,8 +8,8 @@ use anyhow::Context;
 use sqlx::postgres::PgListener;
 
 use super::Postgres;
-use crate::Cluster;
 use crate::jobs::{Run, RunRow, run_columns};
+use crate::{Cluster, NodeAddress};
 use skill_runner_types::engine::Engine;
 use skill_runner_types::run_state::RunStatus;
 
@@ -53,14 +53,34 @@ impl Signals {
     }
 }
 
+/// The secret the nodes sharing `pool`'s database present to each other; the first node to
+/// ask makes it (256 random bits).
+pub(super) async fn shared_secret(pool: &sqlx::PgPool) -> anyhow::Result<String> {
+    let fresh = format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    sqlx::query("INSERT INTO cluster_secret (secret) VALUES ($1) ON CONFLICT (one) DO NOTHING")
+        .bind(&fresh)
+        .execute(pool)
+        .await?;
+    let (secret,): (String,) = sqlx::query_as("SELECT secret FROM cluster_secret")
+        .fetch_one(pool)
+        .await?;
+    Ok(secret)
+}
+
 impl Postgres {
     /// Enters this node in `nodes` (a node restarting under the same id takes its row over).
     pub(super) async fn join(&self) -> anyhow::Result<()> {
         sqlx::query(
-            "INSERT INTO nodes (node_id) VALUES ($1)
-             ON CONFLICT (node_id) DO UPDATE SET started_at = now(), heartbeat_at = now()",
+            "INSERT INTO nodes (node_id, url) VALUES ($1, $2)
+             ON CONFLICT (node_id)
+             DO UPDATE SET url = $2, started_at = now(), heartbeat_at = now()",
         )
-        .bind(&self.node_id)
+        .bind(&self.node.id)
+        .bind(&self.node.url)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -73,7 +93,7 @@ impl Postgres {
             self.announce().await?;
         }
         sqlx::query("DELETE FROM nodes WHERE node_id = $1")
-            .bind(&self.node_id)
+            .bind(&self.node.id)
             .execute(&self.pool)
             .await?;
         Ok(())
@@ -83,12 +103,27 @@ impl Postgres {
 #[async_trait::async_trait]
 impl Cluster for Postgres {
     fn node_id(&self) -> &str {
-        &self.node_id
+        &self.node.id
+    }
+
+    fn secret(&self) -> &str {
+        &self.secret
+    }
+
+    async fn holder(&self, run_id: &str) -> anyhow::Result<Option<NodeAddress>> {
+        let holder = sqlx::query_as(
+            "SELECT n.node_id, n.url FROM runs r JOIN nodes n ON n.node_id = r.node
+             WHERE r.run_id = $1",
+        )
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(holder.map(|(id, url)| NodeAddress { id, url }))
     }
 
     async fn heartbeat(&self) -> anyhow::Result<bool> {
         let beat = sqlx::query("UPDATE nodes SET heartbeat_at = now() WHERE node_id = $1")
-            .bind(&self.node_id)
+            .bind(&self.node.id)
             .execute(&self.pool)
             .await?;
         if beat.rows_affected() == 1 {
@@ -110,7 +145,7 @@ impl Cluster for Postgres {
                  LIMIT 1)
              RETURNING run_id, engine",
         )
-        .bind(&self.node_id)
+        .bind(&self.node.id)
         .bind(agents)
         .fetch_optional(&self.pool)
         .await?;
@@ -159,7 +194,7 @@ impl Cluster for Postgres {
              ORDER BY seq"
         ))
         .bind(status)
-        .bind(&self.node_id)
+        .bind(&self.node.id)
         .fetch_all(&self.pool)
         .await?;
         rows.into_iter().map(Run::try_from).collect()
@@ -169,7 +204,7 @@ impl Cluster for Postgres {
         let released = sqlx::query(
             "UPDATE runs SET lease_node = NULL WHERE lease_node = $1 AND status = 'queued'",
         )
-        .bind(&self.node_id)
+        .bind(&self.node.id)
         .execute(&self.pool)
         .await?
         .rows_affected();

@@ -149,7 +149,7 @@ impl JobStore for Postgres {
         )
         .bind(Timestamp::now())
         .bind(request_id)
-        .bind(&self.node_id)
+        .bind(&self.node.id)
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
@@ -179,7 +179,7 @@ impl JobStore for Postgres {
             // The uploads are in this node's data dir: its turns run here.
             Binding::Run(run) => {
                 self.make_room(&mut tx).await?;
-                insert_run(&mut tx, request_id, run, now, Some(&self.node_id)).await?;
+                insert_run(&mut tx, request_id, run, now, Some(&self.node.id)).await?;
                 (run.run_id.as_str(), false)
             }
             Binding::CacheHit(run_id) => (run_id.as_str(), true),
@@ -213,7 +213,7 @@ impl JobStore for Postgres {
              WHERE upload_state = 'receiving' AND upload_node = $2",
         )
         .bind(Timestamp::now())
-        .bind(&self.node_id)
+        .bind(&self.node.id)
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected())
@@ -256,7 +256,7 @@ impl JobStore for Postgres {
         .bind(now)
         .bind(run_id)
         .bind(Move::Start.from_json())
-        .bind(&self.node_id)
+        .bind(&self.node.id)
         .fetch_optional(&self.pool)
         .await?;
         row.map(Run::try_from).transpose()

@@ -33,15 +33,21 @@ const MAX_CONNECTIONS: u32 = 10;
 #[derive(Debug)]
 pub struct Postgres {
     pub(crate) pool: PgPool,
-    node_id: String,
+    node: crate::NodeAddress,
+    /// What this node and the others present when one forwards a read to another.
+    secret: String,
     queue_bound: usize,
 }
 
 impl Postgres {
-    /// Connects to `url` as node `node_id`, applies pending migrations (nodes starting together
-    /// take turns: sqlx holds an advisory lock while it migrates) and joins the nodes, which
-    /// together queue at most `queue_bound` runs.
-    pub async fn connect(url: &str, node_id: &str, queue_bound: usize) -> anyhow::Result<Self> {
+    /// Connects to `url` as `node`, applies pending migrations (nodes starting together take
+    /// turns: sqlx holds an advisory lock while it migrates) and joins the nodes, which together
+    /// queue at most `queue_bound` runs.
+    pub async fn connect(
+        url: &str,
+        node: &crate::NodeAddress,
+        queue_bound: usize,
+    ) -> anyhow::Result<Self> {
         // The URL may carry a password: errors name the host and database, never the URL.
         let options = PgConnectOptions::from_str(url)
             .context("SKILL_RUNNER_DATABASE_URL is not a valid postgres:// URL")?;
@@ -61,9 +67,13 @@ impl Postgres {
             .run(&pool)
             .await
             .with_context(|| format!("applying database migrations to PostgreSQL at {place}"))?;
+        let secret = cluster::shared_secret(&pool)
+            .await
+            .context("reading the nodes' shared secret")?;
         let store = Self {
             pool,
-            node_id: node_id.to_owned(),
+            node: node.clone(),
+            secret,
             queue_bound,
         };
         store.join().await.context("joining the nodes")?;
