@@ -21,6 +21,7 @@ use crate::process::{Launch, Reaper, SandboxStatus, Supervisor, sandbox};
 use crate::skill::Registry;
 use crate::skill::docs::index::{Docs, Limits};
 use crate::state::AppState;
+use crate::storage::Storage;
 use crate::store::{NodeAddress, Store};
 use skill_runner_core::config::JobsConfig;
 
@@ -126,6 +127,17 @@ pub async fn serve(
         // The other nodes forward reads here under this node's URL.
         config.admit_host_of(&node.url);
     }
+    let storage = config
+        .storage_url
+        .as_deref()
+        .map(|url| Storage::open(url, data.storage_scratch()))
+        .transpose()?;
+    if storage.is_some() && store.cluster().is_none() {
+        tracing::warn!(
+            "SKILL_RUNNER_STORAGE_URL is for nodes sharing a PostgreSQL database \
+             (SKILL_RUNNER_DATABASE_URL); on SQLite, run folders stay in the data dir only"
+        );
+    }
     let registry = open_registry(&config).await?;
     let installer = Arc::new(Installer::new(
         store.clone(),
@@ -164,6 +176,7 @@ pub async fn serve(
     let config = Arc::new(config);
     let jobs = Jobs::new(
         JobsConfig {
+            storage,
             node_id: config.node_id.clone(),
             data: data.clone(),
             limits: config.jobs,

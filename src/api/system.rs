@@ -44,14 +44,15 @@ pub struct Readiness {
     pub status: &'static str,
     /// The store answers and holds every migration this build expects: `ok` or `failed`.
     pub store: &'static str,
-    /// The data dir can be written: `ok` or `failed`.
+    /// The data dir can be written, and among nodes the shared storage answers: `ok` or
+    /// `failed`.
     pub storage: &'static str,
     /// A shutdown began: the node takes no new work.
     pub draining: bool,
 }
 
-/// Readiness: 200 when the store and the data dir work and no shutdown began, else 503. A
-/// failed check's cause is logged, not answered.
+/// Readiness: 200 when the store, the data dir and shared storage work and no shutdown began,
+/// else 503. A failed check's cause is logged, not answered.
 #[utoipa::path(get, path = "/readyz", tag = "system",
     responses((status = 200, description = "Ready", body = Readiness),
               (status = 503, description = "Not ready: the failed check is named", body = Readiness)))]
@@ -71,13 +72,26 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readines
         }
     };
     let data = &state.config.data_dir;
-    let storage = match nix::unistd::access(data, nix::unistd::AccessFlags::W_OK) {
+    let mut storage = match nix::unistd::access(data, nix::unistd::AccessFlags::W_OK) {
         Ok(()) => "ok",
         Err(e) => {
             tracing::warn!(error = %e, path = %data.display(), "readiness: the data dir is unwritable");
             "failed"
         }
     };
+    if let Some(shared) = state.jobs.storage() {
+        match tokio::time::timeout(STORE_CHECK, shared.check()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(error = format!("{e:#}"), "readiness: shared storage failed");
+                storage = "failed";
+            }
+            Err(_) => {
+                tracing::warn!("readiness: shared storage did not answer within {STORE_CHECK:?}");
+                storage = "failed";
+            }
+        }
+    }
     let draining = state.draining.load(Ordering::Relaxed);
     let ready = store == "ok" && storage == "ok" && !draining;
     let readiness = Readiness {

@@ -87,6 +87,8 @@ pub struct Config {
     /// Where the other nodes reach this one (`SKILL_RUNNER_NODE_URL`); `None`: derived from
     /// the listener ([`Config::node_url`]).
     pub node_url: Option<String>,
+    /// `SKILL_RUNNER_STORAGE_URL`: shared storage for settled run folders, among nodes.
+    pub storage_url: Option<String>,
     /// `SKILL_RUNNER_DATABASE_URL`: the PostgreSQL database (`postgres://…`) holding the
     /// store instead of the data dir's SQLite file. Read from the environment only: it may
     /// carry a password.
@@ -335,6 +337,7 @@ impl Config {
             skills_dir: s.skills_dir,
             node_id: s.node_id.unwrap_or_else(default_node_id),
             node_url: s.node_url.map(|u| u.trim_end_matches('/').to_owned()),
+            storage_url: s.storage_url,
             database_url: database_url(get("SKILL_RUNNER_DATABASE_URL"))?,
             traces,
             log_format: s.log_format,

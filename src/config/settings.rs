@@ -64,6 +64,11 @@ pub struct Settings {
     /// listener's address; on 0.0.0.0 or ::, the host name with the port).
     #[arg(long, env = "SKILL_RUNNER_NODE_URL", value_parser = http_url)]
     pub node_url: Option<String>,
+    /// Shared storage for the run folders of several nodes: `file:///mnt/shared`,
+    /// `s3://bucket/prefix`, `gs://bucket/prefix` or `az://container/prefix` (credentials from
+    /// the provider's usual variables). Unset: a run's files stay where it ran.
+    #[arg(long, env = "SKILL_RUNNER_STORAGE_URL", value_parser = storage_url)]
+    pub storage_url: Option<String>,
     /// Log lines as `text` (or `plain`) or `json`.
     #[arg(long, env = "LOG_FORMAT", default_value = "text", value_parser = log_format)]
     pub log_format: LogFormat,
@@ -457,6 +462,21 @@ fn http_url(raw: &str) -> Result<String, String> {
     match url.split_once("://") {
         Some(("http" | "https", rest)) if !rest.is_empty() => Ok(url.to_owned()),
         _ => Err(format!("'{raw}' is not an http:// or https:// URL")),
+    }
+}
+
+fn storage_url(raw: &str) -> Result<String, String> {
+    let url = raw.trim();
+    match url.split_once("://") {
+        Some(("file" | "s3" | "s3a" | "gs" | "az" | "abfs" | "abfss" | "azure", rest))
+            if !rest.is_empty() =>
+        {
+            Ok(url.to_owned())
+        }
+        _ => Err(format!(
+            "'{raw}' is not a storage URL (file:///path, s3://bucket, gs://bucket or \
+             az://container)"
+        )),
     }
 }
 

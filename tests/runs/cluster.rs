@@ -567,3 +567,93 @@ async fn forwarded_reads_pass_on_the_nodes_secret_and_nothing_else_does() {
         assert_eq!(code, 401, "a made-up node secret {guess:?} opens nothing");
     }
 }
+
+/// With shared storage, a node killed for good leaves nothing stranded: the other node serves
+/// its finished run (files, bundle, stream) from the stored copy, takes its waiting run over,
+/// and runs that run's next turn when the reply comes.
+#[tokio::test]
+async fn with_shared_storage_a_dead_nodes_runs_are_served_and_resumed_elsewhere() {
+    let skills = TestDirs::new();
+    probe_skill("probe", None).write_into(&skills.skills);
+    common::asker_skill("asker").write_into(&skills.skills);
+    let url = fresh_database().await;
+    let shared = tempfile::tempdir().unwrap();
+    let storage = format!("file://{}", shared.path().display());
+    let with_storage = [("SKILL_RUNNER_STORAGE_URL", storage.as_str())];
+    // Node a alone first, so that it runs both.
+    let mut a = node_with(&url, "node-a", &skills.skills, &with_storage);
+    let finished = a.create_job(probe("drip", "stored")).await;
+    let finished_status = a.wait_job(&finished).await;
+    assert_eq!(finished_status["status"], "succeeded", "{finished_status}");
+    let asked = a
+        .create_job(json!({"skill_id": "asker", "parameter": {"asks": 1},
+                           "runtime_options": {"execution_mode": "interactive"}}))
+        .await;
+    let waiting = a
+        .wait_status(&format!("/v1/jobs/{asked}"), &["waiting_user"])
+        .await;
+    for status in [&finished_status, &waiting] {
+        let copy = shared
+            .path()
+            .join("runs")
+            .join(format!("{}.zip", status["run_id"].as_str().unwrap()));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !copy.exists() {
+            assert!(std::time::Instant::now() < deadline, "{copy:?} is written");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let logs = a.run_dir(&finished_status).join("logs");
+    let stdout = std::fs::read(logs.join("stdout.txt")).unwrap();
+    let (_, _, bundle_on_a) = a.get_bytes(&format!("/v1/jobs/{finished}/bundle")).await;
+    let b = node_with(&url, "node-b", &skills.skills, &with_storage);
+    // The waiting run's copy is recorded just after it is written.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    a.kill();
+
+    // Node b serves the finished run once a is declared lost.
+    let artifact = format!("/v1/jobs/{finished}/artifacts/artifacts/report.md");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let report = loop {
+        let (code, _, body) = b.get_bytes(&artifact).await;
+        if code == 200 {
+            break body;
+        }
+        assert!(std::time::Instant::now() < deadline, "{artifact}: {code}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(report, b"dripped");
+    let (code, _, bundle) = b.get_bytes(&format!("/v1/jobs/{finished}/bundle")).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        common::unzip(&bundle),
+        common::unzip(&bundle_on_a),
+        "the same bundle, rebuilt from the copy"
+    );
+    let events = b
+        .events(&format!("/v1/jobs/{finished}/events"), None)
+        .await
+        .collect()
+        .await;
+    assert_eq!(common::reassemble(&events, "stdout", 0), stdout);
+    let (_, ready) = b.get("/readyz").await;
+    assert_eq!(ready["storage"], "ok", "{ready}");
+
+    // The waiting run is b's now: still waiting, answered through b, its turn run on b.
+    let (_, status) = b.get(&format!("/v1/jobs/{asked}")).await;
+    assert_eq!(status["status"], "waiting_user", "{status}");
+    let reply = json!({"interaction_id": waiting["pending_interaction_id"], "response": "later"});
+    let (code, answer) = b
+        .post_json(&format!("/v1/jobs/{asked}/interaction/reply"), reply)
+        .await;
+    assert_eq!(code, 200, "{answer}");
+    let status = b.wait_job(&asked).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let (_, result) = b.get(&format!("/v1/jobs/{asked}/result")).await;
+    assert_eq!(result["result"]["data"]["replies"], json!(["later"]));
+    let done = b.get(&format!("/v1/jobs/{asked}")).await.1;
+    assert!(
+        b.run_dir(&done).join("logs/stdout.txt").exists(),
+        "its folder came to b"
+    );
+}

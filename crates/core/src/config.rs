@@ -12,7 +12,7 @@ pub struct DataDir(PathBuf);
 
 impl DataDir {
     /// What the service keeps in its data dir, whether or not it exists yet.
-    pub const ENTRIES: [&str; 11] = [
+    pub const ENTRIES: [&str; 12] = [
         "skill_runner.db",
         "skill_runner.db-wal",
         "skill_runner.db-shm",
@@ -24,6 +24,7 @@ impl DataDir {
         "sessions",
         "upgrades",
         ".disk-reserve",
+        ".storage-scratch",
     ];
 
     pub fn new(root: PathBuf) -> Self {
@@ -40,6 +41,11 @@ impl DataDir {
     }
 
     /// Run folders (`<data>/runs/<run_id>`).
+    /// Archives on their way to or from shared storage.
+    pub fn storage_scratch(&self) -> PathBuf {
+        self.0.join(".storage-scratch")
+    }
+
     pub fn runs(&self) -> PathBuf {
         self.0.join("runs")
     }
@@ -91,6 +97,8 @@ pub struct JobsConfig {
     pub limits: JobLimits,
     /// The bounds of an uploaded skill package.
     pub package_limits: PackageLimits,
+    /// Where settled run folders are copied for the other nodes (`SKILL_RUNNER_STORAGE_URL`).
+    pub storage: Option<crate::storage::Storage>,
 }
 
 /// Queue, timeouts and retention of job runs.

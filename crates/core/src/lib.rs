@@ -18,6 +18,7 @@ pub mod invoke;
 pub mod jobs;
 pub mod packages;
 pub mod runner;
+pub mod storage;
 pub mod tool_defs;
 pub mod validate;
 

@@ -142,6 +142,14 @@ pub trait Cluster: Send + Sync {
     /// Gives back this node's claims of runs not started; how many.
     async fn release_claims(&self) -> anyhow::Result<u64>;
 
+    /// Records that `run_id`'s folder, as its last turn left it, is in shared storage.
+    async fn mark_stored(&self, run_id: &str) -> anyhow::Result<()>;
+
+    /// Takes over the runs of lost nodes whose folders are in shared storage: a waiting run
+    /// becomes this node's (it keeps waiting, here), a queued one anyone's. Each run is taken
+    /// by one node. Returns the runs taken.
+    async fn adopt_stored(&self) -> anyhow::Result<Vec<Run>>;
+
     /// As the leader (one node at a time; `None` when another one is), removes the nodes
     /// silent for `silent`, gives their claims of runs not started back to the queue, reopens
     /// the uploads they were receiving, and returns the runs their turns left `running`, for

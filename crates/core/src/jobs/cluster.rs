@@ -183,7 +183,7 @@ impl Jobs {
     }
 
     /// Renews this node's heartbeat and, as the leader, settles the nodes that went silent.
-    async fn heartbeat_loop(&self) {
+    async fn heartbeat_loop(self: &Arc<Self>) {
         let Some(cluster) = self.cluster() else {
             return;
         };
@@ -229,6 +229,9 @@ impl Jobs {
                 }
                 Ok(None) => {}
                 Err(e) => tracing::warn!(error = format!("{e:#}"), "settling lost nodes"),
+            }
+            if let Err(e) = self.adopt_stored().await {
+                tracing::warn!(error = format!("{e:#}"), "taking over runs of lost nodes");
             }
         }
     }

@@ -192,6 +192,11 @@ impl Jobs {
                     reread = true;
                     continue;
                 }
+                // Held by no live node: a settled run's copy in shared storage serves.
+                if elsewhere && settled && run.turn > 0 && jobs.bring_back(&run_id).await {
+                    stdout = Cursor::open(folder.stdout_log(), sent.stdout, 0).await;
+                    stderr = Cursor::open(folder.stderr_log(), sent.stderr, 1).await;
+                }
                 let (out, out_more) = stdout.read(settled, &jobs.feeds, &subscription).await;
                 let (err, err_more) = stderr.read(settled, &jobs.feeds, &subscription).await;
                 for (name, chunks) in [("stdout", out), ("stderr", err)] {

@@ -203,6 +203,7 @@ impl Jobs {
                 "clean-up after the end of a run failed"
             );
         }
+        self.share_settled(run_id, false);
         true
     }
 
@@ -281,6 +282,11 @@ impl Jobs {
             }
         };
         let folder = self.folder(run_id);
+        if run.turn > 1 && !self.bring_back(run_id).await {
+            // Taken over from a lost node whose copy is gone: the turn starts from an empty
+            // folder, with the replies from the store.
+            tracing::warn!(run_id, "a later turn starts without its run folder");
+        }
         let options = &request.runtime_options;
         folder
             .create(Some(serde_json::to_vec_pretty(&json!({

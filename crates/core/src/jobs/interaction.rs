@@ -198,6 +198,7 @@ impl Jobs {
             Ok(Some(seq)) => {
                 self.moved(run_id, engine, RunStatus::WaitingUser);
                 self.arm_wait_timer(run_id, seq, timeout);
+                self.share_settled(run_id, true);
             }
             // A cancel ended the run meanwhile.
             Ok(None) => {}

@@ -23,6 +23,7 @@ pub mod queue;
 pub mod recovery;
 pub mod relay;
 pub mod retention;
+pub mod stored;
 pub mod telemetry;
 pub mod validation;
 pub mod views;
@@ -110,6 +111,8 @@ pub struct Jobs {
     relay: relay::Relay,
     /// Held while a bundle is built.
     bundles: tokio::sync::Mutex<()>,
+    /// Held while a run folder is brought back from shared storage.
+    restoring: tokio::sync::Mutex<()>,
     /// Room kept for recording runs when the data volume fills up.
     disk: crate::disk_space::DiskSpace,
     shutdown: CancellationToken,
@@ -133,6 +136,7 @@ impl Jobs {
             fingerprints: cache::Fingerprints::default(),
             relay: relay::Relay::default(),
             bundles: tokio::sync::Mutex::new(()),
+            restoring: tokio::sync::Mutex::new(()),
             disk: crate::disk_space::DiskSpace::set_up(
                 config.data.disk_reserve(),
                 config.limits.disk_reserve_bytes,

@@ -94,7 +94,7 @@ impl Jobs {
 
     /// Keeps a waiting run waiting and re-arms its timer, or fails it when its question is
     /// gone (`SESSION_RESUME_FAILED`).
-    async fn keep_waiting(self: &Arc<Self>, run: &Run) -> anyhow::Result<()> {
+    pub(super) async fn keep_waiting(self: &Arc<Self>, run: &Run) -> anyhow::Result<()> {
         let interactions = self.store.interactions(&run.run_id).await?;
         let options = match self.store.request(&run.request_id).await? {
             Some(request) => Some(request.runtime_options),

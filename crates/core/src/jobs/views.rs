@@ -79,8 +79,8 @@ pub struct Bundle {
 
 impl Jobs {
     /// The run's folder, when this node holds it. Among nodes, a run's files stay with the
-    /// node that ran it: another node sends the read there ([`Error::HeldElsewhere`]), and
-    /// answers 409 when that node is gone.
+    /// node that ran it: another node sends the read there ([`Error::HeldElsewhere`]), or,
+    /// when that node is gone, brings the run's copy back from shared storage (409 without).
     async fn held_folder(&self, run: &Run) -> Result<RunFolder> {
         let folder = self.folder(&run.run_id);
         let Some(cluster) = self.store.cluster() else {
@@ -92,9 +92,11 @@ impl Jobs {
         match cluster.holder(&run.run_id).await? {
             Some(node) if node.id != cluster.node_id() => Err(Error::HeldElsewhere(node)),
             Some(_) => Ok(folder),
+            None if self.bring_back(&run.run_id).await => Ok(folder),
             None => Err(Error::conflict(
-                "The run's files were kept by a node that has left the cluster; they can be \
-                 read again once it is back (runs' files are not in shared storage yet)",
+                "The run's files were kept by a node that has left the cluster, and shared \
+                 storage (SKILL_RUNNER_STORAGE_URL) has no copy of them; they can be read again \
+                 once that node is back",
             )),
         }
     }

@@ -211,6 +211,29 @@ impl Cluster for Postgres {
         Ok(released)
     }
 
+    async fn mark_stored(&self, run_id: &str) -> anyhow::Result<()> {
+        sqlx::query("UPDATE runs SET stored = TRUE WHERE run_id = $1 AND status <> 'running'")
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn adopt_stored(&self) -> anyhow::Result<Vec<Run>> {
+        let rows: Vec<RunRow> = sqlx::query_as(concat!(
+            "UPDATE runs SET node = CASE WHEN status = 'waiting_user' THEN $1 END
+             WHERE stored AND node IS NOT NULL AND lease_node IS NULL
+               AND status IN ('waiting_user', 'queued')
+               AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.node_id = runs.node)
+             RETURNING ",
+            run_columns!()
+        ))
+        .bind(&self.node.id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(Run::try_from).collect()
+    }
+
     async fn settle_lost(&self, silent: Duration) -> anyhow::Result<Option<Vec<Run>>> {
         let mut tx = self.pool.begin().await?;
         let (leader,): (bool,) = sqlx::query_as("SELECT pg_try_advisory_xact_lock($1)")

@@ -245,7 +245,7 @@ impl JobStore for Postgres {
         let row: Option<RunRow> = sqlx::query_as(concat!(
             "UPDATE runs SET status = $1, turn = turn + 1, sandbox = $2,
                  started_at = COALESCE(started_at, $3), updated_at = $3,
-                 node = COALESCE(node, $6)
+                 node = COALESCE(node, $6), stored = FALSE
              WHERE run_id = $4 AND lease_node = $6 AND ",
             status_in!("5"),
             " RETURNING ",
