@@ -157,6 +157,17 @@ async fn two_nodes_share_the_queue_and_either_answers_for_any_run() {
     assert_eq!(code, 200);
     assert_eq!(a.wait_job(on_a).await["status"], "canceled");
 
+    // A skill installed through one node is the other's at once (one skills dir, and a
+    // signal to read it again).
+    let status = a.install_and_wait(probe_skill("fresh", None).zip()).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let rid = b
+        .create_job(
+            json!({"skill_id": "fresh", "parameter": {"mode": "ok"}, "input": {"text": "new"}}),
+        )
+        .await;
+    assert_eq!(b.wait_job(&rid).await["status"], "succeeded");
+
     let (_, version) = b.get("/v1/system/version").await;
     assert_eq!(
         (&version["store"], &version["node_id"]),

@@ -31,7 +31,7 @@ pub use engines::{EngineStore, StoredSnapshot, Upgrade, UpgradeResult};
 pub use installs::{InstallPhase, InstallRequest, InstallStore};
 pub use interactions::*;
 pub use jobs::*;
-pub use postgres::{Postgres, Signal, Signals};
+pub use postgres::{InstallLock, Postgres, Signal, Signals};
 
 /// Lifecycle of a background task: a package install, an engine upgrade (and each engine in it).
 #[derive(
@@ -129,6 +129,9 @@ pub trait Cluster: Send + Sync {
     /// Tells every node that a run became claimable.
     async fn announce(&self) -> anyhow::Result<()>;
 
+    /// Tells every node that the shared skills dir changed.
+    async fn announce_installed(&self) -> anyhow::Result<()>;
+
     /// Asks the node running `run_id`'s turn to stop it.
     async fn request_cancel(&self, run_id: &str) -> anyhow::Result<()>;
 
@@ -141,6 +144,9 @@ pub trait Cluster: Send + Sync {
 
     /// Gives back this node's claims of runs not started; how many.
     async fn release_claims(&self) -> anyhow::Result<u64>;
+
+    /// Waits until no other node installs a skill, and holds the others off until dropped.
+    async fn install_lock(&self) -> anyhow::Result<InstallLock>;
 
     /// Records that `run_id`'s folder, as its last turn left it, is in shared storage.
     async fn mark_stored(&self, run_id: &str) -> anyhow::Result<()>;
@@ -492,6 +498,8 @@ pub(crate) mod tests {
         assert_eq!(signals.next().await.unwrap(), Signal::Queued);
         a.request_cancel("r1").await.unwrap();
         assert_eq!(signals.next().await.unwrap(), Signal::Cancel("r1".into()));
+        a.announce_installed().await.unwrap();
+        assert_eq!(signals.next().await.unwrap(), Signal::Installed);
         let ending = Ending {
             status: RunStatus::Succeeded,
             error_code: None,
@@ -508,6 +516,26 @@ pub(crate) mod tests {
         assert!(b.held(RunStatus::Running).await.unwrap().is_empty());
         // The subscription holds a pooled connection, which a close waits for.
         drop(signals);
+        a.close().await;
+        b.close().await;
+    }
+
+    #[tokio::test]
+    async fn installs_take_turns_across_nodes() {
+        let (a, b) = two_nodes().await;
+        let held = a.install_lock().await.unwrap();
+        let waiting = tokio::spawn(async move {
+            let lock = b.install_lock().await.unwrap();
+            (b, lock)
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!waiting.is_finished(), "b waits while a installs");
+        drop(held);
+        let (b, lock) = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("b's turn comes once a's lock is dropped")
+            .unwrap();
+        drop(lock);
         a.close().await;
         b.close().await;
     }

@@ -168,6 +168,11 @@ impl Jobs {
                 match signal {
                     Ok(Signal::Queued) => self.claimable.notify_one(),
                     Ok(Signal::Cancel(run_id)) => self.stop_turn(&run_id),
+                    Ok(Signal::Installed) => {
+                        if let Err(e) = self.registry.rescan().await {
+                            tracing::warn!(error = format!("{e:#}"), "rescanning the skills dir");
+                        }
+                    }
                     // The connection broke: subscribe again (the looks cover the gap).
                     Err(_) => break,
                 }

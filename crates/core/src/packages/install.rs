@@ -187,6 +187,16 @@ impl Installer {
             .await?;
 
         let guard = self.registry.swap_guard().await;
+        // Nodes sharing a skills dir take turns with theirs too.
+        let _among_nodes = match self.store.cluster() {
+            Some(cluster) => Some(
+                cluster
+                    .install_lock()
+                    .await
+                    .map_err(|e| format!("cannot take the nodes' install lock: {e:#}"))?,
+            ),
+            None => None,
+        };
         let skills = self.registry.dir().to_path_buf();
         let plan = {
             let (id, version) = (id.clone(), version.clone());
@@ -208,6 +218,12 @@ impl Installer {
         .await?;
         drop(guard);
         self.rescan().await;
+        if let Some(cluster) = self.store.cluster()
+            && let Err(e) = cluster.announce_installed().await
+        {
+            // The others read the skills dir again within seconds anyway.
+            tracing::warn!(error = format!("{e:#}"), "telling the nodes of an install");
+        }
         Ok(())
     }
 

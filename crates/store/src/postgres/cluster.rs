@@ -13,13 +13,38 @@ use crate::{Cluster, NodeAddress};
 use skill_runner_types::engine::Engine;
 use skill_runner_types::run_state::RunStatus;
 
-/// Channels: a run became claimable; a node is asked to stop a run's turn (payload: run id).
+/// Channels: a run became claimable; a node is asked to stop a run's turn (payload: run id);
+/// a node changed the shared skills dir.
 const QUEUED: &str = "skill_runner_queued";
 const CANCEL: &str = "skill_runner_cancel";
+const INSTALLED: &str = "skill_runner_installed";
 
 /// The advisory lock key of the leader's pass (`sk-lead` in ASCII): one node settles lost
 /// nodes at a time.
 const LEADER: i64 = 0x0073_6b2d_6c65_6164;
+
+/// The advisory lock key the nodes' installs take turns on (`sk-inst`).
+const INSTALLS: i64 = 0x736b_2d69_6e73_74;
+
+/// Held while this node changes the shared skills dir: no other node's install swaps a
+/// skill meanwhile. The session lock lives on a connection of its own, closed on drop (which
+/// releases the lock whatever happened).
+pub struct InstallLock(Option<sqlx::pool::PoolConnection<sqlx::Postgres>>);
+
+impl std::fmt::Debug for InstallLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InstallLock")
+    }
+}
+
+impl Drop for InstallLock {
+    fn drop(&mut self) {
+        if let Some(connection) = self.0.take() {
+            // Not given back to the pool with the lock held: closed instead.
+            drop(connection.detach());
+        }
+    }
+}
 
 /// What another node asked of this one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +53,8 @@ pub enum Signal {
     Queued,
     /// Stop the turn of this run, if it runs here.
     Cancel(String),
+    /// A skill was installed into the shared skills dir: read it again.
+    Installed,
 }
 
 /// A node's subscription to the signals of the others.
@@ -47,6 +74,7 @@ impl Signals {
             match note.channel() {
                 QUEUED => return Ok(Signal::Queued),
                 CANCEL => return Ok(Signal::Cancel(note.payload().to_owned())),
+                INSTALLED => return Ok(Signal::Installed),
                 _ => continue,
             }
         }
@@ -72,6 +100,14 @@ pub(super) async fn shared_secret(pool: &sqlx::PgPool) -> anyhow::Result<String>
 }
 
 impl Postgres {
+    async fn notify(&self, channel: &str) -> anyhow::Result<()> {
+        sqlx::query("SELECT pg_notify($1, '')")
+            .bind(channel)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     /// Enters this node in `nodes` (a node restarting under the same id takes its row over).
     pub(super) async fn join(&self) -> anyhow::Result<()> {
         sqlx::query(
@@ -160,11 +196,11 @@ impl Cluster for Postgres {
     }
 
     async fn announce(&self) -> anyhow::Result<()> {
-        sqlx::query("SELECT pg_notify($1, '')")
-            .bind(QUEUED)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        self.notify(QUEUED).await
+    }
+
+    async fn announce_installed(&self) -> anyhow::Result<()> {
+        self.notify(INSTALLED).await
     }
 
     async fn request_cancel(&self, run_id: &str) -> anyhow::Result<()> {
@@ -180,7 +216,7 @@ impl Cluster for Postgres {
         let mut listener = PgListener::connect_with(&self.pool)
             .await
             .context("opening the signal connection")?;
-        listener.listen_all([QUEUED, CANCEL]).await?;
+        listener.listen_all([QUEUED, CANCEL, INSTALLED]).await?;
         Ok(Signals(listener))
     }
 
@@ -209,6 +245,15 @@ impl Cluster for Postgres {
         .await?
         .rows_affected();
         Ok(released)
+    }
+
+    async fn install_lock(&self) -> anyhow::Result<InstallLock> {
+        let mut connection = self.pool.acquire().await?;
+        sqlx::query("SELECT pg_advisory_lock($1)")
+            .bind(INSTALLS)
+            .execute(&mut *connection)
+            .await?;
+        Ok(InstallLock(Some(connection)))
     }
 
     async fn mark_stored(&self, run_id: &str) -> anyhow::Result<()> {

@@ -19,7 +19,7 @@ mod installs;
 mod interactions;
 mod jobs;
 
-pub use cluster::{Signal, Signals};
+pub use cluster::{InstallLock, Signal, Signals};
 
 /// The schema this build expects in PostgreSQL.
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
