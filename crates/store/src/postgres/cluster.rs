@@ -24,7 +24,7 @@ const INSTALLED: &str = "skill_runner_installed";
 const LEADER: i64 = 0x0073_6b2d_6c65_6164;
 
 /// The advisory lock key the nodes' installs take turns on (`sk-inst`).
-const INSTALLS: i64 = 0x736b_2d69_6e73_74;
+const INSTALLS: i64 = 0x0073_6b2d_696e_7374;
 
 /// Held while this node changes the shared skills dir: no other node's install swaps a
 /// skill meanwhile. The session lock lives on a connection of its own, closed on drop (which
