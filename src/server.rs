@@ -177,6 +177,7 @@ pub async fn serve(
     let jobs = Jobs::new(
         JobsConfig {
             storage,
+            engine_limits: config.engine_limits.clone(),
             node_id: config.node_id.clone(),
             data: data.clone(),
             limits: config.jobs,

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
+use skill_runner_types::engine::Engine;
 
 pub use skill_runner_skill::archive::{DEFAULT_PACKAGE_MAX_BYTES, PackageLimits};
 
@@ -87,6 +88,8 @@ pub struct Config {
     /// Where the other nodes reach this one (`SKILL_RUNNER_NODE_URL`); `None`: derived from
     /// the listener ([`Config::node_url`]).
     pub node_url: Option<String>,
+    /// `SKILL_RUNNER_ENGINE_LIMITS`: engines with a bound of their own on turns at once.
+    pub engine_limits: Vec<(Engine, usize)>,
     /// `SKILL_RUNNER_STORAGE_URL`: shared storage for settled run folders, among nodes.
     pub storage_url: Option<String>,
     /// `SKILL_RUNNER_DATABASE_URL`: the PostgreSQL database (`postgres://…`) holding the
@@ -338,6 +341,7 @@ impl Config {
             node_id: s.node_id.unwrap_or_else(default_node_id),
             node_url: s.node_url.map(|u| u.trim_end_matches('/').to_owned()),
             storage_url: s.storage_url,
+            engine_limits: s.engine_limits.map(|l| l.0).unwrap_or_default(),
             database_url: database_url(get("SKILL_RUNNER_DATABASE_URL"))?,
             traces,
             log_format: s.log_format,
@@ -870,6 +874,26 @@ mod tests {
     }
 
     #[test]
+    fn engine_limits_and_shared_storage_are_read() {
+        let c = config(&[
+            ("SKILL_RUNNER_ENGINE_LIMITS", " codex=2, claude=1 "),
+            ("SKILL_RUNNER_STORAGE_URL", "s3://bucket/runs"),
+            ("SKILL_RUNNER_NODE_URL", "http://10.0.0.5:8000/"),
+        ])
+        .unwrap();
+        assert_eq!(c.engine_limits, [(Engine::Codex, 2), (Engine::Claude, 1)]);
+        assert_eq!(c.storage_url.as_deref(), Some("s3://bucket/runs"));
+        let bound = "0.0.0.0:8000".parse().unwrap();
+        assert_eq!(c.node_url(bound), "http://10.0.0.5:8000");
+        let c = config(&[]).unwrap();
+        assert!(c.engine_limits.is_empty());
+        assert_eq!(
+            c.node_url("127.0.0.1:9000".parse().unwrap()),
+            "http://127.0.0.1:9000"
+        );
+    }
+
+    #[test]
     fn traces_follow_the_opentelemetry_variables() {
         assert_eq!(config(&[]).unwrap().traces, None);
         let c = config(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/")]).unwrap();
@@ -919,6 +943,27 @@ mod tests {
                 "not an http:// or https:// URL",
             ),
             ("SKILL_RUNNER_NODE_ID", "a b", "not a node id"),
+            (
+                "SKILL_RUNNER_ENGINE_LIMITS",
+                "codex=0",
+                "positive whole number",
+            ),
+            (
+                "SKILL_RUNNER_ENGINE_LIMITS",
+                "gpt=1",
+                "'gpt' is not an engine",
+            ),
+            ("SKILL_RUNNER_ENGINE_LIMITS", "codex", "not engine=count"),
+            (
+                "SKILL_RUNNER_ENGINE_LIMITS",
+                "codex=1,codex=2",
+                "given twice",
+            ),
+            (
+                "SKILL_RUNNER_STORAGE_URL",
+                "/mnt/shared",
+                "not a storage URL",
+            ),
             (
                 "SKILL_RUNNER_DATABASE_URL",
                 "mysql://db/skills",

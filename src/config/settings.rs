@@ -18,6 +18,7 @@ use std::path::PathBuf;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
+use skill_runner_types::engine::Engine;
 use skill_runner_web::connections::ConnectionLimits;
 
 use super::{ConfigError, InvokeConfig, JobLimits, LogFormat, OtlpProtocol, PackageLimits};
@@ -128,6 +129,10 @@ pub struct Settings {
     /// set, else the number of CPUs, at most 16).
     #[arg(long, env = "SKILL_RUNNER_MAX_CONCURRENT_AGENTS", value_parser = positive)]
     pub max_concurrent_agents: Option<u64>,
+    /// Engines with a bound of their own on turns at once, as `engine=count,…`
+    /// (`codex=2,claude=1`): on this node, and among nodes in the whole cluster.
+    #[arg(long, env = "SKILL_RUNNER_ENGINE_LIMITS", value_parser = engine_limits)]
+    pub engine_limits: Option<EngineLimits>,
     /// Hard limit on one engine turn, seconds.
     #[arg(long, env = "SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS", value_parser = positive,
           default_value_t = JobLimits::default().hard_timeout.as_secs())]
@@ -463,6 +468,40 @@ fn http_url(raw: &str) -> Result<String, String> {
         Some(("http" | "https", rest)) if !rest.is_empty() => Ok(url.to_owned()),
         _ => Err(format!("'{raw}' is not an http:// or https:// URL")),
     }
+}
+
+/// `engine=count` pairs, each engine once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineLimits(pub Vec<(Engine, usize)>);
+
+fn engine_limits(raw: &str) -> Result<EngineLimits, String> {
+    let mut limits: Vec<(Engine, usize)> = Vec::new();
+    for pair in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, count) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("'{pair}' is not engine=count (as in codex=2)"))?;
+        let engine = Engine::parse(name.trim()).ok_or_else(|| {
+            let known: Vec<&str> = Engine::ALL.iter().map(|e| e.as_str()).collect();
+            format!(
+                "'{}' is not an engine (expected one of {})",
+                name.trim(),
+                known.join(", ")
+            )
+        })?;
+        let count = match count.trim().parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                return Err(format!(
+                    "'{pair}': the count must be a positive whole number"
+                ));
+            }
+        };
+        if limits.iter().any(|(e, _)| *e == engine) {
+            return Err(format!("'{engine}' is given twice"));
+        }
+        limits.push((engine, count));
+    }
+    Ok(EngineLimits(limits))
 }
 
 fn storage_url(raw: &str) -> Result<String, String> {

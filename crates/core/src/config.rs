@@ -97,6 +97,9 @@ pub struct JobsConfig {
     pub limits: JobLimits,
     /// The bounds of an uploaded skill package.
     pub package_limits: PackageLimits,
+    /// Engines with a bound of their own on turns at once, on this node and, among nodes, in
+    /// the whole cluster (`SKILL_RUNNER_ENGINE_LIMITS`).
+    pub engine_limits: crate::jobs::queue::EngineLimits,
     /// Where settled run folders are copied for the other nodes (`SKILL_RUNNER_STORAGE_URL`).
     pub storage: Option<crate::storage::Storage>,
 }

@@ -119,9 +119,15 @@ pub trait Cluster: Send + Sync {
     /// entered again, but its claims are gone: its turns must stop).
     async fn heartbeat(&self) -> anyhow::Result<bool>;
 
-    /// Claims the oldest queued run this node may run: unclaimed, its folder nowhere else, and
-    /// of an agent engine only when `agents`.
-    async fn claim(&self, agents: bool) -> anyhow::Result<Option<(String, Engine)>>;
+    /// Claims the oldest queued run this node may run: unclaimed, its folder nowhere else, of
+    /// an agent engine only when `agents`, and of an engine in `limits` only while fewer of its
+    /// runs than its bound are claimed or running in the whole cluster (exactly: such claims
+    /// take turns).
+    async fn claim(
+        &self,
+        agents: bool,
+        limits: &[(Engine, usize)],
+    ) -> anyhow::Result<Option<(String, Engine)>>;
 
     /// Runs queued in the whole cluster (the admission bound).
     async fn queued(&self) -> anyhow::Result<u64>;
@@ -355,7 +361,7 @@ pub(crate) mod tests {
         sandbox: &str,
     ) -> anyhow::Result<Option<Run>> {
         if let Some(cluster) = store.cluster() {
-            while cluster.claim(true).await?.is_some() {}
+            while cluster.claim(true, &[]).await?.is_some() {}
         }
         store.start_run(run_id, sandbox).await
     }
@@ -465,7 +471,7 @@ pub(crate) mod tests {
             "the bound counts every node's"
         );
         assert_eq!(
-            claimed(b.claim(false).await.unwrap()).as_deref(),
+            claimed(b.claim(false, &[]).await.unwrap()).as_deref(),
             Some("r1")
         );
         assert!(
@@ -480,17 +486,26 @@ pub(crate) mod tests {
         assert_eq!(a.secret(), b.secret());
         assert!(a.secret().len() >= 64);
         assert_eq!(
-            claimed(b.claim(false).await.unwrap()),
+            claimed(b.claim(false, &[]).await.unwrap()),
             None,
             "no agent run without an agent place; r3's uploads are on node a"
         );
-        assert_eq!(claimed(b.claim(true).await.unwrap()).as_deref(), Some("r2"));
-        assert_eq!(claimed(a.claim(true).await.unwrap()).as_deref(), Some("r3"));
+        assert_eq!(
+            claimed(b.claim(true, &[]).await.unwrap()).as_deref(),
+            Some("r2")
+        );
+        assert_eq!(
+            claimed(a.claim(true, &[]).await.unwrap()).as_deref(),
+            Some("r3")
+        );
         let ids = |runs: Vec<Run>| runs.into_iter().map(|r| r.run_id).collect::<Vec<_>>();
         assert_eq!(ids(b.held(RunStatus::Running).await.unwrap()), ["r1"]);
         assert_eq!(ids(b.held(RunStatus::Queued).await.unwrap()), ["r2"]);
         assert_eq!(b.release_claims().await.unwrap(), 1);
-        assert_eq!(claimed(a.claim(true).await.unwrap()).as_deref(), Some("r2"));
+        assert_eq!(
+            claimed(a.claim(true, &[]).await.unwrap()).as_deref(),
+            Some("r2")
+        );
 
         // A turn's end gives its claim back; its next turn runs where its folder is.
         let mut signals = b.signals().await.unwrap();
@@ -521,6 +536,31 @@ pub(crate) mod tests {
     }
 
     #[tokio::test]
+    async fn an_engines_bound_holds_across_nodes() {
+        let (a, b) = two_nodes().await;
+        let limits = [(Engine::Codex, 1), (Engine::Script, 1)];
+        assert_eq!(
+            claimed(a.claim(true, &limits).await.unwrap()).as_deref(),
+            Some("r1")
+        );
+        assert_eq!(
+            claimed(a.claim(true, &limits).await.unwrap()).as_deref(),
+            Some("r2"),
+            "a's uploads wait: one script run at a time in the cluster"
+        );
+        assert_eq!(claimed(b.claim(true, &limits).await.unwrap()), None);
+        assert_eq!(claimed(a.claim(true, &limits).await.unwrap()), None);
+        assert_eq!(a.release_claims().await.unwrap(), 2);
+        assert_eq!(
+            claimed(a.claim(true, &[]).await.unwrap()).as_deref(),
+            Some("r1"),
+            "without bounds, anything"
+        );
+        a.close().await;
+        b.close().await;
+    }
+
+    #[tokio::test]
     async fn installs_take_turns_across_nodes() {
         let (a, b) = two_nodes().await;
         let held = a.install_lock().await.unwrap();
@@ -543,9 +583,15 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn a_lost_nodes_claims_go_back_and_its_turns_are_handed_to_the_leader() {
         let (a, b) = two_nodes().await;
-        assert_eq!(claimed(a.claim(true).await.unwrap()).as_deref(), Some("r1"));
+        assert_eq!(
+            claimed(a.claim(true, &[]).await.unwrap()).as_deref(),
+            Some("r1")
+        );
         assert!(a.start_run("r1", "off").await.unwrap().is_some());
-        assert_eq!(claimed(a.claim(true).await.unwrap()).as_deref(), Some("r2"));
+        assert_eq!(
+            claimed(a.claim(true, &[]).await.unwrap()).as_deref(),
+            Some("r2")
+        );
         let silent = Duration::from_millis(300);
         tokio::time::sleep(silent * 2).await;
         assert!(b.heartbeat().await.unwrap(), "b is alive");
@@ -553,7 +599,7 @@ pub(crate) mod tests {
         let ids: Vec<_> = orphaned.iter().map(|r| r.run_id.as_str()).collect();
         assert_eq!(ids, ["r1"], "the lost node's turn, for the leader to end");
         assert_eq!(
-            claimed(b.claim(true).await.unwrap()).as_deref(),
+            claimed(b.claim(true, &[]).await.unwrap()).as_deref(),
             Some("r2"),
             "the lost node's claim went back to the queue"
         );

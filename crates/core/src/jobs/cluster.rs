@@ -124,7 +124,10 @@ impl Jobs {
         loop {
             let wake = self.claimable.notified();
             while self.idle.load(Ordering::Relaxed) > self.queue.waiting() {
-                match cluster.claim(self.queue.agent_place_free()).await {
+                match cluster
+                    .claim(self.queue.agent_place_free(), self.queue.engine_limits())
+                    .await
+                {
                     Ok(Some((run_id, engine))) => self.queue.push_unbounded(run_id, engine),
                     Ok(None) => break,
                     Err(e) => {

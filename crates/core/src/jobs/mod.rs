@@ -46,7 +46,7 @@ use crate::store::{RequestKind, RunStatus, Store};
 use skill_runner_types::engine::Engine;
 
 use live::Feeds;
-use queue::{AgentPlace, Popped, Queue};
+use queue::{Popped, Queue, TurnPlace};
 
 /// Which requests a route may see: the jobs routes see jobs, the temporary-run routes see
 /// temporary runs, and the management routes see both.
@@ -77,11 +77,11 @@ impl Scope {
 }
 
 /// A worker's slot, held by the run it executes until the run's turn is over; dropping it
-/// frees the slot (and the agent place of an agent turn).
+/// frees the slot and the turn's place among those of its engine.
 #[derive(Debug)]
 pub(crate) struct Slot {
     _held: tokio::sync::oneshot::Sender<()>,
-    _agent_place: Option<AgentPlace>,
+    _place: TurnPlace,
 }
 
 /// The job engine; one per service, shared by the handlers.
@@ -132,6 +132,7 @@ impl Jobs {
             queue: Queue::new(
                 config.limits.max_queue_size,
                 config.limits.max_concurrent_agents,
+                config.engine_limits.clone(),
             ),
             fingerprints: cache::Fingerprints::default(),
             relay: relay::Relay::default(),
@@ -220,7 +221,7 @@ impl Jobs {
             self.idle.fetch_sub(1, Ordering::Relaxed);
             let Some(Popped {
                 run_id,
-                agent_place,
+                place,
                 origin,
             }) = popped
             else {
@@ -244,7 +245,7 @@ impl Jobs {
                     async move {
                         let slot = Slot {
                             _held: slot,
-                            _agent_place: agent_place,
+                            _place: place,
                         };
                         executor.execute(&id, cancel, slot).await
                     }

@@ -6,7 +6,9 @@
 //! long as a worker executes a run and cannot leak. A run of an agent engine may start only
 //! while fewer than `max_agents` agent turns hold a slot: their CLIs take a core and a model
 //! call each, where a `script` turn is a short, confined program. A script run therefore
-//! passes agent runs that wait for an agent place; runs of one lane start in order. Closing the
+//! passes agent runs that wait for an agent place; runs of one lane start in order. An engine
+//! may also have a bound of its own (`SKILL_RUNNER_ENGINE_LIMITS`: a provider's rate limit, a
+//! licence): its runs then wait for a place of that engine, and others pass them. Closing the
 //! queue (shutdown) is decided under the same lock as a pop, so no run leaves the queue once
 //! shutdown began: queued runs stay queued.
 
@@ -19,12 +21,16 @@ use tokio::sync::Notify;
 
 use super::telemetry;
 
+/// The engines with a bound of their own on turns at once (`SKILL_RUNNER_ENGINE_LIMITS`).
+pub type EngineLimits = Vec<(Engine, usize)>;
+
 #[derive(Debug)]
 pub struct Queue {
     state: Mutex<State>,
     ready: Notify,
     max: usize,
     max_agents: usize,
+    engine_limits: EngineLimits,
 }
 
 #[derive(Debug, Default)]
@@ -33,30 +39,34 @@ struct State {
     reserved: usize,
     /// Agent turns holding a slot.
     agents: usize,
+    /// Turns holding a slot, by engine.
+    turns: std::collections::HashMap<Engine, usize>,
     closed: bool,
 }
 
 #[derive(Debug)]
 struct Queued {
     run_id: String,
-    agent: bool,
+    engine: Engine,
     since: std::time::Instant,
     origin: Option<SpanContext>,
 }
 
-/// A run taken from the queue, with its agent place when it runs an agent engine.
+/// A run taken from the queue, with its place among the turns of its engine.
 #[derive(Debug)]
 pub struct Popped {
     pub run_id: String,
-    pub agent_place: Option<AgentPlace>,
+    pub place: TurnPlace,
     /// The exported span that queued it (a request, or the runner's own decision).
     pub origin: Option<SpanContext>,
 }
 
-/// One of the `max_agents` places of agent turns; dropping it gives the place back.
+/// A turn's place among those of its engine (and of the agents, for an agent engine);
+/// dropping it gives the place back.
 #[derive(Debug)]
-pub struct AgentPlace {
+pub struct TurnPlace {
     queue: Arc<Queue>,
+    engine: Engine,
 }
 
 /// A place in the queue, held while the run is being recorded; dropping it unused gives the
@@ -68,14 +78,32 @@ pub struct Admission {
 }
 
 impl Queue {
-    /// A queue of at most `max` runs, whose runs start at most `max_agents` agent turns at once.
-    pub fn new(max: usize, max_agents: usize) -> Arc<Self> {
+    /// A queue of at most `max` runs, whose runs start at most `max_agents` agent turns at once
+    /// and no more turns of an engine than `engine_limits` says.
+    pub fn new(max: usize, max_agents: usize, engine_limits: EngineLimits) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State::default()),
             ready: Notify::new(),
             max,
             max_agents,
+            engine_limits,
         })
+    }
+
+    /// The engines with a bound of their own.
+    pub fn engine_limits(&self) -> &EngineLimits {
+        &self.engine_limits
+    }
+
+    /// Whether a turn of `engine` may start beside those holding a place in `state`.
+    fn may_start(&self, state: &State, engine: Engine) -> bool {
+        let agent_free = engine == Engine::Script || state.agents < self.max_agents;
+        let engine_free = self
+            .engine_limits
+            .iter()
+            .find(|(limited, _)| *limited == engine)
+            .is_none_or(|(_, max)| state.turns.get(&engine).copied().unwrap_or(0) < *max);
+        agent_free && engine_free
     }
 
     /// A place for one more run, or `None` when `max` runs are already waiting.
@@ -112,20 +140,25 @@ impl Queue {
                 if state.closed {
                     return None;
                 }
-                let agents_full = state.agents >= self.max_agents;
-                if let Some(at) = state.runs.iter().position(|r| !(r.agent && agents_full)) {
+                let startable = state
+                    .runs
+                    .iter()
+                    .position(|r| self.may_start(&state, r.engine));
+                if let Some(at) = startable {
                     let run = state.runs.remove(at).expect("a position in the queue");
-                    if run.agent {
+                    if run.engine != Engine::Script {
                         state.agents += 1;
                     }
+                    *state.turns.entry(run.engine).or_default() += 1;
                     state.counted();
                     metrics::histogram!(telemetry::QUEUE_WAIT_SECONDS)
                         .record(run.since.elapsed().as_secs_f64());
                     return Some(Popped {
                         run_id: run.run_id,
-                        agent_place: run.agent.then(|| AgentPlace {
+                        place: TurnPlace {
                             queue: self.clone(),
-                        }),
+                            engine: run.engine,
+                        },
                         origin: run.origin,
                     });
                 }
@@ -180,17 +213,24 @@ impl Queued {
     fn new(run_id: String, engine: Engine) -> Self {
         Self {
             run_id,
-            agent: engine != Engine::Script,
+            engine,
             since: std::time::Instant::now(),
             origin: telemetry::current_trace(),
         }
     }
 }
 
-impl Drop for AgentPlace {
+impl Drop for TurnPlace {
     fn drop(&mut self) {
-        self.queue.lock().agents -= 1;
-        // An agent run may have waited for this place while every other worker was idle.
+        let mut state = self.queue.lock();
+        if self.engine != Engine::Script {
+            state.agents -= 1;
+        }
+        if let Some(turns) = state.turns.get_mut(&self.engine) {
+            *turns -= 1;
+        }
+        drop(state);
+        // A run may have waited for this place while every other worker was idle.
         self.queue.ready.notify_one();
     }
 }
@@ -222,7 +262,7 @@ mod tests {
 
     #[tokio::test]
     async fn bound_counts_reservations_and_order_is_fifo() {
-        let q = Queue::new(2, 2);
+        let q = Queue::new(2, 2, vec![]);
         let a = q.try_admit().unwrap();
         let b = q.try_admit().unwrap();
         assert!(q.try_admit().is_none(), "two places taken");
@@ -241,7 +281,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_closed_queue_hands_out_nothing_and_keeps_its_runs() {
-        let q = Queue::new(4, 4);
+        let q = Queue::new(4, 4, vec![]);
         let waiting = tokio::spawn({
             let q = q.clone();
             async move { q.pop().await }
@@ -259,17 +299,15 @@ mod tests {
 
     #[tokio::test]
     async fn agent_runs_wait_for_an_agent_place_and_scripts_pass_them() {
-        let q = Queue::new(8, 1);
+        let q = Queue::new(8, 1, vec![]);
         q.push_unbounded("a1".into(), Engine::Codex);
         q.push_unbounded("a2".into(), Engine::Claude);
         q.push_unbounded("s1".into(), Engine::Script);
         let first = q.pop().await.unwrap();
         assert_eq!(first.run_id, "a1");
-        assert!(first.agent_place.is_some());
         let second = q.pop().await.unwrap();
         assert_eq!(
-            (second.run_id.as_str(), second.agent_place.is_some()),
-            ("s1", false),
+            second.run_id, "s1",
             "the script passes the agent run that waits for a place"
         );
         let waiting = tokio::spawn({
@@ -281,5 +319,32 @@ mod tests {
         drop(first);
         assert_eq!(waiting.await.unwrap().as_deref(), Some("a2"));
         assert_eq!(q.waiting(), 0);
+    }
+
+    #[tokio::test]
+    async fn an_engine_with_a_bound_of_its_own_waits_for_its_places_and_others_pass() {
+        let q = Queue::new(8, 4, vec![(Engine::Codex, 1)]);
+        for (id, engine) in [
+            ("c1", Engine::Codex),
+            ("c2", Engine::Codex),
+            ("q1", Engine::Qwen),
+        ] {
+            q.push_unbounded(id.into(), engine);
+        }
+        let first = q.pop().await.unwrap();
+        assert_eq!(first.run_id, "c1");
+        assert_eq!(
+            q.pop().await.unwrap().run_id,
+            "q1",
+            "another engine passes the codex run waiting for codex's one place"
+        );
+        let waiting = tokio::spawn({
+            let q = q.clone();
+            async move { q.pop().await.map(|p| p.run_id) }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "c2 waits while c1 runs");
+        drop(first);
+        assert_eq!(waiting.await.unwrap().as_deref(), Some("c2"));
     }
 }

@@ -23,6 +23,9 @@ const INSTALLED: &str = "skill_runner_installed";
 /// nodes at a time.
 const LEADER: i64 = 0x0073_6b2d_6c65_6164;
 
+/// The advisory lock key of claims of engines with a bound of their own (`sk-engn`).
+const ENGINE_PLACES: i64 = 0x0073_6b2d_656e_676e;
+
 /// The advisory lock key the nodes' installs take turns on (`sk-inst`).
 const INSTALLS: i64 = 0x0073_6b2d_696e_7374;
 
@@ -169,13 +172,35 @@ impl Cluster for Postgres {
         Ok(false)
     }
 
-    async fn claim(&self, agents: bool) -> anyhow::Result<Option<(String, Engine)>> {
+    async fn claim(
+        &self,
+        agents: bool,
+        limits: &[(Engine, usize)],
+    ) -> anyhow::Result<Option<(String, Engine)>> {
+        let mut tx = self.pool.begin().await?;
+        if !limits.is_empty() {
+            // Counted and claimed under one lock, so two nodes never both take the last place.
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(ENGINE_PLACES)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let (engines, caps): (Vec<&str>, Vec<i64>) = limits
+            .iter()
+            .map(|(engine, cap)| (engine.as_str(), i64::try_from(*cap).unwrap_or(i64::MAX)))
+            .unzip();
         let claimed = sqlx::query_as(
             "UPDATE runs SET lease_node = $1
              WHERE run_id = (
                  SELECT run_id FROM runs
                  WHERE status = 'queued' AND lease_node IS NULL
                    AND (node IS NULL OR node = $1) AND ($2 OR engine = 'script')
+                   AND NOT EXISTS (
+                       SELECT 1 FROM unnest($3::text[], $4::bigint[]) AS l(engine, cap)
+                       WHERE l.engine = runs.engine
+                         AND (SELECT COUNT(*) FROM runs busy
+                              WHERE busy.engine = l.engine AND busy.lease_node IS NOT NULL)
+                             >= l.cap)
                  ORDER BY seq
                  FOR UPDATE SKIP LOCKED
                  LIMIT 1)
@@ -183,8 +208,11 @@ impl Cluster for Postgres {
         )
         .bind(&self.node.id)
         .bind(agents)
-        .fetch_optional(&self.pool)
+        .bind(&engines)
+        .bind(&caps)
+        .fetch_optional(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(claimed)
     }
 
