@@ -19,8 +19,8 @@ RUN apt-get update \
         ca-certificates=20230311+deb12u1 \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --create-home --home-dir /home/runner runner \
-    && mkdir -p /data /skills /opt/cache/skill-runner \
-    && chown runner:runner /data /skills /opt/cache/skill-runner
+    && mkdir -p /data /skills /shared /opt/cache/skill-runner \
+    && chown runner:runner /data /skills /shared /opt/cache/skill-runner
 COPY --from=build /src/target/release/skill-runner /usr/local/bin/skill-runner
 COPY --chown=runner:runner skills /skills
 ENV SKILL_RUNNER_BIND=0.0.0.0:8000 \
