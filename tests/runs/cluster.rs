@@ -11,13 +11,8 @@ use common::postgres::fresh_database;
 use common::{TestDirs, TestServer, assert_group_gone, probe_skill};
 use serde_json::{Value, json};
 
-/// A node of the database at `url`, named `id`, one slot, taking its skills from
-/// `skills` (the nodes share their skills dir, as a shared volume would).
-fn node(url: &str, id: &str, skills: &Path) -> TestServer {
-    node_with(url, id, skills, &[])
-}
-
-/// [`node`] with more settings (`extra` wins).
+/// A node of the database at `url`, named `id`, one slot, taking its skills from `skills` (the
+/// nodes share their skills dir, as a shared volume would); `extra` settings win.
 fn node_with(url: &str, id: &str, skills: &Path, extra: &[(&str, &str)]) -> TestServer {
     let skills = skills.to_str().unwrap();
     let mut env = vec![
@@ -31,6 +26,23 @@ fn node_with(url: &str, id: &str, skills: &Path, extra: &[(&str, &str)]) -> Test
     ];
     env.extend_from_slice(extra);
     TestServer::start_with(TestDirs::new(), &env)
+}
+
+/// The `probe` and `asker` skills in a skills dir of their own, and a fresh database.
+async fn shared() -> (std::sync::Arc<TestDirs>, String) {
+    let skills = TestDirs::new();
+    probe_skill("probe", None).write_into(&skills.skills);
+    common::asker_skill("asker").write_into(&skills.skills);
+    (skills, fresh_database().await)
+}
+
+/// Nodes `node-a` and `node-b` of one fresh database with [`shared`]'s skills (kept while the
+/// first value lives), `extra` set.
+async fn two_nodes(extra: &[(&str, &str)]) -> (std::sync::Arc<TestDirs>, TestServer, TestServer) {
+    let (skills, url) = shared().await;
+    let a = node_with(&url, "node-a", &skills.skills, extra);
+    let b = node_with(&url, "node-b", &skills.skills, extra);
+    (skills, a, b)
 }
 
 fn probe(mode: &str, text: &str) -> Value {
@@ -57,11 +69,7 @@ async fn runs_on<'a>(nodes: &[&'a TestServer], status: &Value) -> &'a TestServer
 
 #[tokio::test]
 async fn two_nodes_share_the_queue_and_either_answers_for_any_run() {
-    let skills = TestDirs::new();
-    probe_skill("probe", None).write_into(&skills.skills);
-    let url = fresh_database().await;
-    let a = node(&url, "node-a", &skills.skills);
-    let b = node(&url, "node-b", &skills.skills);
+    let (_skills, a, b) = two_nodes(&[]).await;
 
     // Two long turns created on one node: with one slot each, the other node takes one.
     let first = a.create_job(probe("late", "1")).await;
@@ -177,11 +185,7 @@ async fn two_nodes_share_the_queue_and_either_answers_for_any_run() {
 
 #[tokio::test]
 async fn a_lost_nodes_turn_ends_node_lost_and_what_it_left_queued_runs_elsewhere() {
-    let skills = TestDirs::new();
-    probe_skill("probe", None).write_into(&skills.skills);
-    let url = fresh_database().await;
-    let mut a = node(&url, "node-a", &skills.skills);
-    let b = node(&url, "node-b", &skills.skills);
+    let (_skills, mut a, b) = two_nodes(&[]).await;
 
     // Both nodes busy: a with a turn that leaves a process group, b with a long one.
     let doomed = a.create_job(probe("grandchild", "a")).await;
@@ -250,30 +254,14 @@ async fn a_node_frozen_past_its_timeout_stops_its_turn_when_it_wakes_and_changes
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
 
-    let skills = TestDirs::new();
-    probe_skill("probe", None).write_into(&skills.skills);
-    let url = fresh_database().await;
-    let a = node(&url, "node-a", &skills.skills);
-    let b = node(&url, "node-b", &skills.skills);
+    let (_skills, a, b) = two_nodes(&[]).await;
     // One node busy with a long turn; the other then runs the turn to freeze.
-    let busy = a.create_job(probe("late", "busy")).await;
-    let busy_status = a
-        .wait_status(&format!("/v1/jobs/{busy}"), &["running"])
-        .await;
+    let (_, watcher, sleeper) = busy_one([&a, &b]).await;
     let frozen = a.create_job(probe("grandchild", "frozen")).await;
     let status = a
         .wait_status(&format!("/v1/jobs/{frozen}"), &["running"])
         .await;
-    let (sleeper, watcher) = if runs_on(&[&a, &b], &status).await.pid() == a.pid() {
-        (&a, &b)
-    } else {
-        (&b, &a)
-    };
-    assert_eq!(
-        runs_on(&[&a, &b], &busy_status).await.pid(),
-        watcher.pid(),
-        "one turn on each node"
-    );
+    assert_eq!(runs_on(&[&a, &b], &status).await.pid(), sleeper.pid());
     let pgid = common::wait_pgid(&sleeper.workspace(&status)).await;
 
     kill(Pid::from_raw(sleeper.pid()), Signal::SIGSTOP).unwrap();
@@ -310,23 +298,8 @@ async fn a_node_frozen_past_its_timeout_stops_its_turn_when_it_wakes_and_changes
 /// (one folder, one turn), and both nodes take part.
 #[tokio::test]
 async fn five_hundred_jobs_sent_to_both_nodes_run_exactly_once() {
-    let skills = TestDirs::new();
-    probe_skill("probe", None).write_into(&skills.skills);
-    let url = fresh_database().await;
-    let nodes = [
-        node_with(
-            &url,
-            "node-a",
-            &skills.skills,
-            &[("SKILL_RUNNER_MAX_CONCURRENT", "4")],
-        ),
-        node_with(
-            &url,
-            "node-b",
-            &skills.skills,
-            &[("SKILL_RUNNER_MAX_CONCURRENT", "4")],
-        ),
-    ];
+    let (_skills, a, b) = two_nodes(&[("SKILL_RUNNER_MAX_CONCURRENT", "4")]).await;
+    let nodes = [a, b];
     let mut sent = Vec::new();
     for batch in 0..500 / 8 + 1 {
         let creates = (0..8)
@@ -360,14 +333,8 @@ async fn five_hundred_jobs_sent_to_both_nodes_run_exactly_once() {
 /// sent to both nodes at once admits exactly the bound, and the others are told 429.
 #[tokio::test]
 async fn a_burst_against_both_nodes_admits_exactly_the_bound() {
-    let skills = TestDirs::new();
-    probe_skill("probe", None).write_into(&skills.skills);
-    let url = fresh_database().await;
-    let bound = [("SKILL_RUNNER_MAX_QUEUE_SIZE", "5")];
-    let nodes = [
-        node_with(&url, "node-a", &skills.skills, &bound),
-        node_with(&url, "node-b", &skills.skills, &bound),
-    ];
+    let (_skills, a, b) = two_nodes(&[("SKILL_RUNNER_MAX_QUEUE_SIZE", "5")]).await;
+    let nodes = [a, b];
     for n in 0..2 {
         nodes[0]
             .create_running(probe("late", &format!("busy {n}")))
@@ -387,6 +354,16 @@ async fn a_burst_against_both_nodes_admits_exactly_the_bound() {
     assert_eq!((admitted, refused), (5, 195), "bound 5, both slots busy");
 }
 
+/// A long turn started on one of `nodes`: its request id, the node running it, and the other.
+async fn busy_one<'a>(nodes: [&'a TestServer; 2]) -> (String, &'a TestServer, &'a TestServer) {
+    let busy = nodes[0].create_job(probe("late", "busy")).await;
+    let status = nodes[0]
+        .wait_status(&format!("/v1/jobs/{busy}"), &["running"])
+        .await;
+    let runner = runs_on(&nodes, &status).await;
+    (busy, runner, other(nodes, runner))
+}
+
 /// The other of two nodes.
 fn other<'a>(nodes: [&'a TestServer; 2], one: &TestServer) -> &'a TestServer {
     if nodes[0].pid() == one.pid() {
@@ -402,20 +379,10 @@ fn other<'a>(nodes: [&'a TestServer; 2], one: &TestServer) -> &'a TestServer {
 /// repeated reply through the runner gets the idempotent answer.
 #[tokio::test]
 async fn a_turn_on_one_node_is_watched_and_answered_through_the_other() {
-    let skills = TestDirs::new();
-    probe_skill("probe", None).write_into(&skills.skills);
-    common::asker_skill("asker").write_into(&skills.skills);
-    let url = fresh_database().await;
-    let a = node(&url, "node-a", &skills.skills);
-    let b = node(&url, "node-b", &skills.skills);
+    let (_skills, a, b) = two_nodes(&[]).await;
 
     // One node busy with a long turn: whatever is submitted next runs on the other.
-    let busy = a.create_job(probe("late", "busy")).await;
-    let busy_status = a
-        .wait_status(&format!("/v1/jobs/{busy}"), &["running"])
-        .await;
-    let submitter = runs_on(&[&a, &b], &busy_status).await;
-    let runner = other([&a, &b], submitter);
+    let (busy, submitter, runner) = busy_one([&a, &b]).await;
 
     let rid = submitter.create_job(probe("drip", "watched")).await;
     let watched = submitter
@@ -524,12 +491,8 @@ async fn a_turn_on_one_node_is_watched_and_answered_through_the_other() {
 /// it asks forwards the read with the nodes' shared secret, which a client cannot guess.
 #[tokio::test]
 async fn forwarded_reads_pass_on_the_nodes_secret_and_nothing_else_does() {
-    let skills = TestDirs::new();
-    probe_skill("probe", None).write_into(&skills.skills);
-    let url = fresh_database().await;
-    let token = [("SKILL_RUNNER_API_TOKENS", "cluster-token-for-tests")];
-    let a = node_with(&url, "node-a", &skills.skills, &token);
-    let b = node_with(&url, "node-b", &skills.skills, &token);
+    let (_skills, a, b) =
+        two_nodes(&[("SKILL_RUNNER_API_TOKENS", "cluster-token-for-tests")]).await;
     let call = |node: &TestServer, method: reqwest::Method, path: &str| {
         node.client
             .request(method, node.url(path))
@@ -584,10 +547,7 @@ async fn forwarded_reads_pass_on_the_nodes_secret_and_nothing_else_does() {
 /// and runs that run's next turn when the reply comes.
 #[tokio::test]
 async fn with_shared_storage_a_dead_nodes_runs_are_served_and_resumed_elsewhere() {
-    let skills = TestDirs::new();
-    probe_skill("probe", None).write_into(&skills.skills);
-    common::asker_skill("asker").write_into(&skills.skills);
-    let url = fresh_database().await;
+    let (skills, url) = shared().await;
     let shared = tempfile::tempdir().unwrap();
     let storage = format!("file://{}", shared.path().display());
     let with_storage = [("SKILL_RUNNER_STORAGE_URL", storage.as_str())];
