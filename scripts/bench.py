@@ -1,4 +1,5 @@
-"""Prints start-up, memory, throughput and job figures of target/release/skill-runner."""
+"""Prints start-up, memory, throughput and job figures of target/release/skill-runner (or of the
+binary BENCH_BINARY names, to compare two builds)."""
 
 import concurrent.futures
 import http.client
@@ -14,7 +15,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BINARY = os.path.join(ROOT, "target", "release", "skill-runner")
+BINARY = os.environ.get("BENCH_BINARY") or os.path.join(ROOT, "target", "release", "skill-runner")
 DURATION = os.environ.get("BENCH_DURATION", "10s")
 
 

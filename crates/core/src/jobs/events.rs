@@ -162,10 +162,16 @@ impl Jobs {
                     match opened {
                         Ok(upstream) => {
                             let mut upstream = std::pin::pin!(upstream);
-                            while let Some(event) = futures_util::StreamExt::next(&mut upstream).await {
+                            loop {
+                                // The service stopping ends a relayed stream too.
+                                let event = tokio::select! {
+                                    event = futures_util::StreamExt::next(&mut upstream) => event,
+                                    () = jobs.feeds.closed() => return,
+                                };
                                 let event = match event {
-                                    Ok(event) => event,
-                                    Err(e) => {
+                                    Some(Ok(event)) => event,
+                                    None => break,
+                                    Some(Err(e)) => {
                                         tracing::debug!(run_id, node = node.id, error = format!("{e:#}"), "relayed event stream broke off");
                                         break;
                                     }
