@@ -28,10 +28,11 @@ fn node_with(url: &str, id: &str, skills: &Path, extra: &[(&str, &str)]) -> Test
     TestServer::start_with(TestDirs::new(), &env)
 }
 
-/// The `probe` and `asker` skills in a skills dir of their own, and a fresh database.
+/// The `probe`, `probe-doc` (a file input) and `asker` skills in a skills dir of their own, and a fresh database.
 async fn shared() -> (std::sync::Arc<TestDirs>, String) {
     let skills = TestDirs::new();
     probe_skill("probe", None).write_into(&skills.skills);
+    probe_skill("probe-doc", Some(true)).write_into(&skills.skills);
     common::asker_skill("asker").write_into(&skills.skills);
     (skills, fresh_database().await)
 }
@@ -627,4 +628,39 @@ async fn with_shared_storage_a_dead_nodes_runs_are_served_and_resumed_elsewhere(
         b.run_dir(&done).join("logs/stdout.txt").exists(),
         "its folder came to b"
     );
+}
+
+/// With shared storage, a job's uploads received by a busy node go to the storage, and the idle
+/// node runs the job from there; the busy node serves its files by asking the one that ran it.
+#[tokio::test]
+async fn with_shared_storage_an_uploaded_job_runs_on_whichever_node_is_free() {
+    let shared = tempfile::tempdir().unwrap();
+    let storage = format!("file://{}", shared.path().display());
+    let (_skills, a, b) = two_nodes(&[("SKILL_RUNNER_STORAGE_URL", storage.as_str())]).await;
+    let (busy, busy_node, idle) = busy_one([&a, &b]).await;
+
+    let (code, created) = busy_node
+        .post_json(
+            "/v1/jobs",
+            json!({"skill_id": "probe-doc", "input": {"text": "handed"}, "parameter": {"mode": "ok"}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{created}");
+    let rid = created["request_id"].as_str().unwrap();
+    let (code, uploaded) = busy_node
+        .upload_inputs(rid, vec![("doc", "Grüße from the busy node\n".as_bytes())])
+        .await;
+    assert_eq!(code, 200, "{uploaded}");
+    let status = busy_node.wait_job(rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    assert_eq!(runs_on(&[&a, &b], &status).await.pid(), idle.pid());
+    let (code, _, report) = busy_node
+        .get_bytes(&format!("/v1/jobs/{rid}/artifacts/artifacts/report.md"))
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(report, "Grüße from the busy node\n".as_bytes());
+    let (code, _) = busy_node
+        .post_json(&format!("/v1/jobs/{busy}/cancel"), json!({}))
+        .await;
+    assert_eq!(code, 200);
 }

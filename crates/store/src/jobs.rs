@@ -410,12 +410,14 @@ pub trait JobStore: Send + Sync {
     async fn release_upload(&self, request_id: &str) -> anyhow::Result<()>;
 
     /// Ends a claimed upload by binding the request; for a temporary run also records the
-    /// skill it carried.
+    /// skill it carried. Among nodes, a new run runs on this node, where its files are, unless
+    /// `anywhere` (its folder is in shared storage).
     async fn complete_upload(
         &self,
         request_id: &str,
         binding: &Binding,
         temp_skill: Option<(&str, &str)>,
+        anywhere: bool,
     ) -> anyhow::Result<()>;
 
     /// Requests whose upload was cut short by a crash wait for it again; returns how many.
@@ -619,6 +621,7 @@ impl JobStore for Sqlite {
         request_id: &str,
         binding: &Binding,
         temp_skill: Option<(&str, &str)>,
+        _anywhere: bool,
     ) -> anyhow::Result<()> {
         let _writing = self.writing().await;
         let now = Timestamp::now();
@@ -1211,7 +1214,7 @@ mod tests {
         store.release_upload("q1").await.unwrap();
         assert!(store.claim_upload("q1").await.unwrap());
         store
-            .complete_upload("q1", &Binding::Run(new_run("r1")), None)
+            .complete_upload("q1", &Binding::Run(new_run("r1")), None, false)
             .await
             .unwrap();
         assert!(!store.claim_upload("q1").await.unwrap());

@@ -453,7 +453,9 @@ pub(crate) mod tests {
         a.create_request(&request("q3"), None).await.unwrap();
         assert!(a.claim_upload("q3").await.unwrap());
         let binding = Binding::Run(run("r3", Engine::Script));
-        a.complete_upload("q3", &binding, None).await.unwrap();
+        a.complete_upload("q3", &binding, None, false)
+            .await
+            .unwrap();
         (a, b)
     }
 

@@ -331,6 +331,7 @@ impl Jobs {
             .bind(&skill, &new_request, cache_key)
             .await
             .map_err(Refusal::Retry)?;
+        let mut anywhere = false;
         if let Binding::Run(run) = &binding {
             let folder = self.folder(&run.run_id);
             tokio::fs::create_dir_all(folder.workspace())
@@ -341,6 +342,11 @@ impl Jobs {
                     .await
                     .map_err(retry_io)?;
             }
+            // Among nodes with shared storage, a job's uploads go there and the run may run
+            // on any node (a temporary skill stays on this one, with the run).
+            if request.kind == RequestKind::Job {
+                anywhere = self.hand_over(&run.run_id).await;
+            }
         }
         let temp = (request.kind == RequestKind::Temp)
             .then(|| (skill.id.clone(), dir.to_string_lossy().into_owned()));
@@ -350,6 +356,7 @@ impl Jobs {
                 &request.request_id,
                 &binding,
                 temp.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
+                anywhere,
             )
             .await;
         if let Err(e) = completed {
@@ -357,6 +364,7 @@ impl Jobs {
             // the run goes, and the client sends its upload again.
             if let Binding::Run(run) = &binding {
                 let _ = tokio::fs::remove_dir_all(self.folder(&run.run_id).root()).await;
+                self.forget_copy(&run.run_id).await;
             }
             return Err(Refusal::Retry(e.into()));
         }

@@ -20,7 +20,7 @@ use crate::process::OnOutput;
 use crate::run_folder::write_atomic_blocking;
 use crate::runner::{self, Envelope, Observer, Outcome};
 use crate::skill::{Rules, SkillManifest, manifest};
-use crate::store::{Ended, Ending, ProcessMark, RequestKind, Run, RunStatus};
+use crate::store::{Ended, Ending, ProcessMark, RequestKind, Run, RunStatus, UploadState};
 
 /// Pauses between attempts to record a run's start or end.
 const STORE_RETRIES: [std::time::Duration; 3] = [
@@ -282,10 +282,11 @@ impl Jobs {
             }
         };
         let folder = self.folder(run_id);
-        if run.turn > 1 && !self.bring_back(run_id).await {
-            // Taken over from a lost node whose copy is gone: the turn starts from an empty
-            // folder, with the replies from the store.
-            tracing::warn!(run_id, "a later turn starts without its run folder");
+        let had_files = run.turn > 1 || request.upload_state == UploadState::Done;
+        if had_files && !self.bring_back(run_id).await {
+            // Its folder was on a node that is gone, with no copy: the turn starts from an
+            // empty folder (with the replies from the store).
+            tracing::warn!(run_id, "the turn starts without the run's earlier files");
         }
         let options = &request.runtime_options;
         folder

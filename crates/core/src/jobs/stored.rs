@@ -1,7 +1,8 @@
 //! Run folders in shared storage, among nodes ([`crate::storage`]): each node copies a run's
-//! folder there once a turn of its settles (it waits for a reply or ended), and brings a copy
-//! back where it needs a folder it does not hold: to serve a run whose node is gone, or to run
-//! the next turn of a waiting run it took over from a lost node.
+//! folder there once a turn of its settles (it waits for a reply or ended), and a job's uploads
+//! before its run is recorded; it brings a copy back where it needs a folder it does not hold:
+//! to serve a run whose node is gone, to run an uploaded job received elsewhere, or the next
+//! turn of a waiting run it took over from a lost node.
 
 use std::sync::Arc;
 
@@ -41,6 +42,43 @@ impl Jobs {
                 );
             }
         });
+    }
+
+    /// Moves the folder of a run not recorded yet (its uploads) to shared storage, so that
+    /// any node may run it; whether it did (else the folder stays here, and the run with it).
+    pub(super) async fn hand_over(&self, run_id: &str) -> bool {
+        let Some(storage) = self.storage() else {
+            return false;
+        };
+        let folder = self.folder(run_id);
+        if let Err(e) = storage.save(run_id, &folder).await {
+            tracing::warn!(
+                run_id,
+                error = format!("{e:#}"),
+                "cannot copy the uploads to shared storage; the run stays with this node"
+            );
+            return false;
+        }
+        // The node that takes the run brings the copy back; a copy left here would be read
+        // in place of that node's.
+        if let Err(e) = tokio::fs::remove_dir_all(folder.root()).await {
+            tracing::warn!(run_id, error = %e, "cannot remove the handed-over folder");
+            return false;
+        }
+        true
+    }
+
+    /// Removes the copy of a run that was not recorded after all.
+    pub(super) async fn forget_copy(&self, run_id: &str) {
+        if let Some(storage) = self.storage()
+            && let Err(e) = storage.forget(run_id).await
+        {
+            tracing::warn!(
+                run_id,
+                error = format!("{e:#}"),
+                "cannot remove a run's copy"
+            );
+        }
     }
 
     /// Brings `run_id`'s folder back from shared storage unless this node holds it; whether

@@ -172,14 +172,17 @@ impl JobStore for Postgres {
         request_id: &str,
         binding: &Binding,
         temp_skill: Option<(&str, &str)>,
+        anywhere: bool,
     ) -> anyhow::Result<()> {
         let now = Timestamp::now();
         let mut tx = self.pool.begin().await?;
         let (run_id, cache_hit) = match binding {
-            // The uploads are in this node's data dir: its turns run here.
+            // The uploads are in this node's data dir (its turns run here), or in shared
+            // storage (any node's may).
             Binding::Run(run) => {
                 self.make_room(&mut tx).await?;
-                insert_run(&mut tx, request_id, run, now, Some(&self.node.id)).await?;
+                let node = (!anywhere).then_some(self.node.id.as_str());
+                insert_run(&mut tx, request_id, run, now, node).await?;
                 (run.run_id.as_str(), false)
             }
             Binding::CacheHit(run_id) => (run_id.as_str(), true),
