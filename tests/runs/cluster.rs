@@ -356,7 +356,7 @@ async fn a_burst_against_both_nodes_admits_exactly_the_bound() {
 }
 
 /// A long turn started on one of `nodes`: its request id, the node running it, and the other.
-async fn busy_one<'a>(nodes: [&'a TestServer; 2]) -> (String, &'a TestServer, &'a TestServer) {
+async fn busy_one(nodes: [&TestServer; 2]) -> (String, &TestServer, &TestServer) {
     let busy = nodes[0].create_job(probe("late", "busy")).await;
     let status = nodes[0]
         .wait_status(&format!("/v1/jobs/{busy}"), &["running"])
