@@ -144,11 +144,13 @@ pub async fn serve(
         registry.clone(),
         &data,
         config.package_limits,
+        storage.clone(),
     ));
     installer
         .recover()
         .await
         .context("recovering unfinished installs")?;
+    installer.keep_in_sync();
     let Runtime {
         supervisor,
         engines,

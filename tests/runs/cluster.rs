@@ -664,3 +664,39 @@ async fn with_shared_storage_an_uploaded_job_runs_on_whichever_node_is_free() {
         .await;
     assert_eq!(code, 200);
 }
+
+/// With shared storage, nodes need no shared skills dir: a package installed through one node
+/// is kept in the storage and installed by the other into its own skills dir.
+#[tokio::test]
+async fn with_shared_storage_a_skill_installed_on_one_node_reaches_the_others_own_dir() {
+    let (skills_a, url) = shared().await;
+    let skills_b = TestDirs::new();
+    probe_skill("probe", None).write_into(&skills_b.skills);
+    let shared = tempfile::tempdir().unwrap();
+    let storage = format!("file://{}", shared.path().display());
+    let with_storage = [("SKILL_RUNNER_STORAGE_URL", storage.as_str())];
+    let a = node_with(&url, "node-a", &skills_a.skills, &with_storage);
+    let b = node_with(&url, "node-b", &skills_b.skills, &with_storage);
+
+    let status = a.install_and_wait(probe_skill("fresh", None).zip()).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    assert!(shared.path().join("skills/fresh/1.0.0.zip").exists());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while b.get("/v1/skills/fresh").await.0 != 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node b installs it too"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        skills_b.skills.join("fresh/SKILL.md").exists(),
+        "in b's own dir"
+    );
+    let rid = b
+        .create_job(
+            json!({"skill_id": "fresh", "parameter": {"mode": "ok"}, "input": {"text": "b"}}),
+        )
+        .await;
+    assert_eq!(b.wait_job(&rid).await["status"], "succeeded");
+}

@@ -4,7 +4,8 @@
 //!
 //! Run folders stay in the data dir of the node running the turn; storage holds a copy of each
 //! settled folder as one zip (`runs/<run_id>.zip`, without its bundles, which are rebuilt on
-//! demand). Any `object_store` URL works: `file:///mnt/shared` (a folder every node mounts,
+//! demand), and the package of each skill installed (`skills/<id>/<version>.zip`), which the
+//! other nodes install into their own skills dirs. Any `object_store` URL works: `file:///mnt/shared` (a folder every node mounts,
 //! NFS), `s3://bucket/prefix`, `gs://bucket/prefix`, `az://container/prefix`, with the
 //! provider's usual variables (`AWS_ACCESS_KEY_ID`, `AWS_REGION`, `GOOGLE_SERVICE_ACCOUNT`,
 //! `AZURE_STORAGE_ACCOUNT_NAME`, …). Without it, a run's files live only where it ran.
@@ -104,6 +105,72 @@ impl Storage {
         let scratch = self.scratch.clone();
         tokio::task::spawn_blocking(move || unpack(archive.reopen()?, &root, &scratch)).await??;
         Ok(true)
+    }
+
+    fn package_key(&self, id: &str, version: &str) -> Key {
+        self.prefix
+            .clone()
+            .join("skills")
+            .join(id)
+            .join(format!("{version}.zip"))
+    }
+
+    /// Keeps an installed skill's package (`skills/<id>/<version>.zip`) for the other nodes.
+    pub async fn save_package(&self, id: &str, version: &str, zip: &Path) -> anyhow::Result<()> {
+        let mut file = tokio::fs::File::open(zip).await?;
+        let mut upload = object_store::buffered::BufWriter::new(
+            self.objects.clone(),
+            self.package_key(id, version),
+        );
+        tokio::io::copy(&mut file, &mut upload).await?;
+        upload
+            .shutdown()
+            .await
+            .context("writing to the shared storage")?;
+        Ok(())
+    }
+
+    /// The newest package kept of each skill, as `(id, version)`.
+    pub async fn packages(&self) -> anyhow::Result<Vec<(String, semver::Version)>> {
+        let root = self.prefix.clone().join("skills");
+        let mut listed = self.objects.list(Some(&root));
+        let mut newest: std::collections::BTreeMap<String, semver::Version> = Default::default();
+        while let Some(object) = listed.next().await {
+            let object = object.context("listing the shared storage")?;
+            let mut parts: Vec<_> = object.location.parts().collect();
+            let (Some(file), Some(id)) = (parts.pop(), parts.pop()) else {
+                continue;
+            };
+            let Some(version) = file
+                .as_ref()
+                .strip_suffix(".zip")
+                .and_then(|v| semver::Version::parse(v).ok())
+            else {
+                continue;
+            };
+            let id = id.as_ref().to_owned();
+            if newest.get(&id).is_none_or(|known| *known < version) {
+                newest.insert(id, version);
+            }
+        }
+        Ok(newest.into_iter().collect())
+    }
+
+    /// Writes the package of skill `id` at `version` to `dest`.
+    pub async fn fetch_package(&self, id: &str, version: &str, dest: &Path) -> anyhow::Result<()> {
+        let got = self
+            .objects
+            .get(&self.package_key(id, version))
+            .await
+            .context("reading the shared storage")?;
+        let mut file = tokio::fs::File::create(dest).await?;
+        let mut bytes = got.into_stream();
+        while let Some(chunk) = bytes.next().await {
+            file.write_all(&chunk.context("reading the shared storage")?)
+                .await?;
+        }
+        file.flush().await?;
+        Ok(())
     }
 
     /// Removes run `run_id`'s copy, if there is one.

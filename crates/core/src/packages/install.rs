@@ -25,6 +25,9 @@ use crate::store::{InstallPhase, InstallRequest, Store, TaskStatus};
 /// Installs running at once; more requests wait in `queued`.
 const INSTALL_WORKERS: usize = 4;
 
+/// How often a node looks for packages other nodes installed, besides their signals.
+const SYNC_INTERVAL: Duration = Duration::from_secs(60);
+
 /// Runs package installs in the background and recovers them after a restart.
 #[derive(Debug)]
 pub struct Installer {
@@ -34,6 +37,10 @@ pub struct Installer {
     limits: PackageLimits,
     workers: Semaphore,
     tracker: TaskTracker,
+    /// Among nodes: where installed packages are kept for the others.
+    storage: Option<crate::storage::Storage>,
+    /// Ends the sync loop at shutdown.
+    closing: tokio_util::sync::CancellationToken,
 }
 
 /// What the swap does with the skills dir, decided under the swap guard.
@@ -64,14 +71,17 @@ impl Installer {
         registry: Arc<Registry>,
         data: &DataDir,
         limits: PackageLimits,
+        storage: Option<crate::storage::Storage>,
     ) -> Self {
         Self {
+            storage: storage.filter(|_| store.cluster().is_some()),
             store,
             registry,
             requests_dir: data.installs().join("requests"),
             limits,
             workers: Semaphore::new(INSTALL_WORKERS),
             tracker: TaskTracker::new(),
+            closing: Default::default(),
         }
     }
 
@@ -115,6 +125,7 @@ impl Installer {
 
     /// Stops taking work and waits (bounded) for installs under way.
     pub async fn shutdown(&self, grace: Duration) {
+        self.closing.cancel();
         self.tracker.close();
         if tokio::time::timeout(grace, self.tracker.wait())
             .await
@@ -165,14 +176,23 @@ impl Installer {
 
     /// Validates, swaps and rescans; the error is the message the client sees.
     async fn install(&self, rid: &str) -> Result<(), String> {
-        let zip = self.package_path(rid);
-        let staging = self.staging_dir(rid);
+        self.apply(&self.package_path(rid), &self.staging_dir(rid), Some(rid))
+            .await
+    }
+
+    /// Installs the package `zip` through `staging`: validated, kept in shared storage among
+    /// nodes that have one (`rid`: a client's request, whose progress is recorded; `None`: a
+    /// package another node installed, already kept there), swapped in, the others told.
+    async fn apply(&self, zip: &Path, staging: &Path, rid: Option<&str>) -> Result<(), String> {
+        let (zip, staging) = (zip.to_path_buf(), staging.to_path_buf());
         let limits = self.limits;
+        let package = zip.clone();
         let staged = blocking(move || {
-            let top = archive::extract_package(&zip, &staging, &limits).map_err(|e| match e {
-                ArchiveError::Rejected(m) => m,
-                ArchiveError::Io(e) => format!("cannot extract the package: {e}"),
-            })?;
+            let top =
+                archive::extract_package(&package, &staging, &limits).map_err(|e| match e {
+                    ArchiveError::Rejected(m) => m,
+                    ArchiveError::Io(e) => format!("cannot extract the package: {e}"),
+                })?;
             let manifest = manifest::load(&top, Rules::INSTALL).map_err(|e| e.0)?;
             Ok((top, manifest))
         })
@@ -185,6 +205,20 @@ impl Installer {
             .expect("install rules require a version");
         self.progress(rid, InstallPhase::Validating, &id, &version, None)
             .await?;
+        if let (Some(storage), Some(_)) = (&self.storage, rid) {
+            storage
+                .save_package(&id, &version, &zip)
+                .await
+                .map_err(|e| {
+                    tracing::error!(
+                        error = format!("{e:#}"),
+                        "keeping a package in shared storage"
+                    );
+                    "cannot keep the package in shared storage (SKILL_RUNNER_STORAGE_URL) for the \
+                     other nodes; retry once it answers"
+                        .to_owned()
+                })?;
+        }
 
         let guard = self.registry.swap_guard().await;
         // Nodes sharing a skills dir take turns with theirs too.
@@ -218,23 +252,115 @@ impl Installer {
         .await?;
         drop(guard);
         self.rescan().await;
-        if let Some(cluster) = self.store.cluster()
+        if let (Some(cluster), Some(_)) = (self.store.cluster(), rid)
             && let Err(e) = cluster.announce_installed().await
         {
-            // The others read the skills dir again within seconds anyway.
+            // The others look again within a minute anyway.
             tracing::warn!(error = format!("{e:#}"), "telling the nodes of an install");
         }
         Ok(())
     }
 
+    /// Installs the packages other nodes kept in shared storage that are newer than this
+    /// node's skills (or that it lacks).
+    pub async fn sync_from_storage(&self) -> anyhow::Result<()> {
+        let Some(storage) = &self.storage else {
+            return Ok(());
+        };
+        let snapshot = self.registry.rescan().await?;
+        for (id, version) in storage.packages().await? {
+            let local = snapshot
+                .skills
+                .get(&id)
+                .and_then(|entry| entry.manifest())
+                .and_then(|m| m.version.as_deref())
+                .and_then(|v| semver::Version::parse(v).ok());
+            if local.is_some_and(|local| local >= version) {
+                continue;
+            }
+            let rid = format!("sync-{}", uuid::Uuid::new_v4());
+            let dir = self.requests_dir.join(&rid);
+            tokio::fs::create_dir_all(&dir).await?;
+            let zip = dir.join("package.zip");
+            let applied = async {
+                storage
+                    .fetch_package(&id, &version.to_string(), &zip)
+                    .await?;
+                self.apply(&zip, &self.staging_dir(&rid), None)
+                    .await
+                    .map_err(anyhow::Error::msg)
+            };
+            let outcome = applied.await;
+            self.remove_leftovers(&rid).await;
+            match outcome {
+                Ok(()) => {
+                    tracing::info!(skill_id = id, %version, "installed a package another node installed")
+                }
+                Err(e) => {
+                    tracing::warn!(skill_id = id, %version, error = format!("{e:#}"), "cannot install a package another node installed")
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Among nodes with shared storage: installs what the others installed, at start, when one
+    /// says so, and every minute.
+    pub fn keep_in_sync(self: &Arc<Self>) {
+        if self.storage.is_none() {
+            return;
+        }
+        let this = self.clone();
+        self.tracker.spawn(async move {
+            loop {
+                if let Err(e) = this.sync_from_storage().await {
+                    tracing::warn!(error = format!("{e:#}"), "installing other nodes' packages");
+                }
+                let Some(cluster) = this.store.cluster() else {
+                    return;
+                };
+                let mut signals = match cluster.signals().await {
+                    Ok(signals) => Some(signals),
+                    Err(e) => {
+                        tracing::warn!(
+                            error = format!("{e:#}"),
+                            "listening for other nodes' installs"
+                        );
+                        None
+                    }
+                };
+                let woke = async {
+                    loop {
+                        match signals.as_mut() {
+                            Some(s) => match s.next().await {
+                                Ok(crate::store::Signal::Installed) => return,
+                                Ok(_) => continue,
+                                Err(_) => return,
+                            },
+                            None => std::future::pending::<()>().await,
+                        }
+                    }
+                };
+                tokio::select! {
+                    () = woke => {}
+                    () = tokio::time::sleep(SYNC_INTERVAL) => {}
+                    () = this.closing.cancelled() => return,
+                }
+            }
+        });
+    }
+
     async fn progress(
         &self,
-        rid: &str,
+        rid: Option<&str>,
         phase: InstallPhase,
         id: &str,
         version: &str,
         action: Option<&str>,
     ) -> Result<(), String> {
+        let Some(rid) = rid else {
+            return Ok(());
+        };
         self.store
             .set_install_progress(rid, phase, id, version, action)
             .await
@@ -503,6 +629,7 @@ mod tests {
             registry,
             &DataDir::new(root.path().to_owned()),
             PackageLimits::default(),
+            None,
         ));
         Fixture {
             _root: root,
