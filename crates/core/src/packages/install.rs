@@ -312,37 +312,37 @@ impl Installer {
         }
         let this = self.clone();
         self.tracker.spawn(async move {
+            let mut signals = None;
             loop {
                 if let Err(e) = this.sync_from_storage().await {
                     tracing::warn!(error = format!("{e:#}"), "installing other nodes' packages");
                 }
-                let Some(cluster) = this.store.cluster() else {
-                    return;
-                };
-                let mut signals = match cluster.signals().await {
-                    Ok(signals) => Some(signals),
-                    Err(e) => {
-                        tracing::warn!(
-                            error = format!("{e:#}"),
-                            "listening for other nodes' installs"
-                        );
-                        None
-                    }
-                };
-                let woke = async {
+                if signals.is_none()
+                    && let Some(cluster) = this.store.cluster()
+                {
+                    signals = cluster
+                        .signals()
+                        .await
+                        .inspect_err(|e| {
+                            tracing::warn!(error = format!("{e:#}"), "listening for installs");
+                        })
+                        .ok();
+                }
+                // An install elsewhere, or the interval (a broken subscription is made again).
+                let told = async {
+                    let Some(listening) = signals.as_mut() else {
+                        return std::future::pending().await;
+                    };
                     loop {
-                        match signals.as_mut() {
-                            Some(s) => match s.next().await {
-                                Ok(crate::store::Signal::Installed) => return,
-                                Ok(_) => continue,
-                                Err(_) => return,
-                            },
-                            None => std::future::pending::<()>().await,
+                        match listening.next().await {
+                            Ok(crate::store::Signal::Installed) => return true,
+                            Ok(_) => continue,
+                            Err(_) => return false,
                         }
                     }
                 };
                 tokio::select! {
-                    () = woke => {}
+                    heard = told => if !heard { signals = None },
                     () = tokio::time::sleep(SYNC_INTERVAL) => {}
                     () = this.closing.cancelled() => return,
                 }
