@@ -295,11 +295,18 @@ async fn a_node_frozen_past_its_timeout_stops_its_turn_when_it_wakes_and_changes
     assert_eq!(runs_on(&[&a, &b], &done).await.pid(), sleeper.pid());
 }
 
-/// 500 jobs sent to both nodes in turn, eight at a time: each runs exactly once, on one node
-/// (one folder, one turn), and both nodes take part.
+/// 500 jobs sent to both nodes in turn, eight at a time, the nodes sharing one storage folder:
+/// each runs exactly once, on one node (one folder, one turn), both nodes take part, and each
+/// run's folder reaches the storage.
 #[tokio::test]
 async fn five_hundred_jobs_sent_to_both_nodes_run_exactly_once() {
-    let (_skills, a, b) = two_nodes(&[("SKILL_RUNNER_MAX_CONCURRENT", "4")]).await;
+    let shared = tempfile::tempdir().unwrap();
+    let storage = format!("file://{}", shared.path().display());
+    let (_skills, a, b) = two_nodes(&[
+        ("SKILL_RUNNER_MAX_CONCURRENT", "4"),
+        ("SKILL_RUNNER_STORAGE_URL", storage.as_str()),
+    ])
+    .await;
     let nodes = [a, b];
     let mut sent = Vec::new();
     for batch in 0..500 / 8 + 1 {
@@ -328,6 +335,14 @@ async fn five_hundred_jobs_sent_to_both_nodes_run_exactly_once() {
     }
     assert!(ran[0] > 0 && ran[1] > 0, "both nodes ran jobs: {ran:?}");
     eprintln!("node a ran {}, node b ran {}", ran[0], ran[1]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    for run_id in &runs {
+        let copy = shared.path().join(format!("runs/{run_id}.zip"));
+        while !copy.exists() {
+            assert!(std::time::Instant::now() < deadline, "{copy:?} is written");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
 
 /// The queue's bound is the cluster's: with both nodes' slots busy, a burst of 200 creates
