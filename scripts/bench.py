@@ -665,6 +665,52 @@ def spread_rate(ports, total=2000):
     return total / (time.perf_counter() - t0)
 
 
+def across_nodes(shared, ports):
+    """Two nodes: a run's output watched by 100 streams through the node not running it (the
+    relay) and by 100 through the one running it, burst lag p50 / p99 of each; and the time a
+    cancel sent through the other node takes to answer (it answers once the turn is gone),
+    over 10 runs."""
+    def running_on(client, parameter):
+        _, body = client.call("POST", "/v1/jobs", {"skill_id": "talker", "parameter": parameter,
+                                                   "runtime_options": {"no_cache": True}})
+        rid = body["request_id"]
+        while True:
+            _, status = client.call("GET", f"/v1/jobs/{rid}")
+            if status["status"] == "running":
+                break
+            time.sleep(0.005)
+        while True:
+            held = [n for n in range(2) if os.path.isdir(
+                os.path.join(shared, f"node{n}", "data", "runs", status["run_id"]))]
+            if held:
+                return rid, held[0]
+            time.sleep(0.005)
+
+    client = Client(ports[0])
+    rid, holder = running_on(client, {"bursts": 200, "wait": 3})
+    lags = {}
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        watched = {name: pool.submit(subscribe, ports[n], rid, 100)
+                   for name, n in (("relayed", 1 - holder), ("direct", holder))}
+        for name, future in watched.items():
+            ended, lags[name] = future.result()
+            assert ended == 100, f"{name}: {ended} of 100 streams ended"
+    assert wait_done(client, rid) == "succeeded"
+    cancels = []
+    for _ in range(10):
+        rid, holder = running_on(client, {"bursts": 1, "wait": 30})
+        other = Client(ports[1 - holder])
+        t0 = time.perf_counter()
+        status, body = other.call("POST", f"/v1/jobs/{rid}/cancel")
+        cancels.append((time.perf_counter() - t0) * 1000)
+        assert status == 200 and body["status"] == "canceled", body
+    return (f"; 100 streams through the other node (relayed) / the running one: burst lag p50 "
+            f"{pct(lags['relayed'], 50):.1f} / {pct(lags['direct'], 50):.1f} ms, p99 "
+            f"{pct(lags['relayed'], 99):.1f} / {pct(lags['direct'], 99):.1f} ms; cancel through "
+            f"the other node answered in p50 {statistics.median(cancels):.0f} ms, "
+            f"max {max(cancels):.0f} ms (10 runs)")
+
+
 def cluster():
     """Nodes on PostgreSQL: one node on SQLite, one on PostgreSQL and two sharing one PostgreSQL
     database (a throw-away cluster from scripts/postgres.sh, on this machine), each measured by
@@ -699,11 +745,12 @@ def cluster():
                         ports.append(port)
                     latencies = sequential(Client(ports[0]))
                     rate = spread_rate(ports)
+                    across = across_nodes(shared, ports) if nodes == 2 else ""
                     for proc in procs:
                         proc.terminate()
                         proc.wait()
                 print(f"{label}: create -> succeeded p50 {statistics.median(latencies):.1f} ms, "
-                      f"p99 {pct(latencies, 99):.1f} ms; finished sh jobs/s {rate:,.0f}")
+                      f"p99 {pct(latencies, 99):.1f} ms; finished sh jobs/s {rate:,.0f}{across}")
         finally:
             subprocess.run(["bash", os.path.join(ROOT, "scripts/postgres.sh"), "stop",
                             os.path.join(pg, "cluster")], check=False)

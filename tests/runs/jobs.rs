@@ -371,6 +371,39 @@ async fn agent_turns_wait_for_their_own_places_and_script_runs_pass_them() {
     assert_eq!(server.wait_job(&second).await["status"], "canceled");
 }
 
+/// A cancel sent the moment a run shows `running` reaches the turn while its leader is still
+/// setting it up. The first process of a new pid namespace drops a SIGTERM it neither blocks
+/// nor handles, so the leader starts with its signals blocked: with a 30 s grace, a lost
+/// SIGTERM would leave the turn running until the SIGKILL.
+#[tokio::test]
+async fn a_cancel_at_the_start_of_a_turn_stops_it_at_once() {
+    let server = TestServer::with_skills(
+        &[probe_skill("probe", None)],
+        &[("SKILL_RUNNER_KILL_GRACE_SECONDS", "30")],
+    );
+    for n in 0..10 {
+        let rid = server
+            .create_job(json!({"skill_id": "probe", "parameter": {"mode": "sleep", "n": n}}))
+            .await;
+        loop {
+            let (_, status) = server.get(&format!("/v1/jobs/{rid}")).await;
+            if status["status"] == "running" {
+                break;
+            }
+        }
+        let asked = std::time::Instant::now();
+        let (code, c) = server
+            .post_json(&format!("/v1/jobs/{rid}/cancel"), json!({}))
+            .await;
+        assert_eq!((code, &c["status"]), (200, &json!("canceled")), "{c}");
+        assert!(
+            asked.elapsed() < std::time::Duration::from_secs(15),
+            "round {n}: the turn outlived its SIGTERM ({:?})",
+            asked.elapsed()
+        );
+    }
+}
+
 #[tokio::test]
 async fn cancel_while_queued_and_running_kills_the_whole_group() {
     let server = TestServer::with_skills(

@@ -341,7 +341,23 @@ pub fn serve() -> ! {
             },
             false => None,
         };
-        match sys::fork_single_threaded(args.isolate, network.is_none()) {
+        // The leader starts with its signals blocked ([`leader::signal_set`]); this process
+        // takes its own mask back once the child exists.
+        let mut mask = SigSet::empty();
+        let _ = nix::sys::signal::pthread_sigmask(
+            nix::sys::signal::SigmaskHow::SIG_BLOCK,
+            Some(&super::leader::signal_set()),
+            Some(&mut mask),
+        );
+        let forked = sys::fork_single_threaded(args.isolate, network.is_none());
+        if !matches!(forked, Ok(ForkResult::Child)) {
+            let _ = nix::sys::signal::pthread_sigmask(
+                nix::sys::signal::SigmaskHow::SIG_SETMASK,
+                Some(&mask),
+                None,
+            );
+        }
+        match forked {
             Ok(ForkResult::Child) => {
                 drop(signals.take());
                 // The leader holds no namespace of the pool's but the one it enters.

@@ -100,17 +100,9 @@ pub fn run(args: LeaderArgs, parent: Pid, control: Option<OwnedFd>) -> ! {
             std::process::exit(CANNOT_START);
         }
     }
-    let mut signals = SigSet::empty();
-    for s in [
-        Signal::SIGCHLD,
-        Signal::SIGTERM,
-        Signal::SIGINT,
-        Signal::SIGHUP,
-        Signal::SIGALRM,
-    ] {
-        signals.add(s);
-    }
-    // Blocked before the child exists so no signal is missed; the child unblocks them.
+    // Blocked since the fork (the forkserver forks with them blocked), so none is missed; the
+    // child unblocks them.
+    let signals = signal_set();
     let _ = signals.thread_block();
     let child = match spawn(&args) {
         Ok(child) => child,
@@ -142,6 +134,24 @@ pub fn run(args: LeaderArgs, parent: Pid, control: Option<OwnedFd>) -> ! {
             _ => {}
         }
     }
+}
+
+/// The signals the leader waits for. They must be blocked from its first instruction: as the
+/// first process of a new pid namespace it is immune to a signal from outside that it neither
+/// blocks nor handles, so a cancel's SIGTERM arriving while it sets the turn up would be
+/// dropped, and the turn would run on until the SIGKILL after the grace period.
+pub(crate) fn signal_set() -> SigSet {
+    let mut signals = SigSet::empty();
+    for s in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGALRM,
+    ] {
+        signals.add(s);
+    }
+    signals
 }
 
 /// Sets up the turn's own network and mount namespaces: its doors, its own `/dev/shm`, and no
