@@ -93,8 +93,9 @@ impl Jobs {
                 None => return Ok(None),
                 Some(_) => {}
             }
-            // Another node's turn ends without telling this one: look again now and then.
-            let look = tokio::time::Instant::now() + Duration::from_millis(250);
+            // Another node's turn ends without telling this one: look again soon (a cancel
+            // waits on this, and one look is one indexed read).
+            let look = tokio::time::Instant::now() + Duration::from_millis(50);
             tokio::select! {
                 _ = subscription.changed() => {}
                 () = tokio::time::sleep_until(look.min(deadline)) => {}
