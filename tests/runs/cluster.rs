@@ -643,6 +643,16 @@ async fn with_shared_storage_a_dead_nodes_runs_are_served_and_resumed_elsewhere(
         b.run_dir(&done).join("logs/stdout.txt").exists(),
         "its folder came to b"
     );
+
+    // A cleanup through b sweeps the runs of the node that left, their copies with them.
+    let (code, counts) = b.post_json("/v1/jobs/cleanup", json!({})).await;
+    assert_eq!(code, 200, "{counts}");
+    assert_eq!(counts["runs_deleted"], 2, "{counts}");
+    for status in [&finished_status, &done] {
+        let run_id = status["run_id"].as_str().unwrap();
+        assert!(!shared.path().join(format!("runs/{run_id}.zip")).exists());
+        assert!(!b.run_dir(status).exists());
+    }
 }
 
 /// With shared storage, a job's uploads received by a busy node go to the storage, and the idle

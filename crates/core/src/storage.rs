@@ -73,34 +73,19 @@ impl Storage {
         let root = folder.root().to_path_buf();
         let scratch = self.scratch.clone();
         let archive = tokio::task::spawn_blocking(move || pack(&root, &scratch)).await??;
-        let mut file = tokio::fs::File::from_std(archive.reopen()?);
-        let mut upload =
-            object_store::buffered::BufWriter::new(self.objects.clone(), self.key(run_id));
-        tokio::io::copy(&mut file, &mut upload).await?;
-        upload
-            .shutdown()
-            .await
-            .context("writing to the shared storage")?;
-        Ok(())
+        let file = tokio::fs::File::from_std(archive.reopen()?);
+        self.put(self.key(run_id), file).await
     }
 
     /// Unpacks run `run_id`'s copy into `folder`, which must not exist yet; false when the
     /// storage has none. The folder appears whole or not at all.
     pub async fn restore(&self, run_id: &str, folder: &RunFolder) -> anyhow::Result<bool> {
-        let got = match self.objects.get(&self.key(run_id)).await {
-            Ok(got) => got,
-            Err(object_store::Error::NotFound { .. }) => return Ok(false),
-            Err(e) => return Err(e).context("reading the shared storage"),
-        };
         tokio::fs::create_dir_all(&self.scratch).await?;
         let archive = tempfile::NamedTempFile::new_in(&self.scratch)?;
-        let mut file = tokio::fs::File::from_std(archive.reopen()?);
-        let mut bytes = got.into_stream();
-        while let Some(chunk) = bytes.next().await {
-            file.write_all(&chunk.context("reading the shared storage")?)
-                .await?;
+        let file = tokio::fs::File::from_std(archive.reopen()?);
+        if !self.get(&self.key(run_id), file).await? {
+            return Ok(false);
         }
-        file.flush().await?;
         let root = folder.root().to_path_buf();
         let scratch = self.scratch.clone();
         tokio::task::spawn_blocking(move || unpack(archive.reopen()?, &root, &scratch)).await??;
@@ -117,17 +102,8 @@ impl Storage {
 
     /// Keeps an installed skill's package (`skills/<id>/<version>.zip`) for the other nodes.
     pub async fn save_package(&self, id: &str, version: &str, zip: &Path) -> anyhow::Result<()> {
-        let mut file = tokio::fs::File::open(zip).await?;
-        let mut upload = object_store::buffered::BufWriter::new(
-            self.objects.clone(),
-            self.package_key(id, version),
-        );
-        tokio::io::copy(&mut file, &mut upload).await?;
-        upload
-            .shutdown()
-            .await
-            .context("writing to the shared storage")?;
-        Ok(())
+        let file = tokio::fs::File::open(zip).await?;
+        self.put(self.package_key(id, version), file).await
     }
 
     /// The newest package kept of each skill, as `(id, version)`.
@@ -158,19 +134,38 @@ impl Storage {
 
     /// Writes the package of skill `id` at `version` to `dest`.
     pub async fn fetch_package(&self, id: &str, version: &str, dest: &Path) -> anyhow::Result<()> {
-        let got = self
-            .objects
-            .get(&self.package_key(id, version))
+        let file = tokio::fs::File::create(dest).await?;
+        anyhow::ensure!(
+            self.get(&self.package_key(id, version), file).await?,
+            "the shared storage has no package {id} {version}"
+        );
+        Ok(())
+    }
+
+    /// Writes `file` as `key` (in parts, when it is large).
+    async fn put(&self, key: Key, mut file: tokio::fs::File) -> anyhow::Result<()> {
+        let mut upload = object_store::buffered::BufWriter::new(self.objects.clone(), key);
+        tokio::io::copy(&mut file, &mut upload).await?;
+        upload
+            .shutdown()
             .await
-            .context("reading the shared storage")?;
-        let mut file = tokio::fs::File::create(dest).await?;
+            .context("writing to the shared storage")
+    }
+
+    /// Writes `key` into `file`; false when there is no such object.
+    async fn get(&self, key: &Key, mut file: tokio::fs::File) -> anyhow::Result<bool> {
+        let got = match self.objects.get(key).await {
+            Ok(got) => got,
+            Err(object_store::Error::NotFound { .. }) => return Ok(false),
+            Err(e) => return Err(e).context("reading the shared storage"),
+        };
         let mut bytes = got.into_stream();
         while let Some(chunk) = bytes.next().await {
             file.write_all(&chunk.context("reading the shared storage")?)
                 .await?;
         }
         file.flush().await?;
-        Ok(())
+        Ok(true)
     }
 
     /// Removes run `run_id`'s copy, if there is one.

@@ -563,6 +563,35 @@ pub(crate) mod tests {
     }
 
     #[tokio::test]
+    async fn a_node_sweeps_the_finished_runs_it_holds_and_those_no_live_node_holds() {
+        let (a, b) = two_nodes().await;
+        assert_eq!(
+            claimed(b.claim(true, &[]).await.unwrap()).as_deref(),
+            Some("r1")
+        );
+        assert!(b.start_run("r1", "off").await.unwrap().is_some());
+        let ending = Ending {
+            status: RunStatus::Succeeded,
+            error_code: None,
+            error_message: None,
+            warnings: vec![],
+            result: None,
+        };
+        b.finish_run("r1", Move::End, None, &ending).await.unwrap();
+        let later = skill_runner_types::clock::Timestamp::after(Duration::from_secs(60));
+        let (counts, _) = a.delete_finished(later, later).await.unwrap();
+        assert_eq!(counts.runs_deleted, 0, "r1's folder is node b's to remove");
+        b.close().await;
+        let (counts, removed) = a.delete_finished(later, later).await.unwrap();
+        assert_eq!(
+            counts.runs_deleted, 1,
+            "node b left: its runs are anyone's to sweep"
+        );
+        assert_eq!(removed[0].run_id.as_deref(), Some("r1"));
+        a.close().await;
+    }
+
+    #[tokio::test]
     async fn installs_take_turns_across_nodes() {
         let (a, b) = two_nodes().await;
         let held = a.install_lock().await.unwrap();

@@ -1,5 +1,7 @@
-//! Retention: finished runs are deleted after a while (failed ones sooner), with their folders,
-//! the requests bound to them and their cache entries.
+//! Retention: finished runs are deleted after a while (failed ones sooner), with their folders
+//! (and their copies in shared storage), the requests bound to them and their cache entries.
+//! Among nodes, each node deletes the runs whose folders it holds, and those no live node
+//! holds; `POST /v1/jobs/cleanup` through one node does the same.
 
 use std::time::Duration;
 
@@ -48,6 +50,9 @@ impl Jobs {
             request_id,
         } in removed
         {
+            if let Some(id) = &run_id {
+                self.forget_copy(id).await;
+            }
             let dirs = [
                 run_id.map(|id| self.folder(&id).root().to_path_buf()),
                 temp_dir.map(Into::into),

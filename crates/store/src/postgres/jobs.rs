@@ -437,14 +437,19 @@ impl JobStore for Postgres {
     ) -> anyhow::Result<(CleanupCounts, Vec<Removed>)> {
         let mut tx = self.pool.begin().await?;
         // Locked, so a node finishing the same sweep at once waits and then finds them gone.
+        // A run whose folder another live node holds is left to that node's sweep, which
+        // removes the folder with the row.
         let doomed: Vec<(String,)> = sqlx::query_as(
             "SELECT run_id FROM runs
-             WHERE (status = 'failed' AND finished_at < $1)
-                OR (status IN ('succeeded', 'canceled') AND finished_at < $2)
+             WHERE ((status = 'failed' AND finished_at < $1)
+                    OR (status IN ('succeeded', 'canceled') AND finished_at < $2))
+               AND (node IS NULL OR node = $3
+                    OR NOT EXISTS (SELECT 1 FROM nodes n WHERE n.node_id = runs.node))
              FOR UPDATE",
         )
         .bind(failed_before)
         .bind(finished_before)
+        .bind(&self.node.id)
         .fetch_all(&mut *tx)
         .await?;
         let doomed: Vec<String> = doomed.into_iter().map(|(id,)| id).collect();
