@@ -159,6 +159,13 @@ async fn two_nodes_share_the_queue_and_either_answers_for_any_run() {
                 assert_eq!(headers["content-type"], "application/zip");
             }
         }
+        // The console's pages of the run too: the holder renders them.
+        let page = format!("/ui/management/runs/{rid}/files");
+        let (code, _, held) = holder.get_bytes(&page).await;
+        let (forwarded_code, _, forwarded) = other.get_bytes(&page).await;
+        assert_eq!((code, forwarded_code), (200, 200), "{page}");
+        assert_eq!(forwarded, held);
+        assert!(String::from_utf8_lossy(&forwarded).contains("report.md"));
     }
     let (code, _) = b
         .post_json(&format!("/v1/jobs/{on_a}/cancel"), json!({}))

@@ -111,14 +111,24 @@ struct ErrorFragment {
 
 impl IntoResponse for ConsoleError {
     fn into_response(self) -> Response {
+        // Among nodes, a page of a run held by another node is that node's to render
+        // (`forward`): the message is the answer only where nothing forwards it.
+        let holder = match &self.0 {
+            ApiError::Elsewhere(node) => Some(node.clone()),
+            _ => None,
+        };
         let (status, message) = self.0.into_message();
         let fragment = ErrorFragment {
             status: status.as_u16(),
             message,
         };
-        match fragment.render() {
+        let mut response = match fragment.render() {
             Ok(body) => (status, Html(body)).into_response(),
-            Err(_) => crate::api::error::internal_error_response(),
+            Err(_) => return crate::api::error::internal_error_response(),
+        };
+        if let Some(node) = holder {
+            response.extensions_mut().insert(node);
         }
+        response
     }
 }
