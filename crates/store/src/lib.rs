@@ -459,6 +459,17 @@ pub(crate) mod tests {
         (a, b)
     }
 
+    /// A turn's plain success.
+    fn succeeded() -> Ending {
+        Ending {
+            status: RunStatus::Succeeded,
+            error_code: None,
+            error_message: None,
+            warnings: vec![],
+            result: None,
+        }
+    }
+
     fn claimed(claim: Option<(String, Engine)>) -> Option<String> {
         claim.map(|(run_id, _)| run_id)
     }
@@ -517,13 +528,7 @@ pub(crate) mod tests {
         assert_eq!(signals.next().await.unwrap(), Signal::Cancel("r1".into()));
         a.announce_installed().await.unwrap();
         assert_eq!(signals.next().await.unwrap(), Signal::Installed);
-        let ending = Ending {
-            status: RunStatus::Succeeded,
-            error_code: None,
-            error_message: None,
-            warnings: vec![],
-            result: None,
-        };
+        let ending = succeeded();
         assert!(
             b.finish_run("r1", Move::End, None, &ending)
                 .await
@@ -570,13 +575,7 @@ pub(crate) mod tests {
             Some("r1")
         );
         assert!(b.start_run("r1", "off").await.unwrap().is_some());
-        let ending = Ending {
-            status: RunStatus::Succeeded,
-            error_code: None,
-            error_message: None,
-            warnings: vec![],
-            result: None,
-        };
+        let ending = succeeded();
         b.finish_run("r1", Move::End, None, &ending).await.unwrap();
         let later = skill_runner_types::clock::Timestamp::after(Duration::from_secs(60));
         let (counts, _) = a.delete_finished(later, later).await.unwrap();
