@@ -371,20 +371,6 @@ async fn agent_turns_wait_for_their_own_places_and_script_runs_pass_them() {
     assert_eq!(server.wait_job(&second).await["status"], "canceled");
 }
 
-/// Turns yield the CPU to the service: they run at nice 10, the service at its own.
-#[tokio::test]
-async fn turns_run_below_the_services_priority() {
-    let server = TestServer::with_skills(&[probe_skill("probe", None)], &[]);
-    let rid = server
-        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "nice"}}))
-        .await;
-    assert_eq!(server.wait_job(&rid).await["status"], "succeeded");
-    let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
-    assert_eq!(result["result"]["data"]["summary"], "10", "{result}");
-    let service = common::stat_fields(server.pid()).unwrap();
-    assert_eq!(service[16], "0", "the service keeps its priority");
-}
-
 /// A cancel sent the moment a run shows `running` reaches the turn while its leader is still
 /// setting it up. The first process of a new pid namespace drops a SIGTERM it neither blocks
 /// nor handles, so the leader starts with its signals blocked: with a 30 s grace, a lost

@@ -284,16 +284,8 @@ impl Answer {
     }
 }
 
-/// The nice value of the forkserver and every turn (the service's is 0).
-const TURN_NICE: i32 = 10;
-
 /// The forkserver itself (`skill-runner forkserver`); never returns.
 pub fn serve() -> ! {
-    // Turns yield the CPU to the service: with every core busy setting up and running turns,
-    // the service still answers at once (a create's p99 under load doubled with four turns
-    // per core at its priority). This process, its leaders and their commands inherit it; a
-    // turn alone on an idle core runs as fast as before.
-    let _ = sys::lower_priority(TURN_NICE);
     let stdin = io::stdin();
     let socket = stdin.as_fd();
     let mut ended = SigSet::empty();

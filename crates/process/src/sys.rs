@@ -131,17 +131,6 @@ pub fn limit_resources(
     }
 }
 
-/// Lowers this process's scheduling priority to `nice` (what it starts inherits it).
-pub fn lower_priority(nice: i32) -> io::Result<()> {
-    // SAFETY: setpriority changes this process's nice value and nothing else.
-    #[allow(unsafe_code)]
-    let done = unsafe { nix::libc::setpriority(nix::libc::PRIO_PROCESS, 0, nice) };
-    if done == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// Ends this process the way its child ended, by `signal`, without a core dump.
 pub fn die_by(signal: Signal) -> ! {
     use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, sigprocmask};

@@ -492,9 +492,6 @@ case "$mode" in
   noartifact) echo '{"summary":"x"}' ;;
   error) echo '{"success": false, "error": {"code": "BAD_INPUT", "message": "skill said no"}}' ;;
   sleep) sleep 30; echo '{"summary":"late"}' ;;
-  nice) mkdir -p artifacts; printf r > artifacts/report.md
-    read -r stat < /proc/self/stat; set -- $stat; shift 18
-    printf '{"summary":"%s"}\n' "$1" ;;
   drip)
     mkdir -p artifacts; printf 'dripped' > artifacts/report.md
     for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
