@@ -642,6 +642,36 @@ pub(crate) mod tests {
         b.close().await;
     }
 
+    /// A node frozen inside a transaction holding the leader's lock keeps it only until
+    /// PostgreSQL ends that transaction: then another node leads and settles it.
+    #[tokio::test]
+    async fn a_node_frozen_inside_a_transaction_lets_go_of_the_leaders_lock() {
+        use crate::postgres::{STALLED_TRANSACTION, cluster::LEADER};
+        let (a, b) = two_nodes().await;
+        let mut frozen = a.pool.begin().await.unwrap();
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(LEADER)
+            .execute(&mut *frozen)
+            .await
+            .unwrap();
+        let silent = Duration::from_secs(60);
+        assert!(
+            b.settle_lost(silent).await.unwrap().is_none(),
+            "a leads while its transaction lasts"
+        );
+        tokio::time::sleep(STALLED_TRANSACTION + Duration::from_secs(1)).await;
+        assert!(
+            b.settle_lost(silent).await.unwrap().is_some(),
+            "b leads once the frozen transaction was ended"
+        );
+        assert!(
+            frozen.commit().await.is_err(),
+            "the frozen node learns its transaction was ended"
+        );
+        a.close().await;
+        b.close().await;
+    }
+
     /// Managed PostgreSQL services want TLS (`?sslmode=require`): the connection is encrypted.
     #[tokio::test]
     async fn a_postgres_url_asking_for_tls_gets_it() {

@@ -21,7 +21,7 @@ const INSTALLED: &str = "skill_runner_installed";
 
 /// The advisory lock key of the leader's pass (`sk-lead` in ASCII): one node settles lost
 /// nodes at a time.
-const LEADER: i64 = 0x0073_6b2d_6c65_6164;
+pub(crate) const LEADER: i64 = 0x0073_6b2d_6c65_6164;
 
 /// The advisory lock key of claims of engines with a bound of their own (`sk-engn`).
 const ENGINE_PLACES: i64 = 0x0073_6b2d_656e_676e;

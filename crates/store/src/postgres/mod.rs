@@ -13,7 +13,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::Backend;
 
-mod cluster;
+pub(crate) mod cluster;
 mod engines;
 mod installs;
 mod interactions;
@@ -27,6 +27,12 @@ static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgr
 /// Connections a node keeps to PostgreSQL at most: enough for a status poll beside every write
 /// of a busy node; a fleet of N nodes needs N times this below the server's `max_connections`.
 const MAX_CONNECTIONS: u32 = 10;
+
+/// How long PostgreSQL lets a transaction of ours wait on the node before it ends the session.
+/// Our transactions wait on nothing but the database, for milliseconds; a node frozen inside
+/// one (`SIGSTOP`, a paused VM) would otherwise keep its locks, the leader's among them, so no
+/// other node could settle it as lost while it stays frozen.
+pub(crate) const STALLED_TRANSACTION: Duration = Duration::from_secs(5);
 
 /// The PostgreSQL backend: a connection pool, this node's name among those sharing it, and
 /// the bound on their queued runs.
@@ -50,7 +56,11 @@ impl Postgres {
     ) -> anyhow::Result<Self> {
         // The URL may carry a password: errors name the host and database, never the URL.
         let options = PgConnectOptions::from_str(url)
-            .context("SKILL_RUNNER_DATABASE_URL is not a valid postgres:// URL")?;
+            .context("SKILL_RUNNER_DATABASE_URL is not a valid postgres:// URL")?
+            .options([(
+                "idle_in_transaction_session_timeout",
+                STALLED_TRANSACTION.as_millis().to_string(),
+            )]);
         let place = format!(
             "{}:{}/{}",
             options.get_host(),
