@@ -127,17 +127,18 @@ pub async fn serve(
         // The other nodes forward reads here under this node's URL.
         config.admit_host_of(&node.url);
     }
-    let storage = config
-        .storage_url
-        .as_deref()
-        .map(|url| Storage::open(url, data.storage_scratch()))
-        .transpose()?;
-    if storage.is_some() && store.cluster().is_none() {
-        tracing::warn!(
-            "SKILL_RUNNER_STORAGE_URL is for nodes sharing a PostgreSQL database \
-             (SKILL_RUNNER_DATABASE_URL); on SQLite, run folders stay in the data dir only"
-        );
-    }
+    // Shared storage serves nodes sharing a database only: on SQLite the data dir is all.
+    let storage = match (&config.storage_url, store.cluster()) {
+        (Some(url), Some(_)) => Some(Storage::open(url, data.storage_scratch())?),
+        (Some(_), None) => {
+            tracing::warn!(
+                "SKILL_RUNNER_STORAGE_URL is for nodes sharing a PostgreSQL database \
+                 (SKILL_RUNNER_DATABASE_URL); on SQLite, run folders stay in the data dir only"
+            );
+            None
+        }
+        (None, _) => None,
+    };
     let registry = open_registry(&config).await?;
     let installer = Arc::new(Installer::new(
         store.clone(),

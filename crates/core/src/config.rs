@@ -100,7 +100,8 @@ pub struct JobsConfig {
     /// Engines with a bound of their own on turns at once, on this node and, among nodes, in
     /// the whole cluster (`SKILL_RUNNER_ENGINE_LIMITS`).
     pub engine_limits: crate::jobs::queue::EngineLimits,
-    /// Where settled run folders are copied for the other nodes (`SKILL_RUNNER_STORAGE_URL`).
+    /// Where settled run folders are copied for the other nodes (`SKILL_RUNNER_STORAGE_URL`);
+    /// only ever set among nodes sharing a database.
     pub storage: Option<crate::storage::Storage>,
 }
 

@@ -35,6 +35,12 @@ impl RunFolder {
         &self.root
     }
 
+    /// Whether this node's data dir holds the folder (among nodes, another node's may; an
+    /// unreadable data dir counts as not holding it).
+    pub async fn is_here(&self) -> bool {
+        tokio::fs::try_exists(&self.root).await.unwrap_or(false)
+    }
+
     pub fn logs(&self) -> PathBuf {
         self.root.join("logs")
     }

@@ -113,7 +113,7 @@ impl Jobs {
             let _subscriber = super::telemetry::Subscriber::open();
             // Offsets into logs that are on another node stay as asked: that node's stream
             // resumes there.
-            let mut sent = if among_nodes && !folder_here(&folder).await {
+            let mut sent = if among_nodes && !folder.is_here().await {
                 from
             } else {
                 Offsets { stdout: stdout.offset, stderr: stderr.offset }
@@ -152,45 +152,30 @@ impl Jobs {
                 let settled = current.settled();
                 // Among nodes, a run whose folder is not here may run (or have run) elsewhere;
                 // a settled run's holder is asked once.
-                let elsewhere = among_nodes && !folder_here(&folder).await;
+                let elsewhere = among_nodes && !folder.is_here().await;
                 if elsewhere && run.turn > 0 && !(settled && relayed_once)
                     && let Some(node) = jobs.holder_elsewhere(&run_id).await
                 {
                     relayed_once = true;
-                    let secret = jobs.store.cluster().map(|c| c.secret().to_owned()).unwrap_or_default();
-                    let opened = jobs.relay.events(&node, &secret, heartbeat, (scope, &request_id), sent).await;
-                    match opened {
-                        Ok(upstream) => {
-                            let mut upstream = std::pin::pin!(upstream);
-                            loop {
-                                // The service stopping ends a relayed stream too.
-                                let event = tokio::select! {
-                                    event = futures_util::StreamExt::next(&mut upstream) => event,
-                                    () = jobs.feeds.closed() => return,
-                                };
-                                let event = match event {
-                                    Some(Ok(event)) => event,
-                                    None => break,
-                                    Some(Err(e)) => {
-                                        tracing::debug!(run_id, node = node.id, error = format!("{e:#}"), "relayed event stream broke off");
-                                        break;
-                                    }
-                                };
-                                if let Some(offsets) = Offsets::from_event_id(&event.id) {
-                                    sent = offsets;
-                                }
-                                if event.name == "status" && let EventData::Text(data) = &event.data {
-                                    shown = serde_json::from_str(data).ok().or(shown);
-                                }
-                                let end = event.name == "end";
-                                last_event = Instant::now();
-                                yield event;
-                                if end {
-                                    return;
-                                }
-                            }
+                    let upstream = jobs.relayed(&node, &run_id, (scope, &request_id), sent).await;
+                    let mut upstream = std::pin::pin!(upstream);
+                    while let Some(event) = futures_util::StreamExt::next(&mut upstream).await {
+                        if let Some(offsets) = Offsets::from_event_id(&event.id) {
+                            sent = offsets;
                         }
-                        Err(e) => tracing::debug!(run_id, node = node.id, error = format!("{e:#}"), "cannot relay the event stream"),
+                        if event.name == "status" && let EventData::Text(data) = &event.data {
+                            shown = serde_json::from_str(data).ok().or(shown);
+                        }
+                        let end = event.name == "end";
+                        last_event = Instant::now();
+                        yield event;
+                        if end {
+                            return;
+                        }
+                    }
+                    // The service stopping ends a relayed stream too.
+                    if jobs.feeds.is_closed() {
+                        return;
                     }
                     // The holder's stream broke off (or never opened): read the run again and
                     // carry on from what was sent.
@@ -257,6 +242,54 @@ impl Jobs {
         })
     }
 
+    /// `node`'s own events of the run from `from` on: they end with its stream, when that
+    /// breaks off (logged) or when this service stops.
+    async fn relayed(
+        self: &Arc<Self>,
+        node: &crate::store::NodeAddress,
+        run_id: &str,
+        target: (Scope, &str),
+        from: Offsets,
+    ) -> impl Stream<Item = StreamEvent> + use<> {
+        use futures_util::StreamExt as _;
+        let secret = self
+            .store
+            .cluster()
+            .map(|c| c.secret().to_owned())
+            .unwrap_or_default();
+        let heartbeat = self.config.limits.sse_heartbeat;
+        let opened = self
+            .relay
+            .events(node, &secret, heartbeat, target, from)
+            .await;
+        let (run_id, node_id) = (run_id.to_owned(), node.id.clone());
+        let jobs = self.clone();
+        async_stream::stream! {
+            let upstream = match opened {
+                Ok(upstream) => upstream,
+                Err(e) => {
+                    tracing::debug!(run_id, node = node_id, error = format!("{e:#}"), "cannot relay the event stream");
+                    return;
+                }
+            };
+            let mut upstream = std::pin::pin!(upstream);
+            loop {
+                let event = tokio::select! {
+                    event = upstream.next() => event,
+                    () = jobs.feeds.closed() => return,
+                };
+                match event {
+                    Some(Ok(event)) => yield event,
+                    None => return,
+                    Some(Err(e)) => {
+                        tracing::debug!(run_id, node = node_id, error = format!("{e:#}"), "relayed event stream broke off");
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
     /// The node holding `run_id`'s folder, when it is another live node.
     async fn holder_elsewhere(&self, run_id: &str) -> Option<crate::store::NodeAddress> {
         let cluster = self.store.cluster()?;
@@ -272,11 +305,6 @@ impl Jobs {
             }
         }
     }
-}
-
-/// Whether this node's data dir holds the run folder.
-async fn folder_here(folder: &crate::run_folder::RunFolder) -> bool {
-    tokio::fs::try_exists(folder.root()).await.unwrap_or(false)
 }
 
 /// A piece of a log, its event data serialized once (`{from, to, chunk}`).

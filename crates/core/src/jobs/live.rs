@@ -171,6 +171,11 @@ impl Feeds {
         self.closing.cancel();
     }
 
+    /// Whether [`Feeds::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.closing.is_cancelled()
+    }
+
     /// Resolves once [`Feeds::close`] was called.
     pub async fn closed(&self) {
         self.closing.cancelled().await;

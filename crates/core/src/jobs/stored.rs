@@ -12,7 +12,7 @@ use crate::storage::Storage;
 impl Jobs {
     /// The shared storage, when the nodes have one.
     pub fn storage(&self) -> Option<&Storage> {
-        self.store.cluster().and(self.config.storage.as_ref())
+        self.config.storage.as_ref()
     }
 
     /// Copies the folder of a run whose turn settled here into shared storage, in the
@@ -24,7 +24,7 @@ impl Jobs {
         };
         let (store, folder, run_id) = (self.store.clone(), self.folder(run_id), run_id.to_owned());
         self.tracker.spawn(async move {
-            if !tokio::fs::try_exists(folder.root()).await.unwrap_or(false) {
+            if !folder.is_here().await {
                 return;
             }
             let shared = async {
@@ -85,13 +85,12 @@ impl Jobs {
     /// it holds it now.
     pub(super) async fn bring_back(&self, run_id: &str) -> bool {
         let folder = self.folder(run_id);
-        let here = || async { tokio::fs::try_exists(folder.root()).await.unwrap_or(false) };
         let Some(storage) = self.storage() else {
-            return here().await;
+            return folder.is_here().await;
         };
         // One copy at a time: streams and reads asking together wait for the first.
         let _restoring = self.restoring.lock().await;
-        if here().await {
+        if folder.is_here().await {
             return true;
         }
         match storage.restore(run_id, &folder).await {

@@ -86,7 +86,7 @@ impl Jobs {
         let Some(cluster) = self.store.cluster() else {
             return Ok(folder);
         };
-        if run.turn == 0 || tokio::fs::try_exists(folder.root()).await.unwrap_or(false) {
+        if run.turn == 0 || folder.is_here().await {
             return Ok(folder);
         }
         match cluster.holder(&run.run_id).await? {

@@ -66,6 +66,8 @@ impl SwapPlan {
 }
 
 impl Installer {
+    /// `storage`, given only among nodes sharing a database, is where installed packages
+    /// are kept for the other nodes.
     pub fn new(
         store: Store,
         registry: Arc<Registry>,
@@ -74,7 +76,7 @@ impl Installer {
         storage: Option<crate::storage::Storage>,
     ) -> Self {
         Self {
-            storage: storage.filter(|_| store.cluster().is_some()),
+            storage,
             store,
             registry,
             requests_dir: data.installs().join("requests"),
