@@ -324,7 +324,7 @@ def jobs():
 
         rate, split = finished_rate(port, proc.pid)
         print(f"finished jobs/s, /bin/sh skill, 2000 jobs created by 8 clients, data dir on disk: "
-              f"{rate:,.0f} jobs/s ({split}; {os.cpu_count()} slots; target >= 300; anchor ~3)")
+              f"{rate:,.0f} jobs/s ({split}; {os.cpu_count()} cores; target >= 300; anchor ~3)")
 
         if shutil.which("wrk"):
             # Status polls of an active run (one printing a line every 10 ms), against the

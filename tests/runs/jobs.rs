@@ -371,6 +371,38 @@ async fn agent_turns_wait_for_their_own_places_and_script_runs_pass_them() {
     assert_eq!(server.wait_job(&second).await["status"], "canceled");
 }
 
+/// Turns run in a session of their own, apart from the service's: where the kernel groups the
+/// scheduling by session (autogroup), all turns together weigh as much as the service, which
+/// so keeps its share of the CPU for requests while turns keep the cores busy.
+#[tokio::test]
+async fn turns_run_in_a_session_apart_from_the_services() {
+    let server = TestServer::with_skills(&[probe_skill("probe", None)], &[]);
+    let rid = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "grandchild"}}))
+        .await;
+    let status = server
+        .wait_status(&format!("/v1/jobs/{rid}"), &["running"])
+        .await;
+    let pgid = common::wait_pgid(&server.workspace(&status)).await;
+    let members = common::group_members(pgid);
+    assert!(!members.is_empty(), "the turn's processes live");
+    // After the command's name: state, parent, group, session.
+    let session = |pid: i32| common::stat_fields(pid).map(|f| f[3].clone());
+    let autogroup = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/autogroup")).ok();
+    let service = server.pid();
+    for pid in members {
+        assert_ne!(session(pid), session(service), "process {pid} of the turn");
+        if let (Some(turn), Some(own)) = (autogroup(pid), autogroup(service)) {
+            assert_ne!(turn, own, "process {pid} of the turn schedules apart");
+        }
+    }
+    let (code, _) = server
+        .post_json(&format!("/v1/jobs/{rid}/cancel"), json!({}))
+        .await;
+    assert_eq!(code, 200);
+    assert_group_gone(pgid);
+}
+
 /// A cancel sent the moment a run shows `running` reaches the turn while its leader is still
 /// setting it up. The first process of a new pid namespace drops a SIGTERM it neither blocks
 /// nor handles, so the leader starts with its signals blocked: with a 30 s grace, a lost

@@ -15,7 +15,8 @@
 //! `X <pid> <code>` or `K <pid> <signal>`, one line each.
 //!
 //! It holds nothing of the service's: an empty environment, `/` as its folder, no descriptor but
-//! the socket. When the service goes away the socket reaches end-of-file and the forkserver
+//! the socket, and a session of its own (see [`serve`]: the turns schedule apart from the
+//! service). When the service goes away the socket reaches end-of-file and the forkserver
 //! exits; each leader's parent-death signal then makes it kill its tree, as when the service was
 //! its parent. If the forkserver dies, the turns it reported on end as killed and the next turn
 //! starts a new one.
@@ -162,10 +163,7 @@ impl Conn {
             .current_dir("/")
             .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            // Out of the service's group: a Ctrl-C at the service's terminal is the service's
-            // to handle, not a reason for the forkserver to take every turn down.
-            .process_group(0);
+            .stderr(Stdio::inherit());
         let child = tokio::process::Command::from(command).spawn()?;
         stream.set_nonblocking(true)?;
         let (read, write) = tokio::net::UnixStream::from_std(stream)?.into_split();
@@ -286,6 +284,15 @@ impl Answer {
 
 /// The forkserver itself (`skill-runner forkserver`); never returns.
 pub fn serve() -> ! {
+    // A session of its own, which its leaders and every turn inherit. Out of the service's
+    // group: a Ctrl-C at the service's terminal is the service's to handle, not a reason to
+    // take every turn down. And where the kernel groups the scheduling by session (autogroup,
+    // on by default in Debian's and most distributions' kernels), all turns together weigh
+    // as much as the service does: while they keep the cores busy, the service still gets
+    // its share at once to answer requests, and a turn alone runs at full speed.
+    if let Err(e) = nix::unistd::setsid() {
+        fail(&format!("cannot start a session: {e}"));
+    }
     let stdin = io::stdin();
     let socket = stdin.as_fd();
     let mut ended = SigSet::empty();
