@@ -154,7 +154,6 @@ impl ForkServer {
 
 impl Conn {
     fn start(exe: &Path) -> io::Result<Conn> {
-        use std::os::unix::process::CommandExt as _;
         let (stream, theirs) = std::os::unix::net::UnixStream::pair()?;
         let mut command = std::process::Command::new(exe);
         command
