@@ -73,4 +73,7 @@ bash scripts/docker-build-check.sh
 # A failed build shows again, with its errors, in the smoke run's own `cargo build --release`.
 wait "$release_build" || true
 bash scripts/smoke-run.sh
+# The container lane: the Docker image built from that binary and run with podman as a user
+# would run it (`scripts/container-test.sh`).
+bash scripts/container-test.sh
 check_tree

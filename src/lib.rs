@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod config;
+pub mod health_check;
 pub mod idle;
 pub mod mcp;
 pub mod metrics;

@@ -49,6 +49,9 @@ enum Command {
         #[arg(long)]
         profile: Option<String>,
     },
+    /// Exits 0 when the service that these settings (`SKILL_RUNNER_BIND`, `PORT`) describe
+    /// answers `/readyz` with 200, else 1 with the reason: the container image's health check.
+    Health,
     /// Internal: the group reaper the service starts for itself (see `process::reaper`).
     #[command(hide = true)]
     Reaper,
@@ -67,6 +70,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Forkserver => skill_runner::process::forkserver::serve(),
+        Command::Health => health(),
         Command::Validate { path, profile } => {
             match skill_runner::validate::check(&path, profile.as_deref()) {
                 Ok(outcome) => {
@@ -162,6 +166,31 @@ fn serve(args: &[OsString]) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(code) => code,
+    }
+}
+
+fn health() -> ExitCode {
+    let vars: BTreeMap<String, String> = std::env::vars().collect();
+    let bind = match Config::load(&[], &vars) {
+        Ok(config) => config.bind,
+        Err(Refused::Help(text)) => {
+            eprintln!("{text}");
+            return ExitCode::from(2);
+        }
+        Err(Refused::Invalid(e)) => {
+            eprintln!("skill-runner health: configuration error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match skill_runner::health_check::check(bind) {
+        Ok(()) => {
+            println!("ready");
+            ExitCode::SUCCESS
+        }
+        Err(why) => {
+            eprintln!("skill-runner health: {why}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -25,10 +25,6 @@ use crate::api::error::ApiError;
 use crate::config::BasicAuth;
 use crate::state::AppState;
 
-/// The routes open without a token: load balancers, `docker` health checks and an
-/// orchestrator's probes call them. They tell nothing but whether the node works.
-const OPEN_PATHS: [&str; 3] = ["/v1/system/ping", "/healthz", "/readyz"];
-
 /// A middleware over the whole router: with tokens configured, a request needs one (or the
 /// console's Basic Auth); otherwise 401 with `WWW-Authenticate: Bearer`.
 pub async fn require_token(
@@ -38,7 +34,7 @@ pub async fn require_token(
 ) -> Response {
     let config = &state.config;
     if config.api_tokens.is_none()
-        || OPEN_PATHS.contains(&request.uri().path())
+        || skill_runner_web::PROBES.contains(&request.uri().path())
         || carries_credentials(&state, request.headers())
     {
         return next.run(request).await;

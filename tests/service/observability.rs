@@ -284,6 +284,23 @@ async fn probes_are_open_and_readiness_follows_the_store() {
         "host name and pid by default: {version}"
     );
 
+    // Re-executed without its environment at start, it still goes by its name in `ps`.
+    let comm = std::fs::read_to_string(format!("/proc/{}/comm", server.pid())).unwrap();
+    assert_eq!(comm.trim(), "skill-runner");
+
+    // The image's health check asks the same: on the address the settings name, or on
+    // loopback for a service bound to every interface.
+    let port = server.url("").rsplit(':').next().unwrap().to_owned();
+    assert_eq!(
+        health(&[("SKILL_RUNNER_BIND", &format!("127.0.0.1:{port}"))]).0,
+        0
+    );
+    assert_eq!(
+        health(&[("SKILL_RUNNER_BIND", &format!("0.0.0.0:{port}"))]).0,
+        0
+    );
+    assert_eq!(health(&[("PORT", &port)]).0, 0);
+
     // A database that lacks this build's latest migration is not ready; restored, it is.
     let db = server.dirs.data.join("skill_runner.db");
     let sql = |statement: &str| {
@@ -308,8 +325,31 @@ async fn probes_are_open_and_readiness_follows_the_store() {
         )
     );
     server.wait_log("readiness: the store check failed").await;
+    let (code, said) = health(&[("PORT", &port)]);
+    assert_eq!(code, 1, "{said}");
+    assert!(
+        said.contains("answered 503") && said.contains("not_ready"),
+        "{said}"
+    );
     sql("INSERT INTO _sqlx_migrations SELECT * FROM kept");
     assert_eq!(server.get("/readyz").await.0, 200);
+    drop(server);
+    let (code, said) = health(&[("PORT", &port)]);
+    assert_eq!(code, 1, "{said}");
+    assert!(said.contains("cannot connect"), "{said}");
+}
+
+/// `skill-runner health` with `env` and no other setting: its exit code and what it printed.
+fn health(env: &[(&str, &str)]) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_skill-runner"))
+        .arg("health")
+        .env_clear()
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap(), said)
 }
 
 /// A stand-in OpenTelemetry collector: keeps every OTLP/HTTP JSON body posted to `/v1/traces`.

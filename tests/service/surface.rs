@@ -326,12 +326,13 @@ async fn out_of_descriptors_the_service_turns_connections_away_and_recovers() {
     assert_eq!(status["status"], "succeeded", "{status}");
 }
 
+/// Every route refuses a `Host` that is not the service's (DNS rebinding) but the probes: a
+/// container's health check or an orchestrator's probe names the address it dialled.
 #[tokio::test]
-async fn a_request_for_another_host_is_refused_on_every_route() {
+async fn a_request_for_another_host_is_refused_on_every_route_but_the_probes() {
     let server = server(&[]);
     let client = common::client();
     for (method, path) in [
-        ("GET", "/v1/system/ping"),
         ("GET", "/v1/management/runs"),
         ("POST", "/v1/jobs"),
         ("GET", "/v1/skills"),
@@ -360,15 +361,28 @@ async fn a_request_for_another_host_is_refused_on_every_route() {
             "{body}"
         );
     }
+    for (path, status) in [
+        ("/v1/system/ping", 204),
+        ("/healthz", 200),
+        ("/readyz", 200),
+    ] {
+        let answer = client
+            .get(server.url(path))
+            .header("host", "10.1.2.3:8000")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), status, "{path} answers a probe by address");
+    }
     // Its own names are served.
     for host in ["localhost:1", "127.0.0.1", "[::1]:8000"] {
         let answer = client
-            .get(server.url("/v1/system/ping"))
+            .get(server.url("/v1/skills"))
             .header("host", host)
             .send()
             .await
             .unwrap();
-        assert_eq!(answer.status(), 204, "{host}");
+        assert_eq!(answer.status(), 200, "{host}");
     }
     // A name the operator lists is served too.
     let listed = self::server(&[("SKILL_RUNNER_ALLOWED_HOSTS", "runner.internal")]);

@@ -54,6 +54,9 @@ pub fn receive() -> io::Result<Option<BTreeMap<String, String>>> {
         .and_then(|mut file| file.read_to_string(&mut text));
     nix::unistd::close(fd).map_err(io::Error::from)?;
     read?;
+    // Exec'd as /proc/self/exe, the process is named `exe`: it takes the binary's name back,
+    // so that `ps`, `pgrep` and `top` show `skill-runner`.
+    nix::sys::prctl::set_name(c"skill-runner").map_err(io::Error::from)?;
     serde_json::from_str(&text)
         .map(Some)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))

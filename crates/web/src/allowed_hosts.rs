@@ -98,13 +98,15 @@ pub async fn guard(
         .map(str::to_owned)
         .or_else(|| request.uri().authority().map(|a| a.to_string()));
     match host {
-        Some(host) if !allowed.permits(&host) => crate::detail(
-            StatusCode::MISDIRECTED_REQUEST,
-            format!(
-                "Host '{host}' is not one this service answers to; an operator who reaches it \
+        Some(host) if !allowed.permits(&host) && !crate::PROBES.contains(&request.uri().path()) => {
+            crate::detail(
+                StatusCode::MISDIRECTED_REQUEST,
+                format!(
+                    "Host '{host}' is not one this service answers to; an operator who reaches it \
                  by that name adds it to SKILL_RUNNER_ALLOWED_HOSTS"
-            ),
-        ),
+                ),
+            )
+        }
         // HTTP/1.0 clients may send none; a browser always does.
         _ => next.run(request).await,
     }

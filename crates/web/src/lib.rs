@@ -16,6 +16,11 @@ pub mod sse;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
+/// The routes load balancers, container health checks and an orchestrator's probes call: open
+/// without a token and under any `Host` (a probe names the address it dialled, which an
+/// operator's list of names need not hold). They tell nothing but whether the node works.
+pub const PROBES: [&str; 3] = ["/v1/system/ping", "/healthz", "/readyz"];
+
 /// An error answer in the shape every route of the service uses: `{"detail": ...}`.
 pub fn detail(status: StatusCode, detail: impl Into<serde_json::Value>) -> Response {
     (
