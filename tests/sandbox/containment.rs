@@ -86,8 +86,8 @@ elif attack == "privileges":
             fds[fd] = "?"
     seen["fds"] = fds
 elif attack == "unix":
-    s = socket.socket(socket.AF_UNIX)
     try:
+        s = socket.socket(socket.AF_UNIX)
         s.connect(p["path"])
         seen["unix"] = "CONNECTED"
     except OSError as e:
@@ -157,27 +157,41 @@ elif attack == "udp":
         except OSError as e:
             seen["%s:%d" % (host, port)] = "failed: " + (e.strerror or type(e).__name__)
 elif attack == "listen":
-    # Waits for another run to connect, over TCP and over a socket file in the workspace.
-    tcp_server = socket.socket()
-    tcp_server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    tcp_server.bind(("127.0.0.1", p["port"]))
-    tcp_server.listen(8)
-    tcp_server.settimeout(0.1)
+    # Listens where it may (TCP, a socket file in the workspace), says so in `ready`, and
+    # waits for another run to connect.
+    servers = []
+    try:
+        tcp_server = socket.socket()
+        tcp_server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        tcp_server.bind(("127.0.0.1", p["port"]))
+        tcp_server.listen(8)
+        servers.append(("tcp", tcp_server))
+        seen["tcp"] = "listening"
+    except OSError as e:
+        seen["tcp"] = "failed: " + (e.strerror or type(e).__name__)
     path = os.path.join(os.getcwd(), "door.sock")
-    unix_server = socket.socket(socket.AF_UNIX)
-    unix_server.bind(path)
-    os.chmod(path, 0o777)
-    unix_server.listen(8)
-    unix_server.settimeout(0.1)
+    try:
+        unix_server = socket.socket(socket.AF_UNIX)
+        unix_server.bind(path)
+        os.chmod(path, 0o777)
+        unix_server.listen(8)
+        servers.append(("unix", unix_server))
+        seen["unix"] = "listening"
+    except OSError as e:
+        seen["unix"] = "failed: " + (e.strerror or type(e).__name__)
+    open("ready", "w").close()
     accepted = []
     deadline = time.time() + p["seconds"]
     while time.time() < deadline:
-        for name, server in (("tcp", tcp_server), ("unix", unix_server)):
+        for name, server in servers:
+            server.settimeout(0.1)
             try:
                 server.accept()
                 accepted.append(name)
             except OSError:
                 pass
+        if not servers:
+            time.sleep(0.1)
     seen["accepted"] = accepted
 elif attack == "leave":
     # What an earlier turn left listening (TCP and an abstract unix name) must be gone; this
@@ -253,6 +267,7 @@ macro_rules! in_both_networks {
 }
 
 in_both_networks!(
+    runs_cannot_talk_to_each_other,
     a_turn_cannot_reach_the_service_api,
     a_turn_cannot_reach_other_loopback_ports_addresses_or_udp,
     a_turn_cannot_reach_a_host_on_another_network,
@@ -346,13 +361,10 @@ async fn a_turn_cannot_reach_a_host_on_another_network(shared: bool) {
 
 /// A run listening on its loopback, or on a socket file in its workspace, is out of another
 /// run's reach.
-#[tokio::test]
-async fn runs_cannot_talk_to_each_other() {
-    match isolate(concat!(module_path!(), "::runs_cannot_talk_to_each_other")) {
-        Isolation::Inside => {}
-        _ => return,
-    }
-    let server = server(&[("SKILL_RUNNER_MAX_CONCURRENT", "2")]);
+async fn runs_cannot_talk_to_each_other(shared: bool) {
+    let mut env = vec![("SKILL_RUNNER_MAX_CONCURRENT", "2")];
+    env.extend_from_slice(network(shared));
+    let server = server(&env);
     // The listening run's socket file appears once it listens on both.
     let listener = server
         .create_job(json!({"skill_id": "attacker", "parameter": {
@@ -364,7 +376,7 @@ async fn runs_cannot_talk_to_each_other() {
     let workspace = server.workspace(&status);
     let socket = workspace.join("door.sock");
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !socket.exists() {
+    while !workspace.join("ready").exists() {
         assert!(
             Instant::now() < deadline,
             "the listening run never got ready"
@@ -382,16 +394,51 @@ async fn runs_cannot_talk_to_each_other() {
         json!({"attack": "unix", "path": socket.to_string_lossy()}),
     )
     .await;
-    // The other run's folder does not exist for the turn (it sees its own run only).
-    assert_eq!(unix["unix"], "failed: No such file or directory", "{unix}");
+    let own_network = barriers(&server).await["network"] == "namespace";
+    if own_network {
+        // The other run's folder does not exist for the turn (it sees its own run only).
+        assert_eq!(unix["unix"], "failed: No such file or directory", "{unix}");
+    } else {
+        // Landlock keeps the other run's workspace out of reach.
+        all_failed(&unix);
+    }
     let done = server.wait_job(&listener).await;
     assert_eq!(done["status"], "succeeded", "{done}");
     let (_, result) = server.get(&format!("/v1/jobs/{listener}/result")).await;
-    assert_eq!(
-        result["result"]["data"]["observed"]["accepted"],
-        json!([]),
-        "{result}"
-    );
+    let observed = &result["result"]["data"]["observed"];
+    assert_eq!(observed["accepted"], json!([]), "{result}");
+    if !own_network {
+        // In the service's network a turn may bind no port at all.
+        assert!(
+            observed["tcp"].as_str().unwrap().starts_with("failed"),
+            "{result}"
+        );
+    }
+}
+
+/// Which mechanism holds each barrier on the server's host, as the service reports it.
+async fn barriers(server: &TestServer) -> Value {
+    let (code, engines) = server.get("/v1/management/engines").await;
+    assert_eq!(code, 200, "{engines}");
+    engines["engines"][0]["barriers"].clone()
+}
+
+/// Every barrier holds by some mechanism where the tests run: on this machine as root, and in
+/// the container lane as the image's user under podman's default seccomp profile.
+#[tokio::test]
+async fn every_barrier_holds_by_some_mechanism() {
+    let server = server(&[]);
+    let barriers = barriers(&server).await;
+    for (barrier, mechanism) in barriers.as_object().unwrap() {
+        assert_ne!(mechanism, "none", "{barrier} is not held: {barriers}");
+    }
+    assert_eq!(barriers["files"], "landlock", "{barriers}");
+    let expected_network = if server.in_container() {
+        "landlock-tcp+seccomp"
+    } else {
+        "namespace"
+    };
+    assert_eq!(barriers["network"], expected_network, "{barriers}");
 }
 
 /// Processes whose command line carries `token`.
@@ -690,26 +737,21 @@ async fn a_skill_reaches_the_hosts_it_declares_and_the_operator_permits_and_noth
 /// Run in the test's own UTS and mount namespaces: were the barrier broken, the turn would
 /// rename and mount over those, not the machine's.
 #[tokio::test]
-async fn a_turn_has_no_privileges_and_no_inherited_descriptor() {
-    match isolate(concat!(
-        module_path!(),
-        "::a_turn_has_no_privileges_and_no_inherited_descriptor"
-    )) {
+async fn a_turn_has_no_privileges() {
+    match isolate(concat!(module_path!(), "::a_turn_has_no_privileges")) {
         Isolation::Inside => {}
         _ => return,
     }
-    let secret = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(secret.path(), "inherited-secret").unwrap();
-    let dirs = common::TestDirs::new();
-    attacker_skill().write_into(&dirs.skills);
-    let server = TestServer::start_inheriting(dirs, &[], secret.path());
-    // The service itself holds the descriptor.
-    let held = std::fs::read_link(format!("/proc/{}/fd/9", server.pid())).unwrap();
-    assert_eq!(held, secret.path());
-
+    let server = server(&[]);
     let seen = attack(&server, json!({"attack": "privileges"})).await;
+    // A service without capabilities (the image's user) cannot empty the bounding set; with
+    // no_new_privs nothing the turn runs can gain a capability from it.
+    let service = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
+    let privileged = !service.contains("CapEff:\t0000000000000000");
     for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
-        assert_eq!(seen[set], "0000000000000000", "{set}: {seen}");
+        if set != "CapBnd" || privileged {
+            assert_eq!(seen[set], "0000000000000000", "{set}: {seen}");
+        }
     }
     assert_eq!(seen["NoNewPrivs"], "1", "{seen}");
     assert_eq!(seen["Seccomp"], "2", "a seccomp filter: {seen}");
@@ -734,6 +776,26 @@ async fn a_turn_has_no_privileges_and_no_inherited_descriptor() {
     assert_ne!(hostname.trim(), "hijacked");
 }
 
+/// A descriptor the service was started with (as from a careless launcher's `9<file`) does
+/// not reach its turns.
+#[tokio::test]
+async fn no_descriptor_of_the_service_reaches_a_turn() {
+    let secret = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(secret.path(), "inherited-secret").unwrap();
+    let dirs = common::TestDirs::new();
+    attacker_skill().write_into(&dirs.skills);
+    let server = TestServer::start_inheriting(dirs, &[], secret.path());
+    // The service itself holds the descriptor.
+    let held = std::fs::read_link(format!("/proc/{}/fd/9", server.pid())).unwrap();
+    assert_eq!(held, secret.path());
+    let seen = attack(&server, json!({"attack": "privileges"})).await;
+    assert_eq!(
+        seen["fds"],
+        json!({}),
+        "descriptors reached the turn: {seen}"
+    );
+}
+
 /// Runs one attack that must end the run `failed` with `code`; returns the run's status.
 async fn over_limit(server: &TestServer, parameter: Value, code: &str) -> Value {
     let rid = server
@@ -749,17 +811,24 @@ async fn over_limit(server: &TestServer, parameter: Value, code: &str) -> Value 
 #[tokio::test]
 async fn a_fork_bomb_stops_at_the_process_limit() {
     let server = server(&[("SKILL_RUNNER_RUN_PIDS", "64")]);
-    let status = over_limit(
-        &server,
-        json!({"attack": "fork", "count": 3000}),
-        "RESOURCE_PIDS",
-    )
-    .await;
-    let message = status["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("processes (64)") && message.contains("SKILL_RUNNER_RUN_PIDS"),
-        "{message}"
-    );
+    let bomb = json!({"attack": "fork", "count": 3000});
+    if barriers(&server).await["resources"] == "rlimits" {
+        // Without a pids cgroup, RLIMIT_NPROC: the fork past the bound fails in the turn.
+        let observed = attack(&server, bomb).await;
+        let children = observed["children"].as_u64().unwrap();
+        assert!(children < 64, "{observed}");
+        assert_eq!(
+            observed["error"], "Resource temporarily unavailable",
+            "{observed}"
+        );
+    } else {
+        let status = over_limit(&server, bomb, "RESOURCE_PIDS").await;
+        let message = status["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("processes (64)") && message.contains("SKILL_RUNNER_RUN_PIDS"),
+            "{message}"
+        );
+    }
     // The next run is unaffected.
     let fine = attack(&server, json!({"attack": "tcp", "targets": []})).await;
     assert_eq!(fine, json!({}));
@@ -773,12 +842,19 @@ async fn memory_past_the_skills_own_limit_ends_the_run() {
         "limits": {"memory_mb": 256}
     }));
     let server = TestServer::with_skills(&[skill], &[]);
-    let status = over_limit(
-        &server,
-        json!({"attack": "memory", "mb": 3072}),
-        "RESOURCE_MEMORY",
-    )
-    .await;
+    let hog = json!({"attack": "memory", "mb": 3072});
+    if barriers(&server).await["resources"] == "rlimits" {
+        // Without a memory cgroup, RLIMIT_DATA: the allocation past it fails in the turn.
+        let observed = attack(&server, hog).await;
+        let allocated = observed["allocated_mb"].as_str().unwrap_or_default();
+        let mb: u64 = allocated
+            .strip_prefix("MemoryError at ")
+            .and_then(|mb| mb.parse().ok())
+            .unwrap_or_else(|| panic!("the allocation was not refused: {observed}"));
+        assert!(mb < 256, "{observed}");
+        return;
+    }
+    let status = over_limit(&server, hog, "RESOURCE_MEMORY").await;
     let message = status["error"]["message"].as_str().unwrap();
     assert!(
         message.contains("memory (256 MiB)") && message.contains("limits.memory_mb"),

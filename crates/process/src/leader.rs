@@ -50,6 +50,8 @@ pub struct LeaderArgs {
     pub memory_cgroup: bool,
     /// Whether a cgroup counts the turn's CPU time (else `RLIMIT_CPU` bounds each process).
     pub cpu_cgroup: bool,
+    /// Whether a cgroup bounds the turn's processes (else `RLIMIT_NPROC` does, per uid).
+    pub pids_cgroup: bool,
     /// The turn's own run folder: in its mount namespace, the folder that holds it (`runs/`)
     /// shows nothing else.
     pub own_folder: Option<PathBuf>,
@@ -215,9 +217,13 @@ fn spawn(args: &LeaderArgs) -> std::io::Result<Pid> {
         sys::confine(&mut command, rules);
     }
     if let Some(limits) = args.limits {
+        let uid = args
+            .run_as
+            .unwrap_or_else(|| nix::unistd::getuid().as_raw());
+        let others = (!args.pids_cgroup).then(|| tasks_of(uid));
         sys::limit_resources(
             &mut command,
-            rlimits(&limits, args.memory_cgroup, args.cpu_cgroup),
+            rlimits(&limits, args.memory_cgroup, args.cpu_cgroup, others),
         );
     }
     if args.harden {
@@ -228,22 +234,71 @@ fn spawn(args: &LeaderArgs) -> std::io::Result<Pid> {
     Ok(Pid::from_raw(child.id() as i32))
 }
 
-/// The rlimits of a command with `limits`: `RLIMIT_DATA` and `RLIMIT_CPU` only where no cgroup
-/// holds memory or counts CPU time for the whole turn.
-fn rlimits(limits: &Limits, memory_cgroup: bool, cpu_cgroup: bool) -> Vec<(Resource, u64)> {
+/// The rlimits (soft, hard) of a command with `limits`: `RLIMIT_DATA`, `RLIMIT_CPU` and
+/// `RLIMIT_NPROC` only where no cgroup holds memory, counts CPU time or bounds the processes of
+/// the whole turn. The kernel counts `RLIMIT_NPROC` over every task of the uid, so the turn's
+/// bound is its own limit on top of the `others` the uid runs when it starts (the service's
+/// threads, other turns); it binds no uid 0 process. `RLIMIT_CPU` sends `SIGXCPU` at the soft
+/// limit and `SIGKILL` a second later, so the turn's end names its cause.
+fn rlimits(
+    limits: &Limits,
+    memory_cgroup: bool,
+    cpu_cgroup: bool,
+    others: Option<u64>,
+) -> Vec<(Resource, u64, u64)> {
     let mib = |n: u64| n.saturating_mul(1 << 20);
     let mut all = vec![
-        (Resource::RLIMIT_FSIZE, mib(limits.file_mb)),
-        (Resource::RLIMIT_NOFILE, limits.open_files),
-        (Resource::RLIMIT_CORE, 0),
+        (
+            Resource::RLIMIT_FSIZE,
+            mib(limits.file_mb),
+            mib(limits.file_mb),
+        ),
+        (
+            Resource::RLIMIT_NOFILE,
+            limits.open_files,
+            limits.open_files,
+        ),
+        (Resource::RLIMIT_CORE, 0, 0),
     ];
     if !memory_cgroup {
-        all.push((Resource::RLIMIT_DATA, mib(limits.memory_mb)));
+        let memory = mib(limits.memory_mb);
+        all.push((Resource::RLIMIT_DATA, memory, memory));
     }
     if !cpu_cgroup {
-        all.push((Resource::RLIMIT_CPU, limits.cpu_seconds));
+        let cpu = limits.cpu_seconds;
+        all.push((Resource::RLIMIT_CPU, cpu, cpu.saturating_add(1)));
+    }
+    if let Some(others) = others {
+        let pids = limits.pids.saturating_add(others);
+        all.push((Resource::RLIMIT_NPROC, pids, pids));
     }
     all
+}
+
+/// The tasks (threads included, as `RLIMIT_NPROC` counts them) of real uid `uid` in this
+/// process's view of `/proc`.
+fn tasks_of(uid: u32) -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    dir.flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
+        .filter_map(|status| {
+            let field = |name: &str| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .and_then(|v| v.split_whitespace().next())
+                    .and_then(|v| v.parse::<u64>().ok())
+            };
+            (field("Uid:")? == u64::from(uid)).then(|| field("Threads:"))?
+        })
+        .sum()
 }
 
 const SHM: &str = "/dev/shm";

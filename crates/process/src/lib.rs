@@ -362,6 +362,7 @@ impl Supervisor {
             cgroups: Vec::new(),
             memory_cgroup: self.launch.cgroups.memory().is_some(),
             cpu_cgroup: self.launch.cgroups.cpu().is_some(),
+            pids_cgroup: self.launch.cgroups.pids().is_some(),
             own_folder: spec.confine.as_ref().and_then(|c| c.own_folder.clone()),
             tcp_ports,
             listen: match opening {

@@ -5,9 +5,10 @@
 //!
 //! Where they are held: memory and processes by the turn's cgroups ([`super::cgroups`]; v1
 //! `memory` and `pids` controllers) where the service may create them, else by `RLIMIT_DATA`
-//! (memory; `RLIMIT_AS` would break V8 and Bun, which reserve large address ranges) and nothing
-//! for processes of uid 0; CPU time, file size and open files by rlimits; the workspace's size by
-//! the supervisor, which walks it while the turn runs.
+//! (memory; `RLIMIT_AS` would break V8 and Bun, which reserve large address ranges) and
+//! `RLIMIT_NPROC` (processes, counted per uid, binding no uid 0 process: a `fork` past it fails,
+//! which the turn's program sees); CPU time, file size and open files by rlimits; the
+//! workspace's size by the supervisor, which walks it while the turn runs.
 
 use std::fmt;
 

@@ -81,7 +81,10 @@ const NAMESPACE_FLAGS: &[i32] = &[
 
 /// The socket families and types a command that shares the service's network may not open
 /// (Landlock bounds TCP by port; it does not see these): UDP and raw IP sockets, packet and
-/// netlink sockets. `None`: any type.
+/// netlink sockets, and Unix sockets by path or abstract name: without a mount namespace of
+/// its own a turn could reach another run's socket file, since Landlock does not mediate
+/// `connect`. `socketpair` stays allowed (a program's pipes between its own processes).
+/// `None`: any type.
 const SHARED_NETWORK_SOCKETS: &[(i32, Option<i32>)] = &[
     (nix::libc::AF_INET, Some(nix::libc::SOCK_DGRAM)),
     (nix::libc::AF_INET6, Some(nix::libc::SOCK_DGRAM)),
@@ -89,6 +92,7 @@ const SHARED_NETWORK_SOCKETS: &[(i32, Option<i32>)] = &[
     (nix::libc::AF_INET6, Some(nix::libc::SOCK_RAW)),
     (nix::libc::AF_PACKET, None),
     (nix::libc::AF_NETLINK, None),
+    (nix::libc::AF_UNIX, None),
 ];
 
 /// The seccomp filters of a command; `own_namespaces`: it runs in pid and network namespaces

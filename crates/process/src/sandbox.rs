@@ -79,8 +79,8 @@ pub struct Barriers {
     /// `one-uid` (the one configured uid) or `service-uid` (the service's own).
     pub users: &'static str,
     /// What holds a turn's memory and processes: `cgroup-v2+rlimits`, `cgroup-v1+rlimits`,
-    /// `cgroup-v1+v2+rlimits` (one in each), `rlimits` (memory by `RLIMIT_DATA`, processes not
-    /// at all for uid 0) or `none`; file size and open files are rlimits, the workspace's size
+    /// `cgroup-v1+v2+rlimits` (one in each), `rlimits` (memory by `RLIMIT_DATA`, processes by
+    /// `RLIMIT_NPROC` per uid, not for uid 0) or `none`; file size and open files are rlimits, the workspace's size
     /// is watched.
     pub resources: &'static str,
     /// What counts a turn's CPU time against its cap: `cgroup-v2` or `cgroup-v1` (all its

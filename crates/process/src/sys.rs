@@ -111,20 +111,21 @@ pub fn harden(
     }
 }
 
-/// Sets the child's resource limits (soft and hard) before it runs its program.
+/// Sets the child's resource limits (soft, hard) before it runs its program.
 pub fn limit_resources(
     command: &mut std::process::Command,
-    limits: Vec<(nix::sys::resource::Resource, u64)>,
+    limits: Vec<(nix::sys::resource::Resource, u64, u64)>,
 ) {
     // SAFETY: the closure only calls getrlimit and setrlimit, which are async-signal-safe.
     #[allow(unsafe_code)]
     unsafe {
         command.pre_exec(move || {
-            for &(resource, value) in &limits {
+            for &(resource, soft, hard) in &limits {
                 // Never above the hard limit this process got: only raising it needs privilege.
-                let (_, hard) = nix::sys::resource::getrlimit(resource).map_err(io::Error::from)?;
-                let value = value.min(hard);
-                nix::sys::resource::setrlimit(resource, value, value).map_err(io::Error::from)?;
+                let (_, had) = nix::sys::resource::getrlimit(resource).map_err(io::Error::from)?;
+                let hard = hard.min(had);
+                nix::sys::resource::setrlimit(resource, soft.min(hard), hard)
+                    .map_err(io::Error::from)?;
             }
             Ok(())
         });

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 pub mod agents;
 pub mod browser;
+pub mod container;
 pub mod example;
 pub mod netns;
 pub mod postgres;
@@ -45,6 +46,10 @@ pub fn bin(name: &str) -> PathBuf {
 /// A running server process; killed when dropped.
 pub struct TestServer {
     child: Child,
+    /// The service's pid: the child's own, or the service's in its container.
+    service: i32,
+    /// The container the service runs in ([`container`]), if any.
+    container: Option<String>,
     pub base: String,
     pub dirs: Arc<TestDirs>,
     pub client: reqwest::Client,
@@ -111,9 +116,10 @@ pub fn spawn_listening(mut cmd: Command) -> (Child, String, Arc<Mutex<Vec<String
     match rx.recv_timeout(Duration::from_secs(30)) {
         Ok(url) => (child, url, log),
         Err(_) => {
+            let exited = child.try_wait();
             let _ = child.kill();
             panic!(
-                "the process did not start listening; log:\n{}",
+                "the process did not start listening ({exited:?}); log:\n{}",
                 log.lock().unwrap().join("\n")
             );
         }
@@ -168,9 +174,30 @@ impl TestServer {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        let (child, base, log) = spawn_listening(cmd);
+        let (child, base, log, container) = match container::image() {
+            None => {
+                let (child, base, log) = spawn_listening(cmd);
+                (child, base, log, None)
+            }
+            Some(image) => {
+                assert_eq!(
+                    Path::new(cmd.get_program()),
+                    bin("skill-runner"),
+                    "a service started through a wrapper cannot run in a container"
+                );
+                let started = container::run_in(&image, &cmd, &dirs.root);
+                let (child, base, log) = spawn_listening(started.command);
+                (child, base, log, Some(started.name))
+            }
+        };
+        let service = match &container {
+            Some(name) => container::service_pid(name),
+            None => child.id() as i32,
+        };
         Self {
             child,
+            service,
+            container,
             base,
             dirs,
             client: client(),
@@ -178,9 +205,14 @@ impl TestServer {
         }
     }
 
-    /// The service's process id.
+    /// The service's process id (on the host, also when it runs in a container).
     pub fn pid(&self) -> i32 {
-        self.child.id() as i32
+        self.service
+    }
+
+    /// Whether the service runs in a container ([`container`]).
+    pub fn in_container(&self) -> bool {
+        self.container.is_some()
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -207,7 +239,9 @@ impl TestServer {
 
     /// SIGKILL: no chance to clean up.
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        let _ = kill(Pid::from_raw(self.service), Signal::SIGKILL);
         let _ = self.child.wait();
     }
 
@@ -215,7 +249,7 @@ impl TestServer {
     pub fn terminate(&mut self) -> ExitStatus {
         use nix::sys::signal::{Signal, kill};
         use nix::unistd::Pid;
-        kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM).unwrap();
+        kill(Pid::from_raw(self.service), Signal::SIGTERM).unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -283,8 +317,10 @@ impl TestServer {
 
 impl Drop for TestServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
+        if let Some(name) = &self.container {
+            container::remove(name);
+        }
     }
 }
 
