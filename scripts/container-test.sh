@@ -21,7 +21,9 @@ repo=$(pwd)
 PODMAN="podman=4.3.1+ds1-8+deb12u1+b3"
 RUNC="runc=1.1.5+ds1-1+deb12u1"
 MMDEBSTRAP="mmdebstrap=1.3.5-7"
-COMPOSE="podman-compose=1.0.3-3"
+# From PyPI: Debian's podman-compose (1.0.3) gives a service with `network_mode: host` a
+# network too, which podman refuses.
+COMPOSE="podman-compose==1.2.0"
 BASE=localhost/skill-runner-lane/debian:bookworm
 IMAGE=localhost/skill-runner-lane/skill-runner:test
 started=$SECONDS
@@ -38,7 +40,7 @@ fi
 
 # --- tools -------------------------------------------------------------------------------------
 missing=()
-for pin in "$PODMAN" "$RUNC" "$MMDEBSTRAP" "$COMPOSE"; do
+for pin in "$PODMAN" "$RUNC" "$MMDEBSTRAP"; do
   dpkg -s "${pin%%=*}" >/dev/null 2>&1 || missing+=("$pin")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -49,14 +51,25 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]%%=*}" >/dev/null
   fi
 fi
-say "$(podman --version), $(runc --version | head -1), mmdebstrap $(mmdebstrap --version | awk '{print $2}')"
+compose_venv="target/tools/podman-compose-venv"
+if ! "$compose_venv/bin/podman-compose" --version 2>/dev/null | grep -qF "${COMPOSE#*==}"; then
+  python3 -m venv "$compose_venv"
+  "$compose_venv/bin/pip" install --quiet --disable-pip-version-check "$COMPOSE"
+fi
+compose() { "$repo/$compose_venv/bin/podman-compose" "$@"; }
+say "$(podman --version), $(runc --version | head -1), mmdebstrap $(mmdebstrap --version | awk '{print $2}'), podman-compose ${COMPOSE#*==}"
 
 work=$(mktemp -d)
 names=()
+projects=()
 cleanup() {
   for name in "${names[@]}"; do
-    podman rm -f -t 0 "$name" >/dev/null 2>&1 || true
+    podman rm -f -v -t 0 "$name" >/dev/null 2>&1 || true
     podman volume rm -f "$name-data" >/dev/null 2>&1 || true
+  done
+  for project in "${projects[@]}"; do
+    # shellcheck disable=SC2086 # a project's arguments, paths without spaces
+    compose $project down -v -t 0 >/dev/null 2>&1 || true
   done
   rm -rf "$work"
 }
@@ -97,6 +110,43 @@ RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \\
     && node --version && npm --version
 EOF
   podman build --quiet -t "$RUNTIME" "$work/node" >/dev/null
+fi
+# The cluster compose file's PostgreSQL (the official `postgres:16-bookworm` for users): Debian's
+# `postgresql` with an entrypoint that, like the official image's, creates POSTGRES_USER,
+# POSTGRES_PASSWORD and POSTGRES_DB in an empty data dir, here on PGPORT on loopback.
+POSTGRES=localhost/skill-runner-lane/postgres:15-bookworm
+if ! podman image exists "$POSTGRES"; then
+  say "making $POSTGRES from $BASE and Debian's postgresql"
+  mkdir -p "$work/postgres"
+  cat >"$work/postgres/entrypoint.sh" <<'EOF'
+#!/bin/sh
+set -eu
+data=/var/lib/postgresql/data
+bin=/usr/lib/postgresql/15/bin
+chown postgres:postgres "$data"
+if [ ! -s "$data/PG_VERSION" ]; then
+  printf '%s\n' "$POSTGRES_PASSWORD" >/tmp/password
+  chown postgres /tmp/password
+  runuser -u postgres -- "$bin/initdb" -D "$data" -U "$POSTGRES_USER" \
+    --auth=scram-sha-256 --pwfile=/tmp/password >/dev/null
+  rm /tmp/password
+  echo "CREATE DATABASE \"$POSTGRES_DB\" OWNER \"$POSTGRES_USER\";" \
+    | runuser -u postgres -- "$bin/postgres" --single -D "$data" postgres >/dev/null
+fi
+exec runuser -u postgres -- "$bin/postgres" -D "$data" \
+  -c listen_addresses=127.0.0.1 -p "${PGPORT:-5432}"
+EOF
+  cat >"$work/postgres/Containerfile" <<EOF
+FROM $BASE
+RUN apt-get update \\
+    && apt-get install -y --no-install-recommends postgresql-15 \\
+    && rm -rf /var/lib/apt/lists/* \\
+    && mkdir -p /var/lib/postgresql/data
+COPY entrypoint.sh /usr/local/bin/entrypoint.sh
+RUN chmod 0755 /usr/local/bin/entrypoint.sh
+ENTRYPOINT ["/usr/local/bin/entrypoint.sh"]
+EOF
+  podman build --quiet --network host -t "$POSTGRES" "$work/postgres" >/dev/null
 fi
 
 # --- the image ---------------------------------------------------------------------------------
@@ -199,6 +249,102 @@ if [ -n "$(pgrep -u 10001 || true)" ] || kill -0 "$pid" 2>/dev/null; then
   fail "processes of the container outlived it: $(pgrep -a -u 10001)"
 fi
 say "SIGTERM stopped it in $stopped_ms ms, exit code 0, no process left"
+
+# --- the compose files -------------------------------------------------------------------------
+# Each brought up with an override the lane writes: the image just built, the host's network
+# (no bridge networks here) and loopback ports of its own, and, for the cluster, the local
+# PostgreSQL. podman has no systemd here to run health checks on a timer, so the lane waits
+# for each service itself instead of `depends_on` conditions.
+up() {
+  local project=$1 file=$2 override=$3
+  shift 3
+  projects+=("-p $project -f $file -f $override")
+  compose -p "$project" -f "$file" -f "$override" up -d --no-build "$@" >"$work/$project.log" 2>&1 \
+    || fail "podman-compose up ($file): $(tail -20 "$work/$project.log")"
+}
+# `upload BASE ID`: the README's text-stats input, zipped, sent as the job's upload.
+upload() {
+  python3 -c 'import io, sys, zipfile
+buffer = io.BytesIO()
+with zipfile.ZipFile(buffer, "w") as z:
+    z.writestr("document", "the cat and the hat\nthe end\n")
+sys.stdout.buffer.write(buffer.getvalue())' >"$work/inputs.zip"
+  curl -s -F "file=@$work/inputs.zip" "$1/v1/jobs/$2/upload" >/dev/null
+}
+
+# One node on SQLite.
+port=$(free_port)
+cat >"$work/compose.one.yml" <<EOF
+services:
+  skill-runner:
+    image: $IMAGE
+    network_mode: host
+    environment:
+      SKILL_RUNNER_BIND: 127.0.0.1:$port
+EOF
+up "lane-one-$$" docker/compose.yml "$work/compose.one.yml"
+base="http://127.0.0.1:$port"
+name="lane-one-$$_skill-runner_1"
+wait_ready "$base"
+id=$(curl -s -X POST "$base/v1/jobs" -H 'content-type: application/json' \
+  -d '{"skill_id": "hello", "input": {"name": "Ada"}}' | json request_id)
+[ "$(wait_job "$base" "$id")" = succeeded ] || fail "docker/compose.yml: the job did not succeed"
+say "docker/compose.yml came up and ran the quick start's job"
+
+# Two nodes on PostgreSQL with shared storage.
+pg_port=$(free_port)
+port1=$(free_port)
+port2=$(free_port)
+database="postgres://skill_runner:change-me@127.0.0.1:$pg_port/skill_runner"
+cat >"$work/compose.cluster.yml" <<EOF
+services:
+  postgres:
+    image: $POSTGRES
+    network_mode: host
+    environment:
+      PGPORT: "$pg_port"
+  node-1:
+    image: $IMAGE
+    network_mode: host
+    environment:
+      SKILL_RUNNER_BIND: 127.0.0.1:$port1
+      SKILL_RUNNER_NODE_URL: http://127.0.0.1:$port1
+      SKILL_RUNNER_DATABASE_URL: $database
+  node-2:
+    image: $IMAGE
+    network_mode: host
+    environment:
+      SKILL_RUNNER_BIND: 127.0.0.1:$port2
+      SKILL_RUNNER_NODE_URL: http://127.0.0.1:$port2
+      SKILL_RUNNER_DATABASE_URL: $database
+EOF
+cluster="lane-cluster-$$"
+up "$cluster" docker/compose.cluster.yml "$work/compose.cluster.yml" postgres
+name="${cluster}_postgres_1"
+for _ in $(seq 1 300); do
+  podman exec "$name" pg_isready -q -h 127.0.0.1 -p "$pg_port" && break
+  sleep 0.1
+done
+podman exec "$name" pg_isready -q -h 127.0.0.1 -p "$pg_port" \
+  || fail "the cluster's PostgreSQL did not start: $(podman logs --tail 20 "$name" 2>&1)"
+up "$cluster" docker/compose.cluster.yml "$work/compose.cluster.yml"
+node1="http://127.0.0.1:$port1"
+node2="http://127.0.0.1:$port2"
+name="${cluster}_node-1_1"
+wait_ready "$node1"
+name="${cluster}_node-2_1"
+wait_ready "$node2"
+id=$(curl -s -X POST "$node1/v1/jobs" -H 'content-type: application/json' \
+  -d '{"skill_id": "text-stats", "parameter": {"top_n": 3}}' | json request_id)
+upload "$node1" "$id"
+[ "$(wait_job "$node2" "$id")" = succeeded ] \
+  || fail "compose.cluster.yml: the job did not succeed: $(curl -s "$node2/v1/jobs/$id")"
+artifacts=$(curl -s "$node2/v1/jobs/$id/result" | json result.artifacts)
+case "$artifacts" in *report.md*) ;; *) fail "compose.cluster.yml: no report among $artifacts" ;; esac
+report=$(curl -s "$node2/v1/jobs/$id/artifacts/artifacts/report.md")
+[ -n "$report" ] && [ "$report" = "$(curl -s "$node1/v1/jobs/$id/artifacts/artifacts/report.md")" ] \
+  || fail "compose.cluster.yml: node 2 did not serve the report as node 1 does"
+say "docker/compose.cluster.yml came up: a job created on node 1 ran and was read, with its report, through node 2"
 
 # --- turns contained inside the container ------------------------------------------------------
 # The hostile-skill suite against the service in a container of the image (the test support

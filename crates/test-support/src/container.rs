@@ -124,10 +124,11 @@ pub fn service_pid(name: &str) -> i32 {
     }
 }
 
-/// Removes container `name` and what is left of it.
+/// Removes container `name` and what is left of it (the anonymous volumes of the image's
+/// `VOLUME`s among it).
 pub fn remove(name: &str) {
     let _ = Command::new("podman")
-        .args(["rm", "--force", "--time", "0", name])
+        .args(["rm", "--force", "--volumes", "--time", "0", name])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
