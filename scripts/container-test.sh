@@ -237,7 +237,34 @@ after=$(curl -s "$base/v1/jobs/$id/result" | json result.data.greeting)
 [ "$after" = "Hello, Ada!" ] || fail "the run was lost with the restart: $after"
 say "the run is still there after a restart"
 
-# SIGTERM: a clean stop within the grace, nothing left behind.
+# SIGTERM with a turn under way (a temporary skill that sleeps): a clean stop within the
+# grace, exit code 0, nothing left behind, and the turn ended as a stop ends it.
+python3 -c 'import io, json, sys, zipfile
+files = {
+    "SKILL.md": "---\nname: sleeper\ndescription: sleeps\n---\n# sleeper\n",
+    "assets/runner.json": json.dumps({"id": "sleeper", "version": "1.0.0", "name": "Sleeper",
+        "execution_modes": ["auto"], "entrypoint": {"script": ["sh", "-c", "sleep 300"]},
+        "schemas": {"input": "assets/input.schema.json",
+                    "parameter": "assets/parameter.schema.json",
+                    "output": "assets/output.schema.json"}}),
+    "assets/input.schema.json": "{\"type\": \"object\"}",
+    "assets/parameter.schema.json": "{\"type\": \"object\"}",
+    "assets/output.schema.json": "{\"type\": \"object\"}",
+}
+buffer = io.BytesIO()
+with zipfile.ZipFile(buffer, "w") as z:
+    for path, text in files.items():
+        z.writestr("sleeper/" + path, text)
+sys.stdout.buffer.write(buffer.getvalue())' >"$work/sleeper.zip"
+sleeper=$(curl -s -X POST "$base/v1/temp-skill-runs" -H 'content-type: application/json' -d '{}' \
+  | json request_id)
+curl -s -F "skill_package=@$work/sleeper.zip" "$base/v1/temp-skill-runs/$sleeper/upload" >/dev/null
+for _ in $(seq 1 300); do
+  [ "$(curl -s "$base/v1/temp-skill-runs/$sleeper" | json status)" = running ] && break
+  sleep 0.1
+done
+[ "$(curl -s "$base/v1/temp-skill-runs/$sleeper" | json status)" = running ] \
+  || fail "the sleeping turn did not start: $(curl -s "$base/v1/temp-skill-runs/$sleeper")"
 pid=$(podman inspect --format '{{.State.Pid}}' "$name")
 stop_started=$(date +%s%N)
 podman stop -t 30 "$name" >/dev/null 2>>"$work/run.err"
@@ -248,7 +275,13 @@ code=$(podman inspect --format '{{.State.ExitCode}}' "$name")
 if [ -n "$(pgrep -u 10001 || true)" ] || kill -0 "$pid" 2>/dev/null; then
   fail "processes of the container outlived it: $(pgrep -a -u 10001)"
 fi
-say "SIGTERM stopped it in $stopped_ms ms, exit code 0, no process left"
+podman start "$name" >/dev/null 2>>"$work/run.err"
+wait_ready "$base"
+ended=$(curl -s "$base/v1/temp-skill-runs/$sleeper")
+[ "$(json error.code <<<"$ended")" = ORCHESTRATOR_RESTART_INTERRUPTED ] \
+  || fail "the turn under way at the stop did not end as a stop ends it: $ended"
+podman stop -t 30 "$name" >/dev/null 2>>"$work/run.err"
+say "SIGTERM with a turn under way stopped it in $stopped_ms ms, exit code 0, no process left; the turn ended ORCHESTRATOR_RESTART_INTERRUPTED"
 
 # --- the compose files -------------------------------------------------------------------------
 # Each brought up with an override the lane writes: the image just built, the host's network

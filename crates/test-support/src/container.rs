@@ -19,6 +19,10 @@ pub const IMAGE_VARIABLE: &str = "SKILL_RUNNER_TEST_IMAGE";
 /// The uid of the image's `runner` user (the Dockerfile's `useradd --uid`).
 pub const IMAGE_UID: u32 = 10001;
 
+/// Where the host's agent CLIs (the npm prefix a test names) appear in the container,
+/// read-only: the host keeps them under root's home, which the image's user cannot enter.
+const NPM_PREFIX_INSIDE: &str = "/opt/skill-runner-test/npm";
+
 /// The image the services under test run in, when the lane set one.
 pub fn image() -> Option<String> {
     std::env::var(IMAGE_VARIABLE)
@@ -68,12 +72,19 @@ pub fn run_in(image: &str, service: &Command, root: &Path) -> Started {
         command.args(["-e", &format!("SKILL_RUNNER_BIND=127.0.0.1:{port}")]);
     }
     for (key, value) in service.get_envs() {
-        if let Some(value) = value {
-            let mut pair = key.to_owned();
-            pair.push("=");
-            pair.push(value);
-            command.arg("-e").arg(pair);
+        let Some(mut value) = value else {
+            continue;
+        };
+        if key == "SKILL_RUNNER_NPM_PREFIX" && !Path::new(value).starts_with(root) {
+            let mut mount = value.to_owned();
+            mount.push(format!(":{NPM_PREFIX_INSIDE}:ro"));
+            command.arg("-v").arg(mount);
+            value = NPM_PREFIX_INSIDE.as_ref();
         }
+        let mut pair = key.to_owned();
+        pair.push("=");
+        pair.push(value);
+        command.arg("-e").arg(pair);
     }
     command
         .arg(image)
