@@ -390,14 +390,19 @@ say "docker/compose.cluster.yml came up: a job created on node 1 ran and was rea
 #   twins run instead);
 # - no_descriptor_of_the_service_reaches_a_turn: it starts the service through a shell that
 #   hands it a descriptor, which podman does not pass on.
-suite='test(/^containment::/)
-  - test(/^containment::own_network::/)
-  - test(=containment::a_reused_network_namespace_holds_nothing_of_the_turn_before)
-  - test(=containment::dev_shm_is_private_to_each_turn_and_gone_after_it)
-  - test(=containment::no_descriptor_of_the_service_reaches_a_turn)
-  | test(=confinement::a_hostile_script_touches_nothing_outside_its_run)'
+# And each agent CLI's turn against the fake model, sharing the service's network as in the
+# container: it reaches its model only through the egress proxy (the test support lends the
+# container the CLIs installed on this machine, read-only).
+suite='(binary(sandbox) & (test(/^containment::/)
+    - test(/^containment::own_network::/)
+    - test(=containment::a_reused_network_namespace_holds_nothing_of_the_turn_before)
+    - test(=containment::dev_shm_is_private_to_each_turn_and_gone_after_it)
+    - test(=containment::no_descriptor_of_the_service_reaches_a_turn)
+    | test(=confinement::a_hostile_script_touches_nothing_outside_its_run)))
+  | (binary(engines) & test(/::auto_job_through_the_proxy_variables_when_sharing_the_network$/))'
 suite_started=$SECONDS
-SKILL_RUNNER_TEST_IMAGE="$IMAGE" cargo nextest run --no-fail-fast --test sandbox -E "$suite" \
+SKILL_RUNNER_TEST_IMAGE="$IMAGE" cargo nextest run --no-fail-fast --test sandbox --test engines \
+  -E "$suite" \
   || fail "the containment suite failed inside the container"
 say "the containment suite passed inside the container in $((SECONDS - suite_started)) s"
 

@@ -71,6 +71,14 @@ pub fn run_in(image: &str, service: &Command, root: &Path) -> Started {
         let port = set("PORT").and_then(|p| p.to_str()).unwrap_or("0");
         command.args(["-e", &format!("SKILL_RUNNER_BIND=127.0.0.1:{port}")]);
     }
+    // The agent CLIs the service on the host would find (its default prefix, unless the test
+    // names one).
+    let agents = super::agents::npm_prefix();
+    if set("SKILL_RUNNER_NPM_PREFIX").is_none() && agents.is_dir() {
+        let mount = format!("{}:{NPM_PREFIX_INSIDE}:ro", agents.display());
+        command.args(["-v", &mount]);
+        command.args(["-e", &format!("SKILL_RUNNER_NPM_PREFIX={NPM_PREFIX_INSIDE}")]);
+    }
     for (key, value) in service.get_envs() {
         let Some(mut value) = value else {
             continue;
