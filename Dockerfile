@@ -8,7 +8,8 @@ ARG RUST_IMAGE=rust:1.95-slim-bookworm
 ARG RUNTIME_IMAGE=node:20-bookworm-slim
 # Where the binary comes from: `build` compiles it here; `prebuilt` takes
 # `docker/prebuilt/skill-runner` from the build context (a release build made on Debian 12,
-# as the test lane does). Only the stage named is built.
+# as the test lane does). Only the stage named is built (BuildKit, Docker's builder since 23.0,
+# and buildah skip the other).
 ARG BINARY=build
 
 FROM ${RUST_IMAGE} AS build
