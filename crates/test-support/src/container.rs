@@ -77,7 +77,10 @@ pub fn run_in(image: &str, service: &Command, root: &Path) -> Started {
     if set("SKILL_RUNNER_NPM_PREFIX").is_none() && agents.is_dir() {
         let mount = format!("{}:{NPM_PREFIX_INSIDE}:ro", agents.display());
         command.args(["-v", &mount]);
-        command.args(["-e", &format!("SKILL_RUNNER_NPM_PREFIX={NPM_PREFIX_INSIDE}")]);
+        command.args([
+            "-e",
+            &format!("SKILL_RUNNER_NPM_PREFIX={NPM_PREFIX_INSIDE}"),
+        ]);
     }
     for (key, value) in service.get_envs() {
         let Some(mut value) = value else {
