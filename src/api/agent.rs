@@ -153,18 +153,10 @@ impl From<ChatOutcome> for ChatResponse {
     }
 }
 
-/// A field of the body out of its range, in the list shape FastAPI clients expect.
-fn out_of_range(field: &str, message: String) -> ApiError {
-    ApiError::new(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        json!([{"loc": ["body", field], "msg": message, "type": "value_error"}]),
-    )
-}
-
 impl ChatBody {
     fn into_request(self, trace_id: String) -> ApiResult<ChatRequest> {
         if self.message.trim().is_empty() {
-            return Err(out_of_range("message", "must not be blank".into()));
+            return Err(ApiError::invalid_field("message", "must not be blank"));
         }
         let ranges = [
             ("max_tool_calls", self.max_tool_calls, 0, 10),
@@ -173,14 +165,14 @@ impl ChatBody {
         ];
         for (field, value, low, high) in ranges {
             if !(low..=high).contains(&value) {
-                return Err(out_of_range(
+                return Err(ApiError::invalid_field(
                     field,
                     format!("must be between {low} and {high}, got {value}"),
                 ));
             }
         }
         if !(0.0..=2.0).contains(&self.temperature) {
-            return Err(out_of_range(
+            return Err(ApiError::invalid_field(
                 "temperature",
                 format!("must be between 0 and 2, got {}", self.temperature),
             ));

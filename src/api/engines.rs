@@ -9,7 +9,6 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::auth::Admin;
 use super::jobs::{bad_json, to_completion};
@@ -209,12 +208,8 @@ pub async fn create_upgrade(
     body: Result<Json<NewUpgrade>, JsonRejection>,
 ) -> ApiResult<Json<UpgradeCreated>> {
     let Json(body) = body.map_err(bad_json)?;
-    let scope = upgrades::scope(&body.mode, body.engine.as_deref()).map_err(|(field, msg)| {
-        ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            json!([{"loc": ["body", field], "msg": format!("{field} {msg}"), "type": "value_error"}]),
-        )
-    })?;
+    let scope = upgrades::scope(&body.mode, body.engine.as_deref())
+        .map_err(|(field, msg)| ApiError::invalid_field(field, format!("{field} {msg}")))?;
     to_completion(async move {
         let upgrade = start_upgrade(&state, scope).await?;
         Ok::<_, ApiError>(Json(UpgradeCreated {

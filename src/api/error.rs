@@ -50,6 +50,14 @@ impl ApiError {
         Self::new(StatusCode::NOT_FOUND, detail)
     }
 
+    /// A body field whose value is refused, in the list shape FastAPI clients expect.
+    pub fn invalid_field(field: &str, message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!([{"loc": ["body", field], "msg": message.into(), "type": "value_error"}]),
+        )
+    }
+
     /// A required form or body field is absent, in the list shape FastAPI clients expect.
     pub fn missing_field(location: &str, field: &str) -> Self {
         Self::new(

@@ -18,8 +18,8 @@ use tokio_util::io::ReaderStream;
 use super::upload::{FileField, save_file_fields};
 use crate::api::error::{ApiError, ApiResult};
 use crate::api::run_views::{
-    CancelResponse, CreateJob, CreateTemp, Created, PendingInteraction, ReplyAccepted, ReplyBody,
-    RequestStatus, RunLogs, Uploaded, request_status,
+    CancelResponse, CreateJob, CreateTemp, Created, NewRequest, PendingInteraction, ReplyAccepted,
+    ReplyBody, RequestStatus, RunLogs, Uploaded, request_status,
 };
 use crate::jobs::Scope;
 use crate::jobs::create::UploadFiles;
@@ -28,8 +28,34 @@ use crate::jobs::live::EventData;
 use crate::state::AppState;
 use crate::store::{CleanupCounts, RequestKind, RunStatus};
 
-/// Prefix of the temporary-skill routes.
+/// Prefix of the temporary-skill routes: a deprecated alias of `/v1/jobs` (with
+/// `skill_source: "temp_upload"`), which the reference removed in v0.4.0 and we keep for the
+/// clients written before.
 pub const TEMP_PREFIX: &str = "/v1/temp-skill-runs";
+
+/// Says on every answer of the deprecated temporary-run routes since when they are deprecated
+/// (RFC 9745: the reference's v0.4.0, 2026-03-06), when they may go (RFC 8594) and what
+/// replaces them.
+pub async fn deprecated_alias(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let deprecated = request.uri().path().starts_with(TEMP_PREFIX);
+    let mut response = next.run(request).await;
+    if deprecated {
+        let headers = response.headers_mut();
+        headers.insert("deprecation", HeaderValue::from_static("@1772755200"));
+        headers.insert(
+            "sunset",
+            HeaderValue::from_static("Wed, 30 Jun 2027 00:00:00 GMT"),
+        );
+        headers.insert(
+            header::LINK,
+            HeaderValue::from_static("</v1/jobs>; rel=\"successor-version\""),
+        );
+    }
+    response
+}
 
 /// Prefix of the management routes, which see requests of both families.
 pub const MANAGEMENT_PREFIX: &str = "/v1/management";
@@ -89,7 +115,8 @@ pub fn bad_query(e: QueryRejection) -> ApiError {
 }
 
 /// Creates a job. Without file inputs it is queued at once (or bound to a cached result);
-/// with file inputs it waits for `/upload` and `status` is `null`.
+/// with file inputs, or with `skill_source: "temp_upload"` (the skill package comes with the
+/// upload as `skill_package`), it waits for `/upload` and `status` is `null`.
 #[utoipa::path(post, path = "/v1/jobs", tag = "jobs", request_body = CreateJob,
     responses(
         (status = 200, description = "Created", body = Created),
@@ -103,9 +130,15 @@ pub async fn create_job(
     body: Result<Json<CreateJob>, JsonRejection>,
 ) -> ApiResult<Json<Created>> {
     let Json(body) = body.map_err(bad_json)?;
-    to_completion(async move { state.jobs.create_job(body.into()).await })
-        .await
-        .map(|admitted| Json(admitted.into()))
+    let new = NewRequest::try_from(body)?;
+    to_completion(async move {
+        match new {
+            NewRequest::Job(job) => state.jobs.create_job(job).await,
+            NewRequest::Temp(temp) => state.jobs.create_temp(temp).await,
+        }
+    })
+    .await
+    .map(|admitted| Json(admitted.into()))
 }
 
 /// Creates a temporary skill run; the package comes with `/upload`.
@@ -157,27 +190,24 @@ pub async fn upload(
     Path(request_id): Path<String>,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> ApiResult<Json<Uploaded>> {
-    let kind = match scope {
-        Scope::Temp => RequestKind::Temp,
-        _ => RequestKind::Job,
-    };
     let multipart = multipart
         .map_err(|e| ApiError::bad_request(format!("expected a multipart/form-data body: {e}")))?;
-    to_completion(receive_upload(state, kind, request_id, multipart))
+    to_completion(receive_upload(state, scope, request_id, multipart))
         .await
         .map(Json)
 }
 
-/// Claims the request's upload, saves the files and starts the run; a body cut short gives the
-/// upload slot back.
+/// Claims the request's upload, saves the files (a temporary run's package too) and starts
+/// the run; a body cut short gives the upload slot back.
 async fn receive_upload(
     state: AppState,
-    kind: RequestKind,
+    scope: Scope,
     request_id: String,
     mut multipart: Multipart,
 ) -> ApiResult<Uploaded> {
     let jobs = &state.jobs;
-    let request = jobs.claim_upload(kind, &request_id).await?;
+    let request = jobs.claim_upload(scope, &request_id).await?;
+    let kind = request.kind;
     let dir = jobs.upload_dir(kind, &request_id);
     let mut fields = vec![FileField {
         name: "file",

@@ -43,9 +43,11 @@ const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
     paths(jobs::artifact, invoke::invoke, tools::call),
     tags(
         (name = "jobs", description = "Run installed skills"),
-        (name = "temp-skill-runs", description = "Run a skill package once without installing it. \
-            Besides create and upload, every `/v1/jobs/{request_id}/...` route exists under \
-            `/v1/temp-skill-runs/{request_id}/...` with the same behaviour"),
+        (name = "temp-skill-runs", description = "Deprecated (answers carry `Deprecation`, \
+            `Sunset` and `Link` headers): a skill package is run once through `POST /v1/jobs` with \
+            `skill_source: \"temp_upload\"` and its upload. These routes stay for older clients: \
+            besides create and upload, every `/v1/jobs/{request_id}/...` route exists under \
+            `/v1/temp-skill-runs/{request_id}/...` with the same behaviour, for temporary runs"),
         (name = "skills", description = "Installed skills"),
         (name = "engines", description = "Agent engines, their CLIs and models"),
         (name = "skill-packages", description = "Install and update skill packages"),
@@ -247,6 +249,7 @@ pub fn router(state: AppState) -> Router {
         state.clone(),
         auth::require_token,
     ))
+    .layer(axum::middleware::from_fn(jobs::deprecated_alias))
     .layer(axum::middleware::from_fn(same_origin::guard))
     .layer(axum::middleware::from_fn_with_state(
         std::sync::Arc::new(allowed_hosts::AllowedHosts::new(

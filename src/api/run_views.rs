@@ -5,6 +5,7 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::api::error::ApiError;
 use crate::browse::{Preview, TreeEntry};
 use crate::clock::Timestamp;
 use crate::engines::Engine;
@@ -261,10 +262,27 @@ impl PendingInteraction {
     }
 }
 
+/// Where a job's skill comes from.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SkillSource {
+    /// An installed skill, named by `skill_id`.
+    #[default]
+    Installed,
+    /// A skill package sent with the upload (`skill_package`), run once and never installed;
+    /// `skill_id` stays empty.
+    TempUpload,
+}
+
 /// `POST /v1/jobs` body.
 #[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[schema(example = json!({"skill_id": "hello", "input": {"name": "Ada"}}))]
 pub struct CreateJob {
-    pub skill_id: String,
+    #[serde(default)]
+    pub skill_source: SkillSource,
+    /// Required for an installed skill; empty for `temp_upload`.
+    #[serde(default)]
+    pub skill_id: Option<String>,
     /// Default: `codex`, or `script` for skills with their own entrypoint.
     #[serde(default)]
     pub engine: Option<String>,
@@ -315,15 +333,45 @@ pub struct Uploaded {
     pub extracted_files: Vec<String>,
 }
 
-impl From<CreateJob> for NewJob {
-    fn from(b: CreateJob) -> Self {
-        Self {
-            skill_id: b.skill_id,
-            engine: b.engine,
-            input: b.input,
-            parameter: b.parameter,
-            model: b.model,
-            runtime_options: b.runtime_options,
+/// What `POST /v1/jobs` creates.
+pub enum NewRequest {
+    Job(NewJob),
+    Temp(NewTempRun),
+}
+
+impl TryFrom<CreateJob> for NewRequest {
+    type Error = ApiError;
+
+    /// An installed skill needs its id, a temporary one must not have one (as the reference
+    /// answers, 422 naming the field).
+    fn try_from(b: CreateJob) -> Result<Self, ApiError> {
+        let skill_id = b.skill_id.filter(|id| !id.trim().is_empty());
+        match (b.skill_source, skill_id) {
+            (SkillSource::Installed, Some(skill_id)) => Ok(Self::Job(NewJob {
+                skill_id,
+                engine: b.engine,
+                input: b.input,
+                parameter: b.parameter,
+                model: b.model,
+                runtime_options: b.runtime_options,
+            })),
+            (SkillSource::Installed, None) => Err(ApiError::invalid_field(
+                "skill_id",
+                "skill_id is required for an installed skill (or send skill_source \
+                 \"temp_upload\" and the package with the upload)",
+            )),
+            (SkillSource::TempUpload, None) => Ok(Self::Temp(NewTempRun {
+                engine: b.engine,
+                input: b.input,
+                parameter: b.parameter,
+                model: b.model,
+                runtime_options: b.runtime_options,
+            })),
+            (SkillSource::TempUpload, Some(_)) => Err(ApiError::invalid_field(
+                "skill_id",
+                "skill_id must be empty for skill_source \"temp_upload\": the skill comes with \
+                 the upload (skill_package)",
+            )),
         }
     }
 }
@@ -332,6 +380,7 @@ impl From<CreateTemp> for NewTempRun {
     fn from(b: CreateTemp) -> Self {
         Self {
             engine: b.engine,
+            input: Value::Null,
             parameter: b.parameter,
             model: b.model,
             runtime_options: b.runtime_options,

@@ -798,6 +798,108 @@ fn temp_form(package: Option<Vec<u8>>, inputs: Option<Vec<u8>>) -> reqwest::mult
     form
 }
 
+/// A temporary run the way clients of the reference's v0.7 make one: `POST /v1/jobs` with
+/// `skill_source: "temp_upload"` (inline input allowed, checked against the package), then the
+/// package and the inputs with the upload; read through `/v1/jobs`. The old routes still
+/// answer, marked deprecated, and see only temporary runs.
+#[tokio::test]
+async fn a_temporary_run_goes_through_the_jobs_routes_as_v0_7_clients_send_it() {
+    let server = TestServer::with_skills(&[probe_skill("probe", None)], &[]);
+    let package = probe_skill("tmp-probe", Some(true)).runner(json!({"version": null}));
+    let (code, created) = server
+        .post_json(
+            "/v1/jobs",
+            json!({"skill_source": "temp_upload", "engine": "script",
+                   "input": {"text": "inline"}, "parameter": {"mode": "ok"}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{created}");
+    assert_eq!(created["status"], Value::Null, "{created}");
+    let rid = created["request_id"].as_str().unwrap().to_owned();
+    let inputs = common::build_zip(vec![("doc".into(), b"v0.7 doc".to_vec())]);
+    let (code, up) = server
+        .post_form(
+            &format!("/v1/jobs/{rid}/upload"),
+            temp_form(Some(package.zip()), Some(inputs)),
+        )
+        .await;
+    assert_eq!(code, 200, "{up}");
+    assert_eq!(
+        (&up["status"], &up["extracted_files"]),
+        (&json!("queued"), &json!(["doc"]))
+    );
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
+    assert_eq!(result["result"]["status"], "success", "{result}");
+    let (code, _, body) = server
+        .get_bytes(&format!("/v1/jobs/{rid}/artifacts/artifacts/report.md"))
+        .await;
+    assert_eq!((code, body.as_slice()), (200, b"v0.7 doc".as_slice()));
+    let (code, _) = server.get("/v1/skills/tmp-probe").await;
+    assert_eq!(code, 404, "never installed");
+
+    // An inline input the package's schema refuses fails the upload, naming the input.
+    let (_, created) = server
+        .post_json(
+            "/v1/jobs",
+            json!({"skill_source": "temp_upload", "engine": "script",
+                   "input": {"text": 42}, "parameter": {"mode": "ok"}}),
+        )
+        .await;
+    let bad = created["request_id"].as_str().unwrap();
+    let (code, refused) = server
+        .post_form(
+            &format!("/v1/jobs/{bad}/upload"),
+            temp_form(Some(package.zip()), None),
+        )
+        .await;
+    assert_eq!(code, 400, "{refused}");
+    assert!(refused.to_string().contains("text"), "{refused}");
+
+    // The skill's source decides whether a skill id belongs.
+    for (body, field) in [
+        (
+            json!({"skill_source": "temp_upload", "skill_id": "probe"}),
+            "skill_id",
+        ),
+        (json!({"engine": "script"}), "skill_id"),
+        (json!({"skill_source": "upload", "skill_id": "probe"}), ""),
+    ] {
+        let (code, refused) = server.post_json("/v1/jobs", body.clone()).await;
+        assert_eq!(code, 422, "{body}: {refused}");
+        assert!(refused.to_string().contains(field), "{body}: {refused}");
+    }
+
+    // The old routes answer for the same run, saying they are deprecated; an installed
+    // skill's job is not theirs; the jobs routes say nothing of the kind.
+    let old = server
+        .client
+        .get(server.url(&format!("/v1/temp-skill-runs/{rid}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(old.status(), 200);
+    assert_eq!(old.headers()["deprecation"], "@1772755200");
+    assert_eq!(old.headers()["sunset"], "Wed, 30 Jun 2027 00:00:00 GMT");
+    assert_eq!(
+        old.headers()["link"],
+        "</v1/jobs>; rel=\"successor-version\""
+    );
+    let job = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "ok"}}))
+        .await;
+    let (code, _) = server.get(&format!("/v1/temp-skill-runs/{job}")).await;
+    assert_eq!(code, 404, "the old routes see temporary runs only");
+    let current = server
+        .client
+        .get(server.url(&format!("/v1/jobs/{job}")))
+        .send()
+        .await
+        .unwrap();
+    assert!(current.headers().get("deprecation").is_none());
+}
+
 #[tokio::test]
 async fn temporary_skill_runs_run_once_and_leave_nothing() {
     let server = TestServer::with_skills(&[], &[("TEMP_SKILL_PACKAGE_MAX_BYTES", "20000")]);
@@ -810,7 +912,7 @@ async fn temporary_skill_runs_run_once_and_leave_nothing() {
     };
     let (code, created) = create(json!({})).await;
     assert_eq!(code, 200, "{created}");
-    assert_eq!(created["status"], "queued");
+    assert_eq!(created["status"], Value::Null, "waiting for its upload");
     let rid = created["request_id"].as_str().unwrap().to_owned();
     let inputs = common::build_zip(vec![("doc".into(), b"temp doc".to_vec())]);
     let upload_path = format!("/v1/temp-skill-runs/{rid}/upload");
@@ -846,21 +948,21 @@ async fn temporary_skill_runs_run_once_and_leave_nothing() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert!(!temp.exists(), "temp skill deleted");
-    let (code, _) = server.get(&format!("/v1/jobs/{rid}")).await;
-    assert_eq!(code, 404, "temp requests are not jobs");
-    let (code, _) = server.get(&format!("/v1/jobs/{rid}/events")).await;
-    assert_eq!(code, 404);
-    // Its conversation is under the temporary-run routes, and only there.
-    let (code, chat) = server
-        .get(&format!("/v1/temp-skill-runs/{rid}/chat/history"))
-        .await;
-    assert_eq!(code, 200, "{chat}");
+    // A temporary run is a job whose skill came with its upload: the jobs routes see it too.
+    let (code, seen) = server.get(&format!("/v1/jobs/{rid}")).await;
     assert_eq!(
-        chat["events"].as_array().unwrap().last().unwrap()["text"],
-        "The run succeeded."
+        (code, &seen["status"]),
+        (200, &json!("succeeded")),
+        "{seen}"
     );
-    let (code, _) = server.get(&format!("/v1/jobs/{rid}/chat/history")).await;
-    assert_eq!(code, 404);
+    for family in ["/v1/temp-skill-runs", "/v1/jobs"] {
+        let (code, chat) = server.get(&format!("{family}/{rid}/chat/history")).await;
+        assert_eq!(code, 200, "{chat}");
+        assert_eq!(
+            chat["events"].as_array().unwrap().last().unwrap()["text"],
+            "The run succeeded."
+        );
+    }
     let events = server
         .events(&format!("/v1/temp-skill-runs/{rid}/events"), None)
         .await

@@ -37,11 +37,12 @@ pub struct NewJob {
     pub runtime_options: Option<Value>,
 }
 
-/// A temporary run to create: like a job, without skill id and inputs (the package and the
-/// input files come with the upload).
+/// A temporary run to create: like a job without a skill id (the package and the input files
+/// come with the upload; inline inputs are checked against the package's schema then).
 #[derive(Debug, Clone)]
 pub struct NewTempRun {
     pub engine: Option<String>,
+    pub input: Value,
     pub parameter: Value,
     pub model: Option<String>,
     pub runtime_options: Option<Value>,
@@ -176,8 +177,10 @@ impl Jobs {
                 ))
             })?),
         };
-        if !matches!(body.parameter, Value::Null | Value::Object(_)) {
-            return Err(Error::invalid("parameter must be an object"));
+        for (field, value) in [("input", &body.input), ("parameter", &body.parameter)] {
+            if !matches!(value, Value::Null | Value::Object(_)) {
+                return Err(Error::invalid(format!("{field} must be an object")));
+            }
         }
         let request = NewRequest {
             request_id: Uuid::new_v4().to_string(),
@@ -187,7 +190,7 @@ impl Jobs {
             engine,
             model: body.model,
             engine_options: Value::Object(Default::default()),
-            input: Value::Object(Default::default()),
+            input: normalise_object(body.input),
             parameter: normalise_object(body.parameter),
             runtime_options: options,
         };
@@ -195,7 +198,7 @@ impl Jobs {
         Ok(Admitted {
             request_id: request.request_id,
             cache_hit: false,
-            status: Some(RunStatus::Queued),
+            status: None,
         })
     }
 
@@ -207,9 +210,10 @@ impl Jobs {
         }
     }
 
-    /// Takes the request's only upload; 404 for unknown requests, 409 when it already has one.
-    pub async fn claim_upload(&self, kind: RequestKind, request_id: &str) -> Result<Request> {
-        let request = self.request_in(kind.into(), request_id).await?;
+    /// Takes the request's only upload; 404 for unknown requests (or ones `scope` does not
+    /// see), 409 when it already has one.
+    pub async fn claim_upload(&self, scope: Scope, request_id: &str) -> Result<Request> {
+        let request = self.request_in(scope, request_id).await?;
         if !self.store.claim_upload(request_id).await? {
             return Err(Error::conflict(
                 "Run already started: this request already received its upload",
@@ -409,6 +413,7 @@ impl Jobs {
         let list = self.engines.models(engine).await;
         validation::model(engine, request.model.as_deref(), list.as_ref())
             .map_err(Refusal::Fail)?;
+        validation::inline_input(&skill, &request.input).map_err(Refusal::Fail)?;
         // The parameter is checked when the run starts (a failed run naming every problem).
         Ok((skill, engine))
     }

@@ -48,8 +48,10 @@ use skill_runner_types::engine::Engine;
 use live::Feeds;
 use queue::{Popped, Queue, TurnPlace};
 
-/// Which requests a route may see: the jobs routes see jobs, the temporary-run routes see
-/// temporary runs, and the management routes see both.
+/// Which requests a route may see: the jobs routes see every request (a temporary run is a
+/// job whose skill comes with its upload, `skill_source: "temp_upload"`), the deprecated
+/// temporary-run routes (`/v1/temp-skill-runs`) only the temporary runs, and the management
+/// routes every request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
     Jobs,
@@ -57,21 +59,11 @@ pub enum Scope {
     Management,
 }
 
-impl From<RequestKind> for Scope {
-    fn from(kind: RequestKind) -> Self {
-        match kind {
-            RequestKind::Job => Scope::Jobs,
-            RequestKind::Temp => Scope::Temp,
-        }
-    }
-}
-
 impl Scope {
     pub fn admits(self, kind: RequestKind) -> bool {
         match self {
-            Scope::Jobs => kind == RequestKind::Job,
+            Scope::Jobs | Scope::Management => true,
             Scope::Temp => kind == RequestKind::Temp,
-            Scope::Management => true,
         }
     }
 }
