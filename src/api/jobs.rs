@@ -312,7 +312,36 @@ pub async fn bundle(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Response> {
-    let bundle = state.jobs.bundle(scope, &request_id).await?;
+    send_bundle(&state, scope, &request_id, false).await
+}
+
+/// The run's debug bundle (`run_bundle_debug.zip`) whatever the request asked: every file of
+/// the run folder but the bundles and the agent's home, the artifacts run-relative
+/// (`artifacts/...`), the request as `request.json`, the logs and prompt under `logs/`, and
+/// `bundle/manifest_debug.json`. Built once the run is terminal. The same route exists under
+/// `/v1/temp-skill-runs/{request_id}/bundle/debug`.
+#[utoipa::path(get, path = "/v1/jobs/{request_id}/bundle/debug", tag = "jobs",
+    params(("request_id" = String, Path)),
+    responses(
+        (status = 200, description = "The zip", content_type = "application/zip"),
+        (status = 404, description = "Unknown request, or no run yet"),
+        (status = 409, description = "The run is not finished"),
+    ))]
+pub async fn debug_bundle(
+    State(state): State<AppState>,
+    Kind(scope): Kind,
+    Path(request_id): Path<String>,
+) -> ApiResult<Response> {
+    send_bundle(&state, scope, &request_id, true).await
+}
+
+async fn send_bundle(
+    state: &AppState,
+    scope: Scope,
+    request_id: &str,
+    debug: bool,
+) -> ApiResult<Response> {
+    let bundle = state.jobs.bundle(scope, request_id, debug).await?;
     let file = tokio::fs::File::open(&bundle.path).await?;
     send_file(file, bundle.file_name, "application/zip").await
 }

@@ -123,7 +123,7 @@ async fn file_input_and_parameter_run_to_success_with_result_artifacts_bundle_an
     );
     assert_eq!(logs["stderr"], "wärme ✓\n");
 
-    // Debug bundle: the whole run folder.
+    // Debug bundle: the whole run folder, laid out as the reference's runner reads it.
     let (code, headers, zip) = server.get_bytes(&format!("/v1/jobs/{rid}/bundle")).await;
     assert_eq!(code, 200);
     assert!(
@@ -132,13 +132,7 @@ async fn file_input_and_parameter_run_to_success_with_result_artifacts_bundle_an
             .unwrap()
             .contains("run_bundle_debug.zip")
     );
-    let files = unzip(&zip);
-    assert!(
-        files.contains_key("logs/stdout.txt") && files.contains_key("input.json"),
-        "{:?}",
-        files.keys()
-    );
-    check_manifest(&files, "bundle/manifest_debug.json");
+    check_debug_bundle(&unzip(&zip));
 
     // A second identical request without debug is a cache hit on the same run and gets the
     // plain bundle: result and artifacts only.
@@ -173,6 +167,42 @@ async fn file_input_and_parameter_run_to_success_with_result_artifacts_bundle_an
         ]
     );
     check_manifest(&files, "bundle/manifest.json");
+
+    // The debug bundle is there for every run, as clients since the reference's v0.4 ask.
+    let (code, headers, zip) = server
+        .get_bytes(&format!("/v1/jobs/{rid2}/bundle/debug"))
+        .await;
+    assert_eq!(code, 200);
+    assert!(
+        headers["content-disposition"]
+            .to_str()
+            .unwrap()
+            .contains("run_bundle_debug.zip")
+    );
+    check_debug_bundle(&unzip(&zip));
+}
+
+/// A debug bundle: the artifacts run-relative, the request, logs, prompt and result, a true
+/// manifest, and nothing under the workspace's own `artifacts/` path.
+fn check_debug_bundle(files: &std::collections::BTreeMap<String, Vec<u8>>) {
+    for name in [
+        "artifacts/report.md",
+        "request.json",
+        "logs/stdout.txt",
+        "logs/stderr.txt",
+        "result/result.json",
+    ] {
+        assert!(files.contains_key(name), "{name}: {:?}", files.keys());
+    }
+    assert_eq!(files["artifacts/report.md"], "Grüße, document\n".as_bytes());
+    assert!(
+        !files
+            .keys()
+            .any(|n| n.starts_with("workspace/artifacts/") || n == "input.json"),
+        "{:?}",
+        files.keys()
+    );
+    check_manifest(files, "bundle/manifest_debug.json");
 }
 
 async fn run_mode(server: &TestServer, mode: &str) -> (Value, Value) {

@@ -242,8 +242,10 @@ impl Jobs {
         })
     }
 
-    /// The run's bundle (debug when the request asked for it), built on first request.
-    pub async fn bundle(&self, scope: Scope, request_id: &str) -> Result<Bundle> {
+    /// The run's bundle, built on first request: the debug bundle when `debug` asks for it
+    /// (`.../bundle/debug`) or the request did (`runtime_options.debug`, as clients before the
+    /// reference's v0.4 ask), else the plain one.
+    pub async fn bundle(&self, scope: Scope, request_id: &str, debug: bool) -> Result<Bundle> {
         let (request, run) = self.request_and_run(scope, request_id).await?;
         if !run.status.is_terminal() {
             return Err(Error::conflict(format!(
@@ -251,7 +253,7 @@ impl Jobs {
                 run.status.as_str()
             )));
         }
-        let debug = request.runtime_options.debug;
+        let debug = debug || request.runtime_options.debug;
         let (file_name, manifest_name) = if debug {
             ("run_bundle_debug.zip", "manifest_debug.json")
         } else {
@@ -278,11 +280,25 @@ impl Jobs {
     }
 }
 
+/// Where a file of the run folder (`rel`) goes in the debug bundle.
+fn debug_name(rel: &str) -> String {
+    let artifacts = format!("{}/artifacts/", crate::run_folder::WORKSPACE);
+    match rel {
+        "input.json" => "request.json".to_owned(),
+        _ => match rel.strip_prefix(&artifacts) {
+            Some(artifact) => format!("artifacts/{artifact}"),
+            None => rel.to_owned(),
+        },
+    }
+}
+
 /// Zips the bundle's files plus `bundle/<manifest_name>` (`{files: [{path, size, sha256}]}`)
 /// into `target`, through a temporary file. Only the service builds bundles, from the result
 /// and the artifacts (`artifacts/...`), or, for debug bundles, the whole run folder but the
-/// bundles and the home. Files are opened without following links; symlinks and files with
-/// more than one link are left out.
+/// bundles and the home, laid out as the reference's runner reads one: the artifacts
+/// run-relative (`artifacts/...`, as in the plain bundle and the result), the request as
+/// `request.json`, the rest (`logs/`, `result/`, the workspace) where it is. Files are opened
+/// without following links; symlinks and files with more than one link are left out.
 fn build_bundle(
     folder: &RunFolder,
     target: &Path,
@@ -298,7 +314,7 @@ fn build_bundle(
             .filter(|(rel, _)| {
                 !rel.starts_with("bundle/") && !browse::is_hidden(rel, &[HIDDEN_HOME])
             })
-            .map(|(rel, _)| (rel.clone(), PathBuf::from(rel)))
+            .map(|(rel, _)| (debug_name(&rel), PathBuf::from(rel)))
             .collect()
     } else {
         let artifacts = files_under(&folder.artifacts())?
