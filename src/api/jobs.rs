@@ -18,8 +18,8 @@ use tokio_util::io::ReaderStream;
 use super::upload::{FileField, save_file_fields};
 use crate::api::error::{ApiError, ApiResult};
 use crate::api::run_views::{
-    CancelResponse, CreateJob, CreateTemp, Created, NewRequest, PendingInteraction, ReplyAccepted,
-    ReplyBody, RequestStatus, RunLogs, Uploaded, request_status,
+    CancelResponse, CreateJob, CreateTemp, Created, LogRange, LogRangeQuery, NewRequest,
+    PendingInteraction, ReplyAccepted, ReplyBody, RequestStatus, RunLogs, Uploaded, request_status,
 };
 use crate::jobs::Scope;
 use crate::jobs::create::UploadFiles;
@@ -357,6 +357,32 @@ pub async fn logs(
 ) -> ApiResult<Json<RunLogs>> {
     let logs = state.jobs.logs(scope, &request_id).await?;
     Ok(Json(RunLogs::of(&request_id, logs)))
+}
+
+/// Bytes of one log of the run, from any offset: `stream` (`stdout`, `stderr`, `prompt`),
+/// `byte_from`, `byte_to` (exclusive; at most 1 MiB after `byte_from`, clamped to the log's
+/// size). The same route exists under `/v1/temp-skill-runs/{request_id}/logs/range`.
+#[utoipa::path(get, path = "/v1/jobs/{request_id}/logs/range", tag = "jobs",
+    params(("request_id" = String, Path), LogRangeQuery),
+    responses(
+        (status = 200, body = LogRange,
+         example = json!({"request_id": "3f2c…", "stream": "stdout", "byte_from": 0, "byte_to": 8, "size": 12, "chunk": "working\n"})),
+        (status = 400, description = "`byte_to` before `byte_from`"),
+        (status = 404, description = "Unknown request, or no run yet"),
+        (status = 422, description = "Unknown `stream` or a bad number"),
+    ))]
+pub async fn log_range(
+    State(state): State<AppState>,
+    Kind(scope): Kind,
+    Path(request_id): Path<String>,
+    query: Result<Query<LogRangeQuery>, QueryRejection>,
+) -> ApiResult<Json<LogRange>> {
+    let Query(q) = query.map_err(bad_query)?;
+    let span = state
+        .jobs
+        .log_range(scope, &request_id, q.stream.into(), q.byte_from, q.byte_to)
+        .await?;
+    Ok(Json(LogRange::of(&request_id, q.stream, span)))
 }
 
 /// Cancels a queued or running run (`CANCELED_BY_USER`); a finished run answers

@@ -12,7 +12,7 @@ use crate::engines::Engine;
 use crate::jobs::cancel::Canceled;
 use crate::jobs::create::{Admitted, NewJob, NewTempRun, Received};
 use crate::jobs::interaction::{Pending, Reply};
-use crate::jobs::views::Logs;
+use crate::jobs::views::{LogSpan, LogStream, Logs};
 use crate::store::{Request, Run, RunStatus};
 
 /// `GET /v1/jobs/{request_id}`.
@@ -258,6 +258,63 @@ impl PendingInteraction {
             status: pending.status,
             pending: pending.question,
             wait_deadline_at: pending.wait_deadline,
+        }
+    }
+}
+
+/// `GET .../logs/range` query.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+pub struct LogRangeQuery {
+    /// `stdout`, `stderr` or `prompt`.
+    pub stream: LogStreamName,
+    /// First byte (default 0).
+    #[serde(default)]
+    pub byte_from: u64,
+    /// End, exclusive; default and at most 1 MiB after `byte_from`.
+    pub byte_to: Option<u64>,
+}
+
+/// A log's name in `logs/range`.
+#[derive(Debug, Clone, Copy, serde::Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LogStreamName {
+    Stdout,
+    Stderr,
+    Prompt,
+}
+
+impl From<LogStreamName> for LogStream {
+    fn from(name: LogStreamName) -> Self {
+        match name {
+            LogStreamName::Stdout => LogStream::Stdout,
+            LogStreamName::Stderr => LogStream::Stderr,
+            LogStreamName::Prompt => LogStream::Prompt,
+        }
+    }
+}
+
+/// `GET .../logs/range`: bytes `byte_from..byte_to` of one log, clamped to its `size`;
+/// `chunk` is their text (an invalid or cut UTF-8 sequence as U+FFFD).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct LogRange {
+    pub request_id: String,
+    pub stream: LogStreamName,
+    pub byte_from: u64,
+    pub byte_to: u64,
+    /// The log's whole size now.
+    pub size: u64,
+    pub chunk: String,
+}
+
+impl LogRange {
+    pub fn of(request_id: &str, stream: LogStreamName, span: LogSpan) -> Self {
+        Self {
+            request_id: request_id.to_owned(),
+            stream,
+            byte_from: span.from,
+            byte_to: span.to,
+            size: span.size,
+            chunk: String::from_utf8_lossy(&span.bytes).into_owned(),
         }
     }
 }

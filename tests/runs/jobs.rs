@@ -205,6 +205,64 @@ fn check_debug_bundle(files: &std::collections::BTreeMap<String, Vec<u8>>) {
     check_manifest(files, "bundle/manifest_debug.json");
 }
 
+/// `logs/range`: any bytes of a log, by offsets, clamped to its size, at most 1 MiB at a time.
+#[tokio::test]
+async fn a_range_of_a_log_is_read_by_byte_offsets() {
+    let server = TestServer::with_skills(&[probe_skill("probe", None)], &[]);
+    let (status, _) = run_mode(&server, "ok").await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let rid = status["request_id"].as_str().unwrap();
+    let stdout = std::fs::read(server.run_dir(&status).join("logs/stdout.txt")).unwrap();
+    let size = stdout.len() as u64;
+    let on = &server;
+    let range = move |query: &str| {
+        let path = format!("/v1/jobs/{rid}/logs/range?{query}");
+        async move { on.get(&path).await }
+    };
+
+    let (code, first) = range("stream=stdout&byte_from=0&byte_to=7").await;
+    assert_eq!(code, 200, "{first}");
+    assert_eq!(
+        first,
+        json!({"request_id": rid, "stream": "stdout", "byte_from": 0, "byte_to": 7,
+               "size": size, "chunk": "working"})
+    );
+    let (_, whole) = range("stream=stdout").await;
+    assert_eq!(
+        whole["chunk"].as_str().unwrap().as_bytes(),
+        stdout.as_slice()
+    );
+    assert_eq!(whole["byte_to"], size);
+    // Bytes 1..3 of the error log are "ä"; 1..2 cuts it.
+    let (_, umlaut) = range("stream=stderr&byte_from=1&byte_to=3").await;
+    assert_eq!(umlaut["chunk"], "ä", "{umlaut}");
+    let (_, cut) = range("stream=stderr&byte_from=1&byte_to=2").await;
+    assert_eq!(cut["chunk"], "\u{FFFD}", "{cut}");
+    let (_, past) = range("stream=stdout&byte_from=100000").await;
+    assert_eq!(
+        (&past["byte_from"], &past["byte_to"], &past["chunk"]),
+        (&json!(size), &json!(size), &json!(""))
+    );
+    let (_, prompt) = range("stream=prompt").await;
+    assert_eq!(
+        (&prompt["size"], &prompt["chunk"]),
+        (&json!(0), &json!("")),
+        "a script has no prompt"
+    );
+    let (code, refused) = range("stream=stdout&byte_from=5&byte_to=2").await;
+    assert_eq!(code, 400, "{refused}");
+    assert!(
+        refused["detail"].as_str().unwrap().contains("byte_to"),
+        "{refused}"
+    );
+    let (code, refused) = range("stream=pty").await;
+    assert_eq!(code, 422, "{refused}");
+    let (code, _) = server
+        .get("/v1/jobs/no-such-request/logs/range?stream=stdout")
+        .await;
+    assert_eq!(code, 404);
+}
+
 async fn run_mode(server: &TestServer, mode: &str) -> (Value, Value) {
     let rid = server
         .create_job(json!({"skill_id": "probe", "engine": "script", "parameter": {"mode": mode}}))

@@ -35,38 +35,78 @@ pub struct Logs {
 /// event stream serves all of it, from any offset.
 pub const LOG_TAIL_BYTES: u64 = 1024 * 1024;
 
+/// One of a run's logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogStream {
+    Stdout,
+    Stderr,
+    Prompt,
+}
+
+/// Bytes `from..to` of a log of `size` bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogSpan {
+    pub from: u64,
+    pub to: u64,
+    pub size: u64,
+    pub bytes: Vec<u8>,
+}
+
 /// The last [`LOG_TAIL_BYTES`] of `path` (empty when it does not exist) and whether it was cut;
-/// a cut never starts inside a UTF-8 character.
+/// a cut tail starts at the next whole UTF-8 character.
 async fn log_tail(path: PathBuf) -> Tail {
-    use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
-    let empty = Tail {
-        text: String::new(),
-        cut: false,
-    };
-    // Never waited on, never through a link: only the service writes the logs, but a run
-    // folder is a turn's neighbourhood.
-    let Ok(file) = crate::run_folder::open_plain(&path) else {
-        return empty;
-    };
-    let mut file = tokio::fs::File::from_std(file);
-    let len = file.metadata().await.map_or(0, |m| m.len());
-    let start = len.saturating_sub(LOG_TAIL_BYTES);
-    let mut bytes = Vec::new();
-    let read = async {
-        file.seek(std::io::SeekFrom::Start(start)).await?;
-        file.take(LOG_TAIL_BYTES).read_to_end(&mut bytes).await
-    };
-    if read.await.is_err() {
-        return empty;
-    }
-    let skip = if start > 0 {
-        bytes.iter().take_while(|b| (**b & 0xC0) == 0x80).count()
+    let span = read_span(
+        path,
+        |size| size.saturating_sub(LOG_TAIL_BYTES),
+        LOG_TAIL_BYTES,
+    )
+    .await;
+    let skip = if span.from > 0 {
+        span.bytes
+            .iter()
+            .take_while(|b| (**b & 0xC0) == 0x80)
+            .count()
     } else {
         0
     };
     Tail {
-        text: String::from_utf8_lossy(&bytes[skip..]).into_owned(),
-        cut: start > 0,
+        text: String::from_utf8_lossy(&span.bytes[skip..]).into_owned(),
+        cut: span.from > 0,
+    }
+}
+
+/// At most `max` bytes of `path` from the offset `start` picks for its size (clamped to it);
+/// empty when the file does not exist or cannot be read. Never waited on, never through a
+/// link: only the service writes the logs, but a run folder is a turn's neighbourhood.
+async fn read_span(path: PathBuf, start: impl FnOnce(u64) -> u64, max: u64) -> LogSpan {
+    use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
+    let empty = LogSpan {
+        from: 0,
+        to: 0,
+        size: 0,
+        bytes: Vec::new(),
+    };
+    let Ok(file) = crate::run_folder::open_plain(&path) else {
+        return empty;
+    };
+    let mut file = tokio::fs::File::from_std(file);
+    let size = file.metadata().await.map_or(0, |m| m.len());
+    let from = start(size).min(size);
+    let mut bytes = Vec::new();
+    let read = async {
+        file.seek(std::io::SeekFrom::Start(from)).await?;
+        file.take(max.min(size - from))
+            .read_to_end(&mut bytes)
+            .await
+    };
+    if read.await.is_err() {
+        return LogSpan { size, ..empty };
+    }
+    LogSpan {
+        from,
+        to: from + bytes.len() as u64,
+        size,
+        bytes,
     }
 }
 
@@ -240,6 +280,32 @@ impl Jobs {
             stdout: log_tail(folder.stdout_log()).await,
             stderr: log_tail(folder.stderr_log()).await,
         })
+    }
+
+    /// Bytes `from..to` (`to` exclusive, at most [`LOG_TAIL_BYTES`] after `from` and clamped
+    /// to the log's size) of one log of the request's run. 400 when `to` is before `from`.
+    pub async fn log_range(
+        &self,
+        scope: Scope,
+        request_id: &str,
+        stream: LogStream,
+        from: u64,
+        to: Option<u64>,
+    ) -> Result<LogSpan> {
+        if let Some(to) = to.filter(|to| *to < from) {
+            return Err(Error::invalid(format!(
+                "byte_to ({to}) is before byte_from ({from})"
+            )));
+        }
+        let (_, run) = self.request_and_run(scope, request_id).await?;
+        let folder = self.held_folder(&run).await?;
+        let path = match stream {
+            LogStream::Stdout => folder.stdout_log(),
+            LogStream::Stderr => folder.stderr_log(),
+            LogStream::Prompt => folder.prompt_log(),
+        };
+        let max = to.map_or(LOG_TAIL_BYTES, |to| (to - from).min(LOG_TAIL_BYTES));
+        Ok(read_span(path, |_| from, max).await)
     }
 
     /// The run's bundle, built on first request: the debug bundle when `debug` asks for it
