@@ -237,19 +237,23 @@ impl TestServer {
         }
     }
 
+    /// Sends `signal` to the service while its process lives. Once the child was reaped its pid
+    /// may belong to another process (pids wrap at 32768 on a busy test machine): never then.
+    fn signal(&mut self, signal: nix::sys::signal::Signal) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.service), signal);
+        }
+    }
+
     /// SIGKILL: no chance to clean up.
     pub fn kill(&mut self) {
-        use nix::sys::signal::{Signal, kill};
-        use nix::unistd::Pid;
-        let _ = kill(Pid::from_raw(self.service), Signal::SIGKILL);
+        self.signal(nix::sys::signal::Signal::SIGKILL);
         let _ = self.child.wait();
     }
 
     /// SIGTERM, then wait for the process to exit.
     pub fn terminate(&mut self) -> ExitStatus {
-        use nix::sys::signal::{Signal, kill};
-        use nix::unistd::Pid;
-        kill(Pid::from_raw(self.service), Signal::SIGTERM).unwrap();
+        self.signal(nix::sys::signal::Signal::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
