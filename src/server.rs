@@ -187,7 +187,7 @@ pub async fn serve(
             package_limits: config.package_limits,
         },
         store.clone(),
-        registry.clone(),
+        installer.clone(),
         engines,
         supervisor.clone(),
     );

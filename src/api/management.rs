@@ -118,14 +118,12 @@ pub(crate) fn summary(entry: &SkillEntry) -> SkillSummary {
     }
 }
 
+/// Skill `skill_id`, looked for among other nodes' installs when this node lacks it.
 pub(crate) async fn skill_entry(state: &AppState, skill_id: &str) -> ApiResult<SkillEntry> {
     state
-        .registry
-        .snapshot()
+        .installer
+        .skill(skill_id)
         .await
-        .skills
-        .get(skill_id)
-        .cloned()
         .ok_or_else(|| ApiError::not_found("Skill not found"))
 }
 

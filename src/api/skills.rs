@@ -6,7 +6,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use crate::api::error::{ApiError, ApiResult};
+use crate::api::error::ApiResult;
 use crate::skill::SkillManifest;
 use crate::state::AppState;
 
@@ -34,10 +34,6 @@ pub async fn get_skill(
     State(state): State<AppState>,
     Path(skill_id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let snapshot = state.registry.snapshot().await;
-    snapshot
-        .skills
-        .get(&skill_id)
-        .map(|entry| Json(entry.to_json()))
-        .ok_or_else(|| ApiError::not_found("Skill not found"))
+    let entry = super::management::skill_entry(&state, &skill_id).await?;
+    Ok(Json(entry.to_json()))
 }

@@ -172,7 +172,7 @@ impl Jobs {
                     Ok(Signal::Queued) => self.claimable.notify_one(),
                     Ok(Signal::Cancel(run_id)) => self.stop_turn(&run_id),
                     Ok(Signal::Installed) => {
-                        if let Err(e) = self.registry.rescan().await {
+                        if let Err(e) = self.installer.registry().rescan().await {
                             tracing::warn!(error = format!("{e:#}"), "rescanning the skills dir");
                         }
                     }

@@ -98,9 +98,8 @@ impl Jobs {
     }
 
     async fn admit_job(self: &Arc<Self>, body: NewJob) -> Result<Admitted> {
-        let snapshot = self.registry.snapshot().await;
-        let skill = match snapshot.skills.get(&body.skill_id) {
-            Some(SkillEntry::Healthy(m)) => m.clone(),
+        let skill = match self.installer.skill(&body.skill_id).await {
+            Some(SkillEntry::Healthy(m)) => m,
             Some(SkillEntry::Degraded { error, .. }) => {
                 return Err(Error::not_found(format!(
                     "Skill '{}' is installed but invalid: {error}",
@@ -275,10 +274,11 @@ impl Jobs {
         let (skill, engine) = match request.kind {
             RequestKind::Job => {
                 let id = request.skill_id.clone().unwrap_or_default();
-                let snapshot = self.registry.snapshot().await;
-                let skill = snapshot
-                    .skills
-                    .get(&id)
+                let skill = self
+                    .installer
+                    .skill(&id)
+                    .await
+                    .as_ref()
                     .and_then(SkillEntry::manifest)
                     .cloned()
                     .ok_or_else(|| {

@@ -241,7 +241,8 @@ impl Jobs {
         let dir = std::path::PathBuf::from(&run.skill_dir);
         if kind == RequestKind::Job
             && let Some(m) = self
-                .registry
+                .installer
+                .registry()
                 .snapshot()
                 .await
                 .skills

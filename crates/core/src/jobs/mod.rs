@@ -39,9 +39,9 @@ use tracing::Instrument as _;
 
 use crate::config::JobsConfig;
 use crate::engines::Engines;
+use crate::packages::Installer;
 use crate::process::Supervisor;
 use crate::run_folder::RunFolder;
-use crate::skill::Registry;
 use crate::store::{RequestKind, RunStatus, Store};
 use skill_runner_types::engine::Engine;
 
@@ -81,7 +81,8 @@ pub(crate) struct Slot {
 pub struct Jobs {
     config: JobsConfig,
     store: Store,
-    registry: Arc<Registry>,
+    /// The skills, and the way to the ones other nodes installed.
+    installer: Arc<Installer>,
     engines: Engines,
     supervisor: Supervisor,
     queue: Arc<Queue>,
@@ -115,7 +116,7 @@ impl Jobs {
     pub fn new(
         config: JobsConfig,
         store: Store,
-        registry: Arc<Registry>,
+        installer: Arc<Installer>,
         engines: Engines,
         supervisor: Supervisor,
     ) -> Arc<Self> {
@@ -137,7 +138,7 @@ impl Jobs {
             engines,
             config,
             store,
-            registry,
+            installer,
             active: Mutex::new(HashMap::new()),
             turns: AtomicU64::new(0),
             fenced: Mutex::default(),

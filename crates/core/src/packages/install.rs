@@ -41,6 +41,8 @@ pub struct Installer {
     storage: Option<crate::storage::Storage>,
     /// Ends the sync loop at shutdown.
     closing: tokio_util::sync::CancellationToken,
+    /// Held while this node looks for what other nodes installed; when that look last began.
+    looked: tokio::sync::Mutex<Option<std::time::Instant>>,
 }
 
 /// What the swap does with the skills dir, decided under the swap guard.
@@ -84,7 +86,13 @@ impl Installer {
             workers: Semaphore::new(INSTALL_WORKERS),
             tracker: TaskTracker::new(),
             closing: Default::default(),
+            looked: Default::default(),
         }
+    }
+
+    /// The skills this node serves.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
     }
 
     pub fn limits(&self) -> &PackageLimits {
@@ -263,12 +271,44 @@ impl Installer {
         Ok(())
     }
 
+    /// Skill `id` as this node knows it. Among nodes, one asked for a skill it does not know
+    /// looks at what the others installed first: the install's signal may not have reached it
+    /// yet, and a client that installed on one node and runs on another must not get a 404.
+    /// Misses arriving while a look is under way share it, so unknown ids cost one look at a
+    /// time, never one each.
+    pub async fn skill(&self, id: &str) -> Option<crate::skill::SkillEntry> {
+        if let Some(entry) = self.registry.snapshot().await.skills.get(id) {
+            return Some(entry.clone());
+        }
+        self.store.cluster()?;
+        let asked = std::time::Instant::now();
+        if let Err(e) = self.look_since(asked).await {
+            tracing::warn!(
+                error = format!("{e:#}"),
+                "looking for other nodes' installs"
+            );
+        }
+        self.registry.snapshot().await.skills.get(id).cloned()
+    }
+
+    /// Brings in what other nodes installed, unless a look that began at or after `asked`
+    /// already did: with shared storage, their packages are installed here; on a shared skills
+    /// dir, the dir is read again.
+    async fn look_since(&self, asked: std::time::Instant) -> anyhow::Result<()> {
+        let mut looked = self.looked.lock().await;
+        if looked.is_some_and(|began| began >= asked) {
+            return Ok(());
+        }
+        *looked = Some(std::time::Instant::now());
+        match &self.storage {
+            Some(storage) => self.install_from(storage).await,
+            None => self.registry.rescan().await.map(drop),
+        }
+    }
+
     /// Installs the packages other nodes kept in shared storage that are newer than this
     /// node's skills (or that it lacks).
-    pub async fn sync_from_storage(&self) -> anyhow::Result<()> {
-        let Some(storage) = &self.storage else {
-            return Ok(());
-        };
+    async fn install_from(&self, storage: &crate::storage::Storage) -> anyhow::Result<()> {
         let snapshot = self.registry.rescan().await?;
         for (id, version) in storage.packages().await? {
             let local = snapshot
@@ -316,7 +356,7 @@ impl Installer {
         self.tracker.spawn(async move {
             let mut signals = None;
             loop {
-                if let Err(e) = this.sync_from_storage().await {
+                if let Err(e) = this.look_since(std::time::Instant::now()).await {
                     tracing::warn!(error = format!("{e:#}"), "installing other nodes' packages");
                 }
                 if signals.is_none()
