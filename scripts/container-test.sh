@@ -158,9 +158,14 @@ cp Dockerfile "$context/"
 cp -r skills "$context/skills"
 cp "$binary" "$context/docker/prebuilt/skill-runner"
 build_started=$SECONDS
+previous=$(podman image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)
 podman build --quiet --network host --format docker \
   --build-arg RUNTIME_IMAGE="$RUNTIME" --build-arg BINARY=prebuilt \
   -t "$IMAGE" "$context" >/dev/null
+# The last run's image lost its tag to this one: removed, or every run would keep one more.
+if [ -n "$previous" ] && [ "$previous" != "$(podman image inspect --format '{{.Id}}' "$IMAGE")" ]; then
+  podman rmi --force "$previous" >/dev/null 2>&1 || true
+fi
 say "image built in $((SECONDS - build_started)) s"
 
 # --- the checks --------------------------------------------------------------------------------

@@ -220,7 +220,8 @@ fn spawn(args: &LeaderArgs) -> std::io::Result<Pid> {
         let uid = args
             .run_as
             .unwrap_or_else(|| nix::unistd::getuid().as_raw());
-        let others = (!args.pids_cgroup).then(|| tasks_of(uid));
+        // RLIMIT_NPROC binds no uid 0 process: no need to count root's tasks.
+        let others = (!args.pids_cgroup && uid != 0).then(|| tasks_of(uid));
         sys::limit_resources(
             &mut command,
             rlimits(&limits, args.memory_cgroup, args.cpu_cgroup, others),
@@ -238,7 +239,7 @@ fn spawn(args: &LeaderArgs) -> std::io::Result<Pid> {
 /// `RLIMIT_NPROC` only where no cgroup holds memory, counts CPU time or bounds the processes of
 /// the whole turn. The kernel counts `RLIMIT_NPROC` over every task of the uid, so the turn's
 /// bound is its own limit on top of the `others` the uid runs when it starts (the service's
-/// threads, other turns); it binds no uid 0 process. `RLIMIT_CPU` sends `SIGXCPU` at the soft
+/// threads, other turns). `RLIMIT_CPU` sends `SIGXCPU` at the soft
 /// limit and `SIGKILL` a second later, so the turn's end names its cause.
 fn rlimits(
     limits: &Limits,

@@ -71,26 +71,29 @@ pub fn run_in(image: &str, service: &Command, root: &Path) -> Started {
         let port = set("PORT").and_then(|p| p.to_str()).unwrap_or("0");
         command.args(["-e", &format!("SKILL_RUNNER_BIND=127.0.0.1:{port}")]);
     }
-    // The agent CLIs the service on the host would find (its default prefix, unless the test
-    // names one).
-    let agents = super::agents::npm_prefix();
-    if set("SKILL_RUNNER_NPM_PREFIX").is_none() && agents.is_dir() {
-        let mount = format!("{}:{NPM_PREFIX_INSIDE}:ro", agents.display());
-        command.args(["-v", &mount]);
+    // The agent CLIs, lent read-only at one place inside: the prefix the test names, else the
+    // one the service on the host would find. A prefix inside the test's folder is mounted
+    // with it already.
+    let named = set("SKILL_RUNNER_NPM_PREFIX").map(Path::new);
+    let lent = match named {
+        Some(prefix) => (!prefix.starts_with(root)).then(|| prefix.to_owned()),
+        None => Some(super::agents::npm_prefix()).filter(|p| p.is_dir()),
+    };
+    if let Some(prefix) = &lent {
+        let mut mount = prefix.as_os_str().to_owned();
+        mount.push(format!(":{NPM_PREFIX_INSIDE}:ro"));
+        command.arg("-v").arg(mount);
         command.args([
             "-e",
             &format!("SKILL_RUNNER_NPM_PREFIX={NPM_PREFIX_INSIDE}"),
         ]);
     }
     for (key, value) in service.get_envs() {
-        let Some(mut value) = value else {
+        let Some(value) = value else {
             continue;
         };
-        if key == "SKILL_RUNNER_NPM_PREFIX" && !Path::new(value).starts_with(root) {
-            let mut mount = value.to_owned();
-            mount.push(format!(":{NPM_PREFIX_INSIDE}:ro"));
-            command.arg("-v").arg(mount);
-            value = NPM_PREFIX_INSIDE.as_ref();
+        if key == "SKILL_RUNNER_NPM_PREFIX" && lent.is_some() {
+            continue;
         }
         let mut pair = key.to_owned();
         pair.push("=");
