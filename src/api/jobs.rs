@@ -24,6 +24,7 @@ use crate::api::run_views::{
 use crate::jobs::Scope;
 use crate::jobs::create::UploadFiles;
 use crate::jobs::events::Offsets;
+use crate::jobs::fcmp::Fcmp;
 use crate::jobs::live::EventData;
 use crate::state::AppState;
 use crate::store::{CleanupCounts, RequestKind, RunStatus};
@@ -402,7 +403,8 @@ pub async fn cancel(
     .await
 }
 
-/// `stdout_from` / `stderr_from` of an event stream.
+/// Where an event stream starts: byte offsets into the logs (the seed's stream), or a `cursor`
+/// (the FCMP stream of the reference's later versions).
 #[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct EventsQuery {
@@ -410,22 +412,33 @@ pub struct EventsQuery {
     pub stdout_from: Option<u64>,
     /// Byte offset in `logs/stderr.txt` to start from.
     pub stderr_from: Option<u64>,
+    /// Asks for FCMP/1.0 events instead: the `seq` of the last event received (0 for all).
+    pub cursor: Option<u64>,
 }
 
-/// Live events of the run as Server-Sent Events: `snapshot`, `stdout` / `stderr` chunks
-/// `{from, to, chunk}` (byte offsets into the logs), `status`, `heartbeat`, and `end {reason:
-/// waiting_user | terminal}`. Every event has `id: <stdout_offset>:<stderr_offset>`; a
-/// `Last-Event-ID` header resumes from it and takes precedence over the query parameters.
+/// Live events of the run as Server-Sent Events, in one of two protocols.
+///
+/// Without `cursor` (the seed's stream): `snapshot`, `stdout` / `stderr` chunks `{from, to,
+/// chunk}` (byte offsets into the logs), `status`, `heartbeat`, and `end {reason: waiting_user
+/// | terminal}`. Every event has `id: <stdout_offset>:<stderr_offset>`; a `Last-Event-ID`
+/// header resumes from it and takes precedence over the query parameters.
+///
+/// With `cursor` (FCMP/1.0, as the reference's v0.7 clients ask): `snapshot {status, cursor,
+/// pending_interaction_id}`, then each event as `chat_event` with its envelope `{protocol_version:
+/// "fcmp/1.0", run_id, seq, ts, engine, type, data, meta: {attempt, local_seq}, raw_ref}` (its SSE
+/// `id` is its `seq`; a numeric `Last-Event-ID` resumes after it), `heartbeat`, and `end`. The
+/// events are those of `.../events/history`.
+///
 /// The same route exists under `/v1/temp-skill-runs/{request_id}/events` and
 /// `/v1/management/runs/{request_id}/events`.
 #[utoipa::path(get, path = "/v1/jobs/{request_id}/events", tag = "jobs",
     params(("request_id" = String, Path), EventsQuery,
-        ("Last-Event-ID" = Option<String>, Header, description = "`<stdout_offset>:<stderr_offset>` of the last event received")),
+        ("Last-Event-ID" = Option<String>, Header, description = "`<stdout_offset>:<stderr_offset>` of the last event received, or its `seq` on the FCMP stream")),
     responses(
         (status = 200, description = "The event stream", content_type = "text/event-stream"),
         (status = 400, description = "Malformed Last-Event-ID"),
         (status = 404, description = "Unknown request or no run yet"),
-        (status = 422, description = "Offsets are not non-negative integers"),
+        (status = 422, description = "Offsets or cursor are not non-negative integers, or both are given"),
     ))]
 pub async fn events(
     State(state): State<AppState>,
@@ -435,7 +448,28 @@ pub async fn events(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let Query(query) = query.map_err(bad_query)?;
-    let from = match headers.get("last-event-id") {
+    let offsets = query.stdout_from.is_some() || query.stderr_from.is_some();
+    if offsets && query.cursor.is_some() {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            serde_json::json!([{"loc": ["query", "cursor"], "type": "value_error",
+                "msg": "cursor asks for the FCMP stream, stdout_from/stderr_from for the byte \
+                        stream: give one or the other"}]),
+        ));
+    }
+    let last_id = headers.get("last-event-id");
+    let numeric_id = last_id
+        .and_then(|id| id.to_str().ok())
+        .is_some_and(|id| id.trim().parse::<u64>().is_ok());
+    if query.cursor.is_some() || (numeric_id && !offsets) {
+        let cursor = super::chat::cursor(&headers, query.cursor)?;
+        let stream = state
+            .jobs
+            .conversation_stream::<Fcmp>(scope, &request_id, cursor)
+            .await?;
+        return Ok(sse(stream, |e| (e.name, e.id, e.data)));
+    }
+    let from = match last_id {
         Some(id) => id
             .to_str()
             .ok()

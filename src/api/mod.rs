@@ -52,7 +52,7 @@ const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
         (name = "engines", description = "Agent engines, their CLIs and models"),
         (name = "skill-packages", description = "Install and update skill packages"),
         (name = "management", description = "Skills and runs for an operator's console. \
-            `/v1/management/runs/{request_id}/events`, `/chat`, `/chat/history`, `/pending`, `/reply` \
+            `/v1/management/runs/{request_id}/events`, `/events/history`, `/chat`, `/chat/history`, `/pending`, `/reply` \
             and `/cancel` are the \
             jobs routes of the same names and see jobs and temporary runs alike"),
         (name = "invoke", description = "Run a skill synchronously and get its Normalized Skill \
@@ -103,11 +103,13 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .route(&temp("/logs/range"), get(jobs::log_range))
         .route(&temp("/cancel"), post(jobs::cancel))
         .route(&temp("/events"), get(jobs::events))
+        .route(&temp("/events/history"), get(chat::events_history))
         .route(&temp("/chat"), get(chat::chat))
         .route(&temp("/chat/history"), get(chat::chat_history))
         .route(&temp("/interaction/pending"), get(jobs::pending))
         .route(&temp("/interaction/reply"), post(jobs::reply))
         .route(&run("/events"), get(jobs::events))
+        .route(&run("/events/history"), get(chat::events_history))
         .route(&run("/chat"), get(chat::chat))
         .route(&run("/chat/history"), get(chat::chat_history))
         .route(&run("/pending"), get(jobs::pending))
@@ -154,6 +156,7 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(jobs::cancel))
         .routes(routes!(jobs::cleanup))
         .routes(routes!(jobs::events))
+        .routes(routes!(chat::events_history))
         .routes(routes!(chat::chat))
         .routes(routes!(chat::chat_history))
         .routes(routes!(jobs::pending))

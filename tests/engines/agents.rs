@@ -102,6 +102,28 @@ async fn assert_conversation(server: &TestServer, rid: &str, output_has: &str) -
     );
     let seqs: Vec<u64> = items.iter().map(|i| i["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, (1..=n as u64).collect::<Vec<_>>());
+
+    // The same conversation as FCMP events: the command as a tool call or command execution
+    // carrying the item's details, the final answer, and the terminal state change.
+    let (code, fcmp) = server.get(&format!("/v1/jobs/{rid}/events/history")).await;
+    assert_eq!(code, 200, "{fcmp}");
+    let events = fcmp["events"].as_array().unwrap();
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"conversation.state.changed"));
+    assert_eq!(
+        kinds[kinds.len() - 2..],
+        ["assistant.message.final", "conversation.state.changed"],
+        "{fcmp}"
+    );
+    assert_eq!(events[events.len() - 2]["data"]["text"], ANSWER);
+    assert!(
+        events.iter().any(|e| matches!(
+            e["type"].as_str(),
+            Some("assistant.command_execution" | "assistant.tool_call")
+        ) && e["data"]["details"].to_string().contains(WRITE_REPORT)),
+        "{fcmp}"
+    );
+    assert_eq!(events.last().unwrap()["data"]["to"], "succeeded");
     items
 }
 

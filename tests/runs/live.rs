@@ -683,6 +683,64 @@ async fn reply_timeouts_decide_or_fail() {
         items[2]["correlation"]["error_code"],
         "INTERACTION_WAIT_TIMEOUT"
     );
+
+    // As FCMP events: the runner's decision, and a wait that ended the run while it waited.
+    let (_, decided) = server
+        .get(&format!("/v1/jobs/{decide}/events/history"))
+        .await;
+    let types = fcmp_summary(&decided["events"]);
+    assert_eq!(
+        types[4..8],
+        [
+            s("interaction.auto_decide.timeout"),
+            s("conversation.state.changed waiting_user->queued"),
+            s("conversation.state.changed queued->running"),
+            s("assistant.message.intermediate"),
+        ],
+        "{decided}"
+    );
+    let timeout = &decided["events"][4]["data"];
+    assert_eq!(
+        (&timeout["interaction_id"], &timeout["policy"]),
+        (&json!(11), &json!("pick_first"))
+    );
+    assert_eq!(
+        decided["events"][5]["data"]["resume_cause"],
+        "interaction_auto_decide_timeout"
+    );
+    let (_, failed) = server
+        .get(&format!("/v1/jobs/{strict}/events/history"))
+        .await;
+    let events = failed["events"].as_array().unwrap();
+    assert_eq!(
+        fcmp_summary(&failed["events"]).last().unwrap(),
+        "conversation.state.changed waiting_user->failed"
+    );
+    let terminal = &events.last().unwrap()["data"]["terminal"];
+    assert_eq!(terminal["status"], "failed");
+    assert_eq!(terminal["reason_code"], "INTERACTION_WAIT_TIMEOUT");
+    assert_eq!(terminal["error"]["code"], "INTERACTION_WAIT_TIMEOUT");
+}
+
+fn s(text: &str) -> String {
+    text.to_owned()
+}
+
+/// Each FCMP event's type, with the states of a state change.
+fn fcmp_summary(events: &Value) -> Vec<String> {
+    events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| match e["type"].as_str().unwrap() {
+            "conversation.state.changed" => format!(
+                "conversation.state.changed {}->{}",
+                e["data"]["from"].as_str().unwrap(),
+                e["data"]["to"].as_str().unwrap()
+            ),
+            other => other.to_owned(),
+        })
+        .collect()
 }
 
 #[tokio::test]
@@ -1035,49 +1093,222 @@ async fn a_run_reads_as_a_conversation_live_resumed_and_in_history() {
     assert_eq!(code, 404);
 }
 
+/// An interactive run read as FCMP/1.0 events, as a v0.7 client reads them: `/events` with a
+/// `cursor` up to each question, resumed after each reply, and `/events/history` holding the
+/// same envelopes in the same order, filtered by `seq` and time.
+#[tokio::test]
+async fn a_run_reads_as_fcmp_events_live_resumed_and_in_history() {
+    let server = TestServer::with_skills(&[asker_skill("asker")], &[]);
+    let rid = server
+        .create_job(interactive(json!({"asks": 2}), json!({})))
+        .await;
+    let job = format!("/v1/jobs/{rid}");
+    let mut events = Vec::new();
+    for (n, answer) in [json!("left"), json!({"text": "free form"}), Value::Null]
+        .into_iter()
+        .enumerate()
+    {
+        let cursor = events.len();
+        let stream = server
+            .events(&format!("{job}/events?cursor={cursor}"), None)
+            .await
+            .collect()
+            .await;
+        assert_eq!(stream[0].name, "snapshot");
+        assert_eq!(stream[0].data["cursor"], cursor);
+        let ended = if answer.is_null() {
+            "terminal"
+        } else {
+            "waiting_user"
+        };
+        assert_eq!(stream.last().unwrap().data, json!({"reason": ended}));
+        events.extend(chat_items(&stream));
+        if !answer.is_null() {
+            let id = 11 + n;
+            let (code, body) = server
+                .post_json(
+                    &format!("{job}/interaction/reply"),
+                    json!({"interaction_id": id, "response": answer}),
+                )
+                .await;
+            assert_eq!(code, 200, "{body}");
+        }
+    }
+    assert_eq!(
+        fcmp_summary(&Value::Array(events.clone())),
+        [
+            "conversation.state.changed queued->running",
+            "assistant.message.intermediate",
+            "user.input.required",
+            "conversation.state.changed running->waiting_user",
+            "interaction.reply.accepted",
+            "conversation.state.changed waiting_user->queued",
+            "conversation.state.changed queued->running",
+            "assistant.message.intermediate",
+            "user.input.required",
+            "conversation.state.changed running->waiting_user",
+            "interaction.reply.accepted",
+            "conversation.state.changed waiting_user->queued",
+            "conversation.state.changed queued->running",
+            "assistant.message.intermediate",
+            "assistant.message.final",
+            "conversation.state.changed running->succeeded",
+        ]
+    );
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=16).collect::<Vec<_>>());
+    let (attempts, local): (Vec<u64>, Vec<u64>) = events
+        .iter()
+        .map(|e| {
+            (
+                e["meta"]["attempt"].as_u64().unwrap(),
+                e["meta"]["local_seq"].as_u64().unwrap(),
+            )
+        })
+        .unzip();
+    assert_eq!(attempts, [1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3]);
+    assert_eq!(local, [1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6, 1, 2, 3, 4]);
+    let first = &events[0];
+    assert_eq!(first["protocol_version"], "fcmp/1.0");
+    assert_eq!(first["engine"], "script");
+    assert!(first["ts"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(first["data"]["trigger"], "turn.started");
+    assert_eq!(events[1]["data"]["text"], "turn 1 of an asker");
+    assert_eq!(events[1]["raw_ref"]["stream"], "stdout");
+    assert_eq!(events[1]["raw_ref"]["attempt_number"], 1);
+    assert_eq!(events[2]["data"]["interaction_id"], 11);
+    assert_eq!(events[2]["data"]["prompt"], "question 1?");
+    assert_eq!(events[3]["data"]["pending_interaction_id"], 11);
+    assert_eq!(events[4]["data"]["response_preview"], "left");
+    assert_eq!(events[4]["data"]["resolution_mode"], "user_reply");
+    assert_eq!(events[5]["data"]["resume_cause"], "interaction_reply");
+    assert_eq!(events[15]["data"]["terminal"]["status"], "succeeded");
+    let times: Vec<&str> = events.iter().map(|e| e["ts"].as_str().unwrap()).collect();
+    assert!(times.is_sorted(), "{times:?}");
+    // The raw_ref of an event reads back its bytes of the log.
+    let raw = &events[1]["raw_ref"];
+    let (code, range) = server
+        .get(&format!(
+            "{job}/logs/range?stream=stdout&byte_from={}&byte_to={}",
+            raw["byte_from"], raw["byte_to"]
+        ))
+        .await;
+    assert_eq!(code, 200);
+    assert!(
+        range["chunk"]
+            .as_str()
+            .unwrap()
+            .contains("turn 1 of an asker")
+    );
+
+    let (code, history) = server.get(&format!("{job}/events/history")).await;
+    assert_eq!(code, 200, "{history}");
+    assert_eq!(history["events"], Value::Array(events.clone()));
+    assert_eq!(
+        (
+            &history["count"],
+            &history["source"],
+            &history["cursor_ceiling"]
+        ),
+        (&json!(16), &json!("audit"), &json!(16))
+    );
+    let (_, part) = server
+        .get(&format!(
+            "/v1/management/runs/{rid}/events/history?from_seq=5&to_seq=7"
+        ))
+        .await;
+    assert_eq!(part["events"], Value::Array(events[4..7].to_vec()));
+    // Time bounds, in the reference's own format too (no offset: UTC).
+    let reply_ts = events[4]["ts"].as_str().unwrap();
+    let naive = reply_ts.trim_end_matches('Z');
+    let (_, late) = server
+        .get(&format!("{job}/events/history?from_ts={naive}"))
+        .await;
+    let late = late["events"].as_array().unwrap();
+    assert!(!late.is_empty() && late.len() < 16);
+    assert!(late.iter().all(|e| e["ts"].as_str().unwrap() >= reply_ts));
+    let (code, _) = server
+        .get(&format!("{job}/events/history?from_ts=yesterday"))
+        .await;
+    assert_eq!(code, 422);
+    // A finished run's FCMP stream replays what is after the cursor; a numeric Last-Event-ID
+    // asks for it too.
+    let replay = server
+        .events(&format!("{job}/events"), Some("13"))
+        .await
+        .collect()
+        .await;
+    assert_eq!(chat_items(&replay), events[13..].to_vec());
+    let (code, _) = server
+        .get(&format!("{job}/events?cursor=1&stdout_from=0"))
+        .await;
+    assert_eq!(code, 422);
+    // Without a cursor, the seed's byte stream as before.
+    let seed = server
+        .events(&format!("{job}/events"), None)
+        .await
+        .collect()
+        .await;
+    assert!(seed.iter().any(|e| e.name == "stdout"));
+    let (code, _) = server
+        .get(&format!("/v1/temp-skill-runs/{rid}/events/history"))
+        .await;
+    assert_eq!(code, 404);
+}
+
 /// A client that drops the conversation stream at random points and resumes from the last
 /// `seq` it got receives every item of a chatty run exactly once, as the history has them.
 #[tokio::test]
 async fn a_conversation_resumed_at_random_points_loses_and_repeats_nothing() {
     let server = TestServer::with_skills(&[talker_skill("talker")], &[]);
-    let rid = server
-        .create_running(json!({"skill_id": "talker", "parameter": {"bursts": 60, "pause": 0.01}}))
-        .await;
-    let mut rng = Lcg(7);
-    let mut items: Vec<Value> = Vec::new();
-    let mut connections = 0;
-    'follow: loop {
-        connections += 1;
-        assert!(connections < 1000, "no end");
-        let cursor = items.last().map_or(0, |i| i["seq"].as_u64().unwrap());
-        let mut stream = server
-            .events(&format!("/v1/jobs/{rid}/chat?cursor={cursor}"), None)
+    // The chat items, and the FCMP events made of them.
+    for (route, extra) in [("chat", 0), ("events", 1)] {
+        let rid = server
+            .create_running(
+                json!({"skill_id": "talker", "parameter": {"bursts": 60, "pause": 0.01},
+                                   "runtime_options": {"no_cache": true}}),
+            )
             .await;
-        assert_eq!(stream.next().await.unwrap().name, "snapshot");
-        for _ in 0..1 + rng.below(8) {
-            let event = stream.next().await.expect("the stream ends with `end`");
-            match event.name.as_str() {
-                "chat_event" => items.push(event.data),
-                "end" => break 'follow,
-                _ => {}
+        let mut rng = Lcg(7);
+        let mut items: Vec<Value> = Vec::new();
+        let mut connections = 0;
+        'follow: loop {
+            connections += 1;
+            assert!(connections < 1000, "no end");
+            let cursor = items.last().map_or(0, |i| i["seq"].as_u64().unwrap());
+            let mut stream = server
+                .events(&format!("/v1/jobs/{rid}/{route}?cursor={cursor}"), None)
+                .await;
+            assert_eq!(stream.next().await.unwrap().name, "snapshot");
+            for _ in 0..1 + rng.below(8) {
+                let event = stream.next().await.expect("the stream ends with `end`");
+                match event.name.as_str() {
+                    "chat_event" => items.push(event.data),
+                    "end" => break 'follow,
+                    _ => {}
+                }
             }
         }
-    }
-    let seqs: Vec<u64> = items.iter().map(|i| i["seq"].as_u64().unwrap()).collect();
-    assert_eq!(
-        seqs,
-        (1..=seqs.len() as u64).collect::<Vec<_>>(),
-        "no gap, no repeat"
-    );
-    let (_, history) = server.get(&format!("/v1/jobs/{rid}/chat/history")).await;
-    assert_eq!(history["events"], Value::Array(items.clone()));
-    // 60 bursts plus six long lines, the final answer and the notice.
-    assert_eq!(items.len(), 60 + 6 + 2, "{connections} connections");
-    assert!(
-        items[0]["text"]
+        let seqs: Vec<u64> = items.iter().map(|i| i["seq"].as_u64().unwrap()).collect();
+        assert_eq!(
+            seqs,
+            (1..=seqs.len() as u64).collect::<Vec<_>>(),
+            "{route}: no gap, no repeat"
+        );
+        let (_, history) = server.get(&format!("/v1/jobs/{rid}/{route}/history")).await;
+        assert_eq!(history["events"], Value::Array(items.clone()), "{route}");
+        // 60 bursts plus six long lines, the final answer and the notice (as events, the
+        // turn's start first and the terminal change last).
+        assert_eq!(
+            items.len(),
+            60 + 6 + 2 + extra,
+            "{route}: {connections} connections"
+        );
+        let first_burst = &items[extra];
+        let text = first_burst["text"]
             .as_str()
-            .unwrap()
-            .starts_with("burst 0: wärme ✓ 😀 €")
-    );
-    assert_eq!(items.last().unwrap()["kind"], "orchestration_notice");
+            .or(first_burst["data"]["text"].as_str())
+            .unwrap();
+        assert!(text.starts_with("burst 0: wärme ✓ 😀 €"), "{route}: {text}");
+    }
 }

@@ -35,8 +35,15 @@ impl Timestamp {
         )
     }
 
+    /// RFC 3339; a time without an offset (as the reference writes its own) is taken as UTC.
     pub fn parse(text: &str) -> Result<Self, chrono::ParseError> {
-        DateTime::parse_from_rfc3339(text).map(|t| Self(t.with_timezone(&Utc)))
+        DateTime::parse_from_rfc3339(text)
+            .map(|t| Self(t.with_timezone(&Utc)))
+            .or_else(|e| {
+                chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f")
+                    .map(|t| Self(t.and_utc()))
+                    .map_err(|_| e)
+            })
     }
 }
 

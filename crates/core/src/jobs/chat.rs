@@ -1,12 +1,15 @@
 //! A run's conversation over HTTP's two ways of reading it: the history so far
-//! (`GET .../chat/history`) and a live stream (`GET .../chat`), both built by one
-//! [`Conversation`] from the run's stdout log and questions (see [`crate::conversation`]).
+//! (`GET .../chat/history`, `.../events/history`) and a live stream (`GET .../chat`,
+//! `.../events?cursor=`), all built by one [`Conversation`] from the run's stdout log and
+//! questions (see [`crate::conversation`]), presented by a [`Projection`]: the chat items
+//! themselves, or FCMP events made of them ([`super::fcmp`]).
 //!
-//! The stream sends `snapshot {status, cursor}`, then each item as `chat_event` (its SSE `id`
-//! is its `seq`), `heartbeat {ts}` after an idle interval, and `end {reason}` once the run waits
-//! for a reply (`waiting_user`, after the question) or ended (`terminal`, after the closing
-//! notice). `cursor` (or `Last-Event-ID`) is the last `seq` a client has: the stream resumes
-//! after it. Both answer 404 until the request has a run, like the event stream.
+//! The stream sends `snapshot {status, cursor, pending_interaction_id}`, then each item or event
+//! as `chat_event` (its SSE `id` is its `seq`), `heartbeat {ts}` after an idle interval, and
+//! `end {reason}` once the run waits for a reply (`waiting_user`, after the question) or ended
+//! (`terminal`, after the closing notice). `cursor` (or `Last-Event-ID`) is the last `seq` a
+//! client has: the stream resumes after it. Both answer 404 until the request has a run, like
+//! the event stream.
 
 use std::sync::Arc;
 
@@ -17,8 +20,10 @@ use tokio::time::Instant;
 use super::events::read_at;
 use super::live::{StreamEvent, Wake};
 use super::{Jobs, Scope};
+use crate::clock::Timestamp;
 use crate::error::Result;
 use crate::jobs::conversation::{ChatItem, Conversation, RunEnd};
+use crate::jobs::fcmp::{Fcmp, FcmpEvent};
 use crate::store::{Interaction, Run, RunStatus};
 
 /// Log bytes read at a time while catching up.
@@ -31,13 +36,84 @@ const STEP_ITEMS: usize = 256;
 /// Items one `/chat/history` page holds at most (each item's text is capped at 16 KiB).
 pub const MAX_PAGE_ITEMS: usize = 1000;
 
+/// How a reader presents a run's conversation: as its items, or as events made of them.
+pub trait Projection: Sized + Send + 'static {
+    type Out: serde::Serialize + Send + 'static;
+    fn new(run: &Run) -> Self;
+    /// Takes in the run as just read, before the log.
+    fn observe(&mut self, run: &Run, out: &mut Vec<Self::Out>);
+    fn item(&mut self, item: &ChatItem, out: &mut Vec<Self::Out>);
+    fn seq(out: &Self::Out) -> u64;
+    fn ts(out: &Self::Out) -> Option<Timestamp>;
+}
+
+/// The conversation items themselves (`.../chat`).
+pub struct Items;
+
+impl Projection for Items {
+    type Out = ChatItem;
+    fn new(_: &Run) -> Self {
+        Items
+    }
+    fn observe(&mut self, _: &Run, _: &mut Vec<ChatItem>) {}
+    fn item(&mut self, item: &ChatItem, out: &mut Vec<ChatItem>) {
+        out.push(item.clone());
+    }
+    fn seq(out: &ChatItem) -> u64 {
+        out.seq
+    }
+    fn ts(out: &ChatItem) -> Option<Timestamp> {
+        out.created_at
+    }
+}
+
+/// FCMP events (`.../events?cursor=`, `.../events/history`).
+impl Projection for Fcmp {
+    type Out = FcmpEvent;
+    fn new(run: &Run) -> Self {
+        Fcmp::new(run)
+    }
+    fn observe(&mut self, run: &Run, out: &mut Vec<FcmpEvent>) {
+        Fcmp::observe(self, run, out);
+    }
+    fn item(&mut self, item: &ChatItem, out: &mut Vec<FcmpEvent>) {
+        Fcmp::item(self, item, out);
+    }
+    fn seq(out: &FcmpEvent) -> u64 {
+        out.seq
+    }
+    fn ts(out: &FcmpEvent) -> Option<Timestamp> {
+        Some(out.ts)
+    }
+}
+
+/// The part of a history asked for; every bound is inclusive, and an item without a time
+/// passes the time bounds.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Range {
+    pub from_seq: Option<u64>,
+    pub to_seq: Option<u64>,
+    pub from_ts: Option<Timestamp>,
+    pub to_ts: Option<Timestamp>,
+}
+
+impl Range {
+    fn holds(&self, seq: u64, ts: Option<Timestamp>) -> bool {
+        self.from_seq.is_none_or(|from| seq >= from)
+            && self.to_seq.is_none_or(|to| seq <= to)
+            && ts.is_none_or(|ts| {
+                self.from_ts.is_none_or(|from| ts >= from) && self.to_ts.is_none_or(|to| ts <= to)
+            })
+    }
+}
+
 /// A run's conversation so far.
 #[derive(Debug)]
-pub struct ChatHistory {
+pub struct History<T> {
     pub run_id: String,
     pub status: RunStatus,
     /// The items in the asked range.
-    pub items: Vec<ChatItem>,
+    pub items: Vec<T>,
     /// `seq` of the first and last item read (0 when none): the whole conversation's, unless
     /// the page filled up or `to_seq` was passed first.
     pub first_seq: u64,
@@ -47,43 +123,47 @@ pub struct ChatHistory {
 }
 
 impl Jobs {
-    /// The conversation of a request's run, items `from_seq..=to_seq` (either end open).
-    pub async fn chat_history(
+    /// The conversation of a request's run in `range`, as `P` presents it.
+    pub async fn conversation_page<P: Projection>(
         &self,
         scope: Scope,
         request_id: &str,
-        from_seq: Option<u64>,
-        to_seq: Option<u64>,
+        range: Range,
         limit: usize,
-    ) -> Result<ChatHistory> {
+    ) -> Result<History<P::Out>> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let mut conversation = self.conversation(&run)?;
+        let mut projection = P::new(&run);
         let asked = self.store.interactions(&run.run_id).await?;
         let limit = limit.clamp(1, MAX_PAGE_ITEMS);
         let (mut page, mut first_seq, mut last_seq) = (Vec::new(), None, 0);
         let (mut has_more, mut passed) = (false, false);
+        let mut outs = Vec::new();
+        projection.observe(&run, &mut outs);
         loop {
             let (items, more) = self.catch_up(&mut conversation, &run, &asked).await;
-            for item in items {
-                first_seq.get_or_insert(item.seq);
-                last_seq = item.seq;
-                passed |= to_seq.is_some_and(|to| item.seq > to);
-                let wanted = from_seq.is_none_or(|from| item.seq >= from)
-                    && to_seq.is_none_or(|to| item.seq <= to);
-                if !wanted {
+            for item in &items {
+                projection.item(item, &mut outs);
+            }
+            for out in outs.drain(..) {
+                let seq = P::seq(&out);
+                first_seq.get_or_insert(seq);
+                last_seq = seq;
+                passed |= range.to_seq.is_some_and(|to| seq > to);
+                if !range.holds(seq, P::ts(&out)) {
                     continue;
                 }
                 if page.len() == limit {
                     has_more = true;
                 } else {
-                    page.push(item);
+                    page.push(out);
                 }
             }
             if has_more || passed || !more {
                 break;
             }
         }
-        Ok(ChatHistory {
+        Ok(History {
             run_id: run.run_id,
             status: run.status,
             items: page,
@@ -93,8 +173,8 @@ impl Jobs {
         })
     }
 
-    /// The live conversation of a request's run, after item `cursor`.
-    pub async fn chat(
+    /// The live conversation of a request's run as `P` presents it, after item `cursor`.
+    pub async fn conversation_stream<P: Projection>(
         self: &Arc<Self>,
         scope: Scope,
         request_id: &str,
@@ -105,6 +185,7 @@ impl Jobs {
         // Subscribe before reading, so no change falls between a read and the wait.
         let mut subscription = self.feeds.subscribe(&run_id);
         let mut conversation = self.conversation(&run)?;
+        let mut projection = P::new(&run);
         let heartbeat = self.config.limits.sse_heartbeat;
         let jobs = self.clone();
         Ok(async_stream::stream! {
@@ -113,10 +194,15 @@ impl Jobs {
             yield StreamEvent {
                 name: "snapshot",
                 id: sent.to_string(),
-                data: json!({"status": run.status, "cursor": cursor}).into(),
+                data: json!({
+                    "status": run.status,
+                    "cursor": cursor,
+                    "pending_interaction_id": run.pending_interaction_id,
+                }).into(),
             };
             let mut reread = true;
             let (mut run, mut asked) = (run, Vec::new());
+            let mut outs = Vec::new();
             loop {
                 // The run and its questions before the log: output written before a change of
                 // either is in the log by the time the change is read.
@@ -137,18 +223,23 @@ impl Jobs {
                         }
                     }
                     run = fresh;
+                    projection.observe(&run, &mut outs);
                 }
                 let (items, more) = jobs.catch_up(&mut conversation, &run, &asked).await;
-                for item in items {
-                    if item.seq <= sent {
+                for item in &items {
+                    projection.item(item, &mut outs);
+                }
+                for out in outs.drain(..) {
+                    let seq = P::seq(&out);
+                    if seq <= sent {
                         continue;
                     }
-                    sent = item.seq;
+                    sent = seq;
                     last_event = Instant::now();
                     yield StreamEvent {
                         name: "chat_event",
                         id: sent.to_string(),
-                        data: serde_json::to_value(&item).unwrap_or_default().into(),
+                        data: serde_json::to_value(&out).unwrap_or_default().into(),
                     };
                 }
                 if more {

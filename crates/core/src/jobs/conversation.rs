@@ -395,6 +395,9 @@ impl Conversation {
                 },
             ),
             Resolution::AutoDecideTimeout => {
+                if let Some(policy) = response.get("policy") {
+                    correlation.insert("policy".into(), policy.clone());
+                }
                 correlation.remove("response");
                 (
                     Role::System,

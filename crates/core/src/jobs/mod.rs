@@ -17,6 +17,7 @@ pub mod conversation;
 pub mod create;
 pub mod events;
 pub mod executor;
+pub mod fcmp;
 pub mod interaction;
 pub mod live;
 pub mod queue;

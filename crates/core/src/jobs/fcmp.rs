@@ -1,0 +1,304 @@
+//! A run's conversation as FCMP/1.0 events, the runtime protocol of the reference's later
+//! versions (`GET .../events?cursor=`, `.../events/history`).
+//!
+//! The events are a projection of the conversation items ([`super::conversation`]) and of the
+//! run's turns, made again on every read like the items are, so they keep the items' promise:
+//! every projection yields the one before as its prefix, `seq` numbers are stable, and a
+//! history and a live stream agree. State changes sit where they happened between the items:
+//! `queued -> running` before a turn's first item (or as soon as the run says the turn began),
+//! `running -> waiting_user` after a question, `waiting_user -> queued` after its reply or the
+//! runner's decision, and the terminal change (with `data.terminal`) last.
+//!
+//! Envelope: `{protocol_version: "fcmp/1.0", run_id, seq, ts, engine, type, data,
+//! meta: {attempt, local_seq}, raw_ref}`; `attempt` is the turn (1 for the first), `local_seq`
+//! counts within it. Types: `conversation.state.changed`, `assistant.reasoning`,
+//! `assistant.tool_call` (calls and their results), `assistant.command_execution`,
+//! `assistant.message.intermediate`, `assistant.message.final`, `user.input.required`,
+//! `interaction.reply.accepted`, `interaction.auto_decide.timeout`. The CLIs do not stamp their
+//! lines, so an event read from the log carries the time of the last event that has one (its
+//! turn's start, in effect). Raw output lines are not repeated as `raw.stdout`/`raw.stderr`
+//! events: `raw_ref` points into the log, which `.../logs/range` serves, and the stream without
+//! a `cursor` carries every byte.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::conversation::{ChatItem, Kind};
+use crate::clock::Timestamp;
+use crate::store::{Run, RunStatus};
+
+/// The `protocol_version` of every event.
+pub const PROTOCOL: &str = "fcmp/1.0";
+/// The most characters of a message a `summary` or `response_preview` holds.
+const SUMMARY_CHARS: usize = 200;
+
+/// One FCMP event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FcmpEvent {
+    pub protocol_version: &'static str,
+    pub run_id: String,
+    /// 1, 2, ... over the whole run.
+    pub seq: u64,
+    pub ts: Timestamp,
+    pub engine: &'static str,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub data: Value,
+    pub meta: Meta,
+    pub raw_ref: Option<LogRange>,
+}
+
+/// The turn an event belongs to, and its place in that turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Meta {
+    pub attempt: u32,
+    pub local_seq: u64,
+}
+
+/// The bytes of a turn's log an event was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LogRange {
+    pub attempt_number: u32,
+    pub stream: &'static str,
+    pub byte_from: u64,
+    pub byte_to: u64,
+    pub encoding: &'static str,
+}
+
+/// Turns conversation items into FCMP events, in order.
+#[derive(Debug)]
+pub struct Fcmp {
+    run_id: String,
+    engine: &'static str,
+    next_seq: u64,
+    /// The state the events have shown so far.
+    state: RunStatus,
+    /// Turns whose start was shown.
+    started: u32,
+    /// Turns the run says it started, as last observed.
+    begun: u32,
+    /// The run's first start, once observed.
+    first_start: Option<Timestamp>,
+    attempt: u32,
+    local_seq: u64,
+    /// The time of the latest event that has one.
+    ts: Timestamp,
+}
+
+impl Fcmp {
+    pub fn new(run: &Run) -> Self {
+        Self {
+            run_id: run.run_id.clone(),
+            engine: run.engine.as_str(),
+            next_seq: 1,
+            state: RunStatus::Queued,
+            started: 0,
+            begun: 0,
+            first_start: None,
+            attempt: 1,
+            local_seq: 0,
+            ts: run.created_at,
+        }
+    }
+
+    /// Takes in the run as just read (before the log): a turn it started shows as begun.
+    pub fn observe(&mut self, run: &Run, out: &mut Vec<FcmpEvent>) {
+        self.begun = self.begun.max(run.turn);
+        self.first_start = self.first_start.or(run.started_at);
+        if self.begun > self.started {
+            self.start(out);
+        }
+    }
+
+    /// The events of conversation item `item`.
+    pub fn item(&mut self, item: &ChatItem, out: &mut Vec<FcmpEvent>) {
+        let end = item.kind == Kind::OrchestrationNotice && item.correlation.contains_key("status");
+        // Anything but the run's end was said by a turn, which therefore began.
+        if !end {
+            self.begun = self.begun.max(item.attempt);
+        }
+        self.start(out);
+        if let Some(at) = item.created_at {
+            self.ts = at;
+        }
+        let raw_ref = item.raw_ref.map(|raw| LogRange {
+            attempt_number: item.attempt,
+            stream: raw.stream,
+            byte_from: raw.byte_from,
+            byte_to: raw.byte_to,
+            encoding: "utf-8",
+        });
+        let field = |name: &str| item.correlation.get(name).cloned().unwrap_or(Value::Null);
+        match item.kind {
+            Kind::AssistantProcess => {
+                let process = item.correlation.get("process_type").and_then(Value::as_str);
+                let (kind, classification) = match process {
+                    Some("reasoning") => ("assistant.reasoning", "reasoning"),
+                    Some("command_execution") => {
+                        ("assistant.command_execution", "command_execution")
+                    }
+                    _ => ("assistant.tool_call", "tool_call"),
+                };
+                let data = message(item, classification, field("details"));
+                self.emit(kind, data, raw_ref, out);
+            }
+            Kind::AssistantMessage => {
+                let data = message(item, "intermediate", json!({}));
+                self.emit("assistant.message.intermediate", data, raw_ref, out);
+            }
+            Kind::AssistantFinal => {
+                let data = message(item, "final", json!({}));
+                self.emit("assistant.message.final", data, raw_ref, out);
+            }
+            Kind::UserInputRequired => {
+                let question = field("question");
+                let kind = question.get("kind").cloned().unwrap_or(json!("open_text"));
+                let data = json!({
+                    "interaction_id": field("interaction_id"),
+                    "kind": kind,
+                    "prompt": item.text,
+                });
+                self.emit("user.input.required", data, None, out);
+                let id = field("interaction_id");
+                self.change(
+                    RunStatus::WaitingUser,
+                    "turn.needs_input",
+                    json!({"pending_interaction_id": id, "pending_owner": "waiting_user"}),
+                    out,
+                );
+            }
+            Kind::InteractionReply => {
+                let data = json!({
+                    "interaction_id": field("interaction_id"),
+                    "resolution_mode": "user_reply",
+                    "accepted_at": self.ts,
+                    "response_preview": preview(&item.text),
+                });
+                self.emit("interaction.reply.accepted", data, None, out);
+                self.resume("interaction.reply.accepted", "interaction_reply", out);
+            }
+            Kind::OrchestrationNotice if !end => {
+                let data = json!({
+                    "interaction_id": field("interaction_id"),
+                    "resolution_mode": "auto_decide_timeout",
+                    "accepted_at": self.ts,
+                    "policy": item.correlation.get("policy").cloned()
+                        .unwrap_or(json!("engine_judgement")),
+                });
+                self.emit("interaction.auto_decide.timeout", data, None, out);
+                self.resume(
+                    "interaction.auto_decide.timeout",
+                    "interaction_auto_decide_timeout",
+                    out,
+                );
+            }
+            Kind::OrchestrationNotice => {
+                let status: RunStatus =
+                    serde_json::from_value(field("status")).unwrap_or(RunStatus::Failed);
+                let trigger = match status {
+                    RunStatus::Succeeded => "turn.succeeded",
+                    RunStatus::Canceled => "run.canceled",
+                    _ => "turn.failed",
+                };
+                let mut terminal = json!({"status": status});
+                if let Some(code) = item.correlation.get("error_code").and_then(Value::as_str) {
+                    terminal["reason_code"] = json!(code);
+                    terminal["error"] = json!({
+                        "category": "runtime",
+                        "code": code,
+                        "message": field("error_message").as_str().unwrap_or(code),
+                    });
+                }
+                self.change(status, trigger, json!({"terminal": terminal}), out);
+            }
+        }
+    }
+
+    /// Shows the next turn's start, if the run began one not yet shown.
+    fn start(&mut self, out: &mut Vec<FcmpEvent>) {
+        if self.state != RunStatus::Queued || self.begun <= self.started {
+            return;
+        }
+        if self.started == 0
+            && let Some(at) = self.first_start
+        {
+            self.ts = at;
+        }
+        self.started += 1;
+        self.attempt = self.started;
+        self.local_seq = 0;
+        self.change(RunStatus::Running, "turn.started", json!({}), out);
+    }
+
+    /// A reply or decision sends the run back to the queue, and on if its next turn began.
+    fn resume(&mut self, trigger: &str, cause: &str, out: &mut Vec<FcmpEvent>) {
+        self.change(
+            RunStatus::Queued,
+            trigger,
+            json!({"resume_cause": cause}),
+            out,
+        );
+        self.start(out);
+    }
+
+    /// A `conversation.state.changed` event to `to`, with `extra` data fields.
+    fn change(&mut self, to: RunStatus, trigger: &str, extra: Value, out: &mut Vec<FcmpEvent>) {
+        let mut data = json!({
+            "from": self.state,
+            "to": to,
+            "trigger": trigger,
+            "updated_at": self.ts,
+            "pending_interaction_id": null,
+        });
+        if let (Some(data), Value::Object(extra)) = (data.as_object_mut(), extra) {
+            data.extend(extra);
+        }
+        self.state = to;
+        self.emit("conversation.state.changed", data, None, out);
+    }
+
+    fn emit(
+        &mut self,
+        kind: &'static str,
+        data: Value,
+        raw_ref: Option<LogRange>,
+        out: &mut Vec<FcmpEvent>,
+    ) {
+        self.local_seq += 1;
+        out.push(FcmpEvent {
+            protocol_version: PROTOCOL,
+            run_id: self.run_id.clone(),
+            seq: self.next_seq,
+            ts: self.ts,
+            engine: self.engine,
+            kind,
+            data,
+            meta: Meta {
+                attempt: self.attempt,
+                local_seq: self.local_seq,
+            },
+            raw_ref,
+        });
+        self.next_seq += 1;
+    }
+}
+
+/// The data of an assistant event: its text, a summary of it, and what it is.
+fn message(item: &ChatItem, classification: &str, details: Value) -> Value {
+    let summary = preview(&item.text);
+    json!({
+        "message_id": format!("m{}", item.seq),
+        "summary": if summary.is_empty() { classification.to_owned() } else { summary },
+        "classification": classification,
+        "details": details,
+        "text": item.text,
+    })
+}
+
+fn preview(text: &str) -> String {
+    let line = text.trim();
+    match line.char_indices().nth(SUMMARY_CHARS) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_owned(),
+    }
+}
