@@ -21,6 +21,22 @@
     return pane.scrollTop + pane.clientHeight >= pane.scrollHeight - 4;
   }
 
+  // Chunks are shown a few at a time: measuring a pane for every chunk costs as much as its
+  // whole text, so a chatty run would leave the page ever further behind.
+  const pending = { stdout: [], stderr: [] };
+  let flushing = 0;
+  function flush() {
+    flushing = 0;
+    for (const name of ['stdout', 'stderr']) {
+      if (!pending[name].length) continue;
+      const pane = panes[name];
+      const follow = following(pane);
+      pane.append(pending[name].join(''));
+      pending[name] = [];
+      if (follow) pane.scrollTop = pane.scrollHeight;
+    }
+  }
+
   function open() {
     if (source) return;
     source = new EventSource(url(`${section.dataset.events}?stdout_from=${offsets.stdout}&stderr_from=${offsets.stderr}`));
@@ -28,17 +44,17 @@
       source.addEventListener(name, (event) => {
         const data = JSON.parse(event.data);
         if (data.from !== offsets[name]) return;
-        const pane = panes[name];
-        const follow = following(pane);
-        pane.append(data.chunk);
+        pending[name].push(data.chunk);
         offsets[name] = data.to;
-        if (follow) pane.scrollTop = pane.scrollHeight;
+        if (!flushing) flushing = setTimeout(flush, 50);
       });
     }
     source.addEventListener('status', changed);
     source.addEventListener('end', (event) => {
       source.close();
       source = null;
+      clearTimeout(flushing);
+      flush();
       changed();
       if (JSON.parse(event.data).reason === 'waiting_user') showQuestion(10);
     });

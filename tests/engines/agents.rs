@@ -169,8 +169,10 @@ async fn auto_job(engine: &str, shared: bool) {
         {"text": ANSWER}
     ]))
     .await;
+    // The client's preamble reaches the model with the task (and is kept nowhere else).
     let rid = server
-        .create_job(json!({"skill_id": "reporter", "engine": engine, "input": {"text": "go"}}))
+        .create_job(json!({"skill_id": "reporter", "engine": engine, "input": {"text": "go"},
+                           "runtime_options": {"preamble_prompt": "Client context: PREAMBLE-MARK-42"}}))
         .await;
     let status = server.wait_job(&rid).await;
     assert_eq!(
@@ -184,6 +186,10 @@ async fn auto_job(engine: &str, shared: bool) {
         result["result"]["data"],
         json!({"summary": "wrote it", "report": "artifacts/report.txt"})
     );
+    let first = model_calls(&fake.requests().await, engine)[0]["body"].to_string();
+    assert!(first.contains("PREAMBLE-MARK-42"), "{first}");
+    let (_, shown) = server.get(&format!("/v1/management/runs/{rid}")).await;
+    assert!(!shown.to_string().contains("PREAMBLE-MARK"), "{shown}");
     assert_eq!(
         result["result"]["artifacts"],
         json!(["artifacts/report.txt"])

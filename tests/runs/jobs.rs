@@ -1328,3 +1328,244 @@ async fn logs_are_cut_to_their_end_and_bundles_take_large_artifacts() {
     assert_eq!(files["artifacts/report.md"].len(), 25_165_824);
     check_manifest(&files, "bundle/manifest.json");
 }
+
+/// A skill that prints `API_TOKEN` on both logs and in its answer, with what it knows of it.
+fn token_printer() -> common::Package {
+    const SCRIPT: &str = r#"import hashlib, json, os, sys, time
+req = json.load(sys.stdin)
+token = os.environ.get("API_TOKEN", "")
+# Written in pieces, so the secret arrives cut across the service's reads.
+for i in range(0, len(token), 5):
+    sys.stdout.write(token[i:i + 5]); sys.stdout.flush(); time.sleep(0.01)
+print(f"\nthe token is {token}", flush=True)
+sys.stderr.write(f"stderr has {token}\n"); sys.stderr.flush()
+time.sleep(req["parameter"].get("pause", 0))
+print(json.dumps({"summary": f"token {token}", "length": len(token),
+                  "sha256": hashlib.sha256(token.encode()).hexdigest(),
+                  "other": os.environ.get("OTHER"), "home": os.environ.get("HOME")}))
+"#;
+    common::skill_package("token-printer", "1.0.0")
+        .runner(json!({"entrypoint": {"script": ["python3", "run.py"]}}))
+        .file("run.py", SCRIPT)
+        .file(
+            "assets/parameter.schema.json",
+            json!({"type": "object", "properties": {"pause": {"type": "number"}}}).to_string(),
+        )
+        .file(
+            "assets/output.schema.json",
+            json!({"type": "object", "required": ["summary"]}).to_string(),
+        )
+}
+
+/// Every file under `dir` that holds `needle`.
+fn files_holding(dir: &std::path::Path, needle: &[u8]) -> Vec<std::path::PathBuf> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_file())
+        .filter(|e| {
+            std::fs::read(e.path())
+                .is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle))
+        })
+        .map(|e| e.path().to_owned())
+        .collect()
+}
+
+/// `runtime_options.env` reaches the turn and nothing else: its values are kept apart (0600)
+/// only while the run lives, are masked in both logs (byte for byte) and so in the answer, and
+/// appear in no response, event, bundle, service log line or file of the data dir.
+#[tokio::test]
+async fn runtime_env_reaches_the_turn_and_never_comes_back_out() {
+    const SENTINEL: &str = "sk-SENTINEL-7f3a9c2e-wärme";
+    let server = TestServer::with_skills(&[token_printer()], &[]);
+    let body = json!({"skill_id": "token-printer", "parameter": {"pause": 1.0},
+        "runtime_options": {"env": {"API_TOKEN": SENTINEL, "OTHER": "plain", "HOME2": "x"},
+                            "preamble_prompt": "Answer briefly."}});
+    let rid = server.create_job(body.clone()).await;
+    server
+        .wait_status(&format!("/v1/jobs/{rid}"), &["running"])
+        .await;
+    let kept = server.dirs.data.join(format!("run_secrets/{rid}.json"));
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&kept), 0o600, "kept for the service's user only");
+    assert_eq!(mode(kept.parent().unwrap()), 0o700);
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    assert!(!kept.exists(), "gone once the run ended");
+
+    // The turn had the values, and the service's own HOME.
+    let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
+    let data = &result["result"]["data"];
+    assert_eq!(data["length"], SENTINEL.chars().count());
+    assert_eq!(data["sha256"], hex(&Sha256::digest(SENTINEL.as_bytes())));
+    assert_eq!(
+        data["other"], "*****",
+        "every value is a secret: 'plain' came and was masked"
+    );
+    assert_ne!(data["home"], Value::Null);
+    let stars = "*".repeat(SENTINEL.len());
+    // Its answer spelled it as JSON does (`w\u00e4rme`): masked as spelled.
+    let summary = data["summary"].as_str().unwrap();
+    let masked = summary.strip_prefix("token ").unwrap();
+    assert!(
+        !masked.is_empty() && masked.chars().all(|c| c == '*'),
+        "{summary}"
+    );
+    // Masked byte for byte: the log keeps its length, the offsets stay true.
+    let stdout = std::fs::read_to_string(server.run_dir(&status).join("logs/stdout.txt")).unwrap();
+    assert!(
+        stdout.starts_with(&format!("{stars}\nthe token is {stars}\n")),
+        "{stdout}"
+    );
+
+    // Nothing the service answers, streams or bundles holds it.
+    let mut seen = Vec::new();
+    for path in [
+        format!("/v1/jobs/{rid}"),
+        format!("/v1/jobs/{rid}/result"),
+        format!("/v1/jobs/{rid}/logs"),
+        format!("/v1/jobs/{rid}/logs/range?stream=stdout&byte_from=0"),
+        format!("/v1/jobs/{rid}/logs/range?stream=stderr&byte_from=0"),
+        format!("/v1/jobs/{rid}/chat/history"),
+        format!("/v1/jobs/{rid}/events/history"),
+        format!("/v1/jobs/{rid}/artifacts"),
+        format!("/v1/management/runs/{rid}"),
+        format!("/v1/management/runs/{rid}/files"),
+        format!("/v1/management/runs/{rid}/file?path=input.json"),
+        "/v1/management/runs".to_owned(),
+    ] {
+        let (code, _, bytes) = server.get_bytes(&path).await;
+        assert_eq!(code, 200, "{path}");
+        seen.push((path, bytes));
+    }
+    for (path, stream) in [
+        ("seed events", format!("/v1/jobs/{rid}/events")),
+        ("fcmp events", format!("/v1/jobs/{rid}/events?cursor=0")),
+        ("chat", format!("/v1/jobs/{rid}/chat")),
+    ] {
+        let events = server.events(&stream, None).await.collect().await;
+        let text = format!("{events:?}");
+        assert!(
+            text.contains("the token is"),
+            "{path} carries the output: {text}"
+        );
+        seen.push((path.to_owned(), text.into_bytes()));
+    }
+    for bundle in ["bundle", "bundle/debug"] {
+        let (code, _, zip) = server.get_bytes(&format!("/v1/jobs/{rid}/{bundle}")).await;
+        assert_eq!(code, 200);
+        for (name, bytes) in unzip(&zip) {
+            seen.push((format!("{bundle}: {name}"), bytes));
+        }
+    }
+    for (what, bytes) in &seen {
+        let text = String::from_utf8_lossy(bytes);
+        assert!(!text.contains(SENTINEL), "{what} holds the secret: {text}");
+        assert!(
+            !text.contains("Answer briefly"),
+            "{what} holds the preamble: {text}"
+        );
+    }
+    let (_, shown) = server.get(&format!("/v1/jobs/{rid}")).await;
+    let (_, run) = server.get(&format!("/v1/management/runs/{rid}")).await;
+    assert!(
+        !format!("{shown}{run}").contains("plain"),
+        "no value shown at all"
+    );
+    assert!(
+        !server.log().contains(SENTINEL),
+        "the service's log holds it"
+    );
+    assert_eq!(
+        files_holding(&server.dirs.data, SENTINEL.as_bytes()),
+        Vec::<std::path::PathBuf>::new(),
+        "no file of the data dir (the store, the run folder) holds it"
+    );
+
+    // A run given secrets skips the cache both ways.
+    let again = server.create_job(body).await;
+    let (_, created) = server.get(&format!("/v1/jobs/{again}")).await;
+    assert_eq!(created["cache_hit"], false);
+    let plain = server
+        .create_job(json!({"skill_id": "token-printer", "parameter": {"pause": 1.0}}))
+        .await;
+    let (_, plain) = server.get(&format!("/v1/jobs/{plain}")).await;
+    assert_eq!(
+        plain["cache_hit"], false,
+        "nothing was cached from the run with secrets"
+    );
+}
+
+/// Bad `env`, `preamble_prompt` and `hard_timeout_seconds` are refused at create, naming the
+/// key, and change nothing.
+#[tokio::test]
+async fn runtime_secrets_and_timeouts_are_checked_at_create() {
+    let server = TestServer::with_skills(&[token_printer()], &[]);
+    for (options, says) in [
+        (
+            json!({"env": {"PATH": "/evil"}}),
+            "runtime_options.env.PATH",
+        ),
+        (
+            json!({"env": {"api_token": "x"}}),
+            "name 'api_token' is not allowed",
+        ),
+        (
+            json!({"env": {"A": {"redacted": true}}}),
+            "runtime_options.env.A must be a string",
+        ),
+        (
+            json!({"preamble_prompt": 3}),
+            "preamble_prompt must be a string",
+        ),
+        (
+            json!({"hard_timeout_seconds": 999_999}),
+            "above this service's hard timeout",
+        ),
+        (
+            json!({"hard_timeout_seconds": 0}),
+            "hard_timeout_seconds must be a positive integer",
+        ),
+    ] {
+        let (code, body) = server
+            .post_json(
+                "/v1/jobs",
+                json!({"skill_id": "token-printer", "runtime_options": options}),
+            )
+            .await;
+        assert_eq!(code, 400, "{options}: {body}");
+        assert!(body.to_string().contains(says), "{options}: {body}");
+    }
+    let (_, runs) = server.get("/v1/management/runs").await;
+    assert_eq!(runs["runs"], json!([]), "nothing was recorded");
+    let secrets = server.dirs.data.join("run_secrets");
+    assert!(!secrets.exists() || std::fs::read_dir(&secrets).unwrap().next().is_none());
+}
+
+/// `hard_timeout_seconds` shortens the turn's timeout; `interactive_auto_reply` and
+/// `interactive_reply_timeout_sec` are the later names of the reply options.
+#[tokio::test]
+async fn a_run_may_ask_for_a_shorter_hard_timeout() {
+    let server = TestServer::with_skills(&[token_printer()], &[]);
+    let rid = server
+        .create_job(
+            json!({"skill_id": "token-printer", "parameter": {"pause": 30},
+                           "runtime_options": {"hard_timeout_seconds": 1, "no_cache": true}}),
+        )
+        .await;
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "failed", "{status}");
+    assert_eq!(status["error"]["code"], "TIMEOUT");
+    assert!(
+        status["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("after 1 s"),
+        "{status}"
+    );
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

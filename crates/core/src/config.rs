@@ -12,7 +12,7 @@ pub struct DataDir(PathBuf);
 
 impl DataDir {
     /// What the service keeps in its data dir, whether or not it exists yet.
-    pub const ENTRIES: [&str; 12] = [
+    pub const ENTRIES: [&str; 13] = [
         "skill_runner.db",
         "skill_runner.db-wal",
         "skill_runner.db-shm",
@@ -25,6 +25,7 @@ impl DataDir {
         "upgrades",
         ".disk-reserve",
         ".storage-scratch",
+        "run_secrets",
     ];
 
     pub fn new(root: PathBuf) -> Self {
@@ -48,6 +49,12 @@ impl DataDir {
 
     pub fn runs(&self) -> PathBuf {
         self.0.join("runs")
+    }
+
+    /// The secrets of requests whose runs have not ended (`<data>/run_secrets/<request_id>.json`,
+    /// readable by the service's user only).
+    pub fn run_secrets(&self) -> PathBuf {
+        self.0.join("run_secrets")
     }
 
     /// Upload staging of requests that wait for their inputs (`<data>/requests/<request_id>`).

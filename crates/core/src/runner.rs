@@ -102,6 +102,8 @@ pub struct Plan<'a> {
     pub on_output: Option<OnOutput>,
     /// Most bytes the run's stdout log may hold; `None`: no limit.
     pub output_limit: Option<OutputLimit>,
+    /// The client's `env` for the turn, its values masked in the logs.
+    pub env: Option<&'a std::collections::BTreeMap<String, String>>,
 }
 
 /// The failure code of a turn that failed because the data volume filled up under it.
@@ -130,6 +132,17 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
         Err(e) => return Ok(failed(Envelope::default(), format!("{e:#}"), None)),
     };
     spec.output_limit = plan.output_limit.map(|l| l.bytes);
+    if let Some(env) = plan.env {
+        // What the service sets for the turn keeps its value.
+        let set: std::collections::HashSet<String> =
+            spec.env.iter().map(|(k, _)| k.clone()).collect();
+        spec.env.extend(
+            env.iter()
+                .filter(|(k, _)| !set.contains(*k))
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+        spec.secrets = crate::process::redact::Secrets::new(env.values().map(String::as_str));
+    }
     if let Some(confine) = spec.confine.as_mut() {
         confine.limits = turn.skill.limits;
         match permitted(&turn.skill.network_allow, plan.supervisor.egress_allow()) {
@@ -149,6 +162,7 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
         }
     }
     let program = spec.argv.first().cloned().unwrap_or_default();
+    let secrets = spec.secrets.clone();
     if let Some(prompt) = &prompt {
         folder.append_prompt(turn.number, prompt).await?;
     }
@@ -271,7 +285,7 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
         }
     }
 
-    let Some((answer, repair)) = reading.answer else {
+    let Some((mut answer, repair)) = reading.answer else {
         let (code, message) = match reading.failure {
             Some(failure) => (failure.code, failure.message),
             None => (
@@ -286,6 +300,8 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
             stderr: Some(stderr),
         });
     };
+    // The log it was read from is masked; a value its JSON spelled another way is not.
+    answer.values_mut().for_each(|v| secrets.mask_value(v));
     envelope.repair_level = Some(repair);
     if repair != RepairLevel::None {
         envelope.warnings.push("OUTPUT_REPAIRED_GENERIC".into());

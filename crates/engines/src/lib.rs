@@ -58,6 +58,8 @@ pub struct Turn<'a> {
     pub session: Option<&'a str>,
     /// The model asked for at create, as the engine spells it.
     pub model: Option<&'a str>,
+    /// The client's `preamble_prompt`, told on the first turn.
+    pub preamble: Option<&'a str>,
 }
 
 impl Turn<'_> {

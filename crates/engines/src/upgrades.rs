@@ -264,6 +264,7 @@ async fn npm_install(
         stderr_log: logs.with_extension("stderr.txt"),
         output_limit: None,
         confine: None,
+        secrets: Default::default(),
     };
     let running = match supervisor.spawn(process, None).await {
         Ok(running) => running,

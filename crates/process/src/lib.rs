@@ -24,6 +24,7 @@ pub mod limits;
 mod net_pool;
 pub mod privileges;
 pub mod reaper;
+pub mod redact;
 pub mod run_folder;
 pub mod run_uids;
 pub mod sandbox;
@@ -72,6 +73,8 @@ pub struct ProcessSpec {
     /// What the process may touch when the sandbox is on; `None` runs it unconfined (npm
     /// upgrades, which write the managed prefix and npm's cache).
     pub confine: Option<Confinement>,
+    /// Values masked in both logs as they are written (a client's secret `env`).
+    pub secrets: redact::Secrets,
 }
 
 /// What a confined process may use: folders besides the system ([`sandbox::SYSTEM`]) and the
@@ -510,6 +513,7 @@ impl Supervisor {
                 overflow: Some(overflow.clone()),
             }),
             unwritable.clone(),
+            spec.secrets.clone(),
         ));
         let stderr = tokio::spawn(copy_to_log(
             Box::new(stderr_pipe),
@@ -520,6 +524,7 @@ impl Supervisor {
                 overflow: None,
             }),
             unwritable.clone(),
+            spec.secrets.clone(),
         ));
         let watched = args
             .limits
@@ -893,8 +898,10 @@ async fn copy_to_log(
     on_output: Option<OnOutput>,
     limit: Option<Limit>,
     unwritable: Unwritable,
+    secrets: redact::Secrets,
 ) -> std::io::Result<()> {
-    let copied = copy_bounded(from, to, on_output, limit).await;
+    let masker = redact::Masker::new(secrets);
+    let copied = copy_bounded(from, to, on_output, limit, masker).await;
     if let Err(e) = &copied {
         unwritable.fire(e);
     }
@@ -906,27 +913,29 @@ async fn copy_bounded(
     mut to: tokio::fs::File,
     on_output: Option<OnOutput>,
     limit: Option<Limit>,
+    mut masker: redact::Masker,
 ) -> std::io::Result<()> {
     let mut buf = vec![0u8; 64 * 1024];
     let mut written = 0u64;
     let mut dropping = false;
     loop {
         let n = from.read(&mut buf).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        let keep = limit
-            .as_ref()
-            .map_or(n, |l| n.min(l.max.saturating_sub(written) as usize));
+        let piece = match n {
+            0 => masker.finish(),
+            n => masker.push(&buf[..n]),
+        };
+        let keep = limit.as_ref().map_or(piece.len(), |l| {
+            piece.len().min(l.max.saturating_sub(written) as usize)
+        });
         if keep > 0 {
             written += keep as u64;
-            to.write_all(&buf[..keep]).await?;
+            to.write_all(&piece[..keep]).await?;
             to.flush().await?;
             if let Some(hook) = &on_output {
                 (hook.0)();
             }
         }
-        if keep < n
+        if keep < piece.len()
             && let Some(limit) = &limit
         {
             if let Some(overflow) = &limit.overflow {
@@ -939,6 +948,9 @@ async fn copy_bounded(
                     .await?;
                 to.flush().await?;
             }
+        }
+        if n == 0 {
+            return Ok(());
         }
     }
 }

@@ -180,6 +180,7 @@ impl RunFolder {
                 limits: Default::default(),
                 own_folder: Some(self.root.clone()),
             }),
+            secrets: Default::default(),
         }
     }
 }

@@ -25,9 +25,11 @@ impl ExecutionMode {
     }
 }
 
-/// Parsed runtime options; they never change what a run computes, so the cache ignores them.
+/// Parsed runtime options; they never change what a run computes, so the cache ignores them
+/// (a run given secrets skips the cache, see [`RuntimeOptions::has_secrets`]).
 /// Deserializing runs [`RuntimeOptions::parse`]: unknown keys are refused and every error
-/// names its key.
+/// names its key. The stored and shown form holds no secret: `env` as `{NAME: {"redacted":
+/// true}}`, `preamble_prompt` as `{"redacted": true, "sha256", "length"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "Value")]
 pub struct RuntimeOptions {
@@ -38,21 +40,125 @@ pub struct RuntimeOptions {
     pub debug: bool,
     pub debug_keep_temp: bool,
     pub execution_mode: ExecutionMode,
+    /// `false` (the reference's later `interactive_auto_reply: true`): a question nobody
+    /// answers within the timeout is decided by the runner.
     pub interactive_require_user_reply: bool,
+    /// The wait for a reply (the later `interactive_reply_timeout_sec`).
     pub session_timeout_sec: u64,
+    /// A turn's own hard timeout, at most the operator's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hard_timeout_seconds: Option<u64>,
+    /// The names of `env`, whose values are [`RunSecrets`].
+    #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "redacted_env")]
+    pub env: Vec<String>,
+    /// Whether a `preamble_prompt` came (the text is a [`RunSecrets`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preamble_prompt: Option<Preamble>,
+    /// Accepted for the reference's clients, which send it for a feedback form of their own;
+    /// it changes nothing here.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub collect_skill_run_feedback: bool,
 }
 
+/// What is kept of a preamble with the request: that there was one, its digest and length.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Preamble {
+    pub redacted: bool,
+    pub sha256: String,
+    pub length: usize,
+}
+
+/// What `runtime_options` carries that is never kept with the request, written to a log or
+/// returned: the values of `env` and the text of `preamble_prompt`. The service keeps them
+/// apart (readable by itself only) until the run ends.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSecrets {
+    pub env: std::collections::BTreeMap<String, String>,
+    pub preamble_prompt: Option<String>,
+}
+
+impl RunSecrets {
+    pub fn is_empty(&self) -> bool {
+        self.env.is_empty() && self.preamble_prompt.is_none()
+    }
+}
+
+fn redacted_env<S: serde::Serializer>(names: &[String], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = s.serialize_map(Some(names.len()))?;
+    for name in names {
+        map.serialize_entry(name, &serde_json::json!({"redacted": true}))?;
+    }
+    map.end()
+}
+
+/// At most this many `env` variables.
+pub const MAX_ENV_VARS: usize = 64;
+/// At most this many characters in an `env` value.
+pub const MAX_ENV_VALUE_CHARS: usize = 8192;
+/// At most this many characters in a `preamble_prompt`.
+pub const MAX_PREAMBLE_CHARS: usize = 8000;
+
+/// Variables a client may not set: the turn's own places, and the service's settings.
+const PROTECTED_ENV: [&str; 15] = [
+    "PATH",
+    "HOME",
+    "SHELL",
+    "PWD",
+    "OLDPWD",
+    "USER",
+    "USERNAME",
+    "LOGNAME",
+    "TMPDIR",
+    "TEMP",
+    "TMP",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "PYTHONPATH",
+    "LD_LIBRARY_PATH",
+];
+
 /// Flags: `true`/`false`, or `1`/`0` as older clients send them.
-const BOOLEANS: [&str; 4] = [
+const BOOLEANS: [&str; 6] = [
     "no_cache",
     "debug",
     "debug_keep_temp",
     "interactive_require_user_reply",
+    "interactive_auto_reply",
+    "collect_skill_run_feedback",
+];
+
+/// The other keys.
+const OTHERS: [&str; 7] = [
+    "verbose",
+    "execution_mode",
+    "session_timeout_sec",
+    "interactive_reply_timeout_sec",
+    "hard_timeout_seconds",
+    "env",
+    "preamble_prompt",
 ];
 
 impl RuntimeOptions {
-    /// Parses `runtime_options`; the error names the offending key.
+    /// Parses `runtime_options` as stored or shown (secrets redacted); the error names the
+    /// offending key.
     pub fn parse(raw: Option<&Value>) -> Result<Self, String> {
+        Self::read(raw, false).map(|(options, _)| options)
+    }
+
+    /// Parses the `runtime_options` of a new request: the secrets must come with it, and are
+    /// returned apart.
+    pub fn parse_request(raw: Option<&Value>) -> Result<(Self, RunSecrets), String> {
+        Self::read(raw, true)
+    }
+
+    /// Whether the run needs its [`RunSecrets`]. Such a run skips the result cache both ways:
+    /// its result may depend on them, and must not be handed to a request without them.
+    pub fn has_secrets(&self) -> bool {
+        !self.env.is_empty() || self.preamble_prompt.is_some()
+    }
+
+    fn read(raw: Option<&Value>, fresh: bool) -> Result<(Self, RunSecrets), String> {
         let empty = Map::new();
         let map = match raw {
             None | Some(Value::Null) => &empty,
@@ -62,18 +168,13 @@ impl RuntimeOptions {
         let unknown: Vec<&str> = map
             .keys()
             .map(String::as_str)
-            .filter(|k| {
-                !BOOLEANS.contains(k)
-                    && *k != "verbose"
-                    && *k != "execution_mode"
-                    && *k != "session_timeout_sec"
-                    && !is_legacy_timeout(k)
-            })
+            .filter(|k| !BOOLEANS.contains(k) && !OTHERS.contains(k) && !is_legacy_timeout(k))
             .collect();
         if !unknown.is_empty() {
             return Err(format!(
-                "Unknown runtime_options: {}; allowed: verbose, {}, execution_mode, session_timeout_sec",
+                "Unknown runtime_options: {}; allowed: {}, {}",
                 unknown.join(", "),
+                OTHERS.join(", "),
                 BOOLEANS.join(", ")
             ));
         }
@@ -105,27 +206,170 @@ impl RuntimeOptions {
                 ));
             }
         };
-        let timeout = |key: &str| match map.get(key) {
+        let positive = |key: &str| match map.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(v) => v.as_u64().filter(|n| *n > 0).map(Some).ok_or_else(|| {
                 format!("runtime_options.{key} must be a positive integer, got {v}")
             }),
         };
-        let mut session_timeout_sec = timeout("session_timeout_sec")?;
-        for key in map.keys().filter(|k| is_legacy_timeout(k)) {
-            let legacy = timeout(key)?;
-            session_timeout_sec = session_timeout_sec.or(legacy);
+        let mut session_timeout_sec = positive("session_timeout_sec")?;
+        for key in map
+            .keys()
+            .filter(|k| is_legacy_timeout(k) || *k == "interactive_reply_timeout_sec")
+        {
+            let other = positive(key)?;
+            session_timeout_sec = session_timeout_sec.or(other);
         }
-        Ok(Self {
+        let require_reply = flag("interactive_require_user_reply")?;
+        let auto_reply = flag("interactive_auto_reply")?;
+        if let (Some(require), Some(auto)) = (require_reply, auto_reply)
+            && require == auto
+        {
+            return Err(format!(
+                "runtime_options.interactive_auto_reply ({auto}) contradicts \
+                 interactive_require_user_reply ({require}): send one of them"
+            ));
+        }
+        let mut secrets = RunSecrets::default();
+        let env = match map.get("env") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(env) => {
+                secrets.env = read_env(env, fresh)?;
+                match env {
+                    Value::Object(m) => m.keys().cloned().collect(),
+                    _ => Vec::new(),
+                }
+            }
+        };
+        let preamble_prompt = match map.get("preamble_prompt") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(text)) => {
+                let text = read_preamble(text)?;
+                let digest = Preamble {
+                    redacted: true,
+                    sha256: sha256_hex(&text),
+                    length: text.chars().count(),
+                };
+                secrets.preamble_prompt = Some(text);
+                Some(digest)
+            }
+            Some(stored) if !fresh => Some(
+                serde_json::from_value::<Preamble>(stored.clone())
+                    .ok()
+                    .filter(|p| p.redacted)
+                    .ok_or("runtime_options.preamble_prompt must be a string")?,
+            ),
+            Some(_) => return Err("runtime_options.preamble_prompt must be a string".into()),
+        };
+        let options = Self {
             verbose,
             no_cache: flag("no_cache")?.unwrap_or(false),
             debug: flag("debug")?.unwrap_or(false),
             debug_keep_temp: flag("debug_keep_temp")?.unwrap_or(false),
             execution_mode,
-            interactive_require_user_reply: flag("interactive_require_user_reply")?.unwrap_or(true),
+            interactive_require_user_reply: require_reply
+                .or(auto_reply.map(|auto| !auto))
+                .unwrap_or(true),
             session_timeout_sec: session_timeout_sec.unwrap_or(DEFAULT_SESSION_TIMEOUT_SEC),
-        })
+            hard_timeout_seconds: positive("hard_timeout_seconds")?,
+            env,
+            preamble_prompt,
+            collect_skill_run_feedback: flag("collect_skill_run_feedback")?.unwrap_or(false),
+        };
+        Ok((options, secrets))
     }
+}
+
+/// `env`: names a turn may be given, with string values (a stored request has `{"redacted":
+/// true}` in their place; a new one must not).
+fn read_env(
+    env: &Value,
+    fresh: bool,
+) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let Value::Object(env) = env else {
+        return Err("runtime_options.env must be an object of NAME: \"value\"".into());
+    };
+    if env.len() > MAX_ENV_VARS {
+        return Err(format!(
+            "runtime_options.env has {} variables; at most {MAX_ENV_VARS} are allowed",
+            env.len()
+        ));
+    }
+    let mut values = std::collections::BTreeMap::new();
+    for (name, value) in env {
+        let well_formed = name.len() <= 128
+            && name
+                .bytes()
+                .enumerate()
+                .all(|(i, b)| b == b'_' || b.is_ascii_uppercase() || (i > 0 && b.is_ascii_digit()));
+        if !well_formed || name.is_empty() {
+            return Err(format!(
+                "runtime_options.env name '{name}' is not allowed: names are upper-case letters, \
+                 digits and '_', not starting with a digit, at most 128 characters"
+            ));
+        }
+        if PROTECTED_ENV.contains(&name.as_str()) || name.starts_with("SKILL_RUNNER_") {
+            return Err(format!(
+                "runtime_options.env.{name} is set by the service for every turn and cannot be \
+                 given"
+            ));
+        }
+        match value {
+            Value::String(text) => {
+                if text.chars().count() > MAX_ENV_VALUE_CHARS {
+                    return Err(format!(
+                        "runtime_options.env.{name} is longer than {MAX_ENV_VALUE_CHARS} characters"
+                    ));
+                }
+                if text.contains('\0') {
+                    return Err(format!(
+                        "runtime_options.env.{name} contains a NUL character, which no \
+                         environment variable can hold"
+                    ));
+                }
+                values.insert(name.clone(), text.clone());
+            }
+            Value::Object(m) if !fresh && m.get("redacted") == Some(&Value::Bool(true)) => {}
+            _ => {
+                return Err(format!("runtime_options.env.{name} must be a string"));
+            }
+        }
+    }
+    Ok(values)
+}
+
+/// A preamble's text, line ends made `\n` and trimmed; refused when empty, too long, or
+/// holding control characters besides newlines and tabs.
+fn read_preamble(text: &str) -> Result<String, String> {
+    let text = text.replace("\r\n", "\n").replace('\r', "\n");
+    let text = text.trim();
+    if text.is_empty() {
+        return Err("runtime_options.preamble_prompt is empty".into());
+    }
+    if text.chars().count() > MAX_PREAMBLE_CHARS {
+        return Err(format!(
+            "runtime_options.preamble_prompt is longer than {MAX_PREAMBLE_CHARS} characters"
+        ));
+    }
+    if text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return Err(
+            "runtime_options.preamble_prompt holds control characters (only newlines and tabs \
+             may appear)"
+                .into(),
+        );
+    }
+    Ok(text.to_owned())
+}
+
+fn sha256_hex(text: &str) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 impl Default for RuntimeOptions {
@@ -205,6 +449,70 @@ mod tests {
         let e = RuntimeOptions::parse(Some(&json!({"session_timeout_sec": 0}))).unwrap_err();
         assert!(e.contains("session_timeout_sec"), "{e}");
         assert!(RuntimeOptions::parse(Some(&json!([]))).is_err());
+    }
+
+    #[test]
+    fn secrets_come_apart_and_the_stored_form_hides_them() {
+        let raw = json!({"env": {"API_TOKEN": "s3cret-value", "MODE": "x"},
+                         "preamble_prompt": "  Be brief.\r\nAlways.  ",
+                         "interactive_auto_reply": true, "interactive_reply_timeout_sec": 30,
+                         "hard_timeout_seconds": 60});
+        let (o, secrets) = RuntimeOptions::parse_request(Some(&raw)).unwrap();
+        assert_eq!(secrets.env["API_TOKEN"], "s3cret-value");
+        assert_eq!(
+            secrets.preamble_prompt.as_deref(),
+            Some("Be brief.\nAlways.")
+        );
+        assert!(!o.interactive_require_user_reply);
+        assert_eq!(o.session_timeout_sec, 30);
+        assert_eq!(o.hard_timeout_seconds, Some(60));
+        assert!(o.has_secrets());
+        let stored = serde_json::to_value(&o).unwrap();
+        assert_eq!(
+            stored["env"],
+            json!({"API_TOKEN": {"redacted": true}, "MODE": {"redacted": true}})
+        );
+        assert_eq!(stored["preamble_prompt"]["length"], 17);
+        assert!(!stored.to_string().contains("s3cret") && !stored.to_string().contains("brief"));
+        assert_eq!(
+            serde_json::from_value::<RuntimeOptions>(stored.clone()).unwrap(),
+            o
+        );
+        // A new request must bring the values themselves.
+        let e = RuntimeOptions::parse_request(Some(&stored)).unwrap_err();
+        assert!(
+            e.contains("runtime_options.env.API_TOKEN must be a string"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn env_names_values_and_counts_are_checked() {
+        for (env, says) in [
+            (json!({"lower": "x"}), "name 'lower' is not allowed"),
+            (json!({"1ABC": "x"}), "name '1ABC' is not allowed"),
+            (json!({"PATH": "/x"}), "env.PATH is set by the service"),
+            (
+                json!({"SKILL_RUNNER_DATA_DIR": "/x"}),
+                "env.SKILL_RUNNER_DATA_DIR is set by the service",
+            ),
+            (json!({"A": 1}), "env.A must be a string"),
+            (json!({"A": "a\u{0}b"}), "env.A contains a NUL"),
+            (json!(["A"]), "env must be an object"),
+        ] {
+            let e = RuntimeOptions::parse_request(Some(&json!({"env": env}))).unwrap_err();
+            assert!(e.contains(says), "{e}");
+        }
+        let many: Map<String, Value> = (0..65).map(|i| (format!("V{i}"), json!("x"))).collect();
+        let e = RuntimeOptions::parse_request(Some(&json!({"env": many}))).unwrap_err();
+        assert!(e.contains("at most 64"), "{e}");
+        let e = RuntimeOptions::parse_request(Some(&json!({"preamble_prompt": " "}))).unwrap_err();
+        assert!(e.contains("preamble_prompt is empty"), "{e}");
+        let e = RuntimeOptions::parse_request(Some(&json!({
+            "interactive_auto_reply": true, "interactive_require_user_reply": true
+        })))
+        .unwrap_err();
+        assert!(e.contains("contradicts"), "{e}");
     }
 
     #[test]

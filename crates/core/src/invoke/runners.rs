@@ -107,6 +107,7 @@ pub async fn package(
     parameter: &Value,
 ) -> Result<Output, SkillError> {
     let turn = Turn {
+        preamble: None,
         skill,
         request_id: &scratch.id,
         folder: &scratch.folder,
@@ -120,6 +121,7 @@ pub async fn package(
         model: None,
     };
     let plan = runner::Plan {
+        env: None,
         adapter,
         turn: &turn,
         supervisor: call.supervisor,

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
-use skill_runner_types::run_options::RuntimeOptions;
+use skill_runner_types::run_options::{RunSecrets, RuntimeOptions};
 use uuid::Uuid;
 
 use super::cache::{self, KeyParts};
@@ -114,9 +114,10 @@ impl Jobs {
             }
         };
         let engine = validation::engine(&skill, body.engine.as_deref(), &self.engines)?;
-        let options =
-            RuntimeOptions::parse(body.runtime_options.as_ref()).map_err(Error::invalid)?;
+        let (options, secrets) =
+            RuntimeOptions::parse_request(body.runtime_options.as_ref()).map_err(Error::invalid)?;
         validation::execution_mode(&skill, &options)?;
+        validation::hard_timeout(&options, self.config.limits.hard_timeout)?;
         let list = self.model_list(engine, body.model.as_deref()).await;
         let engine_options = validation::model(engine, body.model.as_deref(), list.as_ref())?;
         validation::inline_input(&skill, &body.input)?;
@@ -134,6 +135,30 @@ impl Jobs {
             runtime_options: options,
         };
         let request_id = request.request_id.clone();
+        let kept = self.kept(&request_id, &secrets).await?;
+        let recorded = self.record_job(&skill, request).await;
+        if recorded.is_err() && kept {
+            self.forget_secrets(&request_id).await;
+        }
+        recorded
+    }
+
+    /// Keeps a new request's secrets, if it has any; says whether it did.
+    async fn kept(&self, request_id: &str, secrets: &RunSecrets) -> Result<bool> {
+        if secrets.is_empty() {
+            return Ok(false);
+        }
+        self.keep_secrets(request_id, secrets).await?;
+        Ok(true)
+    }
+
+    /// Records a validated job request, bound to a run unless it waits for its upload.
+    async fn record_job(
+        self: &Arc<Self>,
+        skill: &SkillManifest,
+        request: NewRequest,
+    ) -> Result<Admitted> {
+        let request_id = request.request_id.clone();
         let takes_files = skill
             .input_sources()
             .iter()
@@ -147,9 +172,9 @@ impl Jobs {
             });
         }
         let cache_key = self
-            .cache_key(RequestKind::Job, &skill, &request, None)
+            .cache_key(RequestKind::Job, skill, &request, None)
             .await?;
-        let (binding, admission) = self.bind(&skill, &request, cache_key).await?;
+        let (binding, admission) = self.bind(skill, &request, cache_key).await?;
         self.store.create_request(&request, Some(&binding)).await?;
         Ok(self.bound(request_id, binding, admission).await)
     }
@@ -160,8 +185,9 @@ impl Jobs {
     }
 
     async fn admit_temp(self: &Arc<Self>, body: NewTempRun) -> Result<Admitted> {
-        let options =
-            RuntimeOptions::parse(body.runtime_options.as_ref()).map_err(Error::invalid)?;
+        let (options, secrets) =
+            RuntimeOptions::parse_request(body.runtime_options.as_ref()).map_err(Error::invalid)?;
+        validation::hard_timeout(&options, self.config.limits.hard_timeout)?;
         let engine = match body
             .engine
             .as_deref()
@@ -193,7 +219,13 @@ impl Jobs {
             parameter: normalise_object(body.parameter),
             runtime_options: options,
         };
-        self.store.create_request(&request, None).await?;
+        let kept = self.kept(&request.request_id, &secrets).await?;
+        if let Err(e) = self.store.create_request(&request, None).await {
+            if kept {
+                self.forget_secrets(&request.request_id).await;
+            }
+            return Err(e.into());
+        }
         Ok(Admitted {
             request_id: request.request_id,
             cache_hit: false,
@@ -347,8 +379,9 @@ impl Jobs {
                     .map_err(retry_io)?;
             }
             // Among nodes with shared storage, a job's uploads go there and the run may run
-            // on any node (a temporary skill stays on this one, with the run).
-            if request.kind == RequestKind::Job {
+            // on any node (a temporary skill stays on this one, with the run, and so do
+            // secrets, which never leave the node that received them).
+            if request.kind == RequestKind::Job && !request.runtime_options.has_secrets() {
                 anywhere = self.hand_over(&run.run_id).await;
             }
         }
@@ -428,7 +461,10 @@ impl Jobs {
         uploads: Option<&Path>,
     ) -> Result<Option<String>> {
         let options = &request.runtime_options;
-        if kind == RequestKind::Temp || options.execution_mode == ExecutionMode::Interactive {
+        if kind == RequestKind::Temp
+            || options.execution_mode == ExecutionMode::Interactive
+            || options.has_secrets()
+        {
             return Ok(None);
         }
         let skill_dir = skill.path.clone();

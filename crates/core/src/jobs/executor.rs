@@ -34,6 +34,8 @@ pub mod codes {
     pub const TIMEOUT: &str = "TIMEOUT";
     pub const CANCELED_BY_USER: &str = "CANCELED_BY_USER";
     pub const RESTART_INTERRUPTED: &str = "ORCHESTRATOR_RESTART_INTERRUPTED";
+    /// The request's secrets were no longer kept when its turn was to start.
+    pub const RUNTIME_ENV_SECRET_MISSING: &str = "RUNTIME_ENV_SECRET_MISSING";
     pub const INTERACTION_WAIT_TIMEOUT: &str = "INTERACTION_WAIT_TIMEOUT";
     pub const SESSION_RESUME_FAILED: &str = "SESSION_RESUME_FAILED";
     /// The service failed while executing the run (a store write, a file); the turn's
@@ -194,6 +196,7 @@ impl Jobs {
             Ok(None) | Err(_) => return false,
         };
         self.moved(run_id, ended.engine, ending.status);
+        self.forget_secrets(&ended.request_id).await;
         let code = ending.error_code.as_deref();
         super::telemetry::ended(ended.engine, ending.status, code);
         if let Err(e) = self.after_end(run_id, &ending, &ended).await {
@@ -302,6 +305,22 @@ impl Jobs {
             }))?))
             .await?;
 
+        let secrets = if options.has_secrets() {
+            match self.secrets_of(&request.request_id).await? {
+                Some(secrets) => secrets,
+                None => {
+                    return Ok(TurnEnd::Ended(Envelope::default().failed(
+                        Some(codes::RUNTIME_ENV_SECRET_MISSING),
+                        "The secrets of this request (runtime_options.env, preamble_prompt) are \
+                         no longer kept, so its turn cannot run: create the job again"
+                            .into(),
+                        None,
+                    )));
+                }
+            }
+        } else {
+            Default::default()
+        };
         let input = runner::resolved_input(&skill, &request.input, &folder);
         let problems = runner::input_problems(&skill, &input, &request.parameter);
         if !problems.is_empty() {
@@ -333,14 +352,23 @@ impl Jobs {
             history: &history,
             session: run.engine_session.as_deref(),
             model: request.model.as_deref(),
+            preamble: secrets.preamble_prompt.as_deref().filter(|_| run.turn == 1),
         };
+        let hard_timeout = options
+            .hard_timeout_seconds
+            .map_or(
+                self.config.limits.hard_timeout,
+                std::time::Duration::from_secs,
+            )
+            .min(self.config.limits.hard_timeout);
         let feeds = self.feeds.clone();
         let id = run_id.to_owned();
         let plan = runner::Plan {
+            env: Some(&secrets.env).filter(|env| !env.is_empty()),
             adapter: adapter.as_ref(),
             turn: &turn,
             supervisor: &self.supervisor,
-            deadline: tokio::time::Instant::now() + self.config.limits.hard_timeout,
+            deadline: tokio::time::Instant::now() + hard_timeout,
             cancel,
             on_output: Some(OnOutput(Arc::new(move || feeds.output(&id)))),
             output_limit: Some(runner::OutputLimit {
@@ -369,7 +397,7 @@ impl Jobs {
                 options: options.clone(),
             },
             Outcome::TimedOut { envelope, stderr } => {
-                let secs = self.config.limits.hard_timeout.as_secs();
+                let secs = hard_timeout.as_secs();
                 TurnEnd::Ended(envelope.failed(
                     Some(codes::TIMEOUT),
                     format!("Engine timed out after {secs} s (hard timeout); its process group was killed"),

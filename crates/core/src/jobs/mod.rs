@@ -24,6 +24,7 @@ pub mod queue;
 pub mod recovery;
 pub mod relay;
 pub mod retention;
+mod secrets;
 pub mod stored;
 pub mod telemetry;
 pub mod validation;
@@ -157,7 +158,7 @@ impl Jobs {
     }
 
     /// Settles what a previous process left (see [`recovery`]), then starts one worker per
-    /// slot and the retention sweep.
+    /// slot, the retention sweep and the sweep of ended runs' secrets.
     pub async fn start(self: &Arc<Self>) -> anyhow::Result<()> {
         self.recover().await?;
         for _ in 0..self.config.limits.max_concurrent {
@@ -167,6 +168,8 @@ impl Jobs {
         let jobs = self.clone();
         self.tracker
             .spawn(async move { jobs.retention_loop().await });
+        let jobs = self.clone();
+        self.tracker.spawn(async move { jobs.secrets_loop().await });
         let jobs = self.clone();
         self.tracker
             .spawn(async move { jobs.reconcile_loop().await });

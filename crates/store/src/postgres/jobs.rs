@@ -91,7 +91,12 @@ impl JobStore for Postgres {
         let mut tx = self.pool.begin().await?;
         if let Some(Binding::Run(run)) = binding {
             self.make_room(&mut tx).await?;
-            insert_run(&mut tx, &request.request_id, run, now, None).await?;
+            // The secrets of a request stay in the data dir of the node that received them.
+            let node = request
+                .runtime_options
+                .has_secrets()
+                .then_some(self.node.id.as_str());
+            insert_run(&mut tx, &request.request_id, run, now, node).await?;
         }
         sqlx::query(
             "INSERT INTO requests (request_id, kind, skill_id, engine, model, engine_options,
