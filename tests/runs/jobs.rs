@@ -1569,3 +1569,149 @@ async fn a_run_may_ask_for_a_shorter_hard_timeout() {
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// A skill that carries on from its workspace: it reads `notes.txt` (what earlier runs noted),
+/// appends its `text`, writes `artifacts/out.txt`, and reads its file input `doc` (required).
+fn chain_skill() -> common::Package {
+    const SCRIPT: &str = r#"import json, os, sys
+req = json.load(sys.stdin)
+text = req["parameter"]["text"]
+notes = open("notes.txt").read() if os.path.exists("notes.txt") else ""
+with open("notes.txt", "a") as f:
+    f.write(text + "\n")
+os.makedirs("artifacts", exist_ok=True)
+open("artifacts/out.txt", "w").write(f"out of {text}")
+doc = open(req["input"]["doc"]).read()
+print(json.dumps({"summary": "ok", "before": notes, "doc": doc}))
+"#;
+    common::skill_package("chain", "1.0.0")
+        .runner(json!({"entrypoint": {"script": ["python3", "run.py"]}}))
+        .file("run.py", SCRIPT)
+        .file(
+            "assets/input.schema.json",
+            json!({"type": "object", "required": ["doc"],
+                   "properties": {"doc": {"type": "string", "x-input-source": "file"}}})
+            .to_string(),
+        )
+        .file(
+            "assets/parameter.schema.json",
+            json!({"type": "object", "required": ["text"],
+                   "properties": {"text": {"type": "string"}}})
+            .to_string(),
+        )
+        .file(
+            "assets/output.schema.json",
+            json!({"type": "object", "required": ["summary"]}).to_string(),
+        )
+}
+
+/// A later job starts from a copy of an earlier run's workspace, and a file an earlier run
+/// wrote becomes its file input without an upload; the source's workspace stays as it was.
+#[tokio::test]
+async fn a_later_job_starts_from_an_earlier_runs_workspace() {
+    let server = TestServer::with_skills(&[chain_skill()], &[]);
+    // The first run gets its document by upload.
+    let (code, created) = server
+        .post_json(
+            "/v1/jobs",
+            json!({"skill_id": "chain", "parameter": {"text": "one"}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{created}");
+    let first = created["request_id"].as_str().unwrap().to_owned();
+    let (code, uploaded) = server
+        .upload_inputs(&first, vec![("doc", b"the document".as_slice())])
+        .await;
+    assert_eq!(code, 200, "{uploaded}");
+    let status = server.wait_job(&first).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let first_workspace = server.workspace(&status);
+
+    // The second carries on: the earlier notes are there, and its `doc` is the first run's
+    // artifact, bound instead of uploaded.
+    let reuse = |request_id: &str, bindings: Value| {
+        json!({"skill_id": "chain", "parameter": {"text": "two"},
+               "input": {"doc": "doc"},
+               "runtime_options": {"workspace": {"mode": "reuse", "request_id": request_id,
+                                                 "file_bindings": bindings}}})
+    };
+    let bind = |source: &str, path: &str| {
+        json!([{"input_key": "doc", "source_request_id": source, "source_path": path,
+                "target_path": "doc"}])
+    };
+    let second = server
+        .create_job(reuse(&first, bind(&first, "artifacts/out.txt")))
+        .await;
+    let status = server.wait_job(&second).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let (_, result) = server.get(&format!("/v1/jobs/{second}/result")).await;
+    let data = &result["result"]["data"];
+    assert_eq!(data["before"], "one\n", "{result}");
+    assert_eq!(data["doc"], "out of one");
+    let notes =
+        |workspace: &std::path::Path| std::fs::read_to_string(workspace.join("notes.txt")).unwrap();
+    assert_eq!(notes(&server.workspace(&status)), "one\ntwo\n");
+    assert_eq!(
+        notes(&first_workspace),
+        "one\n",
+        "the source is left as it was"
+    );
+    // The chain goes on from the second, binding a file of the first.
+    let third = server
+        .create_job(reuse(&second, bind(&first, "uploads/doc")))
+        .await;
+    let status = server.wait_job(&third).await;
+    let (_, result) = server.get(&format!("/v1/jobs/{third}/result")).await;
+    assert_eq!(result["result"]["data"]["before"], "one\ntwo\n", "{status}");
+    assert_eq!(result["result"]["data"]["doc"], "the document");
+    assert_eq!(status["cache_hit"], false);
+
+    // Refusals name what is wrong and record nothing.
+    let (_, failed) = server
+        .post_json(
+            "/v1/jobs",
+            json!({"skill_id": "chain", "parameter": {"text": "x"}}),
+        )
+        .await;
+    let waiting = failed["request_id"].as_str().unwrap().to_owned();
+    for (body, code, says) in [
+        (
+            reuse("nope", json!([])),
+            404,
+            "Workspace source request 'nope' not found",
+        ),
+        (reuse(&waiting, json!([])), 409, "has not succeeded"),
+        (
+            reuse(&first, bind(&first, "artifacts/missing.txt")),
+            400,
+            "has no plain file 'artifacts/missing.txt'",
+        ),
+        (
+            reuse(&first, bind(&first, "../../etc/passwd")),
+            400,
+            "must be a relative path",
+        ),
+        (
+            reuse(
+                &first,
+                json!([{"input_key": "text", "source_request_id": first,
+                                   "source_path": "notes.txt", "target_path": "text"}]),
+            ),
+            400,
+            "'text' is not a file input",
+        ),
+    ] {
+        let (got, answer) = server.post_json("/v1/jobs", body).await;
+        assert_eq!(got, code, "{answer}");
+        assert!(answer.to_string().contains(says), "{answer}");
+    }
+    // A reused workspace whose binding does not cover `doc` still waits for its upload.
+    let (_, waits) = server
+        .post_json(
+            "/v1/jobs",
+            json!({"skill_id": "chain", "parameter": {"text": "w"},
+                   "runtime_options": {"workspace": {"mode": "reuse", "request_id": first}}}),
+        )
+        .await;
+    assert_eq!(waits["status"], Value::Null, "{waits}");
+}

@@ -58,6 +58,115 @@ pub struct RuntimeOptions {
     /// it changes nothing here.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub collect_skill_run_feedback: bool,
+    /// The run starts from a copy of an earlier run's workspace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<WorkspaceReuse>,
+}
+
+/// `workspace: {mode: "reuse", request_id, file_bindings}`: the run's workspace starts as a
+/// copy of the workspace of request `request_id`'s run (which is left as it is), and each
+/// binding makes a file of an earlier run one of this run's file inputs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceReuse {
+    pub mode: WorkspaceMode,
+    pub request_id: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub file_bindings: Vec<FileBinding>,
+}
+
+/// The only workspace mode besides a fresh workspace (the default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkspaceMode {
+    Reuse,
+}
+
+/// A file of request `source_request_id`'s workspace (`source_path`) given to this run as its
+/// file input `input_key` (`target_path`, relative to `uploads/`, as the reference names it;
+/// here a file input is always `uploads/<input_key>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileBinding {
+    pub input_key: String,
+    pub source_request_id: String,
+    pub source_path: String,
+    pub target_path: String,
+}
+
+impl WorkspaceReuse {
+    fn read(raw: &Value) -> Result<Option<Self>, String> {
+        let Value::Object(map) = raw else {
+            return Err("runtime_options.workspace must be an object".into());
+        };
+        match map.get("mode") {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::String(mode)) if mode == "reuse" => {}
+            Some(other) => {
+                return Err(format!(
+                    "runtime_options.workspace.mode must be \"reuse\" (or left out for a fresh \
+                     workspace), got {other}"
+                ));
+            }
+        }
+        let text = |value: Option<&Value>, field: &str| match value {
+            Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.trim().to_owned()),
+            _ => Err(format!(
+                "runtime_options.workspace.{field} must be a non-empty string"
+            )),
+        };
+        let request_id = text(map.get("request_id"), "request_id")?;
+        let bindings = match map.get("file_bindings") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items.clone(),
+            Some(_) => {
+                return Err("runtime_options.workspace.file_bindings must be an array".into());
+            }
+        };
+        let mut file_bindings = Vec::new();
+        for (i, item) in bindings.iter().enumerate() {
+            let field = |name: &str| text(item.get(name), &format!("file_bindings[{i}].{name}"));
+            let binding = FileBinding {
+                input_key: field("input_key")?,
+                source_request_id: field("source_request_id")?,
+                source_path: field("source_path")?,
+                target_path: field("target_path")?,
+            };
+            for (name, path) in [
+                ("source_path", &binding.source_path),
+                ("target_path", &binding.target_path),
+            ] {
+                if !is_relative_file_path(path) {
+                    return Err(format!(
+                        "runtime_options.workspace.file_bindings[{i}].{name} '{path}' must be a \
+                         relative path of a file, without '.', '..' or a leading '/'"
+                    ));
+                }
+            }
+            if file_bindings
+                .iter()
+                .any(|b: &FileBinding| b.input_key == binding.input_key)
+            {
+                return Err(format!(
+                    "runtime_options.workspace.file_bindings binds input '{}' twice",
+                    binding.input_key
+                ));
+            }
+            file_bindings.push(binding);
+        }
+        Ok(Some(Self {
+            mode: WorkspaceMode::Reuse,
+            request_id,
+            file_bindings,
+        }))
+    }
+}
+
+/// A path of `/`-separated names, none empty, `.` or `..`, not ending in `/`.
+fn is_relative_file_path(path: &str) -> bool {
+    !path.starts_with('/')
+        && !path.contains('\\')
+        && path
+            .split('/')
+            .all(|part| !part.is_empty() && part != "." && part != "..")
 }
 
 /// What is kept of a preamble with the request: that there was one, its digest and length.
@@ -129,7 +238,7 @@ const BOOLEANS: [&str; 6] = [
 ];
 
 /// The other keys.
-const OTHERS: [&str; 7] = [
+const OTHERS: [&str; 8] = [
     "verbose",
     "execution_mode",
     "session_timeout_sec",
@@ -137,6 +246,7 @@ const OTHERS: [&str; 7] = [
     "hard_timeout_seconds",
     "env",
     "preamble_prompt",
+    "workspace",
 ];
 
 impl RuntimeOptions {
@@ -275,6 +385,10 @@ impl RuntimeOptions {
             env,
             preamble_prompt,
             collect_skill_run_feedback: flag("collect_skill_run_feedback")?.unwrap_or(false),
+            workspace: match map.get("workspace") {
+                None | Some(Value::Null) => None,
+                Some(raw) => WorkspaceReuse::read(raw)?,
+            },
         };
         Ok((options, secrets))
     }
@@ -513,6 +627,48 @@ mod tests {
         })))
         .unwrap_err();
         assert!(e.contains("contradicts"), "{e}");
+    }
+
+    #[test]
+    fn a_reused_workspace_names_its_source_and_safe_paths() {
+        let raw = json!({"workspace": {"mode": "reuse", "request_id": "r1", "file_bindings": [
+            {"input_key": "doc", "source_request_id": "r0", "source_path": "artifacts/a.md",
+             "target_path": "doc"}]}});
+        let o = RuntimeOptions::parse(Some(&raw)).unwrap();
+        let reuse = o.workspace.clone().unwrap();
+        assert_eq!(reuse.request_id, "r1");
+        assert_eq!(reuse.file_bindings[0].source_path, "artifacts/a.md");
+        let stored = serde_json::to_value(&o).unwrap();
+        assert_eq!(stored["workspace"], raw["workspace"]);
+        assert_eq!(serde_json::from_value::<RuntimeOptions>(stored).unwrap(), o);
+        assert_eq!(
+            RuntimeOptions::parse(Some(&json!({"workspace": {}})))
+                .unwrap()
+                .workspace,
+            None
+        );
+        for (workspace, says) in [
+            (
+                json!({"mode": "share", "request_id": "r"}),
+                "mode must be \"reuse\"",
+            ),
+            (
+                json!({"mode": "reuse"}),
+                "workspace.request_id must be a non-empty string",
+            ),
+            (
+                json!({"mode": "reuse", "request_id": "r", "file_bindings": [{"input_key": "a",
+                "source_request_id": "r", "source_path": "../x", "target_path": "a"}]}),
+                "source_path '../x' must be a relative path",
+            ),
+            (
+                json!({"mode": "reuse", "request_id": "r", "file_bindings": [{"input_key": "a"}]}),
+                "file_bindings[0].source_request_id must be a non-empty string",
+            ),
+        ] {
+            let e = RuntimeOptions::parse(Some(&json!({"workspace": workspace}))).unwrap_err();
+            assert!(e.contains(says), "{e}");
+        }
     }
 
     #[test]

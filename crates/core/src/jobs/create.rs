@@ -120,7 +120,8 @@ impl Jobs {
         validation::hard_timeout(&options, self.config.limits.hard_timeout)?;
         let list = self.model_list(engine, body.model.as_deref()).await;
         let engine_options = validation::model(engine, body.model.as_deref(), list.as_ref())?;
-        validation::inline_input(&skill, &body.input)?;
+        let bound = self.check_reuse(&skill, &options, &body.input).await?;
+        validation::inline_input(&skill, &body.input, &bound)?;
         validation::parameter(&skill, &body.parameter)?;
 
         let request = NewRequest {
@@ -136,7 +137,7 @@ impl Jobs {
         };
         let request_id = request.request_id.clone();
         let kept = self.kept(&request_id, &secrets).await?;
-        let recorded = self.record_job(&skill, request).await;
+        let recorded = self.record_job(&skill, request, &bound).await;
         if recorded.is_err() && kept {
             self.forget_secrets(&request_id).await;
         }
@@ -152,17 +153,19 @@ impl Jobs {
         Ok(true)
     }
 
-    /// Records a validated job request, bound to a run unless it waits for its upload.
+    /// Records a validated job request, bound to a run unless it waits for its upload (a file
+    /// input in `bound` comes from a reused workspace instead).
     async fn record_job(
         self: &Arc<Self>,
         skill: &SkillManifest,
         request: NewRequest,
+        bound: &[String],
     ) -> Result<Admitted> {
         let request_id = request.request_id.clone();
         let takes_files = skill
             .input_sources()
             .iter()
-            .any(|(_, s)| *s == InputSource::File);
+            .any(|(key, s)| *s == InputSource::File && !bound.contains(key));
         if takes_files {
             self.store.create_request(&request, None).await?;
             return Ok(Admitted {
@@ -188,6 +191,12 @@ impl Jobs {
         let (options, secrets) =
             RuntimeOptions::parse_request(body.runtime_options.as_ref()).map_err(Error::invalid)?;
         validation::hard_timeout(&options, self.config.limits.hard_timeout)?;
+        if options.workspace.is_some() {
+            return Err(Error::invalid(
+                "runtime_options.workspace: a temporary skill's run starts in a fresh workspace \
+                 (reuse is for installed skills)",
+            ));
+        }
         let engine = match body
             .engine
             .as_deref()
@@ -446,7 +455,7 @@ impl Jobs {
         let list = self.engines.models(engine).await;
         validation::model(engine, request.model.as_deref(), list.as_ref())
             .map_err(Refusal::Fail)?;
-        validation::inline_input(&skill, &request.input).map_err(Refusal::Fail)?;
+        validation::inline_input(&skill, &request.input, &[]).map_err(Refusal::Fail)?;
         // The parameter is checked when the run starts (a failed run naming every problem).
         Ok((skill, engine))
     }
@@ -464,6 +473,7 @@ impl Jobs {
         if kind == RequestKind::Temp
             || options.execution_mode == ExecutionMode::Interactive
             || options.has_secrets()
+            || options.workspace.is_some()
         {
             return Ok(None);
         }

@@ -36,6 +36,8 @@ pub mod codes {
     pub const RESTART_INTERRUPTED: &str = "ORCHESTRATOR_RESTART_INTERRUPTED";
     /// The request's secrets were no longer kept when its turn was to start.
     pub const RUNTIME_ENV_SECRET_MISSING: &str = "RUNTIME_ENV_SECRET_MISSING";
+    /// The workspace a run was to start from was gone by its first turn.
+    pub const WORKSPACE_SOURCE_MISSING: &str = "WORKSPACE_SOURCE_MISSING";
     pub const INTERACTION_WAIT_TIMEOUT: &str = "INTERACTION_WAIT_TIMEOUT";
     pub const SESSION_RESUME_FAILED: &str = "SESSION_RESUME_FAILED";
     /// The service failed while executing the run (a store write, a file); the turn's
@@ -321,6 +323,16 @@ impl Jobs {
         } else {
             Default::default()
         };
+        if run.turn == 1
+            && let Some(reuse) = &options.workspace
+            && let Err(e) = self.seed_workspace(reuse, &folder).await
+        {
+            return Ok(TurnEnd::Ended(Envelope::default().failed(
+                Some(codes::WORKSPACE_SOURCE_MISSING),
+                e.to_string(),
+                None,
+            )));
+        }
         let input = runner::resolved_input(&skill, &request.input, &folder);
         let problems = runner::input_problems(&skill, &input, &request.parameter);
         if !problems.is_empty() {

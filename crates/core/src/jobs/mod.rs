@@ -29,6 +29,7 @@ pub mod stored;
 pub mod telemetry;
 pub mod validation;
 pub mod views;
+mod workspace_reuse;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

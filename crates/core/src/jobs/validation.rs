@@ -83,7 +83,7 @@ pub fn model(engine: Engine, model: Option<&str>, list: Option<&ModelList>) -> R
 
 /// Inline inputs: only keys the schema declares `inline`, valid against their properties, and
 /// every required inline key present.
-pub fn inline_input(skill: &SkillManifest, input: &Value) -> Result<()> {
+pub fn inline_input(skill: &SkillManifest, input: &Value, bound: &[String]) -> Result<()> {
     let empty = Map::new();
     let given = match input {
         Value::Null => &empty,
@@ -92,6 +92,12 @@ pub fn inline_input(skill: &SkillManifest, input: &Value) -> Result<()> {
     };
     let sources = skill.input_sources();
     let mut problems = Vec::new();
+    // A bound file input's value is its binding's target path, checked with the binding.
+    let given: Map<String, Value> = given
+        .iter()
+        .filter(|(k, _)| !bound.contains(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     for key in given.keys() {
         match sources.iter().find(|(k, _)| k == key) {
             Some((_, InputSource::Inline)) => {}
@@ -105,7 +111,7 @@ pub fn inline_input(skill: &SkillManifest, input: &Value) -> Result<()> {
         problems = skill
             .schema_docs
             .inline_input_checker(|| inline_schema(skill, &sources))
-            .messages(&Value::Object(given.clone()));
+            .messages(&Value::Object(given));
     }
     if problems.is_empty() {
         Ok(())
