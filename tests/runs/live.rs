@@ -1312,3 +1312,63 @@ async fn a_conversation_resumed_at_random_points_loses_and_repeats_nothing() {
         assert!(text.starts_with("burst 0: wärme ✓ 😀 €"), "{route}: {text}");
     }
 }
+
+/// `runner.json` `max_attempt` bounds an interactive run's turns: a turn at the bound that asks
+/// again fails the run; one that finishes succeeds. A bound that is not a positive integer makes
+/// the skill invalid.
+#[tokio::test]
+async fn max_attempt_bounds_the_turns_of_an_interactive_run() {
+    let limited = asker_skill("limited").runner(json!({"max_attempt": 2}));
+    let broken = asker_skill("broken").runner(json!({"max_attempt": 0}));
+    let server = TestServer::with_skills(&[limited, broken], &[]);
+    let job = |asks: u64| {
+        json!({"skill_id": "limited", "parameter": {"asks": asks},
+        "runtime_options": {"execution_mode": "interactive", "no_cache": true}})
+    };
+    let (rid_ok, rid_over) = (
+        server.create_job(job(1)).await,
+        server.create_job(job(3)).await,
+    );
+    for (rid, id) in [(&rid_ok, 11), (&rid_over, 11), (&rid_over, 12)] {
+        server
+            .wait_status(&format!("/v1/jobs/{rid}"), &["waiting_user"])
+            .await;
+        let (code, body) = server
+            .post_json(
+                &format!("/v1/jobs/{rid}/interaction/reply"),
+                json!({"interaction_id": id, "response": "go on"}),
+            )
+            .await;
+        assert_eq!(code, 200, "{body}");
+        if id == 11 && *rid == rid_over {
+            // Turn 2 asks question 12 at the bound: no reply is awaited.
+            let status = server.wait_job(rid).await;
+            assert_eq!(status["status"], "failed", "{status}");
+            assert_eq!(status["error"]["code"], "INTERACTIVE_MAX_ATTEMPT_EXCEEDED");
+            assert!(
+                status["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("turn 2 asked again"),
+                "{status}"
+            );
+            break;
+        }
+    }
+    let status = server.wait_job(&rid_ok).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let (_, skills) = server.get("/v1/skills").await;
+    let broken = skills
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "broken")
+        .unwrap();
+    assert_eq!(broken["health"], "degraded", "{broken}");
+    assert!(
+        broken["health_error"]
+            .as_str()
+            .unwrap()
+            .contains("max_attempt")
+    );
+}

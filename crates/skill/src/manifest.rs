@@ -100,6 +100,9 @@ pub struct SkillManifest {
     /// `(engines or all) - unsupport_engine`; `script` only with `entrypoint.script`.
     pub effective_engines: Vec<Engine>,
     pub execution_modes: Vec<ExecutionMode>,
+    /// `runner.json` `max_attempt`: the most turns an interactive run may take; a turn at or
+    /// past it that asks again instead of finishing fails the run.
+    pub max_attempt: Option<u32>,
     pub schemas: SchemaPaths,
     /// Declared artifacts, or those inferred from the output schema.
     pub artifacts: Vec<ArtifactSpec>,
@@ -249,6 +252,19 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
     let effective = effective_engines(declared.as_deref(), &unsupported, script.is_some())?;
 
     let execution_modes = execution_modes(&runner, rules)?;
+    let max_attempt = match runner.get("max_attempt") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .filter(|n| *n >= 1)
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| {
+                    InvalidSkill(format!(
+                        "runner.json: 'max_attempt' must be a positive integer, got {v}"
+                    ))
+                })?,
+        ),
+    };
     let schemas = schema_paths(&runner)?;
     let schema_docs = SchemaDocs::load(dir, &schemas)?;
 
@@ -283,6 +299,7 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
         unsupport_engine: unsupported,
         effective_engines: effective,
         execution_modes,
+        max_attempt,
         schemas,
         artifacts,
         entrypoint,

@@ -36,6 +36,8 @@ pub mod codes {
     pub const RESTART_INTERRUPTED: &str = "ORCHESTRATOR_RESTART_INTERRUPTED";
     /// The request's secrets were no longer kept when its turn was to start.
     pub const RUNTIME_ENV_SECRET_MISSING: &str = "RUNTIME_ENV_SECRET_MISSING";
+    /// An interactive turn at the skill's `max_attempt` asked again.
+    pub const INTERACTIVE_MAX_ATTEMPT_EXCEEDED: &str = "INTERACTIVE_MAX_ATTEMPT_EXCEEDED";
     /// The workspace a run was to start from was gone by its first turn.
     pub const WORKSPACE_SOURCE_MISSING: &str = "WORKSPACE_SOURCE_MISSING";
     pub const INTERACTION_WAIT_TIMEOUT: &str = "INTERACTION_WAIT_TIMEOUT";
@@ -404,6 +406,18 @@ impl Jobs {
                 reported,
                 stderr,
             } => TurnEnd::Ended(envelope.failed(None, reported.text(), Some(stderr))),
+            Outcome::Asked { question: _ } if skill.max_attempt.is_some_and(|m| run.turn >= m) => {
+                TurnEnd::Ended(Envelope::default().failed(
+                    Some(codes::INTERACTIVE_MAX_ATTEMPT_EXCEEDED),
+                    format!(
+                        "The skill allows {} turn(s) (runner.json max_attempt) and turn {} asked \
+                         again instead of finishing",
+                        skill.max_attempt.unwrap_or_default(),
+                        run.turn
+                    ),
+                    None,
+                ))
+            }
             Outcome::Asked { question } => TurnEnd::Asked {
                 question,
                 options: options.clone(),
