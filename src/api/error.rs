@@ -75,6 +75,7 @@ impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
         let (status, detail) = match e {
             Error::Invalid(d) => (StatusCode::BAD_REQUEST, d),
+            Error::Unprocessable(d) => (StatusCode::UNPROCESSABLE_ENTITY, d),
             Error::NotFound(d) => (StatusCode::NOT_FOUND, d),
             Error::Conflict(d) => (StatusCode::CONFLICT, d),
             Error::TooLarge(d) => (StatusCode::PAYLOAD_TOO_LARGE, d),

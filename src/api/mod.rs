@@ -11,6 +11,7 @@ pub mod invoke;
 pub mod jobs;
 pub mod management;
 pub mod packages;
+pub mod reply_files;
 pub mod run_views;
 pub mod skill_docs;
 pub mod skills;
@@ -75,17 +76,20 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
-    // Package uploads stream to disk under their own cap instead of the default body limit.
+    let temp = |suffix: &str| format!("{}/{{request_id}}{suffix}", jobs::TEMP_PREFIX);
+    let run = |suffix: &str| format!("{}/runs/{{request_id}}{suffix}", jobs::MANAGEMENT_PREFIX);
+    // Uploads stream to disk under their own caps instead of the default body limit.
     let uploads = OpenApiRouter::new()
         .routes(routes!(packages::install_package))
         .routes(routes!(jobs::upload))
+        .routes(routes!(reply_files::reply_files))
+        .route(&temp("/upload"), post(jobs::upload))
         .route(
-            &format!("{}/{{request_id}}/upload", jobs::TEMP_PREFIX),
-            post(jobs::upload),
+            &temp("/interaction/reply/files"),
+            post(reply_files::reply_files),
         )
+        .route(&run("/reply/files"), post(reply_files::reply_files))
         .layer(DefaultBodyLimit::disable());
-    let temp = |suffix: &str| format!("{}/{{request_id}}{suffix}", jobs::TEMP_PREFIX);
-    let run = |suffix: &str| format!("{}/runs/{{request_id}}{suffix}", jobs::MANAGEMENT_PREFIX);
     // Paths with a wildcard, the temporary-run aliases and the management run routes that
     // are the jobs handlers are routed here; the OpenAPI document lists the `/v1/jobs` forms.
     let aliases = OpenApiRouter::new()
@@ -129,6 +133,7 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(skills::get_skill))
         .routes(routes!(packages::install_status))
         .routes(routes!(system::ping))
+        .routes(routes!(system::handshake))
         .routes(routes!(system::healthz))
         .routes(routes!(system::readyz))
         .routes(routes!(system::version))

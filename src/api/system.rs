@@ -150,3 +150,75 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError
     )
         .into_response())
 }
+
+/// `POST /v1/system/handshake` body: which protocols a client means to use.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+pub struct HandshakeRequest {
+    /// `zotero-agents.skillrunner-handshake.request.v1` (others are answered alike).
+    #[serde(default)]
+    pub schema: Option<String>,
+    /// The client's own `{name, version}`, for its records.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub client: serde_json::Value,
+    /// Protocol ids, such as `skillrunner.job.v1`.
+    pub requested_protocols: Vec<String>,
+}
+
+/// What the service supports of each protocol asked for.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct HandshakeResponse {
+    /// `zotero-agents.skillrunner-handshake.response.v1`.
+    pub schema: &'static str,
+    #[schema(value_type = Object)]
+    pub backend: serde_json::Value,
+    /// By protocol id: `{supported}`, with its limits for `skillrunner.interaction-files.v1`.
+    #[schema(value_type = Object)]
+    pub protocols: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Says which of the protocols a client asks about this service supports, as the reference's
+/// clients ask before they send work: `skillrunner.job.v1` (jobs), and
+/// `skillrunner.interaction-files.v1` (file answers to questions, with the limits uploads are
+/// held to); any other id, `skillrunner.sequence.v1` included, is `{supported: false}`.
+#[utoipa::path(post, path = "/v1/system/handshake", tag = "system",
+    request_body(content = HandshakeRequest, example = json!({
+        "schema": "zotero-agents.skillrunner-handshake.request.v1",
+        "client": {"name": "zotero-agents", "version": "0.5.4"},
+        "requested_protocols": ["skillrunner.job.v1", "skillrunner.interaction-files.v1"]})),
+    responses((status = 200, body = HandshakeResponse, example = json!({
+        "schema": "zotero-agents.skillrunner-handshake.response.v1",
+        "backend": {"name": "skill-runner", "version": "0.1.0"},
+        "protocols": {
+            "skillrunner.job.v1": {"supported": true},
+            "skillrunner.interaction-files.v1": {"supported": true, "max_files": 8,
+                "max_file_bytes": 33554432, "max_total_bytes": 67108864}}})),
+        (status = 422, description = "`requested_protocols` is not a list of strings")))]
+pub async fn handshake(
+    body: Result<Json<HandshakeRequest>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<HandshakeResponse>, ApiError> {
+    let Json(body) = body.map_err(super::jobs::bad_json)?;
+    let limits = skill_runner_core::jobs::reply_files::FILE_REPLY_LIMITS;
+    let protocols = body
+        .requested_protocols
+        .into_iter()
+        .map(|id| {
+            let answer = match id.as_str() {
+                "skillrunner.job.v1" => serde_json::json!({"supported": true}),
+                "skillrunner.interaction-files.v1" => serde_json::json!({
+                    "supported": true,
+                    "max_files": limits.max_files,
+                    "max_file_bytes": limits.max_file_bytes,
+                    "max_total_bytes": limits.max_total_bytes,
+                }),
+                _ => serde_json::json!({"supported": false}),
+            };
+            (id, answer)
+        })
+        .collect();
+    Ok(Json(HandshakeResponse {
+        schema: "zotero-agents.skillrunner-handshake.response.v1",
+        backend: serde_json::json!({"name": "skill-runner", "version": env!("CARGO_PKG_VERSION")}),
+        protocols,
+    }))
+}

@@ -1372,3 +1372,240 @@ async fn max_attempt_bounds_the_turns_of_an_interactive_run() {
             .contains("max_attempt")
     );
 }
+
+/// An interactive skill whose first turn asks for files (`upload_files`), and whose second
+/// reads what it was sent.
+fn file_asker() -> common::Package {
+    const SCRIPT: &str = r#"import json, sys
+req = json.load(sys.stdin)
+if not req["history"]:
+    print(json.dumps({"ask_user": {"interaction_id": 7, "kind": "upload_files",
+        "prompt": "Send the paper", "ui_hints": {"files": [
+            {"name": "paper", "required": True, "accept": ".pdf"},
+            {"name": "notes", "required": False}]}}}))
+else:
+    reply = req["reply"]
+    got = {f["slot"]: open(f["path"]).read() for f in reply["files"]}
+    print(json.dumps({"summary": "read", "got": got, "message": reply.get("message"),
+                      "names": sorted(f["name"] for f in reply["files"])}))
+"#;
+    common::skill_package("file-asker", "1.0.0")
+        .runner(json!({"entrypoint": {"script": ["python3", "run.py"]},
+                       "execution_modes": ["interactive"]}))
+        .file("run.py", SCRIPT)
+        .file(
+            "assets/output.schema.json",
+            json!({"type": "object", "required": ["summary"]}).to_string(),
+        )
+}
+
+/// A multipart file reply: `metadata` JSON and `files` parts.
+fn file_reply(metadata: Option<&str>, files: &[(&str, &[u8])]) -> reqwest::multipart::Form {
+    let mut form = reqwest::multipart::Form::new();
+    if let Some(metadata) = metadata {
+        form = form.text("metadata", metadata.to_owned());
+    }
+    for (name, bytes) in files {
+        form = form.part(
+            "files",
+            reqwest::multipart::Part::bytes(bytes.to_vec()).file_name(name.to_string()),
+        );
+    }
+    form
+}
+
+/// A question answered with files, as a v0.7 client does it: the handshake advertises the
+/// limits, the reply binds each file to a slot of the question, the next turn reads them from
+/// its workspace; every malformed reply is refused with the reference's status and changes
+/// nothing, and a retry with the same key is the same reply.
+#[tokio::test]
+async fn a_question_is_answered_with_files() {
+    let server = TestServer::with_skills(&[file_asker()], &[]);
+    let (code, shake) = server
+        .post_json(
+            "/v1/system/handshake",
+            json!({"schema": "zotero-agents.skillrunner-handshake.request.v1",
+                   "client": {"name": "zotero-agents", "version": "0.5.4"},
+                   "requested_protocols": ["skillrunner.job.v1", "skillrunner.sequence.v1",
+                                           "skillrunner.interaction-files.v1"]}),
+        )
+        .await;
+    assert_eq!(code, 200, "{shake}");
+    assert_eq!(
+        shake["schema"],
+        "zotero-agents.skillrunner-handshake.response.v1"
+    );
+    assert_eq!(
+        shake["protocols"],
+        json!({"skillrunner.job.v1": {"supported": true},
+               "skillrunner.sequence.v1": {"supported": false},
+               "skillrunner.interaction-files.v1": {"supported": true, "max_files": 8,
+                   "max_file_bytes": 33554432, "max_total_bytes": 67108864}})
+    );
+    let (_, bare) = server
+        .post_json(
+            "/v1/system/handshake",
+            json!({"requested_protocols": ["skillrunner.job.v1"]}),
+        )
+        .await;
+    assert!(
+        bare["protocols"]
+            .get("skillrunner.interaction-files.v1")
+            .is_none(),
+        "only when asked"
+    );
+
+    let rid = server
+        .create_job(json!({"skill_id": "file-asker",
+                           "runtime_options": {"execution_mode": "interactive"}}))
+        .await;
+    server
+        .wait_status(&format!("/v1/jobs/{rid}"), &["waiting_user"])
+        .await;
+    let (_, pending) = server
+        .get(&format!("/v1/jobs/{rid}/interaction/pending"))
+        .await;
+    assert_eq!(pending["pending"]["kind"], "upload_files", "{pending}");
+    let path = format!("/v1/jobs/{rid}/interaction/reply/files");
+    let send = |form: reqwest::multipart::Form| {
+        let (server, path) = (&server, &path);
+        async move {
+            let resp = server
+                .client
+                .post(server.url(path))
+                .multipart(form)
+                .send()
+                .await
+                .unwrap();
+            let code = resp.status().as_u16();
+            (code, resp.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let meta = |id: u64, key: &str, bindings: Value| {
+        json!({"interaction_id": id, "idempotency_key": key, "message": "here",
+               "bindings": bindings})
+        .to_string()
+    };
+    let both = json!([{"slot": "paper", "file_index": 0}, {"slot": "notes", "file_index": 1}]);
+    let two: &[(&str, &[u8])] = &[("paper.pdf", b"PDF bytes"), ("../notes.txt", b"n")];
+    let nine: Vec<(&str, &[u8])> = (0..9).map(|_| ("f", b"x".as_slice())).collect();
+    for (form, code, says) in [
+        (file_reply(None, two), 400, "no 'metadata' part"),
+        (
+            file_reply(Some("{not json"), two),
+            400,
+            "'metadata' is not JSON",
+        ),
+        (
+            file_reply(
+                Some(&json!({"interaction_id": 7, "bindings": []}).to_string()),
+                two,
+            ),
+            422,
+            "metadata.idempotency_key",
+        ),
+        (
+            file_reply(Some(&meta(7, "k", both.clone())), &[]),
+            422,
+            "at least one file",
+        ),
+        (
+            file_reply(
+                Some(&meta(7, "k", json!([{"slot": "paper", "file_index": 0}]))),
+                two,
+            ),
+            422,
+            "file 1 is bound to no slot",
+        ),
+        (
+            file_reply(
+                Some(&meta(7, "k", json!([{"slot": "notes", "file_index": 0}]))),
+                &two[..1],
+            ),
+            422,
+            "required slot 'paper' has no file",
+        ),
+        (
+            file_reply(
+                Some(&meta(
+                    7,
+                    "k",
+                    json!([{"slot": "other", "file_index": 0},
+                                                  {"slot": "paper", "file_index": 1}]),
+                )),
+                two,
+            ),
+            422,
+            "slot 'other' is not one the question asks for",
+        ),
+        (
+            file_reply(
+                Some(&meta(7, "k", json!([{"slot": "paper", "file_index": 0}]))),
+                &[("empty.pdf", b"")],
+            ),
+            422,
+            "is empty",
+        ),
+        (
+            file_reply(Some(&meta(7, "k", both.clone())), &nine),
+            413,
+            "more than 8 files",
+        ),
+        (
+            file_reply(Some(&meta(8, "k", both.clone())), two),
+            409,
+            "stale interaction",
+        ),
+    ] {
+        let (got, body) = send(form).await;
+        assert_eq!(got, code, "{says}: {body}");
+        assert!(body.to_string().contains(says), "{says}: {body}");
+    }
+    let (_, still) = server.get(&format!("/v1/jobs/{rid}")).await;
+    assert_eq!(still["status"], "waiting_user", "refusals change nothing");
+
+    let (code, accepted) = send(file_reply(Some(&meta(7, "k1", both.clone())), two)).await;
+    assert_eq!(code, 200, "{accepted}");
+    assert_eq!(accepted["status"], "queued");
+    let (code, _) = send(file_reply(Some(&meta(7, "k1", both.clone())), two)).await;
+    assert_eq!(code, 200, "the same key and files: the same reply");
+    let (code, other) = send(file_reply(
+        Some(&meta(7, "k1", both.clone())),
+        &[("paper.pdf", b"other"), ("notes.txt", b"n")],
+    ))
+    .await;
+    assert_eq!(code, 409, "{other}");
+
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
+    let data = &result["result"]["data"];
+    assert_eq!(
+        data["got"],
+        json!({"paper": "PDF bytes", "notes": "n"}),
+        "{result}"
+    );
+    assert_eq!(data["message"], "here");
+    assert_eq!(
+        data["names"],
+        json!(["../notes.txt", "paper.pdf"]),
+        "names are shown, not used"
+    );
+    // The files are in the run's workspace, by slot.
+    let replies = server
+        .workspace(&status)
+        .join("uploads/.interaction-replies/7");
+    let stored: Vec<_> = walkdir_files(&replies);
+    assert_eq!(stored, ["notes", "paper"], "{stored:?}");
+}
+
+fn walkdir_files(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .flat_map(|receipt| std::fs::read_dir(receipt.path()).unwrap().flatten())
+        .map(|f| f.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}

@@ -18,6 +18,10 @@ pub enum Error {
         location: &'static str,
         field: &'static str,
     },
+    /// The request is well formed, but what it says does not fit what it refers to (a file
+    /// reply's bindings against the question's slots).
+    #[error("unprocessable: {0}")]
+    Unprocessable(Value),
     /// The named thing does not exist (or not in the caller's scope).
     #[error("not found: {0}")]
     NotFound(Value),
@@ -74,7 +78,11 @@ impl Error {
     /// `None` for an internal failure, whose cause is not for clients.
     pub fn message(&self) -> Option<String> {
         let detail = match self {
-            Self::Invalid(d) | Self::NotFound(d) | Self::Conflict(d) | Self::TooLarge(d) => d,
+            Self::Invalid(d)
+            | Self::Unprocessable(d)
+            | Self::NotFound(d)
+            | Self::Conflict(d)
+            | Self::TooLarge(d) => d,
             Self::Internal(_) => return None,
             other => return Some(other.to_string()),
         };

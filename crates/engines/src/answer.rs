@@ -123,13 +123,15 @@ fn matching_brace(bytes: &[u8], open: usize, budget: &mut usize) -> Option<usize
     None
 }
 
-/// Kinds of question an agent may ask.
-const ASK_KINDS: [&str; 5] = [
+/// Kinds of question an agent may ask (`upload_files` names the files it wants in
+/// `ui_hints.files`, answered through `.../interaction/reply/files`).
+const ASK_KINDS: [&str; 6] = [
     "choose_one",
     "confirm",
     "fill_fields",
     "open_text",
     "risk_ack",
+    "upload_files",
 ];
 
 /// What a turn's answer means for the run.

@@ -23,6 +23,7 @@ pub mod live;
 pub mod queue;
 pub mod recovery;
 pub mod relay;
+pub mod reply_files;
 pub mod retention;
 mod secrets;
 pub mod stored;
