@@ -79,6 +79,23 @@ impl<S: Send + Sync> FromRequestParts<S> for Kind {
     }
 }
 
+/// The address of the client's connection as the service sees it (a proxy's, behind one),
+/// when the connection is known.
+pub struct ClientAddress(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientAddress {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self(
+            parts
+                .extensions
+                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                .map(|info| info.0.ip().to_string()),
+        ))
+    }
+}
+
 /// A JSON body that could not be read: 413 when it is over the body limit, 415 when it is
 /// not declared JSON, otherwise a FastAPI-style 422.
 pub fn bad_json(e: JsonRejection) -> ApiError {
@@ -128,10 +145,11 @@ pub fn bad_query(e: QueryRejection) -> ApiError {
     ))]
 pub async fn create_job(
     State(state): State<AppState>,
+    ClientAddress(client): ClientAddress,
     body: Result<Json<CreateJob>, JsonRejection>,
 ) -> ApiResult<Json<Created>> {
     let Json(body) = body.map_err(bad_json)?;
-    let new = NewRequest::try_from(body)?;
+    let new = NewRequest::of(body, client)?;
     to_completion(async move {
         match new {
             NewRequest::Job(job) => state.jobs.create_job(job).await,
@@ -151,10 +169,11 @@ pub async fn create_job(
     ))]
 pub async fn create_temp(
     State(state): State<AppState>,
+    ClientAddress(client): ClientAddress,
     body: Result<Json<CreateTemp>, JsonRejection>,
 ) -> ApiResult<Json<Created>> {
     let Json(body) = body.map_err(bad_json)?;
-    to_completion(async move { state.jobs.create_temp(body.into()).await })
+    to_completion(async move { state.jobs.create_temp(body.into_run(client)).await })
         .await
         .map(|admitted| Json(admitted.into()))
 }
@@ -568,7 +587,7 @@ pub async fn cleanup(State(state): State<AppState>) -> ApiResult<Json<CleanupCou
         .map(Json)
 }
 
-async fn send_file(
+pub(super) async fn send_file(
     file: tokio::fs::File,
     name: &str,
     content_type: &'static str,

@@ -8,6 +8,7 @@ use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse as _, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -251,7 +252,8 @@ pub async fn get_run(
     Ok(Json(RunState::of(request, run)))
 }
 
-/// The run folder's file tree.
+/// The run folder's file tree (its home left out). Also `/v1/jobs/{request_id}/files` (and
+/// under `/v1/temp-skill-runs`).
 #[utoipa::path(get, path = "/v1/management/runs/{request_id}/files", tag = "management",
     params(("request_id" = String, Path)),
     responses((status = 200, body = RunFiles), (status = 404, description = "Unknown request or no run yet")))]
@@ -264,21 +266,28 @@ pub async fn run_files(
     Ok(Json(RunFiles::of(&request_id, run, entries)))
 }
 
-/// `?path=` of a file preview.
+/// `?path=` of a file, and whether to download it rather than preview it.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct FileQuery {
     /// Path relative to the run folder, e.g. `logs/stdout.txt`.
     pub path: String,
+    /// `true`: the file itself as an attachment (at most `SKILL_RUNNER_SERVE_MAX_MB`), not its
+    /// preview.
+    #[serde(default)]
+    pub download: bool,
 }
 
-/// A preview of one file of the run folder: `text` (up to 256 KiB), `binary` or `too_large`.
+/// A preview of one file of the run folder: `text` (up to 256 KiB), `binary` or `too_large`;
+/// with `download=true`, the file itself. Also `/v1/jobs/{request_id}/file` (and under
+/// `/v1/temp-skill-runs`).
 #[utoipa::path(get, path = "/v1/management/runs/{request_id}/file", tag = "management",
     params(("request_id" = String, Path), FileQuery),
     responses(
         (status = 200, body = RunFilePreview),
         (status = 400, description = "Blank, absolute, `..` or escaping path"),
-        (status = 404, description = "Unknown request, no run yet, or no such file"),
+        (status = 404, description = "Unknown request, no run yet, or no such plain file"),
+        (status = 413, description = "A download larger than is served"),
         (status = 422, description = "path is missing"),
     ))]
 pub async fn run_file(
@@ -286,8 +295,15 @@ pub async fn run_file(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
     query: Result<Query<FileQuery>, QueryRejection>,
-) -> ApiResult<Json<RunFilePreview>> {
+) -> ApiResult<Response> {
     let Query(query) = query.map_err(|_| ApiError::missing_field("query", "path"))?;
+    if query.download {
+        let (file, name) = state
+            .jobs
+            .run_file_download(scope, &request_id, &query.path)
+            .await?;
+        return super::jobs::send_file(file.into(), &name, "application/octet-stream").await;
+    }
     let found = state.jobs.run_file(scope, &request_id, &query.path).await?;
-    Ok(Json(RunFilePreview::of(&request_id, found)))
+    Ok(Json(RunFilePreview::of(&request_id, found)).into_response())
 }

@@ -42,6 +42,9 @@ pub struct RequestStatus {
     /// How the run's latest turn was confined: `landlock`, `unavailable` (the kernel has no
     /// Landlock) or `off`; `null` before a turn started.
     pub sandbox_status: Option<String>,
+    /// The IP address the request came from, as the service saw its connection (a proxy's,
+    /// behind one); `null` for requests recorded before it was kept.
+    pub client_address: Option<String>,
 }
 
 /// A request's state as the jobs routes show it, given its run (if any).
@@ -80,6 +83,7 @@ pub fn request_status(request: Request, run: Option<Run>) -> RequestStatus {
         recovered_at: run.as_ref().and_then(|r| r.recovered_at),
         recovery_reason: run.as_ref().and_then(|r| r.recovery_reason.clone()),
         sandbox_status: run.as_ref().and_then(|r| r.sandbox.clone()),
+        client_address: request.client_address,
         warnings: run.map(|r| r.warnings).unwrap_or_default(),
         request_id: request.request_id,
     }
@@ -396,12 +400,10 @@ pub enum NewRequest {
     Temp(NewTempRun),
 }
 
-impl TryFrom<CreateJob> for NewRequest {
-    type Error = ApiError;
-
-    /// An installed skill needs its id, a temporary one must not have one (as the reference
-    /// answers, 422 naming the field).
-    fn try_from(b: CreateJob) -> Result<Self, ApiError> {
+impl NewRequest {
+    /// The request of body `b` from `client_address`. An installed skill needs its id, a
+    /// temporary one must not have one (as the reference answers, 422 naming the field).
+    pub fn of(b: CreateJob, client_address: Option<String>) -> Result<Self, ApiError> {
         let skill_id = b.skill_id.filter(|id| !id.trim().is_empty());
         match (b.skill_source, skill_id) {
             (SkillSource::Installed, Some(skill_id)) => Ok(Self::Job(NewJob {
@@ -411,6 +413,7 @@ impl TryFrom<CreateJob> for NewRequest {
                 parameter: b.parameter,
                 model: b.model,
                 runtime_options: b.runtime_options,
+                client_address,
             })),
             (SkillSource::Installed, None) => Err(ApiError::invalid_field(
                 "skill_id",
@@ -423,6 +426,7 @@ impl TryFrom<CreateJob> for NewRequest {
                 parameter: b.parameter,
                 model: b.model,
                 runtime_options: b.runtime_options,
+                client_address,
             })),
             (SkillSource::TempUpload, Some(_)) => Err(ApiError::invalid_field(
                 "skill_id",
@@ -433,14 +437,16 @@ impl TryFrom<CreateJob> for NewRequest {
     }
 }
 
-impl From<CreateTemp> for NewTempRun {
-    fn from(b: CreateTemp) -> Self {
-        Self {
-            engine: b.engine,
+impl CreateTemp {
+    /// The temporary run of this body from `client_address`.
+    pub fn into_run(self, client_address: Option<String>) -> NewTempRun {
+        NewTempRun {
+            engine: self.engine,
             input: Value::Null,
-            parameter: b.parameter,
-            model: b.model,
-            runtime_options: b.runtime_options,
+            parameter: self.parameter,
+            model: self.model,
+            runtime_options: self.runtime_options,
+            client_address,
         }
     }
 }

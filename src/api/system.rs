@@ -222,3 +222,20 @@ pub async fn handshake(
         protocols,
     }))
 }
+
+/// `GET /v1/runtime/network/client-address`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ClientAddressAnswer {
+    /// The caller's IP address as the service sees its connection (a proxy's, behind one).
+    pub client_ip: Option<String>,
+}
+
+/// The caller's IP address as the service sees it (the reference's network diagnosis); the
+/// same address is kept as `client_address` of every request created.
+#[utoipa::path(get, path = "/v1/runtime/network/client-address", tag = "system",
+    responses((status = 200, body = ClientAddressAnswer)))]
+pub async fn client_address(
+    super::jobs::ClientAddress(client_ip): super::jobs::ClientAddress,
+) -> Json<ClientAddressAnswer> {
+    Json(ClientAddressAnswer { client_ip })
+}

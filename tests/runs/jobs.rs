@@ -1715,3 +1715,62 @@ async fn a_later_job_starts_from_an_earlier_runs_workspace() {
         .await;
     assert_eq!(waits["status"], Value::Null, "{waits}");
 }
+
+/// A run's files through the jobs routes (tree, preview, download), as v0.7 clients read them,
+/// and the client's address kept with the request.
+#[tokio::test]
+async fn a_runs_files_and_its_clients_address() {
+    let server = TestServer::with_skills(&[probe_skill("probe", None)], &[]);
+    let rid = server
+        .create_job(
+            json!({"skill_id": "probe", "parameter": {"mode": "ok"}, "input": {"text": "hi"}}),
+        )
+        .await;
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    assert_eq!(status["client_address"], "127.0.0.1");
+    let (_, run) = server.get(&format!("/v1/management/runs/{rid}")).await;
+    assert_eq!(run["client_address"], "127.0.0.1");
+    let (_, seen) = server.get("/v1/runtime/network/client-address").await;
+    assert_eq!(seen, json!({"client_ip": "127.0.0.1"}));
+
+    let (code, files) = server.get(&format!("/v1/jobs/{rid}/files")).await;
+    assert_eq!(code, 200, "{files}");
+    let paths: Vec<&str> = files["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["rel_path"].as_str().unwrap())
+        .collect();
+    assert!(paths.contains(&"logs/stdout.txt"), "{paths:?}");
+    assert!(
+        !paths.iter().any(|p| p.starts_with("home")),
+        "the run's home is not shown: {paths:?}"
+    );
+    let (_, preview) = server
+        .get(&format!("/v1/jobs/{rid}/file?path=logs/stdout.txt"))
+        .await;
+    assert_eq!(preview["preview"]["mode"], "text", "{preview}");
+    let (code, headers, bytes) = server
+        .get_bytes(&format!(
+            "/v1/jobs/{rid}/file?path=logs/stdout.txt&download=true"
+        ))
+        .await;
+    assert_eq!(code, 200);
+    assert!(
+        headers["content-disposition"]
+            .to_str()
+            .unwrap()
+            .contains("stdout.txt")
+    );
+    assert_eq!(
+        bytes,
+        std::fs::read(server.run_dir(&status).join("logs/stdout.txt")).unwrap()
+    );
+    for (path, code) in [("../x", 400), ("home/.bashrc", 404), ("logs/nope", 404)] {
+        let (got, _, _) = server
+            .get_bytes(&format!("/v1/jobs/{rid}/file?path={path}&download=true"))
+            .await;
+        assert_eq!(got, code, "{path}");
+    }
+}

@@ -60,6 +60,8 @@ pub struct Request {
     /// The code of that failure, when it has one (e.g. `SKILL_ENGINE_UNSUPPORTED`).
     pub error_code: Option<String>,
     pub temp_dir: Option<String>,
+    /// The address the request came from (the service's view of its connection).
+    pub client_address: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -192,6 +194,8 @@ pub struct NewRequest {
     pub input: Value,
     pub parameter: Value,
     pub runtime_options: RuntimeOptions,
+    /// The address the request came from.
+    pub client_address: Option<String>,
 }
 
 /// A run to create.
@@ -262,8 +266,8 @@ macro_rules! request_columns {
     () => {
         "request_id, kind, skill_id, NULLIF(engine, '') AS engine, model, engine_options, input, \
          parameter, \
-         runtime_options, upload_state, run_id, cache_hit, error, error_code, temp_dir, created_at, \
-         updated_at"
+         runtime_options, upload_state, run_id, cache_hit, error, error_code, temp_dir, \
+         client_address, created_at, updated_at"
     };
 }
 pub(crate) use request_columns;
@@ -296,8 +300,8 @@ macro_rules! insert_request {
     () => {
         "INSERT INTO requests (request_id, kind, skill_id, engine, model, engine_options, input,
                                parameter, runtime_options, upload_state, run_id, cache_hit,
-                               created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                               client_address, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     };
 }
 
@@ -535,6 +539,7 @@ impl JobStore for Sqlite {
             .bind(upload_state)
             .bind(run_id)
             .bind(cache_hit)
+            .bind(&request.client_address)
             .bind(now)
             .bind(now)
             .execute(batch.conn())

@@ -97,12 +97,12 @@ pub async fn serve(
     let mut reserve = Reserve::take();
     tokio::pin!(shutdown);
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
+                Ok((stream, peer)) => {
                     reserve.short = false;
-                    stream
+                    (stream, peer)
                 }
                 Err(e) => {
                     on_accept_error(&listener, &mut reserve, e).await;
@@ -120,7 +120,16 @@ pub async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        // Handlers read the client's address as axum's `ConnectInfo`.
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+            app.clone(),
+            move |mut request: axum::http::Request<hyper::body::Incoming>| {
+                request
+                    .extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                request
+            },
+        ));
         let (builder, watcher) = (builder.clone(), graceful.watcher());
         let closing = closing.clone();
         tokio::spawn(async move {

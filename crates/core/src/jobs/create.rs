@@ -35,6 +35,8 @@ pub struct NewJob {
     pub model: Option<String>,
     /// Checked against the allow-list before anything is recorded.
     pub runtime_options: Option<Value>,
+    /// Where the request came from.
+    pub client_address: Option<String>,
 }
 
 /// A temporary run to create: like a job without a skill id (the package and the input files
@@ -46,6 +48,8 @@ pub struct NewTempRun {
     pub parameter: Value,
     pub model: Option<String>,
     pub runtime_options: Option<Value>,
+    /// Where the request came from.
+    pub client_address: Option<String>,
 }
 
 /// A recorded request and where it stands.
@@ -134,6 +138,7 @@ impl Jobs {
             input: normalise_object(body.input),
             parameter: normalise_object(body.parameter),
             runtime_options: options,
+            client_address: body.client_address,
         };
         let request_id = request.request_id.clone();
         let kept = self.kept(&request_id, &secrets).await?;
@@ -227,6 +232,7 @@ impl Jobs {
             input: normalise_object(body.input),
             parameter: normalise_object(body.parameter),
             runtime_options: options,
+            client_address: body.client_address,
         };
         let kept = self.kept(&request.request_id, &secrets).await?;
         if let Err(e) = self.store.create_request(&request, None).await {
@@ -367,6 +373,7 @@ impl Jobs {
             input: request.input.clone(),
             parameter: request.parameter.clone(),
             runtime_options: request.runtime_options.clone(),
+            client_address: request.client_address.clone(),
         };
         let cache_key = self
             .cache_key(request.kind, &skill, &new_request, Some(&uploads))

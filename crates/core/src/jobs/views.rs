@@ -240,10 +240,42 @@ impl Jobs {
         let Ok(rel) = RelPath::parse(rel) else {
             return Err(Error::invalid(format!("Invalid artifact path '{path}'")));
         };
-        let root = self.held_folder(&run).await?.root().to_path_buf();
         let rel = Path::new(crate::run_folder::WORKSPACE)
             .join("artifacts")
             .join(rel);
+        self.served_file(&run, rel, "Artifact").await
+    }
+
+    /// Any file of the run's folder but its home (`.../file?path=&download=true`), opened as
+    /// [`Self::artifact_file`] opens an artifact.
+    pub async fn run_file_download(
+        &self,
+        scope: Scope,
+        request_id: &str,
+        path: &str,
+    ) -> Result<(std::fs::File, String)> {
+        let (_, run) = self.request_and_run(scope, request_id).await?;
+        let rel = browse::relative_path(path)?;
+        if browse::is_hidden(rel.as_str(), &[HIDDEN_HOME]) {
+            return Err(Error::not_found("File not found"));
+        }
+        self.served_file(&run, PathBuf::from(rel.as_str()), "File")
+            .await
+    }
+
+    /// `rel` under the run's folder, opened without following a link, if it is a plain file
+    /// no larger than what is served.
+    async fn served_file(
+        &self,
+        run: &Run,
+        rel: PathBuf,
+        what: &str,
+    ) -> Result<(std::fs::File, String)> {
+        let root = self.held_folder(run).await?.root().to_path_buf();
+        let name = rel
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let opened = tokio::task::spawn_blocking(move || open_beneath(&root, &rel))
             .await
             .map_err(anyhow::Error::from)?;
@@ -254,20 +286,19 @@ impl Jobs {
                 if size > max {
                     return Err(Error::TooLarge(
                         format!(
-                            "Artifact not served: it is {size} bytes, more than the {} MiB \
+                            "{what} not served: it is {size} bytes, more than the {} MiB \
                              served at most (SKILL_RUNNER_SERVE_MAX_MB)",
                             max >> 20
                         )
                         .into(),
                     ));
                 }
-                let name = path.rsplit('/').next().unwrap_or(path).to_owned();
                 Ok((file, name))
             }
             Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Err(Error::not_found(
-                format!("Artifact not served: {e} (only regular files are)"),
+                format!("{what} not served: {e} (only regular files are)"),
             )),
-            Err(_) => Err(Error::not_found("Artifact not found")),
+            Err(_) => Err(Error::not_found(format!("{what} not found"))),
         }
     }
 

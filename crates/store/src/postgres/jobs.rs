@@ -101,8 +101,8 @@ impl JobStore for Postgres {
         sqlx::query(
             "INSERT INTO requests (request_id, kind, skill_id, engine, model, engine_options,
                                    input, parameter, runtime_options, upload_state, run_id,
-                                   cache_hit, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)",
+                                   cache_hit, created_at, updated_at, client_address)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14)",
         )
         .bind(&request.request_id)
         .bind(request.kind)
@@ -117,6 +117,7 @@ impl JobStore for Postgres {
         .bind(run_id)
         .bind(cache_hit)
         .bind(now)
+        .bind(&request.client_address)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
