@@ -324,6 +324,7 @@ mod tests {
             parameter: json!({}),
             runtime_options: serde_json::from_value(json!({"execution_mode": "interactive"}))
                 .unwrap(),
+            client_address: None,
         };
         let run = NewRun {
             run_id: "r1".into(),

@@ -978,6 +978,7 @@ mod tests {
             input: json!({"text": "hi"}),
             parameter: json!({}),
             runtime_options: Default::default(),
+            client_address: None,
         }
     }
 

@@ -445,6 +445,7 @@ pub(crate) mod tests {
             input: serde_json::json!({}),
             parameter: serde_json::json!({}),
             runtime_options: Default::default(),
+            client_address: None,
         };
         for (q, r, engine) in [("q1", "r1", Engine::Script), ("q2", "r2", Engine::Codex)] {
             let binding = Binding::Run(run(r, engine));
