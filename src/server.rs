@@ -228,6 +228,7 @@ pub async fn serve(
         startup_ms = started.elapsed().as_millis() as u64,
         "listening on http://{addr}"
     );
+    crate::log_book::book().mark_serving();
     // Event streams never end by themselves; end them when the signal comes, so the HTTP
     // server can drain its connections.
     let streams = jobs.clone();

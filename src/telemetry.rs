@@ -23,8 +23,32 @@ use crate::config::{Config, ConfigError, LogFormat, OtlpProtocol, TraceExport};
 /// The trace exporter, kept to flush it at exit.
 static TRACES: OnceLock<SdkTracerProvider> = OnceLock::new();
 
-/// Installs the global subscriber (logs go to stderr; traces to the collector when one is
-/// named). Fails on an unparsable filter or an exporter that cannot be built.
+/// Changes the log filter while the service runs (`PUT /v1/management/system/settings`).
+static FILTER: OnceLock<(
+    tracing_subscriber::reload::Handle<EnvFilter, tracing_subscriber::Registry>,
+    std::sync::Mutex<String>,
+)> = OnceLock::new();
+
+/// The log filter in force.
+pub fn log_filter() -> String {
+    FILTER
+        .get()
+        .map(|(_, text)| text.lock().expect("filter lock").clone())
+        .unwrap_or_default()
+}
+
+/// Puts `filter` in force until the service stops (its `LOG_LEVEL` stands at the next start).
+pub fn set_log_filter(filter: &str) -> Result<(), String> {
+    let parsed = EnvFilter::try_new(filter).map_err(|e| e.to_string())?;
+    let (handle, text) = FILTER.get().ok_or("logging is not set up")?;
+    handle.reload(parsed).map_err(|e| e.to_string())?;
+    *text.lock().expect("filter lock") = filter.to_owned();
+    Ok(())
+}
+
+/// Installs the global subscriber (logs go to stderr and the [`crate::log_book`]; traces to the
+/// collector when one is named). Fails on an unparsable filter or an exporter that cannot be
+/// built.
 pub fn init(config: &Config) -> Result<(), ConfigError> {
     let filter = EnvFilter::try_new(&config.log_filter).map_err(|e| {
         ConfigError::new(
@@ -41,13 +65,17 @@ pub fn init(config: &Config) -> Result<(), ConfigError> {
         Some(export) => Some(tracer(export, &config.node_id)?),
         None => None,
     };
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
     let installed = tracing_subscriber::registry()
         .with(filter)
         .with(logs)
+        .with(crate::log_book::BookLayer)
         .with(traces)
         .try_init();
     // A second init (tests in one process) keeps the first subscriber.
-    drop(installed);
+    if installed.is_ok() {
+        let _ = FILTER.set((handle, std::sync::Mutex::new(config.log_filter.clone())));
+    }
     Ok(())
 }
 

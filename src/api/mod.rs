@@ -16,6 +16,7 @@ pub mod run_views;
 pub mod skill_docs;
 pub mod skills;
 pub mod system;
+pub mod system_admin;
 pub mod tools;
 pub mod upload;
 
@@ -186,6 +187,12 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(agent::list_sessions))
         .routes(routes!(agent::get_session, agent::delete_session))
         .routes(routes!(agent::session_events))
+        .routes(routes!(
+            system_admin::get_settings,
+            system_admin::put_settings
+        ))
+        .routes(routes!(system_admin::query_logs))
+        .routes(routes!(system_admin::reset_data))
         .routes(routes!(management::list_skills))
         .routes(routes!(management::get_skill))
         .routes(routes!(management::get_skill_schemas))

@@ -504,3 +504,137 @@ async fn readiness_follows_postgres_going_away_and_coming_back() {
         .await;
     assert_eq!(server.wait_job(&rid).await["status"], "succeeded");
 }
+
+/// The operator's system routes: the settings in force and the log level changed while the
+/// service runs, the latest log records found by run, level, source and text, and a data reset
+/// that waits for active runs, confirms, counts and deletes.
+#[tokio::test]
+async fn settings_log_query_and_data_reset() {
+    let server = TestServer::with_skills(&[probe_skill("probe", None)], &[("LOG_LEVEL", "info")]);
+    let (code, settings) = server.get("/v1/management/system/settings").await;
+    assert_eq!(code, 200, "{settings}");
+    assert_eq!(settings["logging"]["server_level"], "INFO");
+    assert_eq!(settings["reset_confirmation_text"], "CONFIRM RESET");
+
+    // A run's records are found by its id.
+    let rid = server
+        .create_job(
+            json!({"skill_id": "probe", "parameter": {"mode": "ok"}, "input": {"text": "a"},
+                           "runtime_options": {"no_cache": true}}),
+        )
+        .await;
+    let status = server.wait_job(&rid).await;
+    let run_id = status["run_id"].as_str().unwrap();
+    let query = |params: &str| {
+        let server = &server;
+        let path = format!("/v1/management/system/logs/query?{params}");
+        async move { server.get(&path).await }
+    };
+    let (code, page) = query(&format!("run_id={run_id}")).await;
+    assert_eq!(code, 200, "{page}");
+    let items = page["items"].as_array().unwrap();
+    assert!(!items.is_empty(), "{page}");
+    assert!(
+        items.iter().all(|i| i["fields"]["run_id"] == run_id),
+        "{page}"
+    );
+    assert!(items.iter().any(|i| i["level"] == "INFO"));
+    let (_, boot) = query("source=bootstrap&q=LISTENING").await;
+    assert_eq!(
+        boot["total_matched"], 1,
+        "the start-up line, before serving: {boot}"
+    );
+    let (_, paged) = query("limit=1").await;
+    assert_eq!(paged["items"].as_array().unwrap().len(), 1);
+    assert_eq!(paged["next_cursor"], 1, "{paged}");
+    for (params, says) in [
+        ("source=elsewhere", "source must be one of"),
+        ("level=LOUD", "level must be one of"),
+        ("limit=0", "limit must be from 1 to 1000"),
+    ] {
+        let (code, body) = query(params).await;
+        assert_eq!(code, 400, "{params}: {body}");
+        assert!(body.to_string().contains(says), "{body}");
+    }
+
+    // Raised to WARNING, a run's INFO records are no longer logged.
+    let (code, changed) = server
+        .put_json(
+            "/v1/management/system/settings",
+            json!({"logging": {"server_level": "WARNING", "runtime_level": "WARNING"}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{changed}");
+    assert_eq!(changed["logging"]["server_level"], "WARNING");
+    let quiet = server
+        .create_job(
+            json!({"skill_id": "probe", "parameter": {"mode": "ok"}, "input": {"text": "b"},
+                           "runtime_options": {"no_cache": true}}),
+        )
+        .await;
+    let status = server.wait_job(&quiet).await;
+    let (_, page) = query(&format!(
+        "run_id={}&level=INFO",
+        status["run_id"].as_str().unwrap()
+    ))
+    .await;
+    assert_eq!(page["total_matched"], 0, "{page}");
+    for body in [
+        json!({"logging": {"server_level": "LOUDEST"}}),
+        json!({"logging": {"server_level": "INFO", "runtime_level": "DEBUG"}}),
+        json!({"logging": {}}),
+    ] {
+        let (code, _) = server
+            .put_json("/v1/management/system/settings", body.clone())
+            .await;
+        assert_eq!(code, 400, "{body}");
+    }
+
+    // The reset waits for active runs and needs its confirmation.
+    let busy = server
+        .create_job(
+            json!({"skill_id": "probe", "parameter": {"mode": "sleep"}, "input": {"text": "c"},
+                           "runtime_options": {"no_cache": true}}),
+        )
+        .await;
+    let reset = |body: serde_json::Value| {
+        let server = &server;
+        async move {
+            server
+                .post_json("/v1/management/system/reset-data", body)
+                .await
+        }
+    };
+    let (code, _) = reset(json!({"confirmation": "yes"})).await;
+    assert_eq!(code, 400);
+    let (code, refused) = reset(json!({"confirmation": "CONFIRM RESET"})).await;
+    assert_eq!(code, 409, "{refused}");
+    assert!(
+        refused["detail"].as_str().unwrap().contains("active"),
+        "{refused}"
+    );
+    let (code, _) = server
+        .post_json(&format!("/v1/jobs/{busy}/cancel"), json!({}))
+        .await;
+    assert_eq!(code, 200);
+    let (code, counted) = reset(json!({"confirmation": "CONFIRM RESET", "dry_run": true,
+                                       "include_logs": true}))
+    .await;
+    assert_eq!(code, 200, "{counted}");
+    assert_eq!(
+        (&counted["runs_deleted"], &counted["requests_deleted"]),
+        (&json!(3), &json!(3))
+    );
+    assert!(counted["log_records_deleted"].as_u64().unwrap() > 0);
+    let (_, still) = server.get(&format!("/v1/jobs/{rid}")).await;
+    assert_eq!(still["status"], "succeeded", "a dry run deletes nothing");
+    let folder = server.run_dir(&still);
+    let (code, done) = reset(json!({"confirmation": "CONFIRM RESET", "include_logs": true})).await;
+    assert_eq!(code, 200, "{done}");
+    assert_eq!(done["runs_deleted"], 3);
+    let (code, _) = server.get(&format!("/v1/jobs/{rid}")).await;
+    assert_eq!(code, 404);
+    assert!(!folder.exists(), "its folder went too");
+    let (_, page) = query(&format!("run_id={run_id}")).await;
+    assert_eq!(page["total_matched"], 0, "the log records went: {page}");
+}

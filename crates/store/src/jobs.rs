@@ -254,6 +254,27 @@ pub struct CleanupCounts {
     pub cache_entries_deleted: u64,
 }
 
+impl CleanupCounts {
+    pub(crate) fn of(runs: i64, requests: i64, cache: i64) -> Self {
+        let count = |n: i64| n.max(0) as u64;
+        Self {
+            runs_deleted: count(runs),
+            requests_deleted: count(requests),
+            cache_entries_deleted: count(cache),
+        }
+    }
+}
+
+/// The finished runs, the requests that go with them (and failed requests without a run), and
+/// their cache entries: what a cleanup of everything finished deletes. The same SQL in both
+/// databases.
+pub(crate) const FINISHED_COUNTS: &str = "SELECT
+    (SELECT COUNT(*) FROM runs WHERE status IN ('succeeded', 'failed', 'canceled')),
+    (SELECT COUNT(*) FROM requests q WHERE (q.run_id IS NULL AND q.error IS NOT NULL)
+        OR q.run_id IN (SELECT run_id FROM runs WHERE status IN ('succeeded', 'failed', 'canceled'))),
+    (SELECT COUNT(*) FROM cache_entries c
+        WHERE c.run_id IN (SELECT run_id FROM runs WHERE status IN ('succeeded', 'failed', 'canceled')))";
+
 /// A run removed by a cleanup, with the folders that go with it.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Removed {
@@ -474,6 +495,9 @@ pub trait JobStore: Send + Sync {
 
     /// How many runs there are in each status, by engine (no row for none).
     async fn run_counts(&self) -> anyhow::Result<Vec<(RunStatus, Engine, u64)>>;
+
+    /// What [`JobStore::delete_finished`] would delete of everything finished now.
+    async fn finished_counts(&self) -> anyhow::Result<CleanupCounts>;
 
     /// The succeeded run stored under `cache_key`, if any.
     async fn cached_run(&self, cache_key: &str) -> anyhow::Result<Option<String>>;
@@ -877,6 +901,13 @@ impl JobStore for Sqlite {
             .into_iter()
             .map(|(status, engine, n)| (status, engine, n.max(0) as u64))
             .collect())
+    }
+
+    async fn finished_counts(&self) -> anyhow::Result<CleanupCounts> {
+        let (runs, requests, cache): (i64, i64, i64) = sqlx::query_as(FINISHED_COUNTS)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(CleanupCounts::of(runs, requests, cache))
     }
 
     async fn cached_run(&self, cache_key: &str) -> anyhow::Result<Option<String>> {

@@ -658,6 +658,10 @@ impl TestServer {
         decode(self.client.post(self.url(path)).json(&body)).await
     }
 
+    pub async fn put_json(&self, path: &str, body: Value) -> (u16, Value) {
+        decode(self.client.put(self.url(path)).json(&body)).await
+    }
+
     pub async fn post_form(&self, path: &str, form: reqwest::multipart::Form) -> (u16, Value) {
         decode(self.client.post(self.url(path)).multipart(form)).await
     }

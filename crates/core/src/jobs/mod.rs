@@ -110,6 +110,8 @@ pub struct Jobs {
     bundles: tokio::sync::Mutex<()>,
     /// Held while a run folder is brought back from shared storage.
     restoring: tokio::sync::Mutex<()>,
+    /// Held while the data is reset.
+    resetting: tokio::sync::Mutex<()>,
     /// Room kept for recording runs when the data volume fills up.
     disk: crate::disk_space::DiskSpace,
     shutdown: CancellationToken,
@@ -135,6 +137,7 @@ impl Jobs {
             relay: relay::Relay::default(),
             bundles: tokio::sync::Mutex::new(()),
             restoring: tokio::sync::Mutex::new(()),
+            resetting: tokio::sync::Mutex::new(()),
             disk: crate::disk_space::DiskSpace::set_up(
                 config.data.disk_reserve(),
                 config.limits.disk_reserve_bytes,

@@ -29,6 +29,34 @@ impl Jobs {
         }
     }
 
+    /// `POST /v1/management/system/reset-data`: deletes every run, request and cache entry
+    /// (with the folders) when no run is active: refused (409) while a run is queued, running
+    /// or waiting for a reply, or while another reset is under way. `dry_run` counts what would
+    /// go and deletes nothing.
+    pub async fn reset_data(&self, dry_run: bool) -> crate::error::Result<CleanupCounts> {
+        let Ok(_resetting) = self.resetting.try_lock() else {
+            return Err(crate::error::Error::conflict("Another reset is under way"));
+        };
+        let active: u64 = self
+            .store
+            .run_counts()
+            .await?
+            .into_iter()
+            .filter(|(status, _, _)| !status.is_terminal())
+            .map(|(_, _, n)| n)
+            .sum();
+        if active > 0 {
+            return Err(crate::error::Error::conflict(format!(
+                "{active} run(s) are active (queued, running or waiting for a reply): cancel \
+                 them or let them finish, then reset"
+            )));
+        }
+        if dry_run {
+            return Ok(self.store.finished_counts().await?);
+        }
+        Ok(self.cleanup_now().await?)
+    }
+
     /// `POST /v1/jobs/cleanup`: deletes every finished run now. Active runs are kept.
     pub async fn cleanup_now(&self) -> anyhow::Result<CleanupCounts> {
         let future = Timestamp::before(Duration::ZERO);

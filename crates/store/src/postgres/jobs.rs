@@ -414,6 +414,13 @@ impl JobStore for Postgres {
         rows.into_iter().map(Run::try_from).collect()
     }
 
+    async fn finished_counts(&self) -> anyhow::Result<CleanupCounts> {
+        let (runs, requests, cache): (i64, i64, i64) = sqlx::query_as(crate::jobs::FINISHED_COUNTS)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(CleanupCounts::of(runs, requests, cache))
+    }
+
     async fn run_counts(&self) -> anyhow::Result<Vec<(RunStatus, Engine, u64)>> {
         let rows: Vec<(RunStatus, Engine, i64)> =
             sqlx::query_as("SELECT status, engine, COUNT(*) FROM runs GROUP BY status, engine")
