@@ -126,7 +126,7 @@ impl LogBook {
     }
 
     /// How many records are kept.
-    pub fn len(&self) -> usize {
+    pub fn count(&self) -> usize {
         self.records.lock().expect("log book lock").len()
     }
 

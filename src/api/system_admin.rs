@@ -333,7 +333,7 @@ pub async fn reset_data(
     let counts = to_completion(async move { state.jobs.reset_data(dry_run).await }).await?;
     let log_records_deleted = match (body.include_logs, dry_run) {
         (false, _) => 0,
-        (true, true) => log_book::book().len(),
+        (true, true) => log_book::book().count(),
         (true, false) => log_book::book().clear(),
     };
     tracing::warn!(?counts, dry_run, log_records_deleted, "data reset");
