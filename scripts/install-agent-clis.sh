@@ -12,6 +12,7 @@ PACKAGES=(
   "@anthropic-ai/claude-code@2.1.329"
   "opencode-ai@1.18.33"
   "@qwen-code/qwen-code@0.24.4"
+  "@kilocode/cli@7.7.7"
 )
 missing=()
 for spec in "${PACKAGES[@]}"; do

@@ -230,7 +230,9 @@ impl fmt::Debug for ApiTokens {
 const MIN_TOKEN_CHARS: usize = 16;
 
 /// Engines whose endpoint can be configured (`SKILL_RUNNER_<ENGINE>_BASE_URL`).
-const AGENT_ENGINES: [&str; 6] = ["codex", "gemini", "iflow", "claude", "opencode", "qwen"];
+const AGENT_ENGINES: [&str; 7] = [
+    "codex", "gemini", "iflow", "claude", "opencode", "qwen", "kilo",
+];
 
 impl Config {
     /// The configuration given by `args` (the words after `serve`) over `vars` (the

@@ -391,9 +391,9 @@ async fn model_error(engine: &str) {
         "{status}\n{}",
         failure_context(&server, &fake, &rid).await
     );
-    // Qwen Code and opencode retry 5xx answers with backoff whatever their settings say
-    // (~80 s); the others honour SKILL_RUNNER_ENGINE_MAX_RETRIES.
-    let bound = if matches!(engine, "qwen" | "opencode") {
+    // Qwen Code, opencode and Kilo (an opencode fork) retry 5xx answers with backoff whatever
+    // their settings say (~80 s); the others honour SKILL_RUNNER_ENGINE_MAX_RETRIES.
+    let bound = if matches!(engine, "qwen" | "opencode" | "kilo") {
         150
     } else {
         30
@@ -478,7 +478,7 @@ macro_rules! cli_matrix {
     )*};
 }
 
-cli_matrix!(codex, gemini, claude, opencode, qwen);
+cli_matrix!(codex, gemini, claude, opencode, qwen, kilo);
 
 #[tokio::test]
 async fn a_missing_cli_is_refused_at_create() {
@@ -524,7 +524,9 @@ async fn engines_models_and_model_validation() {
         .collect();
     assert_eq!(
         names,
-        ["codex", "gemini", "iflow", "claude", "opencode", "qwen"]
+        [
+            "codex", "gemini", "iflow", "claude", "opencode", "qwen", "kilo"
+        ]
     );
     let codex = &body["engines"][0]["cli_version_detected"];
     if installed {

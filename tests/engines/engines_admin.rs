@@ -70,7 +70,9 @@ async fn auth_status_and_engine_summaries() {
     let names: Vec<&str> = list.iter().map(|e| e["engine"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["codex", "gemini", "iflow", "claude", "opencode", "qwen"]
+        [
+            "codex", "gemini", "iflow", "claude", "opencode", "qwen", "kilo"
+        ]
     );
     let (_, codex_models) = server.get("/v1/engines/codex/models").await;
     let codex = &list[0];
@@ -366,7 +368,7 @@ async fn upgrades_install_into_the_managed_prefix() {
     assert_eq!(done["status"], "failed", "{done}");
     assert_eq!(done["requested_engine"], Value::Null);
     let results = done["results"].as_object().unwrap();
-    assert_eq!(results.len(), 6, "{done}");
+    assert_eq!(results.len(), 7, "{done}");
     assert_eq!(results["codex"]["status"], "succeeded");
     let gemini = &results["gemini"];
     assert_eq!(gemini["status"], "failed");

@@ -49,7 +49,7 @@ async fn install_update_and_refuse_downgrade() {
     assert_eq!(list[0]["health"], "healthy");
     assert_eq!(
         list[0]["effective_engines"],
-        json!(["codex", "gemini", "claude", "opencode", "qwen"])
+        json!(["codex", "gemini", "claude", "opencode", "qwen", "kilo"])
     );
     assert_eq!(list[0]["unsupport_engine"], json!(["iflow"]));
     assert_eq!(

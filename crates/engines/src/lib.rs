@@ -104,13 +104,14 @@ pub struct Cli {
 }
 
 /// Every agent CLI.
-pub const AGENT_CLIS: [Cli; 6] = [
+pub const AGENT_CLIS: [Cli; 7] = [
     codex::CLI,
     gemini::CLI,
     iflow::CLI,
     claude::CLI,
-    opencode::CLI,
+    opencode::OPENCODE.cli,
     qwen::CLI,
+    opencode::KILO.cli,
 ];
 
 /// A failure the engine reported, with a code when it is one clients act on.
@@ -203,7 +204,7 @@ impl Engines {
     /// Every adapter built so far.
     pub fn new(agent_config: &EngineConfig) -> Self {
         let config = Arc::new(agent_config.clone());
-        let adapters: [Arc<dyn EngineAdapter>; 7] = [
+        let adapters: [Arc<dyn EngineAdapter>; 8] = [
             Arc::new(script::ScriptEngine),
             Arc::new(codex::Codex {
                 config: config.clone(),
@@ -219,6 +220,11 @@ impl Engines {
             }),
             Arc::new(opencode::Opencode {
                 config: config.clone(),
+                flavor: &opencode::OPENCODE,
+            }),
+            Arc::new(opencode::Opencode {
+                config: config.clone(),
+                flavor: &opencode::KILO,
             }),
             Arc::new(qwen::Qwen { config }),
         ];

@@ -38,13 +38,14 @@ pub struct Snapshot {
 }
 
 /// The snapshots shipped with the service.
-const BUNDLED: [&str; 6] = [
+const BUNDLED: [&str; 7] = [
     include_str!("models/codex-0.169.0.json"),
     include_str!("models/gemini-0.61.0.json"),
     include_str!("models/claude-2.1.329.json"),
     include_str!("models/opencode-1.18.33.json"),
     include_str!("models/qwen-0.24.4.json"),
     include_str!("models/iflow-0.3.0.json"),
+    include_str!("models/kilo-7.7.7.json"),
 ];
 
 pub fn bundled() -> Vec<Snapshot> {
@@ -316,7 +317,9 @@ mod tests {
     #[test]
     fn bundled_snapshots_cover_every_agent_engine() {
         let all = bundled();
-        for engine in ["codex", "gemini", "iflow", "claude", "opencode", "qwen"] {
+        for engine in [
+            "codex", "gemini", "iflow", "claude", "opencode", "qwen", "kilo",
+        ] {
             assert!(resolve(&all, engine, None).is_some(), "{engine}");
         }
     }

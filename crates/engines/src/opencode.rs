@@ -1,11 +1,16 @@
-//! The `opencode` engine: opencode (`opencode-ai`), `opencode run --format json`.
+//! The `opencode` engine, opencode (`opencode-ai`, `opencode run --format json`), and the
+//! `kilo` engine, Kilo Code's CLI (`@kilocode/cli`, `kilo run --format json --auto`), a fork of
+//! opencode that prints the same events: one adapter, two [`Flavor`]s.
 //!
-//! Its configuration (`$XDG_CONFIG_HOME/opencode/opencode.json` in the run's home) turns off
-//! auto-update and sharing and allows edits and shell commands without asking. With
-//! `SKILL_RUNNER_OPENCODE_BASE_URL` / `_API_KEY` set it declares an OpenAI-compatible provider
-//! `skill_runner` for that endpoint, whose model is the job's (or [`ENDPOINT_MODEL`]). The
-//! session is the `sessionID` of its events; a reply resumes it with `-s`. The skill is copied
-//! to `<run>/.opencode/skills/<id>`.
+//! The configuration (opencode's `$XDG_CONFIG_HOME/opencode/opencode.json` in the run's home;
+//! Kilo's `$XDG_CONFIG_HOME/kilo/kilo.json`, named by `KILO_CONFIG`) turns off auto-update,
+//! sharing and snapshots (a headless turn has no use for them, and they copy the workspace),
+//! allows edits and shell commands without asking, and denies the CLI's own `question` tool:
+//! asked headless, it waits for an answer that never comes (the run asks its user through the
+//! service instead). With `SKILL_RUNNER_<ENGINE>_BASE_URL` / `_API_KEY` set it declares an
+//! OpenAI-compatible provider `skill_runner` for that endpoint, whose model is the job's (or
+//! [`ENDPOINT_MODEL`]). The session is the `sessionID` of its events; a reply resumes it with
+//! `-s`. The skill is copied to `<run>/.opencode/skills/<id>` (`.kilo/skills/<id>`).
 
 use std::sync::Arc;
 
@@ -16,20 +21,121 @@ use super::cli::{self, Line};
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
 use crate::config::EngineConfig;
 
-pub const PACKAGE: &str = "opencode-ai";
-/// The provider keys and logins of `opencode auth login`.
-pub const CREDENTIALS: &[&str] = &[".local/share/opencode/auth.json"];
-pub const CLI: Cli = Cli {
-    program: "opencode",
-    package: PACKAGE,
-    credentials: CREDENTIALS,
-    hosts: &[
-        "opencode.ai:443",
-        "models.dev:443",
-        "api.openai.com:443",
-        "api.anthropic.com:443",
+/// What tells opencode and Kilo apart.
+#[derive(Debug)]
+pub struct Flavor {
+    pub engine: Engine,
+    pub cli: Cli,
+    /// The configuration file, relative to the run's home.
+    config_file: &'static str,
+    /// The variable naming that file, for a CLI that reads one.
+    config_var: Option<&'static str>,
+    /// Where the skill is copied, relative to the workspace.
+    skills_dir: &'static str,
+    /// The variable the provider's `{env:...}` key reference reads.
+    key_var: &'static str,
+    /// Extra `run` arguments.
+    run_args: &'static [&'static str],
+    /// Variables set for every turn.
+    env: &'static [(&'static str, &'static str)],
+    /// For an npm launcher that starts the real program as its child, that program beside it.
+    native: Option<fn(&std::path::Path) -> Option<std::path::PathBuf>>,
+}
+
+pub const OPENCODE: Flavor = Flavor {
+    engine: Engine::Opencode,
+    cli: Cli {
+        program: "opencode",
+        package: "opencode-ai",
+        // The provider keys and logins of `opencode auth login`.
+        credentials: &[".local/share/opencode/auth.json"],
+        hosts: &[
+            "opencode.ai:443",
+            "models.dev:443",
+            "api.openai.com:443",
+            "api.anthropic.com:443",
+        ],
+    },
+    config_file: ".config/opencode/opencode.json",
+    config_var: None,
+    skills_dir: ".opencode/skills",
+    key_var: "SKILL_RUNNER_OPENCODE_API_KEY",
+    run_args: &[],
+    env: &[
+        ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
+        ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+        ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
+        ("OPENCODE_DISABLE_SHARE", "1"),
     ],
+    native: None,
 };
+
+pub const KILO: Flavor = Flavor {
+    engine: Engine::Kilo,
+    cli: Cli {
+        program: "kilo",
+        package: "@kilocode/cli",
+        credentials: &[".local/share/kilo/auth.json"],
+        hosts: &[
+            "api.kilo.ai:443",
+            "models.dev:443",
+            "api.openai.com:443",
+            "api.anthropic.com:443",
+        ],
+    },
+    config_file: ".config/kilo/kilo.json",
+    config_var: Some("KILO_CONFIG"),
+    skills_dir: ".kilo/skills",
+    key_var: "SKILL_RUNNER_KILO_API_KEY",
+    // Without it, a permission not allowed by the configuration waits for an answer.
+    run_args: &["--auto"],
+    env: &[
+        ("KILO_DISABLE_MODELS_FETCH", "1"),
+        ("KILO_DISABLE_AUTOUPDATE", "1"),
+        ("KILO_DISABLE_LSP_DOWNLOAD", "1"),
+        ("KILO_DISABLE_SHARE", "1"),
+        ("KILO_DISABLE_SESSION_INGEST", "1"),
+        ("KILO_DISABLE_CODEBASE_INDEXING", "1"),
+        ("KILO_DISABLE_CLAUDE_CODE", "1"),
+        ("KILO_DISABLE_EXTERNAL_SKILLS", "1"),
+        ("KILO_NO_DAEMON", "1"),
+        ("KILO_TELEMETRY_LEVEL", "off"),
+    ],
+    native: Some(kilo_native),
+};
+
+/// Kilo's native program for this machine, which its npm launcher (a Node script) would start
+/// as a child: started directly, it is the turn's own process, whose `/proc/self` the sandbox
+/// lets it read (the runtime reads its cgroup there, and aborts when it cannot).
+fn kilo_native(launcher: &std::path::Path) -> Option<std::path::PathBuf> {
+    let package = launcher
+        .canonicalize()
+        .ok()?
+        .parent()?
+        .parent()?
+        .to_path_buf();
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "x64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let base = format!("cli-linux-{arch}");
+    [
+        base.clone(),
+        format!("{base}-baseline"),
+        format!("{base}-musl"),
+        format!("{base}-baseline-musl"),
+    ]
+    .into_iter()
+    .map(|name| {
+        package
+            .join("node_modules/@kilocode")
+            .join(name)
+            .join("bin/kilo")
+    })
+    .find(|path| path.is_file())
+}
+
 /// The model used with a configured endpoint when the job names none.
 pub const ENDPOINT_MODEL: &str = "gpt-5.5";
 const PROVIDER: &str = "skill_runner";
@@ -37,6 +143,7 @@ const PROVIDER: &str = "skill_runner";
 #[derive(Debug)]
 pub struct Opencode {
     pub config: Arc<EngineConfig>,
+    pub flavor: &'static Flavor,
 }
 
 impl Opencode {
@@ -45,10 +152,11 @@ impl Opencode {
         let mut config = json!({
             "autoupdate": false,
             "share": "disabled",
+            "snapshot": false,
             "permission": {"edit": "allow", "bash": "allow", "webfetch": "allow",
-                           "external_directory": "allow"},
+                           "external_directory": "allow", "question": "deny"},
         });
-        let endpoint = cli::endpoint(&self.config, "opencode");
+        let endpoint = cli::endpoint(&self.config, self.flavor.engine.as_str());
         let Some(url) = endpoint.and_then(|e| e.base_url.as_ref()) else {
             return (config, model.map(str::to_owned));
         };
@@ -57,11 +165,12 @@ impl Opencode {
             .map(|m| m.strip_prefix(&format!("{PROVIDER}/")).unwrap_or(m))
             .unwrap_or(ENDPOINT_MODEL);
         let qualified = format!("{PROVIDER}/{name}");
-        let mut options = json!({"baseURL": url});
+        // No client-side timeout: the service's hard timeout bounds the turn.
+        let mut options = json!({"baseURL": url, "timeout": false});
         if endpoint.is_some_and(|e| e.api_key.is_some()) {
             // A reference the CLI resolves from its environment: the key itself never lands in
             // the run folder, which clients can browse and download.
-            options["apiKey"] = json!("{env:SKILL_RUNNER_OPENCODE_API_KEY}");
+            options["apiKey"] = json!(format!("{{env:{}}}", self.flavor.key_var));
         }
         config["model"] = json!(qualified);
         config["small_model"] = json!(qualified);
@@ -77,30 +186,37 @@ impl Opencode {
 
 impl EngineAdapter for Opencode {
     fn engine(&self) -> Engine {
-        Engine::Opencode
+        self.flavor.engine
     }
 
     fn cli(&self) -> Option<Cli> {
-        Some(CLI)
+        Some(self.flavor.cli)
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
-        let setup = cli::setup(&self.config, self, turn, ".opencode/skills", false)?;
+        let flavor = self.flavor;
+        let setup = cli::setup(&self.config, self, turn, flavor.skills_dir, false)?;
         let home = &setup.home;
         let (config, model) = self.configuration(turn.model);
-        cli::write_config(
-            &home.join(".config/opencode/opencode.json"),
-            &config.to_string(),
-        )?;
+        let config_file = home.join(flavor.config_file);
+        cli::write_config(&config_file, &config.to_string())?;
 
+        let native = flavor
+            .native
+            .and_then(|find| find(std::path::Path::new(&setup.program)));
+        let program = native.as_ref().map_or_else(
+            || setup.program.clone(),
+            |p| p.to_string_lossy().into_owned(),
+        );
         let mut argv: Vec<String> = vec![
-            setup.program.clone(),
+            program,
             "run".into(),
             "--format".into(),
             "json".into(),
             "--dir".into(),
             turn.workspace().to_string_lossy().into_owned(),
         ];
+        argv.extend(flavor.run_args.iter().map(|a| (*a).to_owned()));
         if let Some(model) = model {
             argv.extend(["-m".into(), model]);
         }
@@ -110,20 +226,27 @@ impl EngineAdapter for Opencode {
         argv.push(setup.prompt.clone());
         let mut env = cli::base_env(home, &self.config);
         // What the provider's `{env:...}` reference reads.
-        cli::key_env(
-            &self.config,
-            self.engine(),
-            "SKILL_RUNNER_OPENCODE_API_KEY",
-            &mut env,
-        );
-        for name in [
-            "OPENCODE_DISABLE_MODELS_FETCH",
-            "OPENCODE_DISABLE_AUTOUPDATE",
-            "OPENCODE_DISABLE_LSP_DOWNLOAD",
-            "OPENCODE_DISABLE_SHARE",
-        ] {
-            env.push((name.into(), "1".into()));
+        cli::key_env(&self.config, self.engine(), flavor.key_var, &mut env);
+        if let Some(var) = flavor.config_var {
+            env.push((var.into(), config_file.to_string_lossy().into_owned()));
         }
+        // What the launcher would have told the program: where its parsers are.
+        if let Some(dir) = native
+            .as_ref()
+            .and_then(|p| Some(p.parent()?.join("tree-sitter")))
+            .filter(|d| d.is_dir())
+        {
+            env.push((
+                "KILO_TREE_SITTER_WASM_DIR".into(),
+                dir.to_string_lossy().into_owned(),
+            ));
+        }
+        env.extend(
+            flavor
+                .env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
         Ok(setup.prepared(turn, argv, env, None))
     }
 
@@ -149,7 +272,12 @@ impl EngineAdapter for Opencode {
                 _ => {}
             }
         }
-        cli::conclude(reading, "opencode", last_text.as_deref(), error)
+        cli::conclude(
+            reading,
+            self.flavor.engine.as_str(),
+            last_text.as_deref(),
+            error,
+        )
     }
 
     fn transcriber(&self) -> Box<dyn Transcriber> {
@@ -269,6 +397,7 @@ mod tests {
     fn opencode() -> Opencode {
         Opencode {
             config: Arc::new(EngineConfig::for_tests()),
+            flavor: &OPENCODE,
         }
     }
 

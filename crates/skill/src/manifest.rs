@@ -942,7 +942,7 @@ mod tests {
                 "overlap: codex",
             ),
             (
-                json!({"unsupport_engine": ["codex", "gemini", "iflow", "claude", "opencode", "qwen"]}),
+                json!({"unsupport_engine": ["codex", "gemini", "iflow", "claude", "opencode", "qwen", "kilo"]}),
                 "effective engines are empty",
             ),
             (json!({"engines": ["gpt"]}), "unknown engine \"gpt\""),

@@ -157,7 +157,7 @@ pub fn server_for(
 ) -> TestServer {
     let upper = engine.to_ascii_uppercase();
     let base = match engine {
-        "codex" | "opencode" | "qwen" => format!("{}/v1", fake.base),
+        "codex" | "opencode" | "qwen" | "kilo" => format!("{}/v1", fake.base),
         _ => fake.base.clone(),
     };
     let base_var = format!("SKILL_RUNNER_{upper}_BASE_URL");

@@ -31,19 +31,22 @@ pub enum Engine {
     Claude,
     Opencode,
     Qwen,
+    /// Kilo Code's CLI, an opencode fork.
+    Kilo,
     /// Runs the skill's own `entrypoint.script`; no model involved.
     Script,
 }
 
 impl Engine {
     /// Every engine, in the order they are listed to clients.
-    pub const ALL: [Engine; 7] = [
+    pub const ALL: [Engine; 8] = [
         Engine::Codex,
         Engine::Gemini,
         Engine::Iflow,
         Engine::Claude,
         Engine::Opencode,
         Engine::Qwen,
+        Engine::Kilo,
         Engine::Script,
     ];
 
