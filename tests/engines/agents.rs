@@ -699,3 +699,61 @@ async fn an_agent_skill_answers_through_invoke_as_through_a_job() {
     let calls = model_calls(&fake.requests().await, "codex");
     assert!(calls.len() >= 4, "two turns of two model calls: {calls:?}");
 }
+
+/// opencode's and Kilo's own `question` tool, which the reference saw wait forever for a
+/// terminal answer in a headless turn: a model that reaches for it is answered at once and the
+/// turn goes on to its answer instead of hanging until the hard timeout. (The configuration
+/// denies the tool; with the pinned versions, `run` also answers it without the denial, checked
+/// by removing it: the denial stays for versions that do not.)
+async fn question_tool_is_denied(engine: &str) {
+    let fake = FakeModel::start();
+    fake.script(json!([
+        {"tool": "question", "args": {"questions": [{"question": "Which one?", "header": "Pick",
+            "options": [{"label": "a", "description": "the first"}]}]}},
+        {"text": ANSWER}
+    ]))
+    .await;
+    let server = server_for(
+        engine,
+        &fake,
+        &[report_skill("reporter")],
+        &[("SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS", "90")],
+    );
+    let rid = server
+        .create_job(json!({"skill_id": "reporter", "engine": engine, "input": {"text": "go"}}))
+        .await;
+    let status = server.wait_job(&rid).await;
+    assert_ne!(
+        status["error"]["code"],
+        "TIMEOUT",
+        "{status}\n{}",
+        failure_context(&server, &fake, &rid).await
+    );
+    let calls = model_calls(&fake.requests().await, engine);
+    let told: String = calls[1..].iter().map(|c| c["body"].to_string()).collect();
+    assert!(
+        calls.len() >= 2,
+        "the model heard back about its question call: {calls:?}"
+    );
+    assert!(told.contains("question"), "{told}");
+}
+
+#[tokio::test]
+async fn opencode_question_tool_is_denied() {
+    if in_netns(
+        concat!(module_path!(), "::opencode_question_tool_is_denied"),
+        "opencode",
+    ) {
+        question_tool_is_denied("opencode").await;
+    }
+}
+
+#[tokio::test]
+async fn kilo_question_tool_is_denied() {
+    if in_netns(
+        concat!(module_path!(), "::kilo_question_tool_is_denied"),
+        "kilo",
+    ) {
+        question_tool_is_denied("kilo").await;
+    }
+}

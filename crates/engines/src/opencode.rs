@@ -6,8 +6,8 @@
 //! Kilo's `$XDG_CONFIG_HOME/kilo/kilo.json`, named by `KILO_CONFIG`) turns off auto-update,
 //! sharing and snapshots (a headless turn has no use for them, and they copy the workspace),
 //! allows edits and shell commands without asking, and denies the CLI's own `question` tool:
-//! asked headless, it waits for an answer that never comes (the run asks its user through the
-//! service instead). With `SKILL_RUNNER_<ENGINE>_BASE_URL` / `_API_KEY` set it declares an
+//! the reference saw it wait, headless, for an answer that never comes (the pinned versions'
+//! `run` answers it at once either way; the run asks its user through the service instead). With `SKILL_RUNNER_<ENGINE>_BASE_URL` / `_API_KEY` set it declares an
 //! OpenAI-compatible provider `skill_runner` for that endpoint, whose model is the job's (or
 //! [`ENDPOINT_MODEL`]). The session is the `sessionID` of its events; a reply resumes it with
 //! `-s`. The skill is copied to `<run>/.opencode/skills/<id>` (`.kilo/skills/<id>`).
