@@ -39,7 +39,11 @@ pub struct EnginesResponse {
 pub async fn list_engines(State(state): State<AppState>) -> Json<EnginesResponse> {
     let engines = state.jobs.engines();
     let mut list = Vec::new();
-    for engine in Engine::ALL.into_iter().filter(|e| *e != Engine::Script) {
+    // The active list: legacy engines only while allowed (the management list shows all).
+    let active = Engine::ALL
+        .into_iter()
+        .filter(|e| *e != Engine::Script && engines.active(*e));
+    for engine in active {
         list.push(EngineInfo {
             engine,
             cli_version_detected: engines.version(engine).await,
@@ -264,6 +268,11 @@ pub struct EngineSummary {
     /// Which mechanism holds each barrier around a turn on this host.
     pub barriers: crate::process::sandbox::Barriers,
     pub models_count: usize,
+    /// A legacy engine (`gemini`, `iflow`, as the reference marks them).
+    pub legacy: bool,
+    /// Whether it takes new runs (a legacy engine only while `SKILL_RUNNER_LEGACY_ENGINES`
+    /// names it).
+    pub active: bool,
 }
 
 /// One engine with its models and its latest upgrade.
@@ -296,6 +305,8 @@ pub(crate) async fn summary(state: &AppState, engine: Engine) -> (EngineSummary,
         auth_ready: engines.auth_status(engine).is_some_and(|a| a.auth_ready),
         sandbox_status: state.jobs.sandbox().as_str(),
         barriers: state.jobs.barriers(),
+        legacy: engine.is_legacy(),
+        active: engines.active(engine),
         models_count: models.len(),
     };
     (summary, models)

@@ -234,6 +234,27 @@ const AGENT_ENGINES: [&str; 7] = [
     "codex", "gemini", "iflow", "claude", "opencode", "qwen", "kilo",
 ];
 
+/// `SKILL_RUNNER_LEGACY_ENGINES`: a comma-separated list of legacy engines (`gemini`, `iflow`)
+/// still given new runs.
+fn legacy_engines(value: Option<&str>) -> Result<Vec<Engine>, ConfigError> {
+    value
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(|name| {
+            Engine::parse(name).filter(|e| e.is_legacy()).ok_or_else(|| {
+                ConfigError::new(
+                    "SKILL_RUNNER_LEGACY_ENGINES",
+                    format!(
+                        "'{name}' is not a legacy engine: the legacy engines are gemini and iflow"
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
 impl Config {
     /// The configuration given by `args` (the words after `serve`) over `vars` (the
     /// environment the service was started with); tests supply both without touching the
@@ -282,6 +303,7 @@ impl Config {
                     Some(((*engine).to_owned(), per_engine(engine, "NPM_PACKAGE")?))
                 })
                 .collect(),
+            legacy_allowed: legacy_engines(get("SKILL_RUNNER_LEGACY_ENGINES").as_deref())?,
         };
         let chat = ChatConfig {
             provider: s.agent_provider,
@@ -785,6 +807,14 @@ mod tests {
         assert_eq!(e.variable, "LOG_FORMAT");
         let e = config(&[("SKILL_RUNNER_PACKAGE_MAX_BYTES", "0")]).unwrap_err();
         assert_eq!(e.variable, "SKILL_RUNNER_PACKAGE_MAX_BYTES");
+        let e = config(&[("SKILL_RUNNER_LEGACY_ENGINES", "gemini, codex")]).unwrap_err();
+        assert_eq!(e.variable, "SKILL_RUNNER_LEGACY_ENGINES");
+        assert!(
+            e.to_string().contains("'codex' is not a legacy engine"),
+            "{e}"
+        );
+        let c = config(&[("SKILL_RUNNER_LEGACY_ENGINES", " iflow,gemini ")]).unwrap();
+        assert_eq!(c.engines.legacy_allowed, [Engine::Iflow, Engine::Gemini]);
     }
 
     #[test]

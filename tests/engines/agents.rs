@@ -522,12 +522,8 @@ async fn engines_models_and_model_validation() {
         .iter()
         .map(|e| e["engine"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        names,
-        [
-            "codex", "gemini", "iflow", "claude", "opencode", "qwen", "kilo"
-        ]
-    );
+    // The active list: the legacy gemini and iflow are left out unless allowed.
+    assert_eq!(names, ["codex", "claude", "opencode", "qwen", "kilo"]);
     let codex = &body["engines"][0]["cli_version_detected"];
     if installed {
         assert_eq!(codex, "0.169.0");

@@ -74,6 +74,20 @@ async fn auth_status_and_engine_summaries() {
             "codex", "gemini", "iflow", "claude", "opencode", "qwen", "kilo"
         ]
     );
+    // The management list shows every engine; the legacy ones say so.
+    let legacy: Vec<(&str, bool, bool)> = list
+        .iter()
+        .map(|e| {
+            let flag = |k: &str| e[k].as_bool().unwrap();
+            (
+                e["engine"].as_str().unwrap(),
+                flag("legacy"),
+                flag("active"),
+            )
+        })
+        .filter(|(_, legacy, _)| *legacy)
+        .collect();
+    assert_eq!(legacy, [("gemini", true, false), ("iflow", true, false)]);
     let (_, codex_models) = server.get("/v1/engines/codex/models").await;
     let codex = &list[0];
     assert_eq!(codex["cli_version"], "0.170.0");
@@ -537,4 +551,42 @@ async fn basic_auth_guards_the_administrative_routes() {
         .await
         .unwrap();
     assert_eq!(upgraded.status(), 404);
+}
+
+/// gemini and iflow are legacy, as the reference marks them: a new job for one is refused with
+/// what to do, unless `SKILL_RUNNER_LEGACY_ENGINES` allows it.
+#[tokio::test]
+async fn legacy_engines_take_no_new_run_unless_allowed() {
+    let dirs = TestDirs::new();
+    report_skill("reporter").write_into(&dirs.skills);
+    let server = TestServer::start_with(dirs, &[]);
+    let (code, body) = server
+        .post_json(
+            "/v1/jobs",
+            json!({"skill_id": "reporter", "engine": "gemini", "input": {"text": "x"}}),
+        )
+        .await;
+    assert_eq!(code, 400, "{body}");
+    assert_eq!(body["detail"]["code"], "ENGINE_LEGACY");
+    let message = body["detail"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("SKILL_RUNNER_LEGACY_ENGINES=gemini") && message.contains("codex"),
+        "{message}"
+    );
+    let (_, models) = server.get("/v1/engines/gemini/models").await;
+    assert_eq!(models["engine"], "gemini", "still readable: {models}");
+
+    let dirs = TestDirs::new();
+    report_skill("reporter").write_into(&dirs.skills);
+    let allowed = TestServer::start_with(dirs, &[("SKILL_RUNNER_LEGACY_ENGINES", "gemini")]);
+    let (code, body) = allowed
+        .post_json(
+            "/v1/jobs",
+            json!({"skill_id": "reporter", "engine": "gemini", "input": {"text": "x"}}),
+        )
+        .await;
+    assert_ne!(body["detail"]["code"], "ENGINE_LEGACY", "{code} {body}");
+    let (_, engines) = allowed.get("/v1/engines").await;
+    assert!(engines.to_string().contains("\"gemini\""), "{engines}");
+    assert!(!engines.to_string().contains("\"iflow\""), "{engines}");
 }

@@ -59,6 +59,8 @@ impl Stand {
                 "IFLOW_FAKE_SCENARIO,IFLOW_FAKE_REFRESH",
             ),
             ("IFLOW_FAKE_SCENARIO", scenario),
+            // A legacy engine, as the reference marks it: new runs only while allowed.
+            ("SKILL_RUNNER_LEGACY_ENGINES", "iflow"),
         ];
         env.extend_from_slice(extra);
         TestServer::start_with(dirs, &env)

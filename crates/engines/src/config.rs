@@ -25,6 +25,9 @@ pub struct EngineConfig {
     /// `SKILL_RUNNER_<ENGINE>_NPM_PACKAGE`: the npm spec an upgrade installs instead of
     /// `<package>@latest` (a pinned version, a tarball, a URL), by engine name.
     pub packages: std::collections::BTreeMap<String, String>,
+    /// `SKILL_RUNNER_LEGACY_ENGINES`: the legacy engines ([`Engine::is_legacy`]) still given new
+    /// runs.
+    pub legacy_allowed: Vec<skill_runner_types::engine::Engine>,
 }
 
 impl EngineConfig {
@@ -39,6 +42,7 @@ impl EngineConfig {
             max_retries: 0,
             endpoints: Default::default(),
             packages: Default::default(),
+            legacy_allowed: Vec::new(),
         }
     }
 }

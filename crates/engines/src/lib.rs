@@ -240,6 +240,11 @@ impl Engines {
         self.adapters.get(&engine)
     }
 
+    /// Whether `engine` takes new runs: any but a legacy one the operator did not allow.
+    pub fn active(&self, engine: Engine) -> bool {
+        !engine.is_legacy() || self.config.legacy_allowed.contains(&engine)
+    }
+
     /// Where `engine`'s CLI is, or what is missing and how to install it; `Ok(None)` for an
     /// engine without a CLI.
     pub fn locate(&self, engine: Engine) -> Result<Option<PathBuf>, String> {

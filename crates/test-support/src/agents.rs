@@ -166,6 +166,8 @@ pub fn server_for(
         (&base_var, &base),
         (&key_var, "sk-test"),
         ("SKILL_RUNNER_ENGINE_MAX_RETRIES", "0"),
+        // Legacy engines (gemini) take new runs only while allowed.
+        ("SKILL_RUNNER_LEGACY_ENGINES", "gemini,iflow"),
     ];
     env.extend_from_slice(extra);
     let dirs = TestDirs::new();

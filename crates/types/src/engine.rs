@@ -57,6 +57,12 @@ impl Engine {
     pub fn parse(name: &str) -> Option<Engine> {
         Engine::ALL.into_iter().find(|e| e.as_str() == name)
     }
+
+    /// Engines the reference marks legacy (v0.7): kept readable, left out of the active lists,
+    /// and given no new run unless an operator still allows it (`SKILL_RUNNER_LEGACY_ENGINES`).
+    pub fn is_legacy(self) -> bool {
+        matches!(self, Engine::Gemini | Engine::Iflow)
+    }
 }
 
 impl std::fmt::Display for Engine {

@@ -26,6 +26,24 @@ pub fn engine(skill: &SkillManifest, requested: Option<&str>, engines: &Engines)
             "requested_engine": name,
         })));
     };
+    if !engines.active(engine) {
+        return Err(Error::invalid(json!({
+            "code": "ENGINE_LEGACY",
+            "message": format!(
+                "Engine '{engine}' is legacy (as in the reference's v0.7) and takes no new run: \
+                 choose another of the skill's engines ({}), or set \
+                 SKILL_RUNNER_LEGACY_ENGINES={engine} to allow it; its earlier runs stay readable",
+                skill
+                    .effective_engines
+                    .iter()
+                    .filter(|e| engines.active(**e))
+                    .map(|e| e.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "requested_engine": name,
+        })));
+    }
     if let Err(missing) = engines.locate(engine) {
         return Err(Error::invalid(json!({
             "code": "ENGINE_CLI_MISSING",
