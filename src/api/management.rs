@@ -307,3 +307,33 @@ pub async fn run_file(
     let found = state.jobs.run_file(scope, &request_id, &query.path).await?;
     Ok(Json(RunFilePreview::of(&request_id, found)).into_response())
 }
+
+/// `GET /v1/management/runtime-options`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RuntimeOptionsInfo {
+    /// What a run gets when its request does not say.
+    #[schema(value_type = Object)]
+    pub service_defaults: Value,
+    /// Every `runtime_options` key a request may send (`*_wait_timeout_sec` too, as
+    /// `session_timeout_sec`).
+    pub options: Vec<&'static str>,
+}
+
+/// The run options a request may send, and the service's defaults for them.
+#[utoipa::path(get, path = "/v1/management/runtime-options", tag = "management",
+    responses((status = 200, body = RuntimeOptionsInfo, example = json!({
+        "service_defaults": {"hard_timeout_seconds": 1200, "session_timeout_sec": 1200,
+                             "execution_mode": "auto", "interactive_require_user_reply": true},
+        "options": ["verbose", "execution_mode", "session_timeout_sec", "…"]}))))]
+pub async fn runtime_options(State(state): State<AppState>) -> Json<RuntimeOptionsInfo> {
+    let defaults = skill_runner_types::run_options::RuntimeOptions::default();
+    Json(RuntimeOptionsInfo {
+        service_defaults: json!({
+            "hard_timeout_seconds": state.config.jobs.hard_timeout.as_secs(),
+            "session_timeout_sec": defaults.session_timeout_sec,
+            "execution_mode": defaults.execution_mode,
+            "interactive_require_user_reply": defaults.interactive_require_user_reply,
+        }),
+        options: skill_runner_types::run_options::RuntimeOptions::names().collect(),
+    })
+}

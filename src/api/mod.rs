@@ -193,6 +193,7 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         ))
         .routes(routes!(system_admin::query_logs))
         .routes(routes!(system_admin::reset_data))
+        .routes(routes!(management::runtime_options))
         .routes(routes!(management::list_skills))
         .routes(routes!(management::get_skill))
         .routes(routes!(management::get_skill_schemas))

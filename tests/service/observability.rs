@@ -515,6 +515,24 @@ async fn settings_log_query_and_data_reset() {
     assert_eq!(code, 200, "{settings}");
     assert_eq!(settings["logging"]["server_level"], "INFO");
     assert_eq!(settings["reset_confirmation_text"], "CONFIRM RESET");
+    let (code, options) = server.get("/v1/management/runtime-options").await;
+    assert_eq!(code, 200, "{options}");
+    assert_eq!(options["service_defaults"]["hard_timeout_seconds"], 1200);
+    for name in [
+        "env",
+        "workspace",
+        "preamble_prompt",
+        "interactive_auto_reply",
+        "no_cache",
+    ] {
+        assert!(
+            options["options"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(name)),
+            "{name}: {options}"
+        );
+    }
 
     // A run's records are found by its id.
     let rid = server

@@ -250,6 +250,11 @@ const OTHERS: [&str; 8] = [
 ];
 
 impl RuntimeOptions {
+    /// Every option a request may send (besides the legacy `*_wait_timeout_sec`).
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        OTHERS.into_iter().chain(BOOLEANS)
+    }
+
     /// Parses `runtime_options` as stored or shown (secrets redacted); the error names the
     /// offending key.
     pub fn parse(raw: Option<&Value>) -> Result<Self, String> {
