@@ -33,7 +33,8 @@ const METADATA_BYTES: usize = 64 * 1024;
     params(("request_id" = String, Path)),
     request_body(content_type = "multipart/form-data", description = "`metadata` (JSON) and `files` parts"),
     responses(
-        (status = 200, body = ReplyAccepted),
+        (status = 200, body = ReplyAccepted, example = json!({"request_id": "6f1c…",
+            "status": "queued", "accepted": true})),
         (status = 400, description = "Not multipart, no `metadata` part, metadata not JSON, or the request is not interactive"),
         (status = 404, description = "Unknown request or no run yet"),
         (status = 409, description = "Not waiting, stale interaction_id, a question that wants no files, or idempotency_key reused with other files"),

@@ -233,7 +233,7 @@ pub struct ClientAddressAnswer {
 /// The caller's IP address as the service sees it (the reference's network diagnosis); the
 /// same address is kept as `client_address` of every request created.
 #[utoipa::path(get, path = "/v1/runtime/network/client-address", tag = "system",
-    responses((status = 200, body = ClientAddressAnswer)))]
+    responses((status = 200, body = ClientAddressAnswer, example = json!({"client_ip": "203.0.113.7"}))))]
 pub async fn client_address(
     super::jobs::ClientAddress(client_ip): super::jobs::ClientAddress,
 ) -> Json<ClientAddressAnswer> {

@@ -186,7 +186,12 @@ pub struct LogPage {
 #[utoipa::path(get, path = "/v1/management/system/logs/query", tag = "management",
     params(LogQuery),
     responses(
-        (status = 200, body = LogPage),
+        (status = 200, body = LogPage, example = json!({"source": "system", "items": [{
+            "ts": "2026-11-26T10:00:00.000000Z", "level": "INFO",
+            "message": "run moved", "raw": "2026-11-26T10:00:00.000000Z INFO skill_runner_core::jobs: run moved run_id=9a2e… status=succeeded",
+            "source": "system", "file": null, "line_no": 42, "target": "skill_runner_core::jobs",
+            "fields": {"run_id": "9a2e…", "status": "succeeded"}}],
+            "next_cursor": null, "total_matched": 1})),
         (status = 400, description = "Unknown source or level, or limit out of range"),
         (status = 422, description = "A parameter of the wrong type"),
     ))]

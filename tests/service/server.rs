@@ -226,6 +226,25 @@ async fn serves_ping_request_ids_openapi_and_docs() {
     ] {
         assert!(paths.contains_key(path), "{path} documented");
     }
+    // The routes of the reference's v0.7 are documented with an example.
+    for (method, path) in [
+        ("get", "/v1/jobs/{request_id}/events/history"),
+        ("post", "/v1/jobs/{request_id}/interaction/reply/files"),
+        ("post", "/v1/system/handshake"),
+        ("get", "/v1/runtime/network/client-address"),
+        ("get", "/v1/management/system/settings"),
+        ("put", "/v1/management/system/settings"),
+        ("get", "/v1/management/system/logs/query"),
+        ("post", "/v1/management/system/reset-data"),
+        ("get", "/v1/management/runtime-options"),
+    ] {
+        let operation = &paths[path][method];
+        assert!(operation.is_object(), "{method} {path} documented");
+        assert!(
+            operation.to_string().contains("\"example\""),
+            "{method} {path} has an example: {operation}"
+        );
+    }
     let form = &paths["/v1/skill-packages/install"]["post"]["requestBody"]["content"]["multipart/form-data"];
     assert!(form.is_object(), "install documents its multipart form");
     // Every schema the document refers to is in it.
