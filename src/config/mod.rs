@@ -234,27 +234,6 @@ const AGENT_ENGINES: [&str; 7] = [
     "codex", "gemini", "iflow", "claude", "opencode", "qwen", "kilo",
 ];
 
-/// `SKILL_RUNNER_LEGACY_ENGINES`: a comma-separated list of legacy engines (`gemini`, `iflow`)
-/// still given new runs.
-fn legacy_engines(value: Option<&str>) -> Result<Vec<Engine>, ConfigError> {
-    value
-        .unwrap_or("")
-        .split(',')
-        .map(str::trim)
-        .filter(|name| !name.is_empty())
-        .map(|name| {
-            Engine::parse(name).filter(|e| e.is_legacy()).ok_or_else(|| {
-                ConfigError::new(
-                    "SKILL_RUNNER_LEGACY_ENGINES",
-                    format!(
-                        "'{name}' is not a legacy engine: the legacy engines are gemini and iflow"
-                    ),
-                )
-            })
-        })
-        .collect()
-}
-
 impl Config {
     /// The configuration given by `args` (the words after `serve`) over `vars` (the
     /// environment the service was started with); tests supply both without touching the
@@ -303,7 +282,7 @@ impl Config {
                     Some(((*engine).to_owned(), per_engine(engine, "NPM_PACKAGE")?))
                 })
                 .collect(),
-            legacy_allowed: legacy_engines(get("SKILL_RUNNER_LEGACY_ENGINES").as_deref())?,
+            legacy_allowed: s.legacy_engines.unwrap_or_default(),
         };
         let chat = ChatConfig {
             provider: s.agent_provider,

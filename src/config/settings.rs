@@ -245,6 +245,10 @@ pub struct Settings {
     /// Retries an agent CLI makes against a failing model before it gives up.
     #[arg(long, env = "SKILL_RUNNER_ENGINE_MAX_RETRIES", default_value_t = 1, value_parser = count)]
     pub engine_max_retries: u32,
+    /// Legacy engines still given new runs, comma-separated: gemini, iflow (by default none,
+    /// as the reference's v0.7 has it).
+    #[arg(long, env = "SKILL_RUNNER_LEGACY_ENGINES", value_parser = legacy_engines)]
+    pub legacy_engines: Option<::std::vec::Vec<Engine>>,
 
     /// The model provider of `POST /v1/agent/chat` unless a chat names another: openai,
     /// dashscope (or qwen), openai-responses or anthropic.
@@ -572,6 +576,20 @@ fn host_list(raw: &str) -> Result<Vec<String>, String> {
         )),
         None => Ok(names),
     }
+}
+
+fn legacy_engines(raw: &str) -> Result<Vec<Engine>, String> {
+    raw.split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(|name| {
+            Engine::parse(name)
+                .filter(|e| e.is_legacy())
+                .ok_or_else(|| {
+                    format!("'{name}' is not a legacy engine: the legacy engines are gemini and iflow")
+                })
+        })
+        .collect()
 }
 
 fn egress_allow(raw: &str) -> Result<Vec<HostPattern>, String> {
