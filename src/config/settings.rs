@@ -586,7 +586,9 @@ fn legacy_engines(raw: &str) -> Result<Vec<Engine>, String> {
             Engine::parse(name)
                 .filter(|e| e.is_legacy())
                 .ok_or_else(|| {
-                    format!("'{name}' is not a legacy engine: the legacy engines are gemini and iflow")
+                    format!(
+                        "'{name}' is not a legacy engine: the legacy engines are gemini and iflow"
+                    )
                 })
         })
         .collect()
