@@ -31,6 +31,8 @@
       term.reset();
     }
     fit.fit();
+    // Brought into view: the user opened it (and xterm.js draws nothing while off screen).
+    panel.scrollIntoView({ block: 'nearest' });
   }
 
   function connect() {

@@ -1563,6 +1563,21 @@ async fn a_question_is_answered_with_files() {
     }
     let (_, still) = server.get(&format!("/v1/jobs/{rid}")).await;
     assert_eq!(still["status"], "waiting_user", "refusals change nothing");
+    // A link the turn planted where the files go is not followed out of the run.
+    let outside = tempfile::tempdir().unwrap();
+    let planted = server
+        .workspace(&still)
+        .join("uploads/.interaction-replies");
+    std::fs::create_dir_all(planted.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(outside.path(), &planted).unwrap();
+    let (code, refused) = send(file_reply(Some(&meta(7, "k0", both.clone())), two)).await;
+    assert_eq!(code, 409, "{refused}");
+    assert_eq!(
+        std::fs::read_dir(outside.path()).unwrap().count(),
+        0,
+        "nothing written outside"
+    );
+    std::fs::remove_file(&planted).unwrap();
 
     let (code, accepted) = send(file_reply(Some(&meta(7, "k1", both.clone())), two)).await;
     assert_eq!(code, 200, "{accepted}");

@@ -233,7 +233,7 @@ async fn every_validation_rule_fails_with_a_named_error() {
         ),
         (
             "empty effective engines",
-            ok().runner(json!({"unsupport_engine": ["codex", "gemini", "iflow", "claude", "opencode", "qwen"]}))
+            ok().runner(json!({"unsupport_engine": ["codex", "gemini", "iflow", "claude", "opencode", "qwen", "kilo"]}))
                 .zip(),
             "effective engines are empty",
         ),

@@ -892,7 +892,8 @@ mod tests {
                 Engine::Iflow,
                 Engine::Claude,
                 Engine::Opencode,
-                Engine::Qwen
+                Engine::Qwen,
+                Engine::Kilo
             ]
         );
         assert_eq!(

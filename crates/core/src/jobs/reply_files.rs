@@ -128,15 +128,14 @@ impl Jobs {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let folder = self.folder(&run.run_id);
         let dir = folder.workspace().join(&rel);
-        let placed = if answering.is_some() && !dir.exists() {
+        let placed = if answering.is_some() {
             if !folder.is_here().await {
                 return Err(Error::conflict(
                     "This run's folder is on another node: send the files to the node that ran \
                      its turn",
                 ));
             }
-            place(&dir, &bound, files).await?;
-            true
+            place(folder.workspace(), rel.clone(), &bound, files).await?
         } else {
             false
         };
@@ -279,34 +278,62 @@ async fn hash_files(files: &[ReceivedFile]) -> Result<Vec<String>> {
     .map_err(|e| Error::Internal(e.into()))
 }
 
-/// Moves the bound files into `dir` (made `0700`), each named by its slot.
+/// Moves the bound files into `workspace/rel`, each named by its slot; says whether it did
+/// (`false`: that folder is there already, from an earlier call with the same files). The turn
+/// could have planted links anywhere in its workspace: every folder on the way is checked
+/// without following a link, and made (`0700`) where missing.
 async fn place(
-    dir: &std::path::Path,
+    workspace: PathBuf,
+    rel: String,
     bound: &[(String, usize)],
     files: &[ReceivedFile],
-) -> Result<()> {
+) -> Result<bool> {
     use std::os::unix::fs::DirBuilderExt as _;
-    let moves: Vec<(PathBuf, PathBuf)> = bound
+    let sources: Vec<(PathBuf, String)> = bound
         .iter()
-        .map(|(slot, index)| (files[*index].path.clone(), dir.join(slot)))
+        .map(|(slot, index)| (files[*index].path.clone(), slot.clone()))
         .collect();
-    let dir = dir.to_owned();
-    tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)?;
-        for (from, to) in moves {
-            if std::fs::rename(&from, &to).is_err() {
-                // Another file system: copy.
-                std::fs::copy(&from, &to)?;
+    tokio::task::spawn_blocking(move || -> std::io::Result<bool> {
+        let mut dir = workspace;
+        let names: Vec<&str> = rel.split('/').collect();
+        for (i, name) in names.iter().enumerate() {
+            dir.push(name);
+            match std::fs::symlink_metadata(&dir) {
+                Ok(meta) if meta.is_dir() && i + 1 == names.len() => return Ok(false),
+                Ok(meta) if meta.is_dir() => {}
+                Ok(_) => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        format!(
+                            "the run's workspace has something else than a folder at {}",
+                            dir.display()
+                        ),
+                    ));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+                }
+                Err(e) => return Err(e),
             }
         }
-        Ok(())
+        for (from, slot) in sources {
+            let to = dir.join(slot);
+            if std::fs::rename(&from, &to).is_err() {
+                // Another file system: copy into a new file.
+                std::io::copy(
+                    &mut std::fs::File::open(&from)?,
+                    &mut std::fs::File::create_new(&to)?,
+                )?;
+            }
+        }
+        Ok(true)
     })
     .await
     .map_err(|e| Error::Internal(e.into()))?
-    .map_err(|e| Error::Internal(e.into()))
+    .map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput => Error::conflict(e.to_string()),
+        _ => Error::Internal(e.into()),
+    })
 }
 
 fn unprocessable(message: impl Into<String>) -> Error {
