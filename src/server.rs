@@ -212,6 +212,9 @@ pub async fn serve(
         store: store.clone(),
         registry,
         installer: installer.clone(),
+        logins: Arc::new(skill_runner_core::engine_login::EngineLogins::new(
+            jobs.clone(),
+        )),
         jobs: jobs.clone(),
         invoke,
         agent: agent.clone(),

@@ -22,6 +22,8 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     pub installer: Arc<Installer>,
     pub jobs: Arc<Jobs>,
+    /// Engine logins through the API, and the runs waiting for one.
+    pub logins: Arc<skill_runner_core::engine_login::EngineLogins>,
     pub invoke: Arc<Host>,
     /// The agent chat and its sessions.
     pub agent: Arc<Agent>,

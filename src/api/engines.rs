@@ -26,6 +26,9 @@ pub struct EngineInfo {
     pub engine: Engine,
     /// `null` when the CLI is not installed (or does not say).
     pub cli_version_detected: Option<String>,
+    /// The CLI is installed and logged in (an API key, or every login file); runs of an
+    /// engine that is not wait in `waiting_auth` for a login.
+    pub auth_ready: bool,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -47,6 +50,7 @@ pub async fn list_engines(State(state): State<AppState>) -> Json<EnginesResponse
         list.push(EngineInfo {
             engine,
             cli_version_detected: engines.version(engine).await,
+            auth_ready: engines.auth_status(engine).is_some_and(|a| a.auth_ready),
         });
     }
     Json(EnginesResponse { engines: list })

@@ -4,6 +4,7 @@ pub mod agent;
 pub mod auth;
 pub mod chat;
 pub mod console;
+pub mod engine_auth;
 pub mod engines;
 pub mod error;
 pub mod forward;
@@ -91,6 +92,38 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         )
         .route(&run("/reply/files"), post(reply_files::reply_files))
         .layer(DefaultBodyLimit::disable());
+    // Login files are small: the default body limit holds them.
+    let logins = OpenApiRouter::new()
+        .routes(routes!(engine_auth::import_spec))
+        .routes(routes!(engine_auth::import))
+        .routes(routes!(engine_auth::log_out))
+        .routes(routes!(engine_auth::start_session))
+        .routes(routes!(engine_auth::get_session))
+        .routes(routes!(engine_auth::session_input))
+        .routes(routes!(engine_auth::cancel_session))
+        .routes(routes!(engine_auth::run_session))
+        .routes(routes!(engine_auth::run_import))
+        .route(&temp("/auth/session"), get(engine_auth::run_session))
+        .route(
+            &temp("/interaction/auth/import"),
+            post(engine_auth::run_import),
+        )
+        .route(
+            "/v1/engines/auth/sessions",
+            post(engine_auth::start_session_by_body),
+        )
+        .route(
+            "/v1/engines/auth/sessions/{session_id}",
+            get(engine_auth::get_session),
+        )
+        .route(
+            "/v1/engines/auth/sessions/{session_id}/input",
+            post(engine_auth::session_input),
+        )
+        .route(
+            "/v1/engines/auth/sessions/{session_id}/cancel",
+            post(engine_auth::cancel_session),
+        );
     // Paths with a wildcard, the temporary-run aliases and the management run routes that
     // are the jobs handlers are routed here; the OpenAPI document lists the `/v1/jobs` forms.
     let aliases = OpenApiRouter::new()
@@ -202,6 +235,7 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(management::run_files))
         .routes(routes!(management::run_file))
         .merge(uploads)
+        .merge(logins)
         .merge(aliases)
         .split_for_parts()
 }

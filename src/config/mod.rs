@@ -368,6 +368,7 @@ impl Config {
                 failed_retention: seconds(s.failed_run_retention_seconds),
                 cleanup_interval: seconds(s.cleanup_interval_seconds),
                 reconcile_interval: seconds(s.reconcile_interval_seconds),
+                auth_wait: seconds(s.auth_wait_seconds),
                 node_timeout: seconds(s.node_timeout_seconds),
                 sse_heartbeat: seconds(s.sse_heartbeat_seconds),
                 max_log_bytes: s.run_max_log_mb.saturating_mul(1 << 20),

@@ -200,6 +200,11 @@ pub struct Settings {
     #[arg(long, env = "SKILL_RUNNER_RECONCILE_INTERVAL_SECONDS", value_parser = positive,
           default_value_t = JobLimits::default().reconcile_interval.as_secs())]
     pub reconcile_interval_seconds: u64,
+    /// Seconds a run whose engine is not logged in waits for a login (`waiting_auth`); 0
+    /// refuses such runs at create.
+    #[arg(long, env = "SKILL_RUNNER_AUTH_WAIT_SECONDS",
+          default_value_t = JobLimits::default().auth_wait.as_secs())]
+    pub auth_wait_seconds: u64,
     /// Among nodes sharing a PostgreSQL database: seconds of silence after which a node is
     /// lost and its turns end NODE_LOST (heartbeats every sixth of it).
     #[arg(long, env = "SKILL_RUNNER_NODE_TIMEOUT_SECONDS", value_parser = positive,

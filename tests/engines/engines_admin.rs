@@ -343,7 +343,7 @@ async fn upgrades_install_into_the_managed_prefix() {
     let (_, engines) = server.get("/v1/engines").await;
     assert_eq!(
         engines["engines"][0],
-        json!({"engine": "codex", "cli_version_detected": null})
+        json!({"engine": "codex", "cli_version_detected": null, "auth_ready": false})
     );
 
     let (code, created) = server
@@ -364,7 +364,7 @@ async fn upgrades_install_into_the_managed_prefix() {
     let (_, engines) = server.get("/v1/engines").await;
     assert_eq!(
         engines["engines"][0],
-        json!({"engine": "codex", "cli_version_detected": "9.9.9"}),
+        json!({"engine": "codex", "cli_version_detected": "9.9.9", "auth_ready": false}),
         "the new version shows at once"
     );
     let (_, detail) = server.get("/v1/management/engines/codex").await;
@@ -589,4 +589,222 @@ async fn legacy_engines_take_no_new_run_unless_allowed() {
     let (_, engines) = allowed.get("/v1/engines").await;
     assert!(engines.to_string().contains("\"gemini\""), "{engines}");
     assert!(!engines.to_string().contains("\"iflow\""), "{engines}");
+}
+
+/// `files` parts for an auth import.
+fn login_files(files: &[(&str, &str)]) -> reqwest::multipart::Form {
+    files
+        .iter()
+        .fold(reqwest::multipart::Form::new(), |form, (name, text)| {
+            let part = reqwest::multipart::Part::bytes(text.as_bytes().to_vec())
+                .file_name(name.to_string());
+            form.part("files", part)
+        })
+}
+
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// Engine login without a terminal: a run of a logged-out engine waits in `waiting_auth` (and
+/// fails `AUTH_WAIT_TIMEOUT` when no login comes); refused imports change nothing; a login file
+/// imported through the run queues it again; log-out; API-key auth sessions in both route
+/// forms. The CLIs only answer `--version`: what runs here is the service's side.
+#[tokio::test]
+async fn engines_log_in_without_a_terminal() {
+    let agents = Agents::new();
+    agents.fake_cli("npm/bin", "codex", "0.170.0");
+    agents.fake_cli("npm/bin", "qwen", "0.24.4");
+    let dirs = TestDirs::new();
+    report_skill("reporter").write_into(&dirs.skills);
+    let server = agents.server(dirs, &[("SKILL_RUNNER_AUTH_WAIT_SECONDS", "3")]);
+    let home = agents.path("agent-home");
+
+    let (code, spec) = server
+        .get("/v1/management/engines/codex/auth/import/spec")
+        .await;
+    assert_eq!(code, 200, "{spec}");
+    assert_eq!(
+        spec["ask_user"]["files"],
+        json!([{"name": "auth.json", "target_relpath": ".codex/auth.json", "required": true,
+                "hint": "$HOME/.codex/auth.json", "accept": ".json"}])
+    );
+    let (code, _) = server
+        .get("/v1/management/engines/script/auth/import/spec")
+        .await;
+    assert_eq!(code, 404);
+    let (_, engines) = server.get("/v1/engines").await;
+    assert_eq!(engines["engines"][0]["auth_ready"], false, "{engines}");
+
+    // No login comes: the run waits, then fails saying how to log in.
+    let job = json!({"skill_id": "reporter", "engine": "codex", "input": {"text": "x"}});
+    let lonely = server.create_job(job.clone()).await;
+    let path = format!("/v1/jobs/{lonely}");
+    server.wait_status(&path, &["waiting_auth"]).await;
+    let (code, session) = server.get(&format!("{path}/auth/session")).await;
+    assert_eq!(code, 200, "{session}");
+    let auth = &session["auth_session"];
+    assert_eq!(auth["engine"], "codex", "{session}");
+    assert_eq!(auth["status"], "waiting_auth");
+    assert_eq!(auth["auth_methods"], json!(["import", "api_key"]));
+    assert_eq!(auth["import_files"][0]["name"], "auth.json");
+    assert!(auth["expires_at"].is_string(), "{session}");
+    let failed = server.wait_status(&path, &["failed"]).await;
+    assert_eq!(failed["error"]["code"], "AUTH_WAIT_TIMEOUT", "{failed}");
+    assert!(
+        failed["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/v1/management/engines/codex/auth/import"),
+        "{failed}"
+    );
+    let (_, session) = server.get(&format!("{path}/auth/session")).await;
+    assert_eq!(session["auth_session"], Value::Null);
+
+    // Refused imports write nothing; the login file resumes the run.
+    let rid = server.create_job(job.clone()).await;
+    let path = format!("/v1/jobs/{rid}");
+    server.wait_status(&path, &["waiting_auth"]).await;
+    let import = format!("{path}/interaction/auth/import");
+    for (files, says) in [
+        (vec![("token.txt", "x")], "not a login file"),
+        (vec![("auth.json", "not json")], "not valid JSON"),
+        (vec![("auth.json", "")], "empty"),
+        (vec![("auth.json", "{}"), ("auth.json", "{}")], "twice"),
+    ] {
+        let (code, refused) = server.post_form(&import, login_files(&files)).await;
+        assert_eq!(code, 422, "{files:?}: {refused}");
+        assert!(
+            refused["detail"].as_str().unwrap().contains(says),
+            "{refused}"
+        );
+    }
+    assert!(!home.join(".codex").exists());
+    let (_, still) = server.get(&path).await;
+    assert_eq!(still["status"], "waiting_auth");
+    let login = r#"{"OPENAI_API_KEY": "sk-from-file"}"#;
+    let (code, accepted) = server
+        .post_form(&import, login_files(&[("auth.json", login)]))
+        .await;
+    assert_eq!(code, 200, "{accepted}");
+    assert_eq!(
+        accepted,
+        json!({"request_id": rid, "status": "queued", "accepted": true, "mode": "auth"})
+    );
+    let written = home.join(".codex/auth.json");
+    assert_eq!(std::fs::read_to_string(&written).unwrap(), login);
+    assert_eq!(mode(&written), 0o600);
+    // The CLI here only answers `--version`: the turn runs and fails for itself.
+    let ended = server.wait_job(&rid).await;
+    assert_ne!(ended["error"]["code"], "AUTH_WAIT_TIMEOUT", "{ended}");
+    let (code, _) = server
+        .post_form(&import, login_files(&[("auth.json", login)]))
+        .await;
+    assert_eq!(code, 409, "the run no longer waits");
+    let (_, engines) = server.get("/v1/engines").await;
+    assert_eq!(engines["engines"][0]["auth_ready"], true, "{engines}");
+
+    let (code, out) = server.delete("/v1/management/engines/codex/auth").await;
+    assert_eq!(code, 200, "{out}");
+    assert_eq!(out["removed"], json!([".codex/auth.json"]));
+    assert!(!written.exists());
+    let (_, engines) = server.get("/v1/engines").await;
+    assert_eq!(engines["engines"][0]["auth_ready"], false, "{engines}");
+
+    // API-key sessions: the reference's form, then the management form.
+    let (code, refused) = server
+        .post_json(
+            "/v1/management/engines/qwen/auth/sessions",
+            json!({"auth_method": "callback"}),
+        )
+        .await;
+    assert_eq!(code, 422, "{refused}");
+    assert!(refused["detail"].as_str().unwrap().contains("auth/import"));
+    let (code, session) = server
+        .post_json(
+            "/v1/engines/auth/sessions",
+            json!({"engine": "qwen", "auth_method": "api_key", "transport": "oauth_proxy"}),
+        )
+        .await;
+    assert_eq!(code, 200, "{session}");
+    assert_eq!(session["status"], "waiting_user_input");
+    assert_eq!(session["input_kind"], "api_key");
+    assert_eq!(session["transport"], "oauth_proxy");
+    let id = session["session_id"].as_str().unwrap();
+    let input = format!("/v1/management/engines/qwen/auth/sessions/{id}/input");
+    let (code, _) = server
+        .post_json(&input, json!({"kind": "code", "value": "123"}))
+        .await;
+    assert_eq!(code, 422);
+    let (code, done) = server
+        .post_json(
+            &input,
+            json!({"kind": "api_key", "value": "sk-qwen-imported"}),
+        )
+        .await;
+    assert_eq!(code, 200, "{done}");
+    assert_eq!(done["status"], "succeeded");
+    assert_eq!(done["input_kind"], Value::Null);
+    assert!(!done.to_string().contains("sk-qwen-imported"));
+    let (code, _) = server
+        .post_json(&input, json!({"kind": "api_key", "value": "sk-again"}))
+        .await;
+    assert_eq!(code, 409, "an ended session takes no input");
+    let (code, seen) = server.get(&format!("/v1/engines/auth/sessions/{id}")).await;
+    assert_eq!((code, &seen["status"]), (200, &json!("succeeded")));
+    let (code, _) = server
+        .get(&format!("/v1/management/engines/codex/auth/sessions/{id}"))
+        .await;
+    assert_eq!(code, 404, "another engine's session");
+    let key = home.join(".skill-runner/api-keys/qwen");
+    assert_eq!(std::fs::read_to_string(&key).unwrap(), "sk-qwen-imported");
+    assert_eq!(mode(&key), 0o600);
+    let (_, status) = server.get("/v1/engines/auth-status").await;
+    assert_eq!(status["engines"]["qwen"]["api_key_configured"], true);
+    assert_eq!(status["engines"]["qwen"]["auth_ready"], true);
+    assert!(!status.to_string().contains("sk-qwen-imported"));
+
+    let (_, other) = server
+        .post_json(
+            "/v1/management/engines/qwen/auth/sessions",
+            json!({"auth_method": "api_key"}),
+        )
+        .await;
+    let id = other["session_id"].as_str().unwrap();
+    let (code, canceled) = server
+        .post_json(
+            &format!("/v1/management/engines/qwen/auth/sessions/{id}/cancel"),
+            json!({}),
+        )
+        .await;
+    assert_eq!((code, &canceled["status"]), (200, &json!("canceled")));
+    assert!(!server.log().contains("sk-qwen-imported"));
+}
+
+/// With `SKILL_RUNNER_AUTH_WAIT_SECONDS=0`, a job of a logged-out engine is refused at create
+/// with the ways to log it in: never accepted to wait.
+#[tokio::test]
+async fn without_a_login_wait_a_logged_out_engine_is_refused_at_create() {
+    let agents = Agents::new();
+    agents.fake_cli("npm/bin", "codex", "0.170.0");
+    let dirs = TestDirs::new();
+    report_skill("reporter").write_into(&dirs.skills);
+    let server = agents.server(dirs, &[("SKILL_RUNNER_AUTH_WAIT_SECONDS", "0")]);
+    let job = json!({"skill_id": "reporter", "engine": "codex", "input": {"text": "x"}});
+    let (code, refused) = server.post_json("/v1/jobs", job.clone()).await;
+    assert_eq!(code, 409, "{refused}");
+    assert_eq!(refused["detail"]["code"], "ENGINE_NOT_LOGGED_IN");
+    assert!(
+        refused["detail"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("'auth.json'"),
+        "{refused}"
+    );
+    let (_, runs) = server.get("/v1/management/runs").await;
+    assert_eq!(runs["runs"], json!([]), "nothing was recorded");
+    agents.login(".codex/auth.json");
+    let (code, body) = server.post_json("/v1/jobs", job).await;
+    assert_eq!(code, 200, "{body}");
 }

@@ -194,7 +194,8 @@ async fn auto_job_with_an_endpoint() {
         engines["engines"]
             .as_array()
             .unwrap()
-            .contains(&json!({"engine": "iflow", "cli_version_detected": "0.5.19"})),
+            .contains(&json!({"engine": "iflow", "cli_version_detected": "0.5.19",
+                "auth_ready": true})),
         "{engines}"
     );
     let (_, models) = server.get("/v1/engines/iflow/models").await;

@@ -136,6 +136,9 @@ pub struct JobLimits {
     pub cleanup_interval: Duration,
     /// Time between reconciler passes (`SKILL_RUNNER_RECONCILE_INTERVAL_SECONDS`).
     pub reconcile_interval: Duration,
+    /// How long a run whose engine is not logged in waits (`waiting_auth`) for a login before
+    /// it fails; zero refuses such runs at create instead (`SKILL_RUNNER_AUTH_WAIT_SECONDS`).
+    pub auth_wait: Duration,
     /// Among nodes sharing a PostgreSQL database: a node silent this long is lost, its turns
     /// end `NODE_LOST`; each node renews its heartbeat every sixth of it
     /// (`SKILL_RUNNER_NODE_TIMEOUT_SECONDS`).
@@ -205,6 +208,7 @@ impl Default for JobLimits {
             failed_retention: Duration::from_secs(12 * 3600),
             cleanup_interval: Duration::from_secs(12 * 3600),
             reconcile_interval: Duration::from_secs(30),
+            auth_wait: Duration::from_secs(900),
             node_timeout: Duration::from_secs(30),
             sse_heartbeat: Duration::from_secs(5),
             max_log_bytes: 256 << 20,

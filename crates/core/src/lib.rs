@@ -6,6 +6,7 @@
 //! - [`invoke`]: the synchronous `:invoke` host and its built-in skills.
 //! - [`packages`]: installing skill packages; [`validate`]: checking one before it is installed.
 //! - [`tool_defs`]: skills as tool definitions; [`browse`]: reading a run's files.
+//! - [`engine_login`]: logging engines in through the API; runs waiting for a login.
 //! - [`disk_space`]: the reserve that lets runs be recorded on a full volume.
 //!
 //! Operations answer with [`error::Error`], a domain error the server maps to HTTP.
@@ -13,6 +14,7 @@
 pub mod browse;
 pub mod config;
 pub mod disk_space;
+pub mod engine_login;
 pub mod error;
 pub mod invoke;
 pub mod jobs;

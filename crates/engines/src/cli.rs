@@ -124,8 +124,8 @@ fn spec(
 /// Where `engine`'s CLI may connect: the configured endpoint (allowed exactly, so a gateway on
 /// this machine or a private network is reachable), else the CLI's own hosts.
 pub fn model_endpoints(config: &EngineConfig, engine: Engine, cli: Cli) -> Vec<Target> {
-    let configured = endpoint(config, engine.as_str()).and_then(|e| e.base_url.as_deref());
-    match configured.and_then(Target::of_url) {
+    let configured = endpoint(config, engine.as_str()).and_then(|e| e.base_url);
+    match configured.as_deref().and_then(Target::of_url) {
         Some(target) => vec![target.exact()],
         None => cli
             .hosts
@@ -393,8 +393,8 @@ pub fn endpoint_env(
     key_var: &str,
     env: &mut Vec<(String, String)>,
 ) {
-    if let Some(url) = endpoint(config, engine.as_str()).and_then(|e| e.base_url.as_ref()) {
-        env.push((url_var.into(), url.clone()));
+    if let Some(url) = endpoint(config, engine.as_str()).and_then(|e| e.base_url) {
+        env.push((url_var.into(), url));
     }
     key_env(config, engine, key_var, env);
 }
@@ -407,7 +407,7 @@ pub fn key_env(
     key_var: &str,
     env: &mut Vec<(String, String)>,
 ) {
-    if let Some(key) = endpoint(config, engine.as_str()).and_then(|e| e.api_key.as_ref()) {
+    if let Some(key) = endpoint(config, engine.as_str()).and_then(|e| e.api_key) {
         env.push((key_var.into(), key.expose_secret().to_owned()));
     }
 }
@@ -455,9 +455,20 @@ pub fn base_env(home: &Path, config: &EngineConfig) -> Vec<(String, String)> {
     ]
 }
 
-/// The configured endpoint of `engine`, if any.
-pub fn endpoint<'a>(config: &'a EngineConfig, engine: &str) -> Option<&'a Endpoint> {
-    config.endpoints.get(engine)
+/// The endpoint of `engine`: the configured one, with the API key imported for it
+/// ([`crate::login`]) when none is configured.
+pub fn endpoint(config: &EngineConfig, engine: &str) -> Option<Endpoint> {
+    let configured = config.endpoints.get(engine);
+    if configured.is_some_and(|e| e.api_key.is_some()) {
+        return configured.cloned();
+    }
+    match crate::login::imported_api_key(config, engine) {
+        Some(key) => Some(Endpoint {
+            base_url: configured.and_then(|e| e.base_url.clone()),
+            api_key: Some(key),
+        }),
+        None => configured.cloned(),
+    }
 }
 
 /// Copies the skill folder to `dest` (first turn only; later turns reuse the copy).

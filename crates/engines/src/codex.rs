@@ -74,12 +74,15 @@ struct Provider<'a> {
     stream_max_retries: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     env_key: Option<&'a str>,
+    /// Without a key, the login lent to the run (`auth.json`: an API key or a ChatGPT login)
+    /// authenticates to the endpoint.
+    requires_openai_auth: bool,
 }
 
 impl Codex {
     fn config_toml(&self, model: Option<&str>) -> String {
         let endpoint = cli::endpoint(&self.config, "codex");
-        let base_url = endpoint.and_then(|e| e.base_url.as_deref());
+        let base_url = endpoint.as_ref().and_then(|e| e.base_url.as_deref());
         let retries = self.config.max_retries;
         let config = Config {
             approval_policy: "never",
@@ -91,15 +94,15 @@ impl Codex {
             analytics: Analytics { enabled: false },
             model_providers: base_url
                 .map(|url| {
+                    let keyed = endpoint.as_ref().is_some_and(|e| e.api_key.is_some());
                     let provider = Provider {
                         name: "skill-runner endpoint",
                         base_url: url,
                         wire_api: "responses",
                         request_max_retries: retries,
                         stream_max_retries: retries,
-                        env_key: endpoint
-                            .is_some_and(|e| e.api_key.is_some())
-                            .then_some("SKILL_RUNNER_CODEX_API_KEY"),
+                        env_key: keyed.then_some("SKILL_RUNNER_CODEX_API_KEY"),
+                        requires_openai_auth: !keyed,
                     };
                     ("skill_runner", provider)
                 })
@@ -417,9 +420,18 @@ mod tests {
             "base_url = \"http://127.0.0.1:18080/v1\"",
             "request_max_retries = 0",
             "env_key = \"SKILL_RUNNER_CODEX_API_KEY\"",
+            "requires_openai_auth = false",
         ] {
             assert!(toml.contains(line), "{line} missing in\n{toml}");
         }
+        // Without a key, the lent login authenticates.
+        let toml = codex(Some(Endpoint {
+            base_url: Some("http://127.0.0.1:18080/v1".into()),
+            api_key: None,
+        }))
+        .config_toml(None);
+        assert!(toml.contains("requires_openai_auth = true"), "{toml}");
+        assert!(!toml.contains("env_key"), "{toml}");
         assert!(!codex(None).config_toml(None).contains("model"));
     }
 }

@@ -58,7 +58,7 @@ impl EngineAdapter for Iflow {
         let setup = cli::setup(&self.config, self, turn, ".iflow/skills", false)?;
         let home = &setup.home;
         let endpoint = cli::endpoint(&self.config, "iflow");
-        let custom = endpoint.is_some_and(|e| e.base_url.is_some());
+        let custom = endpoint.as_ref().is_some_and(|e| e.base_url.is_some());
         let mut settings = json!({
             "approvalMode": "yolo",
             "autoAccept": true,

@@ -10,6 +10,7 @@ pub mod codex;
 pub mod config;
 pub mod gemini;
 pub mod iflow;
+pub mod login;
 pub mod models;
 pub mod opencode;
 pub mod qwen;
@@ -278,6 +279,13 @@ impl Engines {
     pub fn auth_status(&self, engine: Engine) -> Option<cli::AuthStatus> {
         let cli = self.adapters.get(&engine)?.cli()?;
         Some(cli::auth_status(&self.config, engine, cli))
+    }
+
+    /// Whether `engine`'s CLI is installed but not logged in (no API key, not every login
+    /// file): its runs wait for a login.
+    pub fn needs_login(&self, engine: Engine) -> bool {
+        self.auth_status(engine)
+            .is_some_and(|s| s.effective_cli_path.is_some() && !s.auth_ready)
     }
 
     /// The CLI of `engine`, if it drives one.

@@ -157,7 +157,7 @@ impl Opencode {
                            "external_directory": "allow", "question": "deny"},
         });
         let endpoint = cli::endpoint(&self.config, self.flavor.engine.as_str());
-        let Some(url) = endpoint.and_then(|e| e.base_url.as_ref()) else {
+        let Some(url) = endpoint.as_ref().and_then(|e| e.base_url.as_ref()) else {
             return (config, model.map(str::to_owned));
         };
         // A job's model may name the provider already (`skill_runner/x`).
@@ -167,7 +167,7 @@ impl Opencode {
         let qualified = format!("{PROVIDER}/{name}");
         // No client-side timeout: the service's hard timeout bounds the turn.
         let mut options = json!({"baseURL": url, "timeout": false});
-        if endpoint.is_some_and(|e| e.api_key.is_some()) {
+        if endpoint.as_ref().is_some_and(|e| e.api_key.is_some()) {
             // A reference the CLI resolves from its environment: the key itself never lands in
             // the run folder, which clients can browse and download.
             options["apiKey"] = json!(format!("{{env:{}}}", self.flavor.key_var));

@@ -147,6 +147,14 @@ pub trait InteractionStore: Send + Sync {
 
     /// Keeps a run that was waiting when the service stopped waiting, until `deadline`.
     async fn keep_waiting(&self, run_id: &str, deadline: Timestamp) -> anyhow::Result<bool>;
+
+    /// [`Move::AwaitAuth`]: the queued run waits for its engine's login until `deadline`;
+    /// false when it was no longer queued (canceled meanwhile).
+    async fn await_auth(&self, run_id: &str, deadline: Timestamp) -> anyhow::Result<bool>;
+
+    /// [`Move::Resume`] of a run waiting for a login: it is queued again; false when it was no
+    /// longer waiting.
+    async fn auth_arrived(&self, run_id: &str) -> anyhow::Result<bool>;
 }
 
 #[async_trait::async_trait]
@@ -292,6 +300,33 @@ impl InteractionStore for Sqlite {
         .bind(now)
         .bind(deadline)
         .bind(now)
+        .bind(run_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn await_auth(&self, run_id: &str, deadline: Timestamp) -> anyhow::Result<bool> {
+        let _writing = self.writing().await;
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'waiting_auth', wait_deadline = ?, updated_at = ?
+             WHERE run_id = ? AND status = 'queued'",
+        )
+        .bind(deadline)
+        .bind(Timestamp::now())
+        .bind(run_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn auth_arrived(&self, run_id: &str) -> anyhow::Result<bool> {
+        let _writing = self.writing().await;
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'queued', wait_deadline = NULL, updated_at = ?
+             WHERE run_id = ? AND status = 'waiting_auth'",
+        )
+        .bind(Timestamp::now())
         .bind(run_id)
         .execute(&self.pool)
         .await?;

@@ -662,6 +662,10 @@ impl TestServer {
         decode(self.client.put(self.url(path)).json(&body)).await
     }
 
+    pub async fn delete(&self, path: &str) -> (u16, Value) {
+        decode(self.client.delete(self.url(path))).await
+    }
+
     pub async fn post_form(&self, path: &str, form: reqwest::multipart::Form) -> (u16, Value) {
         decode(self.client.post(self.url(path)).multipart(form)).await
     }

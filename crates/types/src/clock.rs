@@ -35,6 +35,11 @@ impl Timestamp {
         )
     }
 
+    /// How long from `earlier` to this moment (zero when `earlier` is later).
+    pub fn duration_since(&self, earlier: Timestamp) -> std::time::Duration {
+        (self.0 - earlier.0).to_std().unwrap_or_default()
+    }
+
     /// RFC 3339; a time without an offset (as the reference writes its own) is taken as UTC.
     pub fn parse(text: &str) -> Result<Self, chrono::ParseError> {
         DateTime::parse_from_rfc3339(text)

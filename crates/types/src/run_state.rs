@@ -32,16 +32,20 @@ pub enum RunStatus {
     Queued,
     Running,
     WaitingUser,
+    /// The engine is not logged in: the run waits for a login (an imported API key or login
+    /// file) and is queued again when one arrives.
+    WaitingAuth,
     Succeeded,
     Failed,
     Canceled,
 }
 
 impl RunStatus {
-    pub const ALL: [RunStatus; 6] = [
+    pub const ALL: [RunStatus; 7] = [
         Self::Queued,
         Self::Running,
         Self::WaitingUser,
+        Self::WaitingAuth,
         Self::Succeeded,
         Self::Failed,
         Self::Canceled,
@@ -65,11 +69,13 @@ pub enum Move {
     Abort,
     /// The running turn asked its user a question.
     Ask,
-    /// A reply (the user's, or the automatic one) queues the next turn.
+    /// A queued run's engine is not logged in: the run waits for a login.
+    AwaitAuth,
+    /// A reply (the user's, or the automatic one), or the engine's login, queues the next turn.
     Resume,
     /// The running turn ended: its outcome, a timeout, or an internal failure.
     End,
-    /// Nobody replied within the session timeout.
+    /// Nobody replied (or logged the engine in) in time.
     Expire,
     /// A client canceled the run.
     Cancel,
@@ -77,17 +83,22 @@ pub enum Move {
     Reconcile,
 }
 
-use RunStatus::{Canceled, Failed, Queued, Running, Succeeded, WaitingUser};
+use RunStatus::{Canceled, Failed, Queued, Running, Succeeded, WaitingAuth, WaitingUser};
 
 /// Each move: the states it leaves, the states it may enter.
-const TABLE: [(Move, &[RunStatus], &[RunStatus]); 8] = [
+const TABLE: [(Move, &[RunStatus], &[RunStatus]); 9] = [
     (Move::Start, &[Queued], &[Running]),
     (Move::Abort, &[Queued], &[Failed]),
     (Move::Ask, &[Running], &[WaitingUser]),
-    (Move::Resume, &[WaitingUser], &[Queued]),
+    (Move::AwaitAuth, &[Queued], &[WaitingAuth]),
+    (Move::Resume, &[WaitingUser, WaitingAuth], &[Queued]),
     (Move::End, &[Running], &[Succeeded, Failed, Canceled]),
-    (Move::Expire, &[WaitingUser], &[Failed]),
-    (Move::Cancel, &[Queued, Running, WaitingUser], &[Canceled]),
+    (Move::Expire, &[WaitingUser, WaitingAuth], &[Failed]),
+    (
+        Move::Cancel,
+        &[Queued, Running, WaitingUser, WaitingAuth],
+        &[Canceled],
+    ),
     (Move::Reconcile, &[Running, WaitingUser], &[Failed]),
 ];
 
@@ -165,12 +176,14 @@ mod tests {
         assert!(Move::Cancel.allows(WaitingUser, Canceled));
         assert!(!Move::Cancel.allows(Succeeded, Canceled));
         assert!(!Move::Resume.allows(Running, Queued));
+        assert!(Move::Resume.allows(WaitingAuth, Queued));
+        assert!(!Move::AwaitAuth.allows(Running, WaitingAuth));
         assert!(!Move::Abort.allows(Queued, Succeeded));
         assert!(Move::End.check_target(Succeeded).is_ok());
         assert!(Move::Expire.check_target(Succeeded).is_err());
         assert_eq!(
             Move::Cancel.from_json(),
-            r#"["queued","running","waiting_user"]"#
+            r#"["queued","running","waiting_user","waiting_auth"]"#
         );
         // Every state but a terminal one can be left, and every state can be reached.
         for s in RunStatus::ALL {

@@ -162,11 +162,12 @@ impl Host {
             Some(Value::String(name)) => Some(name.as_str()),
             Some(_) => return Err(SkillError::invalid("engine", "must be a string")),
         };
-        crate::jobs::validation::engine(skill, requested, &self.engines).map_err(|e| {
-            match e.message() {
-                Some(message) => SkillError::invalid("engine", message),
-                None => SkillError::internal(format!("{e:#}")),
-            }
+        // A call waits for its answer, never for a login.
+        crate::jobs::validation::engine(skill, requested, &self.engines, false).map_err(|e| match e
+            .message()
+        {
+            Some(message) => SkillError::invalid("engine", message),
+            None => SkillError::internal(format!("{e:#}")),
         })
     }
 

@@ -117,7 +117,12 @@ impl Jobs {
                 )));
             }
         };
-        let engine = validation::engine(&skill, body.engine.as_deref(), &self.engines)?;
+        let engine = validation::engine(
+            &skill,
+            body.engine.as_deref(),
+            &self.engines,
+            self.waits_for_login(),
+        )?;
         let (options, secrets) =
             RuntimeOptions::parse_request(body.runtime_options.as_ref()).map_err(Error::invalid)?;
         validation::execution_mode(&skill, &options)?;
@@ -457,7 +462,8 @@ impl Jobs {
         .map_err(|e| Refusal::Retry(Error::Internal(e.into())))?;
         let skill = Arc::new(loaded.map_err(|e| Refusal::Fail(rejected(e)))?);
         let requested = request.engine.map(Engine::as_str);
-        let engine = validation::engine(&skill, requested, &self.engines).map_err(Refusal::Fail)?;
+        let engine = validation::engine(&skill, requested, &self.engines, self.waits_for_login())
+            .map_err(Refusal::Fail)?;
         validation::execution_mode(&skill, &request.runtime_options).map_err(Refusal::Fail)?;
         let list = self.engines.models(engine).await;
         validation::model(engine, request.model.as_deref(), list.as_ref())

@@ -42,6 +42,8 @@ pub mod codes {
     pub const WORKSPACE_SOURCE_MISSING: &str = "WORKSPACE_SOURCE_MISSING";
     pub const INTERACTION_WAIT_TIMEOUT: &str = "INTERACTION_WAIT_TIMEOUT";
     pub const SESSION_RESUME_FAILED: &str = "SESSION_RESUME_FAILED";
+    /// Nobody logged the run's engine in within `SKILL_RUNNER_AUTH_WAIT_SECONDS`.
+    pub const AUTH_WAIT_TIMEOUT: &str = "AUTH_WAIT_TIMEOUT";
     /// The service failed while executing the run (a store write, a file); the turn's
     /// processes were killed.
     pub const INTERNAL_ERROR: &str = "INTERNAL_ERROR";
@@ -135,6 +137,9 @@ impl Jobs {
         cancel: CancellationToken,
         slot: Slot,
     ) {
+        if self.waits_for_login_of(run_id, slot.engine()).await {
+            return;
+        }
         let sandbox = self.sandbox().as_str();
         let started = retried("start", run_id, &self.disk, || {
             self.store.start_run(run_id, sandbox)

@@ -20,6 +20,7 @@ pub mod executor;
 pub mod fcmp;
 pub mod interaction;
 pub mod live;
+mod login_wait;
 pub mod queue;
 pub mod recovery;
 pub mod relay;
@@ -77,7 +78,14 @@ impl Scope {
 #[derive(Debug)]
 pub(crate) struct Slot {
     _held: tokio::sync::oneshot::Sender<()>,
-    _place: TurnPlace,
+    place: TurnPlace,
+}
+
+impl Slot {
+    /// The engine of the run the slot was taken for.
+    fn engine(&self) -> Engine {
+        self.place.engine()
+    }
 }
 
 /// The job engine; one per service, shared by the handlers.
@@ -245,10 +253,7 @@ impl Jobs {
                 let span = telemetry::turn_span(&jobs.config.node_id, &run_id, origin);
                 let executed = tokio::spawn(
                     async move {
-                        let slot = Slot {
-                            _held: slot,
-                            _place: place,
-                        };
+                        let slot = Slot { _held: slot, place };
                         executor.execute(&id, cancel, slot).await
                     }
                     .instrument(span),

@@ -220,6 +220,12 @@ impl Queued {
     }
 }
 
+impl TurnPlace {
+    pub fn engine(&self) -> Engine {
+        self.engine
+    }
+}
+
 impl Drop for TurnPlace {
     fn drop(&mut self) {
         let mut state = self.queue.lock();

@@ -57,6 +57,7 @@ impl Jobs {
         for run in &waiting {
             self.keep_waiting(run).await?;
         }
+        self.settle_login_waits(true).await?;
         // Among nodes, queued runs wait in the database; this node's claims from a previous
         // life under the same id go back to it.
         let queued = match self.store.cluster() {
@@ -160,6 +161,12 @@ impl Jobs {
             }
             if let Err(e) = self.reconcile_once().await {
                 tracing::error!(error = format!("{e:#}"), "reconciler pass failed");
+            }
+            if let Err(e) = self.settle_login_waits(false).await {
+                tracing::error!(
+                    error = format!("{e:#}"),
+                    "resuming runs waiting for a login failed"
+                );
             }
         }
     }

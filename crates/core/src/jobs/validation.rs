@@ -8,8 +8,14 @@ use crate::engines::{Engine, Engines};
 use crate::error::{Error, Result};
 use crate::skill::{InputSource, SkillManifest};
 
-/// The engine to run with ([`SkillManifest::default_engine`] when omitted).
-pub fn engine(skill: &SkillManifest, requested: Option<&str>, engines: &Engines) -> Result<Engine> {
+/// The engine to run with ([`SkillManifest::default_engine`] when omitted). An engine whose CLI
+/// is not logged in is refused unless `waits_for_login` (the run then waits in `waiting_auth`).
+pub fn engine(
+    skill: &SkillManifest,
+    requested: Option<&str>,
+    engines: &Engines,
+    waits_for_login: bool,
+) -> Result<Engine> {
     let requested = requested.map(str::trim).filter(|e| !e.is_empty());
     let chosen = match requested {
         Some(name) => Engine::parse(name),
@@ -51,7 +57,35 @@ pub fn engine(skill: &SkillManifest, requested: Option<&str>, engines: &Engines)
             "requested_engine": name,
         })));
     }
+    if !waits_for_login && engines.needs_login(engine) {
+        return Err(Error::conflict(json!({
+            "code": "ENGINE_NOT_LOGGED_IN",
+            "message": not_logged_in(engines, engine),
+            "requested_engine": name,
+        })));
+    }
     Ok(engine)
+}
+
+/// Why a run of `engine` cannot start now, and the ways to log it in.
+pub fn not_logged_in(engines: &Engines, engine: Engine) -> String {
+    let files = engines
+        .cli(engine)
+        .map(|cli| {
+            crate::engines::login::import_spec(cli)
+                .iter()
+                .map(|f| format!("'{}'", f.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default();
+    format!(
+        "Engine '{engine}' is not logged in: import its login files ({files}) with POST \
+         /v1/management/engines/{engine}/auth/import, or an API key with POST \
+         /v1/management/engines/{engine}/auth/sessions {{\"auth_method\": \"api_key\"}}, or set \
+         SKILL_RUNNER_{}_API_KEY",
+        engine.as_str().to_ascii_uppercase()
+    )
 }
 
 pub fn execution_mode(skill: &SkillManifest, options: &RuntimeOptions) -> Result<()> {

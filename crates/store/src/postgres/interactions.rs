@@ -161,4 +161,31 @@ impl InteractionStore for Postgres {
         .await?;
         Ok(done.rows_affected() == 1)
     }
+
+    async fn await_auth(&self, run_id: &str, deadline: Timestamp) -> anyhow::Result<bool> {
+        // No node's claim: whichever node sees the login first queues it again.
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'waiting_auth', wait_deadline = $1, updated_at = $2,
+                 lease_node = NULL
+             WHERE run_id = $3 AND status = 'queued'",
+        )
+        .bind(deadline)
+        .bind(Timestamp::now())
+        .bind(run_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn auth_arrived(&self, run_id: &str) -> anyhow::Result<bool> {
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'queued', wait_deadline = NULL, updated_at = $1
+             WHERE run_id = $2 AND status = 'waiting_auth'",
+        )
+        .bind(Timestamp::now())
+        .bind(run_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
 }

@@ -1,0 +1,146 @@
+//! Runs whose engine is not logged in: instead of starting a turn that can only fail, the run
+//! waits in `waiting_auth` (its slot free for other runs) until a login arrives, for at most
+//! `SKILL_RUNNER_AUTH_WAIT_SECONDS`, then fails `AUTH_WAIT_TIMEOUT`.
+//!
+//! A login imported through the service queues the engine's waiting runs at once
+//! ([`Jobs::login_arrived`]); one that arrived otherwise (a file put in the agent home by hand,
+//! a key set on another node) is found by the reconciler's next pass. Waiting runs belong to no
+//! node: whichever node sees the login queues them, and the guarded moves make a second node's
+//! attempt a no-op.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use skill_runner_types::engine::Engine;
+use skill_runner_types::run_state::Move;
+
+use super::Jobs;
+use super::executor::codes;
+use crate::clock::Timestamp;
+use crate::error::Result;
+use crate::runner::Envelope;
+use crate::store::RunStatus;
+
+/// Delay before a login timeout that failed is handled again.
+const RETRY_EXPIRY: Duration = Duration::from_secs(5);
+
+impl Jobs {
+    /// Whether runs of an engine that is not logged in are accepted (they wait for a login).
+    pub(super) fn waits_for_login(&self) -> bool {
+        !self.config.limits.auth_wait.is_zero()
+    }
+
+    /// Parks the queued run `run_id` of `engine` in `waiting_auth` when the engine is not
+    /// logged in; true when the run is not to start now (it waits, or was canceled meanwhile).
+    pub(super) async fn waits_for_login_of(self: &Arc<Self>, run_id: &str, engine: Engine) -> bool {
+        let wait = self.config.limits.auth_wait;
+        if wait.is_zero() || !self.engines.needs_login(engine) {
+            return false;
+        }
+        match self.store.await_auth(run_id, Timestamp::after(wait)).await {
+            Ok(true) => {
+                tracing::info!(run_id, %engine, "the engine is not logged in: the run waits for a login");
+                self.moved(run_id, engine, RunStatus::WaitingAuth);
+                self.arm_login_timer(run_id, wait);
+                true
+            }
+            // Canceled (or started by another node) meanwhile.
+            Ok(false) => true,
+            Err(e) => {
+                // The turn starts and fails for itself, rather than the run staying queued.
+                tracing::error!(
+                    run_id,
+                    error = format!("{e:#}"),
+                    "cannot park the run for a login"
+                );
+                false
+            }
+        }
+    }
+
+    /// Queues again every run waiting for `engine`'s login, if it is logged in now; returns how
+    /// many.
+    pub async fn login_arrived(&self, engine: Engine) -> Result<usize> {
+        if self.engines.needs_login(engine) {
+            return Ok(0);
+        }
+        let mut resumed = 0;
+        for run in self.store.runs_with_status(RunStatus::WaitingAuth).await? {
+            if run.engine == engine && self.store.auth_arrived(&run.run_id).await? {
+                self.requeue(&run.run_id, engine).await;
+                self.moved(&run.run_id, engine, RunStatus::Queued);
+                resumed += 1;
+            }
+        }
+        if resumed > 0 {
+            tracing::info!(%engine, resumed, "the engine is logged in: its waiting runs are queued");
+        }
+        Ok(resumed)
+    }
+
+    /// Ends the wait of `run_id` for a login after `after`, unless it was logged in meanwhile.
+    fn arm_login_timer(self: &Arc<Self>, run_id: &str, after: Duration) {
+        let jobs = self.clone();
+        let run_id = run_id.to_owned();
+        self.tracker.spawn(async move {
+            tokio::select! {
+                () = tokio::time::sleep(after) => {
+                    if let Err(e) = jobs.login_wait_expired(&run_id).await {
+                        tracing::error!(run_id, error = format!("{e:#}"), "login timeout failed; retrying");
+                        jobs.arm_login_timer(&run_id, RETRY_EXPIRY);
+                    }
+                }
+                // Waiting runs keep waiting; the next start re-arms their timers.
+                () = jobs.shutdown.cancelled() => {}
+            }
+        });
+    }
+
+    /// Fails `run_id` if it still waits for a login past its deadline.
+    async fn login_wait_expired(&self, run_id: &str) -> anyhow::Result<()> {
+        let Some(run) = self.store.run(run_id).await? else {
+            return Ok(());
+        };
+        if run.status != RunStatus::WaitingAuth {
+            return Ok(());
+        }
+        if let Some(deadline) = run.wait_deadline
+            && deadline > Timestamp::now()
+        {
+            // A later wait of the same run (it was queued and parked again).
+            return Ok(());
+        }
+        let ending = Envelope::default().failed(
+            Some(codes::AUTH_WAIT_TIMEOUT),
+            format!(
+                "Engine '{}' was not logged in within {} s. {}",
+                run.engine,
+                self.config.limits.auth_wait.as_secs(),
+                super::validation::not_logged_in(&self.engines, run.engine)
+            ),
+            None,
+        );
+        self.finish(run_id, Move::Expire, None, ending).await;
+        Ok(())
+    }
+
+    /// At start-up and on each reconciler pass: queues the waiting runs of engines logged in
+    /// meanwhile, and gives the others a timer for what is left of their wait.
+    pub(super) async fn settle_login_waits(self: &Arc<Self>, arm: bool) -> anyhow::Result<()> {
+        let waiting = self.store.runs_with_status(RunStatus::WaitingAuth).await?;
+        let mut engines: Vec<Engine> = waiting.iter().map(|r| r.engine).collect();
+        engines.dedup();
+        for engine in engines {
+            self.login_arrived(engine).await?;
+        }
+        if arm {
+            for run in waiting {
+                let left = run
+                    .wait_deadline
+                    .map_or(Duration::ZERO, |d| d.duration_since(Timestamp::now()));
+                self.arm_login_timer(&run.run_id, left);
+            }
+        }
+        Ok(())
+    }
+}
