@@ -753,3 +753,96 @@ async fn kilo_question_tool_is_denied() {
         question_tool_is_denied("kilo").await;
     }
 }
+
+/// A run of a logged-out engine waits in `waiting_auth`; the login file imported through the
+/// run (opencode's own `auth.json`, as `opencode auth login` writes it) resumes it, the CLI
+/// authenticates with it (the model sees its key) and the run succeeds. After a restart a
+/// second run finds the login and runs at once.
+#[tokio::test]
+async fn a_logged_out_engine_waits_for_its_login_and_keeps_it_across_a_restart() {
+    if !in_netns(
+        concat!(
+            module_path!(),
+            "::a_logged_out_engine_waits_for_its_login_and_keeps_it_across_a_restart"
+        ),
+        "opencode",
+    ) {
+        return;
+    }
+    const KEY: &str = "sk-imported-login-7";
+    let fake = FakeModel::start();
+    fake.script(json!([{"text": ANSWER}, {"text": ANSWER}]))
+        .await;
+    let agent_home = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", fake.base);
+    let env = [
+        ("SKILL_RUNNER_OPENCODE_BASE_URL", base.as_str()),
+        ("SKILL_RUNNER_ENGINE_MAX_RETRIES", "0"),
+        (
+            "SKILL_RUNNER_AGENT_HOME",
+            agent_home.path().to_str().unwrap(),
+        ),
+    ];
+    let dirs = TestDirs::new();
+    report_skill("reporter").write_into(&dirs.skills);
+    let mut server = TestServer::start_with(dirs.clone(), &env);
+    let job = json!({"skill_id": "reporter", "engine": "opencode", "input": {"text": "go"}});
+
+    let rid = server.create_job(job.clone()).await;
+    let path = format!("/v1/jobs/{rid}");
+    server.wait_status(&path, &["waiting_auth"]).await;
+    let (_, session) = server.get(&format!("{path}/auth/session")).await;
+    assert_eq!(
+        session["auth_session"]["import_files"][0]["target_relpath"],
+        ".local/share/opencode/auth.json",
+        "{session}"
+    );
+    assert!(fake.requests().await.is_empty(), "no turn ran");
+    let login = json!({"skill_runner": {"type": "api", "key": KEY}}).to_string();
+    let part = reqwest::multipart::Part::bytes(login.into_bytes()).file_name("auth.json");
+    let (code, accepted) = server
+        .post_form(
+            &format!("{path}/interaction/auth/import"),
+            reqwest::multipart::Form::new().part("files", part),
+        )
+        .await;
+    assert_eq!(code, 200, "{accepted}");
+    let status = server.wait_job(&rid).await;
+    assert_eq!(
+        status["status"],
+        "succeeded",
+        "{status}\n{}",
+        failure_context(&server, &fake, &rid).await
+    );
+    let calls = model_calls(&fake.requests().await, "opencode");
+    assert!(!calls.is_empty());
+    for call in &calls {
+        assert_eq!(call["headers"]["authorization"], format!("Bearer {KEY}"));
+    }
+    // The run had a copy for its turn; none is left in its folder.
+    assert!(!folder_mentions(&server.run_dir(&status), KEY));
+
+    server.terminate();
+    let server = TestServer::start_with(dirs, &env);
+    let (_, engines) = server.get("/v1/engines").await;
+    let opencode = engines["engines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["engine"] == "opencode")
+        .cloned();
+    assert_eq!(opencode.unwrap()["auth_ready"], true, "{engines}");
+    let rid = server.create_job(job).await;
+    let status = server.wait_job(&rid).await;
+    assert_eq!(
+        status["status"],
+        "succeeded",
+        "{status}\n{}",
+        failure_context(&server, &fake, &rid).await
+    );
+    let calls = model_calls(&fake.requests().await, "opencode");
+    assert_eq!(
+        calls.last().unwrap()["headers"]["authorization"],
+        format!("Bearer {KEY}")
+    );
+}

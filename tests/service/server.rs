@@ -237,6 +237,16 @@ async fn serves_ping_request_ids_openapi_and_docs() {
         ("get", "/v1/management/system/logs/query"),
         ("post", "/v1/management/system/reset-data"),
         ("get", "/v1/management/runtime-options"),
+        ("get", "/v1/management/engines/{engine}/auth/import/spec"),
+        ("post", "/v1/management/engines/{engine}/auth/import"),
+        ("delete", "/v1/management/engines/{engine}/auth"),
+        ("post", "/v1/management/engines/{engine}/auth/sessions"),
+        (
+            "post",
+            "/v1/management/engines/{engine}/auth/sessions/{session_id}/input",
+        ),
+        ("get", "/v1/jobs/{request_id}/auth/session"),
+        ("post", "/v1/jobs/{request_id}/interaction/auth/import"),
     ] {
         let operation = &paths[path][method];
         assert!(operation.is_object(), "{method} {path} documented");
