@@ -45,6 +45,19 @@ pub struct RequestStatus {
     /// The IP address the request came from, as the service saw its connection (a proxy's,
     /// behind one); `null` for requests recorded before it was kept.
     pub client_address: Option<String>,
+    /// The model the request named, if any.
+    pub model: Option<String>,
+    /// `auto` or `interactive`, as requested; the same as `effective_execution_mode` here (a
+    /// request for a mode the skill lacks is refused at create).
+    pub requested_execution_mode: crate::skill::ExecutionMode,
+    pub effective_execution_mode: crate::skill::ExecutionMode,
+    /// `multi_turn` for an interactive run, else `single_turn`.
+    pub conversation_mode: &'static str,
+    /// Whether the runner answers in the user's place when the reply times out.
+    pub interactive_auto_reply: bool,
+    pub interactive_reply_timeout_sec: u64,
+    /// The turn under way or last run (1 for the first); 0 before any.
+    pub current_attempt: u32,
 }
 
 /// A request's state as the jobs routes show it, given its run (if any).
@@ -63,7 +76,19 @@ pub fn request_status(request: Request, run: Option<Run>) -> RequestStatus {
         // Waiting for its upload: the reference's clients expect `queued`, not 404.
         (None, None) => (RunStatus::Queued, None),
     };
+    let options = &request.runtime_options;
+    let mode = options.execution_mode;
     RequestStatus {
+        model: request.model.clone(),
+        requested_execution_mode: mode,
+        effective_execution_mode: mode,
+        conversation_mode: match mode {
+            crate::skill::ExecutionMode::Interactive => "multi_turn",
+            crate::skill::ExecutionMode::Auto => "single_turn",
+        },
+        interactive_auto_reply: !options.interactive_require_user_reply,
+        interactive_reply_timeout_sec: options.session_timeout_sec,
+        current_attempt: run.as_ref().map_or(0, |r| r.turn),
         status,
         error,
         skill_id: request.skill_id,

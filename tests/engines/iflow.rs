@@ -340,6 +340,9 @@ async fn the_agent_home_login_is_lent_for_the_turn() {
     let login = stand.agent_home.join(".iflow/oauth_creds.json");
     std::fs::create_dir_all(login.parent().unwrap()).unwrap();
     std::fs::write(&login, r#"{"access_token": "original-token"}"#).unwrap();
+    // Both of iFlow's login files make a login (else the run would wait for one).
+    let accounts = stand.agent_home.join(".iflow/iflow_accounts.json");
+    std::fs::write(&accounts, r#"{"active": "someone"}"#).unwrap();
     let server = stand.server("auto", &[("IFLOW_FAKE_REFRESH", "1")]);
     let rid = start_job(&server, "auto").await;
     let status = server.wait_job(&rid).await;

@@ -419,6 +419,8 @@ async fn agent_turns_wait_for_their_own_places_and_script_runs_pass_them() {
     )
     .unwrap();
     common::agents::make_executable(&codex);
+    // Logged in, else its runs would wait for a login instead of holding the place.
+    agents.login(".codex/auth.json");
     let dirs = common::TestDirs::new();
     common::report_skill("reporter").write_into(&dirs.skills);
     probe_skill("probe", None).write_into(&dirs.skills);

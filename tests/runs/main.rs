@@ -7,3 +7,4 @@ mod invoke;
 mod jobs;
 mod live;
 mod quickstart;
+mod v07_client;
