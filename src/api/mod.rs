@@ -11,6 +11,7 @@ pub mod forward;
 pub mod invoke;
 pub mod jobs;
 pub mod management;
+pub mod mcp_servers;
 pub mod packages;
 pub mod reply_files;
 pub mod run_views;
@@ -227,6 +228,8 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(system_admin::query_logs))
         .routes(routes!(system_admin::reset_data))
         .routes(routes!(management::runtime_options))
+        .routes(routes!(mcp_servers::list))
+        .routes(routes!(mcp_servers::put, mcp_servers::delete))
         .routes(routes!(management::list_skills))
         .routes(routes!(management::get_skill))
         .routes(routes!(management::get_skill_schemas))

@@ -230,8 +230,15 @@ impl fmt::Debug for ApiTokens {
 const MIN_TOKEN_CHARS: usize = 16;
 
 /// Engines whose endpoint can be configured (`SKILL_RUNNER_<ENGINE>_BASE_URL`).
-const AGENT_ENGINES: [&str; 7] = [
-    "codex", "gemini", "iflow", "claude", "opencode", "qwen", "kilo",
+const AGENT_ENGINES: [&str; 8] = [
+    "codex",
+    "gemini",
+    "iflow",
+    "claude",
+    "opencode",
+    "qwen",
+    "kilo",
+    "codebuddy",
 ];
 
 impl Config {

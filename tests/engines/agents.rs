@@ -523,7 +523,10 @@ async fn engines_models_and_model_validation() {
         .map(|e| e["engine"].as_str().unwrap())
         .collect();
     // The active list: the legacy gemini and iflow are left out unless allowed.
-    assert_eq!(names, ["codex", "claude", "opencode", "qwen", "kilo"]);
+    assert_eq!(
+        names,
+        ["codex", "claude", "opencode", "qwen", "kilo", "codebuddy"]
+    );
     let codex = &body["engines"][0]["cli_version_detected"];
     if installed {
         assert_eq!(codex, "0.169.0");

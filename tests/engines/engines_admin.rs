@@ -71,7 +71,14 @@ async fn auth_status_and_engine_summaries() {
     assert_eq!(
         names,
         [
-            "codex", "gemini", "iflow", "claude", "opencode", "qwen", "kilo"
+            "codex",
+            "gemini",
+            "iflow",
+            "claude",
+            "opencode",
+            "qwen",
+            "kilo",
+            "codebuddy"
         ]
     );
     // The management list shows every engine; the legacy ones say so.
@@ -382,7 +389,7 @@ async fn upgrades_install_into_the_managed_prefix() {
     assert_eq!(done["status"], "failed", "{done}");
     assert_eq!(done["requested_engine"], Value::Null);
     let results = done["results"].as_object().unwrap();
-    assert_eq!(results.len(), 7, "{done}");
+    assert_eq!(results.len(), 8, "{done}");
     assert_eq!(results["codex"]["status"], "succeeded");
     let gemini = &results["gemini"];
     assert_eq!(gemini["status"], "failed");

@@ -4,110 +4,19 @@
 
 use skill_runner_test_support as common;
 
-use std::path::{Path, PathBuf};
-
-use common::{TestDirs, TestServer, folder_mentions, processes_in, report_skill};
+use common::{folder_mentions, processes_in};
 use serde_json::{Value, json};
 
-/// A managed npm prefix whose `bin/iflow` is the stand-in, plus where its calls are recorded.
-struct Stand {
-    _tmp: tempfile::TempDir,
-    prefix: String,
-    agent_home: PathBuf,
-    /// The stand-in and its recordings, which confined turns may read.
-    fixtures: String,
-    /// The runs folders of the servers started, where the stand-in leaves its records.
-    runs: std::cell::RefCell<Vec<PathBuf>>,
-    /// Records collected so far (removed from the run folders once read).
-    seen: std::cell::RefCell<Vec<Value>>,
-}
-
-impl Stand {
-    fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let bin = tmp.path().join("npm/bin");
-        std::fs::create_dir_all(&bin).unwrap();
-        let script =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/engines/tests/fixtures/iflow/iflow");
-        std::os::unix::fs::symlink(script, bin.join("iflow")).unwrap();
-        Self {
-            prefix: tmp.path().join("npm").to_str().unwrap().to_owned(),
-            agent_home: tmp.path().join("agent-home"),
-            fixtures: Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("crates/engines/tests/fixtures/iflow")
-                .to_str()
-                .unwrap()
-                .to_owned(),
-            runs: Default::default(),
-            seen: Default::default(),
-            _tmp: tmp,
-        }
-    }
-
-    /// The service, with the stand-in playing `scenario`.
-    fn server(&self, scenario: &str, extra: &[(&str, &str)]) -> TestServer {
-        let dirs = TestDirs::new();
-        report_skill("reporter").write_into(&dirs.skills);
-        self.runs.borrow_mut().push(dirs.data.join("runs"));
-        let mut env = vec![
-            ("SKILL_RUNNER_NPM_PREFIX", self.prefix.as_str()),
-            ("SKILL_RUNNER_AGENT_HOME", self.agent_home.to_str().unwrap()),
-            ("SKILL_RUNNER_SANDBOX_READ_PATHS", self.fixtures.as_str()),
-            // The stand-in's own switches reach it only when passed through.
-            (
-                "SKILL_RUNNER_CHILD_ENV_PASSTHROUGH",
-                "IFLOW_FAKE_SCENARIO,IFLOW_FAKE_REFRESH",
-            ),
-            ("IFLOW_FAKE_SCENARIO", scenario),
-            // A legacy engine, as the reference marks it: new runs only while allowed.
-            ("SKILL_RUNNER_LEGACY_ENGINES", "iflow"),
-        ];
-        env.extend_from_slice(extra);
-        TestServer::start_with(dirs, &env)
-    }
-
-    /// Every call of the stand-in so far, in order. Each run's record is taken out of its
-    /// workspace, so the run folders hold only what the service and the CLI wrote.
-    fn calls(&self) -> Vec<Value> {
-        for runs in self.runs.borrow().iter() {
-            for run in std::fs::read_dir(runs).into_iter().flatten().flatten() {
-                let file = run.path().join("workspace/.iflow-calls.jsonl");
-                if let Ok(text) = std::fs::read_to_string(&file) {
-                    let mut seen = self.seen.borrow_mut();
-                    seen.extend(text.lines().map(|l| serde_json::from_str(l).unwrap()));
-                    std::fs::remove_file(&file).unwrap();
-                }
-            }
-        }
-        let mut all = self.seen.borrow().clone();
-        all.sort_by(|a, b| a["t"].as_f64().partial_cmp(&b["t"].as_f64()).unwrap());
-        all
-    }
-}
+use crate::stand_in::{Stand, arg_after};
 
 const ENDPOINT: [(&str, &str); 2] = [
     ("SKILL_RUNNER_IFLOW_BASE_URL", "http://127.0.0.1:9/v1"),
     ("SKILL_RUNNER_IFLOW_API_KEY", "sk-iflow-test"),
 ];
 
-fn arg_after<'a>(call: &'a Value, flag: &str) -> Option<&'a str> {
-    let argv = call["argv"].as_array().unwrap();
-    let at = argv.iter().position(|a| a == flag)?;
-    argv.get(at + 1)?.as_str()
-}
-
-async fn start_job(server: &TestServer, mode: &str) -> String {
-    server
-        .create_job(
-            json!({"skill_id": "reporter", "engine": "iflow", "input": {"text": "go"},
-                           "runtime_options": {"execution_mode": mode}}),
-        )
-        .await
-}
-
 #[tokio::test]
 async fn auto_job_with_an_endpoint() {
-    let stand = Stand::new();
+    let stand = Stand::new("iflow");
     let server = stand.server(
         "auto",
         &[
@@ -119,7 +28,7 @@ async fn auto_job_with_an_endpoint() {
             ("UI_BASIC_AUTH_PASSWORD", "admin-secret"),
         ],
     );
-    let rid = start_job(&server, "auto").await;
+    let rid = stand.start_job(&server, "auto").await;
     let status = server.wait_job(&rid).await;
     assert_eq!(status["status"], "succeeded", "{status}");
     let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
@@ -133,11 +42,7 @@ async fn auto_job_with_an_endpoint() {
     );
     // The CLI's text is one message, the final answer.
     let (_, chat) = server.get(&format!("/v1/jobs/{rid}/chat/history")).await;
-    let said = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("crates/engines/tests/fixtures/iflow/auto.stdout"),
-    )
-    .unwrap();
+    let said = stand.recorded("auto.stdout");
     assert_eq!(chat["count"], 2, "{chat}");
     assert_eq!(chat["events"][0]["kind"], "assistant_final");
     assert_eq!(chat["events"][0]["text"], said.trim());
@@ -204,9 +109,9 @@ async fn auto_job_with_an_endpoint() {
 
 #[tokio::test]
 async fn interactive_job_resumes_the_reported_session() {
-    let stand = Stand::new();
+    let stand = Stand::new("iflow");
     let server = stand.server("interactive", &ENDPOINT);
-    let rid = start_job(&server, "interactive").await;
+    let rid = stand.start_job(&server, "interactive").await;
     let status = server
         .wait_status(
             &format!("/v1/jobs/{rid}"),
@@ -255,9 +160,9 @@ async fn interactive_job_resumes_the_reported_session() {
 /// fails saying so, rather than starting a new conversation that lacks the task.
 #[tokio::test]
 async fn a_reply_without_a_known_session_fails_clearly() {
-    let stand = Stand::new();
+    let stand = Stand::new("iflow");
     let server = stand.server("no-session", &ENDPOINT);
-    let rid = start_job(&server, "interactive").await;
+    let rid = stand.start_job(&server, "interactive").await;
     let status = server
         .wait_status(&format!("/v1/jobs/{rid}"), &["waiting_user", "failed"])
         .await;
@@ -287,9 +192,9 @@ async fn a_reply_without_a_known_session_fails_clearly() {
 
 #[tokio::test]
 async fn model_errors_fail_with_what_the_cli_said() {
-    let stand = Stand::new();
+    let stand = Stand::new("iflow");
     let server = stand.server("api-error", &ENDPOINT);
-    let rid = start_job(&server, "auto").await;
+    let rid = stand.start_job(&server, "auto").await;
     let status = server.wait_job(&rid).await;
     assert_eq!(status["status"], "failed", "{status}");
     assert_eq!(
@@ -298,9 +203,9 @@ async fn model_errors_fail_with_what_the_cli_said() {
     );
     assert_eq!(status["error"]["code"], Value::Null, "{status}");
 
-    let stand = Stand::new();
+    let stand = Stand::new("iflow");
     let server = stand.server("auth-error", &ENDPOINT);
-    let rid = start_job(&server, "auto").await;
+    let rid = stand.start_job(&server, "auto").await;
     let status = server.wait_job(&rid).await;
     assert_eq!(
         (status["status"].as_str(), status["error"]["code"].as_str()),
@@ -311,7 +216,7 @@ async fn model_errors_fail_with_what_the_cli_said() {
 
 #[tokio::test]
 async fn a_silent_cli_times_out_and_leaves_no_process() {
-    let stand = Stand::new();
+    let stand = Stand::new("iflow");
     let server = stand.server(
         "hang",
         &[
@@ -321,7 +226,7 @@ async fn a_silent_cli_times_out_and_leaves_no_process() {
             ("SKILL_RUNNER_KILL_GRACE_SECONDS", "1"),
         ],
     );
-    let rid = start_job(&server, "auto").await;
+    let rid = stand.start_job(&server, "auto").await;
     let status = server.wait_job(&rid).await;
     assert_eq!(
         (status["status"].as_str(), status["error"]["code"].as_str()),
@@ -336,15 +241,15 @@ async fn a_silent_cli_times_out_and_leaves_no_process() {
 /// for the turn: a token the CLI refreshed goes back, and the run folder keeps no copy.
 #[tokio::test]
 async fn the_agent_home_login_is_lent_for_the_turn() {
-    let stand = Stand::new();
+    let stand = Stand::new("iflow");
     let login = stand.agent_home.join(".iflow/oauth_creds.json");
     std::fs::create_dir_all(login.parent().unwrap()).unwrap();
     std::fs::write(&login, r#"{"access_token": "original-token"}"#).unwrap();
     // Both of iFlow's login files make a login (else the run would wait for one).
     let accounts = stand.agent_home.join(".iflow/iflow_accounts.json");
     std::fs::write(&accounts, r#"{"active": "someone"}"#).unwrap();
-    let server = stand.server("auto", &[("IFLOW_FAKE_REFRESH", "1")]);
-    let rid = start_job(&server, "auto").await;
+    let server = stand.server("auto", &[("FAKE_CLI_REFRESH", "1")]);
+    let rid = stand.start_job(&server, "auto").await;
     let status = server.wait_job(&rid).await;
     assert_eq!(status["status"], "succeeded", "{status}");
 

@@ -49,7 +49,15 @@ async fn install_update_and_refuse_downgrade() {
     assert_eq!(list[0]["health"], "healthy");
     assert_eq!(
         list[0]["effective_engines"],
-        json!(["codex", "gemini", "claude", "opencode", "qwen", "kilo"])
+        json!([
+            "codex",
+            "gemini",
+            "claude",
+            "opencode",
+            "qwen",
+            "kilo",
+            "codebuddy"
+        ])
     );
     assert_eq!(list[0]["unsupport_engine"], json!(["iflow"]));
     assert_eq!(
@@ -233,7 +241,7 @@ async fn every_validation_rule_fails_with_a_named_error() {
         ),
         (
             "empty effective engines",
-            ok().runner(json!({"unsupport_engine": ["codex", "gemini", "iflow", "claude", "opencode", "qwen", "kilo"]}))
+            ok().runner(json!({"unsupport_engine": ["codex", "gemini", "iflow", "claude", "opencode", "qwen", "kilo", "codebuddy"]}))
                 .zip(),
             "effective engines are empty",
         ),

@@ -247,6 +247,9 @@ async fn serves_ping_request_ids_openapi_and_docs() {
         ),
         ("get", "/v1/jobs/{request_id}/auth/session"),
         ("post", "/v1/jobs/{request_id}/interaction/auth/import"),
+        ("get", "/v1/management/mcp/servers"),
+        ("put", "/v1/management/mcp/servers/{server_id}"),
+        ("delete", "/v1/management/mcp/servers/{server_id}"),
     ] {
         let operation = &paths[path][method];
         assert!(operation.is_object(), "{method} {path} documented");

@@ -269,11 +269,16 @@ impl EngineLogins {
             return Ok(None);
         }
         let engines = self.jobs.engines();
+        let import_files = self.import_spec(run.engine)?;
         Ok(Some(RunAuth {
             engine: run.engine,
             status: run.status,
-            auth_methods: vec!["import", "api_key"],
-            import_files: self.import_spec(run.engine)?,
+            auth_methods: if import_files.is_empty() {
+                vec!["api_key"]
+            } else {
+                vec!["import", "api_key"]
+            },
+            import_files,
             expires_at: run.wait_deadline,
             message: crate::jobs::validation::not_logged_in(engines, run.engine),
         }))

@@ -5,6 +5,7 @@
 //! - [`runner`]: one turn of a skill, the same for jobs and `:invoke`.
 //! - [`invoke`]: the synchronous `:invoke` host and its built-in skills.
 //! - [`packages`]: installing skill packages; [`validate`]: checking one before it is installed.
+//! - [`mcp_registry`]: the operator's MCP servers, and those a job's turn gets.
 //! - [`tool_defs`]: skills as tool definitions; [`browse`]: reading a run's files.
 //! - [`engine_login`]: logging engines in through the API; runs waiting for a login.
 //! - [`disk_space`]: the reserve that lets runs be recorded on a full volume.
@@ -18,6 +19,7 @@ pub mod engine_login;
 pub mod error;
 pub mod invoke;
 pub mod jobs;
+pub mod mcp_registry;
 pub mod packages;
 pub mod runner;
 pub mod storage;

@@ -141,7 +141,17 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
                 .filter(|(k, _)| !set.contains(*k))
                 .map(|(k, v)| (k.clone(), v.clone())),
         );
-        spec.secrets = crate::process::redact::Secrets::new(env.values().map(String::as_str));
+    }
+    // The client's values and the MCP servers' secrets are masked in what the turn prints.
+    let secrets: Vec<&str> = plan
+        .env
+        .into_iter()
+        .flat_map(|env| env.values())
+        .chain(turn.mcp.iter().flat_map(|s| s.secret_values()))
+        .map(String::as_str)
+        .collect();
+    if !secrets.is_empty() {
+        spec.secrets = crate::process::redact::Secrets::new(secrets);
     }
     if let Some(confine) = spec.confine.as_mut() {
         confine.limits = turn.skill.limits;

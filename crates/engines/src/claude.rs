@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Transcriber, Turn};
-use super::{cli, stream_json};
+use super::{cli, mcp, stream_json};
 use crate::config::EngineConfig;
 
 pub const PACKAGE: &str = "@anthropic-ai/claude-code";
@@ -38,8 +38,8 @@ impl EngineAdapter for Claude {
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
-        let setup = cli::setup(&self.config, self, turn, ".claude/skills", false)?;
-        let home = &setup.home;
+        let mut setup = cli::setup(&self.config, self, turn, ".claude/skills", false)?;
+        let home = &setup.home.clone();
         let mut argv: Vec<String> = vec![
             setup.program.clone(),
             "-p".into(),
@@ -51,6 +51,17 @@ impl EngineAdapter for Claude {
         ];
         if let Some(model) = turn.model {
             argv.extend(["--model".into(), model.to_owned()]);
+        }
+        if !turn.mcp.is_empty() {
+            // Only the service's servers: none of a project `.mcp.json` or the user's own.
+            let path = home.join(".skill-runner-mcp.json");
+            let servers = mcp::claude_config(turn.mcp).to_string();
+            setup.write_config(turn, &path, &servers)?;
+            argv.extend([
+                "--mcp-config".into(),
+                path.to_string_lossy().into_owned(),
+                "--strict-mcp-config".into(),
+            ]);
         }
         let session = cli::pin_session(turn, &mut argv);
         let mut env = cli::base_env(home, &self.config);

@@ -172,6 +172,21 @@ pub struct Setup {
 }
 
 impl Setup {
+    /// Writes a configuration file of the turn. One that tells the CLI about MCP servers
+    /// (`turn.mcp` not empty) may hold their secrets, so it is removed when the turn ends.
+    pub fn write_config(
+        &mut self,
+        turn: &Turn<'_>,
+        path: &Path,
+        text: &str,
+    ) -> std::io::Result<()> {
+        write_config(path, text)?;
+        if !turn.mcp.is_empty() {
+            self.login.scrubbed.push(path.to_owned());
+        }
+        Ok(())
+    }
+
     /// The turn ready to start: `argv` in the run's workspace with `env`, the login lent to
     /// it, and its prompt for the run's prompt log.
     pub fn prepared(
@@ -237,6 +252,8 @@ pub fn setup(
 #[derive(Debug, Default)]
 pub struct Login {
     files: Vec<LentFile>,
+    /// Configuration files holding secrets (of MCP servers), removed with the copies.
+    scrubbed: Vec<PathBuf>,
 }
 
 #[derive(Debug)]
@@ -344,6 +361,9 @@ impl Drop for Login {
                     "cannot return a refreshed login to the agent home");
             }
             let _ = std::fs::remove_file(&file.copy);
+        }
+        for path in &self.scrubbed {
+            let _ = std::fs::remove_file(path);
         }
     }
 }

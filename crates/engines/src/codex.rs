@@ -13,8 +13,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::cli;
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
+use super::{cli, mcp};
 use crate::config::EngineConfig;
 
 pub const PACKAGE: &str = "@openai/codex";
@@ -53,6 +53,9 @@ struct Config<'a> {
     analytics: Analytics,
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     model_providers: std::collections::BTreeMap<&'a str, Provider<'a>>,
+    /// The MCP servers of the turn; a table comes after the plain keys in TOML.
+    #[serde(skip_serializing_if = "toml::Table::is_empty")]
+    mcp_servers: toml::Table,
 }
 
 #[derive(serde::Serialize)]
@@ -80,7 +83,7 @@ struct Provider<'a> {
 }
 
 impl Codex {
-    fn config_toml(&self, model: Option<&str>) -> String {
+    fn config_toml(&self, model: Option<&str>, servers: &[mcp::TurnServer]) -> String {
         let endpoint = cli::endpoint(&self.config, "codex");
         let base_url = endpoint.as_ref().and_then(|e| e.base_url.as_deref());
         let retries = self.config.max_retries;
@@ -108,6 +111,7 @@ impl Codex {
                 })
                 .into_iter()
                 .collect(),
+            mcp_servers: mcp::codex_servers(servers),
         };
         toml::to_string(&config).expect("the configuration serialises")
     }
@@ -130,15 +134,16 @@ impl EngineAdapter for Codex {
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
         // User-level skills of the run's CODEX_HOME: a `.codex` folder in the run folder would be
         // untrusted project configuration.
-        let setup = cli::setup(&self.config, self, turn, ".codex/skills", true)?;
-        let home = &setup.home;
+        let mut setup = cli::setup(&self.config, self, turn, ".codex/skills", true)?;
+        let home = &setup.home.clone();
         let codex_home = home.join(".codex");
         // `name@effort` picks the reasoning effort too.
         let (model, effort) = match turn.model.map(|m| m.split_once('@').unwrap_or((m, ""))) {
             Some((name, effort)) => (Some(name), Some(effort).filter(|e| !e.is_empty())),
             None => (None, None),
         };
-        cli::write_config(&codex_home.join("config.toml"), &self.config_toml(model))?;
+        let config = self.config_toml(model, turn.mcp);
+        setup.write_config(turn, &codex_home.join("config.toml"), &config)?;
 
         let mut argv: Vec<String> = vec![
             setup.program.clone(),
@@ -411,7 +416,7 @@ mod tests {
             base_url: Some("http://127.0.0.1:18080/v1".into()),
             api_key: Some("sk".into()),
         }))
-        .config_toml(Some("gpt-5.5"));
+        .config_toml(Some("gpt-5.5"), &[]);
         for line in [
             "model = \"gpt-5.5\"",
             "model_provider = \"skill_runner\"",
@@ -429,9 +434,9 @@ mod tests {
             base_url: Some("http://127.0.0.1:18080/v1".into()),
             api_key: None,
         }))
-        .config_toml(None);
+        .config_toml(None, &[]);
         assert!(toml.contains("requires_openai_auth = true"), "{toml}");
         assert!(!toml.contains("env_key"), "{toml}");
-        assert!(!codex(None).config_toml(None).contains("model"));
+        assert!(!codex(None).config_toml(None, &[]).contains("model"));
     }
 }

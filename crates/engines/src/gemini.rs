@@ -14,8 +14,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::cli;
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
+use super::{cli, mcp};
 use crate::config::EngineConfig;
 
 pub const PACKAGE: &str = "@google/gemini-cli";
@@ -49,22 +49,26 @@ impl EngineAdapter for Gemini {
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
-        let setup = cli::setup(&self.config, self, turn, ".gemini/skills", false)?;
-        let home = &setup.home;
+        let mut setup = cli::setup(&self.config, self, turn, ".gemini/skills", false)?;
+        let home = &setup.home.clone();
         // A Google login lent from the agent home, else an API key.
         let auth_type = if setup.login.is_empty() {
             "gemini-api-key"
         } else {
             "oauth-personal"
         };
-        let settings = json!({
+        let mut settings = json!({
             "privacy": {"usageStatisticsEnabled": false},
             "telemetry": {"enabled": false},
             "general": {"disableAutoUpdate": true, "disableUpdateNag": true,
                         "maxAttempts": self.config.max_retries + 1},
             "security": {"auth": {"selectedType": auth_type}},
         });
-        cli::write_config(&home.join(".gemini/settings.json"), &settings.to_string())?;
+        if !turn.mcp.is_empty() {
+            settings["mcpServers"] = mcp::gemini_servers(turn.mcp);
+        }
+        let path = home.join(".gemini/settings.json");
+        setup.write_config(turn, &path, &settings.to_string())?;
 
         let model = cli::model(&self.config, self.engine(), turn, ENDPOINT_MODEL);
         let mut argv: Vec<String> = vec![

@@ -6,11 +6,13 @@
 pub mod answer;
 pub mod claude;
 pub mod cli;
+pub mod codebuddy;
 pub mod codex;
 pub mod config;
 pub mod gemini;
 pub mod iflow;
 pub mod login;
+pub mod mcp;
 pub mod models;
 pub mod opencode;
 pub mod qwen;
@@ -61,6 +63,8 @@ pub struct Turn<'a> {
     pub model: Option<&'a str>,
     /// The client's `preamble_prompt`, told on the first turn.
     pub preamble: Option<&'a str>,
+    /// The MCP servers the turn gets ([`mcp::resolve`]).
+    pub mcp: &'a [mcp::TurnServer],
 }
 
 impl Turn<'_> {
@@ -105,7 +109,7 @@ pub struct Cli {
 }
 
 /// Every agent CLI.
-pub const AGENT_CLIS: [Cli; 7] = [
+pub const AGENT_CLIS: [Cli; 8] = [
     codex::CLI,
     gemini::CLI,
     iflow::CLI,
@@ -113,6 +117,7 @@ pub const AGENT_CLIS: [Cli; 7] = [
     opencode::OPENCODE.cli,
     qwen::CLI,
     opencode::KILO.cli,
+    codebuddy::CLI,
 ];
 
 /// A failure the engine reported, with a code when it is one clients act on.
@@ -205,7 +210,7 @@ impl Engines {
     /// Every adapter built so far.
     pub fn new(agent_config: &EngineConfig) -> Self {
         let config = Arc::new(agent_config.clone());
-        let adapters: [Arc<dyn EngineAdapter>; 8] = [
+        let adapters: [Arc<dyn EngineAdapter>; 9] = [
             Arc::new(script::ScriptEngine),
             Arc::new(codex::Codex {
                 config: config.clone(),
@@ -217,6 +222,9 @@ impl Engines {
                 config: config.clone(),
             }),
             Arc::new(claude::Claude {
+                config: config.clone(),
+            }),
+            Arc::new(codebuddy::CodeBuddy {
                 config: config.clone(),
             }),
             Arc::new(opencode::Opencode {

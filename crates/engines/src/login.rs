@@ -102,6 +102,12 @@ pub fn import_files(
             .collect::<Vec<_>>()
             .join(", ")
     };
+    if spec.is_empty() {
+        return Err(ImportError::Invalid(format!(
+            "'{}' has no login file to import: log it in with an API key instead",
+            cli.program
+        )));
+    }
     if files.is_empty() {
         return Err(ImportError::Invalid(format!(
             "files: no file was sent; send the login files of '{}' ({}) as repeated 'files' \

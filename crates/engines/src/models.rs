@@ -38,7 +38,7 @@ pub struct Snapshot {
 }
 
 /// The snapshots shipped with the service.
-const BUNDLED: [&str; 7] = [
+const BUNDLED: [&str; 8] = [
     include_str!("models/codex-0.169.0.json"),
     include_str!("models/gemini-0.61.0.json"),
     include_str!("models/claude-2.1.329.json"),
@@ -46,6 +46,7 @@ const BUNDLED: [&str; 7] = [
     include_str!("models/qwen-0.24.4.json"),
     include_str!("models/iflow-0.3.0.json"),
     include_str!("models/kilo-7.7.7.json"),
+    include_str!("models/codebuddy-2.118.2.json"),
 ];
 
 pub fn bundled() -> Vec<Snapshot> {
@@ -318,7 +319,14 @@ mod tests {
     fn bundled_snapshots_cover_every_agent_engine() {
         let all = bundled();
         for engine in [
-            "codex", "gemini", "iflow", "claude", "opencode", "qwen", "kilo",
+            "codex",
+            "gemini",
+            "iflow",
+            "claude",
+            "opencode",
+            "qwen",
+            "kilo",
+            "codebuddy",
         ] {
             assert!(resolve(&all, engine, None).is_some(), "{engine}");
         }

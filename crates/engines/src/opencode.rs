@@ -18,6 +18,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::cli::{self, Line};
+use super::mcp;
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Said, Transcriber, Turn};
 use crate::config::EngineConfig;
 
@@ -195,11 +196,14 @@ impl EngineAdapter for Opencode {
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
         let flavor = self.flavor;
-        let setup = cli::setup(&self.config, self, turn, flavor.skills_dir, false)?;
-        let home = &setup.home;
-        let (config, model) = self.configuration(turn.model);
+        let mut setup = cli::setup(&self.config, self, turn, flavor.skills_dir, false)?;
+        let home = &setup.home.clone();
+        let (mut config, model) = self.configuration(turn.model);
+        if !turn.mcp.is_empty() {
+            config["mcp"] = mcp::opencode_servers(turn.mcp);
+        }
         let config_file = home.join(flavor.config_file);
-        cli::write_config(&config_file, &config.to_string())?;
+        setup.write_config(turn, &config_file, &config.to_string())?;
 
         let native = flavor
             .native

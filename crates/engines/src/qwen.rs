@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::{Cli, Engine, EngineAdapter, Prepared, Reading, Transcriber, Turn};
-use super::{cli, stream_json};
+use super::{cli, mcp, stream_json};
 use crate::config::EngineConfig;
 
 pub const PACKAGE: &str = "@qwen-code/qwen-code";
@@ -46,15 +46,15 @@ impl EngineAdapter for Qwen {
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
-        let setup = cli::setup(&self.config, self, turn, ".qwen/skills", false)?;
-        let home = &setup.home;
+        let mut setup = cli::setup(&self.config, self, turn, ".qwen/skills", false)?;
+        let home = &setup.home.clone();
         // A Qwen OAuth login lent from the agent home, else an OpenAI-compatible key.
         let auth_type = if setup.login.is_empty() {
             "openai"
         } else {
             "qwen-oauth"
         };
-        let settings = json!({
+        let mut settings = json!({
             "security": {"auth": {"selectedType": auth_type}},
             "privacy": {"usageStatisticsEnabled": false},
             "telemetry": {"enabled": false},
@@ -63,7 +63,11 @@ impl EngineAdapter for Qwen {
             "model": {"generationConfig": {"maxRetries": self.config.max_retries}},
             "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
         });
-        cli::write_config(&home.join(".qwen/settings.json"), &settings.to_string())?;
+        if !turn.mcp.is_empty() {
+            settings["mcpServers"] = mcp::gemini_servers(turn.mcp);
+        }
+        let path = home.join(".qwen/settings.json");
+        setup.write_config(turn, &path, &settings.to_string())?;
 
         let model = cli::model(&self.config, self.engine(), turn, ENDPOINT_MODEL);
         let mut argv: Vec<String> = vec![

@@ -103,6 +103,9 @@ pub struct SkillManifest {
     /// `runner.json` `max_attempt`: the most turns an interactive run may take; a turn at or
     /// past it that asks again instead of finishing fails the run.
     pub max_attempt: Option<u32>,
+    /// `runner.json` `mcp.required_servers`: the `declared` servers of the operator's MCP
+    /// registry its runs need (each id once).
+    pub mcp_required_servers: Vec<String>,
     pub schemas: SchemaPaths,
     /// Declared artifacts, or those inferred from the output schema.
     pub artifacts: Vec<ArtifactSpec>,
@@ -265,6 +268,7 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
                 })?,
         ),
     };
+    let mcp_required_servers = mcp_required_servers(&runner)?;
     let schemas = schema_paths(&runner)?;
     let schema_docs = SchemaDocs::load(dir, &schemas)?;
 
@@ -300,6 +304,7 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
         effective_engines: effective,
         execution_modes,
         max_attempt,
+        mcp_required_servers,
         schemas,
         artifacts,
         entrypoint,
@@ -523,6 +528,45 @@ fn effective_engines(
         );
     }
     Ok(effective)
+}
+
+/// `runner.json` `mcp`: `{required_servers: [id, ...]}` (no other key), each id a non-empty
+/// string given once.
+fn mcp_required_servers(runner: &Map<String, Value>) -> Result<Vec<String>, InvalidSkill> {
+    let mcp = match runner.get("mcp") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Object(m)) => m,
+        Some(_) => return invalid("runner.json: 'mcp' must be an object"),
+    };
+    if let Some(other) = mcp.keys().find(|k| *k != "required_servers") {
+        return invalid(format!(
+            "runner.json: 'mcp.{other}' is not a setting; MCP servers are defined in the \
+             service's registry and a skill names the ones it needs in 'mcp.required_servers'"
+        ));
+    }
+    let Some(list) = mcp.get("required_servers") else {
+        return Ok(Vec::new());
+    };
+    let Some(items) = list.as_array() else {
+        return invalid("runner.json: 'mcp.required_servers' must be an array of server ids");
+    };
+    let mut ids: Vec<String> = Vec::new();
+    for item in items {
+        match item.as_str().map(str::trim) {
+            Some(id) if !id.is_empty() && !ids.iter().any(|i| i == id) => ids.push(id.to_owned()),
+            Some(id) if !id.is_empty() => {
+                return invalid(format!(
+                    "runner.json: 'mcp.required_servers' names '{id}' twice"
+                ));
+            }
+            _ => {
+                return invalid(format!(
+                    "runner.json: 'mcp.required_servers' holds {item}, not a server id"
+                ));
+            }
+        }
+    }
+    Ok(ids)
 }
 
 fn execution_modes(
@@ -893,7 +937,8 @@ mod tests {
                 Engine::Claude,
                 Engine::Opencode,
                 Engine::Qwen,
-                Engine::Kilo
+                Engine::Kilo,
+                Engine::Codebuddy
             ]
         );
         assert_eq!(
@@ -943,10 +988,26 @@ mod tests {
                 "overlap: codex",
             ),
             (
-                json!({"unsupport_engine": ["codex", "gemini", "iflow", "claude", "opencode", "qwen", "kilo"]}),
+                json!({"unsupport_engine": ["codex", "gemini", "iflow", "claude", "opencode", "qwen", "kilo", "codebuddy"]}),
                 "effective engines are empty",
             ),
             (json!({"engines": ["gpt"]}), "unknown engine \"gpt\""),
+            (
+                json!({"mcp": {"servers": {}}}),
+                "'mcp.servers' is not a setting",
+            ),
+            (
+                json!({"mcp": {"required_servers": "papers"}}),
+                "must be an array",
+            ),
+            (
+                json!({"mcp": {"required_servers": ["a", "a"]}}),
+                "names 'a' twice",
+            ),
+            (
+                json!({"mcp": {"required_servers": [""]}}),
+                "not a server id",
+            ),
             (json!({"engines": []}), "'engines' must not be empty"),
             (
                 json!({"execution_modes": []}),

@@ -108,6 +108,27 @@ pub trait EngineStore: Send + Sync {
     ) -> anyhow::Result<Option<Timestamp>>;
 
     async fn model_snapshots(&self) -> anyhow::Result<Vec<StoredSnapshot>>;
+
+    /// The MCP server registry: each server's definition and secret values (JSON texts), by
+    /// id.
+    async fn mcp_servers(&self) -> anyhow::Result<Vec<StoredMcpServer>>;
+
+    /// Creates or replaces the server `id`; true when it was created.
+    async fn put_mcp_server(&self, server: &StoredMcpServer) -> anyhow::Result<bool>;
+
+    /// Removes the server `id`; whether it was there.
+    async fn delete_mcp_server(&self, id: &str) -> anyhow::Result<bool>;
+}
+
+/// A server of the MCP registry as stored.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct StoredMcpServer {
+    pub server_id: String,
+    /// The definition without secret values (JSON).
+    pub definition: String,
+    /// The secret values by slot (JSON object); never shown.
+    pub secrets: String,
+    pub updated_at: Timestamp,
 }
 
 /// The engine store, one body for both backends: its statements use `$n` placeholders, which
@@ -225,6 +246,49 @@ macro_rules! engine_store {
                 .await?;
                 Ok(rows.into_iter().map(StoredSnapshot::from).collect())
             }
+
+            async fn mcp_servers(&self) -> anyhow::Result<Vec<StoredMcpServer>> {
+                let rows: Vec<StoredMcpServer> = sqlx::query_as(
+                    "SELECT server_id, definition, secrets, updated_at FROM mcp_servers
+                     ORDER BY server_id",
+                )
+                .fetch_all(&self.pool)
+                .await?;
+                Ok(rows)
+            }
+
+            async fn put_mcp_server(&self, server: &StoredMcpServer) -> anyhow::Result<bool> {
+                let $this = self;
+                let _turn = $turn;
+                let existed: Option<(String,)> =
+                    sqlx::query_as("SELECT server_id FROM mcp_servers WHERE server_id = $1")
+                        .bind(&server.server_id)
+                        .fetch_optional(&self.pool)
+                        .await?;
+                sqlx::query(
+                    "INSERT INTO mcp_servers (server_id, definition, secrets, updated_at)
+                     VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (server_id) DO UPDATE SET definition = excluded.definition,
+                         secrets = excluded.secrets, updated_at = excluded.updated_at",
+                )
+                .bind(&server.server_id)
+                .bind(&server.definition)
+                .bind(&server.secrets)
+                .bind(server.updated_at)
+                .execute(&self.pool)
+                .await?;
+                Ok(existed.is_none())
+            }
+
+            async fn delete_mcp_server(&self, id: &str) -> anyhow::Result<bool> {
+                let $this = self;
+                let _turn = $turn;
+                let deleted = sqlx::query("DELETE FROM mcp_servers WHERE server_id = $1")
+                    .bind(id)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(deleted.rows_affected() == 1)
+            }
         }
     };
 }
@@ -337,5 +401,26 @@ mod tests {
         );
     }
 
-    on_both_backends!(one_upgrade_at_a_time_and_snapshots_are_added_once);
+    async fn mcp_servers_are_put_replaced_and_deleted(store: Store) {
+        let server = |definition: &str| StoredMcpServer {
+            server_id: "papers".into(),
+            definition: definition.into(),
+            secrets: r#"{"env:TOKEN": "s"}"#.into(),
+            updated_at: Timestamp::now(),
+        };
+        assert!(store.mcp_servers().await.unwrap().is_empty());
+        assert!(store.put_mcp_server(&server("{\"v\": 1}")).await.unwrap());
+        assert!(!store.put_mcp_server(&server("{\"v\": 2}")).await.unwrap());
+        let all = store.mcp_servers().await.unwrap();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].definition, "{\"v\": 2}");
+        assert_eq!(all[0].secrets, r#"{"env:TOKEN": "s"}"#);
+        assert!(store.delete_mcp_server("papers").await.unwrap());
+        assert!(!store.delete_mcp_server("papers").await.unwrap());
+    }
+
+    on_both_backends!(
+        one_upgrade_at_a_time_and_snapshots_are_added_once,
+        mcp_servers_are_put_replaced_and_deleted
+    );
 }

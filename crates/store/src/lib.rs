@@ -27,7 +27,7 @@ mod jobs;
 mod postgres;
 mod recent;
 
-pub use engines::{EngineStore, StoredSnapshot, Upgrade, UpgradeResult};
+pub use engines::{EngineStore, StoredMcpServer, StoredSnapshot, Upgrade, UpgradeResult};
 pub use installs::{InstallPhase, InstallRequest, InstallStore};
 pub use interactions::*;
 pub use jobs::*;
@@ -416,6 +416,125 @@ pub(crate) mod tests {
         assert!(e.contains("this build expects"), "{e}");
         store.close().await;
         assert!(store.check().await.is_err(), "a closed store is not ready");
+    }
+
+    /// The migration that lets runs wait for a login rebuilds `runs`: a database of the
+    /// version before keeps every run (in its queue order), and the rows that refer to them
+    /// (the request's run, a question, a cache entry) still do.
+    #[tokio::test]
+    async fn the_waiting_auth_rebuild_keeps_runs_and_what_refers_to_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let earlier = dir.path().join("migrations");
+        std::fs::create_dir(&earlier).unwrap();
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/sqlite");
+        for entry in std::fs::read_dir(&source).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.as_str() < "0010" {
+                std::fs::copy(entry.path(), earlier.join(&name)).unwrap();
+            }
+        }
+        let path = dir.path().join("db.sqlite");
+        let options = SqliteConnectOptions::from_str("sqlite://")
+            .unwrap()
+            .filename(&path)
+            .create_if_missing(true)
+            .foreign_keys(true);
+        let pool = SqlitePool::connect_with(options).await.unwrap();
+        sqlx::migrate::Migrator::new(earlier.as_path())
+            .await
+            .unwrap()
+            .run(&pool)
+            .await
+            .unwrap();
+        let now = skill_runner_types::clock::Timestamp::now().to_string();
+        for (id, status) in [("r2", "queued"), ("r1", "waiting_user")] {
+            sqlx::query(
+                "INSERT INTO runs (run_id, request_id, skill_id, engine, skill_dir, status,
+                                   created_at, updated_at)
+                 VALUES (?, ?, 's', 'codex', '/s', ?, ?4, ?4)",
+            )
+            .bind(id)
+            .bind(format!("q-{id}"))
+            .bind(status)
+            .bind(&now)
+            .execute(&pool)
+            .await
+            .unwrap();
+            sqlx::query(
+                "INSERT INTO requests (request_id, kind, engine, upload_state, run_id,
+                                       created_at, updated_at)
+                 VALUES (?, 'job', 'codex', 'done', ?, ?3, ?3)",
+            )
+            .bind(format!("q-{id}"))
+            .bind(id)
+            .bind(&now)
+            .execute(&pool)
+            .await
+            .unwrap();
+        }
+        sqlx::query(
+            "INSERT INTO interactions (run_id, seq, interaction_id, turn, question, asked_at)
+             VALUES ('r1', 1, 7, 1, '{}', ?)",
+        )
+        .bind(&now)
+        .execute(&pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO cache_entries (cache_key, run_id, created_at) VALUES ('k', 'r2', ?)",
+        )
+        .bind(&now)
+        .execute(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+
+        let store = Sqlite::open(&path).await.unwrap();
+        store.check().await.unwrap();
+        let order: Vec<(String,)> = sqlx::query_as("SELECT run_id FROM runs ORDER BY rowid")
+            .fetch_all(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(order, [("r2".to_owned(),), ("r1".to_owned(),)]);
+        let linked: Vec<(String, Option<String>)> =
+            sqlx::query_as("SELECT request_id, run_id FROM requests ORDER BY request_id")
+                .fetch_all(&store.pool)
+                .await
+                .unwrap();
+        assert_eq!(
+            linked,
+            [
+                ("q-r1".to_owned(), Some("r1".to_owned())),
+                ("q-r2".to_owned(), Some("r2".to_owned()))
+            ]
+        );
+        assert_eq!(store.interactions("r1").await.unwrap().len(), 1);
+        let (entries,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM cache_entries")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(entries, 1);
+        let (fk_ok,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM pragma_foreign_key_check")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(fk_ok, 0);
+        assert!(
+            store
+                .await_auth("r2", skill_runner_types::clock::Timestamp::now())
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            store.run("r2").await.unwrap().unwrap().status,
+            RunStatus::WaitingAuth
+        );
+        // Foreign keys are on again: deleting a run takes its question with it.
+        sqlx::query("DELETE FROM runs WHERE run_id = 'r1'")
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        assert!(store.interactions("r1").await.unwrap().is_empty());
     }
 
     /// Two nodes of one database, and a run of each kind: `r1` (script), `r2` (an agent's),

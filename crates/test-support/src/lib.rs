@@ -1100,7 +1100,7 @@ impl FakeModel {
 /// A skill for agents: writes a report artifact and answers its summary.
 pub fn report_skill(id: &str) -> Package {
     skill_package(id, "1.0.0")
-        .runner(json!({"engines": ["codex", "gemini", "iflow", "claude", "opencode", "qwen", "kilo"],
+        .runner(json!({"engines": ["codex", "gemini", "iflow", "claude", "opencode", "qwen", "kilo", "codebuddy"],
                        "execution_modes": ["auto", "interactive"]}))
         .file(
             "SKILL.md",

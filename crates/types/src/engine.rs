@@ -33,13 +33,15 @@ pub enum Engine {
     Qwen,
     /// Kilo Code's CLI, an opencode fork.
     Kilo,
+    /// Tencent's CodeBuddy Code CLI, a Claude Code derivative.
+    Codebuddy,
     /// Runs the skill's own `entrypoint.script`; no model involved.
     Script,
 }
 
 impl Engine {
     /// Every engine, in the order they are listed to clients.
-    pub const ALL: [Engine; 8] = [
+    pub const ALL: [Engine; 9] = [
         Engine::Codex,
         Engine::Gemini,
         Engine::Iflow,
@@ -47,6 +49,7 @@ impl Engine {
         Engine::Opencode,
         Engine::Qwen,
         Engine::Kilo,
+        Engine::Codebuddy,
         Engine::Script,
     ];
 

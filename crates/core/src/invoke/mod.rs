@@ -254,6 +254,13 @@ impl Host {
                 if let Some(first) = problems.first() {
                     return Err(SkillError::invalid("parameter", first.to_string()));
                 }
+                if !manifest.mcp_required_servers.is_empty() {
+                    return Err(SkillError::invalid(
+                        "skill",
+                        "requires MCP servers (runner.json mcp.required_servers), which :invoke \
+                         does not give: run it as a job (POST /v1/jobs)",
+                    ));
+                }
                 let engine = engine.unwrap_or_else(|| manifest.default_engine());
                 let _slot = self.program_slot(skill, deadline).await?;
                 let scratch = Scratch::create(&self.scratch_dir, self.debug).await?;

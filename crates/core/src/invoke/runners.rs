@@ -108,6 +108,8 @@ pub async fn package(
 ) -> Result<Output, SkillError> {
     let turn = Turn {
         preamble: None,
+        // `:invoke` gives no MCP servers (a package that requires some is refused).
+        mcp: &[],
         skill,
         request_id: &scratch.id,
         folder: &scratch.folder,

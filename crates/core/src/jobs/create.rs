@@ -127,6 +127,7 @@ impl Jobs {
             RuntimeOptions::parse_request(body.runtime_options.as_ref()).map_err(Error::invalid)?;
         validation::execution_mode(&skill, &options)?;
         validation::hard_timeout(&options, self.config.limits.hard_timeout)?;
+        self.check_mcp(&skill, engine).await?;
         let list = self.model_list(engine, body.model.as_deref()).await;
         let engine_options = validation::model(engine, body.model.as_deref(), list.as_ref())?;
         let bound = self.check_reuse(&skill, &options, &body.input).await?;
@@ -152,6 +153,34 @@ impl Jobs {
             self.forget_secrets(&request_id).await;
         }
         recorded
+    }
+
+    /// Refuses a skill whose required MCP servers its run on `engine` could not get.
+    pub(super) async fn check_mcp(&self, skill: &SkillManifest, engine: Engine) -> Result<()> {
+        if skill.mcp_required_servers.is_empty() {
+            return Ok(());
+        }
+        match self.mcp_servers_for(skill, engine).await? {
+            Ok(_) => Ok(()),
+            Err(why) => Err(Error::invalid(serde_json::json!({
+                "code": "MCP_SERVER_UNAVAILABLE",
+                "message": format!("Skill '{}': {why}", skill.id),
+            }))),
+        }
+    }
+
+    /// The MCP servers a turn of `skill` on `engine` gets, or why it cannot get them.
+    pub(super) async fn mcp_servers_for(
+        &self,
+        skill: &SkillManifest,
+        engine: Engine,
+    ) -> Result<std::result::Result<Vec<crate::engines::mcp::TurnServer>, String>> {
+        if engine == Engine::Script {
+            return Ok(Ok(Vec::new()));
+        }
+        crate::mcp_registry::McpRegistry::new(self.store.clone())
+            .for_turn(skill, engine)
+            .await
     }
 
     /// Keeps a new request's secrets, if it has any; says whether it did.
@@ -465,6 +494,9 @@ impl Jobs {
         let engine = validation::engine(&skill, requested, &self.engines, self.waits_for_login())
             .map_err(Refusal::Fail)?;
         validation::execution_mode(&skill, &request.runtime_options).map_err(Refusal::Fail)?;
+        self.check_mcp(&skill, engine)
+            .await
+            .map_err(Refusal::Fail)?;
         let list = self.engines.models(engine).await;
         validation::model(engine, request.model.as_deref(), list.as_ref())
             .map_err(Refusal::Fail)?;

@@ -354,6 +354,14 @@ impl Jobs {
             .get(engine)
             .with_context(|| format!("engine {engine} has no adapter"))?
             .clone();
+        let mcp = match self.mcp_servers_for(&skill, engine).await? {
+            Ok(servers) => servers,
+            Err(why) => {
+                return Ok(TurnEnd::Ended(failed_without_result(format!(
+                    "MCP servers: {why}"
+                ))));
+            }
+        };
         let history = if run.interaction_count > 0 {
             self.history(run_id).await?
         } else {
@@ -372,6 +380,7 @@ impl Jobs {
             session: run.engine_session.as_deref(),
             model: request.model.as_deref(),
             preamble: secrets.preamble_prompt.as_deref().filter(|_| run.turn == 1),
+            mcp: &mcp,
         };
         let hard_timeout = options
             .hard_timeout_seconds

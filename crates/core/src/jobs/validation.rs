@@ -79,9 +79,16 @@ pub fn not_logged_in(engines: &Engines, engine: Engine) -> String {
                 .join(", ")
         })
         .unwrap_or_default();
+    let import = if files.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "import its login files ({files}) with POST \
+             /v1/management/engines/{engine}/auth/import, or "
+        )
+    };
     format!(
-        "Engine '{engine}' is not logged in: import its login files ({files}) with POST \
-         /v1/management/engines/{engine}/auth/import, or an API key with POST \
+        "Engine '{engine}' is not logged in: {import}import an API key with POST \
          /v1/management/engines/{engine}/auth/sessions {{\"auth_method\": \"api_key\"}}, or set \
          SKILL_RUNNER_{}_API_KEY",
         engine.as_str().to_ascii_uppercase()
