@@ -229,17 +229,13 @@ impl fmt::Debug for ApiTokens {
 /// Tokens shorter than this are refused: they could be guessed.
 const MIN_TOKEN_CHARS: usize = 16;
 
-/// Engines whose endpoint can be configured (`SKILL_RUNNER_<ENGINE>_BASE_URL`).
-const AGENT_ENGINES: [&str; 8] = [
-    "codex",
-    "gemini",
-    "iflow",
-    "claude",
-    "opencode",
-    "qwen",
-    "kilo",
-    "codebuddy",
-];
+/// Engines whose endpoint can be configured (`SKILL_RUNNER_<ENGINE>_BASE_URL`): the agents.
+fn agent_engines() -> impl Iterator<Item = &'static str> {
+    crate::engines::Engine::ALL
+        .into_iter()
+        .filter(|e| *e != crate::engines::Engine::Script)
+        .map(crate::engines::Engine::as_str)
+}
 
 impl Config {
     /// The configuration given by `args` (the words after `serve`) over `vars` (the
@@ -272,22 +268,18 @@ impl Config {
             agent_home: s.agent_home.unwrap_or_else(|| cache_dir.join("agent-home")),
             cache_dir,
             max_retries: s.engine_max_retries,
-            endpoints: AGENT_ENGINES
-                .iter()
+            endpoints: agent_engines()
                 .filter_map(|engine| {
                     let endpoint = Endpoint {
                         base_url: per_engine(engine, "BASE_URL"),
                         api_key: per_engine(engine, "API_KEY").map(SecretString::from),
                     };
                     (endpoint.base_url.is_some() || endpoint.api_key.is_some())
-                        .then(|| ((*engine).to_owned(), endpoint))
+                        .then(|| (engine.to_owned(), endpoint))
                 })
                 .collect(),
-            packages: AGENT_ENGINES
-                .iter()
-                .filter_map(|engine| {
-                    Some(((*engine).to_owned(), per_engine(engine, "NPM_PACKAGE")?))
-                })
+            packages: agent_engines()
+                .filter_map(|engine| Some((engine.to_owned(), per_engine(engine, "NPM_PACKAGE")?)))
                 .collect(),
             legacy_allowed: s.legacy_engines.unwrap_or_default(),
         };

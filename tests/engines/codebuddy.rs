@@ -6,7 +6,7 @@
 
 use skill_runner_test_support as common;
 
-use common::{folder_mentions, processes_in};
+use common::folder_mentions;
 use serde_json::{Value, json};
 
 use crate::stand_in::{Stand, arg_after};
@@ -107,23 +107,7 @@ async fn auto_job_writes_the_artifact_and_answers_json() {
 async fn interactive_job_resumes_the_same_session() {
     let stand = Stand::new("codebuddy");
     let server = stand.server("interactive", &ENDPOINT);
-    let rid = stand.start_job(&server, "interactive").await;
-    let path = format!("/v1/jobs/{rid}");
-    let status = server
-        .wait_status(&path, &["waiting_user", "failed", "succeeded"])
-        .await;
-    assert_eq!(status["status"], "waiting_user", "{status}");
-    let (_, pending) = server.get(&format!("{path}/interaction/pending")).await;
-    assert_eq!(pending["pending"]["prompt"], "Which colour, please?");
-    let (code, body) = server
-        .post_json(
-            &format!("{path}/interaction/reply"),
-            json!({"interaction_id": 1, "response": "teal-green"}),
-        )
-        .await;
-    assert_eq!(code, 200, "{body}");
-    let status = server.wait_job(&rid).await;
-    assert_eq!(status["status"], "succeeded", "{status}");
+    stand.answered_run(&server).await;
     let calls = stand.calls();
     assert_eq!(calls.len(), 2, "{calls:?}");
     assert_eq!(
@@ -150,25 +134,7 @@ async fn model_http_500_fails_with_what_the_cli_said() {
 
 #[tokio::test]
 async fn silent_cli_times_out_and_leaves_no_process() {
-    let stand = Stand::new("codebuddy");
-    let server = stand.server(
-        "hang",
-        &[
-            ENDPOINT[0],
-            ENDPOINT[1],
-            ("SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS", "2"),
-            ("SKILL_RUNNER_KILL_GRACE_SECONDS", "1"),
-        ],
-    );
-    let rid = stand.start_job(&server, "auto").await;
-    let status = server.wait_job(&rid).await;
-    assert_eq!(
-        (status["status"].as_str(), status["error"]["code"].as_str()),
-        (Some("failed"), Some("TIMEOUT")),
-        "{status}"
-    );
-    let left = processes_in(&server.run_dir(&status));
-    assert!(left.is_empty(), "processes left: {left:?}");
+    Stand::new("codebuddy").times_out(&ENDPOINT).await;
 }
 
 /// CodeBuddy has no login file the service knows: a run without a key waits in `waiting_auth`

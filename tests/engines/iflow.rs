@@ -4,7 +4,7 @@
 
 use skill_runner_test_support as common;
 
-use common::{folder_mentions, processes_in};
+use common::folder_mentions;
 use serde_json::{Value, json};
 
 use crate::stand_in::{Stand, arg_after};
@@ -111,28 +111,7 @@ async fn auto_job_with_an_endpoint() {
 async fn interactive_job_resumes_the_reported_session() {
     let stand = Stand::new("iflow");
     let server = stand.server("interactive", &ENDPOINT);
-    let rid = stand.start_job(&server, "interactive").await;
-    let status = server
-        .wait_status(
-            &format!("/v1/jobs/{rid}"),
-            &["waiting_user", "failed", "succeeded"],
-        )
-        .await;
-    assert_eq!(status["status"], "waiting_user", "{status}");
-    let (_, pending) = server
-        .get(&format!("/v1/jobs/{rid}/interaction/pending"))
-        .await;
-    assert_eq!(pending["pending"]["prompt"], "Which colour, please?");
-
-    let (code, body) = server
-        .post_json(
-            &format!("/v1/jobs/{rid}/interaction/reply"),
-            json!({"interaction_id": 1, "response": "teal-green"}),
-        )
-        .await;
-    assert_eq!(code, 200, "{body}");
-    let status = server.wait_job(&rid).await;
-    assert_eq!(status["status"], "succeeded", "{status}");
+    let rid = stand.answered_run(&server).await;
     let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
     assert_eq!(result["result"]["data"]["summary"], "wrote it");
 
@@ -216,25 +195,7 @@ async fn model_errors_fail_with_what_the_cli_said() {
 
 #[tokio::test]
 async fn a_silent_cli_times_out_and_leaves_no_process() {
-    let stand = Stand::new("iflow");
-    let server = stand.server(
-        "hang",
-        &[
-            ENDPOINT[0],
-            ENDPOINT[1],
-            ("SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS", "2"),
-            ("SKILL_RUNNER_KILL_GRACE_SECONDS", "1"),
-        ],
-    );
-    let rid = stand.start_job(&server, "auto").await;
-    let status = server.wait_job(&rid).await;
-    assert_eq!(
-        (status["status"].as_str(), status["error"]["code"].as_str()),
-        (Some("failed"), Some("TIMEOUT")),
-        "{status}"
-    );
-    let left = processes_in(&server.run_dir(&status));
-    assert!(left.is_empty(), "processes left: {left:?}");
+    Stand::new("iflow").times_out(&ENDPOINT).await;
 }
 
 /// Without a configured key the CLI uses the login in the agent home, lent to the run's home

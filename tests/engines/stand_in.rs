@@ -114,6 +114,51 @@ impl Stand {
     }
 }
 
+impl Stand {
+    /// An interactive run: it waits on the recorded question, the reply queues it, and it
+    /// succeeds. Returns the request id.
+    pub async fn answered_run(&self, server: &TestServer) -> String {
+        let rid = self.start_job(server, "interactive").await;
+        let path = format!("/v1/jobs/{rid}");
+        let status = server
+            .wait_status(&path, &["waiting_user", "failed", "succeeded"])
+            .await;
+        assert_eq!(status["status"], "waiting_user", "{status}");
+        let (_, pending) = server.get(&format!("{path}/interaction/pending")).await;
+        assert_eq!(pending["pending"]["prompt"], "Which colour, please?");
+        let (code, body) = server
+            .post_json(
+                &format!("{path}/interaction/reply"),
+                json!({"interaction_id": 1, "response": "teal-green"}),
+            )
+            .await;
+        assert_eq!(code, 200, "{body}");
+        let status = server.wait_job(&rid).await;
+        assert_eq!(status["status"], "succeeded", "{status}");
+        rid
+    }
+
+    /// A CLI that never answers: the run fails `TIMEOUT` after a 2 s hard timeout and leaves
+    /// no process behind.
+    pub async fn times_out(&self, endpoint: &[(&str, &str)]) {
+        let mut env = endpoint.to_vec();
+        env.extend([
+            ("SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS", "2"),
+            ("SKILL_RUNNER_KILL_GRACE_SECONDS", "1"),
+        ]);
+        let server = self.server("hang", &env);
+        let rid = self.start_job(&server, "auto").await;
+        let status = server.wait_job(&rid).await;
+        assert_eq!(
+            (status["status"].as_str(), status["error"]["code"].as_str()),
+            (Some("failed"), Some("TIMEOUT")),
+            "{status}"
+        );
+        let left = common::processes_in(&server.run_dir(&status));
+        assert!(left.is_empty(), "processes left: {left:?}");
+    }
+}
+
 /// The argument after `flag` in a recorded call.
 pub fn arg_after<'a>(call: &'a Value, flag: &str) -> Option<&'a str> {
     let argv = call["argv"].as_array().unwrap();

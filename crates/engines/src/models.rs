@@ -318,17 +318,11 @@ mod tests {
     #[test]
     fn bundled_snapshots_cover_every_agent_engine() {
         let all = bundled();
-        for engine in [
-            "codex",
-            "gemini",
-            "iflow",
-            "claude",
-            "opencode",
-            "qwen",
-            "kilo",
-            "codebuddy",
-        ] {
-            assert!(resolve(&all, engine, None).is_some(), "{engine}");
+        for engine in crate::Engine::ALL
+            .iter()
+            .filter(|e| **e != crate::Engine::Script)
+        {
+            assert!(resolve(&all, engine.as_str(), None).is_some(), "{engine}");
         }
     }
 }
