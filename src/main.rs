@@ -61,8 +61,22 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match cli.command.unwrap_or(Command::Serve { args: Vec::new() }) {
+    // Settings before any subcommand are `serve`'s, the default (`skill-runner --port 9000`).
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let setting_first = argv
+        .get(1)
+        .and_then(|a| a.to_str())
+        .is_some_and(|a| a.starts_with("--") && !matches!(a, "--help" | "--version"));
+    let command = if setting_first {
+        Command::Serve {
+            args: argv[1..].to_vec(),
+        }
+    } else {
+        Cli::parse()
+            .command
+            .unwrap_or(Command::Serve { args: Vec::new() })
+    };
+    match command {
         Command::Serve { args } => serve(&args),
         Command::Mcp { args } => mcp(&args),
         Command::Reaper => {
@@ -94,7 +108,7 @@ fn main() -> ExitCode {
 
 /// The environment handed over to this process (see `handover`), and the configuration it
 /// gives with `args`; the exit code when the process must stop instead.
-fn prepare(args: &[OsString]) -> Result<(BTreeMap<String, String>, Config), ExitCode> {
+fn prepare(name: &str, args: &[OsString]) -> Result<(BTreeMap<String, String>, Config), ExitCode> {
     use skill_runner::process::handover;
     // First start: drop the environment and come back with it handed over (see `handover`).
     let vars = match handover::receive() {
@@ -117,7 +131,7 @@ fn prepare(args: &[OsString]) -> Result<(BTreeMap<String, String>, Config), Exit
         return Err(ExitCode::FAILURE);
     }
     skill_runner_types::faults::configure(vars.get("SKILL_RUNNER_TEST_FAULTS").map(String::as_str));
-    let config = match configure(args, &vars) {
+    let config = match configure(name, args, &vars) {
         Ok(config) => config,
         Err(Refused::Help(text)) => {
             println!("{text}");
@@ -133,7 +147,7 @@ fn prepare(args: &[OsString]) -> Result<(BTreeMap<String, String>, Config), Exit
 
 fn serve(args: &[OsString]) -> ExitCode {
     skill_runner::process::return_large_allocations();
-    let (vars, config) = match prepare(args) {
+    let (vars, config) = match prepare("serve", args) {
         Ok(prepared) => prepared,
         Err(code) => return code,
     };
@@ -195,7 +209,7 @@ fn health() -> ExitCode {
 }
 
 fn mcp(args: &[OsString]) -> ExitCode {
-    let (_, config) = match prepare(args) {
+    let (_, config) = match prepare("mcp", args) {
         Ok(prepared) => prepared,
         Err(code) => return code,
     };
@@ -209,8 +223,12 @@ fn mcp(args: &[OsString]) -> ExitCode {
     }
 }
 
-fn configure(args: &[OsString], vars: &BTreeMap<String, String>) -> Result<Config, Refused> {
-    let mut config = Config::load(args, vars)?;
+fn configure(
+    name: &str,
+    args: &[OsString],
+    vars: &BTreeMap<String, String>,
+) -> Result<Config, Refused> {
+    let mut config = Config::load_for(name, args, vars)?;
     config.prepare_dirs().map_err(Refused::Invalid)?;
     config.self_exe = std::env::current_exe().ok();
     let landlock = skill_runner::process::sandbox::landlock_supported();

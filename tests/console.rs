@@ -250,6 +250,22 @@ fn browser_installs_a_package_and_previews_its_files() {
             ))
             .await;
         assert!(title.is_ok(), "the API reference renders the document");
+        // None of the viewer's cloud features; samples addressed to this service.
+        let shown: String = browser
+            .client
+            .execute("return document.body.innerText", vec![])
+            .await
+            .unwrap()
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        for cloud in ["Ask AI", "Generate MCP", "Deploy", "Developer Tools"] {
+            assert!(!shown.contains(cloud), "{cloud} on /docs:\n{shown}");
+        }
+        assert!(
+            shown.contains(&origin),
+            "the server URL is this service's:\n{shown}"
+        );
         browser.assert_clean(&origin).await;
         browser.close().await;
     });
@@ -951,4 +967,92 @@ fn browser_shows_agent_sessions() {
         browser.assert_clean(&server.url("")).await;
         browser.close().await;
     });
+}
+
+/// *Stop session* stops: a CLI that started a daemon leaving its process group (as Codex does)
+/// still ends the session within seconds, the daemon with it, and a new session starts.
+#[tokio::test]
+async fn stopping_a_terminal_session_ends_what_it_started() {
+    let agents = Agents::new();
+    let cli = agents.path("npm/bin/codex");
+    std::fs::write(
+        &cli,
+        "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'codex 0.170.0'; exit 0; fi\n\
+         setsid sleep 3131 &\necho \"daemon $!\"\n\
+         while IFS= read -r line; do echo \"you said: $line\"; done\n",
+    )
+    .unwrap();
+    common::agents::make_executable(&cli);
+    let server = agents.server(common::TestDirs::new(), &[]);
+    let start = || async {
+        client()
+            .post(server.url("/ui/engines/tui/session/start"))
+            .json(&json!({"engine": "codex"}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    let session = || async {
+        let state: serde_json::Value = client()
+            .get(server.url("/ui/engines/tui/session"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        state["session"].clone()
+    };
+    assert_eq!(start().await, 200);
+    // The daemon is up once its `setsid` ran: find it by what it runs.
+    let daemon = {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let found = std::fs::read_dir("/proc").unwrap().flatten().find_map(|p| {
+                let cmdline = std::fs::read(p.path().join("cmdline")).ok()?;
+                (cmdline == b"sleep\x003131\x00")
+                    .then(|| p.file_name().to_string_lossy().into_owned())
+            });
+            if let Some(pid) = found {
+                break pid;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the daemon never started"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    };
+    let stopped = client()
+        .post(server.url("/ui/engines/tui/session/stop"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stopped.status().as_u16(), 200);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while session().await["live"] != false {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the session stayed live"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    // Gone, or a zombie waiting to be reaped.
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{daemon}/status")).is_ok_and(|s| {
+            !s.lines()
+                .any(|l| l.starts_with("State:") && l.contains('Z'))
+        })
+    };
+    while alive() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon {daemon} outlived its session"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(start().await, 200, "a new session starts");
 }

@@ -31,6 +31,8 @@ pub struct SkillSummary {
     pub engines: Vec<Engine>,
     pub unsupport_engine: Vec<Engine>,
     pub effective_engines: Vec<Engine>,
+    /// The engine a job that names none runs on (`null` for a degraded skill).
+    pub default_engine: Option<Engine>,
     pub execution_modes: Vec<ExecutionMode>,
     /// When the skill folder last changed (an install or an update).
     pub installed_at: Option<Timestamp>,
@@ -97,6 +99,7 @@ pub(crate) fn summary(entry: &SkillEntry) -> SkillSummary {
             engines: m.engines.clone(),
             unsupport_engine: m.unsupport_engine.clone(),
             effective_engines: m.effective_engines.clone(),
+            default_engine: Some(m.default_engine()),
             execution_modes: m.execution_modes.clone(),
             installed_at,
             health: "healthy",
@@ -110,6 +113,7 @@ pub(crate) fn summary(entry: &SkillEntry) -> SkillSummary {
             engines: Vec::new(),
             unsupport_engine: Vec::new(),
             effective_engines: Vec::new(),
+            default_engine: None,
             execution_modes: Vec::new(),
             installed_at,
             health: "degraded",

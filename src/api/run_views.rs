@@ -36,7 +36,8 @@ pub struct RequestStatus {
     pub recovered_at: Option<Timestamp>,
     pub recovery_reason: Option<String>,
     pub warnings: Vec<String>,
-    /// `{code, message}` of a failed or canceled run.
+    /// `{code, message, hint}` of a failed or canceled run; `hint` says what to do about the
+    /// code (`null` for a skill's own code).
     #[schema(value_type = Option<Object>)]
     pub error: Option<Value>,
     /// How the run's latest turn was confined: `landlock`, `unavailable` (the kernel has no
@@ -62,16 +63,20 @@ pub struct RequestStatus {
 
 /// A request's state as the jobs routes show it, given its run (if any).
 pub fn request_status(request: Request, run: Option<Run>) -> RequestStatus {
+    let failure = |code: &Option<String>, message: &str| {
+        let hint = code.as_deref().and_then(crate::hints::for_code);
+        json!({"code": code, "message": message, "hint": hint})
+    };
     let (status, error) = match (&run, &request.error) {
         (Some(run), _) => (
             run.status,
             run.error_message
                 .as_ref()
-                .map(|m| json!({"code": run.error_code, "message": m})),
+                .map(|m| failure(&run.error_code, m)),
         ),
         (None, Some(message)) => (
             RunStatus::Failed,
-            Some(json!({"code": request.error_code, "message": message})),
+            Some(failure(&request.error_code, message)),
         ),
         // Waiting for its upload: the reference's clients expect `queued`, not 404.
         (None, None) => (RunStatus::Queued, None),

@@ -229,6 +229,17 @@ impl fmt::Debug for ApiTokens {
 /// Tokens shorter than this are refused: they could be guessed.
 const MIN_TOKEN_CHARS: usize = 16;
 
+/// The filter of `LOG_LEVEL`: the level for the service, with the libraries that would drown
+/// it at `debug` and `trace` (every SQL statement, every HTTP frame) kept at `warn` and `info`.
+fn level_filter(level: &str) -> String {
+    match level {
+        "debug" | "trace" => {
+            format!("{level},sqlx=warn,hyper=info,hyper_util=info,h2=info,rustls=info,reqwest=info")
+        }
+        _ => level.to_owned(),
+    }
+}
+
 /// Engines whose endpoint can be configured (`SKILL_RUNNER_<ENGINE>_BASE_URL`): the agents.
 fn agent_engines() -> impl Iterator<Item = &'static str> {
     crate::engines::Engine::ALL
@@ -243,7 +254,16 @@ impl Config {
     /// process. Each setting is parsed by [`Settings`]; what has no flag (secrets, per-engine
     /// families, the child environment) is read from `vars` here.
     pub fn load(args: &[OsString], vars: &BTreeMap<String, String>) -> Result<Self, Refused> {
-        let settings = Settings::parse(args, vars)?;
+        Self::load_for("serve", args, vars)
+    }
+
+    /// [`Self::load`] for the subcommand `name` (`serve` or `mcp`), whose help it shows.
+    pub fn load_for(
+        name: &str,
+        args: &[OsString],
+        vars: &BTreeMap<String, String>,
+    ) -> Result<Self, Refused> {
+        let settings = Settings::parse(name, args, vars)?;
         Self::from_settings(settings, vars).map_err(Refused::Invalid)
     }
 
@@ -347,9 +367,7 @@ impl Config {
             database_url: database_url(get("SKILL_RUNNER_DATABASE_URL"))?,
             traces,
             log_format: s.log_format,
-            log_filter: s
-                .log_filter
-                .unwrap_or_else(|| s.log_level.to_ascii_lowercase()),
+            log_filter: s.log_filter.unwrap_or_else(|| level_filter(&s.log_level)),
             package_limits: PackageLimits {
                 max_compressed_bytes: s.package_max_bytes,
                 max_uncompressed_bytes: s.package_max_uncompressed_bytes,
@@ -784,6 +802,19 @@ mod tests {
         assert_eq!(e.variable, "SKILL_RUNNER_BIND");
         let e = config(&[("LOG_FORMAT", "xml")]).unwrap_err();
         assert_eq!(e.variable, "LOG_FORMAT");
+        // A word that is not a level would be a filter enabling one unknown target only: no
+        // log at all.
+        let e = config(&[("LOG_LEVEL", "loud")]).unwrap_err();
+        assert_eq!(e.variable, "LOG_LEVEL");
+        assert!(e.to_string().contains("not a log level"), "{e}");
+        assert_eq!(config(&[("LOG_LEVEL", "WARN")]).unwrap().log_filter, "warn");
+        let debug = config(&[("LOG_LEVEL", "debug")]).unwrap().log_filter;
+        assert!(
+            debug.starts_with("debug,") && debug.contains("sqlx=warn"),
+            "{debug}"
+        );
+        let own = config(&[("LOG_LEVEL", "debug"), ("RUST_LOG", "skill_runner=trace")]);
+        assert_eq!(own.unwrap().log_filter, "skill_runner=trace");
         let e = config(&[("SKILL_RUNNER_PACKAGE_MAX_BYTES", "0")]).unwrap_err();
         assert_eq!(e.variable, "SKILL_RUNNER_PACKAGE_MAX_BYTES");
         let e = config(&[("SKILL_RUNNER_LEGACY_ENGINES", "gemini, codex")]).unwrap_err();

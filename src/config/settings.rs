@@ -89,8 +89,8 @@ pub struct Settings {
     /// Longest wait, in milliseconds, before finished spans are sent.
     #[arg(long, env = "OTEL_BSP_SCHEDULE_DELAY", default_value_t = 5000, value_parser = positive)]
     pub otel_bsp_schedule_delay: u64,
-    /// Log level (error, warn, info, debug, trace).
-    #[arg(long, env = "LOG_LEVEL", default_value = "info")]
+    /// Log level: error, warn, info, debug, trace or off.
+    #[arg(long, env = "LOG_LEVEL", default_value = "info", value_parser = log_level)]
     pub log_level: String,
     /// A full `tracing` filter; wins over LOG_LEVEL.
     #[arg(long, env = "RUST_LOG")]
@@ -342,9 +342,22 @@ pub enum Refused {
 
 impl Settings {
     /// The settings given by `args` (the words after `serve`) over the variables in `vars`.
-    pub fn parse(args: &[OsString], vars: &BTreeMap<String, String>) -> Result<Self, Refused> {
+    /// The settings of the subcommand `name` (`serve` or `mcp`, which take the same ones), from
+    /// `vars` and then `args`; its help when `args` asks for it.
+    pub fn parse(
+        name: &str,
+        args: &[OsString],
+        vars: &BTreeMap<String, String>,
+    ) -> Result<Self, Refused> {
         // Values are never shown: the process environment holds none of them, and some are secret.
-        let documented = Self::command().mut_args(|arg| arg.hide_env_values(true));
+        let mut documented = Self::command().mut_args(|arg| arg.hide_env_values(true));
+        if name == "mcp" {
+            documented = documented.name("skill-runner mcp").about(
+                "Serve the invocable skills as an MCP server over stdin and stdout (for MCP \
+                 clients that start their servers), logging on stderr. It takes the settings of \
+                 `serve`: each an environment variable or, for all but secrets, the flag shown.",
+            );
+        }
         let mut argv: Vec<OsString> = vec!["skill-runner serve".into()];
         let mut from_vars = BTreeMap::new();
         for arg in documented.get_arguments() {
@@ -535,6 +548,17 @@ fn otlp_protocol(raw: &str) -> Result<OtlpProtocol, String> {
         "grpc" => Err("grpc is not built in: use http/protobuf (port 4318)".into()),
         _ => Err(format!(
             "'{raw}' is not an OTLP protocol (expected http/protobuf or http/json)"
+        )),
+    }
+}
+
+fn log_level(raw: &str) -> Result<String, String> {
+    let level = raw.trim().to_ascii_lowercase();
+    match level.as_str() {
+        "error" | "warn" | "info" | "debug" | "trace" | "off" => Ok(level),
+        _ => Err(format!(
+            "'{raw}' is not a log level (expected error, warn, info, debug, trace or off; a \
+             full filter goes in RUST_LOG)"
         )),
     }
 }

@@ -39,8 +39,9 @@ async fn file_input_and_parameter_run_to_success_with_result_artifacts_bundle_an
     let (_, before) = server.get(&format!("/v1/jobs/{rid}")).await;
     assert_eq!(before["status"], "queued");
 
-    // A zip without the required file is accepted and its run fails naming it, as the
-    // reference's documents say; the request does not wait for another upload.
+    // A zip without the required file is refused, naming the input, the entry expected and
+    // what the zip held; the request waits for a proper upload. The file may also be named by
+    // its path in the zip (the reference's v0.7 way).
     let (code, other) = server
         .post_json(
             "/v1/jobs",
@@ -50,15 +51,36 @@ async fn file_input_and_parameter_run_to_success_with_result_artifacts_bundle_an
     assert_eq!(code, 200, "{other}");
     let other = other["request_id"].as_str().unwrap();
     let (code, missing) = server.upload_inputs(other, vec![("other.txt", b"x")]).await;
-    assert_eq!(code, 200, "{missing}");
-    assert_eq!(missing["status"], "queued");
-    let failed = server.wait_job(other).await;
-    assert_eq!(failed["status"], "failed", "{failed}");
-    let message = failed["error"]["message"].as_str().unwrap();
-    assert!(
-        message.starts_with("Input validation failed") && message.contains("doc"),
-        "{failed}"
+    assert_eq!(code, 400, "{missing}");
+    assert_eq!(
+        missing["detail"]["code"], "UPLOAD_INPUT_MISSING",
+        "{missing}"
     );
+    let message = missing["detail"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("input 'doc'") && message.contains("holds: other.txt"),
+        "{message}"
+    );
+    let (code, fixed) = server
+        .upload_inputs(other, vec![("doc", b"the document")])
+        .await;
+    assert_eq!(code, 200, "the request still waits for its upload: {fixed}");
+    assert_eq!(server.wait_job(other).await["status"], "succeeded");
+    let (code, named) = server
+        .post_json(
+            "/v1/jobs",
+            json!({"skill_id": "probe", "input": {"text": "v0.7", "doc": "papers/a.txt"},
+                   "parameter": {"mode": "ok"}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{named}");
+    let named = named["request_id"].as_str().unwrap();
+    let (code, up) = server
+        .upload_inputs(named, vec![("papers/a.txt", b"by its path")])
+        .await;
+    assert_eq!(code, 200, "{up}");
+    let done = server.wait_job(named).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
 
     let (code, uploaded) = server
         .upload_inputs(rid, vec![("doc", "Grüße, document\n".as_bytes())])
@@ -361,9 +383,10 @@ async fn create_validation_matches_the_reference() {
         body["detail"].as_str().unwrap().contains("takes no model"),
         "{body}"
     );
-    let (code, body) =
-        post(json!({"skill_id": "optional", "parameter": {"mode": "ok"}, "input": {"doc": "x"}}))
-            .await;
+    let (code, body) = post(
+        json!({"skill_id": "optional", "parameter": {"mode": "ok"}, "input": {"doc": "../x"}}),
+    )
+    .await;
     assert_eq!(code, 400);
     assert!(
         body["detail"]
@@ -1145,7 +1168,8 @@ async fn temporary_skill_runs_run_once_and_leave_nothing() {
     assert_eq!(
         status["error"],
         json!({"code": "SKILL_EXECUTION_MODE_UNSUPPORTED",
-               "message": "Skill 'tmp-probe' does not support execution_mode 'interactive'"}),
+               "message": "Skill 'tmp-probe' does not support execution_mode 'interactive'",
+               "hint": null}),
         "{status}"
     );
 

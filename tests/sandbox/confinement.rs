@@ -359,3 +359,112 @@ async fn a_store_failure_after_spawn_fails_the_run_and_kills_its_group() {
     assert_eq!(status["error"]["code"], "INTERNAL_ERROR", "{status}");
     common::assert_nothing_runs_in(&server.run_dir(&status));
 }
+
+/// A skill whose entrypoint is `[program]`, answering a summary.
+fn runs(id: &str, program: &str) -> common::Package {
+    skill_package(id, "1.0.0").runner(json!({
+        "entrypoint": {"script": [program]},
+        "artifacts": [],
+    }))
+}
+
+/// A program name the sandbox resolves elsewhere than PATH does is never silent: with another
+/// match on PATH the run uses it and says so in its warnings (what to add to
+/// SKILL_RUNNER_SANDBOX_READ_PATHS); with none it fails COMMAND_NOT_FOUND saying the same; once
+/// the folder is lent, the first match runs. A program found nowhere fails with the shell's
+/// words and a hint.
+#[tokio::test]
+async fn a_program_the_sandbox_hides_is_named_and_a_missing_one_has_a_hint() {
+    let tools = tempfile::tempdir().unwrap();
+    let shims = tools.path().join("shims");
+    std::fs::create_dir(&shims).unwrap();
+    let answer = "#!/bin/sh\necho '{\"summary\": \"from the shim\"}'\n";
+    for name in ["sh", "only-here"] {
+        let path = shims.join(name);
+        std::fs::write(&path, answer).unwrap();
+        common::agents::make_executable(&path);
+    }
+    let path = format!("{}:/usr/bin:/bin", shims.display());
+    let skills = [
+        runs("shadowed", "sh"),
+        runs("hidden", "only-here"),
+        runs("absent", "no-such-tool-x1"),
+    ];
+    let server = TestServer::with_skills(&skills, &[("PATH", &path)]);
+    let run = |id: &'static str| {
+        let server = &server;
+        async move {
+            let rid = server.create_job(json!({"skill_id": id})).await;
+            server.wait_job(&rid).await
+        }
+    };
+
+    // `sh` is the shim first on PATH; the sandbox runs /usr/bin/sh, and the run says so.
+    let status = run("shadowed").await;
+    assert_eq!(status["sandbox_status"], "landlock", "{status}");
+    assert_eq!(
+        status["status"], "failed",
+        "/usr/bin/sh has no such script: {status}"
+    );
+    let warnings = status["warnings"].to_string();
+    assert!(warnings.contains("PROGRAM_OUTSIDE_SANDBOX"), "{status}");
+    assert!(
+        warnings.contains(&format!("add {}", tools.path().display())),
+        "{status}"
+    );
+
+    let status = run("hidden").await;
+    assert_eq!(status["error"]["code"], "COMMAND_NOT_FOUND", "{status}");
+    let message = status["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("SKILL_RUNNER_SANDBOX_READ_PATHS"),
+        "{message}"
+    );
+    assert!(
+        status["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("SKILL_RUNNER_SANDBOX_READ_PATHS")
+    );
+
+    let status = run("absent").await;
+    assert_eq!(status["error"]["code"], "COMMAND_NOT_FOUND", "{status}");
+    assert!(
+        status["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("exited with code 127"),
+        "{status}"
+    );
+    assert!(status["error"]["hint"].is_string(), "{status}");
+    // The console's run page says what to do.
+    let page = common::client()
+        .get(server.url(&format!(
+            "/ui/runs/{}",
+            status["request_id"].as_str().unwrap()
+        )))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains(r#"id="run-hint""#), "{page}");
+    assert!(page.contains("SKILL_RUNNER_SANDBOX_READ_PATHS"), "{page}");
+
+    // Lent, the first match is the one that runs.
+    let lent = TestServer::with_skills(
+        &skills,
+        &[
+            ("PATH", &path),
+            (
+                "SKILL_RUNNER_SANDBOX_READ_PATHS",
+                tools.path().to_str().unwrap(),
+            ),
+        ],
+    );
+    let rid = lent.create_job(json!({"skill_id": "hidden"})).await;
+    let status = lent.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    assert_eq!(status["warnings"], json!([]), "{status}");
+}

@@ -101,6 +101,22 @@ fn every_setting_is_also_a_flag_that_wins_and_help_lists_the_variables() {
         assert!(help.contains(variable), "{variable} in {help}");
     }
     assert!(!help.contains("hunter2"), "no value is shown");
+
+    // `mcp` takes the same settings, and its help says it is `mcp`.
+    let out = run_with_env(&["mcp", "--help"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert!(help.contains("skill-runner mcp"), "{help}");
+    assert!(help.contains("MCP server over stdin and stdout"), "{help}");
+    assert!(
+        help.contains("[env: SKILL_RUNNER_MAX_QUEUE_SIZE]"),
+        "{help}"
+    );
+    // Settings before any subcommand are serve's.
+    let out = run_with_env(&["--max-queue-size=0"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("--max-queue-size: '0'"), "{stderr}");
 }
 
 /// `docs/configuration.md` and the settings agree: every variable `serve --help` names has a

@@ -8,6 +8,7 @@
 //! - [`mcp_registry`]: the operator's MCP servers, and those a job's turn gets.
 //! - [`tool_defs`]: skills as tool definitions; [`browse`]: reading a run's files.
 //! - [`engine_login`]: logging engines in through the API; runs waiting for a login.
+//! - [`hints`]: what to do about each failure code.
 //! - [`disk_space`]: the reserve that lets runs be recorded on a full volume.
 //!
 //! Operations answer with [`error::Error`], a domain error the server maps to HTTP.
@@ -17,6 +18,7 @@ pub mod config;
 pub mod disk_space;
 pub mod engine_login;
 pub mod error;
+pub mod hints;
 pub mod invoke;
 pub mod jobs;
 pub mod mcp_registry;

@@ -108,6 +108,10 @@ pub struct Plan<'a> {
 
 /// The failure code of a turn that failed because the data volume filled up under it.
 pub const DISK_FULL: &str = "DISK_FULL";
+/// The shell could not find a program (exit 127), or the sandbox hides the one on `PATH`.
+pub const COMMAND_NOT_FOUND: &str = "COMMAND_NOT_FOUND";
+/// The shell found a program it could not start (exit 126).
+pub const COMMAND_NOT_EXECUTABLE: &str = "COMMAND_NOT_EXECUTABLE";
 
 /// A bound on a run's stdout log, and what sets it (for the failure's message).
 #[derive(Debug, Clone, Copy)]
@@ -172,6 +176,17 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
         }
     }
     let program = spec.argv.first().cloned().unwrap_or_default();
+    // A program the sandbox finds elsewhere than PATH does: said, never silent.
+    let outside = plan.supervisor.program_outside_sandbox(&spec);
+    if let Some(outside) = outside.as_ref().filter(|o| o.runs.is_none()) {
+        return Ok(Outcome::Failed {
+            envelope: Envelope::default(),
+            code: Some(COMMAND_NOT_FOUND),
+            message: outside.explain(),
+            stderr: None,
+        });
+    }
+    let sandbox_note = outside.map(|o| format!("PROGRAM_OUTSIDE_SANDBOX: {}", o.explain()));
     let secrets = spec.secrets.clone();
     if let Some(prompt) = &prompt {
         folder.append_prompt(turn.number, prompt).await?;
@@ -223,6 +238,7 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
     drop(login);
     let mut envelope = Envelope {
         artifacts: list_artifacts(folder).await?,
+        warnings: sandbox_note.into_iter().collect(),
         ..Envelope::default()
     };
     let reading = plan.adapter.read(&stdout, &stderr);
@@ -290,7 +306,21 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
                     message: failure.message,
                     stderr: Some(stderr),
                 },
-                None => failed(envelope, exit.describe(), Some(stderr)),
+                None => match exit {
+                    Exit::Exited {
+                        code: Some(c @ (126 | 127)),
+                    } => Outcome::Failed {
+                        code: Some(if c == 127 {
+                            COMMAND_NOT_FOUND
+                        } else {
+                            COMMAND_NOT_EXECUTABLE
+                        }),
+                        message: not_started(&program, c, &stderr),
+                        envelope,
+                        stderr: Some(stderr),
+                    },
+                    _ => failed(envelope, exit.describe(), Some(stderr)),
+                },
             });
         }
     }
@@ -348,6 +378,26 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
     Ok(Outcome::Succeeded(envelope))
 }
 
+/// What exit code 127 (not found) or 126 (not executable) of `program` means, with the first
+/// line its stderr says (`sh: 1: python3: not found`).
+fn not_started(program: &str, code: i32, stderr: &str) -> String {
+    let said = stderr
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map_or_else(String::new, |l| format!(" ({l})"));
+    let what = if code == 127 {
+        "a command it ran was not found"
+    } else {
+        "a command it ran could not be started"
+    };
+    format!(
+        "'{program}' exited with code {code}: {what}{said}. Inside the sandbox only the system, \
+         the skill, the run folder and SKILL_RUNNER_SANDBOX_READ_PATHS can be read: install the \
+         command there, or add its folder to SKILL_RUNNER_SANDBOX_READ_PATHS"
+    )
+}
+
 fn failed(envelope: Envelope, message: String, stderr: Option<String>) -> Outcome {
     Outcome::Failed {
         envelope,
@@ -366,20 +416,45 @@ pub fn input_problems(skill: &SkillManifest, input: &Value, parameter: &Value) -
     problems
 }
 
-/// Inline inputs plus each uploaded file input as its absolute path in the workspace
-/// (`uploads/<key>`).
+/// Inline inputs plus each uploaded file input as its absolute path in the workspace.
 pub fn resolved_input(skill: &SkillManifest, inline: &Value, folder: &RunFolder) -> Value {
     let mut input = match inline {
         Value::Object(m) => m.clone(),
         _ => Map::new(),
     };
+    let uploads = folder.uploads();
     for (key, source) in skill.input_sources() {
-        let path = folder.uploads().join(&key);
-        if source == InputSource::File && path.is_file() {
+        if source != InputSource::File {
+            continue;
+        }
+        if let Some(path) = uploaded_file(&uploads, &key, input.get(&key)) {
             input.insert(key, Value::String(path.to_string_lossy().into_owned()));
         }
     }
     Value::Object(input)
+}
+
+/// Where the file input `key` is among the `uploads`: at the path the request's `input` names
+/// for it (relative to `uploads/`, the reference's v0.7 way), else at `uploads/<key>` (the
+/// earlier way); `None` when neither is a file.
+pub fn uploaded_file(
+    uploads: &std::path::Path,
+    key: &str,
+    named: Option<&Value>,
+) -> Option<std::path::PathBuf> {
+    let named = named
+        .and_then(Value::as_str)
+        .map(std::path::Path::new)
+        .filter(|p| {
+            p.is_relative()
+                && p.components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)))
+        })
+        .map(|p| uploads.join(p));
+    named
+        .into_iter()
+        .chain([uploads.join(key)])
+        .find(|p| crate::run_folder::is_plain_file(p))
 }
 
 /// The files under the workspace's `artifacts/`, as `artifacts/<path>`, sorted: regular files

@@ -19,6 +19,7 @@ pub const CREDENTIALS: &[&str] = &[".claude/.credentials.json"];
 pub const CLI: Cli = Cli {
     program: "claude",
     package: PACKAGE,
+    pinned: Some("2.1.329"),
     credentials: CREDENTIALS,
     hosts: &["api.anthropic.com:443", "console.anthropic.com:443"],
 };

@@ -27,6 +27,7 @@ pub const PACKAGE: &str = "@tencent-ai/codebuddy-code";
 pub const CLI: Cli = Cli {
     program: "codebuddy",
     package: PACKAGE,
+    pinned: None,
     credentials: &[],
     hosts: &["www.codebuddy.ai:443", "copilot.tencent.com:443"],
 };

@@ -23,6 +23,7 @@ pub const CREDENTIALS: &[&str] = &[".codex/auth.json"];
 pub const CLI: Cli = Cli {
     program: "codex",
     package: PACKAGE,
+    pinned: Some("0.169.0"),
     credentials: CREDENTIALS,
     hosts: &[
         "api.openai.com:443",

@@ -24,6 +24,7 @@ pub const CREDENTIALS: &[&str] = &[".gemini/oauth_creds.json", ".gemini/google_a
 pub const CLI: Cli = Cli {
     program: "gemini",
     package: PACKAGE,
+    pinned: Some("0.61.0"),
     credentials: CREDENTIALS,
     hosts: &[
         "generativelanguage.googleapis.com:443",

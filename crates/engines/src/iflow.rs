@@ -29,6 +29,7 @@ pub const PACKAGE: &str = "@iflow-ai/iflow-cli";
 pub const CLI: Cli = Cli {
     program: "iflow",
     package: PACKAGE,
+    pinned: None,
     credentials: CREDENTIALS,
     hosts: &["apis.iflow.cn:443", "iflow.cn:443"],
 };

@@ -101,11 +101,27 @@ pub struct Reading {
 pub struct Cli {
     pub program: &'static str,
     pub package: &'static str,
+    /// The version this build is tested with, which an upgrade installs unless
+    /// `SKILL_RUNNER_<ENGINE>_NPM_PACKAGE` names another; `None` when the package is not on the
+    /// public npm registry (only an operator's spec installs it).
+    pub pinned: Option<&'static str>,
     /// Paths relative to a home (`~`), e.g. `.codex/auth.json`.
     pub credentials: &'static [&'static str],
     /// The `host:port`s the CLI talks to by default (its provider's model API and login);
     /// a configured `SKILL_RUNNER_<ENGINE>_BASE_URL` replaces them with that one endpoint.
     pub hosts: &'static [&'static str],
+}
+
+impl Cli {
+    /// The npm spec an upgrade installs: the operator's, else the pinned version; `None` when
+    /// neither exists.
+    pub fn install_spec(&self, config: &EngineConfig, engine: Engine) -> Option<String> {
+        config
+            .packages
+            .get(engine.as_str())
+            .cloned()
+            .or_else(|| self.pinned.map(|v| format!("{}@{v}", self.package)))
+    }
 }
 
 /// Every agent CLI.

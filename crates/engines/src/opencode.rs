@@ -48,6 +48,7 @@ pub const OPENCODE: Flavor = Flavor {
     cli: Cli {
         program: "opencode",
         package: "opencode-ai",
+        pinned: Some("1.18.33"),
         // The provider keys and logins of `opencode auth login`.
         credentials: &[".local/share/opencode/auth.json"],
         hosts: &[
@@ -76,6 +77,8 @@ pub const KILO: Flavor = Flavor {
     cli: Cli {
         program: "kilo",
         package: "@kilocode/cli",
+        // 7.8.1 ships no linux-x64 program on the registry.
+        pinned: Some("7.7.7"),
         credentials: &[".local/share/kilo/auth.json"],
         hosts: &[
             "api.kilo.ai:443",

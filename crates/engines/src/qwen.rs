@@ -21,6 +21,7 @@ pub const CREDENTIALS: &[&str] = &[".qwen/oauth_creds.json"];
 pub const CLI: Cli = Cli {
     program: "qwen",
     package: PACKAGE,
+    pinned: Some("0.24.4"),
     credentials: CREDENTIALS,
     hosts: &[
         "dashscope.aliyuncs.com:443",

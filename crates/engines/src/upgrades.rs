@@ -1,8 +1,11 @@
 //! Engine CLI upgrades: `npm install` of each CLI's package into the managed npm prefix, one
 //! request at a time, recorded in the store with each engine's status, output and error.
 //!
-//! The package installed is `<package>@latest` unless `SKILL_RUNNER_<ENGINE>_NPM_PACKAGE` names
-//! another npm spec (a pinned version, a tarball, a mirror's URL). An upgrade under way when the
+//! The package installed is the version this build is tested with (`<package>@<pinned>`)
+//! unless `SKILL_RUNNER_<ENGINE>_NPM_PACKAGE` names another npm spec (`<package>@latest`, a
+//! tarball, a mirror's URL). A CLI that is not on the public registry (iflow, codebuddy) is
+//! upgraded only with such a spec: `all` leaves it out otherwise. npm's warning that a package
+//! wants a newer Node.js (`EBADENGINE`) becomes a warning of the engine's result. An upgrade under way when the
 //! service stops is marked failed at the next start; nothing waits for it.
 
 use std::path::{Path, PathBuf};
@@ -79,7 +82,11 @@ impl Upgrader {
             Scope::Single(engine) => vec![engine],
             Scope::All => Engine::ALL
                 .into_iter()
-                .filter(|e| self.engines.cli(*e).is_some())
+                .filter(|e| {
+                    self.engines
+                        .cli(*e)
+                        .is_some_and(|cli| cli.install_spec(self.engines.config(), *e).is_some())
+                })
                 .collect(),
         };
         let now = Timestamp::now();
@@ -186,11 +193,23 @@ impl Work {
                 .cli(*engine)
                 .expect("upgrade targets have a CLI");
             let config = self.engines.config();
-            let spec = config
-                .packages
-                .get(&key)
-                .cloned()
-                .unwrap_or_else(|| format!("{}@latest", cli.package));
+            let Some(spec) = cli.install_spec(config, *engine) else {
+                results.insert(
+                    key.clone(),
+                    UpgradeResult {
+                        status: TaskStatus::Failed,
+                        error: Some(format!(
+                            "{} is not on the public npm registry: set \
+                             SKILL_RUNNER_{}_NPM_PACKAGE to a spec npm can install (a tarball, \
+                             a mirror's URL)",
+                            cli.package,
+                            key.to_ascii_uppercase()
+                        )),
+                        ..UpgradeResult::queued()
+                    },
+                );
+                continue;
+            };
             let result = npm_install(
                 &self.supervisor,
                 &self.stopping,
@@ -233,6 +252,7 @@ async fn npm_install(
         stdout,
         stderr,
         error: Some(error),
+        warnings: Vec::new(),
     };
     let folder = logs.parent().unwrap_or(logs).to_path_buf();
     if let Err(e) = tokio::fs::create_dir_all(&folder).await {
@@ -298,15 +318,63 @@ async fn npm_install(
         Exit::Canceled => Some(INTERRUPTED.into()),
         other => Some(format!("Upgrade command failed: {}", other.describe())),
     };
+    let warnings = node_too_old(&stderr);
     match error {
         None => UpgradeResult {
             status: TaskStatus::Succeeded,
             stdout,
             stderr,
             error: None,
+            warnings,
         },
-        Some(error) => failed(error, stdout, stderr),
+        Some(error) => UpgradeResult {
+            warnings,
+            ..failed(error, stdout, stderr)
+        },
     }
+}
+
+/// npm's `EBADENGINE` warnings as sentences: which package wants which Node.js, and which this
+/// server has (the CLI may then fail to start).
+fn node_too_old(stderr: &str) -> Vec<String> {
+    let value = |line: &str, key: &str| {
+        let rest = line.trim().strip_prefix(key)?;
+        Some(
+            rest.trim()
+                .trim_end_matches(',')
+                .trim_matches(|c| c == '\'' || c == '"')
+                .to_owned(),
+        )
+    };
+    let mut warnings = Vec::new();
+    let mut lines = stderr.lines();
+    while let Some(line) = lines.next() {
+        if !line.contains("EBADENGINE Unsupported engine") {
+            continue;
+        }
+        let (mut package, mut required, mut current) = (None, None, None);
+        for next in lines.by_ref() {
+            let next = next.split("EBADENGINE").last().unwrap_or(next);
+            if let Some(p) = value(next, "package:") {
+                package = Some(p);
+            } else if let Some(r) = value(next, "required:") {
+                required = Some(r);
+            } else if let Some(c) = value(next, "current:") {
+                current = Some(c);
+            }
+            if next.trim() == "}" {
+                break;
+            }
+        }
+        warnings.push(format!(
+            "npm: {} wants {} but this server has {}: the CLI may fail to start; install a \
+             newer Node.js",
+            package.as_deref().unwrap_or("a package"),
+            required.as_deref().unwrap_or("another Node.js"),
+            current.as_deref().unwrap_or("an older one"),
+        ));
+    }
+    warnings
 }
 
 /// The upgrade a request body asks for, or which field is wrong and why.
@@ -337,6 +405,41 @@ pub fn scope(mode: &str, engine: Option<&str>) -> Result<Scope, (&'static str, S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn npm_engine_warnings_become_sentences() {
+        let stderr = "npm warn EBADENGINE Unsupported engine {
+npm warn EBADENGINE   package: '@anthropic-ai/claude-code@2.1.329',
+npm warn EBADENGINE   required: { node: '>=22.0.0' },
+npm warn EBADENGINE   current: { node: 'v20.19.2', npm: '10.8.2' }
+npm warn EBADENGINE }
+added 3 packages";
+        let warnings = super::node_too_old(stderr);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains("@anthropic-ai/claude-code@2.1.329 wants { node: '>=22.0.0' }"),
+            "{warnings:?}"
+        );
+        assert!(warnings[0].contains("v20.19.2"), "{warnings:?}");
+        assert!(super::node_too_old("added 1 package").is_empty());
+    }
+
+    /// The pins upgrades install are the ones the test setup installs.
+    #[test]
+    fn pins_match_the_install_script() {
+        let script = include_str!("../../../scripts/install-agent-clis.sh");
+        for cli in crate::AGENT_CLIS {
+            let line = cli.pinned.map(|v| format!("\"{}@{v}\"", cli.package));
+            match line {
+                Some(line) => assert!(script.contains(&line), "{line} in install-agent-clis.sh"),
+                None => assert!(
+                    !script.contains(&format!("\"{}@", cli.package)),
+                    "{}",
+                    cli.package
+                ),
+            }
+        }
+    }
 
     #[test]
     fn request_bodies_name_the_wrong_field() {

@@ -21,6 +21,8 @@ struct ResultPage {
     status: String,
     data: String,
     error: Option<String>,
+    /// What to do about the error's code.
+    hint: Option<String>,
     warnings: Vec<String>,
     artifacts: Vec<String>,
 }
@@ -46,13 +48,18 @@ pub async fn result(State(client): State<Shared>, Path(request_id): Path<String>
     {
         tracing::debug!(request_id, error = %e, "result not recorded");
     }
-    let error = result.get("error").filter(|e| !e.is_null()).map(|e| {
+    let failure = result.get("error").filter(|e| !e.is_null());
+    let error = failure.map(|e| {
         let message = text(e, "message");
         match e.get("code").and_then(Value::as_str) {
             Some(code) => format!("{code}: {message}"),
             None => message,
         }
     });
+    let hint = failure
+        .and_then(|e| e.get("hint"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     let list = |key: &str| -> Vec<String> {
         result[key]
             .as_array()
@@ -65,6 +72,7 @@ pub async fn result(State(client): State<Shared>, Path(request_id): Path<String>
         status: text(result, "status"),
         data: serde_json::to_string_pretty(&result["data"]).unwrap_or_default(),
         error,
+        hint,
         warnings: list("validation_warnings"),
         artifacts: list("artifacts"),
         request_id,

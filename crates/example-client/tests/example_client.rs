@@ -80,6 +80,17 @@ async fn a_generated_form_creates_the_run_and_uploads_its_file() {
     ] {
         assert!(form.contains(control), "{control} missing in\n{form}");
     }
+    // The skill's own default engine comes first, so it is the one selected.
+    let picker = form
+        .split(r#"<select name="engine" required>"#)
+        .nth(1)
+        .unwrap();
+    assert!(
+        picker
+            .trim_start()
+            .starts_with(r#"<option value="script">"#),
+        "{picker}"
+    );
 
     let wrong = reqwest::multipart::Form::new()
         .text("engine", "script")

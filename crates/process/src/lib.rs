@@ -123,6 +123,47 @@ pub struct Launch {
     pub run_uids: Option<run_uids::RunUids>,
 }
 
+/// A program name the sandbox resolves elsewhere than `PATH` does
+/// ([`Supervisor::program_outside_sandbox`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgramOutside {
+    pub program: String,
+    /// The first match on `PATH`, which confined processes cannot read.
+    pub first: PathBuf,
+    /// The match that runs instead, if any.
+    pub runs: Option<PathBuf>,
+}
+
+impl ProgramOutside {
+    /// Why, and what to do: a folder to add to `SKILL_RUNNER_SANDBOX_READ_PATHS`.
+    pub fn explain(&self) -> String {
+        // The folder to lend: for a shim or a bin folder of a tool's home (`~/.pyenv/shims`),
+        // the home (`~/.pyenv`), whose versions the shim starts.
+        let dir = self.first.parent().unwrap_or(Path::new("/"));
+        let lend = match dir.file_name().and_then(|n| n.to_str()) {
+            Some("shims" | "bin") => dir.parent().unwrap_or(dir),
+            _ => dir,
+        };
+        let instead = match &self.runs {
+            Some(runs) => format!("the turn runs {} instead", runs.display()),
+            None => "the turn finds no other".to_owned(),
+        };
+        format!(
+            "'{}' is {} on PATH, outside what a confined turn may read, so {instead}: add {} \
+             to SKILL_RUNNER_SANDBOX_READ_PATHS to use it",
+            self.program,
+            self.first.display(),
+            lend.display()
+        )
+    }
+}
+
+/// Whether `path` is a file some execute bit is set on.
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
 /// Called after every append to a log, so live streams can read the new bytes at once.
 #[derive(Clone)]
 pub struct OnOutput(pub Arc<dyn Fn() + Send + Sync>);
@@ -281,6 +322,52 @@ impl Supervisor {
             [cgroups.memory(), cgroups.pids(), cgroups.cpu()],
             self.launch.run_uids.as_ref().map(run_uids::RunUids::kind),
         )
+    }
+
+    /// Where the program of a confined `spec` comes from, when the sandbox changes it: the
+    /// first `argv[0]` on the process's `PATH` lies outside what a confined process may read, so
+    /// the kernel skips it (a later match runs instead, or none does). `None` when the program
+    /// is found where the turn can run it, or for an unconfined process.
+    pub fn program_outside_sandbox(&self, spec: &ProcessSpec) -> Option<ProgramOutside> {
+        let confine = spec.confine.as_ref()?;
+        if self.launch.sandbox != SandboxStatus::Landlock {
+            return None;
+        }
+        let program = spec.argv.first()?;
+        if program.contains('/') {
+            return None;
+        }
+        let path = spec
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_str())
+            .or(self.launch.env.path())?;
+        let roots: Vec<PathBuf> = sandbox::SYSTEM
+            .iter()
+            .map(PathBuf::from)
+            .chain(self.launch.readable.iter().cloned())
+            .chain(confine.readable.iter().cloned())
+            .chain(confine.writable.iter().cloned())
+            .filter_map(|r| std::fs::canonicalize(r).ok())
+            .collect();
+        let reachable = |p: &Path| {
+            std::fs::canonicalize(p).is_ok_and(|real| roots.iter().any(|r| real.starts_with(r)))
+        };
+        let found: Vec<PathBuf> = std::env::split_paths(path)
+            .map(|dir| dir.join(program))
+            .filter(|p| is_executable(p))
+            .collect();
+        let first = found.first()?;
+        if reachable(first) {
+            return None;
+        }
+        Some(ProgramOutside {
+            program: program.clone(),
+            first: first.clone(),
+            runs: found.iter().find(|p| reachable(p)).cloned(),
+        })
     }
 
     /// Which hosts a skill may ask its turns to reach.

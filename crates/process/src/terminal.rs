@@ -3,8 +3,11 @@
 //!
 //! The CLI is the leader of its own session with the terminal as its controlling terminal, so
 //! it and everything it starts get the terminal's hang-up when the session is stopped, and it is
-//! killed when the service dies. Its output goes to every attached viewer, and the most recent
-//! [`BACKLOG`] bytes are replayed to a viewer that attaches later (a reloaded page).
+//! killed when the service dies. The session ends when the CLI exits; whatever it started that
+//! still holds the terminal (a daemon that left its process group: Codex's) is killed then, so
+//! nothing outlives the session or keeps the next one from starting. Its output goes to every
+//! attached viewer, and the most recent [`BACKLOG`] bytes are replayed to a viewer that attaches
+//! later (a reloaded page).
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -53,6 +56,8 @@ pub struct Session {
     engine: String,
     started_at: Timestamp,
     pid: Pid,
+    /// The terminal's device (`/dev/pts/N`), to find what still holds it.
+    pts: Option<std::path::PathBuf>,
     input: Mutex<std::fs::File>,
     master: OwnedFd,
     output: broadcast::Sender<Vec<u8>>,
@@ -147,10 +152,10 @@ impl Terminal {
         })
     }
 
-    /// Kills the session's process group at once (the service is stopping).
+    /// Kills the session's processes at once (the service is stopping).
     pub fn kill(&self) {
         if let Some(session) = self.session().filter(|s| s.is_live()) {
-            let _ = killpg(session.pid, Signal::SIGKILL);
+            kill_all(session.pid, session.pts.as_deref());
         }
     }
 }
@@ -158,6 +163,7 @@ impl Terminal {
 impl Session {
     fn spawn(launch: Launch<'_>) -> io::Result<Self> {
         let pty = nix::pty::openpty(None, None).map_err(io::Error::from)?;
+        let pts = nix::unistd::ttyname(&pty.slave).ok();
         let slave = std::fs::File::from(pty.slave);
         let mut command = Command::new(launch.program);
         command
@@ -180,9 +186,8 @@ impl Session {
         let (output, _) = broadcast::channel(256);
         let (ended, _) = watch::channel(None);
         let backlog = Arc::new(Mutex::new(VecDeque::with_capacity(BACKLOG)));
-        // The reader copies output until the CLI's side of the terminal closes (EIO), then reaps
-        // the CLI and records how it ended.
-        let (sender, kept, recorder) = (output.clone(), Arc::clone(&backlog), ended.clone());
+        // The reader copies output until every holder of the terminal closed it (EIO).
+        let (sender, kept) = (output.clone(), Arc::clone(&backlog));
         std::thread::Builder::new()
             .name("terminal-reader".into())
             .spawn(move || {
@@ -197,7 +202,15 @@ impl Session {
                     }
                     let _ = sender.send(chunk.to_vec());
                 }
+            })?;
+        // The waiter ends the session when the CLI exits, and kills what it left holding the
+        // terminal (which would keep the reader, and the terminal, alive).
+        let (recorder, held) = (ended.clone(), pts.clone());
+        std::thread::Builder::new()
+            .name("terminal-waiter".into())
+            .spawn(move || {
                 let code = child.wait().ok().and_then(|s| s.code());
+                kill_all(pid, held.as_deref());
                 recorder.send_replace(Some(code));
             })?;
         Ok(Self {
@@ -205,6 +218,7 @@ impl Session {
             engine: launch.engine.to_owned(),
             started_at: Timestamp::now(),
             pid,
+            pts,
             input: Mutex::new(input),
             master,
             output,
@@ -240,13 +254,44 @@ impl Session {
 
     fn hang_up(&self) {
         let _ = killpg(self.pid, Signal::SIGHUP);
-        let pid = self.pid;
+        let (pid, pts) = (self.pid, self.pts.clone());
         let mut ended = self.ended.subscribe();
         tokio::spawn(async move {
             let gone = tokio::time::timeout(STOP_GRACE, ended.wait_for(Option::is_some)).await;
             if gone.is_err() {
-                let _ = killpg(pid, Signal::SIGKILL);
+                kill_all(pid, pts.as_deref());
             }
         });
+    }
+}
+
+/// SIGKILL to the session's process group, and to every other process that holds its
+/// terminal `pts` open (a daemon that left the group took the terminal with it).
+fn kill_all(group: Pid, pts: Option<&Path>) {
+    let _ = killpg(group, Signal::SIGKILL);
+    let Some(pts) = pts else { return };
+    let own = std::process::id().to_string();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in procs.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        if pid == own {
+            continue;
+        }
+        let holds = std::fs::read_dir(entry.path().join("fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == pts));
+        if holds && let Ok(pid) = pid.parse::<i32>() {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
     }
 }

@@ -99,6 +99,9 @@ pub struct SkillManifest {
     pub unsupport_engine: Vec<Engine>,
     /// `(engines or all) - unsupport_engine`; `script` only with `entrypoint.script`.
     pub effective_engines: Vec<Engine>,
+    /// The engine a job that names none runs on: `script` for a skill with
+    /// `entrypoint.script`, else `codex`.
+    pub default_engine: Engine,
     pub execution_modes: Vec<ExecutionMode>,
     /// `runner.json` `max_attempt`: the most turns an interactive run may take; a turn at or
     /// past it that asks again instead of finishing fails the run.
@@ -146,11 +149,7 @@ impl SkillManifest {
     /// The engine when a request names none: `codex`, as in the reference, except for skills
     /// that ship their own `entrypoint.script`, which run it.
     pub fn default_engine(&self) -> Engine {
-        if self.script.is_some() {
-            Engine::Script
-        } else {
-            Engine::Codex
-        }
+        self.default_engine
     }
 
     /// Each input property with its source (`x-input-source`, default `file`).
@@ -249,6 +248,9 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
         Some(_) => return invalid("runner.json: 'entrypoint' must be an object"),
     };
     let script = entrypoint_script(&entrypoint)?;
+    if let Some(argv) = &script {
+        script_files_exist(dir, argv)?;
+    }
 
     let declared = engine_list(&runner, "engines")?;
     let unsupported = engine_list(&runner, "unsupport_engine")?.unwrap_or_default();
@@ -302,6 +304,11 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
         engines: declared.unwrap_or_default(),
         unsupport_engine: unsupported,
         effective_engines: effective,
+        default_engine: if script.is_some() {
+            Engine::Script
+        } else {
+            Engine::Codex
+        },
         execution_modes,
         max_attempt,
         mcp_required_servers,
@@ -448,6 +455,33 @@ fn entrypoint_script(entrypoint: &Value) -> Result<Option<Vec<String>>, InvalidS
              e.g. [\"python3\", \"scripts/main.py\"]",
         ),
     }
+}
+
+/// The files an entrypoint names must be in the skill: a relative program path
+/// (`scripts/run.sh`), and each later argument that names a script by its extension
+/// (`scripts/main.py`). Flags, inline code and programs on `PATH` are left alone.
+fn script_files_exist(dir: &Path, argv: &[String]) -> Result<(), InvalidSkill> {
+    const SCRIPTS: [&str; 9] = ["py", "sh", "bash", "js", "mjs", "cjs", "ts", "rb", "pl"];
+    for (i, arg) in argv.iter().enumerate() {
+        let path = Path::new(arg);
+        let names_a_file = if i == 0 {
+            arg.contains('/')
+        } else {
+            !arg.starts_with('-')
+                && !arg.contains(char::is_whitespace)
+                && path
+                    .extension()
+                    .and_then(|e| e.to_str())
+                    .is_some_and(|e| SCRIPTS.contains(&e))
+        };
+        if names_a_file && path.is_relative() && !dir.join(path).is_file() {
+            return invalid(format!(
+                "runner.json: 'entrypoint.script' names '{arg}', which the skill does not \
+                 contain (paths are relative to the skill's folder)"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn engine_list(
@@ -968,6 +1002,9 @@ mod tests {
             "s",
             json!({"entrypoint": {"script": ["python3", "scripts/main.py"]}, "unsupport_engine": ["iflow"]}),
         );
+        assert!(err(&dir).contains("names 'scripts/main.py', which the skill does not contain"));
+        std::fs::create_dir_all(dir.join("scripts")).unwrap();
+        std::fs::write(dir.join("scripts/main.py"), "print('{}')").unwrap();
         let m = load(&dir, Rules::INSTALL).unwrap();
         assert!(m.effective_engines.contains(&Engine::Script));
         assert!(!m.effective_engines.contains(&Engine::Iflow));
@@ -1040,6 +1077,10 @@ mod tests {
             (
                 json!({"entrypoint": {"script": []}}),
                 "'entrypoint.script' must be a non-empty argv array",
+            ),
+            (
+                json!({"entrypoint": {"script": ["./run.sh"]}}),
+                "names './run.sh', which the skill does not contain",
             ),
         ];
         for (i, (runner, expected)) in cases.into_iter().enumerate() {

@@ -15,6 +15,10 @@ pub struct UpgradeResult {
     pub stdout: String,
     pub stderr: String,
     pub error: Option<String>,
+    /// What went right but may still stop the CLI (npm's `EBADENGINE`: a newer Node.js
+    /// wanted).
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 impl UpgradeResult {
@@ -24,6 +28,7 @@ impl UpgradeResult {
             stdout: String::new(),
             stderr: String::new(),
             error: None,
+            warnings: Vec::new(),
         }
     }
 }

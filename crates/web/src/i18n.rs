@@ -142,6 +142,7 @@ const MESSAGES: &[(&str, &str, &str)] = &[
     ("run.title", "Run", "运行"),
     ("run.created", "Created", "创建时间"),
     ("run.error", "Error", "错误"),
+    ("run.hint", "What to do", "处理建议"),
     ("run.cancel", "Cancel run", "取消运行"),
     ("run.stdout", "Raw output (stdout)", "原始输出 (stdout)"),
     ("run.conversation", "Conversation", "对话"),

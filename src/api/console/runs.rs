@@ -48,6 +48,8 @@ struct RunPage {
     section: &'static str,
     run: RunState,
     error: Option<String>,
+    /// What to do about the error's code.
+    hint: Option<String>,
     interactive: bool,
 }
 
@@ -57,6 +59,7 @@ struct RunInfo {
     l: Lang,
     run: RunState,
     error: Option<String>,
+    hint: Option<String>,
 }
 
 #[derive(Template)]
@@ -90,6 +93,13 @@ impl QuestionFragment {
 }
 
 /// The run's error as one line: `CODE: message`.
+/// The hint of a failed run's error.
+fn hint_line(run: &RunState) -> Option<String> {
+    run.status.error.as_ref()?["hint"]
+        .as_str()
+        .map(str::to_owned)
+}
+
 fn error_line(run: &RunState) -> Option<String> {
     let error = run.status.error.as_ref()?;
     let message = error["message"].as_str().unwrap_or_default();
@@ -150,6 +160,7 @@ pub async fn detail(
         l,
         section: "runs",
         error: error_line(&run),
+        hint: hint_line(&run),
         run,
         interactive,
     })
@@ -162,6 +173,7 @@ pub async fn info(l: Lang, State(state): State<AppState>, Path(request_id): Path
     render(&RunInfo {
         l,
         error: error_line(&run),
+        hint: hint_line(&run),
         run,
     })
 }

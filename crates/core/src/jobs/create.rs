@@ -394,8 +394,23 @@ impl Jobs {
             }
             None => Vec::new(),
         };
-        // A required file missing from the zip is not refused here: the run starts and fails
-        // with `Input validation failed`, as the reference's documents say.
+        // Required files the zip lacks are refused now, naming them: the request waits for a
+        // proper upload instead of running only to fail.
+        let bound: Vec<String> = request
+            .runtime_options
+            .workspace
+            .iter()
+            .flat_map(|w| w.file_bindings.iter().map(|b| b.input_key.clone()))
+            .collect();
+        let missing =
+            validation::missing_uploads(&skill, &request.input, &bound, &uploads, &extracted);
+        if !missing.is_empty() {
+            let _ = tokio::fs::remove_dir_all(&uploads).await;
+            return Err(Refusal::Retry(Error::invalid(serde_json::json!({
+                "code": "UPLOAD_INPUT_MISSING",
+                "message": format!("The upload lacks required input files: {}", missing.join("; ")),
+            }))));
+        }
 
         let new_request = NewRequest {
             request_id: request.request_id.clone(),

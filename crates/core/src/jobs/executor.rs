@@ -72,7 +72,8 @@ impl Envelope {
 
     /// A failed ending that keeps what the run produced.
     pub fn failed(self, code: Option<&str>, message: String, stderr: Option<String>) -> Ending {
-        let error = json!({"code": code, "message": message, "stderr": stderr});
+        let error = json!({"code": code, "message": message, "stderr": stderr,
+                           "hint": code.and_then(crate::hints::for_code)});
         Ending {
             status: RunStatus::Failed,
             result: Some(self.to_value(RunStatus::Failed, Some(error))),

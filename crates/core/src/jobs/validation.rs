@@ -157,26 +157,94 @@ pub fn inline_input(skill: &SkillManifest, input: &Value, bound: &[String]) -> R
         .filter(|(k, _)| !bound.contains(k))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    for key in given.keys() {
+    for (key, value) in &given {
         match sources.iter().find(|(k, _)| k == key) {
             Some((_, InputSource::Inline)) => {}
+            // The reference's v0.7 way: the file's path in the upload zip.
+            Some((_, InputSource::File)) if upload_path(value).is_some() => {}
             Some((_, InputSource::File)) => problems.push(format!(
-                "'{key}' is a file input: send it in the upload zip, not inline"
+                "'{key}' is a file input: its value is the file's path in the upload zip \
+                 (relative, e.g. \"papers/a.pdf\"), or leave it out and name the zip entry \
+                 '{key}'"
             )),
             None => problems.push(format!("'{key}' is not an input of this skill")),
         }
     }
     if problems.is_empty() {
+        let inline: Map<String, Value> = given
+            .into_iter()
+            .filter(|(k, _)| {
+                sources
+                    .iter()
+                    .any(|(s, source)| s == k && *source == InputSource::Inline)
+            })
+            .collect();
         problems = skill
             .schema_docs
             .inline_input_checker(|| inline_schema(skill, &sources))
-            .messages(&Value::Object(given));
+            .messages(&Value::Object(inline));
     }
     if problems.is_empty() {
         Ok(())
     } else {
         Err(input_error(problems))
     }
+}
+
+/// A file input's value as a path under `uploads/`: relative, plain names only.
+fn upload_path(value: &Value) -> Option<&str> {
+    let text = value.as_str()?;
+    let path = std::path::Path::new(text);
+    (!text.is_empty()
+        && path
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_))))
+    .then_some(text)
+}
+
+/// The required file inputs of `skill` its `uploads` lack (given the request's `input`; those
+/// in `bound` come from a reused workspace instead): each as a sentence naming the input, the
+/// path expected and what the upload holds.
+pub fn missing_uploads(
+    skill: &SkillManifest,
+    input: &Value,
+    bound: &[String],
+    uploads: &std::path::Path,
+    held: &[String],
+) -> Vec<String> {
+    let required: Vec<&str> = skill
+        .schema_docs
+        .input
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let held = if held.is_empty() {
+        "nothing".to_owned()
+    } else {
+        held.join(", ")
+    };
+    skill
+        .input_sources()
+        .into_iter()
+        .filter(|(key, source)| {
+            *source == InputSource::File && required.contains(&key.as_str()) && !bound.contains(key)
+        })
+        .filter(|(key, _)| crate::runner::uploaded_file(uploads, key, input.get(key)).is_none())
+        .map(|(key, _)| {
+            let expected = input
+                .get(&key)
+                .and_then(upload_path)
+                .unwrap_or(&key)
+                .to_owned();
+            format!(
+                "input '{key}' is a required file, and the upload has no '{expected}' (it \
+                 holds: {held}): name the zip entry '{expected}'"
+            )
+        })
+        .collect()
 }
 
 fn input_error(problems: Vec<String>) -> Error {
