@@ -606,6 +606,8 @@ fn browser_upgrades_an_engine_and_adds_a_model_snapshot() {
         browser
             .wait_for("#upgrade-status [data-status=succeeded] .upgrade-result[data-engine=codex][data-status=succeeded]")
             .await;
+        // The table shows the new version without a reload.
+        browser.wait_text("tr[data-engine=codex]", "9.9.9").await;
         browser.assert_clean(&origin).await;
 
         browser.goto(&server.url("/ui/engines/codex/models")).await;

@@ -9,6 +9,11 @@
 //! through the service. Among nodes sharing a database, a read one node forwards to another
 //! carries the nodes' shared secret ([`NODE_HEADER`]), which passes both checks: the client's
 //! own credentials were checked by the node it asked.
+//!
+//! A browser cannot send a bearer token: with tokens configured, a console page or `/docs`
+//! opened without one is sent to `/ui/login`, where the token is exchanged for a cookie
+//! ([`SESSION_COOKIE`]: `HttpOnly`, `SameSite=Strict`, `Secure` over HTTPS and on loopback)
+//! that stands for it from then on. The login page and the static files it uses need nothing.
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
@@ -33,16 +38,57 @@ pub async fn require_token(
     next: Next,
 ) -> Response {
     let config = &state.config;
+    let path = request.uri().path();
     if config.api_tokens.is_none()
-        || skill_runner_web::PROBES.contains(&request.uri().path())
+        || skill_runner_web::PROBES.contains(&path)
+        || path == LOGIN_PATH
+        || path.starts_with("/static/")
         || carries_credentials(&state, request.headers())
     {
         return next.run(request).await;
+    }
+    // A browser opening a page: to the login, coming back here after it.
+    let page = path == "/ui" || path.starts_with("/ui/") || path == "/docs";
+    let browser = request
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/html"));
+    if page && browser && request.method() == axum::http::Method::GET {
+        let here = request.uri().path_and_query().map_or(path, |p| p.as_str());
+        let login = format!("{LOGIN_PATH}?next={}", url_encode(here));
+        return axum::response::Redirect::to(&login).into_response();
     }
     unauthorized(
         "Bearer realm=\"skill-runner\"",
         "Authentication required: send Authorization: Bearer <token>",
     )
+}
+
+/// The console's login page.
+pub const LOGIN_PATH: &str = "/ui/login";
+
+/// The cookie a console login sets: the token itself, sent back by the browser only.
+pub const SESSION_COOKIE: &str = "skill_runner_token";
+
+/// Whether `token` is one of the configured API tokens.
+pub fn token_accepted(state: &AppState, token: &str) -> bool {
+    state
+        .config
+        .api_tokens
+        .as_ref()
+        .is_some_and(|tokens| tokens.accepts(token))
+}
+
+fn url_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// A handler argument: the request carries the configured user and password (or Basic Auth
@@ -74,6 +120,7 @@ fn carries_credentials(state: &AppState, headers: &HeaderMap) -> bool {
         .as_ref()
         .zip(headers.typed_get::<Authorization<Bearer>>())
         .is_some_and(|(tokens, given)| tokens.accepts(given.token()))
+        || session_cookie(headers).is_some_and(|given| token_accepted(state, &given))
         || carries_pair(config.admin_auth.as_ref(), headers)
         || state
             .store
@@ -82,6 +129,18 @@ fn carries_credentials(state: &AppState, headers: &HeaderMap) -> bool {
             .is_some_and(|(cluster, given)| {
                 bool::from(given.as_bytes().ct_eq(cluster.secret().as_bytes()))
             })
+}
+
+/// The token of a console login, if the request carries its cookie.
+fn session_cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(cookie::Cookie::split_parse_encoded)
+        .flatten()
+        .find(|c| c.name() == SESSION_COOKIE)
+        .map(|c| c.value().to_owned())
 }
 
 /// Whether the request's `Authorization` is Basic Auth with `pair`.

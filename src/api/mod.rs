@@ -301,6 +301,7 @@ pub fn router(state: AppState) -> Router {
     .route("/static/{*path}", get(assets::file))
     .route("/", get(assets::home))
     .merge(console::router(&state))
+    .merge(console::login_router())
     .merge(mcp_router(&state))
     .fallback(|| async { ApiError::not_found("Not Found") })
     .layer(axum::middleware::from_fn_with_state(

@@ -519,3 +519,117 @@ async fn api_tokens_close_every_route_but_the_probes() {
         }
     }
 }
+
+/// With tokens and no Basic Auth, a browser opening the console is sent to a login page; a
+/// configured token becomes an `HttpOnly`, `SameSite=Strict` cookie that opens the console (and
+/// the API) from then on; a wrong one is refused on the page; the login returns only to this
+/// service's pages; logging out forgets the cookie. Unknown console pages are whole pages.
+#[tokio::test]
+async fn a_browser_logs_in_to_the_console_with_a_token() {
+    let token = "tok-7e3a9c1d5f2b4e6a";
+    let server = TestServer::start_with(TestDirs::new(), &[("SKILL_RUNNER_API_TOKENS", token)]);
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let open = |path: &str, cookie: Option<&str>| {
+        let mut request = browser.get(server.url(path)).header("accept", "text/html");
+        if let Some(cookie) = cookie {
+            request = request.header("cookie", cookie);
+        }
+        request.send()
+    };
+    let r = open("/ui/runs?lang=en", None).await.unwrap();
+    assert_eq!(r.status().as_u16(), 303);
+    assert_eq!(
+        r.headers()["location"],
+        "/ui/login?next=/ui/runs%3Flang%3Den"
+    );
+    let r = open("/ui/login?next=/ui/runs", None).await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let page = r.text().await.unwrap();
+    assert!(
+        page.contains(r#"name="token""#) && page.contains("/static/console.css"),
+        "{page}"
+    );
+    assert_eq!(
+        open("/static/console.css", None)
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        200
+    );
+    // The API still answers JSON 401 to a client without a token.
+    let r = browser.get(server.url("/v1/skills")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+
+    let login = |token: &str, next: &str| {
+        browser
+            .post(server.url("/ui/login"))
+            .header("origin", server.url("").trim_end_matches('/'))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("token={token}&next={next}"))
+            .send()
+    };
+    let r = login("not-the-token-000000", "/ui/runs").await.unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    assert!(r.headers().get("set-cookie").is_none());
+    assert!(r.text().await.unwrap().contains(r#"id="login-error""#));
+    let r = login(token, "https://elsewhere.example/ui").await.unwrap();
+    assert_eq!(r.status().as_u16(), 303);
+    assert_eq!(
+        r.headers()["location"],
+        "/ui",
+        "never away from this service"
+    );
+    let r = login(token, "/ui/runs").await.unwrap();
+    assert_eq!(r.headers()["location"], "/ui/runs");
+    let set = r.headers()["set-cookie"].to_str().unwrap().to_owned();
+    for attribute in [
+        "skill_runner_token=",
+        "HttpOnly",
+        "SameSite=Strict",
+        "Path=/",
+        "Secure",
+    ] {
+        assert!(set.contains(attribute), "{attribute} in {set}");
+    }
+    let cookie = set.split(';').next().unwrap().to_owned();
+    let r = open("/ui/runs", Some(&cookie)).await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let r = browser
+        .get(server.url("/v1/skills"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+
+    // A console page that does not exist is a whole page, in the console's layout.
+    let r = open("/ui/no/such/page", Some(&cookie)).await.unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    let page = r.text().await.unwrap();
+    assert!(
+        page.contains(r#"id="error-page""#) && page.contains("<nav>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("There is no console page at /ui/no/such/page"),
+        "{page}"
+    );
+
+    let r = browser
+        .post(server.url("/ui/logout"))
+        .header("origin", server.url("").trim_end_matches('/'))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 303);
+    let cleared = r.headers()["set-cookie"].to_str().unwrap();
+    assert!(
+        cleared.contains("skill_runner_token=;") && cleared.contains("Max-Age=0"),
+        "{cleared}"
+    );
+}

@@ -7,7 +7,7 @@ use axum::Form;
 use axum::extract::{Path, State};
 use serde::Deserialize;
 
-use super::{Lang, Page, render};
+use super::{ConsoleError, Lang, Page, render};
 use crate::api::engines::{self as api, EngineSummary};
 use crate::api::error::ApiError;
 use crate::engines::models::{ManifestView, Model};
@@ -91,18 +91,26 @@ pub async fn upgrade(
 }
 
 /// `GET /ui/engines/upgrades/{request_id}/status`: each engine's status, npm output and error.
+/// Once the upgrade is over the answer tells the page (`HX-Trigger: engines-changed`), whose
+/// engines table then shows the new versions.
 pub async fn upgrade_status(
     l: Lang,
     State(state): State<AppState>,
     Path(request_id): Path<String>,
-) -> Page {
+) -> Result<impl axum::response::IntoResponse, ConsoleError> {
     let upgrade = state
         .store
         .upgrade(&request_id)
         .await
         .map_err(ApiError::from)?
         .ok_or_else(|| ApiError::not_found("Upgrade request not found"))?;
-    render(&UpgradeStatus { l, upgrade })
+    let over = !upgrade.status.is_active();
+    let page = render(&UpgradeStatus { l, upgrade })?;
+    let trigger = over.then_some([("HX-Trigger", "engines-changed")]);
+    Ok((
+        axum::response::AppendHeaders(trigger.into_iter().flatten()),
+        page,
+    ))
 }
 
 async fn manifest(state: &AppState, engine: Engine) -> Result<ManifestView, ApiError> {

@@ -4,6 +4,7 @@
 
 mod engines;
 mod legacy;
+mod login;
 mod runs;
 mod sessions;
 mod skills;
@@ -18,6 +19,15 @@ use crate::api::auth::Admin;
 use crate::api::error::ApiError;
 use crate::state::AppState;
 pub use skill_runner_web::i18n::{self, Lang};
+
+/// The login page, open to whoever has no credentials yet (see [`crate::api::auth`]).
+pub fn login_router() -> Router<AppState> {
+    Router::new()
+        .route("/ui/login", get(login::page).post(login::submit))
+        .route("/ui/logout", post(login::logout))
+        .layer(axum::middleware::from_fn(i18n::remember))
+        .layer(skill_runner_web::assets::policy_layer())
+}
 
 /// The console's routes.
 pub fn router(state: &AppState) -> Router<AppState> {
@@ -73,6 +83,8 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .route("/ui/runs/table", get(legacy::runs_table))
         .route("/ui/runs/{request_id}/view", get(legacy::run_view))
         .route("/ui/runs/{request_id}/logs/tail", get(legacy::logs_tail))
+        .route("/ui/{*rest}", get(no_such_page))
+        .layer(axum::middleware::from_fn(whole_error_pages))
         .layer(axum::middleware::from_fn(i18n::remember))
         .layer(skill_runner_web::assets::policy_layer())
         .route_layer(axum::middleware::from_extractor_with_state::<Admin, _>(
@@ -82,6 +94,91 @@ pub fn router(state: &AppState) -> Router<AppState> {
 
 /// A page or fragment, or the error that stands in its place.
 pub type Page = Result<Html<String>, ConsoleError>;
+
+/// `GET /ui/<anything else>`: a console page that does not exist.
+async fn no_such_page(uri: axum::http::Uri) -> ConsoleError {
+    ConsoleError(ApiError::not_found(format!(
+        "There is no console page at {}",
+        uri.path()
+    )))
+}
+
+/// The whole page of an error, for a browser that navigated to the console page that failed.
+#[derive(Template)]
+#[template(path = "error_page.html")]
+struct ErrorPage {
+    l: Lang,
+    section: &'static str,
+    status: u16,
+    title: String,
+    message: String,
+}
+
+/// An error answered to a page load (not an htmx request, which swaps the fragment in) becomes
+/// a whole page in the console's layout, saying what went wrong and the way back.
+async fn whole_error_pages(
+    l: Lang,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let fragment_wanted = request.headers().contains_key("hx-request");
+    let response = next.run(request).await;
+    let status = response.status();
+    let html = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/html"));
+    if fragment_wanted || !html || !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
+        return crate::api::error::internal_error_response();
+    };
+    let fragment = String::from_utf8_lossy(&bytes);
+    // The fragment's text: its one element's content.
+    let message = fragment
+        .split_once('>')
+        .and_then(|(_, rest)| rest.rsplit_once('<'))
+        .map_or_else(|| fragment.to_string(), |(text, _)| text.to_owned());
+    let page = ErrorPage {
+        section: "",
+        status: status.as_u16(),
+        title: format!(
+            "{} {}",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or_default()
+        ),
+        message: html_unescape(&message),
+        l,
+    };
+    match page.render() {
+        Ok(body) => {
+            let mut response = (status, Html(body)).into_response();
+            for (name, value) in parts.headers.iter() {
+                if name != axum::http::header::CONTENT_TYPE
+                    && name != axum::http::header::CONTENT_LENGTH
+                {
+                    response.headers_mut().append(name, value.clone());
+                }
+            }
+            *response.extensions_mut() = parts.extensions;
+            response
+        }
+        Err(_) => crate::api::error::internal_error_response(),
+    }
+}
+
+/// The text of an escaped HTML fragment (the template escapes it again).
+fn html_unescape(text: &str) -> String {
+    text.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#x27;", "'")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&")
+}
 
 /// Renders a template; a template that cannot render is a server error.
 fn render(template: &impl Template) -> Page {
