@@ -77,14 +77,20 @@ fn skill_folders_packages_and_tool_definitions_are_checked() {
     std::fs::write(
         &bad,
         skill_package("zipped", "1.2.0")
-            .runner(serde_json::json!({"version": null}))
+            .runner(serde_json::json!({"version": null,
+                "entrypoint": {"script": ["python3", "scripts/missing.py"]}}))
             .zip(),
     )
     .unwrap();
     let (code, out, _) = validate(&[bad.to_str().unwrap()]);
     assert_eq!(code, 1, "{out}");
+    // Every problem, each on its own line, in one pass.
     assert!(
         out.starts_with("error: runner.json: 'version' is required"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\nerror: runner.json: 'entrypoint.script' names 'scripts/missing.py'"),
         "{out}"
     );
 

@@ -96,8 +96,8 @@ fn skill_md(path: &Path, profile: Option<&str>) -> Result<Outcome, String> {
     })
 }
 
-/// A package as the installer judges it: its refusal is the one error, the specification's
-/// findings on its `SKILL.md` are warnings.
+/// A package as the installer judges it: each problem of its refusal is an error, the
+/// specification's findings on its `SKILL.md` are warnings.
 fn package(dir: &Path, what: &str) -> Outcome {
     match manifest::load(dir, Rules::INSTALL) {
         Ok(manifest) => Outcome {
@@ -111,7 +111,7 @@ fn package(dir: &Path, what: &str) -> Outcome {
         },
         Err(e) => Outcome {
             what: what.to_owned(),
-            errors: vec![e.0],
+            errors: e.0.lines().map(str::to_owned).collect(),
             warnings: Vec::new(),
         },
     }

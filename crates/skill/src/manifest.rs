@@ -26,6 +26,30 @@ fn invalid<T>(message: impl Into<String>) -> Result<T, InvalidSkill> {
     Err(InvalidSkill(message.into()))
 }
 
+/// The problems found so far, so that one pass reports them all.
+#[derive(Default)]
+struct Problems(Vec<String>);
+
+impl Problems {
+    fn add(&mut self, problem: String) {
+        self.0.push(problem);
+    }
+
+    /// The value of a check that passed; a failed one's message is kept.
+    fn keep<T>(&mut self, checked: Result<T, InvalidSkill>) -> Option<T> {
+        checked.map_err(|e| self.add(e.0)).ok()
+    }
+
+    /// Every problem, one per line.
+    fn into_result(self) -> Result<(), InvalidSkill> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(InvalidSkill(self.0.join("\n")))
+        }
+    }
+}
+
 /// Which optional fields a context insists on.
 #[derive(Debug, Clone, Copy)]
 pub struct Rules {
@@ -199,95 +223,152 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
         return invalid("assets/runner.json must hold a JSON object");
     };
 
-    let id = match runner.get("id") {
-        Some(Value::String(id)) if !id.trim().is_empty() => id.clone(),
-        Some(_) => return invalid("runner.json: 'id' must be a non-empty string"),
-        None => return invalid("runner.json: 'id' is required"),
-    };
-    if !is_valid_id(&id) {
-        return invalid(format!(
-            "runner.json: id '{id}' is not a valid skill id ({ID_RULE})"
-        ));
-    }
-    if folder != frontmatter_name || folder != id {
-        return invalid(format!(
-            "identity mismatch: folder '{folder}', SKILL.md name '{frontmatter_name}' and \
-             runner.json id '{id}' must be identical"
-        ));
+    // Every problem of runner.json and its schemas is found in one pass: each check that fails
+    // adds its message, and those depending on it are skipped.
+    let mut problems = Problems::default();
+    let id = problems.keep(match runner.get("id") {
+        Some(Value::String(id)) if !id.trim().is_empty() => Ok(id.clone()),
+        Some(_) => invalid("runner.json: 'id' must be a non-empty string"),
+        None => invalid("runner.json: 'id' is required"),
+    });
+    if let Some(id) = &id {
+        if !is_valid_id(id) {
+            problems.add(format!(
+                "runner.json: id '{id}' is not a valid skill id ({ID_RULE})"
+            ));
+        } else if folder != frontmatter_name || &folder != id {
+            problems.add(format!(
+                "identity mismatch: folder '{folder}', SKILL.md name '{frontmatter_name}' and \
+                 runner.json id '{id}' must be identical"
+            ));
+        }
     }
 
     let mut warnings = doc_findings;
-    let version = match runner.get("version") {
+    let version = problems.keep(match runner.get("version") {
         None | Some(Value::Null) => match rules.missing_version {
-            MissingVersion::Refused => return invalid("runner.json: 'version' is required"),
+            MissingVersion::Refused => invalid("runner.json: 'version' is required"),
             MissingVersion::Defaulted => {
                 warnings.push(format!(
                     "runner.json has no 'version'; the skill is treated as {DEFAULT_VERSION}"
                 ));
-                Some(DEFAULT_VERSION.to_owned())
+                Ok(Some(DEFAULT_VERSION.to_owned()))
             }
-            MissingVersion::Allowed => None,
+            MissingVersion::Allowed => Ok(None),
         },
-        Some(Value::String(v)) => {
-            parse_version(v)?;
-            Some(v.clone())
-        }
-        Some(other) => {
-            return invalid(format!(
-                "runner.json: 'version' must be a string, got {other}"
-            ));
-        }
-    };
+        Some(Value::String(v)) => parse_version(v).map(|_| Some(v.clone())),
+        Some(other) => invalid(format!(
+            "runner.json: 'version' must be a string, got {other}"
+        )),
+    });
 
-    let name = optional_string(&runner, "name")?;
-    let description = optional_string(&runner, "description")?;
+    let name = problems.keep(optional_string(&runner, "name"));
+    let description = problems.keep(optional_string(&runner, "description"));
 
-    let entrypoint = match runner.get("entrypoint") {
-        None | Some(Value::Null) => Value::Object(Map::new()),
-        Some(v @ Value::Object(_)) => v.clone(),
-        Some(_) => return invalid("runner.json: 'entrypoint' must be an object"),
-    };
-    let script = entrypoint_script(&entrypoint)?;
-    if let Some(argv) = &script {
-        script_files_exist(dir, argv)?;
+    let entrypoint = problems.keep(match runner.get("entrypoint") {
+        None | Some(Value::Null) => Ok(Value::Object(Map::new())),
+        Some(v @ Value::Object(_)) => Ok(v.clone()),
+        Some(_) => invalid("runner.json: 'entrypoint' must be an object"),
+    });
+    let script = entrypoint
+        .as_ref()
+        .and_then(|e| problems.keep(entrypoint_script(e)));
+    if let Some(Some(argv)) = &script {
+        problems.keep(script_files_exist(dir, argv));
     }
 
-    let declared = engine_list(&runner, "engines")?;
-    let unsupported = engine_list(&runner, "unsupport_engine")?.unwrap_or_default();
-    let effective = effective_engines(declared.as_deref(), &unsupported, script.is_some())?;
-
-    let execution_modes = execution_modes(&runner, rules)?;
-    let max_attempt = match runner.get("max_attempt") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(
-            v.as_u64()
-                .filter(|n| *n >= 1)
-                .and_then(|n| u32::try_from(n).ok())
-                .ok_or_else(|| {
-                    InvalidSkill(format!(
-                        "runner.json: 'max_attempt' must be a positive integer, got {v}"
-                    ))
-                })?,
-        ),
+    let declared = problems.keep(engine_list(&runner, "engines"));
+    let unsupported = problems.keep(engine_list(&runner, "unsupport_engine"));
+    let effective = match (&declared, &unsupported, &script) {
+        (Some(declared), Some(unsupported), Some(script)) => problems.keep(effective_engines(
+            declared.as_deref(),
+            unsupported.as_deref().unwrap_or_default(),
+            script.is_some(),
+        )),
+        _ => None,
     };
-    let mcp_required_servers = mcp_required_servers(&runner)?;
-    let schemas = schema_paths(&runner)?;
-    let schema_docs = SchemaDocs::load(dir, &schemas)?;
+
+    let execution_modes = problems.keep(execution_modes(&runner, rules));
+    let max_attempt = problems.keep(match runner.get("max_attempt") {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .filter(|n| *n >= 1)
+            .and_then(|n| u32::try_from(n).ok())
+            .map(Some)
+            .ok_or_else(|| {
+                InvalidSkill(format!(
+                    "runner.json: 'max_attempt' must be a positive integer, got {v}"
+                ))
+            }),
+    });
+    let mcp_required_servers = problems.keep(mcp_required_servers(&runner));
+    let schemas = problems.keep(schema_paths(&runner));
+    let schema_docs = schemas
+        .as_ref()
+        .and_then(|schemas| problems.keep(SchemaDocs::load(dir, schemas)));
 
     let artifacts = match runner.get("artifacts") {
-        None | Some(Value::Null) => infer_artifacts(&schema_docs.output),
-        Some(v) => declared_artifacts(v)?,
+        None | Some(Value::Null) => schema_docs.as_ref().map(|d| infer_artifacts(&d.output)),
+        Some(v) => problems.keep(declared_artifacts(v)),
     };
 
-    let runtime = match runner.get("runtime") {
-        None | Some(Value::Null) => Value::Object(Map::new()),
-        Some(v @ Value::Object(_)) => v.clone(),
-        Some(_) => return invalid("runner.json: 'runtime' must be an object"),
-    };
+    let runtime = problems.keep(match runner.get("runtime") {
+        None | Some(Value::Null) => Ok(Value::Object(Map::new())),
+        Some(v @ Value::Object(_)) => Ok(v.clone()),
+        Some(_) => invalid("runner.json: 'runtime' must be an object"),
+    });
 
-    let network_allow = network_allow(&runner)?;
-    let limits = skill_runner_process::limits::Requested::parse(runner.get("limits"))
-        .map_err(|why| InvalidSkill(format!("runner.json: {why}")))?;
+    let network_allow = problems.keep(network_allow(&runner));
+    let limits = problems.keep(
+        skill_runner_process::limits::Requested::parse(runner.get("limits"))
+            .map_err(|why| InvalidSkill(format!("runner.json: {why}"))),
+    );
+    problems.into_result()?;
+    // No problem: every value is there.
+    let (
+        Some(id),
+        Some(version),
+        Some(name),
+        Some(description),
+        Some(entrypoint),
+        Some(script),
+        Some(declared),
+        Some(unsupported),
+        Some(effective),
+        Some(execution_modes),
+        Some(max_attempt),
+        Some(mcp_required_servers),
+        Some(schemas),
+        Some(schema_docs),
+        Some(artifacts),
+        Some(runtime),
+        Some(network_allow),
+        Some(limits),
+    ) = (
+        id,
+        version,
+        name,
+        description,
+        entrypoint,
+        script,
+        declared,
+        unsupported,
+        effective,
+        execution_modes,
+        max_attempt,
+        mcp_required_servers,
+        schemas,
+        schema_docs,
+        artifacts,
+        runtime,
+        network_allow,
+        limits,
+    )
+    else {
+        unreachable!("a check without a value recorded a problem");
+    };
+    let unsupported = unsupported.unwrap_or_default();
 
     let engine_configs = ENGINE_CONFIG_FILES
         .iter()
@@ -992,6 +1073,31 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn every_problem_is_reported_in_one_pass() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = skill(
+            root.path(),
+            "many",
+            json!({"entrypoint": {"script": ["python3", "scripts/gone.py"]},
+                   "max_attempt": 0, "runtime": [], "mcp": {"required_servers": "x"}}),
+        );
+        let message = err(&dir);
+        let lines: Vec<&str> = message.lines().collect();
+        assert_eq!(lines.len(), 4, "{message}");
+        for says in [
+            "scripts/gone.py",
+            "'max_attempt'",
+            "'runtime'",
+            "'mcp.required_servers'",
+        ] {
+            assert!(
+                lines.iter().any(|l| l.contains(says)),
+                "{says} in {message}"
+            );
+        }
     }
 
     #[test]
