@@ -977,11 +977,15 @@ fn browser_shows_agent_sessions() {
 async fn stopping_a_terminal_session_ends_what_it_started() {
     let agents = Agents::new();
     let cli = agents.path("npm/bin/codex");
+    // A daemon no other test (or earlier run) starts: its argument is this test's own.
+    let seconds = format!("{}", 1_000_000 + std::process::id());
     std::fs::write(
         &cli,
-        "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'codex 0.170.0'; exit 0; fi\n\
-         setsid sleep 3131 &\necho \"daemon $!\"\n\
-         while IFS= read -r line; do echo \"you said: $line\"; done\n",
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'codex 0.170.0'; exit 0; fi\n\
+             setsid sleep {seconds} &\necho \"daemon $!\"\n\
+             while IFS= read -r line; do echo \"you said: $line\"; done\n"
+        ),
     )
     .unwrap();
     common::agents::make_executable(&cli);
@@ -1014,7 +1018,7 @@ async fn stopping_a_terminal_session_ends_what_it_started() {
         loop {
             let found = std::fs::read_dir("/proc").unwrap().flatten().find_map(|p| {
                 let cmdline = std::fs::read(p.path().join("cmdline")).ok()?;
-                (cmdline == b"sleep\x003131\x00")
+                (cmdline == format!("sleep\0{seconds}\0").as_bytes())
                     .then(|| p.file_name().to_string_lossy().into_owned())
             });
             if let Some(pid) = found {
@@ -1057,4 +1061,19 @@ async fn stopping_a_terminal_session_ends_what_it_started() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert_eq!(start().await, 200, "a new session starts");
+    // Its daemon goes with it too (none is left behind by the test).
+    let stopped = client()
+        .post(server.url("/ui/engines/tui/session/stop"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stopped.status().as_u16(), 200);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while session().await["live"] != false {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second session stayed live"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
