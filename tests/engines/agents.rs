@@ -174,7 +174,15 @@ async fn auto_job(engine: &str, shared: bool) {
         .create_job(json!({"skill_id": "reporter", "engine": engine, "input": {"text": "go"},
                            "runtime_options": {"preamble_prompt": "Client context: PREAMBLE-MARK-42"}}))
         .await;
-    let status = server.wait_job(&rid).await;
+    // Kilo's turn takes ~50 s on this machine (most of it its own start-up), more in the
+    // container lane: the default minute is too short a bound for it.
+    let status = server
+        .wait_status_within(
+            &format!("/v1/jobs/{rid}"),
+            &["succeeded", "failed", "canceled"],
+            Duration::from_secs(180),
+        )
+        .await;
     assert_eq!(
         status["status"],
         "succeeded",
