@@ -128,7 +128,7 @@ struct RunForm {
     name: String,
     /// The skill's engines, its default first (what the form selects).
     engines: Vec<String>,
-    /// Each engine as the picker names it: with why a run of it would wait.
+    /// Each engine as the picker names it.
     engine_labels: Vec<(String, String)>,
     modes: Vec<String>,
     /// Each agent engine's models (`engine`, model ids).
@@ -236,29 +236,7 @@ async fn form_for(client: &Shared, skill_id: &str) -> Result<RunForm, PageError>
     let mut engines = strings(&skill, "effective_engines");
     let default = text(&skill, "default_engine");
     engines.sort_by_key(|e| *e != default);
-    // Engines not logged in are offered, saying a run waits for a login.
-    let logged_out: Vec<String> = match client.backend.get("/v1/engines").await {
-        Ok(list) => list
-            .get("engines")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter(|e| e.get("auth_ready") == Some(&Value::Bool(false)))
-            .map(|e| text(e, "engine"))
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    let engine_labels = engines
-        .iter()
-        .map(|e| {
-            let label = if logged_out.contains(e) {
-                format!("{e} (not logged in: a run waits for a login)")
-            } else {
-                e.clone()
-            };
-            (e.clone(), label)
-        })
-        .collect();
+    let engine_labels = engines.iter().map(|e| (e.clone(), e.clone())).collect();
     let mut models = Vec::new();
     for engine in engines.iter().filter(|e| *e != "script") {
         // An engine without a model list (or a CLI) simply offers none.
