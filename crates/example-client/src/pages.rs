@@ -128,8 +128,6 @@ struct RunForm {
     name: String,
     /// The skill's engines, its default first (what the form selects).
     engines: Vec<String>,
-    /// Each engine as the picker names it.
-    engine_labels: Vec<(String, String)>,
     modes: Vec<String>,
     /// Each agent engine's models (`engine`, model ids).
     models: Vec<(String, Vec<String>)>,
@@ -236,7 +234,6 @@ async fn form_for(client: &Shared, skill_id: &str) -> Result<RunForm, PageError>
     let mut engines = strings(&skill, "effective_engines");
     let default = text(&skill, "default_engine");
     engines.sort_by_key(|e| *e != default);
-    let engine_labels = engines.iter().map(|e| (e.clone(), e.clone())).collect();
     let mut models = Vec::new();
     for engine in engines.iter().filter(|e| *e != "script") {
         // An engine without a model list (or a CLI) simply offers none.
@@ -259,7 +256,6 @@ async fn form_for(client: &Shared, skill_id: &str) -> Result<RunForm, PageError>
         skill_id: skill_id.to_owned(),
         name: text(&skill, "name"),
         engines,
-        engine_labels,
         modes: strings(&skill, "execution_modes"),
         models,
         fields: form::fields(schemas.0.as_ref(), schemas.1.as_ref()),
