@@ -756,8 +756,102 @@ def cluster():
                             os.path.join(pg, "cluster")], check=False)
 
 
+def runlist(total=100_000, samples=300):
+    """The run list with `total` runs in the store: the console's page and the API's list,
+    unfiltered, filtered, searched and deep in the pages, each asked `samples` times."""
+    import random
+    import sqlite3
+    import uuid
+    tmp = tempfile.mkdtemp(prefix="bench-runlist-")
+    port = free_port()
+    # A year's retention: the seeded runs must outlive the start-up clean-up.
+    keep = {"SKILL_RUNNER_RUN_RETENTION_SECONDS": str(365 * 86400),
+            "SKILL_RUNNER_FAILED_RUN_RETENTION_SECONDS": str(365 * 86400)}
+    try:
+        proc = start(tmp, port, env_extra=keep)
+        wait_ready(port)
+        proc.terminate()
+        proc.wait()
+        rng = random.Random(7)
+        now = time.time()
+        engines = ["script", "codex", "claude", "opencode", "gemini"]
+        statuses = ["succeeded"] * 90 + ["failed"] * 8 + ["canceled"] * 2
+        stamp = lambda t: time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + \
+            f".{int(t % 1 * 1e6):06d}Z"
+        requests, runs = [], []
+        for n in range(total):
+            created = now - (total - n) * (29 * 86400 / total)
+            rid, run_id = str(uuid.UUID(int=rng.getrandbits(128), version=4)), f"run-{n}"
+            skill, engine = f"skill-{n % 20:02d}", engines[n % len(engines)]
+            status = statuses[rng.randrange(len(statuses))]
+            c, f = stamp(created), stamp(created + 2 + rng.random() * 30)
+            requests.append((rid, "job", skill, engine, "{}", "{}", "{}", "{}", "done", run_id, 0,
+                             c, f, f"10.0.{n % 7}.{n % 200}"))
+            runs.append((run_id, rid, skill, engine, f"/skills/{skill}", status,
+                         None if status == "succeeded" else "SKILL_FAILED", "[]", c, f, c, f, 1))
+        db = sqlite3.connect(os.path.join(tmp, "data", "skill_runner.db"))
+        db.executemany("INSERT INTO runs (run_id, request_id, skill_id, engine, skill_dir, status, "
+                       "error_code, warnings, created_at, updated_at, started_at, finished_at, turn) "
+                       "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", runs)
+        db.executemany("INSERT INTO requests (request_id, kind, skill_id, engine, engine_options, "
+                       "input, parameter, runtime_options, upload_state, run_id, cache_hit, "
+                       "created_at, updated_at, client_address) "
+                       "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", requests)
+        db.commit()
+        middle_id, = db.execute("SELECT request_id FROM requests ORDER BY created_at DESC "
+                                "LIMIT 1 OFFSET ?", (total // 2,)).fetchone()
+        db.close()
+        proc = start(tmp, port, env_extra=keep)
+        wait_ready(port)
+        found = json.loads(urllib_get(port, f"/v1/management/runs?limit=1&q={middle_id}"))
+        assert found["runs"], "a seeded request is listed"
+        queries = [
+            ("console page /ui/runs (50 rows)", "/ui/runs"),
+            ("API, newest 50", "/v1/management/runs?limit=50"),
+            ("API, status=failed", "/v1/management/runs?limit=50&status=failed"),
+            ("API, status=running (none)", "/v1/management/runs?limit=50&status=running"),
+            ("API, one skill", "/v1/management/runs?limit=50&skill_id=skill-07"),
+            ("API, one engine + status", "/v1/management/runs?limit=50&engine=codex&status=canceled"),
+            ("API, search by id start", f"/v1/management/runs?limit=50&q={middle_id[:8]}"),
+            ("API, search matching nothing", "/v1/management/runs?limit=50&q=zzzz"),
+            ("console, filtered to a skill, last 7 days", "/ui/runs?skill_id=skill-03&within=7d"),
+        ]
+        # A page half-way down, reached by its cursor.
+        walk = json.loads(urllib_get(port, "/v1/management/runs?limit=1000"))
+        cursor = walk["next_cursor"]
+        for _ in range(total // 2 // 1000 - 1):
+            cursor = json.loads(urllib_get(port, f"/v1/management/runs?limit=1000&cursor={cursor}"))["next_cursor"]
+        queries.append(("API, page 50,001-50,050 by cursor",
+                        f"/v1/management/runs?limit=50&cursor={cursor}"))
+        print(f"run list with {total:,} runs in the store (SQLite on disk), {samples} requests each:")
+        for label, path in queries:
+            times = []
+            for _ in range(samples):
+                t0 = time.perf_counter()
+                urllib_get(port, path)
+                times.append((time.perf_counter() - t0) * 1000)
+            print(f"  {label}: p50 {statistics.median(times):.1f} ms, p99 {pct(times, 99):.1f} ms")
+        proc.terminate()
+        proc.wait()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def urllib_get(port, path):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        body = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"{path}: {response.status} {body[:200]!r}")
+        return body
+    finally:
+        conn.close()
+
+
 SECTIONS = {"startup": startup, "load": load, "jobs": jobs, "barriers": barriers, "sse": sse,
-            "invoke": invoke, "surface": surface, "cluster": cluster}
+            "invoke": invoke, "surface": surface, "cluster": cluster, "runlist": runlist}
 
 if __name__ == "__main__":
     if not os.path.exists(BINARY):

@@ -495,12 +495,8 @@ async fn run_pages_and_replies_over_http() {
     let (status, _, table) = text(&server, "/ui/management/runs/table").await;
     assert_eq!(status, 200);
     assert!(
-        table.contains(&rid) && table.contains("waiting_user"),
+        table.contains(&rid) && table.contains("data-status=\"waiting_user\""),
         "{table}"
-    );
-    assert!(
-        !table.contains("every 2s"),
-        "the list refreshes itself only while a run has poll_logs (a waiting run has not)"
     );
     let (status, _, page) = text(&server, &format!("/ui/runs/{rid}")).await;
     assert_eq!(status, 200);
@@ -1076,4 +1072,292 @@ async fn stopping_a_terminal_session_ends_what_it_started() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+}
+
+/// A skill's page runs it from a form generated from its schemas: mistakes come back named,
+/// one per field, with nothing created; a good form starts the run (files zipped under their
+/// input keys) and goes to its page; a finished run runs again as it was, or through the form
+/// filled with its request.
+#[tokio::test]
+async fn skills_run_from_their_page_and_again_from_their_runs() {
+    let dirs = common::TestDirs::new();
+    copy_bundled_skills(&dirs.skills);
+    common::probe_skill("probe", Some(true)).write_into(&dirs.skills);
+    common::probe_skill("plain", None).write_into(&dirs.skills);
+    let server = TestServer::start_with(dirs, &[]);
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let post = |path: &str, form: reqwest::multipart::Form| {
+        http.post(server.url(path)).multipart(form).send()
+    };
+    let form = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .fold(reqwest::multipart::Form::new(), |f, (k, v)| {
+                f.text(k.to_string(), v.to_string())
+            })
+    };
+
+    let (status, _, page) = text(&server, "/ui/skills/probe").await;
+    assert_eq!(status, 200, "{page}");
+    for shows in [
+        "name=\"input.text\"",
+        "name=\"file.doc\"",
+        "name=\"parameter.mode\"",
+        "name=\"parameter.n\"",
+        "<option value=\"script\"",
+        "<h1>probe</h1>",
+        "data-schema=\"output\"",
+        "id=\"skill-runs\"",
+    ] {
+        assert!(page.contains(shows), "{shows}: {page}");
+    }
+    assert!(
+        !page.contains("<option value=\"codex\""),
+        "an engine the skill does not support is not offered"
+    );
+
+    // Every mistake at once, nothing created.
+    let refused = post(
+        "/ui/skills/probe/run",
+        form(&[("engine", "script"), ("parameter.n", "x")]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(refused.status().as_u16(), 422);
+    let page = refused.text().await.unwrap();
+    for field in ["parameter.mode", "parameter.n", "file.doc"] {
+        assert!(
+            page.contains(&format!("data-error-for=\"{field}\"")),
+            "{field}: {page}"
+        );
+    }
+    assert!(page.contains("value=\"x\""), "what was typed is kept");
+    let refused = post(
+        "/ui/skills/probe/run",
+        form(&[("engine", "codex"), ("parameter.mode", "ok")]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(refused.status().as_u16(), 422);
+    assert!(
+        refused
+            .text()
+            .await
+            .unwrap()
+            .contains("data-error-for=\"engine\"")
+    );
+    let (_, listed) = server.get("/v1/management/runs").await;
+    assert_eq!(listed["runs"], json!([]), "nothing was created");
+
+    // A good form: the file travels under its input key.
+    let started = post(
+        "/ui/skills/probe/run",
+        form(&[
+            ("engine", "script"),
+            ("execution_mode", "auto"),
+            ("input.text", "from the form"),
+            ("parameter.mode", "ok"),
+            ("parameter.n", "3"),
+        ])
+        .part(
+            "file.doc",
+            reqwest::multipart::Part::bytes(b"# the chosen file".to_vec()).file_name("notes.md"),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(started.status().as_u16(), 303);
+    let location = started.headers()["location"].to_str().unwrap().to_owned();
+    let rid = location.strip_prefix("/ui/runs/").unwrap().to_owned();
+    let done = server.wait_job(&rid).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
+    assert_eq!(result["result"]["data"]["summary"], "from the form");
+    let report = client()
+        .get(server.url(&format!("/v1/jobs/{rid}/artifacts/artifacts/report.md")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(report, "# the chosen file");
+
+    // Its page offers both ways to run again; with files, Re-run goes to the filled form.
+    let (_, _, page) = text(&server, &format!("/ui/runs/{rid}")).await;
+    assert!(page.contains("id=\"rerun\"") && page.contains("id=\"run-with-changes\""));
+    let again = http
+        .post(server.url(&format!("/ui/runs/{rid}/rerun")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status().as_u16(), 303);
+    let filled = again.headers()["location"].to_str().unwrap().to_owned();
+    assert_eq!(filled, format!("/ui/skills/probe?from={rid}"));
+    let (_, _, page) = text(&server, &filled).await;
+    for shows in [
+        "value=\"from the form\"",
+        "value=\"3\"",
+        "value=\"ok\"",
+        "id=\"repeating\"",
+    ] {
+        assert!(page.contains(shows), "{shows}: {page}");
+    }
+
+    // Without files, Re-run starts the same request afresh.
+    let started = post(
+        "/ui/skills/plain/run",
+        form(&[
+            ("engine", "script"),
+            ("input.text", "twice"),
+            ("parameter.mode", "ok"),
+        ]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(started.status().as_u16(), 303, "{:?}", started.text().await);
+    let first = started.headers()["location"].to_str().unwrap()["/ui/runs/".len()..].to_owned();
+    assert_eq!(server.wait_job(&first).await["status"], "succeeded");
+    let again = http
+        .post(server.url(&format!("/ui/runs/{first}/rerun")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status().as_u16(), 303);
+    let second = again.headers()["location"].to_str().unwrap()["/ui/runs/".len()..].to_owned();
+    assert_ne!(second, first);
+    let done = server.wait_job(&second).await;
+    assert_eq!(done["status"], "succeeded");
+    assert_eq!(done["cache_hit"], false, "a re-run runs afresh");
+    let (_, a) = server.get(&format!("/v1/jobs/{first}/result")).await;
+    let (_, b) = server.get(&format!("/v1/jobs/{second}/result")).await;
+    assert_eq!(a["result"]["data"], b["result"]["data"]);
+
+    // The skill's page lists its runs.
+    let (_, _, page) = text(&server, "/ui/skills/plain").await;
+    assert!(page.contains(&first) && page.contains(&second), "{page}");
+
+    // A skill whose file input is optional runs without one.
+    let started = post(
+        "/ui/skills/text-stats/run",
+        form(&[("engine", "script"), ("input.text", "one two two")]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(started.status().as_u16(), 303);
+    let rid = started.headers()["location"].to_str().unwrap()["/ui/runs/".len()..].to_owned();
+    let done = server.wait_job(&rid).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+}
+
+/// The run list filters by state, skill, engine, time and search, pages by cursor, and says
+/// which parameter it cannot take.
+#[tokio::test]
+async fn the_run_list_filters_and_pages() {
+    let server = TestServer::with_skills(
+        &[
+            common::probe_skill("alpha", None),
+            common::probe_skill("beta", None),
+        ],
+        &[],
+    );
+    let mut ids = Vec::new();
+    for (skill, mode) in [
+        ("alpha", "ok"),
+        ("beta", "exit"),
+        ("alpha", "ok"),
+        ("beta", "ok"),
+    ] {
+        let rid = server
+            .create_job(
+                json!({"skill_id": skill, "input": {"text": format!("run {}", ids.len())},
+                               "parameter": {"mode": mode}, "runtime_options": {"no_cache": true}}),
+            )
+            .await;
+        server.wait_job(&rid).await;
+        ids.push(rid);
+    }
+    let listed = |query: &str| {
+        let server = &server;
+        let query = query.to_owned();
+        async move {
+            let (status, body) = server.get(&format!("/v1/management/runs?{query}")).await;
+            assert_eq!(status, 200, "{query}: {body}");
+            let ids: Vec<String> = body["runs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["request_id"].as_str().unwrap().to_owned())
+                .collect();
+            (ids, body["next_cursor"].as_str().map(str::to_owned))
+        }
+    };
+    let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
+    assert_eq!(listed("").await.0, newest_first);
+    assert_eq!(listed("status=failed").await.0, [ids[1].clone()]);
+    assert_eq!(
+        listed("skill_id=alpha").await.0,
+        [ids[2].clone(), ids[0].clone()]
+    );
+    assert_eq!(
+        listed("engine=script&status=succeeded&skill_id=beta")
+            .await
+            .0,
+        [ids[3].clone()]
+    );
+    assert_eq!(
+        listed(&format!("q={}", &ids[2][..13])).await.0,
+        [ids[2].clone()]
+    );
+    assert_eq!(listed("q=bet").await.0, [ids[3].clone(), ids[1].clone()]);
+    assert!(listed("since=2999-01-01T00:00:00Z").await.0.is_empty());
+    let (page1, next) = listed("limit=3").await;
+    assert_eq!(page1, newest_first[..3]);
+    let next = next.expect("a second page");
+    let (page2, last) = listed(&format!("limit=3&cursor={}", urlencoding(&next))).await;
+    assert_eq!(page2, newest_first[3..]);
+    assert_eq!(last, None);
+    for (query, parameter) in [
+        ("status=sleeping", "status"),
+        ("engine=hal", "engine"),
+        ("since=yesterday", "since"),
+        ("cursor=abc", "cursor"),
+        ("limit=0", "limit"),
+    ] {
+        let (status, body) = server.get(&format!("/v1/management/runs?{query}")).await;
+        assert_eq!(status, 422, "{query}");
+        assert_eq!(
+            body["detail"][0]["loc"],
+            json!(["query", parameter]),
+            "{body}"
+        );
+    }
+
+    // The console's list: the same filters, newest first, a page at a time.
+    let (status, _, page) = text(&server, "/ui/runs?status=failed").await;
+    assert_eq!(status, 200);
+    assert!(page.contains(&ids[1]) && !page.contains(&ids[0]), "{page}");
+    assert!(page.contains("<option value=\"failed\" selected"), "{page}");
+    let (_, _, page) = text(&server, "/ui/runs?skill_id=alpha&within=1h&q=").await;
+    assert!(page.contains(&ids[0]) && page.contains(&ids[2]) && !page.contains(&ids[3]));
+    let (_, _, page) = text(&server, "/ui/runs?status=waiting_auth").await;
+    assert!(page.contains("No run matches these filters."), "{page}");
+    let (status, _, page) = text(&server, "/ui/runs?within=forever").await;
+    assert_eq!(status, 400, "{page}");
+    assert!(page.contains("within must be one of"), "{page}");
+    let (_, _, table) = text(&server, "/ui/management/runs/table").await;
+    assert!(
+        table.contains("hx-trigger=\"every 3s\""),
+        "the first page refreshes itself: {table}"
+    );
+    for shows in ["just now", "127.0.0.1", "<time datetime="] {
+        assert!(table.contains(shows), "{shows}: {table}");
+    }
+    assert!(
+        table.contains("class=\"num\">") && !table.contains("class=\"num\">—<"),
+        "finished runs show how long they took: {table}"
+    );
 }

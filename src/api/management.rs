@@ -20,6 +20,7 @@ use crate::clock::Timestamp;
 use crate::engines::Engine;
 use crate::skill::{ExecutionMode, SkillEntry};
 use crate::state::AppState;
+use crate::store::{RunCursor, RunFilter, RunStatus};
 
 /// One skill in the console's list.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -77,6 +78,8 @@ pub struct SkillList {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct RunList {
     pub runs: Vec<RunState>,
+    /// Pass as `cursor` for the next page; `null` on the last.
+    pub next_cursor: Option<String>,
 }
 
 pub(crate) fn folder_of(entry: &SkillEntry) -> &FsPath {
@@ -208,38 +211,123 @@ pub async fn get_skill_schemas(
     }
 }
 
-/// `?limit=` of the run list.
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
+/// The run list's query. Empty values count as absent (what an HTML form sends for a filter
+/// left unset).
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct RunListQuery {
     /// 1 to 1000; default 200.
     pub limit: Option<u32>,
+    /// Only runs in this state: `queued`, `running`, `waiting_user`, `waiting_auth`,
+    /// `succeeded`, `failed` or `canceled`.
+    pub status: Option<String>,
+    /// Only runs of this skill.
+    pub skill_id: Option<String>,
+    /// Only runs on this engine.
+    pub engine: Option<String>,
+    /// Only requests created at or after this RFC 3339 time.
+    pub since: Option<String>,
+    /// The start of a request id or of a skill id.
+    pub q: Option<String>,
+    /// The previous page's `next_cursor`: the page after it.
+    pub cursor: Option<String>,
 }
 
-/// The newest requests that have a run (jobs and temporary runs), newest first.
+impl RunListQuery {
+    /// The store's filter; a value it cannot take is a 422 naming the parameter.
+    pub fn filter(&self, default_limit: u32) -> ApiResult<RunFilter> {
+        fn given(value: &Option<String>) -> Option<&str> {
+            value.as_deref().map(str::trim).filter(|v| !v.is_empty())
+        }
+        let refused = |name: &str, msg: String| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!([{"loc": ["query", name], "msg": msg, "type": "value_error"}]),
+            )
+        };
+        let limit = self.limit.unwrap_or(default_limit);
+        if !(1..=1000).contains(&limit) {
+            return Err(refused(
+                "limit",
+                format!("limit must be between 1 and 1000, got {limit}"),
+            ));
+        }
+        let status = given(&self.status)
+            .map(|text| {
+                RunStatus::ALL
+                    .into_iter()
+                    .find(|s| s.as_str() == text)
+                    .ok_or_else(|| {
+                        let known: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+                        refused(
+                            "status",
+                            format!("unknown status '{text}'; one of {}", known.join(", ")),
+                        )
+                    })
+            })
+            .transpose()?;
+        let engine = given(&self.engine)
+            .map(|text| {
+                Engine::parse(text).ok_or_else(|| {
+                    let known: Vec<&str> = Engine::ALL.iter().map(|e| e.as_str()).collect();
+                    refused(
+                        "engine",
+                        format!("unknown engine '{text}'; one of {}", known.join(", ")),
+                    )
+                })
+            })
+            .transpose()?;
+        let since = given(&self.since)
+            .map(|text| {
+                Timestamp::parse(text).map_err(|e| {
+                    refused(
+                        "since",
+                        format!(
+                            "since must be an RFC 3339 time such as 2026-01-31T08:00:00Z ({e})"
+                        ),
+                    )
+                })
+            })
+            .transpose()?;
+        let after = given(&self.cursor)
+            .map(|text| {
+                RunCursor::decode(text).ok_or_else(|| {
+                    refused(
+                        "cursor",
+                        "cursor is not one this list gave out: pass a page's next_cursor as it came".into(),
+                    )
+                })
+            })
+            .transpose()?;
+        Ok(RunFilter {
+            status,
+            skill_id: given(&self.skill_id).map(str::to_owned),
+            engine,
+            since,
+            search: given(&self.q).map(str::to_owned),
+            after,
+            limit,
+        })
+    }
+}
+
+/// The requests that have a run (jobs and temporary runs), newest first, filtered and paged:
+/// `next_cursor` asks for the page after this one (`null` on the last).
 #[utoipa::path(get, path = "/v1/management/runs", tag = "management",
     params(RunListQuery),
-    responses((status = 200, body = RunList), (status = 422, description = "limit outside 1..=1000")))]
+    responses((status = 200, body = RunList), (status = 422, description = "A parameter it cannot take; `detail` names it")))]
 pub async fn list_runs(
     State(state): State<AppState>,
     query: Result<Query<RunListQuery>, QueryRejection>,
 ) -> ApiResult<Json<RunList>> {
     let Query(query) = query.map_err(bad_query)?;
-    let limit = query.limit.unwrap_or(200);
-    if !(1..=1000).contains(&limit) {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            json!([{"loc": ["query", "limit"], "msg": format!("limit must be between 1 and 1000, got {limit}"), "type": "value_error"}]),
-        ));
-    }
+    let (rows, next) = state.jobs.list(&query.filter(200)?).await?;
     Ok(Json(RunList {
-        runs: state
-            .jobs
-            .recent(limit)
-            .await?
+        runs: rows
             .into_iter()
             .map(|(request, run)| RunState::of(request, run))
             .collect(),
+        next_cursor: next.map(|c| c.encode()),
     }))
 }
 

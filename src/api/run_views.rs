@@ -126,14 +126,27 @@ pub struct RunState {
     pub status: RequestStatus,
     /// True while the run may still produce output (queued or running).
     pub poll_logs: bool,
+    /// When the run's first turn started; `null` while it has not.
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+    /// From the start to the end (or to now, while it runs), in milliseconds.
+    pub duration_ms: Option<u64>,
 }
 
 impl RunState {
     pub fn of(request: Request, run: Run) -> Self {
+        let (started_at, finished_at) = (run.started_at, run.finished_at);
+        let duration_ms = started_at.map(|start| {
+            let end = finished_at.unwrap_or_else(Timestamp::now);
+            u64::try_from(end.duration_since(start).as_millis()).unwrap_or(u64::MAX)
+        });
         let status = request_status(request, Some(run));
         Self {
             poll_logs: matches!(status.status, RunStatus::Queued | RunStatus::Running),
             status,
+            started_at,
+            finished_at,
+            duration_ms,
         }
     }
 }

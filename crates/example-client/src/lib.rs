@@ -11,7 +11,6 @@
 //! `SKILL_RUNNER_E2E_CLIENT_BACKEND_PASSWORD` (no flag: command lines are world-readable).
 
 pub mod backend;
-pub mod form;
 mod pages;
 pub mod recordings;
 mod results;

@@ -1,7 +1,5 @@
 //! The example client's pages: the skills, a skill's run form and its submission.
 
-use std::io::Write as _;
-
 use askama::Template;
 use axum::extract::{Multipart, Path, State};
 use axum::http::StatusCode;
@@ -11,8 +9,9 @@ use serde_json::{Map, Value, json};
 
 use super::Shared;
 use super::backend::BackendError;
-use super::form::{self, Field, FieldError, Scalar, Schema, Section, Widget};
 use super::recordings::{self, Upload};
+use skill_runner_web::form::{self, FieldError, FormView, Schema};
+use skill_runner_web::i18n::Lang;
 
 /// A page, or the error page with the status that goes with it.
 pub(super) type Page = Result<Response, PageError>;
@@ -124,93 +123,18 @@ pub async fn skills(State(client): State<Shared>) -> Page {
 #[derive(Template)]
 #[template(path = "client/run_form.html")]
 struct RunForm {
+    l: Lang,
     skill_id: String,
     name: String,
     /// The skill's engines, its default first (what the form selects).
     engines: Vec<String>,
+    /// The client does not ask which engines are logged in (the service's runs wait for a
+    /// login), so it names none here.
+    unready: Vec<String>,
     modes: Vec<String>,
     /// Each agent engine's models (`engine`, model ids).
     models: Vec<(String, Vec<String>)>,
-    fields: Vec<Field>,
-    /// What the last submission got wrong (control name, problem).
-    errors: Vec<FieldError>,
-    /// The last submission's values, to show again.
-    values: Vec<(String, String)>,
-}
-
-impl RunForm {
-    fn value(&self, field: &Field) -> String {
-        let name = field.name();
-        self.values
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map_or_else(|| field.default_text(), |(_, v)| v.clone())
-    }
-
-    fn error(&self, field: &Field) -> Option<&str> {
-        let name = field.name();
-        self.errors
-            .iter()
-            .find(|e| e.name == name)
-            .map(|e| e.problem.as_str())
-    }
-
-    fn selected(&self, field: &Field, value: &str) -> bool {
-        self.value(field) == value
-    }
-
-    fn is_list(&self, field: &Field) -> bool {
-        matches!(field.widget, Widget::List(_))
-    }
-
-    /// The `<input type=...>` of a one-value field, `None` for a select or a text area.
-    fn input_type(&self, field: &Field) -> Option<&'static str> {
-        match field.widget {
-            Widget::One(Scalar::Text) => Some("text"),
-            Widget::One(Scalar::Number | Scalar::Integer) => Some("number"),
-            Widget::File => Some("file"),
-            _ => None,
-        }
-    }
-
-    /// The `step` of a number input.
-    fn step(&self, field: &Field) -> Option<&'static str> {
-        match field.widget {
-            Widget::One(Scalar::Integer) => Some("1"),
-            Widget::One(Scalar::Number) => Some("any"),
-            _ => None,
-        }
-    }
-
-    fn is_file(&self, field: &Field) -> bool {
-        field.widget == Widget::File
-    }
-
-    /// The choices of a select: `(value, label)`; booleans and optional choices start unset.
-    fn choices(&self, field: &Field) -> Option<Vec<(String, String)>> {
-        let options: Vec<String> = match &field.widget {
-            Widget::One(Scalar::Boolean) => vec!["true".into(), "false".into()],
-            Widget::One(Scalar::Choice(values)) => values
-                .iter()
-                .map(|v| match v {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                })
-                .collect(),
-            _ => return None,
-        };
-        let mut choices = vec![(String::new(), "—".to_owned())];
-        choices.extend(options.into_iter().map(|o| (o.clone(), o)));
-        Some(choices)
-    }
-
-    fn note<'a>(&self, field: &'a Field) -> Option<&'a str> {
-        match &field.widget {
-            Widget::Json { note } => Some(note),
-            Widget::List(_) => Some("One per line."),
-            _ => None,
-        }
-    }
+    form: FormView,
 }
 
 /// The skill's facts and form fields.
@@ -258,9 +182,9 @@ async fn form_for(client: &Shared, skill_id: &str) -> Result<RunForm, PageError>
         engines,
         modes: strings(&skill, "execution_modes"),
         models,
-        fields: form::fields(schemas.0.as_ref(), schemas.1.as_ref()),
-        errors: Vec::new(),
-        values: Vec::new(),
+        form: FormView::new(form::fields(schemas.0.as_ref(), schemas.1.as_ref())),
+        l: Lang::En,
+        unready: Vec::new(),
     })
 }
 
@@ -287,47 +211,20 @@ pub async fn run_form(State(client): State<Shared>, Path(skill_id): Path<String>
     html(&form_for(&client, &skill_id).await?)
 }
 
-/// A file chosen in the form.
-struct Chosen {
-    key: String,
-    name: String,
-    bytes: Vec<u8>,
-}
-
 /// `POST /skills/{skill_id}/run`: creates the run (and uploads the chosen files, zipped under
 /// their input keys), then goes to its page; a form with mistakes comes back naming each.
 pub async fn create_run(
     State(client): State<Shared>,
     Path(skill_id): Path<String>,
-    mut multipart: Multipart,
+    multipart: Multipart,
 ) -> Page {
     let mut page = form_for(&client, &skill_id).await?;
-    let mut values = Vec::new();
-    let mut files = Vec::new();
-    while let Some(part) = multipart.next_field().await.map_err(|e| PageError {
-        status: StatusCode::BAD_REQUEST,
-        message: format!("the form could not be read: {e}"),
-    })? {
-        let name = part.name().unwrap_or_default().to_owned();
-        if let Some(key) = name.strip_prefix("file.") {
-            let key = key.to_owned();
-            let file_name = part.file_name().unwrap_or_default().to_owned();
-            let bytes = part.bytes().await.map_err(|e| PageError {
-                status: StatusCode::BAD_REQUEST,
-                message: format!("the file for {name} could not be read: {e}"),
-            })?;
-            if !bytes.is_empty() {
-                files.push(Chosen {
-                    key,
-                    name: file_name,
-                    bytes: bytes.to_vec(),
-                });
-            }
-        } else {
-            let value = part.text().await.unwrap_or_default();
-            values.push((name, value));
-        }
-    }
+    let (values, files) = form::receive(multipart)
+        .await
+        .map_err(|message| PageError {
+            status: StatusCode::BAD_REQUEST,
+            message,
+        })?;
     let value = |name: &str| {
         values
             .iter()
@@ -335,16 +232,9 @@ pub async fn create_run(
             .map(|(_, v)| v.trim().to_owned())
             .filter(|v| !v.is_empty())
     };
-    let submitted = form::read(&page.fields, &values);
+    let submitted = form::read(&page.form.fields, &values);
     let mut errors = submitted.as_ref().err().cloned().unwrap_or_default();
-    for field in page.fields.iter().filter(|f| f.section == Section::File) {
-        if field.required && !files.iter().any(|f| f.key == field.key) {
-            errors.push(FieldError {
-                name: field.name(),
-                problem: "is required".into(),
-            });
-        }
-    }
+    errors.extend(form::missing_files(&page.form.fields, &files));
     let engine = value("engine");
     if engine.as_ref().is_none_or(|e| !page.engines.contains(e)) {
         errors.push(FieldError {
@@ -353,8 +243,8 @@ pub async fn create_run(
         });
     }
     if !errors.is_empty() {
-        page.errors = errors;
-        page.values = values;
+        page.form.errors = errors;
+        page.form.values = values;
         let mut response = html(&page)?;
         *response.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
         return Ok(response);
@@ -385,7 +275,7 @@ pub async fn create_run(
         .await?;
     let request_id = text(&created, "request_id");
     if !files.is_empty() {
-        let zip = zip_files(&files).map_err(|e| PageError {
+        let zip = form::zip_files(&files).map_err(|e| PageError {
             status: StatusCode::INTERNAL_SERVER_ERROR,
             message: format!("the chosen files could not be zipped: {e}"),
         })?;
@@ -417,14 +307,4 @@ pub async fn create_run(
         tracing::warn!(request_id, error = %e, "cannot record the run");
     }
     Ok(Redirect::to(&format!("/runs/{request_id}")).into_response())
-}
-
-/// A zip of the chosen files, each named by its input key (what `/upload` expects).
-fn zip_files(files: &[Chosen]) -> zip::result::ZipResult<Vec<u8>> {
-    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    for file in files {
-        zip.start_file(file.key.as_str(), zip::write::SimpleFileOptions::default())?;
-        zip.write_all(&file.bytes)?;
-    }
-    Ok(zip.finish()?.into_inner())
 }

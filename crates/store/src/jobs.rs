@@ -356,6 +356,44 @@ async fn insert_run(
 }
 
 /// `requests` in their order, each with its run (one missing meanwhile leaves its request out).
+/// Which runs a list shows, newest first. Every condition given must hold.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    pub status: Option<RunStatus>,
+    pub skill_id: Option<String>,
+    pub engine: Option<Engine>,
+    /// Requests created at or after this moment.
+    pub since: Option<Timestamp>,
+    /// The start of a request id or of a skill id.
+    pub search: Option<String>,
+    /// Only requests listed after this one: where the previous page ended.
+    pub after: Option<RunCursor>,
+    pub limit: u32,
+}
+
+/// A place in the run list: a request's creation time and its insertion order (which breaks
+/// ties between requests created in the same microsecond).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunCursor {
+    pub created_at: Timestamp,
+    pub seq: i64,
+}
+
+impl RunCursor {
+    /// The cursor as a client passes it back: `<created_at>~<seq>`.
+    pub fn encode(&self) -> String {
+        format!("{}~{}", self.created_at, self.seq)
+    }
+
+    pub fn decode(text: &str) -> Option<Self> {
+        let (at, seq) = text.rsplit_once('~')?;
+        Some(Self {
+            created_at: Timestamp::parse(at).ok()?,
+            seq: seq.parse().ok()?,
+        })
+    }
+}
+
 pub(crate) fn with_runs(
     requests: Vec<Request>,
     runs: Vec<RunRow>,
@@ -487,8 +525,12 @@ pub trait JobStore: Send + Sync {
         reason: &str,
     ) -> anyhow::Result<Option<Ended>>;
 
-    /// The newest `limit` requests that have a run, with their runs, newest first.
-    async fn recent_requests(&self, limit: u32) -> anyhow::Result<Vec<(Request, Run)>>;
+    /// The requests that have a run and match `filter`, with their runs, newest first: at
+    /// most `filter.limit`, after `filter.after`.
+    async fn list_runs(&self, filter: &RunFilter) -> anyhow::Result<Vec<(Request, Run)>>;
+
+    /// Where the page that ends with `request_id` ends, for [`RunFilter::after`].
+    async fn run_cursor(&self, request_id: &str) -> anyhow::Result<Option<RunCursor>>;
 
     /// Runs in `status`, in FIFO order.
     async fn runs_with_status(&self, status: RunStatus) -> anyhow::Result<Vec<Run>>;
@@ -856,15 +898,66 @@ impl JobStore for Sqlite {
         Ok(ended)
     }
 
-    async fn recent_requests(&self, limit: u32) -> anyhow::Result<Vec<(Request, Run)>> {
-        let requests: Vec<Request> = sqlx::query_as(concat!(
+    async fn list_runs(&self, filter: &RunFilter) -> anyhow::Result<Vec<(Request, Run)>> {
+        // Only the conditions given are written, so the planner sees which index serves: the
+        // newest requests (`requests_listed`, or `requests_listed_by_skill`) walked until the
+        // page is full, or the few active runs (`runs_active`) and their requests.
+        let mut query = sqlx::QueryBuilder::<sqlx::Sqlite>::new(concat!(
             "SELECT ",
             request_columns!(),
-            " FROM requests WHERE run_id IS NOT NULL ORDER BY created_at DESC, rowid DESC LIMIT ?"
-        ))
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
+            " FROM requests WHERE run_id IS NOT NULL"
+        ));
+        if let Some(status) = filter.status {
+            if status.is_terminal() {
+                query
+                    .push(" AND (SELECT status FROM runs WHERE runs.run_id = requests.run_id) = ")
+                    .push_bind(status);
+            } else {
+                // The partial index's own condition, written out: SQLite uses a partial
+                // index only where the query repeats it.
+                query
+                    .push(" AND run_id IN (SELECT run_id FROM runs WHERE status = ")
+                    .push_bind(status)
+                    .push(" AND status IN ('queued', 'running', 'waiting_user', 'waiting_auth'))");
+            }
+        }
+        if let Some(skill_id) = &filter.skill_id {
+            query.push(" AND skill_id = ").push_bind(skill_id.clone());
+        }
+        if let Some(engine) = filter.engine {
+            query.push(" AND engine = ").push_bind(engine.as_str());
+        }
+        if let Some(since) = filter.since {
+            query.push(" AND created_at >= ").push_bind(since);
+        }
+        if let Some(search) = &filter.search {
+            // A prefix as a range, which an index serves (`LIKE` would not: it folds case).
+            let end = format!("{search}\u{10FFFF}");
+            query
+                .push(" AND ((request_id >= ")
+                .push_bind(search.clone())
+                .push(" AND request_id < ")
+                .push_bind(end.clone())
+                .push(") OR (skill_id >= ")
+                .push_bind(search.clone())
+                .push(" AND skill_id < ")
+                .push_bind(end)
+                .push("))");
+        }
+        if let Some(after) = &filter.after {
+            query
+                .push(" AND created_at <= ")
+                .push_bind(after.created_at)
+                .push(" AND (created_at < ")
+                .push_bind(after.created_at)
+                .push(" OR rowid < ")
+                .push_bind(after.seq)
+                .push(")");
+        }
+        query
+            .push(" ORDER BY created_at DESC, rowid DESC LIMIT ")
+            .push_bind(filter.limit);
+        let requests: Vec<Request> = query.build_query_as().fetch_all(&self.pool).await?;
         let run_ids: Vec<&str> = requests
             .iter()
             .filter_map(|r| r.run_id.as_deref())
@@ -878,6 +971,15 @@ impl JobStore for Sqlite {
         .fetch_all(&self.pool)
         .await?;
         with_runs(requests, runs)
+    }
+
+    async fn run_cursor(&self, request_id: &str) -> anyhow::Result<Option<RunCursor>> {
+        let row: Option<(Timestamp, i64)> =
+            sqlx::query_as("SELECT created_at, rowid FROM requests WHERE request_id = ?")
+                .bind(request_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.map(|(created_at, seq)| RunCursor { created_at, seq }))
     }
 
     async fn runs_with_status(&self, status: RunStatus) -> anyhow::Result<Vec<Run>> {
@@ -1329,7 +1431,13 @@ mod tests {
         let running = store.runs_with_status(RunStatus::Running).await.unwrap();
         assert_eq!(ids(running), ["r2"]);
 
-        let recent = store.recent_requests(2).await.unwrap();
+        let recent = store
+            .list_runs(&RunFilter {
+                limit: 2,
+                ..RunFilter::default()
+            })
+            .await
+            .unwrap();
         let pairs: Vec<_> = recent
             .iter()
             .map(|(q, r)| (q.request_id.as_str(), r.run_id.as_str()))
@@ -1430,7 +1538,121 @@ mod tests {
         );
     }
 
+    /// Filters combine, the search matches starts (its wildcards taken literally), and pages
+    /// follow each other without gaps or repeats.
+    async fn the_run_list_filters_searches_and_pages(store: Store) {
+        for n in 1..=7 {
+            let mut request = new_request(&format!("q{n}"));
+            if n % 2 == 0 {
+                request.skill_id = Some("other_skill".into());
+                request.engine = Some(Engine::Codex);
+            }
+            let mut run = new_run(&format!("r{n}"));
+            run.cache_key = None;
+            store
+                .create_request(&request, Some(&Binding::Run(run)))
+                .await
+                .unwrap();
+        }
+        crate::tests::start(&store, "r3", "off").await.unwrap();
+        crate::tests::start(&store, "r4", "off").await.unwrap();
+        crate::tests::start(&store, "r5", "off").await.unwrap();
+        store
+            .finish_run("r5", Move::End, None, &ending(RunStatus::Failed))
+            .await
+            .unwrap();
+        let ids = |rows: Vec<(Request, Run)>| {
+            rows.into_iter()
+                .map(|(q, _)| q.request_id)
+                .collect::<Vec<_>>()
+        };
+        let list = |filter: RunFilter| {
+            let store = store.clone();
+            async move { ids(store.list_runs(&filter).await.unwrap()) }
+        };
+        let all = RunFilter {
+            limit: 100,
+            ..RunFilter::default()
+        };
+        assert_eq!(
+            list(all.clone()).await,
+            ["q7", "q6", "q5", "q4", "q3", "q2", "q1"]
+        );
+        let running = RunFilter {
+            status: Some(RunStatus::Running),
+            ..all.clone()
+        };
+        assert_eq!(list(running.clone()).await, ["q4", "q3"]);
+        let failed = RunFilter {
+            status: Some(RunStatus::Failed),
+            ..all.clone()
+        };
+        assert_eq!(list(failed).await, ["q5"], "a status a run ended in");
+        assert_eq!(
+            list(RunFilter {
+                engine: Some(Engine::Codex),
+                ..running.clone()
+            })
+            .await,
+            ["q4"]
+        );
+        assert_eq!(
+            list(RunFilter {
+                skill_id: Some("demo".into()),
+                ..all.clone()
+            })
+            .await,
+            ["q7", "q5", "q3", "q1"]
+        );
+        let search = |text: &str| RunFilter {
+            search: Some(text.into()),
+            ..all.clone()
+        };
+        assert_eq!(list(search("q3")).await, ["q3"], "a request id's start");
+        assert_eq!(
+            list(search("other")).await,
+            ["q6", "q4", "q2"],
+            "a skill id's start"
+        );
+        assert!(list(search("3")).await.is_empty(), "not an id's middle");
+        assert!(list(search("her_sk")).await.is_empty(), "nor a skill id's");
+        assert!(
+            list(search("%")).await.is_empty(),
+            "wildcards are taken literally"
+        );
+        assert!(list(search("demo_")).await.is_empty());
+        assert!(
+            list(RunFilter {
+                since: Some(Timestamp::after(std::time::Duration::from_secs(60))),
+                ..all.clone()
+            })
+            .await
+            .is_empty()
+        );
+
+        // Pages of two: the cursor of each page's last row starts the next.
+        let mut seen = Vec::new();
+        let mut after = None;
+        loop {
+            let page = list(RunFilter {
+                limit: 2,
+                after: after.clone(),
+                ..all.clone()
+            })
+            .await;
+            let Some(last) = page.last() else { break };
+            after = Some(store.run_cursor(last).await.unwrap().unwrap());
+            let cursor = after.clone().unwrap();
+            assert_eq!(RunCursor::decode(&cursor.encode()), Some(cursor));
+            seen.extend(page);
+        }
+        assert_eq!(seen, list(all.clone()).await);
+        assert_eq!(RunCursor::decode("nonsense"), None);
+        assert_eq!(store.run_cursor("missing").await.unwrap(), None);
+    }
+
     on_both_backends!(
+        the_run_list_filters_searches_and_pages,
         only_the_end_that_wins_with_a_success_becomes_the_cache_entry,
         a_create_dropped_mid_batch_leaves_both_rows_or_none_and_the_lock_free,
         a_create_that_fails_halfway_leaves_nothing_and_the_store_usable,

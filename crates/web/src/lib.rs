@@ -1,14 +1,16 @@
 //! The HTTP pieces both front ends of skill-runner share — the service (API and console) and
 //! the example client, which drives the service only over HTTP: embedded front-end files, the
 //! `Host` and same-origin guards, how connections are taken, the console's two languages, the
-//! question form, and reading Server-Sent Events.
+//! question form, the run form generated from a skill's schemas, and reading Server-Sent Events.
 //!
 //! The embedded files come from the repository's `static/` folder, which both front ends serve.
 
 pub mod allowed_hosts;
 pub mod assets;
 pub mod connections;
+pub mod form;
 pub mod i18n;
+pub mod markdown;
 pub mod question;
 pub mod same_origin;
 pub mod sse;

@@ -57,7 +57,7 @@ pub async fn engines_table(l: Lang, State(state): State<AppState>) -> Response {
 
 /// `GET /ui/runs/table`.
 pub async fn runs_table(l: Lang, State(state): State<AppState>) -> Response {
-    let page = runs::table(l, State(state.clone()));
+    let page = runs::table(l, State(state.clone()), Query(Default::default()));
     legacy(&state, "/ui/management/runs/table".to_owned(), page).await
 }
 

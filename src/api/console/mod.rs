@@ -9,6 +9,7 @@ mod runs;
 mod sessions;
 mod skills;
 mod terminal;
+mod time;
 
 use askama::Template;
 use axum::Router;
@@ -42,6 +43,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
         )
         .route("/ui/skills/{skill_id}", get(skills::detail))
         .route("/ui/skills/{skill_id}/view", get(skills::view))
+        .route("/ui/skills/{skill_id}/run", post(skills::run))
         .route("/ui/engines", get(engines::page))
         .route("/ui/management/engines/table", get(engines::table))
         .route("/ui/engines/upgrades", post(engines::upgrade))
@@ -72,6 +74,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .route("/ui/runs/{request_id}/file", get(runs::view))
         .route("/ui/runs/{request_id}/cancel", post(runs::cancel))
         .route("/ui/runs/{request_id}/reply", post(runs::reply))
+        .route("/ui/runs/{request_id}/rerun", post(runs::rerun))
         .route("/ui/management/runs/{request_id}/view", get(runs::info))
         .route("/ui/management/runs/{request_id}/files", get(runs::files))
         .route(
@@ -114,6 +117,11 @@ struct ErrorPage {
     message: String,
 }
 
+/// Marks an error answer that is a whole page already (a form shown again with what it got
+/// wrong), which [`whole_error_pages`] leaves as it is.
+#[derive(Debug, Clone, Copy)]
+pub struct WholePage;
+
 /// An error answered to a page load (not an htmx request, which swaps the fragment in) becomes
 /// a whole page in the console's layout, saying what went wrong and the way back.
 async fn whole_error_pages(
@@ -129,7 +137,11 @@ async fn whole_error_pages(
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/html"));
-    if fragment_wanted || !html || !(status.is_client_error() || status.is_server_error()) {
+    if fragment_wanted
+        || !html
+        || !(status.is_client_error() || status.is_server_error())
+        || response.extensions().get::<WholePage>().is_some()
+    {
         return response;
     }
     let (parts, body) = response.into_parts();

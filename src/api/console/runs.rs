@@ -4,41 +4,168 @@
 use askama::Template;
 use axum::Form;
 use axum::extract::{Path, Query, State};
-use axum::http::HeaderValue;
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
 use skill_runner_web::question::{self, Question};
 
 use super::skills::{FilePath, PreviewFragment};
 use super::{ConsoleError, Lang, Page, render};
 use crate::api::error::ApiError;
+use crate::api::jobs::ClientAddress;
+use crate::api::management::RunListQuery;
 use crate::api::run_views::RunState;
 use crate::browse::TreeEntry;
+use crate::clock::Timestamp;
+use crate::engines::Engine;
 use crate::jobs::Scope;
+use crate::jobs::create::NewJob;
 use crate::jobs::interaction::Reply;
 use crate::skill::ExecutionMode;
 use crate::state::AppState;
+use crate::store::{RequestKind, RunFilter, RunStatus, UploadState};
 
 /// The console sees jobs and temporary runs alike, as `/v1/management/runs` does.
 pub(super) const SCOPE: Scope = Scope::Management;
 
-/// How many runs the list shows.
-const LIST_LIMIT: u32 = 200;
+/// How many runs a page of the list shows.
+const PAGE_SIZE: u32 = 50;
+
+/// The run list's filters as the console's form sends them: the API's, with the time as a
+/// window back from now (`within`: `1h`, `24h`, `7d` or `30d`) instead of a moment.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub struct ListQuery {
+    status: Option<String>,
+    skill_id: Option<String>,
+    engine: Option<String>,
+    within: Option<String>,
+    q: Option<String>,
+    cursor: Option<String>,
+}
+
+/// The windows the form offers, with how far back each reaches.
+const WINDOWS: [(&str, u64); 4] = [
+    ("1h", 3600),
+    ("24h", 86_400),
+    ("7d", 7 * 86_400),
+    ("30d", 30 * 86_400),
+];
+
+impl ListQuery {
+    fn filter(&self) -> Result<RunFilter, ApiError> {
+        let since = match self.within.as_deref().filter(|w| !w.is_empty()) {
+            None => None,
+            Some(window) => {
+                let (_, seconds) = WINDOWS.iter().find(|(w, _)| *w == window).ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "within must be one of 1h, 24h, 7d, 30d, not '{window}'"
+                    ))
+                })?;
+                Some(Timestamp::before(std::time::Duration::from_secs(*seconds)).to_string())
+            }
+        };
+        RunListQuery {
+            limit: Some(PAGE_SIZE),
+            status: self.status.clone(),
+            skill_id: self.skill_id.clone(),
+            engine: self.engine.clone(),
+            since,
+            q: self.q.clone(),
+            cursor: self.cursor.clone(),
+        }
+        .filter(PAGE_SIZE)
+    }
+
+    /// The query string of these filters with another cursor (none: the first page).
+    fn with_cursor(&self, cursor: Option<&str>) -> String {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        for (name, value) in [
+            ("status", &self.status),
+            ("skill_id", &self.skill_id),
+            ("engine", &self.engine),
+            ("within", &self.within),
+            ("q", &self.q),
+        ] {
+            if let Some(value) = value.as_deref().filter(|v| !v.is_empty()) {
+                query.append_pair(name, value);
+            }
+        }
+        if let Some(cursor) = cursor {
+            query.append_pair("cursor", cursor);
+        }
+        query.finish()
+    }
+
+    fn is(&self, name: &str, value: &str) -> bool {
+        let chosen = match name {
+            "status" => &self.status,
+            "skill_id" => &self.skill_id,
+            "engine" => &self.engine,
+            "within" => &self.within,
+            _ => return false,
+        };
+        chosen.as_deref() == Some(value)
+    }
+}
+
+/// A run as a row of the list.
+pub(super) struct RunRow {
+    pub run: RunState,
+    /// "3 min ago", in the page's language.
+    pub started: String,
+    /// The exact time, shown on hover.
+    pub started_exact: String,
+    pub duration: String,
+    /// The request id's first eight characters (the whole id is in the link's title).
+    pub short_id: String,
+}
+
+impl RunRow {
+    pub(super) fn of(l: Lang, run: RunState) -> Self {
+        let at = run.started_at.unwrap_or(run.status.created_at);
+        Self {
+            started: super::time::ago(l, at),
+            started_exact: at.to_string(),
+            short_id: run.status.request_id.chars().take(8).collect(),
+            duration: run
+                .duration_ms
+                .map_or_else(|| "—".to_owned(), super::time::span),
+            run,
+        }
+    }
+}
 
 #[derive(Template)]
 #[template(path = "runs.html")]
 struct RunsPage {
     l: Lang,
     section: &'static str,
-    runs: Vec<RunState>,
-    polling: bool,
+    table: RunsTable,
+    query: ListQuery,
+    skills: Vec<String>,
+    statuses: Vec<&'static str>,
+    engines: Vec<&'static str>,
+    windows: Vec<&'static str>,
 }
 
+/// One page of the list: the table and the links to the pages beside it.
 #[derive(Template)]
 #[template(path = "partials/runs_table.html")]
-struct RunsTable {
+struct RunsFragment {
     l: Lang,
-    runs: Vec<RunState>,
-    polling: bool,
+    table: RunsTable,
+}
+
+pub(super) struct RunsTable {
+    pub rows: Vec<RunRow>,
+    /// The query string of this page (its filters and cursor), for its live refresh.
+    pub this_page: String,
+    /// The query string of the next page, if there is one.
+    pub next_page: Option<String>,
+    /// The query string of the first page, when this is not it.
+    pub first_page: Option<String>,
+    /// Refreshes itself: the first page, where new runs appear.
+    pub live: bool,
 }
 
 #[derive(Template)]
@@ -50,6 +177,7 @@ struct RunPage {
     error: Option<String>,
     /// What to do about the error's code.
     hint: Option<String>,
+    again: Option<String>,
     interactive: bool,
 }
 
@@ -60,6 +188,8 @@ struct RunInfo {
     run: RunState,
     error: Option<String>,
     hint: Option<String>,
+    /// The skill a finished job can be run again with (temporary runs' packages are gone).
+    again: Option<String>,
 }
 
 #[derive(Template)]
@@ -109,44 +239,78 @@ fn error_line(run: &RunState) -> Option<String> {
     })
 }
 
-async fn runs(state: &AppState) -> Result<(Vec<RunState>, bool), ConsoleError> {
-    let runs: Vec<RunState> = state
+async fn runs_table(
+    l: Lang,
+    state: &AppState,
+    query: &ListQuery,
+) -> Result<RunsTable, ConsoleError> {
+    let (rows, next) = state
         .jobs
-        .recent(LIST_LIMIT)
+        .list(&query.filter()?)
         .await
-        .map_err(ApiError::from)?
-        .into_iter()
-        .map(|(request, run)| RunState::of(request, run))
-        .collect();
-    let polling = runs.iter().any(|r| r.poll_logs);
-    Ok((runs, polling))
-}
-
-/// `GET /ui/runs`.
-pub async fn page(l: Lang, State(state): State<AppState>) -> Page {
-    let (runs, polling) = runs(&state).await?;
-    render(&RunsPage {
-        l,
-        section: "runs",
-        runs,
-        polling,
+        .map_err(ApiError::from)?;
+    let first = query.cursor.as_deref().is_none_or(str::is_empty);
+    Ok(RunsTable {
+        rows: rows
+            .into_iter()
+            .map(|(request, run)| RunRow::of(l, RunState::of(request, run)))
+            .collect(),
+        this_page: query.with_cursor(query.cursor.as_deref().filter(|c| !c.is_empty())),
+        next_page: next.map(|c| query.with_cursor(Some(&c.encode()))),
+        first_page: (!first).then(|| query.with_cursor(None)),
+        live: first,
     })
 }
 
-/// `GET /ui/management/runs/table`: refreshes itself while any run may still change.
-pub async fn table(l: Lang, State(state): State<AppState>) -> Page {
-    let (runs, polling) = runs(&state).await?;
-    render(&RunsTable { l, runs, polling })
+/// `GET /ui/runs`: the list with its filters (also the form's target, so a filtered list has
+/// its own address).
+pub async fn page(l: Lang, State(state): State<AppState>, Query(query): Query<ListQuery>) -> Page {
+    let table = runs_table(l, &state, &query).await?;
+    let skills = state
+        .registry
+        .snapshot()
+        .await
+        .skills
+        .keys()
+        .cloned()
+        .collect();
+    render(&RunsPage {
+        l,
+        section: "runs",
+        table,
+        query,
+        skills,
+        statuses: RunStatus::ALL.iter().map(|s| s.as_str()).collect(),
+        engines: Engine::ALL.iter().map(|e| e.as_str()).collect(),
+        windows: WINDOWS.iter().map(|(w, _)| *w).collect(),
+    })
 }
 
-async fn run_state(state: &AppState, request_id: &str) -> Result<(RunState, bool), ConsoleError> {
+/// `GET /ui/management/runs/table`: one page of the list, which refreshes itself when it is
+/// the first (where new runs appear).
+pub async fn table(l: Lang, State(state): State<AppState>, Query(query): Query<ListQuery>) -> Page {
+    render(&RunsFragment {
+        table: runs_table(l, &state, &query).await?,
+        l,
+    })
+}
+
+/// A run's state, whether it is interactive, and the skill it can be run again with.
+async fn run_state(
+    state: &AppState,
+    request_id: &str,
+) -> Result<(RunState, bool, Option<String>), ConsoleError> {
     let (request, run) = state
         .jobs
         .request_and_run(SCOPE, request_id)
         .await
         .map_err(ApiError::from)?;
     let interactive = request.runtime_options.execution_mode == ExecutionMode::Interactive;
-    Ok((RunState::of(request, run), interactive))
+    let again = request
+        .skill_id
+        .clone()
+        .filter(|_| request.kind == RequestKind::Job && run.status.is_terminal());
+    Ok((RunState::of(request, run), interactive, again))
 }
 
 /// `GET /ui/runs/{request_id}`.
@@ -155,13 +319,14 @@ pub async fn detail(
     State(state): State<AppState>,
     Path(request_id): Path<String>,
 ) -> Page {
-    let (run, interactive) = run_state(&state, &request_id).await?;
+    let (run, interactive, again) = run_state(&state, &request_id).await?;
     render(&RunPage {
         l,
         section: "runs",
         error: error_line(&run),
         hint: hint_line(&run),
         run,
+        again,
         interactive,
     })
 }
@@ -169,13 +334,71 @@ pub async fn detail(
 /// `GET /ui/management/runs/{request_id}/view`: the run's state, refreshing itself while the
 /// run may change.
 pub async fn info(l: Lang, State(state): State<AppState>, Path(request_id): Path<String>) -> Page {
-    let (run, _) = run_state(&state, &request_id).await?;
+    let (run, _, again) = run_state(&state, &request_id).await?;
     render(&RunInfo {
         l,
         error: error_line(&run),
         hint: hint_line(&run),
         run,
+        again,
     })
+}
+
+/// `POST /ui/runs/{request_id}/rerun`: the same request again — skill, engine, model, inputs,
+/// parameters, execution mode and debug — run afresh (`no_cache`: a re-run that answered
+/// the cached result would repeat nothing), then its page. A request that came with files
+/// goes to the skill's form instead, filled in, where the files are chosen again (the
+/// service keeps what a run extracted, not what the user sent).
+pub async fn rerun(
+    State(state): State<AppState>,
+    ClientAddress(client): ClientAddress,
+    Path(request_id): Path<String>,
+) -> Result<Response, ConsoleError> {
+    let (request, run) = state
+        .jobs
+        .request_and_run(SCOPE, &request_id)
+        .await
+        .map_err(ApiError::from)?;
+    let skill_id = match &request.skill_id {
+        Some(id) if request.kind == RequestKind::Job => id.clone(),
+        _ => {
+            return Err(ApiError::bad_request(
+                "A temporary skill run cannot run again: its package is not kept. Upload it again.",
+            )
+            .into());
+        }
+    };
+    if !run.status.is_terminal() {
+        return Err(ApiError::new(StatusCode::CONFLICT, "The run has not finished yet").into());
+    }
+    if request.upload_state != UploadState::None {
+        return Ok(Redirect::to(&format!(
+            "/ui/skills/{}?from={request_id}",
+            urlencoding(&skill_id)
+        ))
+        .into_response());
+    }
+    let options = &request.runtime_options;
+    let job = NewJob {
+        skill_id,
+        engine: request.engine.map(|e| e.as_str().to_owned()),
+        input: request.input.clone(),
+        parameter: request.parameter.clone(),
+        model: request.model.clone(),
+        runtime_options: Some(serde_json::json!({
+            "execution_mode": options.execution_mode.as_str(),
+            "debug": options.debug,
+            "no_cache": true,
+        })),
+        client_address: client,
+    };
+    let request_id = super::skills::start(&state, job, &[]).await?;
+    Ok(Redirect::to(&format!("/ui/runs/{request_id}")).into_response())
+}
+
+/// A path segment with everything but unreserved characters percent-encoded.
+fn urlencoding(text: &str) -> String {
+    form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
 /// `POST /ui/runs/{request_id}/cancel`: answers the run's state after the cancel.

@@ -1,17 +1,30 @@
 //! `/ui`: the installed skills with a package upload whose install is followed until it ends,
-//! and one skill's details with its files and a read-only preview.
+//! and one skill's page: what it does (`SKILL.md` rendered), its schemas, versions, latest runs
+//! and files, and the form that runs it — generated from its input and parameter schemas,
+//! offering the engines it supports that are logged in.
 
 use askama::Template;
 use axum::extract::multipart::{Multipart, MultipartRejection};
 use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
+use skill_runner_types::RelPath;
+use skill_runner_web::form::{self, FormView, Schema, Section};
+use skill_runner_web::markdown;
 
-use super::{Lang, Page, render};
+use super::runs::{RunRow, RunsTable, SCOPE};
+use super::{ConsoleError, Lang, Page, WholePage, render};
 use crate::api::error::ApiError;
+use crate::api::jobs::ClientAddress;
 use crate::api::management::{self, SkillSummary};
 use crate::api::packages;
+use crate::api::run_views::RunState;
 use crate::browse::{self, Preview, TreeEntry};
+use crate::engines::Engine;
+use crate::jobs::create::{NewJob, UploadFiles};
 use crate::state::AppState;
+use crate::store::{Request, RunFilter};
 
 #[derive(Template)]
 #[template(path = "skills.html")]
@@ -47,10 +60,35 @@ struct SkillPage {
     l: Lang,
     section: &'static str,
     skill: SkillSummary,
+    description: Option<String>,
+    /// `SKILL.md`, rendered and sanitised.
+    instructions: Option<String>,
+    /// The input, parameter and output schemas (role, pretty JSON).
+    schemas: Vec<(&'static str, String)>,
+    /// Versions updates replaced, newest first.
+    versions: Vec<String>,
+    /// The skill's latest runs (a list without pages of its own).
+    table: RunsTable,
     files: Vec<TreeEntry>,
     /// Where a file's preview is fetched, the path appended (skill ids need no escaping).
     preview_url: String,
+    /// The run form: absent for a degraded skill.
+    form: FormView,
+    runnable: bool,
+    engines: Vec<String>,
+    unready: Vec<String>,
+    modes: Vec<String>,
+    models: Vec<(String, Vec<String>)>,
+    /// The run whose request fills the form ("Run with changes").
+    from: Option<String>,
+    /// Whether the form has file inputs (which a repeated run cannot carry over).
+    has_files: bool,
+    /// Why the service refused the last submission, if it did.
+    refused: Option<String>,
 }
+
+/// How many of the skill's latest runs its page lists.
+const RECENT_RUNS: u32 = 10;
 
 #[derive(Template)]
 #[template(path = "partials/preview.html")]
@@ -122,23 +160,285 @@ async fn status_fragment(l: Lang, state: &AppState, request_id: String) -> Page 
     })
 }
 
-/// `GET /ui/skills/{skill_id}`.
-pub async fn detail(l: Lang, State(state): State<AppState>, Path(skill_id): Path<String>) -> Page {
-    let entry = management::skill_entry(&state, &skill_id).await?;
-    let (skill, files) = tokio::task::spawn_blocking(move || {
-        let files = browse::tree(management::folder_of(&entry), &[])
-            .map_err(|_| ApiError::not_found("Skill path not found"))?;
-        Ok::<_, ApiError>((management::summary(&entry), files))
+/// `?from=`: the run whose request fills the form.
+#[derive(Debug, Deserialize)]
+pub struct From {
+    from: Option<String>,
+}
+
+/// The skill page without its form's state: what the skill is, its runs, and what its form
+/// offers.
+async fn skill_page(l: Lang, state: &AppState, skill_id: &str) -> Result<SkillPage, ConsoleError> {
+    let entry = management::skill_entry(state, skill_id).await?;
+    let manifest = entry.manifest().cloned();
+    let (skill, files, instructions, schemas, fields) = tokio::task::spawn_blocking({
+        let manifest = manifest.clone();
+        move || {
+            let folder = management::folder_of(&entry);
+            let files = browse::tree(folder, &[])
+                .map_err(|_| ApiError::not_found("Skill path not found"))?;
+            // Read with the same care as any preview: the folder is the service's own, but
+            // a package chose its contents.
+            let text = |rel: &str| {
+                browse::preview(folder, &RelPath::parse(rel).ok()?, &[])
+                    .ok()?
+                    .content
+            };
+            let instructions = text("SKILL.md").map(|md| markdown::to_html(&md));
+            let (schemas, fields) = match &manifest {
+                Some(m) => {
+                    let schema = |rel: &str| text(rel).and_then(|t| Schema::parse(&t).ok());
+                    let (input, parameter) =
+                        (schema(&m.schemas.input), schema(&m.schemas.parameter));
+                    let shown = [
+                        ("input", &m.schema_docs.input),
+                        ("parameter", &m.schema_docs.parameter),
+                        ("output", &m.schema_docs.output),
+                    ]
+                    .into_iter()
+                    .map(|(role, doc)| {
+                        (role, serde_json::to_string_pretty(doc).unwrap_or_default())
+                    })
+                    .collect();
+                    (shown, form::fields(input.as_ref(), parameter.as_ref()))
+                }
+                None => (Vec::new(), Vec::new()),
+            };
+            Ok::<_, ApiError>((
+                management::summary(&entry),
+                files,
+                instructions,
+                schemas,
+                fields,
+            ))
+        }
     })
     .await
     .map_err(|e| ApiError::Internal(e.into()))??;
-    render(&SkillPage {
+
+    let engines_admin = state.jobs.engines();
+    let mut engines = Vec::new();
+    let mut unready = Vec::new();
+    let mut models = Vec::new();
+    if let Some(m) = &manifest {
+        let mut offered = m.effective_engines.clone();
+        offered.sort_by_key(|e| *e != m.default_engine);
+        for engine in offered {
+            let ready = engine == Engine::Script
+                || engines_admin
+                    .auth_status(engine)
+                    .is_some_and(|a| a.auth_ready);
+            if !ready {
+                unready.push(engine.as_str().to_owned());
+                continue;
+            }
+            engines.push(engine.as_str().to_owned());
+            if engine != Engine::Script
+                && let Some(list) = engines_admin.models(engine).await
+            {
+                models.push((
+                    engine.as_str().to_owned(),
+                    list.models.into_iter().map(|m| m.id).collect(),
+                ));
+            }
+        }
+    }
+    let (rows, _) = state
+        .jobs
+        .list(&RunFilter {
+            skill_id: Some(skill_id.to_owned()),
+            limit: RECENT_RUNS,
+            ..RunFilter::default()
+        })
+        .await
+        .map_err(ApiError::from)?;
+    let has_files = fields.iter().any(|f| f.section == Section::File);
+    Ok(SkillPage {
         l,
         section: "skills",
+        description: manifest.as_ref().and_then(|m| m.description.clone()),
+        instructions,
+        schemas,
+        versions: state.installer.archived_versions(skill_id),
+        table: RunsTable {
+            rows: rows
+                .into_iter()
+                .map(|(request, run)| RunRow::of(l, RunState::of(request, run)))
+                .collect(),
+            this_page: String::new(),
+            next_page: None,
+            first_page: None,
+            live: false,
+        },
         preview_url: format!("/ui/skills/{}/view?path=", skill.id),
-        skill,
         files,
+        runnable: manifest.is_some() && !engines.is_empty(),
+        form: FormView::new(fields),
+        modes: manifest
+            .iter()
+            .flat_map(|m| {
+                m.execution_modes
+                    .iter()
+                    .map(|mode| mode.as_str().to_owned())
+            })
+            .collect(),
+        engines,
+        unready,
+        models,
+        from: None,
+        has_files,
+        refused: None,
+        skill,
     })
+}
+
+/// `GET /ui/skills/{skill_id}[?from=<request_id>]`: the skill, its latest runs and its run
+/// form; with `from`, the form holds that run's request to change and start again.
+pub async fn detail(
+    l: Lang,
+    State(state): State<AppState>,
+    Path(skill_id): Path<String>,
+    Query(query): Query<From>,
+) -> Page {
+    let mut page = skill_page(l, &state, &skill_id).await?;
+    if let Some(from) = query.from.filter(|f| !f.is_empty()) {
+        let (request, _) = state
+            .jobs
+            .request_and_run(SCOPE, &from)
+            .await
+            .map_err(ApiError::from)?;
+        page.form.values = repeated(&page.form.fields, &request);
+        page.from = Some(from);
+    }
+    render(&page)
+}
+
+/// The form's values that repeat `request`.
+pub(super) fn repeated(fields: &[form::Field], request: &Request) -> Vec<(String, String)> {
+    let mut values = form::values_of(fields, &request.input, &request.parameter);
+    if let Some(engine) = request.engine {
+        values.push(("engine".into(), engine.as_str().into()));
+    }
+    if let Some(model) = &request.model {
+        values.push(("model".into(), model.clone()));
+    }
+    let options = &request.runtime_options;
+    values.push((
+        "execution_mode".into(),
+        options.execution_mode.as_str().into(),
+    ));
+    if options.debug {
+        values.push(("debug".into(), "true".into()));
+    }
+    values
+}
+
+/// `POST /ui/skills/{skill_id}/run` (the run form, multipart): starts the run and goes to its
+/// page; a form with mistakes, or one the service refused, comes back saying why.
+pub async fn run(
+    l: Lang,
+    State(state): State<AppState>,
+    ClientAddress(client): ClientAddress,
+    Path(skill_id): Path<String>,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<Response, ConsoleError> {
+    let mut page = skill_page(l, &state, &skill_id).await?;
+    let multipart = multipart
+        .map_err(|e| ApiError::bad_request(format!("expected the run form (multipart): {e}")))?;
+    let (values, files) = form::receive(multipart)
+        .await
+        .map_err(ApiError::bad_request)?;
+    let named = |name: &str| {
+        values
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
+    let submitted = form::read(&page.form.fields, &values);
+    let mut errors = submitted.as_ref().err().cloned().unwrap_or_default();
+    errors.extend(form::missing_files(&page.form.fields, &files));
+    let engine = named("engine");
+    if engine.as_ref().is_none_or(|e| !page.engines.contains(e)) {
+        errors.push(form::FieldError {
+            name: "engine".into(),
+            problem: format!("must be one of {}", page.engines.join(", ")),
+        });
+    }
+    let refuse = |mut page: SkillPage, status: StatusCode| {
+        page.form.values = values.clone();
+        page.from = named("from");
+        let mut response = render(&page)?.into_response();
+        *response.status_mut() = status;
+        response.extensions_mut().insert(WholePage);
+        Ok::<_, ConsoleError>(response)
+    };
+    let submitted = submitted.ok().filter(|_| errors.is_empty());
+    let Some(form::Submitted { input, parameter }) = submitted else {
+        page.form.errors = errors;
+        return refuse(page, StatusCode::UNPROCESSABLE_ENTITY);
+    };
+    let mut options = serde_json::Map::new();
+    if let Some(mode) = named("execution_mode") {
+        options.insert("execution_mode".into(), mode.into());
+    }
+    for flag in ["no_cache", "debug"] {
+        if named(flag).is_some() {
+            options.insert(flag.into(), true.into());
+        }
+    }
+    let job = NewJob {
+        skill_id: skill_id.clone(),
+        engine,
+        input: input.into(),
+        parameter: parameter.into(),
+        model: named("model"),
+        runtime_options: Some(options.into()),
+        client_address: client,
+    };
+    match start(&state, job, &files).await {
+        Ok(request_id) => Ok(Redirect::to(&format!("/ui/runs/{request_id}")).into_response()),
+        Err(e) => {
+            let (status, message) = e.into_message();
+            page.refused = Some(message);
+            refuse(page, status)
+        }
+    }
+}
+
+/// Creates the job and, for a skill with file inputs, sends its upload: the chosen files
+/// zipped under their input keys (as `/upload` takes them), or none. The run's request id.
+pub(super) async fn start(
+    state: &AppState,
+    job: NewJob,
+    files: &[form::Chosen],
+) -> Result<String, ApiError> {
+    let admitted = state.jobs.create_job(job).await?;
+    let request_id = admitted.request_id;
+    if admitted.status.is_some() {
+        return Ok(request_id);
+    }
+    let request = state.jobs.claim_upload(SCOPE, &request_id).await?;
+    let mut upload = UploadFiles::default();
+    if !files.is_empty() {
+        let dest = state
+            .jobs
+            .upload_dir(request.kind, &request_id)
+            .join("inputs.zip");
+        let written = async {
+            let zip = form::zip_files(files).map_err(std::io::Error::other)?;
+            tokio::fs::create_dir_all(dest.parent().expect("the zip has a folder")).await?;
+            tokio::fs::write(&dest, zip).await
+        }
+        .await;
+        if let Err(e) = written {
+            state.jobs.release_upload(&request).await;
+            return Err(ApiError::Internal(e.into()));
+        }
+        upload.inputs = Some(dest);
+    }
+    state.jobs.accept_upload(request, upload).await?;
+    Ok(request_id)
 }
 
 /// `?path=` of a file preview.

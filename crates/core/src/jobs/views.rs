@@ -14,7 +14,7 @@ use crate::browse::{self, Preview, TreeEntry, files_under};
 use crate::error::{Error, Result};
 use crate::run_folder::{HOME_IN_FOLDER as HIDDEN_HOME, RunFolder, open_beneath};
 use crate::runner::list_artifacts;
-use crate::store::{Request, Run};
+use crate::store::{Request, Run, RunCursor, RunFilter};
 
 /// The last part of a log, and whether it was cut there.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,8 +166,25 @@ impl Jobs {
     }
 
     /// The newest `limit` requests with a run.
-    pub async fn recent(&self, limit: u32) -> Result<Vec<(Request, Run)>> {
-        Ok(self.store.recent_requests(limit).await?)
+    /// The runs `filter` selects, newest first, and the cursor of the page after them
+    /// (`None` on the last page).
+    pub async fn list(
+        &self,
+        filter: &RunFilter,
+    ) -> Result<(Vec<(Request, Run)>, Option<RunCursor>)> {
+        // One more than asked tells whether another page follows.
+        let asked = RunFilter {
+            limit: filter.limit + 1,
+            ..filter.clone()
+        };
+        let mut rows = self.store.list_runs(&asked).await?;
+        let more = rows.len() > filter.limit as usize;
+        rows.truncate(filter.limit as usize);
+        let next = match (more, rows.last()) {
+            (true, Some((request, _))) => self.store.run_cursor(&request.request_id).await?,
+            _ => None,
+        };
+        Ok((rows, next))
     }
 
     /// The file tree of a request's run folder.

@@ -271,6 +271,26 @@ impl Installer {
         Ok(())
     }
 
+    /// The versions of skill `id` that updates replaced (kept under `.archive/<id>/`), newest
+    /// first.
+    pub fn archived_versions(&self, id: &str) -> Vec<String> {
+        let dir = self.registry.dir().join(".archive").join(id);
+        let mut versions: Vec<String> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        versions.sort_by(
+            |a, b| match (semver::Version::parse(a), semver::Version::parse(b)) {
+                (Ok(a), Ok(b)) => b.cmp(&a),
+                _ => b.cmp(a),
+            },
+        );
+        versions
+    }
+
     /// Skill `id` as this node knows it. Among nodes, one asked for a skill it does not know
     /// looks at what the others installed first: the install's signal may not have reached it
     /// yet, and a client that installed on one node and runs on another must not get a 404.

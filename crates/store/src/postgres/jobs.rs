@@ -8,7 +8,8 @@ use super::Postgres;
 use crate::QueueFull;
 use crate::jobs::{
     Binding, CleanupCounts, Ended, Ending, JobStore, NewRequest, NewRun, ProcessMark, Removed,
-    Request, Run, RunRow, UploadState, ended_columns, request_columns, run_columns, with_runs,
+    Request, Run, RunCursor, RunFilter, RunRow, UploadState, ended_columns, request_columns,
+    run_columns, with_runs,
 };
 use skill_runner_types::clock::Timestamp;
 use skill_runner_types::engine::Engine;
@@ -378,15 +379,48 @@ impl JobStore for Postgres {
         Ok(ended)
     }
 
-    async fn recent_requests(&self, limit: u32) -> anyhow::Result<Vec<(Request, Run)>> {
-        let requests: Vec<Request> = sqlx::query_as(concat!(
+    async fn list_runs(&self, filter: &RunFilter) -> anyhow::Result<Vec<(Request, Run)>> {
+        // As SQLite's: only the conditions given, so the planner picks the index that serves.
+        let mut query = sqlx::QueryBuilder::<sqlx::Postgres>::new(concat!(
             "SELECT ",
             request_columns!(),
-            " FROM requests WHERE run_id IS NOT NULL ORDER BY created_at DESC, seq DESC LIMIT $1"
-        ))
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
+            " FROM requests WHERE run_id IS NOT NULL"
+        ));
+        if let Some(status) = filter.status {
+            query
+                .push(" AND run_id IN (SELECT run_id FROM runs WHERE status = ")
+                .push_bind(status)
+                .push(")");
+        }
+        if let Some(skill_id) = &filter.skill_id {
+            query.push(" AND skill_id = ").push_bind(skill_id.clone());
+        }
+        if let Some(engine) = filter.engine {
+            query.push(" AND engine = ").push_bind(engine.as_str());
+        }
+        if let Some(since) = filter.since {
+            query.push(" AND created_at >= ").push_bind(since);
+        }
+        if let Some(search) = &filter.search {
+            query
+                .push(" AND (starts_with(request_id, ")
+                .push_bind(search.clone())
+                .push(") OR starts_with(skill_id, ")
+                .push_bind(search.clone())
+                .push("))");
+        }
+        if let Some(after) = &filter.after {
+            query
+                .push(" AND (created_at, seq) < (")
+                .push_bind(after.created_at)
+                .push(", ")
+                .push_bind(after.seq)
+                .push(")");
+        }
+        query
+            .push(" ORDER BY created_at DESC, seq DESC LIMIT ")
+            .push_bind(i64::from(filter.limit));
+        let requests: Vec<Request> = query.build_query_as().fetch_all(&self.pool).await?;
         let run_ids: Vec<&str> = requests
             .iter()
             .filter_map(|r| r.run_id.as_deref())
@@ -400,6 +434,15 @@ impl JobStore for Postgres {
         .fetch_all(&self.pool)
         .await?;
         with_runs(requests, runs)
+    }
+
+    async fn run_cursor(&self, request_id: &str) -> anyhow::Result<Option<RunCursor>> {
+        let row: Option<(Timestamp, i64)> =
+            sqlx::query_as("SELECT created_at, seq FROM requests WHERE request_id = $1")
+                .bind(request_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.map(|(created_at, seq)| RunCursor { created_at, seq }))
     }
 
     async fn runs_with_status(&self, status: RunStatus) -> anyhow::Result<Vec<Run>> {

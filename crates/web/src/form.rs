@@ -1,11 +1,15 @@
 //! The run form of a skill, generated from its input and parameter schemas, and the reading of a
-//! submitted form back into the JSON a create request carries.
+//! submitted form back into the JSON a create request carries. The console and the example
+//! client both show it (`templates/partials/run_fields.html`) and read it back here.
 //!
 //! Supported property types: `string`, `number`, `integer`, `boolean`, `enum` (any JSON values),
 //! and arrays of those (one item per line). Inputs marked `x-input-source: file` are file
 //! pickers. Anything else (objects, `oneOf`, arrays of objects, …) is a JSON text field with a
 //! note saying so, so every skill can still be run from the form.
 
+use std::io::Write as _;
+
+use axum::extract::Multipart;
 use serde_json::{Map, Value};
 
 /// A JSON Schema with the order its `properties` were written in (a parsed [`Value`] sorts them;
@@ -294,6 +298,200 @@ fn list(scalar: &Scalar, text: &str) -> Result<Option<Value>, String> {
     Ok((!items.is_empty()).then_some(Value::Array(items)))
 }
 
+/// A form as a page shows it: its fields, the values to show again (a submission with mistakes,
+/// or the run being repeated with changes) and what each field got wrong.
+#[derive(Debug, Clone, Default)]
+pub struct FormView {
+    pub fields: Vec<Field>,
+    /// Values by control name; a field without one shows its default.
+    pub values: Vec<(String, String)>,
+    pub errors: Vec<FieldError>,
+}
+
+impl FormView {
+    pub fn new(fields: Vec<Field>) -> Self {
+        Self {
+            fields,
+            ..Self::default()
+        }
+    }
+
+    /// The value of a control by name (`engine`, `model`, …), if the page has one.
+    pub fn named(&self, name: &str) -> Option<&str> {
+        self.values
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// What the field's control shows.
+    pub fn value(&self, field: &Field) -> String {
+        self.named(&field.name())
+            .map_or_else(|| field.default_text(), str::to_owned)
+    }
+
+    pub fn error(&self, field: &Field) -> Option<&str> {
+        let name = field.name();
+        self.errors
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| e.problem.as_str())
+    }
+
+    /// The problem with a control that is not a schema field (`engine`, …).
+    pub fn error_of(&self, name: &str) -> Option<&str> {
+        self.errors
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| e.problem.as_str())
+    }
+
+    pub fn selected(&self, field: &Field, value: &str) -> bool {
+        self.value(field) == value
+    }
+
+    pub fn is_list(&self, field: &Field) -> bool {
+        matches!(field.widget, Widget::List(_))
+    }
+
+    /// The `<input type=...>` of a one-value field, `None` for a select or a text area.
+    pub fn input_type(&self, field: &Field) -> Option<&'static str> {
+        match field.widget {
+            Widget::One(Scalar::Text) => Some("text"),
+            Widget::One(Scalar::Number | Scalar::Integer) => Some("number"),
+            Widget::File => Some("file"),
+            _ => None,
+        }
+    }
+
+    /// The `step` of a number input.
+    pub fn step(&self, field: &Field) -> Option<&'static str> {
+        match field.widget {
+            Widget::One(Scalar::Integer) => Some("1"),
+            Widget::One(Scalar::Number) => Some("any"),
+            _ => None,
+        }
+    }
+
+    pub fn is_file(&self, field: &Field) -> bool {
+        field.widget == Widget::File
+    }
+
+    /// The choices of a select: `(value, label)`; booleans and optional choices start unset.
+    pub fn choices(&self, field: &Field) -> Option<Vec<(String, String)>> {
+        let options: Vec<String> = match &field.widget {
+            Widget::One(Scalar::Boolean) => vec!["true".into(), "false".into()],
+            Widget::One(Scalar::Choice(values)) => values.iter().map(plain).collect(),
+            _ => return None,
+        };
+        let mut choices = vec![(String::new(), "—".to_owned())];
+        choices.extend(options.into_iter().map(|o| (o.clone(), o)));
+        Some(choices)
+    }
+
+    /// The JSON field's reason, for a schema the form cannot type.
+    pub fn json_note<'a>(&self, field: &'a Field) -> Option<&'a str> {
+        match &field.widget {
+            Widget::Json { note } => Some(note),
+            _ => None,
+        }
+    }
+}
+
+/// The values a form shows to repeat a request: its `input` and `parameter` as the fields'
+/// controls would have sent them (file fields stay empty: files are chosen again).
+pub fn values_of(fields: &[Field], input: &Value, parameter: &Value) -> Vec<(String, String)> {
+    fields
+        .iter()
+        .filter_map(|field| {
+            let source = match field.section {
+                Section::Input => input,
+                Section::Parameter => parameter,
+                Section::File => return None,
+            };
+            let value = source.get(&field.key)?;
+            let text = match (value, &field.widget) {
+                (Value::Array(items), Widget::List(_)) => {
+                    items.iter().map(plain).collect::<Vec<_>>().join("\n")
+                }
+                (value, Widget::Json { .. }) => value.to_string(),
+                (value, _) => plain(value),
+            };
+            Some((field.name(), text))
+        })
+        .collect()
+}
+
+/// A file chosen in a form.
+#[derive(Debug, Clone)]
+pub struct Chosen {
+    /// The input key (the control was `file.<key>`).
+    pub key: String,
+    /// The name the file had on the user's machine.
+    pub name: String,
+    pub bytes: Vec<u8>,
+}
+
+/// A submitted multipart form: its text values by control name and the files chosen (a file
+/// control left empty sends nothing). The error says which part could not be read.
+pub async fn receive(
+    mut multipart: Multipart,
+) -> Result<(Vec<(String, String)>, Vec<Chosen>), String> {
+    let (mut values, mut files) = (Vec::new(), Vec::new());
+    while let Some(part) = multipart
+        .next_field()
+        .await
+        .map_err(|e| format!("the form could not be read: {e}"))?
+    {
+        let name = part.name().unwrap_or_default().to_owned();
+        if let Some(key) = name.strip_prefix("file.") {
+            let key = key.to_owned();
+            let file_name = part.file_name().unwrap_or_default().to_owned();
+            let bytes = part
+                .bytes()
+                .await
+                .map_err(|e| format!("the file for {name} could not be read: {e}"))?;
+            if !bytes.is_empty() {
+                files.push(Chosen {
+                    key,
+                    name: file_name,
+                    bytes: bytes.to_vec(),
+                });
+            }
+        } else {
+            let value = part
+                .text()
+                .await
+                .map_err(|e| format!("the field {name} could not be read: {e}"))?;
+            values.push((name, value));
+        }
+    }
+    Ok((values, files))
+}
+
+/// The required file fields no file was chosen for.
+pub fn missing_files(fields: &[Field], files: &[Chosen]) -> Vec<FieldError> {
+    fields
+        .iter()
+        .filter(|f| f.section == Section::File && f.required)
+        .filter(|f| !files.iter().any(|c| c.key == f.key))
+        .map(|f| FieldError {
+            name: f.name(),
+            problem: "is required".into(),
+        })
+        .collect()
+}
+
+/// A zip of the chosen files, each named by its input key (what an upload expects).
+pub fn zip_files(files: &[Chosen]) -> zip::result::ZipResult<Vec<u8>> {
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    for file in files {
+        zip.start_file(file.key.as_str(), zip::write::SimpleFileOptions::default())?;
+        zip.write_all(&file.bytes)?;
+    }
+    Ok(zip.finish()?.into_inner())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -406,12 +604,19 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            Value::Object(input),
+            Value::Object(input.clone()),
             json!({"topic": "rust", "tags": ["x", " y "], "shape": {"x": 1}})
         );
         assert_eq!(
-            Value::Object(parameter),
+            Value::Object(parameter.clone()),
             json!({"count": 4, "ratio": 0.5, "strict": true, "style": 7, "sizes": [1, 2]})
+        );
+        // A request shown again in the form reads back as it was sent.
+        let (input, parameter) = (Value::Object(input), Value::Object(parameter));
+        let again = read(&fields, &values_of(&fields, &input, &parameter)).unwrap();
+        assert_eq!(
+            (Value::Object(again.input), Value::Object(again.parameter)),
+            (input, parameter)
         );
 
         let errors = read(
