@@ -30,6 +30,8 @@
     for (const name of ['stdout', 'stderr']) {
       if (!pending[name].length) continue;
       const pane = panes[name];
+      // Errors show once there are some: an empty pane says nothing.
+      if (pane.parentElement.hidden) pane.parentElement.hidden = false;
       const follow = following(pane);
       pane.append(pending[name].join(''));
       pending[name] = [];
@@ -86,8 +88,23 @@
     return node;
   }
 
-  // One conversation item as a list entry; text only, never markup from the run.
+  // A script's lines are messages one by one; shown as one block of output, not a bubble each.
+  const script = section.dataset.engine === 'script';
+
+  // One conversation item as a list entry; text only, never markup from the run. `null` when
+  // the item went into the entry before it.
   function render(item) {
+    if (script && item.kind === 'assistant_message') {
+      const last = chat.lastElementChild;
+      if (last && last.classList.contains('script-output')) {
+        last.append(document.createTextNode(`\n${item.text}`));
+        return null;
+      }
+      const block = element('li', `role-${item.role} kind-${item.kind} script-output`, item.text);
+      block.dataset.seq = item.seq;
+      block.dataset.kind = item.kind;
+      return block;
+    }
     const li = element('li', `role-${item.role} kind-${item.kind}`);
     li.dataset.seq = item.seq;
     li.dataset.kind = item.kind;
@@ -151,7 +168,8 @@
       if (item.seq <= cursor) return;
       cursor = item.seq;
       const follow = following(chat);
-      chat.append(render(item));
+      const entry = render(item);
+      if (entry) chat.append(entry);
       if (follow) chat.scrollTop = chat.scrollHeight;
     });
     chatSource.addEventListener('end', () => {

@@ -216,7 +216,8 @@ fn browser_installs_a_package_and_previews_its_files() {
             .click()
             .await
             .unwrap();
-        let link = browser.wait_for("#file-tree a").await;
+        // A plain text file (Markdown renders and JSON is pretty-printed).
+        let link = browser.wait_for("#file-tree a[hx-get$='VERSION']").await;
         let name = link.text().await.unwrap();
         link.click().await.unwrap();
         let shown = browser.wait_for("#preview pre[data-mode=text]").await;
@@ -1186,6 +1187,51 @@ async fn skills_run_from_their_page_and_again_from_their_runs() {
         .unwrap();
     assert_eq!(report, "# the chosen file");
 
+    // Its page shows the result by the output schema: text rendered, the artifact as a
+    // download with a preview that renders its Markdown.
+    let (_, _, page) = text(&server, &format!("/ui/runs/{rid}")).await;
+    for shows in [
+        "id=\"run-output\"",
+        "<dd data-field=\"summary\">",
+        "<p>from the form</p>",
+        &format!("/ui/runs/{rid}/download?path=artifacts%2Freport.md"),
+        &format!("/ui/runs/{rid}/bundle?debug=true"),
+    ] {
+        assert!(page.contains(shows), "{shows}: {page}");
+    }
+    assert!(!page.contains("id=\"run-failure\""));
+    let (status, headers, body) = text(
+        &server,
+        &format!("/ui/runs/{rid}/download?path=artifacts%2Freport.md"),
+    )
+    .await;
+    assert_eq!((status, body.as_str()), (200, "# the chosen file"));
+    assert!(
+        headers["content-disposition"]
+            .to_str()
+            .unwrap()
+            .starts_with("attachment")
+    );
+    let preview_url = format!("/ui/runs/{rid}/file?path=workspace%2Fartifacts%2Freport.md");
+    assert!(page.contains(&preview_url), "{page}");
+    let (_, _, preview) = text(&server, &preview_url).await;
+    assert!(
+        preview.contains("data-mode=\"markdown\"") && preview.contains("<h1>the chosen file</h1>"),
+        "{preview}"
+    );
+    let (status, _, _) = text(
+        &server,
+        &format!("/ui/runs/{rid}/download?path=logs%2Fstdout.txt"),
+    )
+    .await;
+    assert_eq!(status, 404, "only artifacts download");
+    let (status, _, _) = text(
+        &server,
+        &format!("/ui/runs/{rid}/image?path=artifacts%2Freport.md"),
+    )
+    .await;
+    assert_eq!(status, 400, "only raster images show inline");
+
     // Its page offers both ways to run again; with files, Re-run goes to the filled form.
     let (_, _, page) = text(&server, &format!("/ui/runs/{rid}")).await;
     assert!(page.contains("id=\"rerun\"") && page.contains("id=\"run-with-changes\""));
@@ -1335,6 +1381,15 @@ async fn the_run_list_filters_and_pages() {
             "{body}"
         );
     }
+
+    // A failed run's page says so in an error style, with its code and what to do.
+    let (_, _, page) = text(&server, &format!("/ui/runs/{}", ids[1])).await;
+    assert!(page.contains("id=\"run-failure\""), "{page}");
+    assert!(
+        page.contains("<p id=\"failure-message\">Exit code 3</p>"),
+        "{page}"
+    );
+    assert!(!page.contains("id=\"run-output\""), "{page}");
 
     // The console's list: the same filters, newest first, a page at a time.
     let (status, _, page) = text(&server, "/ui/runs?status=failed").await;

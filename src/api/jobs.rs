@@ -355,7 +355,7 @@ pub async fn debug_bundle(
     send_bundle(&state, scope, &request_id, true).await
 }
 
-async fn send_bundle(
+pub(super) async fn send_bundle(
     state: &AppState,
     scope: Scope,
     request_id: &str,

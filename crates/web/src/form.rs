@@ -35,7 +35,7 @@ impl Schema {
     }
 
     /// The properties in the order written.
-    fn properties(&self) -> impl Iterator<Item = (&String, &Value)> {
+    pub fn properties(&self) -> impl Iterator<Item = (&String, &Value)> {
         let properties = self.value.get("properties").and_then(Value::as_object);
         self.order
             .iter()

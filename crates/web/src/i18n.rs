@@ -49,6 +49,7 @@ const MESSAGES: &[(&str, &str, &str)] = &[
     ("install.failed", "Install failed:", "安装失败："),
     ("files.title", "Files", "文件"),
     ("files.preview", "Preview", "预览"),
+    ("files.source", "Source", "源文件"),
     (
         "files.pick",
         "Pick a file to preview it.",
@@ -244,6 +245,15 @@ const MESSAGES: &[(&str, &str, &str)] = &[
         "该令牌不属于此服务。",
     ),
     ("run.cancel", "Cancel run", "取消运行"),
+    ("result.title", "Result", "结果"),
+    ("result.warnings", "Validation warnings", "校验警告"),
+    ("result.artifacts", "Artifacts", "产物文件"),
+    ("result.bundle", "Download the bundle", "下载结果包"),
+    (
+        "result.debug_bundle",
+        "Download the debug bundle (logs and the whole run folder)",
+        "下载调试包（日志与完整运行目录）",
+    ),
     ("run.rerun", "Re-run", "重新运行"),
     ("run.with_changes", "Run with changes…", "修改后运行…"),
     ("run.stdout", "Raw output (stdout)", "原始输出 (stdout)"),

@@ -5,6 +5,7 @@
 mod engines;
 mod legacy;
 mod login;
+mod run_result;
 mod runs;
 mod sessions;
 mod skills;
@@ -75,6 +76,13 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .route("/ui/runs/{request_id}/cancel", post(runs::cancel))
         .route("/ui/runs/{request_id}/reply", post(runs::reply))
         .route("/ui/runs/{request_id}/rerun", post(runs::rerun))
+        .route("/ui/runs/{request_id}/download", get(run_result::artifact))
+        .route("/ui/runs/{request_id}/bundle", get(run_result::bundle))
+        .route("/ui/runs/{request_id}/image", get(run_result::image))
+        .route(
+            "/ui/management/runs/{request_id}/result",
+            get(run_result::section),
+        )
         .route("/ui/management/runs/{request_id}/view", get(runs::info))
         .route("/ui/management/runs/{request_id}/files", get(runs::files))
         .route(

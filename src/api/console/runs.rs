@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use skill_runner_web::question::{self, Question};
 
+use super::run_result;
 use super::skills::{FilePath, PreviewFragment};
 use super::{ConsoleError, Lang, Page, render};
 use crate::api::error::ApiError;
@@ -173,12 +174,12 @@ pub(super) struct RunsTable {
 struct RunPage {
     l: Lang,
     section: &'static str,
-    run: RunState,
-    error: Option<String>,
-    /// What to do about the error's code.
-    hint: Option<String>,
-    again: Option<String>,
+    request_id: String,
+    engine: String,
     interactive: bool,
+    /// The facts section and what the run ended with, rendered: each refreshes itself.
+    info: String,
+    result: String,
 }
 
 #[derive(Template)]
@@ -186,8 +187,6 @@ struct RunPage {
 struct RunInfo {
     l: Lang,
     run: RunState,
-    error: Option<String>,
-    hint: Option<String>,
     /// The skill a finished job can be run again with (temporary runs' packages are gone).
     again: Option<String>,
 }
@@ -211,6 +210,12 @@ struct QuestionFragment {
     question: Option<Question>,
 }
 
+impl RunInfo {
+    fn span(&self, ms: &u64) -> String {
+        super::time::span(*ms)
+    }
+}
+
 impl QuestionFragment {
     fn of(l: Lang, request_id: &str, question: Option<Question>) -> Self {
         Self {
@@ -220,23 +225,6 @@ impl QuestionFragment {
             question,
         }
     }
-}
-
-/// The run's error as one line: `CODE: message`.
-/// The hint of a failed run's error.
-fn hint_line(run: &RunState) -> Option<String> {
-    run.status.error.as_ref()?["hint"]
-        .as_str()
-        .map(str::to_owned)
-}
-
-fn error_line(run: &RunState) -> Option<String> {
-    let error = run.status.error.as_ref()?;
-    let message = error["message"].as_str().unwrap_or_default();
-    Some(match error["code"].as_str() {
-        Some(code) => format!("{code}: {message}"),
-        None => message.to_owned(),
-    })
 }
 
 async fn runs_table(
@@ -320,14 +308,17 @@ pub async fn detail(
     Path(request_id): Path<String>,
 ) -> Page {
     let (run, interactive, again) = run_state(&state, &request_id).await?;
+    let engine = run.status.engine.clone();
+    let info = render(&RunInfo { l, run, again })?.0;
+    let result = render(&run_result::of(l, &state, &request_id).await?)?.0;
     render(&RunPage {
         l,
         section: "runs",
-        error: error_line(&run),
-        hint: hint_line(&run),
-        run,
-        again,
+        request_id,
+        engine,
         interactive,
+        info,
+        result,
     })
 }
 
@@ -335,13 +326,7 @@ pub async fn detail(
 /// run may change.
 pub async fn info(l: Lang, State(state): State<AppState>, Path(request_id): Path<String>) -> Page {
     let (run, _, again) = run_state(&state, &request_id).await?;
-    render(&RunInfo {
-        l,
-        error: error_line(&run),
-        hint: hint_line(&run),
-        run,
-        again,
-    })
+    render(&RunInfo { l, run, again })
 }
 
 /// `POST /ui/runs/{request_id}/rerun`: the same request again — skill, engine, model, inputs,
@@ -443,7 +428,15 @@ pub async fn view(
         .run_file(SCOPE, &request_id, &raw)
         .await
         .map_err(ApiError::from)?;
-    render(&PreviewFragment { l, path, preview })
+    let image = run_result::artifact_of(&path)
+        .filter(|artifact| run_result::image_type(artifact).is_some())
+        .map(|artifact| {
+            format!(
+                "/ui/runs/{request_id}/image?path={}",
+                form_urlencoded::byte_serialize(artifact.as_bytes()).collect::<String>()
+            )
+        });
+    render(&PreviewFragment::of(l, path, preview, image))
 }
 
 /// `GET /ui/management/runs/{request_id}/question`: the pending question's form, or nothing.

@@ -96,6 +96,35 @@ pub(super) struct PreviewFragment {
     pub l: Lang,
     pub path: String,
     pub preview: Preview,
+    /// A Markdown file rendered (sanitised).
+    pub rendered: Option<String>,
+    /// A JSON file pretty-printed.
+    pub pretty: Option<String>,
+    /// Where a raster image is shown from.
+    pub image: Option<String>,
+}
+
+impl PreviewFragment {
+    /// The preview of `path`; `image_url` serves it inline when it is a raster image.
+    pub fn of(l: Lang, path: String, preview: Preview, image_url: Option<String>) -> Self {
+        let lower = path.to_ascii_lowercase();
+        let content = preview.content.as_deref();
+        let rendered = content
+            .filter(|_| lower.ends_with(".md") || lower.ends_with(".markdown"))
+            .map(markdown::to_html);
+        let pretty = content
+            .filter(|_| lower.ends_with(".json"))
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
+            .and_then(|value| serde_json::to_string_pretty(&value).ok());
+        Self {
+            l,
+            path,
+            preview,
+            rendered,
+            pretty,
+            image: image_url,
+        }
+    }
 }
 
 /// `?highlight_skill_id=`: the row to mark (the skill an install just brought).
@@ -472,6 +501,5 @@ pub async fn view(
         .await
         .map_err(|e| ApiError::Internal(e.into()))?
         .map_err(ApiError::from)?;
-    let path = path.to_string();
-    render(&PreviewFragment { l, path, preview })
+    render(&PreviewFragment::of(l, path.to_string(), preview, None))
 }
