@@ -41,6 +41,10 @@ nice -n 19 cargo build --release --quiet >target/release-build.log 2>&1 &
 release_build=$!
 set +m
 
+# The browser tests' screenshots (each console page at 1280 and 375 px among them) are kept as
+# the run's artifacts, under target/ (ignored by git).
+export SKILL_RUNNER_SCREENSHOTS="${SKILL_RUNNER_SCREENSHOTS:-$PWD/target/screenshots}"
+
 # A throw-away PostgreSQL cluster (Debian's package, installed by the script when missing): the
 # store suite runs on it as on SQLite, and so do the service tests that name it. Each test makes
 # a database of its own there; the cluster goes with them at the end.

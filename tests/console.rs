@@ -1416,3 +1416,186 @@ async fn the_run_list_filters_and_pages() {
         "finished runs show how long they took: {table}"
     );
 }
+
+/// A user's whole loop in the browser: run a skill from its form, watch the run live, preview
+/// its artifact, run it again with a changed parameter, and find the first run in the list by
+/// its id. Every page fits a 375 px wide screen without scrolling sideways.
+#[test]
+fn browser_runs_a_skill_from_its_form_and_finds_it_again() {
+    const TEST: &str = concat!(
+        module_path!(),
+        "::browser_runs_a_skill_from_its_form_and_finds_it_again"
+    );
+    if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
+        return;
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let server = TestServer::with_skills(&[common::probe_skill("plain", None)], &[]);
+        let origin = server.url("");
+        let browser = Browser::start().await;
+        let fits = |what: &'static str| {
+            let browser = &browser;
+            async move {
+                let widths = browser
+                    .client
+                    .execute(
+                        "return [document.documentElement.scrollWidth, window.innerWidth]",
+                        vec![],
+                    )
+                    .await
+                    .unwrap();
+                let (scroll, inner) = (widths[0].as_u64().unwrap(), widths[1].as_u64().unwrap());
+                assert!(
+                    scroll <= inner,
+                    "{what}: {scroll} px wide in a {inner} px window"
+                );
+            }
+        };
+
+        browser.goto(&server.url("/ui/skills/plain")).await;
+        let field = |name: &str| format!("#run-form [name='{name}']");
+        browser
+            .wait_for(&field("input.text"))
+            .await
+            .send_keys("hello browser")
+            .await
+            .unwrap();
+        browser
+            .wait_for(&field("parameter.mode"))
+            .await
+            .send_keys("drip")
+            .await
+            .unwrap();
+        browser.screenshot("skill-run-form-1280").await;
+        fits("the skill page at 1280").await;
+        browser.click("#start-run").await;
+
+        // The run's page, live: the script's lines arrive as one block of output.
+        browser
+            .wait_text("#conversation li.script-output", "line 20 of the drip")
+            .await;
+        browser.wait_for("#run-info[data-status=succeeded]").await;
+        let first = browser
+            .client
+            .current_url()
+            .await
+            .unwrap()
+            .path()
+            .trim_start_matches("/ui/runs/")
+            .to_owned();
+        let blocks = browser
+            .client
+            .find_all(fantoccini::Locator::Css("#conversation li.script-output"))
+            .await
+            .unwrap();
+        assert_eq!(blocks.len(), 1, "one block, not a bubble per line");
+        browser
+            .wait_text("#run-output [data-field=summary]", "drip")
+            .await;
+        assert!(
+            !browser
+                .wait_for("#stderr-block")
+                .await
+                .is_displayed()
+                .await
+                .unwrap()
+                || browser
+                    .wait_for("#stderr")
+                    .await
+                    .text()
+                    .await
+                    .unwrap()
+                    .contains("err 1"),
+            "stderr shows only when there is some"
+        );
+        browser.click("#result-artifacts button").await;
+        let rendered = browser
+            .wait_for("#preview article[data-mode=markdown] p")
+            .await;
+        let shown = browser
+            .client
+            .execute("return arguments[0].textContent", vec![json!(rendered)])
+            .await
+            .unwrap();
+        assert_eq!(shown, "dripped");
+        browser.screenshot("run-result-1280").await;
+        fits("the run page at 1280").await;
+
+        // Run with changes: the form holds the request; another mode runs.
+        browser.click("#run-with-changes").await;
+        let mode = browser.wait_for(&field("parameter.mode")).await;
+        assert_eq!(mode.prop("value").await.unwrap().as_deref(), Some("drip"));
+        mode.clear().await.unwrap();
+        mode.send_keys("ok").await.unwrap();
+        browser.click("#start-run").await;
+        browser.wait_for("#run-info[data-status=succeeded]").await;
+        let second = browser
+            .client
+            .current_url()
+            .await
+            .unwrap()
+            .path()
+            .to_owned();
+        assert_ne!(second, format!("/ui/runs/{first}"));
+        let (_, status) = server
+            .get(&format!("/v1/jobs/{}", &second["/ui/runs/".len()..]))
+            .await;
+        assert_eq!(status["status"], "succeeded");
+        let (_, result) = server
+            .get(&format!("/v1/jobs/{}/result", &second["/ui/runs/".len()..]))
+            .await;
+        assert_eq!(result["result"]["data"]["summary"], "hello browser");
+
+        // The list finds the first run by the start of its id, and says so in its address.
+        browser.goto(&server.url("/ui/runs")).await;
+        browser
+            .wait_for(&format!("tr[data-request-id='{first}']"))
+            .await;
+        browser
+            .wait_for("#run-search")
+            .await
+            .send_keys(&first[..8])
+            .await
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let rows = browser
+                .client
+                .find_all(fantoccini::Locator::Css("#runs tbody tr[data-request-id]"))
+                .await
+                .unwrap();
+            let url = browser.client.current_url().await.unwrap();
+            if rows.len() == 1 && url.query().is_some_and(|q| q.contains(&first[..8])) {
+                assert_eq!(
+                    rows[0].attr("data-request-id").await.unwrap().as_deref(),
+                    Some(first.as_str())
+                );
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the search never narrowed the list"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        browser.screenshot("runs-filtered-1280").await;
+        fits("the run list at 1280").await;
+
+        // A phone's width: every page in one column.
+        browser.client.set_window_size(375, 800).await.unwrap();
+        for (path, name) in [
+            ("/ui/runs".to_owned(), "runs-375"),
+            ("/ui/skills/plain".to_owned(), "skill-375"),
+            (format!("/ui/runs/{first}"), "run-375"),
+            ("/ui".to_owned(), "skills-375"),
+            ("/ui/engines".to_owned(), "engines-375"),
+        ] {
+            browser.goto(&server.url(&path)).await;
+            browser.wait_for("main h1").await;
+            browser.screenshot(name).await;
+            fits(name).await;
+        }
+        browser.assert_clean(&origin).await;
+        browser.close().await;
+    });
+}
