@@ -1,6 +1,7 @@
 //! The service as a whole: start-up and settings, its own surface, packages, SKILL.md skills, tool definitions, MCP and `validate`.
 //! One test binary per resource group (each links the whole server once); a module per file.
 
+mod api_docs;
 mod dockerfile;
 mod mcp;
 mod observability;
