@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 # Python SDK (from PyPI, pinned) that drives the MCP server in tests/service/mcp.rs.
 bash scripts/install-agent-clis.sh
 bash scripts/install-browser.sh
+bash scripts/install-axe.sh
 bash scripts/install-mcp-client.sh
 
 # No test may leave a file in the working tree (a run that writes outside its own folder is a

@@ -1599,3 +1599,60 @@ fn browser_runs_a_skill_from_its_form_and_finds_it_again() {
         browser.close().await;
     });
 }
+
+/// Every console page, in both languages and with a finished run, a failed one and a skill
+/// with a form: axe-core finds no violation of serious or critical impact.
+#[test]
+fn browser_console_pages_pass_an_accessibility_check() {
+    const TEST: &str = concat!(
+        module_path!(),
+        "::browser_console_pages_pass_an_accessibility_check"
+    );
+    if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
+        return;
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let dirs = common::TestDirs::new();
+        copy_bundled_skills(&dirs.skills);
+        common::probe_skill("probe", Some(true)).write_into(&dirs.skills);
+        common::probe_skill("plain", None).write_into(&dirs.skills);
+        let server = TestServer::start_with(dirs, &[]);
+        let mut runs = Vec::new();
+        for mode in ["ok", "exit"] {
+            let rid = server
+                .create_job(json!({"skill_id": "plain", "input": {"text": "a"},
+                                   "parameter": {"mode": mode}}))
+                .await;
+            server.wait_job(&rid).await;
+            runs.push(rid);
+        }
+        let (ok, failed) = (&runs[0], &runs[1]);
+        let browser = Browser::start().await;
+        let mut found = Vec::new();
+        for lang in ["en", "zh"] {
+            for path in [
+                "/ui".to_owned(),
+                "/ui/skills/probe".to_owned(),
+                "/ui/skills/text-stats".to_owned(),
+                "/ui/runs".to_owned(),
+                format!("/ui/runs/{ok}"),
+                format!("/ui/runs/{failed}"),
+                "/ui/engines".to_owned(),
+                "/ui/engines/codex/models".to_owned(),
+                "/ui/sessions".to_owned(),
+                "/ui/no-such-page".to_owned(),
+            ] {
+                let sep = if path.contains('?') { '&' } else { '?' };
+                browser
+                    .goto(&server.url(&format!("{path}{sep}lang={lang}")))
+                    .await;
+                browser.wait_for("main h1").await;
+                for violation in browser.accessibility_violations().await {
+                    found.push(format!("{path} ({lang}): {violation}"));
+                }
+            }
+        }
+        assert!(found.is_empty(), "accessibility violations: {found:#?}");
+        browser.close().await;
+    });
+}

@@ -932,17 +932,32 @@ impl JobStore for Sqlite {
         }
         if let Some(search) = &filter.search {
             // A prefix as a range, which an index serves (`LIKE` would not: it folds case).
+            // Most searches are a request id's start and name no skill: asked first (one index
+            // seek), a miss leaves the id alone, which the primary key finds at once; the two
+            // together walk the newest requests.
             let end = format!("{search}\u{10FFFF}");
+            let names_a_skill: Option<i64> = sqlx::query_scalar(
+                "SELECT 1 FROM requests WHERE run_id IS NOT NULL AND skill_id >= ? AND skill_id < ? LIMIT 1",
+            )
+            .bind(search)
+            .bind(&end)
+            .fetch_optional(&self.pool)
+            .await?;
             query
                 .push(" AND ((request_id >= ")
                 .push_bind(search.clone())
                 .push(" AND request_id < ")
                 .push_bind(end.clone())
-                .push(") OR (skill_id >= ")
-                .push_bind(search.clone())
-                .push(" AND skill_id < ")
-                .push_bind(end)
-                .push("))");
+                .push(")");
+            if names_a_skill.is_some() {
+                query
+                    .push(" OR (skill_id >= ")
+                    .push_bind(search.clone())
+                    .push(" AND skill_id < ")
+                    .push_bind(end)
+                    .push(")");
+            }
+            query.push(")");
         }
         if let Some(after) = &filter.after {
             query

@@ -36,6 +36,18 @@ pub fn available() -> bool {
     found
 }
 
+/// Where `scripts/install-axe.sh` put axe-core (`SKILL_RUNNER_AXE_DIR` moves it).
+fn axe_path() -> std::path::PathBuf {
+    let dir = std::env::var_os("SKILL_RUNNER_AXE_DIR").map_or_else(
+        || {
+            let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
+            std::path::Path::new(&home).join(".cache/skill-runner/axe-core-4.14.1")
+        },
+        std::path::PathBuf::from,
+    );
+    dir.join("axe.min.js")
+}
+
 impl Browser {
     pub async fn start() -> Self {
         let port = TcpListener::bind("127.0.0.1:0")
@@ -223,6 +235,32 @@ impl Browser {
         assert!(outside.is_empty(), "requests beyond {origin}: {outside:?}");
         let errors = self.console_errors().await;
         assert!(errors.is_empty(), "console errors: {errors:#?}");
+    }
+
+    /// The page's accessibility violations of `serious` or `critical` impact, by axe-core
+    /// (`scripts/install-axe.sh`), each as `rule: what (where)`.
+    pub async fn accessibility_violations(&self) -> Vec<String> {
+        let source = std::fs::read_to_string(axe_path()).unwrap_or_else(|e| {
+            panic!(
+                "axe-core is not at {} ({e}): run scripts/install-axe.sh",
+                axe_path().display()
+            )
+        });
+        self.client.execute(&source, vec![]).await.unwrap();
+        let found = self
+            .client
+            .execute_async(
+                "const done = arguments[arguments.length - 1];
+                 axe.run(document, {resultTypes: ['violations']})
+                   .then(r => done(r.violations
+                     .filter(v => v.impact === 'serious' || v.impact === 'critical')
+                     .map(v => `${v.id}: ${v.help} (${v.nodes.map(n => n.target.join(' ')).join(', ')})`)))
+                   .catch(e => done([`axe failed: ${e}`]));",
+                vec![],
+            )
+            .await
+            .unwrap();
+        serde_json::from_value(found).unwrap()
     }
 
     /// Saves the page as `<name>.png` in `$SKILL_RUNNER_SCREENSHOTS` when that is set (the
