@@ -89,6 +89,8 @@
   }
 
   // A script's lines are messages one by one; shown as one block of output, not a bubble each.
+  // Each line is an element of its own in the block: appending one lays out only it, where one
+  // growing text would be laid out whole for every line (a chatty script stalled the page).
   const script = section.dataset.engine === 'script';
 
   // One conversation item as a list entry; text only, never markup from the run. `null` when
@@ -97,10 +99,11 @@
     if (script && item.kind === 'assistant_message') {
       const last = chat.lastElementChild;
       if (last && last.classList.contains('script-output')) {
-        last.append(document.createTextNode(`\n${item.text}`));
+        last.append(element('div', 'line', item.text));
         return null;
       }
-      const block = element('li', `role-${item.role} kind-${item.kind} script-output`, item.text);
+      const block = element('li', `role-${item.role} kind-${item.kind} script-output`);
+      block.append(element('div', 'line', item.text));
       block.dataset.seq = item.seq;
       block.dataset.kind = item.kind;
       return block;

@@ -338,7 +338,15 @@ async fn interactive_job(engine: &str) {
         )
         .await;
     assert_eq!(code, 200, "{body}");
-    let status = server.wait_job(&rid).await;
+    // The resumed turn starts the CLI again: a heavy Node program on a loaded two-core CI
+    // machine took over the default minute (kilo's, twice), where it takes half of one alone.
+    let status = server
+        .wait_status_within(
+            &format!("/v1/jobs/{rid}"),
+            &["succeeded", "failed", "canceled"],
+            std::time::Duration::from_secs(180),
+        )
+        .await;
     assert_eq!(
         status["status"],
         "succeeded",

@@ -767,7 +767,13 @@ async fn management_routes_show_the_same_runs_as_the_jobs_routes() {
     let (code, mut via_mgmt) = server.get(&mgmt).await;
     assert_eq!(code, 200);
     assert_eq!(via_mgmt["poll_logs"], false);
-    via_mgmt.as_object_mut().unwrap().remove("poll_logs");
+    // The list's extras: when the run started and how long it has run; it has not finished.
+    assert!(via_mgmt["started_at"].is_string(), "{via_mgmt}");
+    assert!(via_mgmt["duration_ms"].is_u64(), "{via_mgmt}");
+    assert!(via_mgmt["finished_at"].is_null(), "{via_mgmt}");
+    for extra in ["poll_logs", "started_at", "finished_at", "duration_ms"] {
+        via_mgmt.as_object_mut().unwrap().remove(extra);
+    }
     assert_eq!(via_mgmt, via_jobs);
     let (_, pending_jobs) = server.get(&format!("{job}/interaction/pending")).await;
     let (code, pending_mgmt) = server.get(&format!("{mgmt}/pending")).await;
@@ -791,6 +797,10 @@ async fn management_routes_show_the_same_runs_as_the_jobs_routes() {
         state.as_object_mut().unwrap().remove("poll_logs"),
         Some(json!(false))
     );
+    assert!(state["finished_at"].is_string(), "{state}");
+    for extra in ["started_at", "finished_at", "duration_ms"] {
+        state.as_object_mut().unwrap().remove(extra);
+    }
     assert_eq!(state, status);
 
     // The run list: newest first, bounded.

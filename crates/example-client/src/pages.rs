@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use super::Shared;
 use super::backend::BackendError;
 use super::recordings::{self, Upload};
-use skill_runner_web::form::{self, FieldError, FormView, Schema};
+use skill_runner_web::form::{self, FormView, Schema};
 use skill_runner_web::i18n::Lang;
 
 /// A page, or the error page with the status that goes with it.
@@ -225,31 +225,18 @@ pub async fn create_run(
             status: StatusCode::BAD_REQUEST,
             message,
         })?;
-    let value = |name: &str| {
-        values
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.trim().to_owned())
-            .filter(|v| !v.is_empty())
-    };
-    let submitted = form::read(&page.form.fields, &values);
-    let mut errors = submitted.as_ref().err().cloned().unwrap_or_default();
-    errors.extend(form::missing_files(&page.form.fields, &files));
-    let engine = value("engine");
-    if engine.as_ref().is_none_or(|e| !page.engines.contains(e)) {
-        errors.push(FieldError {
-            name: "engine".into(),
-            problem: format!("must be one of {}", page.engines.join(", ")),
-        });
-    }
-    if !errors.is_empty() {
-        page.form.errors = errors;
-        page.form.values = values;
-        let mut response = html(&page)?;
-        *response.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
-        return Ok(response);
-    }
-    let form::Submitted { input, parameter } = submitted.expect("errors were answered above");
+    let value = |name: &str| form::value(&values, name);
+    let (form::Submitted { input, parameter }, engine) =
+        match form::check(&page.form.fields, &values, &files, &page.engines) {
+            Ok(checked) => checked,
+            Err(errors) => {
+                page.form.errors = errors;
+                page.form.values = values;
+                let mut response = html(&page)?;
+                *response.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
+                return Ok(response);
+            }
+        };
     let mut options = Map::new();
     if let Some(mode) = value("execution_mode") {
         options.insert("execution_mode".into(), json!(mode));

@@ -82,7 +82,7 @@ async fn a_generated_form_creates_the_run_and_uploads_its_file() {
     }
     // The skill's own default engine comes first, so it is the one selected.
     let picker = form
-        .split(r#"<select name="engine" required>"#)
+        .split(r#"<select id="run-engine" name="engine" required>"#)
         .nth(1)
         .unwrap();
     assert!(

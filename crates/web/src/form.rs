@@ -469,6 +469,40 @@ pub async fn receive(
     Ok((values, files))
 }
 
+/// A control's value by name, trimmed; `None` when absent or blank.
+pub fn value(values: &[(String, String)], name: &str) -> Option<String> {
+    values
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+/// A submitted run form checked whole: its `input` and `parameter` with the engine chosen
+/// (one of `engines`), or every mistake at once — each field's, each required file not
+/// chosen, an engine not offered.
+pub fn check(
+    fields: &[Field],
+    values: &[(String, String)],
+    files: &[Chosen],
+    engines: &[String],
+) -> Result<(Submitted, String), Vec<FieldError>> {
+    let submitted = read(fields, values);
+    let mut errors = submitted.as_ref().err().cloned().unwrap_or_default();
+    errors.extend(missing_files(fields, files));
+    let engine = value(values, "engine").filter(|e| engines.contains(e));
+    if engine.is_none() {
+        errors.push(FieldError {
+            name: "engine".into(),
+            problem: format!("must be one of {}", engines.join(", ")),
+        });
+    }
+    match (submitted, engine) {
+        (Ok(submitted), Some(engine)) if errors.is_empty() => Ok((submitted, engine)),
+        _ => Err(errors),
+    }
+}
+
 /// The required file fields no file was chosen for.
 pub fn missing_files(fields: &[Field], files: &[Chosen]) -> Vec<FieldError> {
     fields

@@ -14,6 +14,7 @@ use skill_runner_web::form::Schema;
 use skill_runner_web::markdown;
 
 use super::runs::SCOPE;
+use super::skills::FilePath;
 use super::{ConsoleError, Lang, Page, render};
 use crate::api::error::ApiError;
 use crate::browse;
@@ -189,10 +190,9 @@ pub async fn section(
     render(&of(l, &state, &request_id).await?)
 }
 
-/// `?path=` of a download, `?debug=` of a bundle.
+/// `?debug=` of a bundle.
 #[derive(Debug, Deserialize)]
-pub struct Download {
-    path: Option<String>,
+pub struct BundleQuery {
     #[serde(default)]
     debug: bool,
 }
@@ -201,11 +201,9 @@ pub struct Download {
 pub async fn artifact(
     State(state): State<AppState>,
     Path(request_id): Path<String>,
-    Query(query): Query<Download>,
+    Query(query): Query<FilePath>,
 ) -> Result<Response, ConsoleError> {
-    let path = query
-        .path
-        .ok_or_else(|| ApiError::bad_request("Query parameter 'path' is required"))?;
+    let path = query.required()?;
     let (file, name) = state
         .jobs
         .artifact_file(SCOPE, &request_id, &path)
@@ -218,7 +216,7 @@ pub async fn artifact(
 pub async fn bundle(
     State(state): State<AppState>,
     Path(request_id): Path<String>,
-    Query(query): Query<Download>,
+    Query(query): Query<BundleQuery>,
 ) -> Result<Response, ConsoleError> {
     Ok(crate::api::jobs::send_bundle(&state, SCOPE, &request_id, query.debug).await?)
 }
@@ -254,11 +252,9 @@ pub(super) fn image_type(path: &str) -> Option<&'static str> {
 pub async fn image(
     State(state): State<AppState>,
     Path(request_id): Path<String>,
-    Query(query): Query<Download>,
+    Query(query): Query<FilePath>,
 ) -> Result<Response, ConsoleError> {
-    let path = query
-        .path
-        .ok_or_else(|| ApiError::bad_request("Query parameter 'path' is required"))?;
+    let path = query.required()?;
     let kind = image_type(&path).ok_or_else(|| {
         ApiError::bad_request("Only PNG, JPEG, GIF and WebP artifacts preview as images")
     })?;

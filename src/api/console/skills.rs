@@ -377,23 +377,7 @@ pub async fn run(
     let (values, files) = form::receive(multipart)
         .await
         .map_err(ApiError::bad_request)?;
-    let named = |name: &str| {
-        values
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.trim().to_owned())
-            .filter(|v| !v.is_empty())
-    };
-    let submitted = form::read(&page.form.fields, &values);
-    let mut errors = submitted.as_ref().err().cloned().unwrap_or_default();
-    errors.extend(form::missing_files(&page.form.fields, &files));
-    let engine = named("engine");
-    if engine.as_ref().is_none_or(|e| !page.engines.contains(e)) {
-        errors.push(form::FieldError {
-            name: "engine".into(),
-            problem: format!("must be one of {}", page.engines.join(", ")),
-        });
-    }
+    let named = |name: &str| form::value(&values, name);
     let refuse = |mut page: SkillPage, status: StatusCode| {
         page.form.values = values.clone();
         page.from = named("from");
@@ -402,11 +386,14 @@ pub async fn run(
         response.extensions_mut().insert(WholePage);
         Ok::<_, ConsoleError>(response)
     };
-    let submitted = submitted.ok().filter(|_| errors.is_empty());
-    let Some(form::Submitted { input, parameter }) = submitted else {
-        page.form.errors = errors;
-        return refuse(page, StatusCode::UNPROCESSABLE_ENTITY);
-    };
+    let (form::Submitted { input, parameter }, engine) =
+        match form::check(&page.form.fields, &values, &files, &page.engines) {
+            Ok(checked) => checked,
+            Err(errors) => {
+                page.form.errors = errors;
+                return refuse(page, StatusCode::UNPROCESSABLE_ENTITY);
+            }
+        };
     let mut options = serde_json::Map::new();
     if let Some(mode) = named("execution_mode") {
         options.insert("execution_mode".into(), mode.into());
@@ -418,7 +405,7 @@ pub async fn run(
     }
     let job = NewJob {
         skill_id: skill_id.clone(),
-        engine,
+        engine: Some(engine),
         input: input.into(),
         parameter: parameter.into(),
         model: named("model"),
