@@ -794,6 +794,24 @@ fn browser_terminal_runs_the_engine_cli() {
             .unwrap();
         assert_eq!(state["session"]["live"], false, "{state}");
         assert_eq!(state["session"]["engine"], "codex");
+        // A stopped session leaves the way open: the next one starts at once.
+        browser
+            .wait_for("button[data-terminal-engine=codex]")
+            .await
+            .click()
+            .await
+            .unwrap();
+        browser
+            .wait_for(".xterm-helper-textarea")
+            .await
+            .send_keys("second session\u{E007}")
+            .await
+            .unwrap();
+        browser
+            .wait_text(".xterm-rows", "you said: second session")
+            .await;
+        browser.click("#terminal-stop").await;
+        browser.wait_text("#terminal-status", "exited").await;
         browser.assert_clean(&authed).await;
         browser.close().await;
     });
@@ -1653,6 +1671,68 @@ fn browser_console_pages_pass_an_accessibility_check() {
             }
         }
         assert!(found.is_empty(), "accessibility violations: {found:#?}");
+        browser.close().await;
+    });
+}
+
+/// With API tokens set, a browser opening a console page is sent to the login page; a wrong
+/// token is said so there, the right one opens the page it asked for, and the console then
+/// works on the cookie alone.
+#[test]
+fn browser_logs_in_with_a_token() {
+    const TEST: &str = concat!(module_path!(), "::browser_logs_in_with_a_token");
+    if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
+        return;
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let token = "console-token-0123456789";
+        let server = TestServer::with_skills(
+            &[common::probe_skill("plain", None)],
+            &[("SKILL_RUNNER_API_TOKENS", token)],
+        );
+        let origin = server.url("");
+        let browser = Browser::start().await;
+        browser.goto(&server.url("/ui/runs")).await;
+        browser
+            .wait_for("form input[name=token]")
+            .await
+            .send_keys("not-the-token-000000")
+            .await
+            .unwrap();
+        browser.click("form button[type=submit]").await;
+        browser.wait_for("#login-error").await;
+        // The refusal is a 401, which the browser logs; nothing else went wrong.
+        let errors = browser.console_errors().await;
+        assert!(
+            errors.iter().all(|e| e.contains("/ui/login") && e.contains("401")),
+            "{errors:#?}"
+        );
+        for violation in browser.accessibility_violations().await {
+            panic!("the login page: {violation}");
+        }
+        browser
+            .wait_for("form input[name=token]")
+            .await
+            .send_keys(token)
+            .await
+            .unwrap();
+        browser.click("form button[type=submit]").await;
+        browser.wait_for("#run-filters").await;
+        assert_eq!(
+            browser.client.current_url().await.unwrap().path(),
+            "/ui/runs"
+        );
+        // The cookie carries on: a skill's page, and its form starts a run.
+        browser.goto(&server.url("/ui/skills/plain")).await;
+        browser
+            .wait_for("#run-form [name='parameter.mode']")
+            .await
+            .send_keys("ok")
+            .await
+            .unwrap();
+        browser.click("#start-run").await;
+        browser.wait_for("#run-info[data-status=succeeded]").await;
+        browser.assert_clean(&origin).await;
         browser.close().await;
     });
 }

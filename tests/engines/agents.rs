@@ -308,10 +308,14 @@ async fn interactive_job(engine: &str) {
                            "runtime_options": {"execution_mode": "interactive"}}),
         )
         .await;
+    // Each turn starts the CLI: a heavy Node program that, on a loaded two-core CI machine,
+    // took over the default minute (kilo's, in three runs), where alone it takes a quarter.
+    let turn = std::time::Duration::from_secs(180);
     let status = server
-        .wait_status(
+        .wait_status_within(
             &format!("/v1/jobs/{rid}"),
             &["waiting_user", "failed", "succeeded"],
+            turn,
         )
         .await;
     assert_eq!(
@@ -338,13 +342,11 @@ async fn interactive_job(engine: &str) {
         )
         .await;
     assert_eq!(code, 200, "{body}");
-    // The resumed turn starts the CLI again: a heavy Node program on a loaded two-core CI
-    // machine took over the default minute (kilo's, twice), where it takes half of one alone.
     let status = server
         .wait_status_within(
             &format!("/v1/jobs/{rid}"),
             &["succeeded", "failed", "canceled"],
-            std::time::Duration::from_secs(180),
+            turn,
         )
         .await;
     assert_eq!(

@@ -97,6 +97,7 @@ impl ListQuery {
         query.finish()
     }
 
+    /// Whether filter `name` is set to `value` (the option the form shows selected).
     fn is(&self, name: &str, value: &str) -> bool {
         let chosen = match name {
             "status" => &self.status,
