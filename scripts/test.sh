@@ -67,7 +67,8 @@ cores=$(nproc)
 export NEXTEST_TEST_THREADS=${NEXTEST_TEST_THREADS:-$((cores > 4 ? cores : 4))}
 
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --all-targets --no-fail-fast
+  # .ci/nextest.toml ends a test that hangs instead of letting it hold the run.
+  cargo nextest run --config-file .ci/nextest.toml --workspace --all-targets --no-fail-fast
 else
   echo "cargo-nextest not found; using cargo test"
   cargo test --workspace --all-targets --no-fail-fast

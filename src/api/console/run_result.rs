@@ -19,6 +19,7 @@ use super::{ConsoleError, Lang, Page, render};
 use crate::api::error::ApiError;
 use crate::browse;
 use crate::state::AppState;
+use crate::store::{Request, Run, RunStatus};
 
 /// One field of a result.
 pub(super) enum Shown {
@@ -68,23 +69,14 @@ impl RunResult {
     }
 }
 
-/// The result section of run `request_id`.
-pub(super) async fn of(
-    l: Lang,
-    state: &AppState,
-    request_id: &str,
-) -> Result<RunResult, ConsoleError> {
-    let (request, run) = state
-        .jobs
-        .request_and_run(SCOPE, request_id)
-        .await
-        .map_err(ApiError::from)?;
+/// The result section of a request's run.
+pub(super) async fn of(l: Lang, state: &AppState, request: &Request, run: &Run) -> RunResult {
     let envelope: Value = run
         .result
         .as_deref()
         .and_then(|r| serde_json::from_str(r).ok())
         .unwrap_or(Value::Null);
-    let failure = (run.status.is_terminal() && run.status.as_str() != "succeeded").then(|| {
+    let failure = (run.status.is_terminal() && run.status != RunStatus::Succeeded).then(|| {
         let error = envelope.get("error").filter(|e| !e.is_null());
         let text = |key: &str| error.and_then(|e| e[key].as_str()).map(str::to_owned);
         Failure {
@@ -112,16 +104,16 @@ pub(super) async fn of(
             .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
             .collect()
     };
-    Ok(RunResult {
+    RunResult {
         l,
-        request_id: request_id.to_owned(),
+        request_id: request.request_id.clone(),
         status: run.status.as_str(),
         terminal: run.status.is_terminal(),
         failure,
         fields,
         warnings: list("validation_warnings"),
         artifacts: list("artifacts"),
-    })
+    }
 }
 
 /// The installed skill's output schema, with its properties in the order written.
@@ -187,7 +179,12 @@ pub async fn section(
     State(state): State<AppState>,
     Path(request_id): Path<String>,
 ) -> Page {
-    render(&of(l, &state, &request_id).await?)
+    let (request, run) = state
+        .jobs
+        .request_and_run(SCOPE, &request_id)
+        .await
+        .map_err(ApiError::from)?;
+    render(&of(l, &state, &request, &run).await)
 }
 
 /// `?debug=` of a bundle.

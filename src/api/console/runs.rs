@@ -24,7 +24,7 @@ use crate::jobs::create::NewJob;
 use crate::jobs::interaction::Reply;
 use crate::skill::ExecutionMode;
 use crate::state::AppState;
-use crate::store::{RequestKind, RunFilter, RunStatus, UploadState};
+use crate::store::{Request, RequestKind, Run, RunFilter, RunStatus, UploadState};
 
 /// The console sees jobs and temporary runs alike, as `/v1/management/runs` does.
 pub(super) const SCOPE: Scope = Scope::Management;
@@ -294,12 +294,17 @@ async fn run_state(
         .request_and_run(SCOPE, request_id)
         .await
         .map_err(ApiError::from)?;
+    Ok(described(request, run))
+}
+
+/// A run's state, whether it is interactive, and the skill it can be run again with.
+fn described(request: Request, run: Run) -> (RunState, bool, Option<String>) {
     let interactive = request.runtime_options.execution_mode == ExecutionMode::Interactive;
     let again = request
         .skill_id
         .clone()
         .filter(|_| request.kind == RequestKind::Job && run.status.is_terminal());
-    Ok((RunState::of(request, run), interactive, again))
+    (RunState::of(request, run), interactive, again)
 }
 
 /// `GET /ui/runs/{request_id}`.
@@ -308,10 +313,15 @@ pub async fn detail(
     State(state): State<AppState>,
     Path(request_id): Path<String>,
 ) -> Page {
-    let (run, interactive, again) = run_state(&state, &request_id).await?;
+    let (request, run) = state
+        .jobs
+        .request_and_run(SCOPE, &request_id)
+        .await
+        .map_err(ApiError::from)?;
+    let result = render(&run_result::of(l, &state, &request, &run).await)?.0;
+    let (run, interactive, again) = described(request, run);
     let engine = run.status.engine.clone();
     let info = render(&RunInfo { l, run, again })?.0;
-    let result = render(&run_result::of(l, &state, &request_id).await?)?.0;
     render(&RunPage {
         l,
         section: "runs",

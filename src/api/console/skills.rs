@@ -343,7 +343,7 @@ pub async fn detail(
 }
 
 /// The form's values that repeat `request`.
-pub(super) fn repeated(fields: &[form::Field], request: &Request) -> Vec<(String, String)> {
+fn repeated(fields: &[form::Field], request: &Request) -> Vec<(String, String)> {
     let mut values = form::values_of(fields, &request.input, &request.parameter);
     if let Some(engine) = request.engine {
         values.push(("engine".into(), engine.as_str().into()));
