@@ -264,6 +264,10 @@ pub struct EngineSummary {
     pub engine: Engine,
     /// `null` when the CLI is not installed.
     pub cli_version: Option<String>,
+    /// The npm spec an upgrade installs: the version this build is tested with
+    /// (`@openai/codex@0.169.0`) unless `SKILL_RUNNER_<ENGINE>_NPM_PACKAGE` names another;
+    /// `null` when neither exists (iFlow is not on the npm registry).
+    pub upgrade_target: Option<String>,
     pub auth_ready: bool,
     /// How turns are confined: `landlock` (the service's own sandbox, which replaces the
     /// CLIs' own, switched off because they cannot prompt headless), `unavailable` (the kernel
@@ -277,6 +281,17 @@ pub struct EngineSummary {
     /// Whether it takes new runs (a legacy engine only while `SKILL_RUNNER_LEGACY_ENGINES`
     /// names it).
     pub active: bool,
+}
+
+impl EngineSummary {
+    /// Whether the installed CLI is not the version an upgrade installs (an operator's
+    /// package, which names no version, always differs).
+    pub fn target_differs(&self) -> bool {
+        match (&self.cli_version, &self.upgrade_target) {
+            (Some(version), Some(target)) => !target.ends_with(&format!("@{version}")),
+            _ => false,
+        }
+    }
 }
 
 /// One engine with its models and its latest upgrade.
@@ -306,6 +321,9 @@ pub(crate) async fn summary(state: &AppState, engine: Engine) -> (EngineSummary,
     let summary = EngineSummary {
         engine,
         cli_version: engines.version(engine).await,
+        upgrade_target: engines
+            .cli(engine)
+            .and_then(|cli| cli.install_spec(engines.config(), engine)),
         auth_ready: engines.auth_status(engine).is_some_and(|a| a.auth_ready),
         sandbox_status: state.jobs.sandbox().as_str(),
         barriers: state.jobs.barriers(),

@@ -19,7 +19,13 @@ async fn auth_status_and_engine_summaries() {
     agents.fake_cli("npm/bin", "gemini", "0.61.0");
     agents.login(".gemini/oauth_creds.json");
     agents.fake_cli("npm/bin", "qwen", "0.24.4");
-    let server = agents.server(TestDirs::new(), &[("SKILL_RUNNER_QWEN_API_KEY", "k")]);
+    let server = agents.server(
+        TestDirs::new(),
+        &[
+            ("SKILL_RUNNER_QWEN_API_KEY", "k"),
+            ("SKILL_RUNNER_CLAUDE_NPM_PACKAGE", "/srv/claude-code.tgz"),
+        ],
+    );
 
     let (code, body) = server.get("/v1/engines/auth-status").await;
     assert_eq!(code, 200, "{body}");
@@ -141,6 +147,30 @@ async fn auth_status_and_engine_summaries() {
         codex_models["models"].as_array().unwrap().len()
     );
     assert_eq!(list[4]["cli_version"], Value::Null);
+    // What an upgrade installs: the pinned version, the operator's package, or nothing known.
+    let targets: Vec<(&str, &Value)> = list
+        .iter()
+        .map(|e| (e["engine"].as_str().unwrap(), &e["upgrade_target"]))
+        .collect();
+    assert_eq!(targets[0], ("codex", &json!("@openai/codex@0.169.0")));
+    assert_eq!(targets[2], ("iflow", &Value::Null));
+    assert_eq!(targets[3], ("claude", &json!("/srv/claude-code.tgz")));
+    let (_, page) = server.text("/ui/engines").await;
+    assert!(
+        page.contains("<code>@openai/codex@0.169.0</code>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<code>SKILL_RUNNER_IFLOW_NPM_PACKAGE</code>"),
+        "{page}"
+    );
+    // Codex 0.170.0 is installed where 0.169.0 is pinned; gemini is the pinned 0.61.0.
+    let row = |engine: &str| {
+        let start = page.find(&format!("data-engine=\"{engine}\"")).unwrap();
+        page[start..start + page[start..].find("</tr>").unwrap()].to_owned()
+    };
+    assert!(row("codex").contains("differs from the installed CLI"));
+    assert!(!row("gemini").contains("differs from the installed CLI"));
 
     let (code, detail) = server.get("/v1/management/engines/codex").await;
     assert_eq!(code, 200, "{detail}");

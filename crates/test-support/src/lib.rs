@@ -268,6 +268,13 @@ impl TestServer {
         decode(self.client.get(self.url(path))).await
     }
 
+    /// A page (or any answer) as text, with its status.
+    pub async fn text(&self, path: &str) -> (u16, String) {
+        let response = self.client.get(self.url(path)).send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.text().await.unwrap())
+    }
+
     /// Uploads a package; returns the HTTP status and body.
     pub async fn upload(&self, bytes: Vec<u8>) -> (u16, Value) {
         let part = reqwest::multipart::Part::bytes(bytes).file_name("skill.zip");

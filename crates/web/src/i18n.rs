@@ -67,6 +67,17 @@ const MESSAGES: &[(&str, &str, &str)] = &[
     ),
     ("engines.title", "Engines", "引擎"),
     ("engines.cli", "CLI version", "CLI 版本"),
+    ("engines.target", "Upgrade installs", "升级目标"),
+    (
+        "engines.differs",
+        "(differs from the installed CLI)",
+        "（与已安装版本不同）",
+    ),
+    (
+        "engines.no_target",
+        "not on npm; set",
+        "不在 npm 上；请设置",
+    ),
     ("engines.auth", "Login", "登录"),
     ("engines.ready", "ready", "就绪"),
     ("engines.not_ready", "not logged in", "未登录"),
