@@ -507,6 +507,26 @@ async fn run_pages_and_replies_over_http() {
     );
     let (_, _, question) = text(&server, &format!("/ui/management/runs/{rid}/question")).await;
     assert!(question.contains("data-kind=\"choose_one\"") && question.contains("question 1?"));
+    // The timeline: queued, the first turn, and the wait for a reply, still under way.
+    let steps = |page: &str| -> Vec<String> {
+        page.split("<li data-step=\"")
+            .skip(1)
+            .map(|li| {
+                let kind = &li[..li.find('"').unwrap()];
+                let ongoing = li.starts_with(&format!("{kind}\" class=\"ongoing\""));
+                format!("{kind}{}", if ongoing { " (ongoing)" } else { "" })
+            })
+            .collect()
+    };
+    assert_eq!(
+        steps(&page),
+        ["queued", "turn", "waiting (ongoing)"],
+        "{page}"
+    );
+    assert!(
+        page.contains("Waiting for a reply") && page.contains("so far"),
+        "{page}"
+    );
 
     let form = |pairs: &[(&str, &str)]| {
         client()
@@ -564,6 +584,17 @@ async fn run_pages_and_replies_over_http() {
     let (status, _, info) = text(&server, &format!("/ui/management/runs/{rid}/view")).await;
     assert_eq!(status, 200);
     assert!(info.contains("data-status=\"succeeded\"") && !info.contains("cancel-run"));
+    assert_eq!(
+        steps(&info),
+        ["queued", "turn", "waiting", "turn", "ended"],
+        "{info}"
+    );
+    assert!(
+        info.contains("Waiting for a reply (answered)") && info.contains("Turn 2"),
+        "{info}"
+    );
+    let (_, _, zh) = text(&server, &format!("/ui/management/runs/{rid}/view?lang=zh")).await;
+    assert!(zh.contains("第 2 轮") && zh.contains("时间线"), "{zh}");
     let (status, _, _) = text(&server, "/ui/runs/no-such-request").await;
     assert_eq!(status, 404);
 }

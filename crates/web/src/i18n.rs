@@ -67,6 +67,13 @@ const MESSAGES: &[(&str, &str, &str)] = &[
     ),
     ("engines.title", "Engines", "引擎"),
     ("engines.cli", "CLI version", "CLI 版本"),
+    ("timeline.title", "Timeline", "时间线"),
+    ("timeline.queued", "Queued", "排队"),
+    ("timeline.turn", "Turn {n}", "第 {n} 轮"),
+    ("timeline.waiting", "Waiting for a reply", "等待回复"),
+    ("timeline.answered", "answered", "已回复"),
+    ("timeline.auto", "decided automatically", "自动决定"),
+    ("timeline.so_far", "so far", "至今"),
     ("engines.target", "Upgrade installs", "升级目标"),
     (
         "engines.differs",

@@ -11,6 +11,7 @@ mod sessions;
 mod skills;
 mod terminal;
 mod time;
+mod timeline;
 
 use askama::Template;
 use axum::Router;

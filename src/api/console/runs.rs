@@ -11,6 +11,7 @@ use skill_runner_web::question::{self, Question};
 
 use super::run_result;
 use super::skills::{FilePath, PreviewFragment};
+use super::timeline;
 use super::{ConsoleError, Lang, Page, render};
 use crate::api::error::ApiError;
 use crate::api::jobs::ClientAddress;
@@ -190,6 +191,7 @@ struct RunInfo {
     run: RunState,
     /// The skill a finished job can be run again with (temporary runs' packages are gone).
     again: Option<String>,
+    timeline: Vec<timeline::Step>,
 }
 
 #[derive(Template)]
@@ -214,6 +216,10 @@ struct QuestionFragment {
 impl RunInfo {
     fn span(&self, ms: &u64) -> String {
         super::time::span(*ms)
+    }
+
+    fn label(&self, step: &timeline::Step) -> String {
+        step.label(self.l)
     }
 }
 
@@ -284,27 +290,29 @@ pub async fn table(l: Lang, State(state): State<AppState>, Query(query): Query<L
     })
 }
 
-/// A run's state, whether it is interactive, and the skill it can be run again with.
-async fn run_state(
+/// A run's state box: its facts, its timeline and the skill it can be run again with.
+async fn run_info(
+    l: Lang,
     state: &AppState,
-    request_id: &str,
-) -> Result<(RunState, bool, Option<String>), ConsoleError> {
-    let (request, run) = state
-        .jobs
-        .request_and_run(SCOPE, request_id)
+    request: Request,
+    run: Run,
+) -> Result<RunInfo, ConsoleError> {
+    let interactions = state
+        .store
+        .interactions(&run.run_id)
         .await
         .map_err(ApiError::from)?;
-    Ok(described(request, run))
-}
-
-/// A run's state, whether it is interactive, and the skill it can be run again with.
-fn described(request: Request, run: Run) -> (RunState, bool, Option<String>) {
-    let interactive = request.runtime_options.execution_mode == ExecutionMode::Interactive;
+    let timeline = timeline::of(&run, &interactions, Timestamp::now());
     let again = request
         .skill_id
         .clone()
         .filter(|_| request.kind == RequestKind::Job && run.status.is_terminal());
-    (RunState::of(request, run), interactive, again)
+    Ok(RunInfo {
+        l,
+        run: RunState::of(request, run),
+        again,
+        timeline,
+    })
 }
 
 /// `GET /ui/runs/{request_id}`.
@@ -319,9 +327,9 @@ pub async fn detail(
         .await
         .map_err(ApiError::from)?;
     let result = render(&run_result::of(l, &state, &request, &run).await)?.0;
-    let (run, interactive, again) = described(request, run);
-    let engine = run.status.engine.clone();
-    let info = render(&RunInfo { l, run, again })?.0;
+    let interactive = request.runtime_options.execution_mode == ExecutionMode::Interactive;
+    let engine = run.engine.as_str().to_owned();
+    let info = render(&run_info(l, &state, request, run).await?)?.0;
     render(&RunPage {
         l,
         section: "runs",
@@ -336,8 +344,12 @@ pub async fn detail(
 /// `GET /ui/management/runs/{request_id}/view`: the run's state, refreshing itself while the
 /// run may change.
 pub async fn info(l: Lang, State(state): State<AppState>, Path(request_id): Path<String>) -> Page {
-    let (run, _, again) = run_state(&state, &request_id).await?;
-    render(&RunInfo { l, run, again })
+    let (request, run) = state
+        .jobs
+        .request_and_run(SCOPE, &request_id)
+        .await
+        .map_err(ApiError::from)?;
+    render(&run_info(l, &state, request, run).await?)
 }
 
 /// `POST /ui/runs/{request_id}/rerun`: the same request again — skill, engine, model, inputs,

@@ -1,0 +1,277 @@
+//! A run's timeline on its page: the wait in the queue, each turn, each wait for a reply, and
+//! the end, with when each began (after the run's creation) and how long it took.
+//!
+//! It is made from what the store keeps of a run: its creation, its first start, the moments
+//! each question was asked and answered, and its end. The store does not keep when a resumed
+//! turn left the queue, so a turn after a reply is counted from the reply.
+
+use super::Lang;
+use crate::clock::Timestamp;
+use crate::store::{Interaction, Resolution, Run};
+
+/// What a step of the timeline was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Waiting for a slot (before the first turn, or a resumed one not yet begun).
+    Queued,
+    /// Turn `n` (1 for the first).
+    Turn(u32),
+    /// Waiting for the answer to a question; `None` while none came.
+    Waiting(Option<Resolution>),
+    /// The run ended in this state.
+    Ended(&'static str),
+}
+
+/// One step: its phase, when it began, how long it lasted (`ongoing`: so far).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    pub phase: Phase,
+    pub at: Timestamp,
+    /// From the run's creation to this step, in milliseconds.
+    pub offset_ms: u64,
+    /// `None` for the end, which has no length.
+    pub duration_ms: Option<u64>,
+    pub ongoing: bool,
+}
+
+impl Step {
+    /// The step's name in the page's language.
+    pub fn label(&self, l: Lang) -> String {
+        match self.phase {
+            Phase::Queued => l.tr("timeline.queued").to_owned(),
+            Phase::Turn(n) => l.tr("timeline.turn").replace("{n}", &n.to_string()),
+            Phase::Waiting(None) => l.tr("timeline.waiting").to_owned(),
+            Phase::Waiting(Some(Resolution::UserReply)) => {
+                format!(
+                    "{} ({})",
+                    l.tr("timeline.waiting"),
+                    l.tr("timeline.answered")
+                )
+            }
+            Phase::Waiting(Some(Resolution::AutoDecideTimeout)) => {
+                format!("{} ({})", l.tr("timeline.waiting"), l.tr("timeline.auto"))
+            }
+            Phase::Ended(status) => status.to_owned(),
+        }
+    }
+
+    /// `queued`, `turn`, `waiting` or `ended`, for styling and tests.
+    pub fn kind(&self) -> &'static str {
+        match self.phase {
+            Phase::Queued => "queued",
+            Phase::Turn(_) => "turn",
+            Phase::Waiting(_) => "waiting",
+            Phase::Ended(_) => "ended",
+        }
+    }
+}
+
+/// The steps of `run`, whose questions are `interactions` (in the order asked), as of `now`.
+pub fn of(run: &Run, interactions: &[Interaction], now: Timestamp) -> Vec<Step> {
+    let end = run.finished_at;
+    let millis = |from: Timestamp, to: Timestamp| {
+        u64::try_from(to.duration_since(from).as_millis()).unwrap_or(u64::MAX)
+    };
+    let mut steps = Vec::new();
+    let mut push = |phase, at: Timestamp, until: Option<Timestamp>| {
+        steps.push(Step {
+            phase,
+            at,
+            offset_ms: millis(run.created_at, at),
+            duration_ms: Some(millis(at, until.or(end).unwrap_or(now))),
+            ongoing: until.or(end).is_none(),
+        });
+    };
+    push(Phase::Queued, run.created_at, run.started_at);
+    if let Some(first) = run.started_at {
+        let (mut turn, mut from, mut waiting) = (1, first, false);
+        for asked in interactions {
+            push(Phase::Turn(turn), from, Some(asked.asked_at));
+            push(
+                Phase::Waiting(asked.resolution),
+                asked.asked_at,
+                asked.replied_at,
+            );
+            match asked.replied_at {
+                Some(replied) => (turn, from) = (turn + 1, replied),
+                None => {
+                    waiting = true;
+                    break;
+                }
+            }
+        }
+        if !waiting {
+            // A reply sent the run back to the queue; a turn it has not begun is a wait.
+            let phase = match turn > run.turn && end.is_none() {
+                true => Phase::Queued,
+                false => Phase::Turn(turn),
+            };
+            push(phase, from, None);
+        }
+    }
+    if let Some(end) = end {
+        steps.push(Step {
+            phase: Phase::Ended(run.status.as_str()),
+            at: end,
+            offset_ms: millis(run.created_at, end),
+            duration_ms: None,
+            ongoing: false,
+        });
+    }
+    steps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::RunStatus;
+    use serde_json::json;
+    use skill_runner_types::engine::Engine;
+
+    /// A moment `s` seconds after the run's creation.
+    fn at(s: u64) -> Timestamp {
+        Timestamp::parse(&format!("2026-11-27T10:00:{s:02}Z")).unwrap()
+    }
+
+    fn run(status: RunStatus, turn: u32, started: Option<u64>, finished: Option<u64>) -> Run {
+        Run {
+            run_id: "r".into(),
+            request_id: "q".into(),
+            skill_id: "s".into(),
+            engine: Engine::Codex,
+            skill_dir: "d".into(),
+            status,
+            error_code: None,
+            error_message: None,
+            warnings: vec![],
+            result: None,
+            cache_key: None,
+            process: None,
+            recovery_state: "none".into(),
+            recovered_at: None,
+            recovery_reason: None,
+            turn,
+            interaction_count: 0,
+            pending_interaction_id: None,
+            wait_deadline: None,
+            auto_decision_count: 0,
+            last_auto_decision_at: None,
+            engine_session: None,
+            created_at: at(0),
+            updated_at: at(0),
+            started_at: started.map(at),
+            finished_at: finished.map(at),
+            sandbox: None,
+        }
+    }
+
+    fn asked(seq: u32, asked: u64, replied: Option<(u64, Resolution)>) -> Interaction {
+        Interaction {
+            seq,
+            interaction_id: u64::from(seq),
+            turn: seq,
+            question: json!({"prompt": "?"}),
+            asked_at: at(asked),
+            response: replied.map(|_| json!({"text": "yes"})),
+            resolution: replied.map(|(_, r)| r),
+            idempotency_key: None,
+            replied_at: replied.map(|(t, _)| at(t)),
+            stdout_offset: None,
+        }
+    }
+
+    fn shape(steps: &[Step]) -> Vec<(Phase, u64, Option<u64>, bool)> {
+        steps
+            .iter()
+            .map(|s| {
+                (
+                    s.phase,
+                    s.offset_ms / 1000,
+                    s.duration_ms.map(|d| d / 1000),
+                    s.ongoing,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_run_with_two_questions_reads_as_turns_and_waits() {
+        let steps = of(
+            &run(RunStatus::Succeeded, 3, Some(2), Some(40)),
+            &[
+                asked(1, 10, Some((15, Resolution::UserReply))),
+                asked(2, 20, Some((30, Resolution::AutoDecideTimeout))),
+            ],
+            at(50),
+        );
+        assert_eq!(
+            shape(&steps),
+            [
+                (Phase::Queued, 0, Some(2), false),
+                (Phase::Turn(1), 2, Some(8), false),
+                (
+                    Phase::Waiting(Some(Resolution::UserReply)),
+                    10,
+                    Some(5),
+                    false
+                ),
+                (Phase::Turn(2), 15, Some(5), false),
+                (
+                    Phase::Waiting(Some(Resolution::AutoDecideTimeout)),
+                    20,
+                    Some(10),
+                    false
+                ),
+                (Phase::Turn(3), 30, Some(10), false),
+                (Phase::Ended("succeeded"), 40, None, false),
+            ]
+        );
+        assert_eq!(steps[2].label(Lang::En), "Waiting for a reply (answered)");
+        assert_eq!(steps[5].label(Lang::Zh), "第 3 轮");
+    }
+
+    #[test]
+    fn what_is_under_way_is_counted_so_far() {
+        // Still in the queue.
+        let steps = of(&run(RunStatus::Queued, 0, None, None), &[], at(7));
+        assert_eq!(shape(&steps), [(Phase::Queued, 0, Some(7), true)]);
+        // Waiting for the answer to its first question.
+        let waiting = run(RunStatus::WaitingUser, 1, Some(1), None);
+        let steps = of(&waiting, &[asked(1, 5, None)], at(9));
+        assert_eq!(
+            shape(&steps),
+            [
+                (Phase::Queued, 0, Some(1), false),
+                (Phase::Turn(1), 1, Some(4), false),
+                (Phase::Waiting(None), 5, Some(4), true),
+            ]
+        );
+        // Answered, back in the queue: the next turn has not begun.
+        let replied = [asked(1, 5, Some((6, Resolution::UserReply)))];
+        let steps = of(&run(RunStatus::Queued, 1, Some(1), None), &replied, at(9));
+        assert_eq!(steps.last().unwrap().phase, Phase::Queued);
+        assert!(steps.last().unwrap().ongoing);
+        // Canceled while waiting: the wait ends with the run.
+        let steps = of(
+            &run(RunStatus::Canceled, 1, Some(1), Some(8)),
+            &[asked(1, 5, None)],
+            at(9),
+        );
+        assert_eq!(
+            shape(&steps)[2..],
+            [
+                (Phase::Waiting(None), 5, Some(3), false),
+                (Phase::Ended("canceled"), 8, None, false),
+            ]
+        );
+        // Canceled before it ever started.
+        let steps = of(&run(RunStatus::Canceled, 0, None, Some(3)), &[], at(9));
+        assert_eq!(
+            shape(&steps),
+            [
+                (Phase::Queued, 0, Some(3), false),
+                (Phase::Ended("canceled"), 3, None, false),
+            ]
+        );
+    }
+}
