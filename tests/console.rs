@@ -599,6 +599,45 @@ async fn run_pages_and_replies_over_http() {
     assert_eq!(status, 404);
 }
 
+/// `/ui/settings`: each setting with its value and where it came from; secrets only as set.
+#[tokio::test]
+async fn the_settings_page_shows_what_is_in_effect_without_secrets() {
+    let dirs = common::TestDirs::new();
+    let data = dirs.data.display().to_string();
+    let server = TestServer::start_with(
+        dirs,
+        &[
+            ("SKILL_RUNNER_CODEX_API_KEY", "sk-console-secret"),
+            (
+                "SKILL_RUNNER_CODEX_BASE_URL",
+                "http://user:pw-secret@127.0.0.1:9/v1",
+            ),
+            ("SKILL_RUNNER_RUN_PIDS", "48"),
+        ],
+    );
+    let (status, _, page) = text(&server, "/ui/settings").await;
+    assert_eq!(status, 200, "{page}");
+    let row = |variable: &str| {
+        let start = page
+            .find(&format!("<tr data-variable=\"{variable}\""))
+            .unwrap_or_else(|| panic!("{variable} missing: {page}"));
+        page[start..start + page[start..].find("</tr>").unwrap()].to_owned()
+    };
+    assert!(row("SKILL_RUNNER_RUN_PIDS").contains("data-source=\"environment\""));
+    assert!(row("SKILL_RUNNER_RUN_PIDS").contains("<code>48</code>"));
+    assert!(row("SKILL_RUNNER_DATA_DIR").contains(&data));
+    assert!(row("LOG_FORMAT").contains("data-source=\"default\""));
+    assert!(row("SKILL_RUNNER_MAX_CONCURRENT").contains("data-source=\"derived\""));
+    assert!(row("SKILL_RUNNER_CODEX_API_KEY").contains("(set)"));
+    assert!(row("SKILL_RUNNER_CODEX_BASE_URL").contains("user:****@127.0.0.1:9"));
+    assert!(row("UI_BASIC_AUTH_PASSWORD").contains("data-source=\"unset\""));
+    for secret in ["sk-console-secret", "pw-secret"] {
+        assert!(!page.contains(secret), "{secret} shown");
+    }
+    let (_, _, zh) = text(&server, "/ui/settings?lang=zh").await;
+    assert!(zh.contains("当前配置") && zh.contains("环境变量"), "{zh}");
+}
+
 /// `/ui/engines`: an upgrade of one engine from a local package tarball is followed to its end
 /// with each engine's output; then a model snapshot is added for the new CLI version through
 /// the form.
@@ -1638,6 +1677,7 @@ fn browser_runs_a_skill_from_its_form_and_finds_it_again() {
             (format!("/ui/runs/{first}"), "run-375"),
             ("/ui".to_owned(), "skills-375"),
             ("/ui/engines".to_owned(), "engines-375"),
+            ("/ui/settings".to_owned(), "settings-375"),
         ] {
             browser.goto(&server.url(&path)).await;
             browser.wait_for("main h1").await;
@@ -1689,6 +1729,7 @@ fn browser_console_pages_pass_an_accessibility_check() {
                 "/ui/engines".to_owned(),
                 "/ui/engines/codex/models".to_owned(),
                 "/ui/sessions".to_owned(),
+                "/ui/settings".to_owned(),
                 "/ui/no-such-page".to_owned(),
             ] {
                 let sep = if path.contains('?') { '&' } else { '?' };

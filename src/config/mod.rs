@@ -21,7 +21,10 @@ use crate::egress::HostPattern;
 use crate::process::ChildEnv;
 use crate::process::sandbox::SandboxMode;
 
+pub mod effective;
 mod settings;
+
+use effective::{Effective, Source};
 pub use settings::{Refused, Settings};
 pub use skill_runner_agent::config::{ChatConfig, ModelEndpoint};
 pub use skill_runner_core::config::{DataDir, InvokeConfig, JobLimits};
@@ -140,6 +143,8 @@ pub struct Config {
     pub child_env: ChildEnv,
     /// The console's legacy data routes.
     pub legacy_ui: LegacyUi,
+    /// Every setting as it is in effect, secrets masked (the console's Settings page).
+    pub effective: Vec<Effective>,
 }
 
 /// The console's legacy data routes (`SKILL_RUNNER_UI_LEGACY_API_*`).
@@ -267,7 +272,11 @@ impl Config {
         Self::from_settings(settings, vars).map_err(Refused::Invalid)
     }
 
-    fn from_settings(s: Settings, vars: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
+    fn from_settings(
+        mut s: Settings,
+        vars: &BTreeMap<String, String>,
+    ) -> Result<Self, ConfigError> {
+        let effective = std::mem::take(&mut s.effective);
         let (max_concurrent, max_concurrent_agents) =
             slots(s.max_concurrent, s.max_concurrent_agents)?;
         let traces = trace_export(&s);
@@ -354,7 +363,7 @@ impl Config {
         } else {
             None
         };
-        Ok(Self {
+        let mut config = Self {
             bind: s
                 .bind
                 .unwrap_or_else(|| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), s.port)),
@@ -432,7 +441,115 @@ impl Config {
                 sunset: s.ui_legacy_api_sunset,
                 gone: s.ui_legacy_api_gone,
             },
-        })
+            effective: Vec::new(),
+        };
+        config.effective = config.in_effect(effective, vars);
+        Ok(config)
+    }
+
+    /// The parsed settings with what was worked out in place of the unset ones, then what is
+    /// read from the environment only: the secrets (always listed, set or not) and the
+    /// per-engine and per-provider variables that are set.
+    fn in_effect(
+        &self,
+        mut settings: Vec<Effective>,
+        vars: &BTreeMap<String, String>,
+    ) -> Vec<Effective> {
+        let paths = |paths: &[PathBuf]| {
+            let paths: Vec<_> = paths.iter().map(|p| p.display().to_string()).collect();
+            paths.join(":")
+        };
+        let derived = [
+            ("SKILL_RUNNER_NODE_ID", self.node_id.clone()),
+            (
+                "SKILL_RUNNER_MAX_CONCURRENT",
+                self.jobs.max_concurrent.to_string(),
+            ),
+            (
+                "SKILL_RUNNER_MAX_CONCURRENT_AGENTS",
+                self.jobs.max_concurrent_agents.to_string(),
+            ),
+            (
+                "SKILL_RUNNER_AGENT_CACHE_DIR",
+                self.engines.cache_dir.display().to_string(),
+            ),
+            (
+                "SKILL_RUNNER_NPM_PREFIX",
+                self.engines.npm_prefix.display().to_string(),
+            ),
+            (
+                "SKILL_RUNNER_AGENT_HOME",
+                self.engines.agent_home.display().to_string(),
+            ),
+            ("SKILL_RUNNER_SKILL_DOC_ROOTS", paths(&self.skill_doc_roots)),
+        ];
+        for setting in &mut settings {
+            let worked_out = derived.iter().find(|(v, _)| *v == setting.variable);
+            if let (Source::Unset, Some((_, value))) = (setting.source, worked_out) {
+                setting.value = Some(value.clone());
+                setting.source = Source::Derived;
+            }
+        }
+        let set = |name: &str| vars.get(name).filter(|v| !v.trim().is_empty());
+        let mut env_only = |name: String, help: &str, always: bool| {
+            let value = set(&name);
+            if always || value.is_some() {
+                let source = match value {
+                    Some(_) => Source::Environment,
+                    None => Source::Unset,
+                };
+                settings.push(Effective::new(
+                    &name,
+                    None,
+                    value.map(String::as_str),
+                    source,
+                    help,
+                ));
+            }
+        };
+        for (name, help) in [
+            ("UI_BASIC_AUTH_PASSWORD", "The Basic Auth password."),
+            (
+                "SKILL_RUNNER_API_TOKENS",
+                "Bearer tokens every route but /v1/system/ping requires, comma-separated.",
+            ),
+            (
+                "SKILL_RUNNER_DATABASE_URL",
+                "The PostgreSQL database holding the store instead of the data dir's SQLite file.",
+            ),
+        ] {
+            env_only(name.to_owned(), help, true);
+        }
+        for engine in agent_engines() {
+            let upper = engine.to_ascii_uppercase();
+            for (suffix, help) in [
+                ("BASE_URL", "The model API this engine's CLI talks to."),
+                (
+                    "API_KEY",
+                    "The key this engine's CLI presents to its model API.",
+                ),
+                (
+                    "NPM_PACKAGE",
+                    "The npm package an upgrade installs instead of the pinned one.",
+                ),
+            ] {
+                env_only(format!("SKILL_RUNNER_{upper}_{suffix}"), help, false);
+            }
+        }
+        for preset in skill_runner_agent::config::PRESETS {
+            for (suffix, help) in [
+                ("BASE_URL", "The agent chat's model API of this provider."),
+                ("API_KEY", "The agent chat's key for this provider."),
+                ("MODEL", "The agent chat's model of this provider."),
+            ] {
+                env_only(
+                    format!("SKILL_RUNNER_AGENT_{}_{suffix}", preset.var),
+                    help,
+                    false,
+                );
+            }
+        }
+        settings
     }
 
     /// Creates the data and skills directories and proves both are writable, turning relative
@@ -676,6 +793,66 @@ mod tests {
             Refused::Invalid(e) => e,
             Refused::Help(text) => panic!("help instead of a configuration: {text}"),
         })
+    }
+
+    #[test]
+    fn the_settings_in_effect_say_where_each_came_from_and_hide_secrets() {
+        let c = load(
+            &["--run-pids", "64"],
+            &[
+                ("PORT", "9000"),
+                ("SKILL_RUNNER_RUN_PIDS", "32"),
+                ("SKILL_RUNNER_API_TOKENS", "token-aaaaaaaaaaaaaaaa"),
+                ("SKILL_RUNNER_CODEX_API_KEY", "sk-secret"),
+                ("SKILL_RUNNER_CODEX_BASE_URL", "http://127.0.0.1:18080/v1"),
+                (
+                    "SKILL_RUNNER_DATABASE_URL",
+                    "postgres://runner:pw-secret@127.0.0.1:5432/runs",
+                ),
+            ],
+        )
+        .unwrap();
+        let find = |variable: &str| {
+            let found = c.effective.iter().find(|e| e.variable == variable);
+            let e = found.unwrap_or_else(|| panic!("{variable} is not listed"));
+            (e.value.as_deref(), e.source)
+        };
+        assert_eq!(find("PORT"), (Some("9000"), Source::Environment));
+        assert_eq!(find("SKILL_RUNNER_RUN_PIDS"), (Some("64"), Source::Flag));
+        assert_eq!(find("LOG_LEVEL"), (Some("info"), Source::Default));
+        assert_eq!(find("SKILL_RUNNER_STORAGE_URL"), (None, Source::Unset));
+        let slots = c.jobs.max_concurrent.to_string();
+        assert_eq!(
+            find("SKILL_RUNNER_MAX_CONCURRENT"),
+            (Some(slots.as_str()), Source::Derived)
+        );
+        assert_eq!(
+            find("SKILL_RUNNER_API_TOKENS"),
+            (Some(effective::HIDDEN), Source::Environment)
+        );
+        assert_eq!(find("UI_BASIC_AUTH_PASSWORD"), (None, Source::Unset));
+        assert_eq!(
+            find("SKILL_RUNNER_CODEX_API_KEY"),
+            (Some(effective::HIDDEN), Source::Environment)
+        );
+        assert_eq!(
+            find("SKILL_RUNNER_DATABASE_URL"),
+            (
+                Some("postgres://runner:****@127.0.0.1:5432/runs"),
+                Source::Environment
+            )
+        );
+        assert_eq!(find("SKILL_RUNNER_RUN_PIDS").0, Some("64"));
+        assert!(
+            c.effective
+                .iter()
+                .all(|e| e.variable != "SKILL_RUNNER_QWEN_API_KEY"),
+            "unset per-engine variables are not listed"
+        );
+        let shown = format!("{:?}", c.effective);
+        for secret in ["token-aaaa", "sk-secret", "pw-secret"] {
+            assert!(!shown.contains(secret), "{secret} shown");
+        }
     }
 
     #[test]

@@ -17,10 +17,12 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::parser::ValueSource;
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
 use skill_runner_types::engine::Engine;
 use skill_runner_web::connections::ConnectionLimits;
 
+use super::effective::{Effective, Source};
 use super::{ConfigError, InvokeConfig, JobLimits, LogFormat, OtlpProtocol, PackageLimits};
 use crate::egress::HostPattern;
 use crate::process::limits::Limits;
@@ -330,6 +332,10 @@ pub struct Settings {
     #[arg(long, env = "SKILL_RUNNER_CHILD_ENV_PASSTHROUGH",
           value_parser = crate::process::env::parse_passthrough)]
     pub child_env_passthrough: Option<::std::vec::Vec<String>>,
+
+    /// Every setting above as it came out of the parse, for the console's Settings page.
+    #[arg(skip)]
+    pub effective: Vec<Effective>,
 }
 
 /// Why no settings came out of a parse.
@@ -379,21 +385,44 @@ impl Settings {
                 a == format!("--{long}") || a.starts_with(&format!("--{long}="))
             })
         };
-        command
-            .try_get_matches_from(argv)
-            .and_then(|matches| Self::from_arg_matches(&matches))
-            .map_err(|e| match e.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
-                    Refused::Help(documented.clone().render_long_help().to_string())
-                }
-                _ => Refused::Invalid(refusal(&e, |long| {
-                    from_vars
-                        .get(long)
-                        .filter(|_| !given_later(long))
-                        .cloned()
-                        .unwrap_or_else(|| format!("--{long}"))
-                })),
-            })
+        let parsed = command.try_get_matches_from(argv).and_then(|matches| {
+            let mut settings = Self::from_arg_matches(&matches)?;
+            settings.effective = documented
+                .get_arguments()
+                .filter_map(|arg| {
+                    let (variable, long) = (arg.get_env()?.to_string_lossy(), arg.get_long()?);
+                    let id = arg.get_id().as_str();
+                    let value = matches.get_raw(id).map(|values| {
+                        let values: Vec<_> = values.map(|v| v.to_string_lossy()).collect();
+                        values.join(",")
+                    });
+                    let source = match matches.value_source(id) {
+                        None => Source::Unset,
+                        Some(ValueSource::DefaultValue) => Source::Default,
+                        Some(_) if from_vars.contains_key(long) && !given_later(long) => {
+                            Source::Environment
+                        }
+                        Some(_) => Source::Flag,
+                    };
+                    let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+                    let value = value.as_deref();
+                    Some(Effective::new(&variable, Some(long), value, source, &help))
+                })
+                .collect();
+            Ok(settings)
+        });
+        parsed.map_err(|e| match e.kind() {
+            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                Refused::Help(documented.clone().render_long_help().to_string())
+            }
+            _ => Refused::Invalid(refusal(&e, |long| {
+                from_vars
+                    .get(long)
+                    .filter(|_| !given_later(long))
+                    .cloned()
+                    .unwrap_or_else(|| format!("--{long}"))
+            })),
+        })
     }
 }
 

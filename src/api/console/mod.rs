@@ -8,6 +8,7 @@ mod login;
 mod run_result;
 mod runs;
 mod sessions;
+mod settings;
 mod skills;
 mod terminal;
 mod time;
@@ -64,6 +65,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
             "/ui/engines/{engine}/models/snapshots",
             post(engines::add_snapshot),
         )
+        .route("/ui/settings", get(settings::page))
         .route("/ui/sessions", get(sessions::page))
         .route("/ui/sessions/{session_id}", get(sessions::detail))
         .route(
