@@ -14,6 +14,8 @@ PACKAGES=(
   "@xterm/xterm@6.0.0 lib/xterm.js=>xterm/xterm.js css/xterm.css=>xterm/xterm.css"
   "@xterm/addon-fit@0.11.0 lib/addon-fit.js=>xterm-addon-fit/addon-fit.js"
   "@scalar/api-reference@1.72.1 dist/browser/standalone.js=>scalar/standalone.js"
+  "marked@18.2.1 lib/marked.umd.js=>marked/marked.umd.js"
+  "dompurify@3.4.18 dist/purify.min.js=>dompurify/purify.min.js"
 )
 
 work=$(mktemp -d)

@@ -88,6 +88,48 @@
     return node;
   }
 
+  // What a model says is Markdown: rendered with any HTML in it shown as text (as it was
+  // said), then sanitised by DOMPurify all the same (no scripts, handlers, styles, forms,
+  // frames or images; links open apart from the page). Plain text where the libraries are not
+  // loaded. Made on first use: the libraries load after this file.
+  let sanitize;
+  let markdownParser;
+  const escapeHtml = (text) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+  function sanitizer() {
+    if (sanitize === undefined) {
+      sanitize = window.DOMPurify && window.marked ? window.DOMPurify(window) : null;
+      if (sanitize) {
+        markdownParser = new window.marked.Marked({
+          gfm: true,
+          async: false,
+          renderer: { html: (token) => escapeHtml(token.text) },
+        });
+        sanitize.addHook('afterSanitizeAttributes', (node) => {
+          if (node.tagName === 'A') {
+            node.setAttribute('rel', 'noopener noreferrer');
+            node.setAttribute('target', '_blank');
+          }
+        });
+      }
+    }
+    return sanitize;
+  }
+  function markdown(text) {
+    const box = element('div', 'markdown');
+    if (!sanitizer()) {
+      box.textContent = text;
+      return box;
+    }
+    const html = markdownParser.parse(text);
+    box.innerHTML = sanitize.sanitize(html, {
+      USE_PROFILES: { html: true },
+      FORBID_TAGS: ['style', 'form', 'input', 'button', 'textarea', 'select', 'img', 'svg', 'math', 'iframe'],
+      FORBID_ATTR: ['style'],
+    });
+    return box;
+  }
+
   // A script's lines are messages one by one; shown as one block of output, not a bubble each.
   // Each line is an element of its own in the block: appending one lays out only it, where one
   // growing text would be laid out whole for every line (a chatty script stalled the page).
@@ -132,17 +174,20 @@
         } else if (type === 'tool_result') {
           li.append(element('pre', 'output', details.output));
         } else {
-          li.append(document.createTextNode(item.text));
+          li.append(markdown(item.text));
         }
         break;
       }
+      case 'assistant_message':
+        li.append(markdown(item.text));
+        break;
       case 'assistant_final':
         label(labels.final);
-        li.append(document.createTextNode(item.text));
+        li.append(markdown(item.text));
         break;
       case 'user_input_required':
         label(labels.question);
-        li.append(document.createTextNode(item.text));
+        li.append(markdown(item.text));
         break;
       case 'interaction_reply':
         label(labels.reply);

@@ -395,8 +395,10 @@ fn browser_shows_a_codex_run_as_a_conversation() {
         let fake = FakeModel::start();
         let command = "mkdir -p artifacts && echo 'all good' | tee artifacts/report.txt";
         let answer = r#"Finished. {"summary": "wrote it", "report": "artifacts/report.txt"}"#;
+        // What the model says is Markdown, rendered; markup of its own is sanitised away.
+        let say = "I will write the **report** first. <img src=x onerror=\"document.title='owned'\"><script>document.title='owned'</script>";
         fake.script(json!([
-            {"shell": command, "say": "I will write the report first.", "delay_ms": 1500},
+            {"shell": command, "say": say, "delay_ms": 1500},
             {"text": answer, "delay_ms": 1500}
         ]))
         .await;
@@ -413,6 +415,23 @@ fn browser_shows_a_codex_run_as_a_conversation() {
                 "I will write the report first.",
             )
             .await;
+        browser
+            .wait_text(
+                "#conversation li[data-kind=assistant_message] .markdown strong",
+                "report",
+            )
+            .await;
+        let injected = browser
+            .client
+            .execute(
+                "return [document.querySelectorAll('#conversation img, #conversation script, \
+                 #conversation [onerror]').length, document.title]",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(injected[0], 0, "markup from the model was kept");
+        assert_ne!(injected[1], "owned");
         let step = "#conversation li[data-process=command_execution]";
         browser.wait_text(step, command).await;
         browser
@@ -1002,7 +1021,7 @@ fn browser_shows_agent_sessions() {
             ],
         );
         fake.script(json!([{"tool": "echo", "args": {"text": "hello there"}},
-                           {"text": "I echoed it."}]))
+                           {"text": "I *echoed* it."}]))
             .await;
         let (status, answer) = server
             .post_json("/v1/agent/chat", json!({"message": "please echo hello"}))
@@ -1032,7 +1051,7 @@ fn browser_shows_agent_sessions() {
             .wait_text("li[data-type='tool.result']", "hello there")
             .await;
         browser
-            .wait_text("li[data-type='assistant.message']", "I echoed it.")
+            .wait_text("li[data-type='assistant.message'] .markdown em", "echoed")
             .await;
         let items = browser
             .client

@@ -4,6 +4,7 @@
 use askama::Template;
 use axum::extract::{Path, State};
 use serde_json::Value;
+use skill_runner_web::markdown;
 
 use super::{Lang, Page, render};
 use crate::agent::session::{Event, Stored};
@@ -50,6 +51,8 @@ struct Row {
     /// A short heading (a tool's name, a stop reason); empty when the text says it all.
     label: String,
     text: String,
+    /// What the model said, as sanitised HTML from its Markdown (instead of `text`).
+    html: Option<String>,
     /// JSON shown as code (a call's input, a tool's output).
     code: Option<String>,
 }
@@ -121,11 +124,17 @@ impl Row {
                 return None;
             }
         };
+        // The model's own words are Markdown.
+        let said = matches!(
+            stored.event,
+            Event::AssistantMessage { .. } | Event::Result { .. } | Event::UserQuestion { .. }
+        );
         Some(Self {
             seq: stored.seq,
             kind: stored.event.kind(),
             role,
             label,
+            html: (said && !text.is_empty()).then(|| markdown::to_html(&text)),
             text,
             code,
         })
