@@ -1243,6 +1243,24 @@ async fn skills_run_from_their_page_and_again_from_their_runs() {
         );
     }
     assert!(page.contains("value=\"x\""), "what was typed is kept");
+    assert!(
+        page.contains("parameter.n must be an integer, not &#39;x&#39;"),
+        "{page}"
+    );
+    // In Chinese, the problems are said in Chinese.
+    let refused = post(
+        "/ui/skills/probe/run?lang=zh",
+        form(&[("engine", "script"), ("parameter.n", "x")]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(refused.status().as_u16(), 422);
+    let page = refused.text().await.unwrap();
+    assert!(
+        page.contains("parameter.n 必须是整数，而不是 &#39;x&#39;")
+            && page.contains("file.doc 为必填项"),
+        "{page}"
+    );
     let refused = post(
         "/ui/skills/probe/run",
         form(&[("engine", "codex"), ("parameter.mode", "ok")]),

@@ -12,6 +12,8 @@ use std::io::Write as _;
 use axum::extract::Multipart;
 use serde_json::{Map, Value};
 
+use crate::i18n::Lang;
+
 /// A JSON Schema with the order its `properties` were written in (a parsed [`Value`] sorts them;
 /// the form keeps the author's order).
 #[derive(Debug, Clone, PartialEq)]
@@ -205,7 +207,61 @@ fn scalar(property: &Value) -> Option<Scalar> {
 pub struct FieldError {
     /// The control's name (`input.<key>`, …).
     pub name: String,
-    pub problem: String,
+    pub problem: Problem,
+}
+
+/// What is wrong with a field's value, said in either language ([`Problem::text`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Problem {
+    Required,
+    NotNumber(String),
+    NotInteger(String),
+    NotBoolean(String),
+    /// Not one of the `allowed` values; `given` is `None` when nothing was chosen.
+    NotOneOf {
+        allowed: Vec<String>,
+        given: Option<String>,
+    },
+    /// Not valid JSON, with the parser's reason.
+    NotJson(String),
+    /// Line `n` (from 1) of a list field.
+    Line(usize, Box<Problem>),
+}
+
+impl Problem {
+    /// The problem as a page in language `l` says it after the field's name.
+    pub fn text(&self, l: Lang) -> String {
+        let zh = l == Lang::Zh;
+        match self {
+            Problem::Required if zh => "为必填项".into(),
+            Problem::Required => "is required".into(),
+            Problem::NotNumber(v) if zh => format!("必须是数字，而不是 '{v}'"),
+            Problem::NotNumber(v) => format!("must be a number, not '{v}'"),
+            Problem::NotInteger(v) if zh => format!("必须是整数，而不是 '{v}'"),
+            Problem::NotInteger(v) => format!("must be an integer, not '{v}'"),
+            Problem::NotBoolean(v) if zh => format!("必须是 true 或 false，而不是 '{v}'"),
+            Problem::NotBoolean(v) => format!("must be true or false, not '{v}'"),
+            Problem::NotOneOf { allowed, given } => {
+                let allowed = allowed.join(", ");
+                match (given, zh) {
+                    (Some(v), true) => format!("必须是 {allowed} 之一，而不是 '{v}'"),
+                    (Some(v), false) => format!("must be one of {allowed}, not '{v}'"),
+                    (None, true) => format!("必须是 {allowed} 之一"),
+                    (None, false) => format!("must be one of {allowed}"),
+                }
+            }
+            Problem::NotJson(reason) if zh => format!("不是有效的 JSON（{reason}）"),
+            Problem::NotJson(reason) => format!("is not valid JSON ({reason})"),
+            Problem::Line(n, problem) if zh => format!("第 {n} 行：{}", problem.text(l)),
+            Problem::Line(n, problem) => format!("line {n}: {}", problem.text(l)),
+        }
+    }
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text(Lang::En))
+    }
 }
 
 /// What a submitted form fills of a create request.
@@ -230,7 +286,7 @@ pub fn read(fields: &[Field], values: &[(String, String)]) -> Result<Submitted, 
             Widget::List(scalar) => list(scalar, text),
             Widget::Json { .. } if !text.trim().is_empty() => serde_json::from_str(text)
                 .map(Some)
-                .map_err(|e| format!("is not valid JSON ({e})")),
+                .map_err(|e| Problem::NotJson(e.to_string())),
             _ => Ok(None),
         };
         let target = match field.section {
@@ -243,7 +299,7 @@ pub fn read(fields: &[Field], values: &[(String, String)]) -> Result<Submitted, 
             }
             Ok(None) if field.required => errors.push(FieldError {
                 name,
-                problem: "is required".into(),
+                problem: Problem::Required,
             }),
             Ok(None) => {}
             Err(problem) => errors.push(FieldError { name, problem }),
@@ -256,7 +312,7 @@ pub fn read(fields: &[Field], values: &[(String, String)]) -> Result<Submitted, 
     }
 }
 
-fn one(scalar: &Scalar, text: &str) -> Result<Value, String> {
+fn one(scalar: &Scalar, text: &str) -> Result<Value, Problem> {
     let trimmed = text.trim();
     match scalar {
         Scalar::Text => Ok(Value::from(text)),
@@ -264,35 +320,35 @@ fn one(scalar: &Scalar, text: &str) -> Result<Value, String> {
             .parse::<f64>()
             .ok()
             .and_then(|n| serde_json::Number::from_f64(n).map(Value::Number))
-            .ok_or_else(|| format!("must be a number, not '{trimmed}'")),
+            .ok_or_else(|| Problem::NotNumber(trimmed.into())),
         Scalar::Integer => trimmed
             .parse::<i64>()
             .map(Value::from)
-            .map_err(|_| format!("must be an integer, not '{trimmed}'")),
+            .map_err(|_| Problem::NotInteger(trimmed.into())),
         Scalar::Boolean => match trimmed {
             "true" => Ok(Value::Bool(true)),
             "false" => Ok(Value::Bool(false)),
-            _ => Err(format!("must be true or false, not '{trimmed}'")),
+            _ => Err(Problem::NotBoolean(trimmed.into())),
         },
         Scalar::Choice(options) => options
             .iter()
             .find(|o| plain(o) == trimmed)
             .cloned()
-            .ok_or_else(|| {
-                let allowed: Vec<String> = options.iter().map(plain).collect();
-                format!("must be one of {}, not '{trimmed}'", allowed.join(", "))
+            .ok_or_else(|| Problem::NotOneOf {
+                allowed: options.iter().map(plain).collect(),
+                given: Some(trimmed.into()),
             }),
     }
 }
 
 /// One item per non-empty line; no lines is no value.
-fn list(scalar: &Scalar, text: &str) -> Result<Option<Value>, String> {
+fn list(scalar: &Scalar, text: &str) -> Result<Option<Value>, Problem> {
     let mut items = Vec::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let item = one(scalar, line).map_err(|problem| format!("line {}: {problem}", n + 1))?;
+        let item = one(scalar, line).map_err(|problem| Problem::Line(n + 1, Box::new(problem)))?;
         items.push(item);
     }
     Ok((!items.is_empty()).then_some(Value::Array(items)))
@@ -306,6 +362,8 @@ pub struct FormView {
     /// Values by control name; a field without one shows its default.
     pub values: Vec<(String, String)>,
     pub errors: Vec<FieldError>,
+    /// The language problems are said in.
+    pub lang: Lang,
 }
 
 impl FormView {
@@ -330,20 +388,22 @@ impl FormView {
             .map_or_else(|| field.default_text(), str::to_owned)
     }
 
-    pub fn error(&self, field: &Field) -> Option<&str> {
-        let name = field.name();
-        self.errors
-            .iter()
-            .find(|e| e.name == name)
-            .map(|e| e.problem.as_str())
+    /// What the field got wrong, in the page's language.
+    pub fn error(&self, field: &Field) -> Option<String> {
+        self.error_of(&field.name())
     }
 
-    /// The problem with a control that is not a schema field (`engine`, …).
-    pub fn error_of(&self, name: &str) -> Option<&str> {
+    /// The problem with a control by name (also one that is not a schema field: `engine`).
+    pub fn error_of(&self, name: &str) -> Option<String> {
         self.errors
             .iter()
             .find(|e| e.name == name)
-            .map(|e| e.problem.as_str())
+            .map(|e| e.problem.text(self.lang))
+    }
+
+    /// A problem of the list at the top of the form, in the page's language.
+    pub fn problem(&self, error: &FieldError) -> String {
+        error.problem.text(self.lang)
     }
 
     pub fn selected(&self, field: &Field, value: &str) -> bool {
@@ -494,7 +554,10 @@ pub fn check(
     if engine.is_none() {
         errors.push(FieldError {
             name: "engine".into(),
-            problem: format!("must be one of {}", engines.join(", ")),
+            problem: Problem::NotOneOf {
+                allowed: engines.to_vec(),
+                given: None,
+            },
         });
     }
     match (submitted, engine) {
@@ -511,7 +574,7 @@ pub fn missing_files(fields: &[Field], files: &[Chosen]) -> Vec<FieldError> {
         .filter(|f| !files.iter().any(|c| c.key == f.key))
         .map(|f| FieldError {
             name: f.name(),
-            problem: "is required".into(),
+            problem: Problem::Required,
         })
         .collect()
 }
@@ -665,10 +728,11 @@ mod tests {
             ]),
         )
         .unwrap_err();
-        let named: Vec<(&str, &str)> = errors
+        let said: Vec<(String, String)> = errors
             .iter()
-            .map(|e| (e.name.as_str(), e.problem.as_str()))
+            .map(|e| (e.name.clone(), e.problem.to_string()))
             .collect();
+        let named: Vec<(&str, &str)> = said.iter().map(|(n, p)| (n.as_str(), p.as_str())).collect();
         assert_eq!(named[0], ("input.topic", "is required"));
         assert_eq!(named[1].0, "input.shape");
         assert!(named[1].1.starts_with("is not valid JSON"), "{named:?}");
@@ -684,5 +748,10 @@ mod tests {
                 ("parameter.sizes", "line 2: must be an integer, not 'x'"),
             ]
         );
+        // The same problems in Chinese.
+        let zh: Vec<String> = errors.iter().map(|e| e.problem.text(Lang::Zh)).collect();
+        assert_eq!(zh[0], "为必填项");
+        assert_eq!(zh[4], "必须是 short, long, 7 之一，而不是 'medium'");
+        assert_eq!(zh[5], "第 2 行：必须是整数，而不是 'x'");
     }
 }

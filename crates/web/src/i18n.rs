@@ -10,8 +10,9 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 /// A supported language.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Lang {
+    #[default]
     En,
     Zh,
 }

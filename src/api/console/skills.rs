@@ -302,7 +302,10 @@ async fn skill_page(l: Lang, state: &AppState, skill_id: &str) -> Result<SkillPa
         preview_url: format!("/ui/skills/{}/view?path=", skill.id),
         files,
         runnable: manifest.is_some() && !engines.is_empty(),
-        form: FormView::new(fields),
+        form: FormView {
+            lang: l,
+            ..FormView::new(fields)
+        },
         modes: manifest
             .iter()
             .flat_map(|m| {
