@@ -1726,6 +1726,108 @@ fn browser_runs_a_skill_from_its_form_and_finds_it_again() {
     });
 }
 
+/// Presses `key` on whatever has the focus.
+async fn press(browser: &Browser, key: fantoccini::key::Key) {
+    let focused = browser.client.active_element().await.unwrap();
+    focused.send_keys(&key.to_string()).await.unwrap();
+}
+
+/// Tabs forward until the focused element matches `css`, each element passed showing its
+/// focus; says what it went through when it never gets there.
+async fn tab_to(browser: &Browser, css: &str) {
+    let mut passed = Vec::new();
+    for _ in 0..80 {
+        press(browser, fantoccini::key::Key::Tab).await;
+        let here = browser
+            .client
+            .execute(
+                "const e = document.activeElement; \
+                 return [e.matches(arguments[0]), e.outerHTML.slice(0, 80), \
+                 getComputedStyle(e).outlineStyle, \
+                 parseFloat(getComputedStyle(e).outlineWidth)]",
+                vec![json!(css)],
+            )
+            .await
+            .unwrap();
+        assert!(
+            here[2] != "none" && here[3].as_f64().unwrap() >= 2.0,
+            "no visible focus on {}",
+            here[1]
+        );
+        if here[0] == true {
+            return;
+        }
+        passed.push(here[1].as_str().unwrap().to_owned());
+    }
+    panic!("Tab never reached {css}; it went through {passed:#?}");
+}
+
+/// The console without a mouse: a skip link first, every control reached with Tab and shown
+/// focused, a skill run from its form and run again with Enter alone.
+#[test]
+fn browser_works_from_the_keyboard() {
+    const TEST: &str = concat!(module_path!(), "::browser_works_from_the_keyboard");
+    if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
+        return;
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let server = TestServer::with_skills(&[common::probe_skill("plain", None)], &[]);
+        let origin = server.url("");
+        let browser = Browser::start().await;
+        browser.goto(&server.url("/ui/skills/plain")).await;
+        browser.wait_for("#run-form").await;
+        tab_to(&browser, "a.skip").await;
+        press(&browser, fantoccini::key::Key::Enter).await;
+        let url = browser.client.current_url().await.unwrap();
+        assert_eq!(url.fragment(), Some("content"));
+        tab_to(&browser, "#run-form [name='input.text']").await;
+        browser
+            .client
+            .active_element()
+            .await
+            .unwrap()
+            .send_keys("typed without a mouse")
+            .await
+            .unwrap();
+        tab_to(&browser, "#run-form [name='parameter.mode']").await;
+        browser
+            .client
+            .active_element()
+            .await
+            .unwrap()
+            .send_keys("ok")
+            .await
+            .unwrap();
+        browser.screenshot("keyboard-form-focus").await;
+        tab_to(&browser, "#start-run").await;
+        press(&browser, fantoccini::key::Key::Enter).await;
+        browser.wait_for("#run-info[data-status=succeeded]").await;
+        let first = browser
+            .client
+            .current_url()
+            .await
+            .unwrap()
+            .path()
+            .to_owned();
+        let (_, result) = server
+            .get(&format!("/v1/jobs/{}/result", &first["/ui/runs/".len()..]))
+            .await;
+        assert_eq!(result["result"]["data"]["summary"], "typed without a mouse");
+
+        // Run it again from its page, with Enter on the focused button.
+        tab_to(&browser, "#rerun").await;
+        press(&browser, fantoccini::key::Key::Enter).await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while browser.client.current_url().await.unwrap().path() == first {
+            assert!(std::time::Instant::now() < deadline, "Re-run went nowhere");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        browser.wait_for("#run-info[data-status=succeeded]").await;
+        browser.assert_clean(&origin).await;
+        browser.close().await;
+    });
+}
+
 /// Every console page, in both languages and with a finished run, a failed one and a skill
 /// with a form: axe-core finds no violation of serious or critical impact.
 #[test]

@@ -25,6 +25,7 @@ const MESSAGES: &[(&str, &str, &str)] = &[
     ("nav.sessions", "Agent sessions", "智能体会话"),
     ("nav.api", "API", "API 文档"),
     ("nav.settings", "Settings", "设置"),
+    ("nav.skip", "Skip to content", "跳到正文"),
     ("settings.title", "Settings in effect", "当前配置"),
     (
         "settings.hint",

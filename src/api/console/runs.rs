@@ -218,6 +218,10 @@ impl RunInfo {
         super::time::span(*ms)
     }
 
+    fn ago(&self, at: &Timestamp) -> String {
+        super::time::ago(self.l, *at)
+    }
+
     fn label(&self, step: &timeline::Step) -> String {
         step.label(self.l)
     }
