@@ -330,7 +330,7 @@ pub fn serve() -> ! {
         if !request {
             continue;
         }
-        let (args, stdio) = match receive(socket) {
+        let (mut args, stdio) = match receive(socket) {
             Ok(Some(request)) => request,
             Ok(None) => std::process::exit(0),
             Err(e) => fail(&format!("bad request: {e}")),
@@ -355,7 +355,7 @@ pub fn serve() -> ! {
             Some(&super::leader::signal_set()),
             Some(&mut mask),
         );
-        let forked = sys::fork_single_threaded(args.isolate, network.is_none());
+        let forked = fork_leader(&mut args, network.is_none());
         if !matches!(forked, Ok(ForkResult::Child)) {
             let _ = nix::sys::signal::pthread_sigmask(
                 nix::sys::signal::SigmaskHow::SIG_SETMASK,
@@ -386,6 +386,22 @@ pub fn serve() -> ! {
             }
         }
     }
+}
+
+/// Forks the leader of `args`, born in the turn's v2 cgroup where it has one. Where that
+/// cannot be done (a seccomp profile that refuses `clone3`, as Docker's default answers
+/// `ENOSYS`; an older kernel), the leader is forked as before and joins the group itself.
+fn fork_leader(args: &mut LeaderArgs, new_network: bool) -> nix::Result<ForkResult> {
+    if let Some(dir) = args.born_in.clone() {
+        if let Ok(group) = std::fs::File::open(&dir) {
+            let forked = sys::fork_single_threaded(args.isolate, new_network, Some(group.as_fd()));
+            if forked.is_ok() {
+                return forked;
+            }
+        }
+        args.cgroups.push(dir.join("cgroup.procs"));
+    }
+    sys::fork_single_threaded(args.isolate, new_network, None)
 }
 
 fn fail(why: &str) -> ! {

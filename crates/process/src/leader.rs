@@ -44,8 +44,10 @@ pub struct LeaderArgs {
     pub run_as: Option<u32>,
     /// The command's resource limits, `None`: none.
     pub limits: Option<Limits>,
-    /// The turn's cgroups (`cgroup.procs` files) the leader joins before the command starts.
+    /// The turn's v1 cgroups (their `tasks` files) the leader joins before the command starts.
     pub cgroups: Vec<PathBuf>,
+    /// The turn's v2 cgroup, which the forkserver creates the leader in.
+    pub born_in: Option<PathBuf>,
     /// Whether a cgroup holds the memory limit (else `RLIMIT_DATA` does).
     pub memory_cgroup: bool,
     /// Whether a cgroup counts the turn's CPU time (else `RLIMIT_CPU` bounds each process).

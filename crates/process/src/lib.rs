@@ -450,6 +450,7 @@ impl Supervisor {
             run_as: None,
             limits: self.limits(spec),
             cgroups: Vec::new(),
+            born_in: None,
             memory_cgroup: self.launch.cgroups.memory().is_some(),
             cpu_cgroup: self.launch.cgroups.cpu().is_some(),
             pids_cgroup: self.launch.cgroups.pids().is_some(),
@@ -514,7 +515,8 @@ impl Supervisor {
                 })
                 .await
                 .map_err(std::io::Error::other)??;
-                args.cgroups = groups.procs();
+                args.cgroups = groups.tasks();
+                args.born_in = groups.birthplace();
                 Some(groups)
             }
             None => None,

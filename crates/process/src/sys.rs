@@ -189,41 +189,72 @@ pub fn set_window_size(
     Ok(())
 }
 
+/// The arguments of `clone3` (the kernel's `struct clone_args`, version 2: with `cgroup`).
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// `clone3`'s flag to create the child in the cgroup (v2) whose directory `cgroup` holds.
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
 /// Forks the forkserver, a single-threaded process. With `isolate`, the child starts as the
 /// first process (pid 1) of a new pid namespace, in a new mount namespace: when it exits the
 /// kernel kills everything left in its pid namespace, and what it mounts (its own `/dev/shm`)
 /// is its own. With `new_network` too, it starts in a new network namespace, which holds only
-/// a loopback interface of its own (down until [`loopback_up`]).
+/// a loopback interface of its own (down until [`loopback_up`]). With `cgroup` (a v2 group's
+/// directory), the child is created in that group rather than moved there later.
 pub fn fork_single_threaded(
     isolate: bool,
     new_network: bool,
+    cgroup: Option<std::os::fd::BorrowedFd<'_>>,
 ) -> nix::Result<nix::unistd::ForkResult> {
-    if !isolate {
+    use std::os::fd::AsRawFd as _;
+    if !isolate && cgroup.is_none() {
         // SAFETY: only the forkserver calls this, and it never starts a thread, so the child
         // can allocate and take locks: no other thread held one at the fork.
         #[allow(unsafe_code)]
         return unsafe { nix::unistd::fork() };
     }
-    let network = if new_network {
-        nix::libc::CLONE_NEWNET
-    } else {
-        0
+    let mut flags = 0;
+    if isolate {
+        flags |= (nix::libc::CLONE_NEWPID | nix::libc::CLONE_NEWNS) as u64;
+        if new_network {
+            flags |= nix::libc::CLONE_NEWNET as u64;
+        }
+    }
+    let mut args = CloneArgs {
+        flags,
+        exit_signal: nix::libc::SIGCHLD as u64,
+        ..CloneArgs::default()
     };
-    let flags = nix::libc::CLONE_NEWPID | nix::libc::CLONE_NEWNS | network | nix::libc::SIGCHLD;
-    // SAFETY: `clone` without `CLONE_VM` and without a new stack is `fork` with namespace
-    // flags: the child gets a copy of this single-threaded process, so, as after `fork`, no
-    // lock is held by a thread that does not exist there. glibc's `fork` wrapper also refreshes
-    // its cached thread id; nothing the leader runs (Rust's std, which keeps its own thread
-    // ids, `posix_spawn`) reads that cache.
+    if let Some(group) = cgroup {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = group.as_raw_fd() as u64;
+    }
+    // SAFETY: `clone3` without `CLONE_VM` and without a new stack is `fork` with namespace
+    // flags and a cgroup: the child gets a copy of this single-threaded process, so, as after
+    // `fork`, no lock is held by a thread that does not exist there. The kernel reads `args`,
+    // which outlives the call, for the size given. glibc's `fork` wrapper also refreshes its
+    // cached thread id; nothing the leader runs (Rust's std, which keeps its own thread ids,
+    // `posix_spawn`) reads that cache.
     #[allow(unsafe_code)]
     let pid = unsafe {
         nix::libc::syscall(
-            nix::libc::SYS_clone,
-            flags as nix::libc::c_ulong,
-            0 as nix::libc::c_ulong,
-            0 as nix::libc::c_ulong,
-            0 as nix::libc::c_ulong,
-            0 as nix::libc::c_ulong,
+            nix::libc::SYS_clone3,
+            &mut args as *mut CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
         )
     };
     match pid {
@@ -348,6 +379,45 @@ fn drop_pages(start: usize, end: usize) -> io::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A process forked with a v2 group's directory starts in that group (where this machine
+    /// has a writable cgroup2 hierarchy: root on a v2 or hybrid host).
+    #[test]
+    fn a_child_forked_into_a_v2_group_is_born_there() {
+        use std::os::fd::AsFd as _;
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let root = mountinfo
+            .lines()
+            .find(|l| l.contains(" - cgroup2 "))
+            .and_then(|l| l.split(' ').nth(4));
+        let Some(root) = root else {
+            eprintln!("no cgroup2 hierarchy mounted: nothing to fork into");
+            return;
+        };
+        let dir = Path::new(root).join(format!("skill-runner-test.{}", std::process::id()));
+        if let Err(e) = std::fs::create_dir(&dir) {
+            eprintln!("cannot make a group in {root}: {e}");
+            return;
+        }
+        let group = std::fs::File::open(&dir).unwrap();
+        let child = match fork_single_threaded(false, false, Some(group.as_fd())).unwrap() {
+            nix::unistd::ForkResult::Child => loop {
+                // Only async-signal-safe calls here: the test harness has other threads.
+                nix::unistd::pause();
+            },
+            nix::unistd::ForkResult::Parent { child } => child,
+        };
+        let cgroup = std::fs::read_to_string(format!("/proc/{child}/cgroup")).unwrap();
+        nix::sys::signal::kill(child, Signal::SIGKILL).unwrap();
+        nix::sys::wait::waitpid(child, None).unwrap();
+        std::fs::remove_dir(&dir).unwrap();
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+        let expected = format!("0::/{}", dir.strip_prefix(root).unwrap().display());
+        assert!(
+            cgroup.lines().any(|l| l == expected),
+            "the child is not in {expected}: {cgroup} (this process: {own})"
+        );
+    }
 
     /// Resident pages backed by files, KiB.
     fn resident_file_kib() -> u64 {
