@@ -1227,40 +1227,42 @@ async fn skills_run_from_their_page_and_again_from_their_runs() {
         "an engine the skill does not support is not offered"
     );
 
-    // Every mistake at once, nothing created.
-    let refused = post(
-        "/ui/skills/probe/run",
-        form(&[("engine", "script"), ("parameter.n", "x")]),
-    )
-    .await
-    .unwrap();
-    assert_eq!(refused.status().as_u16(), 422);
-    let page = refused.text().await.unwrap();
-    for field in ["parameter.mode", "parameter.n", "file.doc"] {
-        assert!(
-            page.contains(&format!("data-error-for=\"{field}\"")),
-            "{field}: {page}"
-        );
+    // Every mistake at once, in the page's language, with what was typed kept.
+    for (lang, says) in [
+        (
+            "en",
+            [
+                "parameter.n must be an integer, not &#39;x&#39;",
+                "file.doc is required",
+            ],
+        ),
+        (
+            "zh",
+            [
+                "parameter.n 必须是整数，而不是 &#39;x&#39;",
+                "file.doc 为必填项",
+            ],
+        ),
+    ] {
+        let refused = post(
+            &format!("/ui/skills/probe/run?lang={lang}"),
+            form(&[("engine", "script"), ("parameter.n", "x")]),
+        )
+        .await
+        .unwrap();
+        assert_eq!(refused.status().as_u16(), 422);
+        let page = refused.text().await.unwrap();
+        for field in ["parameter.mode", "parameter.n", "file.doc"] {
+            assert!(
+                page.contains(&format!("data-error-for=\"{field}\"")),
+                "{field}: {page}"
+            );
+        }
+        assert!(page.contains("value=\"x\""), "what was typed is kept");
+        for said in says {
+            assert!(page.contains(said), "{said}: {page}");
+        }
     }
-    assert!(page.contains("value=\"x\""), "what was typed is kept");
-    assert!(
-        page.contains("parameter.n must be an integer, not &#39;x&#39;"),
-        "{page}"
-    );
-    // In Chinese, the problems are said in Chinese.
-    let refused = post(
-        "/ui/skills/probe/run?lang=zh",
-        form(&[("engine", "script"), ("parameter.n", "x")]),
-    )
-    .await
-    .unwrap();
-    assert_eq!(refused.status().as_u16(), 422);
-    let page = refused.text().await.unwrap();
-    assert!(
-        page.contains("parameter.n 必须是整数，而不是 &#39;x&#39;")
-            && page.contains("file.doc 为必填项"),
-        "{page}"
-    );
     let refused = post(
         "/ui/skills/probe/run",
         form(&[("engine", "codex"), ("parameter.mode", "ok")]),
