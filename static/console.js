@@ -121,7 +121,7 @@
       box.textContent = text;
       return box;
     }
-    const html = markdownParser.parse(text);
+    const html = markdownParser.parse(text || '');
     box.innerHTML = sanitize.sanitize(html, {
       USE_PROFILES: { html: true },
       FORBID_TAGS: ['style', 'form', 'input', 'button', 'textarea', 'select', 'img', 'svg', 'math', 'iframe'],

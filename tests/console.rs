@@ -648,7 +648,7 @@ async fn the_settings_page_shows_what_is_in_effect_without_secrets() {
     assert!(row("LOG_FORMAT").contains("data-source=\"default\""));
     assert!(row("SKILL_RUNNER_MAX_CONCURRENT").contains("data-source=\"derived\""));
     assert!(row("SKILL_RUNNER_CODEX_API_KEY").contains("(set)"));
-    assert!(row("SKILL_RUNNER_CODEX_BASE_URL").contains("user:****@127.0.0.1:9"));
+    assert!(row("SKILL_RUNNER_CODEX_BASE_URL").contains("****:****@127.0.0.1:9"));
     assert!(row("UI_BASIC_AUTH_PASSWORD").contains("data-source=\"unset\""));
     for secret in ["sk-console-secret", "pw-secret"] {
         assert!(!page.contains(secret), "{secret} shown");

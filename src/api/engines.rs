@@ -321,9 +321,11 @@ pub(crate) async fn summary(state: &AppState, engine: Engine) -> (EngineSummary,
     let summary = EngineSummary {
         engine,
         cli_version: engines.version(engine).await,
+        // An operator's package may be a URL with a credential in it.
         upgrade_target: engines
             .cli(engine)
-            .and_then(|cli| cli.install_spec(engines.config(), engine)),
+            .and_then(|cli| cli.install_spec(engines.config(), engine))
+            .map(|spec| crate::config::effective::masked("", &spec)),
         auth_ready: engines.auth_status(engine).is_some_and(|a| a.auth_ready),
         sandbox_status: state.jobs.sandbox().as_str(),
         barriers: state.jobs.barriers(),

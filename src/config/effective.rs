@@ -73,13 +73,34 @@ fn is_secret(name: &str) -> bool {
             .any(|word| name.contains(word))
 }
 
-/// `value` of `variable` as the Settings page may show it.
+/// Whether a query parameter named `key` may carry a credential.
+fn is_secret_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    [
+        "pass",
+        "token",
+        "key",
+        "secret",
+        "sig",
+        "auth",
+        "credential",
+    ]
+    .iter()
+    .any(|word| key.contains(word))
+}
+
+/// `value` of `variable` as a page may show it: a secret variable as set; in a URL, whatever
+/// names a user or a credential (`user:pass@`, `?password=`, `?api-key=`…) as `****`; a value
+/// that looks like a URL but does not parse as one, or names a password outside one, as set.
 pub fn masked(variable: &str, value: &str) -> String {
     if is_secret(variable) {
         return HIDDEN.to_owned();
     }
     match url::Url::parse(value) {
-        Ok(mut url) if url.has_host() => {
+        Ok(mut url) if value.contains("://") => {
+            if !url.username().is_empty() {
+                let _ = url.set_username("****");
+            }
             if url.password().is_some() {
                 let _ = url.set_password(Some("****"));
             }
@@ -87,10 +108,7 @@ pub fn masked(variable: &str, value: &str) -> String {
                 let pairs: Vec<(String, String)> = url
                     .query_pairs()
                     .map(|(k, v)| {
-                        let secret = is_secret(&k.to_ascii_uppercase())
-                            || k.eq_ignore_ascii_case("pass")
-                            || k.eq_ignore_ascii_case("key");
-                        let v = if secret {
+                        let v = if is_secret_key(&k) {
                             "****".into()
                         } else {
                             v.into_owned()
@@ -101,6 +119,9 @@ pub fn masked(variable: &str, value: &str) -> String {
                 url.query_pairs_mut().clear().extend_pairs(pairs);
             }
             url.to_string()
+        }
+        _ if value.contains("://") || value.to_ascii_lowercase().contains("password") => {
+            HIDDEN.to_owned()
         }
         _ => value.to_owned(),
     }
@@ -124,7 +145,7 @@ mod tests {
             (
                 "SKILL_RUNNER_DATABASE_URL",
                 "postgres://runner:s3cret@db:5432/runs",
-                "postgres://runner:****@db:5432/runs",
+                "postgres://****:****@db:5432/runs",
             ),
             (
                 "SKILL_RUNNER_DATABASE_URL",
@@ -132,9 +153,39 @@ mod tests {
                 "postgres://db/runs?user=runner&password=****&sslmode=require",
             ),
             (
+                "SKILL_RUNNER_DATABASE_URL",
+                "postgres:///runs?host=/run/postgresql&user=runner&password=s3cret",
+                "postgres:///runs?host=%2Frun%2Fpostgresql&user=runner&password=****",
+            ),
+            (
+                "SKILL_RUNNER_DATABASE_URL",
+                "postgres://runner:s3cret@[db",
+                HIDDEN,
+            ),
+            (
+                "SKILL_RUNNER_CODEX_NPM_PACKAGE",
+                "git+https://s3cret@github.com/me/codex.git",
+                "git+https://****@github.com/me/codex.git",
+            ),
+            (
+                "SKILL_RUNNER_CODEX_BASE_URL",
+                "https://proxy.example/v1?api-key=s3cret&region=eu",
+                "https://proxy.example/v1?api-key=****&region=eu",
+            ),
+            (
                 "SKILL_RUNNER_CODEX_BASE_URL",
                 "http://127.0.0.1:18080/v1",
                 "http://127.0.0.1:18080/v1",
+            ),
+            (
+                "SKILL_RUNNER_CODEX_NPM_PACKAGE",
+                "@openai/codex@0.170.0",
+                "@openai/codex@0.170.0",
+            ),
+            (
+                "SKILL_RUNNER_ENGINE_LIMITS",
+                "codex=2,claude=1",
+                "codex=2,claude=1",
             ),
             ("PORT", "9000", "9000"),
         ] {

@@ -838,7 +838,7 @@ mod tests {
         assert_eq!(
             find("SKILL_RUNNER_DATABASE_URL"),
             (
-                Some("postgres://runner:****@127.0.0.1:5432/runs"),
+                Some("postgres://****:****@127.0.0.1:5432/runs"),
                 Source::Environment
             )
         );

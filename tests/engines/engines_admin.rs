@@ -23,7 +23,10 @@ async fn auth_status_and_engine_summaries() {
         TestDirs::new(),
         &[
             ("SKILL_RUNNER_QWEN_API_KEY", "k"),
-            ("SKILL_RUNNER_CLAUDE_NPM_PACKAGE", "/srv/claude-code.tgz"),
+            (
+                "SKILL_RUNNER_CLAUDE_NPM_PACKAGE",
+                "https://deploy:pw-secret@registry.example/claude-code.tgz",
+            ),
         ],
     );
 
@@ -154,7 +157,15 @@ async fn auth_status_and_engine_summaries() {
         .collect();
     assert_eq!(targets[0], ("codex", &json!("@openai/codex@0.169.0")));
     assert_eq!(targets[2], ("iflow", &Value::Null));
-    assert_eq!(targets[3], ("claude", &json!("/srv/claude-code.tgz")));
+    // The operator's package, with the credential in its URL masked.
+    assert_eq!(
+        targets[3],
+        (
+            "claude",
+            &json!("https://****:****@registry.example/claude-code.tgz")
+        )
+    );
+    assert!(!body.to_string().contains("pw-secret"));
     let (_, page) = server.text("/ui/engines").await;
     assert!(
         page.contains("<code>@openai/codex@0.169.0</code>"),

@@ -234,28 +234,41 @@ pub fn fork_single_threaded(
             flags |= nix::libc::CLONE_NEWNET as u64;
         }
     }
-    let mut args = CloneArgs {
-        flags,
-        exit_signal: nix::libc::SIGCHLD as u64,
-        ..CloneArgs::default()
-    };
-    if let Some(group) = cgroup {
-        args.flags |= CLONE_INTO_CGROUP;
-        args.cgroup = group.as_raw_fd() as u64;
-    }
-    // SAFETY: `clone3` without `CLONE_VM` and without a new stack is `fork` with namespace
-    // flags and a cgroup: the child gets a copy of this single-threaded process, so, as after
-    // `fork`, no lock is held by a thread that does not exist there. The kernel reads `args`,
-    // which outlives the call, for the size given. glibc's `fork` wrapper also refreshes its
-    // cached thread id; nothing the leader runs (Rust's std, which keeps its own thread ids,
-    // `posix_spawn`) reads that cache.
+    // SAFETY (both calls): `clone` or `clone3` without `CLONE_VM` and without a new stack is
+    // `fork` with namespace flags (and a cgroup): the child gets a copy of this
+    // single-threaded process, so, as after `fork`, no lock is held by a thread that does not
+    // exist there. `clone3` reads `args`, which outlives the call, for the size given. glibc's
+    // `fork` wrapper also refreshes its cached thread id; nothing the leader runs (Rust's std,
+    // which keeps its own thread ids, `posix_spawn`) reads that cache.
     #[allow(unsafe_code)]
-    let pid = unsafe {
-        nix::libc::syscall(
-            nix::libc::SYS_clone3,
-            &mut args as *mut CloneArgs,
-            std::mem::size_of::<CloneArgs>(),
-        )
+    let pid = match cgroup {
+        // Plain `clone` where no group is asked for: `clone3` is missing from older kernels
+        // and refused by some seccomp profiles.
+        None => unsafe {
+            nix::libc::syscall(
+                nix::libc::SYS_clone,
+                flags | nix::libc::SIGCHLD as u64,
+                0 as nix::libc::c_ulong,
+                0 as nix::libc::c_ulong,
+                0 as nix::libc::c_ulong,
+                0 as nix::libc::c_ulong,
+            )
+        },
+        Some(group) => {
+            let mut args = CloneArgs {
+                flags: flags | CLONE_INTO_CGROUP,
+                exit_signal: nix::libc::SIGCHLD as u64,
+                cgroup: group.as_raw_fd() as u64,
+                ..CloneArgs::default()
+            };
+            unsafe {
+                nix::libc::syscall(
+                    nix::libc::SYS_clone3,
+                    &mut args as *mut CloneArgs,
+                    std::mem::size_of::<CloneArgs>(),
+                )
+            }
+        }
     };
     match pid {
         -1 => Err(nix::errno::Errno::last()),

@@ -7,7 +7,17 @@ use pulldown_cmark::{Options, Parser, html};
 /// `text` rendered and sanitised. A leading YAML front matter block (`---` … `---`, as
 /// `SKILL.md` files begin) is left out: it is metadata, shown elsewhere.
 pub fn to_html(text: &str) -> String {
-    let body = without_front_matter(text);
+    render(without_front_matter(text), &[])
+}
+
+/// What a model or a skill said, rendered and sanitised as [`to_html`] does, whole (a line of
+/// `---` at its start is its own) and without images: a page would fetch them from this origin
+/// for whoever wrote them.
+pub fn said_to_html(text: &str) -> String {
+    render(text, &["img"])
+}
+
+fn render(body: &str, removed: &[&str]) -> String {
     let options = Options::ENABLE_TABLES
         | Options::ENABLE_STRIKETHROUGH
         | Options::ENABLE_TASKLISTS
@@ -16,6 +26,7 @@ pub fn to_html(text: &str) -> String {
     html::push_html(&mut rendered, Parser::new_ext(body, options));
     ammonia::Builder::default()
         .link_rel(Some("noopener noreferrer nofollow"))
+        .rm_tags(removed.iter().copied())
         .clean(&rendered)
         .to_string()
 }
@@ -64,5 +75,15 @@ mod tests {
             "{html}"
         );
         assert_eq!(without_front_matter("---\nunclosed"), "---\nunclosed");
+    }
+
+    #[test]
+    fn what_was_said_is_kept_whole_and_shows_no_image() {
+        let html = said_to_html("---\nkept\n---\n![pixel](/v1/jobs) **bold**");
+        assert!(
+            html.contains("kept") && html.contains("<strong>bold</strong>"),
+            "{html}"
+        );
+        assert!(!html.contains("<img"), "{html}");
     }
 }

@@ -157,7 +157,7 @@ fn fields(data: &serde_json::Map<String, Value>, schema: Option<&Schema>) -> Vec
                     };
                     Shown::Artifact(path)
                 }
-                Value::String(text) => Shown::Text(markdown::to_html(text)),
+                Value::String(text) => Shown::Text(markdown::said_to_html(text)),
                 other => Shown::Json(serde_json::to_string_pretty(other).unwrap_or_default()),
             };
             Field {

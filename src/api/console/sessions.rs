@@ -134,7 +134,7 @@ impl Row {
             kind: stored.event.kind(),
             role,
             label,
-            html: (said && !text.is_empty()).then(|| markdown::to_html(&text)),
+            html: (said && !text.is_empty()).then(|| markdown::said_to_html(&text)),
             text,
             code,
         })

@@ -101,8 +101,9 @@ pub fn of(run: &Run, interactions: &[Interaction], now: Timestamp) -> Vec<Step> 
             }
         }
         if !waiting {
-            // A reply sent the run back to the queue; a turn it has not begun is a wait.
-            let phase = match turn > run.turn && end.is_none() {
+            // A reply sent the run back to the queue; a turn it has not begun is a wait (until
+            // the end, for a run canceled there).
+            let phase = match turn > run.turn {
                 true => Phase::Queued,
                 false => Phase::Turn(turn),
             };
@@ -251,6 +252,19 @@ mod tests {
         let steps = of(&run(RunStatus::Queued, 1, Some(1), None), &replied, at(9));
         assert_eq!(steps.last().unwrap().phase, Phase::Queued);
         assert!(steps.last().unwrap().ongoing);
+        // Canceled back in the queue after a reply: no second turn began.
+        let steps = of(
+            &run(RunStatus::Canceled, 1, Some(1), Some(8)),
+            &replied,
+            at(9),
+        );
+        assert_eq!(
+            shape(&steps)[3..],
+            [
+                (Phase::Queued, 6, Some(2), false),
+                (Phase::Ended("canceled"), 8, None, false),
+            ]
+        );
         // Canceled while waiting: the wait ends with the run.
         let steps = of(
             &run(RunStatus::Canceled, 1, Some(1), Some(8)),
