@@ -511,7 +511,8 @@ async fn one_upgrade_at_a_time_and_a_stop_ends_the_one_under_way() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(server.terminate().success());
+    let stopped = server.terminate();
+    assert!(stopped.success(), "{stopped:?}; log:\n{}", server.log());
 
     // A crash leaves it running; the next start ends it.
     let server = agents.server(dirs.clone(), &env);
