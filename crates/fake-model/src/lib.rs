@@ -11,8 +11,9 @@
 //!   that offer tools take them, so side calls (titles, routers, JSON-mode checks) never eat a
 //!   test's script. A reply is `{"text": "..."}`, `{"shell": "<command>"}` (a call to whichever
 //!   shell tool the CLI offered, its arguments filled from that tool's schema),
-//!   `{"tool": "<name>", "args": {...}}`, `{"error": <status>, "message"?, "retry_after"?}`
-//!   (seconds, sent as `Retry-After`) or `{"hang": true}`
+//!   `{"tool": "<name>", "args": {...}}`, `{"error": <status>, "message"?, "retry_after"?,
+//!   "retry_after_ms"?}` (sent as `Retry-After` in seconds and `retry-after-ms`) or
+//!   `{"hang": true}`
 //!   (never answers); a shell or tool reply may add `"say": "<text>"`, said before the call in
 //!   the same response; any reply may add `"delay_ms"`, and `"repeat": n` queues it n times.
 //! - With the queue empty: a JSON-mode request gets an object made from its schema; anything
@@ -48,11 +49,13 @@ pub enum Action {
         args: Value,
         say: Option<String>,
     },
-    /// Answer this HTTP status with an error body (and `Retry-After: <seconds>` when set).
+    /// Answer this HTTP status with an error body (and `Retry-After: <seconds>`,
+    /// `retry-after-ms: <milliseconds>` when set).
     Error {
         status: u16,
         message: String,
         retry_after: Option<u64>,
+        retry_after_ms: Option<u64>,
     },
     /// Never answer.
     Hang,
@@ -257,6 +260,7 @@ fn parse_reply(item: &Value) -> Result<Reply, String> {
             status: status as u16,
             message: message.to_owned(),
             retry_after: item.get("retry_after").and_then(Value::as_u64),
+            retry_after_ms: item.get("retry_after_ms").and_then(Value::as_u64),
         })
     } else if item.get("hang") == Some(&Value::Bool(true)) {
         Planned::Ready(Action::Hang)
@@ -498,6 +502,7 @@ async fn handle(State(script): State<Arc<Script>>, request: HttpRequest) -> Resp
             status,
             message,
             retry_after,
+            retry_after_ms,
         } => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let body = json!({"error": {"message": message, "type": "server_error",
@@ -507,6 +512,11 @@ async fn handle(State(script): State<Arc<Script>>, request: HttpRequest) -> Resp
                 response
                     .headers_mut()
                     .insert(header::RETRY_AFTER, seconds.into());
+            }
+            if let Some(millis) = retry_after_ms {
+                response
+                    .headers_mut()
+                    .insert("retry-after-ms", millis.into());
             }
             script.answered(logged, response).await
         }

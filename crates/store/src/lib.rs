@@ -20,6 +20,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
+mod checkpoint;
 mod engines;
 mod installs;
 mod interactions;
@@ -236,7 +237,9 @@ fn check_migrations(
 #[derive(Debug)]
 pub struct Sqlite {
     pool: SqlitePool,
-    recent: RecentRows,
+    recent: Arc<RecentRows>,
+    /// Taken when the store closes.
+    checkpoints: std::sync::Mutex<Option<checkpoint::Running>>,
 }
 
 /// The read cache of requests and runs (see `recent`), and the one writer's turn.
@@ -270,15 +273,14 @@ impl Sqlite {
 }
 
 impl Sqlite {
-    /// Opens (creating if needed) the database and applies pending migrations.
+    /// Opens (creating if needed) the database, applies pending migrations and starts its
+    /// checkpointer (see `checkpoint`).
     pub async fn open(path: &Path) -> anyhow::Result<Self> {
-        let options = SqliteConnectOptions::from_str("sqlite://")?
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_secs(10))
-            .foreign_keys(true);
+        Self::open_tuned(path, checkpoint::Tuning::default()).await
+    }
+
+    async fn open_tuned(path: &Path, checkpoints: checkpoint::Tuning) -> anyhow::Result<Self> {
+        let options = Self::options(path)?;
         // Two connections: one for the writer (writes take turns anyway) and one for reads
         // beside it. Each connection is a thread every statement is handed to and answered
         // from, and with eight, a run's statements woke a different thread each time: two
@@ -288,17 +290,32 @@ impl Sqlite {
             // A connection to a local file cannot drop, and the check before each use is one
             // more round trip to the connection's thread for every statement.
             .test_before_acquire(false)
-            .connect_with(options)
+            .connect_with(options.clone().pragma("wal_autocheckpoint", "0"))
             .await
             .with_context(|| format!("opening database {}", path.display()))?;
         MIGRATIONS
             .run(&pool)
             .await
             .context("applying database migrations")?;
+        let recent = Arc::new(RecentRows::default());
+        let checkpointer = checkpoint::Checkpointer::connect(&options, recent.clone(), checkpoints)
+            .await
+            .with_context(|| format!("opening database {}", path.display()))?;
         Ok(Self {
             pool,
-            recent: Default::default(),
+            recent,
+            checkpoints: std::sync::Mutex::new(Some(checkpointer.spawn())),
         })
+    }
+
+    fn options(path: &Path) -> anyhow::Result<SqliteConnectOptions> {
+        Ok(SqliteConnectOptions::from_str("sqlite://")?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true))
     }
 }
 
@@ -308,6 +325,10 @@ static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite
 #[async_trait::async_trait]
 impl Backend for Sqlite {
     async fn close(&self) {
+        let checkpoints = self.checkpoints.lock().unwrap().take();
+        if let Some(running) = checkpoints {
+            running.stop().await;
+        }
         self.pool.close().await;
     }
 
