@@ -325,7 +325,7 @@ pub(crate) async fn summary(state: &AppState, engine: Engine) -> (EngineSummary,
         upgrade_target: engines
             .cli(engine)
             .and_then(|cli| cli.install_spec(engines.config(), engine))
-            .map(|spec| crate::config::effective::masked("", &spec)),
+            .map(|spec| crate::config::effective::without_credentials(&spec)),
         auth_ready: engines.auth_status(engine).is_some_and(|a| a.auth_ready),
         sandbox_status: state.jobs.sandbox().as_str(),
         barriers: state.jobs.barriers(),

@@ -89,13 +89,19 @@ fn is_secret_key(key: &str) -> bool {
     .any(|word| key.contains(word))
 }
 
-/// `value` of `variable` as a page may show it: a secret variable as set; in a URL, whatever
-/// names a user or a credential (`user:pass@`, `?password=`, `?api-key=`…) as `****`; a value
-/// that looks like a URL but does not parse as one, or names a password outside one, as set.
+/// `value` of `variable` as a page may show it: a secret variable as set, any other value
+/// [`without_credentials`].
 pub fn masked(variable: &str, value: &str) -> String {
     if is_secret(variable) {
         return HIDDEN.to_owned();
     }
+    without_credentials(value)
+}
+
+/// `value` as a page may show it whatever it is: in a URL, whatever names a user or a
+/// credential (`user:pass@`, `?password=`, `?api-key=`…) as `****`; a value that looks like a
+/// URL but does not parse as one, or names a password outside one, as set.
+pub fn without_credentials(value: &str) -> String {
     match url::Url::parse(value) {
         Ok(mut url) if value.contains("://") => {
             if !url.username().is_empty() {

@@ -708,9 +708,11 @@ impl TestServer {
         rid
     }
 
-    /// Polls `path` (a status route) until `status` is one of `wanted`.
+    /// Polls `path` (a status route) until `status` is one of `wanted`, for up to two minutes:
+    /// a slow agent CLI (Kilo) takes a minute of a loaded 2-core machine to start, and a wait
+    /// that ends early only turns a slow pass into a failure.
     pub async fn wait_status(&self, path: &str, wanted: &[&str]) -> Value {
-        self.wait_status_within(path, wanted, Duration::from_secs(60))
+        self.wait_status_within(path, wanted, Duration::from_secs(120))
             .await
     }
 
