@@ -16,10 +16,11 @@
 //! unit with `Delegate=yes`; the service enables them for its turns itself.
 //!
 //! The turn leader is born in the turn's v2 group and moves itself into its v1 groups before
-//! it starts the command, so the command and everything it starts are counted, and a group whose turn used more than its
-//! limit says so afterwards. When the service dies, its [`super::Reaper`] empties its groups
-//! (killing their members: the crash clean-up where pid namespaces are missing); at start-up
-//! the groups of services that are gone (the reaper was killed too) are emptied and removed.
+//! it starts the command, so the command and everything it starts are counted, and a group
+//! whose turn used more than its limit says so afterwards. When the service dies, its
+//! [`super::Reaper`] empties its groups (killing their members: the crash clean-up where pid
+//! namespaces are missing); at start-up the groups of services that are gone (the reaper was
+//! killed too) are emptied and removed.
 
 use std::path::{Path, PathBuf};
 

@@ -44,7 +44,8 @@ pub struct LeaderArgs {
     pub run_as: Option<u32>,
     /// The command's resource limits, `None`: none.
     pub limits: Option<Limits>,
-    /// The turn's v1 cgroups (their `tasks` files) the leader joins before the command starts.
+    /// The files the leader writes itself into before the command starts: its v1 groups'
+    /// `tasks`, and its v2 group's `cgroup.procs` where it could not be born there.
     pub cgroups: Vec<PathBuf>,
     /// The turn's v2 cgroup, which the forkserver creates the leader in.
     pub born_in: Option<PathBuf>,

@@ -80,21 +80,17 @@ impl Checkpointer {
     /// One checkpoint beside the writers, and the catch-up under their turn when the WAL has
     /// grown too long.
     pub(crate) async fn step(&mut self) -> anyhow::Result<Checkpoint> {
-        let (frames, copied) = self.passive().await?;
-        if frames < self.tuning.catch_up_frames {
-            return Ok(Checkpoint {
-                frames,
-                copied,
-                caught_up: false,
-            });
+        let (mut frames, mut copied) = self.passive().await?;
+        let caught_up = frames >= self.tuning.catch_up_frames;
+        if caught_up {
+            let recent = self.recent.clone();
+            let _turn = recent.writer.lock().await;
+            (frames, copied) = self.passive().await?;
         }
-        let recent = self.recent.clone();
-        let _turn = recent.writer.lock().await;
-        let (frames, copied) = self.passive().await?;
         Ok(Checkpoint {
             frames,
             copied,
-            caught_up: true,
+            caught_up,
         })
     }
 
