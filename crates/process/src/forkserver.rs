@@ -304,6 +304,7 @@ pub fn serve() -> ! {
             Err(e) => fail(&format!("cannot watch children: {e}")),
         };
     let me = nix::unistd::getpid();
+    super::privileges::prepare();
     let mut pool =
         NetPool::new().unwrap_or_else(|e| fail(&format!("cannot open its network: {e}")));
     loop {

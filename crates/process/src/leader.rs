@@ -231,8 +231,8 @@ fn spawn(args: &LeaderArgs) -> std::io::Result<Pid> {
         );
     }
     if args.harden {
-        let filters = privileges::filters(args.isolate).map_err(std::io::Error::other)?;
-        sys::harden(&mut command, filters, args.run_as);
+        let filter = privileges::filter(args.isolate).map_err(std::io::Error::other)?;
+        sys::harden(&mut command, filter, args.run_as);
     }
     let child = command.spawn()?;
     Ok(Pid::from_raw(child.id() as i32))

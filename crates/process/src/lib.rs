@@ -240,6 +240,9 @@ pub struct Supervisor {
     reaper: Option<Arc<Reaper>>,
     /// Time between SIGTERM and SIGKILL.
     grace: Duration,
+    /// The real paths of what every confined process may run from (the system's folders and
+    /// [`Launch::readable`]), resolved once: most turns' programs are found there.
+    fixed_roots: Arc<[PathBuf]>,
 }
 
 /// How long past the grace period the service waits for a turn leader to end its tree before
@@ -284,11 +287,18 @@ impl Supervisor {
                 reaper.watch_cgroups(&dir);
             }
         }
+        let fixed_roots = real_paths(
+            sandbox::SYSTEM
+                .iter()
+                .map(PathBuf::from)
+                .chain(launch.readable.iter().cloned()),
+        );
         Self {
             forks: Arc::new(forkserver::ForkServer::new(launch.exe.clone())),
             launch: Arc::new(launch),
             reaper,
             grace,
+            fixed_roots: fixed_roots.into(),
         }
     }
 
@@ -299,6 +309,7 @@ impl Supervisor {
             forks: self.forks.clone(),
             reaper: self.reaper.clone(),
             grace,
+            fixed_roots: self.fixed_roots.clone(),
         }
     }
 
@@ -344,22 +355,27 @@ impl Supervisor {
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| v.as_str())
             .or(self.launch.env.path())?;
-        let roots: Vec<PathBuf> = sandbox::SYSTEM
-            .iter()
-            .map(PathBuf::from)
-            .chain(self.launch.readable.iter().cloned())
-            .chain(confine.readable.iter().cloned())
-            .chain(confine.writable.iter().cloned())
-            .filter_map(|r| std::fs::canonicalize(r).ok())
-            .collect();
-        let reachable = |p: &Path| {
-            std::fs::canonicalize(p).is_ok_and(|real| roots.iter().any(|r| real.starts_with(r)))
-        };
         let found: Vec<PathBuf> = std::env::split_paths(path)
             .map(|dir| dir.join(program))
             .filter(|p| is_executable(p))
             .collect();
         let first = found.first()?;
+        let under = |p: &Path, roots: &[PathBuf]| {
+            std::fs::canonicalize(p).is_ok_and(|real| roots.iter().any(|r| real.starts_with(r)))
+        };
+        if under(first, &self.fixed_roots) {
+            return None;
+        }
+        // Resolved afresh: the turn's own folders, and whatever changed since the start.
+        let roots = real_paths(
+            sandbox::SYSTEM
+                .iter()
+                .map(PathBuf::from)
+                .chain(self.launch.readable.iter().cloned())
+                .chain(confine.readable.iter().cloned())
+                .chain(confine.writable.iter().cloned()),
+        );
+        let reachable = |p: &Path| under(p, &roots);
         if reachable(first) {
             return None;
         }
@@ -879,6 +895,13 @@ pub fn kill_recorded_group(mark: &ProcessMark) -> bool {
         signal_group(mark.pgid, Signal::SIGKILL);
     }
     ours
+}
+
+/// The real paths of `paths` that exist.
+fn real_paths(paths: impl Iterator<Item = PathBuf>) -> Vec<PathBuf> {
+    paths
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect()
 }
 
 /// Pids of the live processes in group `pgid`, from `/proc`.

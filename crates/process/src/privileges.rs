@@ -8,10 +8,12 @@
 //! turn leader out of reach. A turn that shares the service's network may not open UDP, raw,
 //! packet or netlink sockets.
 //!
-//! The filters are built before the command is forked (building allocates) and applied in the
-//! child just before `exec` ([`super::sys::harden`]).
+//! The filter is built once, in the forkserver before its first fork (building allocates, and
+//! every leader would otherwise run the compiler's code afresh), and applied in the child just
+//! before `exec` ([`super::sys::harden`]).
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
@@ -95,9 +97,53 @@ const SHARED_NETWORK_SOCKETS: &[(i32, Option<i32>)] = &[
     (nix::libc::AF_UNIX, None),
 ];
 
-/// The seccomp filters of a command; `own_namespaces`: it runs in pid and network namespaces
-/// of its own.
-pub fn filters(own_namespaces: bool) -> Result<Vec<BpfProgram>, seccompiler::Error> {
+/// The seccomp filter of a command; `own_namespaces`: it runs in pid and network namespaces
+/// of its own. Built on first use and kept: see [`prepare`].
+pub fn filter(own_namespaces: bool) -> Result<&'static BpfProgram, seccompiler::Error> {
+    static BUILT: [OnceLock<BpfProgram>; 2] = [OnceLock::new(), OnceLock::new()];
+    let slot = &BUILT[usize::from(own_namespaces)];
+    if let Some(built) = slot.get() {
+        return Ok(built);
+    }
+    let built = chain(build(own_namespaces)?);
+    Ok(slot.get_or_init(|| built))
+}
+
+/// Builds both filters now, so that the forkserver's leaders inherit them.
+pub fn prepare() {
+    for own_namespaces in [true, false] {
+        let _ = filter(own_namespaces);
+    }
+}
+
+/// `SECCOMP_RET_ALLOW`, and the instruction classes [`chain`] reads and writes.
+const RET_ALLOW: u32 = 0x7fff_0000;
+const BPF_RET_K: u16 = 0x06;
+const BPF_JMP_JA: u16 = 0x05;
+
+/// One program that runs `programs` in turn: where one would allow the call, the next one
+/// decides instead. The kernel runs every loaded filter on every system call, and loading one
+/// costs a verification and a compilation, so one filter of two parts is cheaper than two.
+/// Each part keeps its length and its (forward, part-relative) jumps; only its `allow`
+/// returns become jumps to the next part's first instruction.
+fn chain(programs: Vec<BpfProgram>) -> BpfProgram {
+    let mut chained: BpfProgram = Vec::new();
+    let last = programs.len().saturating_sub(1);
+    for (index, program) in programs.into_iter().enumerate() {
+        let len = program.len();
+        for (at, mut instruction) in program.into_iter().enumerate() {
+            if index < last && instruction.code == BPF_RET_K && instruction.k == RET_ALLOW {
+                instruction.code = BPF_JMP_JA;
+                instruction.k = (len - at - 1) as u32;
+            }
+            chained.push(instruction);
+        }
+    }
+    chained
+}
+
+/// The parts of [`filter`], in the order they run.
+fn build(own_namespaces: bool) -> Result<Vec<BpfProgram>, seccompiler::Error> {
     let arch = target_arch()?;
     let mut refused: BTreeMap<i64, Vec<SeccompRule>> = REFUSED
         .iter()
@@ -198,14 +244,73 @@ pub fn drop_capabilities(run_as: Option<u32>) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn the_filters_build_for_this_machine() {
-        let filters = super::filters(true).unwrap();
-        assert_eq!(filters.len(), 2);
-        let shared = super::filters(false).unwrap();
+        let own = filter(true).unwrap();
+        let shared = filter(false).unwrap();
         assert!(
-            shared[0].len() > filters[0].len(),
+            shared.len() > own.len(),
             "ptrace and sockets are refused too"
+        );
+        let parts = build(true).unwrap();
+        assert_eq!(own.len(), parts.iter().map(Vec::len).sum::<usize>());
+    }
+
+    /// Every `allow` of the first part jumps to the second part's start, which the kernel's
+    /// rules require to be forward and inside the program; the last part keeps its returns.
+    #[test]
+    fn a_chained_filter_passes_what_one_part_allows_to_the_next() {
+        let parts = build(true).unwrap();
+        let first = parts[0].len();
+        let chained = chain(parts.clone());
+        let allows = |p: &[seccompiler::sock_filter]| {
+            p.iter()
+                .filter(|i| i.code == BPF_RET_K && i.k == RET_ALLOW)
+                .count()
+        };
+        assert!(allows(&parts[0]) > 0);
+        assert_eq!(allows(&chained[..first]), 0);
+        assert_eq!(allows(&chained[first..]), allows(&parts[1]));
+        for (at, (was, now)) in parts[0].iter().zip(&chained).enumerate() {
+            if was == now {
+                continue;
+            }
+            assert_eq!((was.code, was.k), (BPF_RET_K, RET_ALLOW));
+            assert_eq!(now.code, BPF_JMP_JA);
+            assert_eq!(at + 1 + now.k as usize, first, "lands on the second part");
+        }
+        assert_eq!(chained[first..], parts[1][..]);
+    }
+
+    /// The chained filter, loaded: each part still answers its own calls (sethostname
+    /// `EPERM`, clone3 `ENOSYS`), and what neither refuses runs, forks included.
+    #[test]
+    fn a_loaded_chained_filter_refuses_what_each_part_refuses() {
+        let probe = "import ctypes, os\n\
+            libc = ctypes.CDLL(None, use_errno=True)\n\
+            libc.sethostname(b'x', 1); print(ctypes.get_errno())\n\
+            libc.syscall(435, None, 0); print(ctypes.get_errno())\n\
+            pid = os.fork()\n\
+            os._exit(0) if pid == 0 else print(os.waitpid(pid, 0)[1])\n";
+        let mut command = std::process::Command::new("python3");
+        command.args(["-c", probe]);
+        crate::sys::harden(&mut command, filter(true).unwrap(), None);
+        let out = command.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let errno = |e: nix::errno::Errno| (e as i32).to_string();
+        let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                errno(nix::errno::Errno::EPERM),
+                errno(nix::errno::Errno::ENOSYS),
+                "0".to_owned()
+            ]
         );
     }
 }

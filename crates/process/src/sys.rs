@@ -77,12 +77,12 @@ pub fn confine(command: &mut std::process::Command, ruleset: RulesetCreated) {
 
 /// Takes every privilege from the child before it runs its program: its uid and gid when
 /// `run_as` names others (supplementary groups dropped), all capabilities, `no_new_privs`, the
-/// seccomp `filters` ([`super::privileges`]), and every descriptor above stderr that the
+/// seccomp `filter` ([`super::privileges`]), and every descriptor above stderr that the
 /// service did not mean to pass (whatever the service inherited from whoever started it) is
 /// closed at `exec`.
 pub fn harden(
     command: &mut std::process::Command,
-    filters: Vec<seccompiler::BpfProgram>,
+    filter: &'static seccompiler::BpfProgram,
     run_as: Option<u32>,
 ) {
     // SAFETY: only the turn leader calls this, a single-threaded process, so the closure's
@@ -92,9 +92,7 @@ pub fn harden(
         command.pre_exec(move || {
             super::privileges::drop_capabilities(run_as)?;
             nix::sys::prctl::set_no_new_privs().map_err(io::Error::from)?;
-            for filter in &filters {
-                seccompiler::apply_filter(filter).map_err(io::Error::other)?;
-            }
+            seccompiler::apply_filter(filter).map_err(io::Error::other)?;
             // Marked close-on-exec rather than closed: the standard library reports a failed
             // `exec` through a descriptor of its own, already close-on-exec.
             let marked = nix::libc::syscall(
