@@ -15,6 +15,12 @@
 //! whose parent enabled them (`cgroup.subtree_control` with `+memory +pids`), e.g. a systemd
 //! unit with `Delegate=yes`; the service enables them for its turns itself.
 //!
+//! A turn's groups outlive it when it left them clean: nothing in them, no subgroup, no limit
+//! reached, and at most [`REUSABLE_CHARGE`] of memory still charged. The next turn takes them
+//! (with its own limits written) instead of new ones: making and removing three groups cost
+//! about as much of the cores as the rest of a short turn's barriers, most of it in kernel
+//! workers after the removal. Their CPU time is counted from where the new turn found it.
+//!
 //! The turn leader is born in the turn's v2 group and moves itself into its v1 groups before
 //! it starts the command, so the command and everything it starts are counted, and a group
 //! whose turn used more than its limit says so afterwards. When the service dies, its
@@ -22,7 +28,9 @@
 //! namespaces are missing); at start-up the groups of services that are gone (the reaper was
 //! killed too) are emptied and removed.
 
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use super::limits::{Limits, Resource};
 
@@ -30,7 +38,17 @@ use super::limits::{Limits, Resource};
 #[derive(Debug, Clone, Default)]
 pub struct Cgroups {
     hierarchies: Vec<Group>,
+    /// Groups that ended turns left clean, for the next turns.
+    idle: Arc<Mutex<Vec<Vec<Group>>>>,
 }
+
+/// Memory a turn's group may still be charged with once its processes are gone (kernel
+/// objects and cache pages they left; reclaimed under pressure) and be taken by the next turn.
+/// Above it the group is removed, so the next turn is not charged with what this one left.
+pub const REUSABLE_CHARGE: u64 = 2 << 20;
+
+/// Clean groups kept for the next turns at most: more turns than this never run together.
+const IDLE_MAX: usize = 64;
 
 /// A cgroup version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +107,10 @@ impl Cgroups {
                 holds,
             }));
         }
-        Self { hierarchies }
+        Self {
+            hierarchies,
+            idle: Arc::default(),
+        }
     }
 
     /// This service's own folders, one per hierarchy.
@@ -118,9 +139,28 @@ impl Cgroups {
         Some(h.version)
     }
 
-    /// Creates the groups of turn `name` with `limits`.
+    /// The groups of a new turn with `limits`: clean ones an ended turn left, or new ones
+    /// named `name`.
     pub fn create(&self, name: &str, limits: &Limits) -> std::io::Result<TurnGroups> {
-        let mut groups = TurnGroups::default();
+        let idle = self.idle.lock().expect("idle groups").pop();
+        if let Some(groups) = idle {
+            let mut turn = TurnGroups {
+                groups,
+                cpu_base: 0,
+                idle: Some(self.idle.clone()),
+            };
+            if turn.groups.iter().all(|g| g.limit(limits).is_ok()) {
+                turn.cpu_base = turn.cpu_counter().map_or(0, |c| c.0.ns());
+                return Ok(turn);
+            }
+            // A limit below what the group still holds: a new group instead.
+            turn.idle = None;
+        }
+        let mut turn = TurnGroups {
+            groups: Vec::new(),
+            cpu_base: 0,
+            idle: Some(self.idle.clone()),
+        };
         for hierarchy in &self.hierarchies {
             let group = Group {
                 dir: hierarchy.dir.join(name),
@@ -128,10 +168,10 @@ impl Cgroups {
             };
             std::fs::create_dir(&group.dir)?;
             // Pushed first: a failed write below still removes the group.
-            groups.groups.push(group.clone());
+            turn.groups.push(group.clone());
             group.limit(limits)?;
         }
-        Ok(groups)
+        Ok(turn)
     }
 
     /// Removes this service's own groups (at shutdown; they are empty by then).
@@ -143,9 +183,13 @@ impl Cgroups {
 }
 
 /// The groups of one turn.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct TurnGroups {
     groups: Vec<Group>,
+    /// The CPU time the groups had counted before this turn (earlier turns').
+    cpu_base: u64,
+    /// Where the groups go back when the turn leaves them clean; `None`: they are removed.
+    idle: Option<Arc<Mutex<Vec<Vec<Group>>>>>,
 }
 
 /// A group in one hierarchy: the service's own, or a turn's under it.
@@ -157,12 +201,16 @@ struct Group {
 }
 
 impl Group {
+    /// Writes `limits`, over whatever an earlier turn's were.
     fn limit(&self, limits: &Limits) -> std::io::Result<()> {
         let write = |file: &str, value: String| std::fs::write(self.dir.join(file), value);
         if self.holds.memory {
             let bytes = (limits.memory_mb << 20).to_string();
             match self.version {
                 Version::V1 => {
+                    // The memory limit may not exceed the memory-and-swap one: that one is
+                    // raised first, for a reused group whose last turn had a lower limit.
+                    let _ = write("memory.memsw.limit_in_bytes", "-1".to_owned());
                     write("memory.limit_in_bytes", bytes.clone())?;
                     // No swap beyond the limit where swap accounting exists.
                     let _ = write("memory.memsw.limit_in_bytes", bytes);
@@ -186,6 +234,48 @@ impl Group {
             .ok()
             .and_then(|text| keyed(&text, key))
             .unwrap_or(0)
+    }
+
+    /// Whether a memory limit ended one of this group's processes.
+    fn oom_killed(&self) -> bool {
+        match self.version {
+            Version::V1 => self.count("memory.oom_control", "oom_kill") > 0,
+            Version::V2 => self.count("memory.events", "oom_kill") > 0,
+        }
+    }
+
+    /// Whether the process limit refused a fork in this group.
+    fn pids_reached(&self) -> bool {
+        self.count("pids.events", "max") > 0
+    }
+
+    /// Whether nothing of the turn is left in this group (its processes end with the turn's
+    /// pid namespace, or with the turn leader's kill of its tree).
+    fn vacant(&self) -> bool {
+        std::fs::read_to_string(self.dir.join("cgroup.procs")).is_ok_and(|m| m.trim().is_empty())
+    }
+
+    /// Whether the next turn may take this group as its own: nothing left in it, without
+    /// subgroups (a cgroup folder links once more for each), no limit reached and little
+    /// memory charged. A group something was left in is removed rather than emptied and
+    /// reused: here (kernel 6.18), once a v2 group's `cgroup.kill` had been written, every
+    /// process later born in it (`clone3` into it, as turn leaders start) was killed at once.
+    fn clean(&self) -> bool {
+        let charged = |file: &str| {
+            std::fs::read_to_string(self.dir.join(file))
+                .ok()
+                .and_then(|t| t.trim().parse::<u64>().ok())
+        };
+        self.vacant()
+            && std::fs::metadata(&self.dir).is_ok_and(|m| m.nlink() == 2)
+            && !(self.holds.memory && self.oom_killed())
+            && !(self.holds.pids && self.pids_reached())
+            && (!self.holds.memory
+                || match self.version {
+                    Version::V1 => charged("memory.usage_in_bytes"),
+                    Version::V2 => charged("memory.current"),
+                }
+                .is_some_and(|bytes| bytes <= REUSABLE_CHARGE))
     }
 }
 
@@ -216,33 +306,37 @@ impl TurnGroups {
     /// What counts the CPU time of all the turn's processes, where a group does.
     pub fn cpu_counter(&self) -> Option<CpuCounter> {
         let group = self.groups.iter().find(|g| g.holds.cpu)?;
-        Some(CpuCounter(group.clone()))
+        Some(CpuCounter(group.clone(), self.cpu_base))
     }
 
-    /// The limit the turn ran into, if its groups saw one.
+    /// The limit the turn ran into, if its groups saw one. Reused groups never saw one: a
+    /// group whose turn reached a limit is removed ([`Group::clean`]).
     pub fn hit(&self) -> Option<Resource> {
-        let oom_killed = |g: &Group| match g.version {
-            Version::V1 => g.count("memory.oom_control", "oom_kill") > 0,
-            Version::V2 => g.count("memory.events", "oom_kill") > 0,
-        };
-        if self.groups.iter().any(|g| g.holds.memory && oom_killed(g)) {
+        if self.groups.iter().any(|g| g.holds.memory && g.oom_killed()) {
             return Some(Resource::Memory);
         }
         self.groups
             .iter()
-            .any(|g| g.holds.pids && g.count("pids.events", "max") > 0)
+            .any(|g| g.holds.pids && g.pids_reached())
             .then_some(Resource::Pids)
     }
 }
 
-/// The CPU time counter of a turn's group.
+/// The CPU time counter of a turn's group, and what it had counted before the turn.
 #[derive(Debug, Clone)]
-pub struct CpuCounter(Group);
+pub struct CpuCounter(Group, u64);
 
 impl CpuCounter {
     /// The CPU time of all the turn's processes so far, in nanoseconds (blocking).
     pub fn ns(&self) -> u64 {
-        let group = &self.0;
+        self.0.ns().saturating_sub(self.1)
+    }
+}
+
+impl Group {
+    /// The CPU time this group has counted, in nanoseconds.
+    fn ns(&self) -> u64 {
+        let group = self;
         match group.version {
             Version::V1 => std::fs::read_to_string(group.dir.join("cpuacct.usage"))
                 .ok()
@@ -254,8 +348,18 @@ impl CpuCounter {
 }
 
 impl Drop for TurnGroups {
-    /// Kills what is left in the groups and removes them.
+    /// Keeps the groups for the next turn when they are clean, else kills what is left in
+    /// them and removes them.
     fn drop(&mut self) {
+        if let Some(idle) = self.idle.take()
+            && self.groups.iter().all(Group::clean)
+        {
+            let mut idle = idle.lock().expect("idle groups");
+            if idle.len() < IDLE_MAX {
+                idle.push(std::mem::take(&mut self.groups));
+                return;
+            }
+        }
         for group in &self.groups {
             empty_and_remove(&group.dir);
         }
@@ -439,6 +543,8 @@ mod tests {
             assert_eq!(read("pids.max"), "64");
             let turn = TurnGroups {
                 groups: vec![group.clone()],
+                cpu_base: 0,
+                idle: None,
             };
             assert_eq!(turn.hit(), None);
             std::fs::write(dir.path().join(cpu_file), cpu_text).unwrap();
@@ -450,6 +556,155 @@ mod tests {
             // Not a cgroup: dropping the groups must not try to remove the temporary folder.
             std::mem::forget(turn);
         }
+    }
+
+    /// This process's own groups, each with a folder of `name` made under it, in the real
+    /// hierarchies (named apart from the service's, which services clear when they start);
+    /// `None` where this host or user may not make groups.
+    fn test_hierarchies(name: &str) -> Option<Cgroups> {
+        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let mut hierarchies = Vec::new();
+        let places = [
+            (v2_place(&own, &mountinfo), Version::V2, "cpu"),
+            (v1_place(&own, "memory"), Version::V1, "memory"),
+            (v1_place(&own, "pids"), Version::V1, "pids"),
+        ];
+        for (place, version, holds) in places {
+            let dir = place?.join(name);
+            std::fs::create_dir(&dir).ok()?;
+            let holds = Holds {
+                memory: holds == "memory",
+                pids: holds == "pids",
+                cpu: holds == "cpu",
+            };
+            hierarchies.push(Group {
+                dir,
+                version,
+                holds,
+            });
+        }
+        Some(Cgroups {
+            hierarchies,
+            idle: Arc::default(),
+        })
+    }
+
+    /// Runs `script` in `turn`'s groups to its end, as a turn leader would be placed.
+    fn run_in(turn: &TurnGroups, script: &str) {
+        let mut places: Vec<String> = turn
+            .tasks()
+            .iter()
+            .map(|t| t.display().to_string())
+            .collect();
+        places.extend(
+            turn.birthplace()
+                .map(|d| d.join("cgroup.procs").display().to_string()),
+        );
+        let status = std::process::Command::new("sh")
+            .args([
+                "-c",
+                &format!(
+                    "for f in {}; do echo $$ > $f || exit 9; done; {script}",
+                    places.join(" ")
+                ),
+            ])
+            .status()
+            .unwrap();
+        assert_ne!(status.code(), Some(9), "cannot join the groups");
+    }
+
+    /// Groups an ended turn left clean serve the next turn, with that turn's limits and its
+    /// CPU time counted from zero; groups that reached a limit, kept a process or grew a
+    /// subgroup are removed instead.
+    #[test]
+    fn clean_groups_serve_the_next_turn_and_others_are_removed() {
+        let name = format!("pool-test.{}", std::process::id());
+        let Some(cgroups) = test_hierarchies(&name) else {
+            eprintln!("no writable cgroup hierarchies here: nothing to check");
+            return;
+        };
+        let small = Limits {
+            memory_mb: 64,
+            pids: 8,
+            ..Limits::default()
+        };
+        let large = Limits {
+            memory_mb: 256,
+            pids: 64,
+            ..Limits::default()
+        };
+        let dirs = |t: &TurnGroups| t.groups.iter().map(|g| g.dir.clone()).collect::<Vec<_>>();
+        let read = |dir: &Path, file: &str| {
+            std::fs::read_to_string(dir.join(file))
+                .unwrap()
+                .trim()
+                .to_owned()
+        };
+
+        // A turn that used some CPU time.
+        let first = cgroups.create("a", &small).unwrap();
+        let first_dirs = dirs(&first);
+        run_in(&first, "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done");
+        let used = first.cpu_counter().unwrap().ns();
+        assert!(used > 1_000_000, "{used} ns");
+        drop(first);
+        assert_eq!(
+            cgroups.idle.lock().unwrap().len(),
+            1,
+            "kept for the next turn"
+        );
+
+        let second = cgroups.create("b", &large).unwrap();
+        assert_eq!(dirs(&second), first_dirs, "the same groups");
+        assert!(cgroups.idle.lock().unwrap().is_empty());
+        let memory = second.groups.iter().find(|g| g.holds.memory).unwrap();
+        assert_eq!(
+            read(&memory.dir, "memory.limit_in_bytes"),
+            (256u64 << 20).to_string()
+        );
+        let pids = second.groups.iter().find(|g| g.holds.pids).unwrap();
+        assert_eq!(read(&pids.dir, "pids.max"), "64");
+        assert!(
+            second.cpu_counter().unwrap().ns() < used,
+            "counted from this turn on"
+        );
+        // This turn reaches its process limit: its groups go.
+        std::fs::write(pids.dir.join("pids.max"), "1").unwrap();
+        run_in(&second, "true & wait");
+        assert_eq!(second.hit(), Some(Resource::Pids));
+        drop(second);
+        assert!(cgroups.idle.lock().unwrap().is_empty());
+        assert!(first_dirs.iter().all(|d| !d.exists()), "removed");
+
+        // A subgroup, or a process left behind (killed), keeps a turn's groups from being
+        // reused.
+        let third = cgroups.create("c", &small).unwrap();
+        assert_eq!(third.hit(), None);
+        let memory = third
+            .groups
+            .iter()
+            .find(|g| g.holds.memory)
+            .unwrap()
+            .dir
+            .clone();
+        std::fs::create_dir(memory.join("inner")).unwrap();
+        let third_dirs = dirs(&third);
+        drop(third);
+        assert!(cgroups.idle.lock().unwrap().is_empty());
+        assert!(third_dirs.iter().all(|d| !d.exists()), "removed");
+        let fourth = cgroups.create("d", &small).unwrap();
+        run_in(&fourth, "sleep 30 > /dev/null 2>&1 &");
+        let fourth_dirs = dirs(&fourth);
+        drop(fourth);
+        assert!(cgroups.idle.lock().unwrap().is_empty());
+        assert!(
+            fourth_dirs.iter().all(|d| !d.exists()),
+            "emptied and removed"
+        );
+
+        cgroups.remove();
+        assert!(cgroups.hierarchies.iter().all(|h| !h.dir.exists()));
     }
 
     #[test]
