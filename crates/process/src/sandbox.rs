@@ -241,13 +241,16 @@ pub fn ruleset(
 /// A rule for `path` if it exists, with the rights that apply to its kind (a file cannot carry
 /// directory rights).
 pub fn rule(path: &Path, access: BitFlags<AccessFs>) -> Option<PathBeneath<PathFd>> {
-    let is_dir = std::fs::metadata(path).ok()?.is_dir();
-    let access = if is_dir {
+    use nix::sys::stat::{SFlag, fstat};
+    let fd = PathFd::new(path).ok()?;
+    // The kind of what was opened (one path walk, not two).
+    let kind = SFlag::from_bits_truncate(fstat(&fd).ok()?.st_mode) & SFlag::S_IFMT;
+    let access = if kind == SFlag::S_IFDIR {
         access
     } else {
         access & AccessFs::from_file(ABI_USED)
     };
-    Some(PathBeneath::new(PathFd::new(path).ok()?, access))
+    Some(PathBeneath::new(fd, access))
 }
 
 /// What the turn leader's own `/proc/<pid>` is granted (runtimes read `/proc/self/...`).
