@@ -236,6 +236,17 @@ impl Group {
             .unwrap_or(0)
     }
 
+    /// The CPU time this group has counted, in nanoseconds.
+    fn ns(&self) -> u64 {
+        match self.version {
+            Version::V1 => std::fs::read_to_string(self.dir.join("cpuacct.usage"))
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+                .unwrap_or(0),
+            Version::V2 => self.count("cpu.stat", "usage_usec").saturating_mul(1000),
+        }
+    }
+
     /// Whether a memory limit ended one of this group's processes.
     fn oom_killed(&self) -> bool {
         match self.version {
@@ -330,20 +341,6 @@ impl CpuCounter {
     /// The CPU time of all the turn's processes so far, in nanoseconds (blocking).
     pub fn ns(&self) -> u64 {
         self.0.ns().saturating_sub(self.1)
-    }
-}
-
-impl Group {
-    /// The CPU time this group has counted, in nanoseconds.
-    fn ns(&self) -> u64 {
-        let group = self;
-        match group.version {
-            Version::V1 => std::fs::read_to_string(group.dir.join("cpuacct.usage"))
-                .ok()
-                .and_then(|t| t.trim().parse().ok())
-                .unwrap_or(0),
-            Version::V2 => group.count("cpu.stat", "usage_usec").saturating_mul(1000),
-        }
     }
 }
 
