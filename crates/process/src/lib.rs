@@ -355,11 +355,12 @@ impl Supervisor {
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| v.as_str())
             .or(self.launch.env.path())?;
-        let found: Vec<PathBuf> = std::env::split_paths(path)
+        // Looked up one folder at a time: the rest of `PATH` only matters when the first
+        // match is out of reach.
+        let mut found = std::env::split_paths(path)
             .map(|dir| dir.join(program))
-            .filter(|p| is_executable(p))
-            .collect();
-        let first = found.first()?;
+            .filter(|p| is_executable(p));
+        let first = &found.next()?;
         let under = |p: &Path, roots: &[PathBuf]| {
             std::fs::canonicalize(p).is_ok_and(|real| roots.iter().any(|r| real.starts_with(r)))
         };
@@ -382,7 +383,7 @@ impl Supervisor {
         Some(ProgramOutside {
             program: program.clone(),
             first: first.clone(),
-            runs: found.iter().find(|p| reachable(p)).cloned(),
+            runs: found.find(|p| reachable(p)),
         })
     }
 
