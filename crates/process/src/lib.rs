@@ -123,6 +123,14 @@ pub struct Launch {
     pub run_uids: Option<run_uids::RunUids>,
 }
 
+impl Launch {
+    /// What every confined process may run programs from: the system's folders and
+    /// [`Launch::readable`].
+    fn run_from(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        (sandbox::SYSTEM.iter().map(PathBuf::from)).chain(self.readable.iter().cloned())
+    }
+}
+
 /// A program name the sandbox resolves elsewhere than `PATH` does
 /// ([`Supervisor::program_outside_sandbox`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -240,8 +248,8 @@ pub struct Supervisor {
     reaper: Option<Arc<Reaper>>,
     /// Time between SIGTERM and SIGKILL.
     grace: Duration,
-    /// The real paths of what every confined process may run from (the system's folders and
-    /// [`Launch::readable`]), resolved once: most turns' programs are found there.
+    /// The real paths of [`Launch::run_from`], resolved once: most turns' programs are found
+    /// there.
     fixed_roots: Arc<[PathBuf]>,
 }
 
@@ -287,12 +295,7 @@ impl Supervisor {
                 reaper.watch_cgroups(&dir);
             }
         }
-        let fixed_roots = real_paths(
-            sandbox::SYSTEM
-                .iter()
-                .map(PathBuf::from)
-                .chain(launch.readable.iter().cloned()),
-        );
+        let fixed_roots = real_paths(launch.run_from());
         Self {
             forks: Arc::new(forkserver::ForkServer::new(launch.exe.clone())),
             launch: Arc::new(launch),
@@ -369,10 +372,8 @@ impl Supervisor {
         }
         // Resolved afresh: the turn's own folders, and whatever changed since the start.
         let roots = real_paths(
-            sandbox::SYSTEM
-                .iter()
-                .map(PathBuf::from)
-                .chain(self.launch.readable.iter().cloned())
+            self.launch
+                .run_from()
                 .chain(confine.readable.iter().cloned())
                 .chain(confine.writable.iter().cloned()),
         );
