@@ -206,12 +206,7 @@ fn open_doors(listen: &[std::net::SocketAddr], control: Option<OwnedFd>) -> std:
 }
 
 fn spawn(args: &LeaderArgs) -> std::io::Result<Pid> {
-    let mut command = std::process::Command::new(&args.argv[0]);
-    command
-        .args(&args.argv[1..])
-        .current_dir(&args.cwd)
-        .env_clear()
-        .envs(args.env.iter().map(|(k, v)| (k, v)));
+    let mut command = sys::VforkCommand::new(&args.argv, &args.env, &args.cwd)?;
     sys::unblock_signals(&mut command);
     sys::die_with_parent(&mut command, Signal::SIGKILL);
     if args.landlock {
@@ -234,8 +229,7 @@ fn spawn(args: &LeaderArgs) -> std::io::Result<Pid> {
         let filter = privileges::filter(args.isolate).map_err(std::io::Error::other)?;
         sys::harden(&mut command, filter, args.run_as);
     }
-    let child = command.spawn()?;
-    Ok(Pid::from_raw(child.id() as i32))
+    command.spawn()
 }
 
 /// The rlimits (soft, hard) of a command with `limits`: `RLIMIT_DATA`, `RLIMIT_CPU` and

@@ -2,6 +2,7 @@
 //! `fork`, taking ownership of descriptors received over a socket, and the allocator and code
 //! pages of the service itself.
 
+use std::ffi::CString;
 use std::io;
 use std::os::fd::{FromRawFd as _, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt as _;
@@ -15,13 +16,13 @@ use super::sandbox;
 
 /// Makes the child die with `signal` when the thread that spawned it dies, so a crashed service
 /// (or turn leader) leaves nothing behind.
-pub fn die_with_parent(command: &mut std::process::Command, signal: Signal) {
+pub fn die_with_parent(command: &mut impl PreExec, signal: Signal) {
     let parent = Pid::this();
     // SAFETY: the closure runs in the forked child before exec and only makes async-signal-safe
     // system calls (prctl, getppid); it allocates nothing and takes no locks.
     #[allow(unsafe_code)]
     unsafe {
-        command.pre_exec(move || {
+        command.step(move || {
             nix::sys::prctl::set_pdeathsig(signal).map_err(io::Error::from)?;
             // The parent may have died between fork and prctl; then nobody would signal us.
             if getppid() != parent {
@@ -33,11 +34,11 @@ pub fn die_with_parent(command: &mut std::process::Command, signal: Signal) {
 }
 
 /// Starts the child with no signal blocked (it inherits the spawner's mask otherwise).
-pub fn unblock_signals(command: &mut std::process::Command) {
+pub fn unblock_signals(command: &mut impl PreExec) {
     // SAFETY: the closure only calls sigprocmask, which is async-signal-safe.
     #[allow(unsafe_code)]
     unsafe {
-        command.pre_exec(|| {
+        command.step(|| {
             nix::sys::signal::sigprocmask(
                 nix::sys::signal::SigmaskHow::SIG_SETMASK,
                 Some(&nix::sys::signal::SigSet::empty()),
@@ -51,16 +52,15 @@ pub fn unblock_signals(command: &mut std::process::Command) {
 /// Confines the child with `ruleset` plus read access to its own `/proc/<pid>`, which only the
 /// child can name (`/proc/self` resolves to it there). A ruleset the kernel does not enforce
 /// fails the start.
-pub fn confine(command: &mut std::process::Command, ruleset: RulesetCreated) {
-    let mut ruleset = Some(ruleset);
+pub fn confine(command: &mut impl PreExec, ruleset: RulesetCreated) {
     // SAFETY: only the turn leader calls this, a single-threaded process, so allocating and
     // opening files between fork and exec cannot deadlock on a lock another thread held.
     #[allow(unsafe_code)]
     unsafe {
-        command.pre_exec(move || {
-            let mut rules = ruleset
-                .take()
-                .ok_or_else(|| io::Error::other("the sandbox was already applied"))?;
+        command.step(move || {
+            // The child's own duplicate of the ruleset's descriptor: a child that shares this
+            // process's memory (`VforkCommand`) must leave the original here, to be closed.
+            let mut rules = ruleset.try_clone()?;
             if let Some(own) = sandbox::rule(Path::new("/proc/self"), sandbox::own_proc_access()) {
                 rules = rules.add_rule(own).map_err(io::Error::other)?;
             }
@@ -81,7 +81,7 @@ pub fn confine(command: &mut std::process::Command, ruleset: RulesetCreated) {
 /// service did not mean to pass (whatever the service inherited from whoever started it) is
 /// closed at `exec`.
 pub fn harden(
-    command: &mut std::process::Command,
+    command: &mut impl PreExec,
     filter: &'static seccompiler::BpfProgram,
     run_as: Option<u32>,
 ) {
@@ -89,7 +89,7 @@ pub fn harden(
     // allocations between fork and exec cannot deadlock on a lock another thread held.
     #[allow(unsafe_code)]
     unsafe {
-        command.pre_exec(move || {
+        command.step(move || {
             super::privileges::drop_capabilities(run_as)?;
             nix::sys::prctl::set_no_new_privs().map_err(io::Error::from)?;
             seccompiler::apply_filter(filter).map_err(io::Error::other)?;
@@ -111,13 +111,13 @@ pub fn harden(
 
 /// Sets the child's resource limits (soft, hard) before it runs its program.
 pub fn limit_resources(
-    command: &mut std::process::Command,
+    command: &mut impl PreExec,
     limits: Vec<(nix::sys::resource::Resource, u64, u64)>,
 ) {
     // SAFETY: the closure only calls getrlimit and setrlimit, which are async-signal-safe.
     #[allow(unsafe_code)]
     unsafe {
-        command.pre_exec(move || {
+        command.step(move || {
             for &(resource, soft, hard) in &limits {
                 // Never above the hard limit this process got: only raising it needs privilege.
                 let (_, had) = nix::sys::resource::getrlimit(resource).map_err(io::Error::from)?;
@@ -128,6 +128,298 @@ pub fn limit_resources(
             Ok(())
         });
     }
+}
+
+/// A command whose child runs set-up steps between its creation and `exec`: the standard
+/// library's (a `fork`ed child), or the turn leader's [`VforkCommand`].
+#[allow(unsafe_code)]
+pub trait PreExec {
+    /// Adds a step, run in the child in the order added; an error stops the start.
+    ///
+    /// # Safety
+    ///
+    /// As [`std::os::unix::process::CommandExt::pre_exec`]: `step` runs in the child, where
+    /// only what the process that starts it allows is safe (see each implementation).
+    unsafe fn step(&mut self, step: impl FnMut() -> io::Result<()> + Send + Sync + 'static);
+}
+
+#[allow(unsafe_code)]
+impl PreExec for std::process::Command {
+    unsafe fn step(&mut self, step: impl FnMut() -> io::Result<()> + Send + Sync + 'static) {
+        // SAFETY: the caller's contract is `pre_exec`'s own.
+        #[allow(unsafe_code)]
+        unsafe {
+            self.pre_exec(step);
+        }
+    }
+}
+
+/// A command started the way `posix_spawn` starts one: its child runs in this process's
+/// memory, on a stack of its own, while this process waits, until it calls `exec` (or fails
+/// and exits). `fork` copied the turn leader's page tables, and every page either process
+/// wrote afterwards was copied once more, and torn down again at the child's `exec`: the
+/// largest share of a turn leader's CPU time. Set-up steps ([`PreExec`]) run in the child as
+/// they would after `fork`, and their errors come back whole, not as a bare `errno`.
+///
+/// Only the turn leader uses it: a single-threaded process, so that the steps may allocate
+/// (no other thread can hold the allocator's lock, and this one is stopped meanwhile).
+pub struct VforkCommand {
+    argv: Vec<CString>,
+    env: Vec<CString>,
+    cwd: CString,
+    /// Where `exec` looks for the program, in order, as `execvp` does with the command's
+    /// own `PATH`.
+    candidates: Vec<CString>,
+    steps: Vec<Box<dyn FnMut() -> io::Result<()>>>,
+}
+
+/// The child's stack: set-up steps run Rust code (Landlock's rules, error messages), far less
+/// than this.
+const CHILD_STACK: usize = 256 * 1024;
+
+/// Where `execvp` looks when `PATH` is not set.
+const DEFAULT_PATH: &str = "/bin:/usr/bin";
+
+impl VforkCommand {
+    /// `argv[0]` is the program, looked up on the `PATH` of `env` when it names no folder.
+    pub fn new(argv: &[String], env: &[(String, String)], cwd: &Path) -> io::Result<Self> {
+        use std::os::unix::ffi::OsStrExt as _;
+        let c = |s: &[u8]| {
+            CString::new(s).map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "an argument, a variable or the folder holds a NUL byte",
+                )
+            })
+        };
+        let Some(program) = argv.first() else {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "no program"));
+        };
+        let candidates = if program.contains('/') {
+            vec![c(program.as_bytes())?]
+        } else {
+            let path = env
+                .iter()
+                .rev()
+                .find(|(k, _)| k == "PATH")
+                .map_or(DEFAULT_PATH, |(_, v)| v.as_str());
+            path.split(':')
+                .map(|dir| match dir {
+                    "" => c(program.as_bytes()),
+                    dir => c(format!("{dir}/{program}").as_bytes()),
+                })
+                .collect::<io::Result<_>>()?
+        };
+        Ok(Self {
+            argv: argv
+                .iter()
+                .map(|a| c(a.as_bytes()))
+                .collect::<io::Result<_>>()?,
+            env: env
+                .iter()
+                .map(|(k, v)| c(format!("{k}={v}").as_bytes()))
+                .collect::<io::Result<_>>()?,
+            cwd: c(cwd.as_os_str().as_bytes())?,
+            candidates,
+            steps: Vec::new(),
+        })
+    }
+
+    /// Starts the child; returns once it runs the program, or with the reason it could not.
+    pub fn spawn(mut self) -> io::Result<Pid> {
+        let argv = null_terminated(&self.argv);
+        let env = null_terminated(&self.env);
+        let stack = ChildStack::new(CHILD_STACK)?;
+        let mut child = Child {
+            command: &mut self,
+            argv: &argv,
+            env: &env,
+            failure: None,
+        };
+        // SAFETY: `CLONE_VM | CLONE_VFORK` is how `posix_spawn` starts a child: it runs
+        // `start_child` on `stack` (its own, mapped for it, with a guard page below) in this
+        // process's memory, and this thread sleeps until the child calls `exec` or exits, so
+        // nothing here runs meanwhile. `child` and everything it points to outlives the call;
+        // the child writes only `failure`, read once this thread is back. This process has
+        // one thread (see the type's documentation): the child's allocations cannot meet a
+        // lock another thread holds. Without `CLONE_FILES`, `CLONE_FS` or `CLONE_SIGHAND`,
+        // the child's descriptors, folder and signal dispositions are its own.
+        #[allow(unsafe_code)]
+        let pid = unsafe {
+            nix::libc::clone(
+                start_child,
+                stack.top(),
+                nix::libc::CLONE_VM | nix::libc::CLONE_VFORK | nix::libc::SIGCHLD,
+                (&mut child as *mut Child<'_>).cast(),
+            )
+        };
+        if pid < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let pid = Pid::from_raw(pid);
+        if let Some(failure) = child.failure.take() {
+            let _ = nix::sys::wait::waitpid(pid, None);
+            return Err(failure);
+        }
+        Ok(pid)
+    }
+}
+
+#[allow(unsafe_code)]
+impl PreExec for VforkCommand {
+    unsafe fn step(&mut self, step: impl FnMut() -> io::Result<()> + Send + Sync + 'static) {
+        self.steps.push(Box::new(step));
+    }
+}
+
+/// What the child of [`VforkCommand::spawn`] reads, and the one thing it writes back.
+struct Child<'a> {
+    command: &'a mut VforkCommand,
+    argv: &'a [*const nix::libc::c_char],
+    env: &'a [*const nix::libc::c_char],
+    failure: Option<io::Error>,
+}
+
+impl Child<'_> {
+    /// Sets the child up and runs the program: returns only why it could not.
+    fn exec(&mut self) -> io::Error {
+        use nix::errno::Errno;
+        // SAFETY: plain system calls on pointers that outlive them: chdir reads a C string,
+        // signal installs no handler code (the default disposition). Rust ignores SIGPIPE in
+        // its own programs; the program gets the default back, as `std::process` gives it.
+        #[allow(unsafe_code)]
+        unsafe {
+            if nix::libc::chdir(self.command.cwd.as_ptr()) < 0 {
+                return io::Error::last_os_error();
+            }
+            nix::libc::signal(nix::libc::SIGPIPE, nix::libc::SIG_DFL);
+        }
+        for step in &mut self.command.steps {
+            if let Err(e) = step() {
+                return e;
+            }
+        }
+        // As `execvp`: the next folder on a missing file (or one it may not run), the program
+        // as a shell script when the kernel cannot run it, and "permission denied" when that
+        // was the only reason found.
+        let mut denied = false;
+        for path in &self.command.candidates {
+            let errno = self.execve(path.as_ptr(), self.argv);
+            let errno = match errno {
+                Errno::ENOEXEC => self.as_script(path),
+                errno => errno,
+            };
+            match errno {
+                Errno::EACCES => denied = true,
+                Errno::ENOENT
+                | Errno::ESTALE
+                | Errno::ENOTDIR
+                | Errno::ENODEV
+                | Errno::ETIMEDOUT => {}
+                errno => return errno.into(),
+            }
+        }
+        if denied { Errno::EACCES } else { Errno::ENOENT }.into()
+    }
+
+    /// Runs `path` with `/bin/sh`, as `execvp` runs a file without a `#!` line.
+    fn as_script(&self, path: &CString) -> nix::errno::Errno {
+        let shell = c"/bin/sh";
+        let mut argv = vec![shell.as_ptr(), path.as_ptr()];
+        argv.extend_from_slice(&self.argv[1..]);
+        self.execve(shell.as_ptr(), &argv)
+    }
+
+    fn execve(
+        &self,
+        path: *const nix::libc::c_char,
+        argv: &[*const nix::libc::c_char],
+    ) -> nix::errno::Errno {
+        // SAFETY: `path` is a C string and `argv` and `env` are null-terminated arrays of C
+        // strings, all alive until the call returns (it only returns on failure).
+        #[allow(unsafe_code)]
+        unsafe {
+            nix::libc::execve(path, argv.as_ptr(), self.env.as_ptr());
+        }
+        nix::errno::Errno::last()
+    }
+}
+
+/// The child's first and only frame of its own.
+extern "C" fn start_child(child: *mut nix::libc::c_void) -> nix::libc::c_int {
+    // SAFETY: `spawn` passes a `Child` it keeps alive, and sleeps while this runs.
+    #[allow(unsafe_code)]
+    let child = unsafe { &mut *child.cast::<Child<'_>>() };
+    let failure = child.exec();
+    child.failure = Some(failure);
+    // SAFETY: ends the child without running this process's exit handlers, which belong to
+    // the parent whose memory this is.
+    #[allow(unsafe_code)]
+    unsafe {
+        nix::libc::_exit(super::leader::CANNOT_START)
+    }
+}
+
+fn null_terminated(strings: &[CString]) -> Vec<*const nix::libc::c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+/// A child's stack: a private mapping with an inaccessible page below it, so that an overflow
+/// faults instead of writing over this process's memory.
+struct ChildStack {
+    base: std::ptr::NonNull<nix::libc::c_void>,
+    len: usize,
+}
+
+impl ChildStack {
+    fn new(size: usize) -> io::Result<Self> {
+        use nix::sys::mman::{MapFlags, ProtFlags, mmap_anonymous, mprotect};
+        let guard = page_size();
+        let len = size + guard;
+        let nonzero = std::num::NonZeroUsize::new(len).ok_or_else(|| io::Error::other("empty"))?;
+        // SAFETY: a new anonymous mapping overlaps nothing; the guard page is its own first
+        // page, which nothing references.
+        #[allow(unsafe_code)]
+        unsafe {
+            let base = mmap_anonymous(
+                None,
+                nonzero,
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_PRIVATE | MapFlags::MAP_STACK,
+            )?;
+            let stack = Self { base, len };
+            mprotect(base, guard, ProtFlags::PROT_NONE)?;
+            Ok(stack)
+        }
+    }
+
+    /// The stack's top (it grows down), aligned as the ABI asks.
+    fn top(&self) -> *mut nix::libc::c_void {
+        let end = self.base.as_ptr() as usize + self.len;
+        (end & !15) as *mut nix::libc::c_void
+    }
+}
+
+impl Drop for ChildStack {
+    fn drop(&mut self) {
+        // SAFETY: the child that used the mapping has called `exec` or exited by now.
+        #[allow(unsafe_code)]
+        unsafe {
+            let _ = nix::sys::mman::munmap(self.base, self.len);
+        }
+    }
+}
+
+fn page_size() -> usize {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(4096)
 }
 
 /// Ends this process the way its child ended, by `signal`, without a core dump.
@@ -150,12 +442,12 @@ pub fn die_by(signal: Signal) -> ! {
 /// Makes the child the leader of a new session whose controlling terminal is its stdin (the
 /// slave side of a pseudo-terminal), as a login shell has it: the terminal's signals (Ctrl-C,
 /// hang-up when the other side closes) reach the child and its group.
-pub fn controlling_terminal(command: &mut std::process::Command) {
+pub fn controlling_terminal(command: &mut impl PreExec) {
     // SAFETY: the closure runs in the forked child before exec and only makes async-signal-safe
     // system calls (setsid, ioctl); it allocates nothing and takes no locks.
     #[allow(unsafe_code)]
     unsafe {
-        command.pre_exec(|| {
+        command.step(|| {
             nix::unistd::setsid().map_err(io::Error::from)?;
             if nix::libc::ioctl(0, nix::libc::TIOCSCTTY, 0) < 0 {
                 return Err(io::Error::last_os_error());
@@ -390,6 +682,7 @@ fn drop_pages(start: usize, end: usize) -> io::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     /// A process forked with a v2 group's directory starts in that group (where this machine
     /// has a writable cgroup2 hierarchy: root on a v2 or hybrid host).
@@ -428,6 +721,100 @@ mod tests {
             cgroup.lines().any(|l| l == expected),
             "the child is not in {expected}: {cgroup} (this process: {own})"
         );
+    }
+
+    fn write_program(path: &Path, text: &str, mode: u32) {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    fn exit_code(pid: Pid) -> i32 {
+        match nix::sys::wait::waitpid(pid, None).unwrap() {
+            nix::sys::wait::WaitStatus::Exited(_, code) => code,
+            other => panic!("the child ended with {other:?}"),
+        }
+    }
+
+    /// As `execvp` with the command's own `PATH`: a folder whose match may not run is passed
+    /// over, a program without `#!` runs with `/bin/sh` (with its arguments), the child works
+    /// in its own folder, and a program found nowhere, or only where it may not run, is named
+    /// by the reason.
+    #[test]
+    fn a_vfork_child_finds_its_program_as_execvp_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write_program(&root.join("a/prog"), "#!/bin/sh\necho a > out\n", 0o644);
+        write_program(
+            &root.join("b/prog"),
+            "#!/bin/sh\necho b \"$1\" > out\n",
+            0o755,
+        );
+        write_program(&root.join("c/bare"), "echo bare \"$1\" > out\n", 0o755);
+        let path = format!(
+            "/nowhere:{}:{}",
+            root.join("a").display(),
+            root.join("b").display()
+        );
+        let env = vec![("PATH".to_owned(), path)];
+        let work = root.join("work");
+        std::fs::create_dir(&work).unwrap();
+        let start = |argv: &[&str], env: &[(String, String)]| {
+            let argv: Vec<String> = argv.iter().map(|a| (*a).to_owned()).collect();
+            VforkCommand::new(&argv, env, &work).unwrap().spawn()
+        };
+
+        let pid = start(&["prog", "one"], &env).unwrap();
+        assert_eq!(exit_code(pid), 0);
+        assert_eq!(
+            std::fs::read_to_string(work.join("out")).unwrap(),
+            "b one\n"
+        );
+
+        let bare = root.join("c/bare").display().to_string();
+        let pid = start(&[&bare, "two"], &env).unwrap();
+        assert_eq!(exit_code(pid), 0);
+        assert_eq!(
+            std::fs::read_to_string(work.join("out")).unwrap(),
+            "bare two\n"
+        );
+
+        let missing = start(&["no-such-program"], &env).unwrap_err();
+        assert_eq!(missing.kind(), io::ErrorKind::NotFound, "{missing}");
+        let only_a = [("PATH".to_owned(), root.join("a").display().to_string())];
+        let denied = start(&["prog"], &only_a).unwrap_err();
+        assert_eq!(denied.kind(), io::ErrorKind::PermissionDenied, "{denied}");
+    }
+
+    /// A step's error stops the start and comes back as the step made it; the child is
+    /// reaped, and the command's descriptors stay this process's to close.
+    #[test]
+    fn a_vfork_childs_failed_step_comes_back_whole() {
+        let argv = vec!["true".to_owned()];
+        let env = vec![("PATH".to_owned(), DEFAULT_PATH.to_owned())];
+        let mut command = VforkCommand::new(&argv, &env, Path::new("/")).unwrap();
+        // SAFETY: the step makes no system call and allocates nothing.
+        #[allow(unsafe_code)]
+        unsafe {
+            command.step(|| Err(io::ErrorKind::Unsupported.into()));
+        }
+        let failed = command.spawn().unwrap_err();
+        assert_eq!(failed.kind(), io::ErrorKind::Unsupported, "{failed}");
+        assert_eq!(
+            nix::sys::wait::waitpid(None, Some(nix::sys::wait::WaitPidFlag::WNOHANG)),
+            Err(nix::errno::Errno::ECHILD),
+            "the failed child is reaped"
+        );
+
+        let open = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+        let before = open();
+        let rules = sandbox::ruleset(&[], &[PathBuf::from("/")], None).unwrap();
+        let mut command = VforkCommand::new(&argv, &env, Path::new("/")).unwrap();
+        confine(&mut command, rules);
+        let pid = command.spawn().unwrap();
+        assert_eq!(exit_code(pid), 0);
+        assert_eq!(open(), before, "the ruleset's descriptor is closed here");
     }
 
     /// Resident pages backed by files, KiB.
