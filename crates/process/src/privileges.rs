@@ -6,7 +6,7 @@
 //! service's pid namespace, `ptrace`. A turn in its own pid namespace may trace its own
 //! processes (debuggers, `strace`): the namespace holds nothing else, and Landlock keeps the
 //! turn leader out of reach. A turn that shares the service's network may not open UDP, raw,
-//! packet or netlink sockets.
+//! packet or netlink sockets. On x86-64, calls of the x32 ABI are "not implemented".
 //!
 //! The filter is built once, in the forkserver before its first fork (building allocates, and
 //! every leader would otherwise run the compiler's code afresh), and applied in the child just
@@ -105,7 +105,9 @@ pub fn filter(own_namespaces: bool) -> Result<&'static BpfProgram, seccompiler::
     if let Some(built) = slot.get() {
         return Ok(built);
     }
-    let built = chain(build(own_namespaces)?);
+    let (parts, calls) = build(own_namespaces)?;
+    let full = chain(parts);
+    let built = shortcut(&calls, &full).unwrap_or(full);
     Ok(slot.get_or_init(|| built))
 }
 
@@ -142,8 +144,123 @@ fn chain(programs: Vec<BpfProgram>) -> BpfProgram {
     chained
 }
 
-/// The parts of [`filter`], in the order they run.
-fn build(own_namespaces: bool) -> Result<Vec<BpfProgram>, seccompiler::Error> {
+/// The instructions [`shortcut`] writes besides those of [`chain`].
+const BPF_LD_W_ABS: u16 = 0x20;
+const BPF_JMP_JEQ_K: u16 = 0x15;
+const BPF_JMP_JGE_K: u16 = 0x35;
+/// Where `struct seccomp_data` holds the call's number and its architecture.
+const DATA_NR: u32 = 0;
+const DATA_ARCH: u32 = 4;
+/// On x86-64, the bit that marks a call of the x32 ABI.
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+const RET_ERRNO: u32 = 0x0005_0000;
+
+/// A jump of [`shortcut`]'s, before the offsets are known.
+#[derive(Clone, Copy)]
+enum To {
+    Next,
+    At(usize),
+    /// The `allow` after the search.
+    Allow,
+    /// The full program's first instruction.
+    Full,
+}
+
+/// `full` behind a binary search over the call numbers it names (`calls`): any other call of
+/// this machine's architecture is allowed at once; a named one, and every call of another
+/// architecture, go on to `full`, which decides as before. The kernel runs a new filter over
+/// every call number when it is loaded (to learn which it may allow without running it
+/// again), and `full` tests its calls one after the other: about 150 instructions for each
+/// of 900 numbers, on every turn's start. On x86-64, a call of the x32 ABI (`full` compares
+/// numbers without its bit) is answered "not implemented", as on a kernel built without it.
+/// `None` when a jump would not fit in its 8 bits (a list of many more calls): `full` alone
+/// is the filter then.
+fn shortcut(calls: &[i64], full: &BpfProgram) -> Option<BpfProgram> {
+    let arch = audit_arch()?;
+    let mut calls: Vec<u32> = calls
+        .iter()
+        .map(|&c| u32::try_from(c).ok())
+        .collect::<Option<_>>()?;
+    calls.sort_unstable();
+    calls.dedup();
+    let mut code: Vec<(u16, u32, To, To)> = vec![
+        (BPF_LD_W_ABS, DATA_ARCH, To::Next, To::Next),
+        (BPF_JMP_JEQ_K, arch, To::Next, To::Full),
+        (BPF_LD_W_ABS, DATA_NR, To::Next, To::Next),
+    ];
+    if std::env::consts::ARCH == "x86_64" {
+        code.push((
+            BPF_JMP_JGE_K,
+            X32_SYSCALL_BIT,
+            To::Next,
+            To::At(code.len() + 2),
+        ));
+        code.push((
+            BPF_RET_K,
+            RET_ERRNO | nix::libc::ENOSYS as u32,
+            To::Next,
+            To::Next,
+        ));
+    }
+    search(&calls, &mut code);
+    let allow = code.len();
+    code.push((BPF_RET_K, RET_ALLOW, To::Next, To::Next));
+    let offset = |at: usize, to: To| -> Option<u8> {
+        let target = match to {
+            To::Next => at + 1,
+            To::At(target) => target,
+            To::Allow => allow,
+            To::Full => allow + 1,
+        };
+        u8::try_from(target.checked_sub(at + 1)?).ok()
+    };
+    let mut program = Vec::with_capacity(code.len() + full.len());
+    for (at, &(op, k, jt, jf)) in code.iter().enumerate() {
+        program.push(seccompiler::sock_filter {
+            code: op,
+            jt: offset(at, jt)?,
+            jf: offset(at, jf)?,
+            k,
+        });
+    }
+    program.extend_from_slice(full);
+    Some(program)
+}
+
+/// The search over sorted `calls`: a named one jumps to the full program, any other to the
+/// `allow`. Leaves of up to three numbers are tested one by one.
+fn search(calls: &[u32], code: &mut Vec<(u16, u32, To, To)>) {
+    if calls.len() <= 3 {
+        for (i, &call) in calls.iter().enumerate() {
+            let otherwise = if i + 1 == calls.len() {
+                To::Allow
+            } else {
+                To::Next
+            };
+            code.push((BPF_JMP_JEQ_K, call, To::Full, otherwise));
+        }
+        return;
+    }
+    let middle = calls.len() / 2;
+    let split = code.len();
+    code.push((BPF_JMP_JGE_K, calls[middle], To::Next, To::Next));
+    search(&calls[..middle], code);
+    code[split].2 = To::At(code.len());
+    search(&calls[middle..], code);
+}
+
+/// The `AUDIT_ARCH_*` value of this machine's calls, as the kernel puts it in `seccomp_data`.
+fn audit_arch() -> Option<u32> {
+    match std::env::consts::ARCH {
+        "x86_64" => Some(0xc000_003e),
+        "aarch64" => Some(0xc000_00b7),
+        "riscv64" => Some(0xc000_00f3),
+        _ => None,
+    }
+}
+
+/// The parts of [`filter`], in the order they run, and every call number they name.
+fn build(own_namespaces: bool) -> Result<(Vec<BpfProgram>, Vec<i64>), seccompiler::Error> {
     let arch = target_arch()?;
     let mut refused: BTreeMap<i64, Vec<SeccompRule>> = REFUSED
         .iter()
@@ -188,6 +305,11 @@ fn build(own_namespaces: bool) -> Result<Vec<BpfProgram>, seccompiler::Error> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     refused.insert(nix::libc::SYS_clone, with_namespace);
+    let calls = refused
+        .keys()
+        .copied()
+        .chain([nix::libc::SYS_clone3])
+        .collect();
     let refuse = SeccompFilter::new(
         refused,
         SeccompAction::Allow,
@@ -202,7 +324,7 @@ fn build(own_namespaces: bool) -> Result<Vec<BpfProgram>, seccompiler::Error> {
         SeccompAction::Errno(nix::libc::ENOSYS as u32),
         arch,
     )?;
-    Ok(vec![refuse.try_into()?, no_clone3.try_into()?])
+    Ok((vec![refuse.try_into()?, no_clone3.try_into()?], calls))
 }
 
 fn target_arch() -> Result<TargetArch, seccompiler::Error> {
@@ -254,15 +376,114 @@ mod tests {
             shared.len() > own.len(),
             "ptrace and sockets are refused too"
         );
-        let parts = build(true).unwrap();
-        assert_eq!(own.len(), parts.iter().map(Vec::len).sum::<usize>());
+        let (parts, _) = build(true).unwrap();
+        let full = chain(parts);
+        assert!(own.len() > full.len(), "the search comes first");
+        assert_eq!(own[own.len() - full.len()..], full[..]);
+    }
+
+    /// Runs a filter as the kernel would on one call (the classic BPF instructions filters
+    /// use): its return value.
+    fn verdict(program: &[seccompiler::sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
+        let mut data = Vec::with_capacity(64);
+        data.extend_from_slice(&nr.to_le_bytes());
+        data.extend_from_slice(&arch.to_le_bytes());
+        data.extend_from_slice(&0u64.to_le_bytes());
+        for arg in args {
+            data.extend_from_slice(&arg.to_le_bytes());
+        }
+        let (mut a, mut pc) = (0u32, 0usize);
+        loop {
+            let i = &program[pc];
+            pc += 1;
+            let (jt, jf) = (usize::from(i.jt), usize::from(i.jf));
+            match i.code {
+                BPF_LD_W_ABS => {
+                    let at = i.k as usize;
+                    a = u32::from_le_bytes(data[at..at + 4].try_into().unwrap());
+                }
+                0x54 => a &= i.k,
+                BPF_JMP_JEQ_K => pc += if a == i.k { jt } else { jf },
+                BPF_JMP_JGE_K => pc += if a >= i.k { jt } else { jf },
+                0x25 => pc += if a > i.k { jt } else { jf },
+                0x45 => pc += if a & i.k != 0 { jt } else { jf },
+                BPF_JMP_JA => pc += i.k as usize,
+                BPF_RET_K => return i.k,
+                other => panic!("instruction {other:#x} at {}", pc - 1),
+            }
+        }
+    }
+
+    /// The search in front answers every call as the full program does: all numbers of this
+    /// architecture (with the arguments its rules look at), calls of another architecture;
+    /// only x32 calls, which the full program let through, are "not implemented".
+    #[test]
+    fn the_search_in_front_decides_as_the_full_program() {
+        use nix::libc::{AF_INET, AF_NETLINK, AF_UNIX, SOCK_DGRAM, SOCK_NONBLOCK, SOCK_STREAM};
+        let arch = audit_arch().unwrap();
+        let mut arguments = vec![[0u64; 6]];
+        for flag in NAMESPACE_FLAGS {
+            arguments.push([
+                (*flag as u32 as u64) | nix::libc::SIGCHLD as u64,
+                0,
+                0,
+                0,
+                0,
+                0,
+            ]);
+        }
+        for (family, kind) in [
+            (AF_INET, SOCK_DGRAM | SOCK_NONBLOCK),
+            (AF_INET, SOCK_STREAM),
+            (AF_UNIX, SOCK_STREAM),
+            (AF_NETLINK, SOCK_DGRAM),
+        ] {
+            arguments.push([family as u64, kind as u64, 0, 0, 0, 0]);
+        }
+        for own_namespaces in [true, false] {
+            let (parts, calls) = build(own_namespaces).unwrap();
+            let full = chain(parts);
+            let fast = shortcut(&calls, &full).unwrap();
+            assert_eq!(&fast, filter(own_namespaces).unwrap());
+            let mut refused = 0;
+            for nr in 0..1024 {
+                for args in &arguments {
+                    let expected = verdict(&full, arch, nr, *args);
+                    assert_eq!(
+                        verdict(&fast, arch, nr, *args),
+                        expected,
+                        "call {nr} {args:?}"
+                    );
+                    refused += usize::from(expected != RET_ALLOW);
+                    // Another architecture's calls: the full program kills the process.
+                    let i386 = 0x4000_0003;
+                    assert_eq!(
+                        verdict(&fast, i386, nr, *args),
+                        verdict(&full, i386, nr, *args)
+                    );
+                }
+            }
+            assert!(refused > calls.len(), "the rules refuse calls");
+            if std::env::consts::ARCH == "x86_64" {
+                let x32_mount = X32_SYSCALL_BIT | nix::libc::SYS_mount as u32;
+                assert_eq!(verdict(&full, arch, x32_mount, [0; 6]), RET_ALLOW);
+                let not_implemented = RET_ERRNO | nix::libc::ENOSYS as u32;
+                assert_eq!(verdict(&fast, arch, x32_mount, [0; 6]), not_implemented);
+            }
+        }
+        let many: Vec<i64> = (0..600).collect();
+        let (parts, _) = build(true).unwrap();
+        assert!(
+            shortcut(&many, &chain(parts)).is_none(),
+            "jumps too long for 8 bits"
+        );
     }
 
     /// Every `allow` of the first part jumps to the second part's start, which the kernel's
     /// rules require to be forward and inside the program; the last part keeps its returns.
     #[test]
     fn a_chained_filter_passes_what_one_part_allows_to_the_next() {
-        let parts = build(true).unwrap();
+        let (parts, _) = build(true).unwrap();
         let first = parts[0].len();
         let chained = chain(parts.clone());
         let allows = |p: &[seccompiler::sock_filter]| {
