@@ -182,6 +182,8 @@ const DEFAULT_PATH: &str = "/bin:/usr/bin";
 
 impl VforkCommand {
     /// `argv[0]` is the program, looked up on the `PATH` of `env` when it names no folder.
+    /// A variable set twice in `env` keeps its last value, and the environment is sorted by
+    /// name, as the standard library's `Command::envs` makes it.
     pub fn new(argv: &[String], env: &[(String, String)], cwd: &Path) -> io::Result<Self> {
         use std::os::unix::ffi::OsStrExt as _;
         let c = |s: &[u8]| {
@@ -195,14 +197,12 @@ impl VforkCommand {
         let Some(program) = argv.first() else {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "no program"));
         };
+        let env: std::collections::BTreeMap<&str, &str> =
+            env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let candidates = if program.contains('/') {
             vec![c(program.as_bytes())?]
         } else {
-            let path = env
-                .iter()
-                .rev()
-                .find(|(k, _)| k == "PATH")
-                .map_or(DEFAULT_PATH, |(_, v)| v.as_str());
+            let path = env.get("PATH").copied().unwrap_or(DEFAULT_PATH);
             path.split(':')
                 .map(|dir| match dir {
                     "" => c(program.as_bytes()),
@@ -737,8 +737,8 @@ mod tests {
         }
     }
 
-    /// As `execvp` with the command's own `PATH`: a folder whose match may not run is passed
-    /// over, a program without `#!` runs with `/bin/sh` (with its arguments), the child works
+    /// As `execvp` with the command's own `PATH` (its last value): a folder whose match may
+    /// not run is passed over, a program without `#!` runs with `/bin/sh` (with its arguments), the child works
     /// in its own folder, and a program found nowhere, or only where it may not run, is named
     /// by the reason.
     #[test]
@@ -757,7 +757,11 @@ mod tests {
             root.join("a").display(),
             root.join("b").display()
         );
-        let env = vec![("PATH".to_owned(), path)];
+        // Set twice: the last value holds.
+        let env = vec![
+            ("PATH".to_owned(), "/nowhere".to_owned()),
+            ("PATH".to_owned(), path),
+        ];
         let work = root.join("work");
         std::fs::create_dir(&work).unwrap();
         let start = |argv: &[&str], env: &[(String, String)]| {
@@ -785,6 +789,27 @@ mod tests {
         let only_a = [("PATH".to_owned(), root.join("a").display().to_string())];
         let denied = start(&["prog"], &only_a).unwrap_err();
         assert_eq!(denied.kind(), io::ErrorKind::PermissionDenied, "{denied}");
+    }
+
+    /// The program's environment holds each variable once, with its last value, sorted by
+    /// name, as `std::process::Command` gives it.
+    #[test]
+    fn a_vfork_childs_environment_holds_each_variable_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::fs::File::create(dir.path().join("env")).unwrap();
+        let set = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+        let env = [set("X", "first"), set("A", "a"), set("X", "second")];
+        let mut command =
+            VforkCommand::new(&["/usr/bin/env".to_owned()], &env, Path::new("/")).unwrap();
+        // SAFETY: dup2 only, on a descriptor the step owns.
+        #[allow(unsafe_code)]
+        unsafe {
+            command.step(move || nix::unistd::dup2_stdout(&out).map_err(io::Error::from));
+        }
+        let pid = command.spawn().unwrap();
+        assert_eq!(exit_code(pid), 0);
+        let seen = std::fs::read_to_string(dir.path().join("env")).unwrap();
+        assert_eq!(seen, "A=a\nX=second\n");
     }
 
     /// A step's error stops the start and comes back as the step made it; the child is
