@@ -508,8 +508,30 @@ impl Supervisor {
         if spec.argv.is_empty() {
             return Err(std::io::Error::other("empty argv"));
         }
-        let [(stdout_file, stdout_start), (stderr_file, stderr_start)] =
-            open_logs([spec.stdout_log.clone(), spec.stderr_log.clone()]).await?;
+        let mut opening = self.doors(&spec)?;
+        let mut args = self.leader_args(&spec, opening.as_ref());
+        let cgroups = args
+            .limits
+            .map(|limits| (self.launch.cgroups.clone(), limits));
+        let logs = [spec.stdout_log.clone(), spec.stderr_log.clone()];
+        // The logs and the turn's cgroups in one blocking task: each is a hop to a blocking
+        // thread and back otherwise.
+        let ([(stdout_file, stdout_start), (stderr_file, stderr_start)], groups) =
+            tokio::task::spawn_blocking(move || -> std::io::Result<_> {
+                let logs = open_logs(&logs)?;
+                let groups = cgroups
+                    .map(|(cgroups, limits)| {
+                        cgroups.create(&uuid::Uuid::new_v4().simple().to_string(), &limits)
+                    })
+                    .transpose()?;
+                Ok((logs, groups))
+            })
+            .await
+            .map_err(std::io::Error::other)??;
+        if let Some(groups) = &groups {
+            args.cgroups = groups.tasks();
+            args.born_in = groups.birthplace();
+        }
         let (stdin_theirs, stdin_ours) = match spec.stdin {
             Some(_) => {
                 let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
@@ -519,26 +541,10 @@ impl Supervisor {
         };
         let (stdout_ours, stdout_theirs) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
         let (stderr_ours, stderr_theirs) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
-        let mut opening = self.doors(&spec)?;
         let mut fds = vec![stdin_theirs, stdout_theirs, stderr_theirs];
-        let mut args = self.leader_args(&spec, opening.as_ref());
         if let Some(Opening::Inside { theirs, .. }) = opening.as_mut() {
             fds.extend(theirs.take());
         }
-        let groups = match args.limits {
-            Some(limits) => {
-                let cgroups = self.launch.cgroups.clone();
-                let groups = tokio::task::spawn_blocking(move || {
-                    cgroups.create(&uuid::Uuid::new_v4().simple().to_string(), &limits)
-                })
-                .await
-                .map_err(std::io::Error::other)??;
-                args.cgroups = groups.tasks();
-                args.born_in = groups.birthplace();
-                Some(groups)
-            }
-            None => None,
-        };
         let turn_uid = match (&self.launch.run_uids, &spec.confine) {
             (Some(uids), Some(confine)) if args.harden => {
                 let (uids, confine) = (uids.clone(), confine.clone());
@@ -950,21 +956,17 @@ fn boot_id() -> String {
     .clone()
 }
 
-/// Opens the logs for appending, with where each ends now, in one blocking task.
-async fn open_logs(paths: [PathBuf; 2]) -> std::io::Result<[(tokio::fs::File, u64); 2]> {
-    tokio::task::spawn_blocking(move || {
-        let open = |path: &PathBuf| -> std::io::Result<(tokio::fs::File, u64)> {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)?;
-            let len = file.metadata()?.len();
-            Ok((tokio::fs::File::from_std(file), len))
-        };
-        Ok([open(&paths[0])?, open(&paths[1])?])
-    })
-    .await
-    .map_err(std::io::Error::other)?
+/// Opens the logs for appending, with where each ends now.
+fn open_logs(paths: &[PathBuf; 2]) -> std::io::Result<[(tokio::fs::File, u64); 2]> {
+    let open = |path: &PathBuf| -> std::io::Result<(tokio::fs::File, u64)> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        let len = file.metadata()?.len();
+        Ok((tokio::fs::File::from_std(file), len))
+    };
+    Ok([open(&paths[0])?, open(&paths[1])?])
 }
 
 type Pipe = Box<dyn AsyncRead + Send + Unpin>;
