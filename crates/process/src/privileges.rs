@@ -118,10 +118,14 @@ pub fn prepare() {
     }
 }
 
-/// `SECCOMP_RET_ALLOW`, and the instruction classes [`chain`] reads and writes.
-const RET_ALLOW: u32 = 0x7fff_0000;
-const BPF_RET_K: u16 = 0x06;
-const BPF_JMP_JA: u16 = 0x05;
+/// The filter's returns, and the instructions [`chain`] and [`shortcut`] read and write.
+const RET_ALLOW: u32 = nix::libc::SECCOMP_RET_ALLOW;
+const RET_ERRNO: u32 = nix::libc::SECCOMP_RET_ERRNO;
+const BPF_RET_K: u16 = (nix::libc::BPF_RET | nix::libc::BPF_K) as u16;
+const BPF_JMP_JA: u16 = (nix::libc::BPF_JMP | nix::libc::BPF_JA) as u16;
+const BPF_LD_W_ABS: u16 = (nix::libc::BPF_LD | nix::libc::BPF_W | nix::libc::BPF_ABS) as u16;
+const BPF_JMP_JEQ_K: u16 = (nix::libc::BPF_JMP | nix::libc::BPF_JEQ | nix::libc::BPF_K) as u16;
+const BPF_JMP_JGE_K: u16 = (nix::libc::BPF_JMP | nix::libc::BPF_JGE | nix::libc::BPF_K) as u16;
 
 /// One program that runs `programs` in turn: where one would allow the call, the next one
 /// decides instead. The kernel runs every loaded filter on every system call, and loading one
@@ -144,16 +148,11 @@ fn chain(programs: Vec<BpfProgram>) -> BpfProgram {
     chained
 }
 
-/// The instructions [`shortcut`] writes besides those of [`chain`].
-const BPF_LD_W_ABS: u16 = 0x20;
-const BPF_JMP_JEQ_K: u16 = 0x15;
-const BPF_JMP_JGE_K: u16 = 0x35;
 /// Where `struct seccomp_data` holds the call's number and its architecture.
 const DATA_NR: u32 = 0;
 const DATA_ARCH: u32 = 4;
 /// On x86-64, the bit that marks a call of the x32 ABI.
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
-const RET_ERRNO: u32 = 0x0005_0000;
 
 /// A jump of [`shortcut`]'s, before the offsets are known.
 #[derive(Clone, Copy)]
@@ -392,6 +391,10 @@ mod tests {
         for arg in args {
             data.extend_from_slice(&arg.to_le_bytes());
         }
+        use nix::libc::{BPF_ALU, BPF_AND, BPF_JGT, BPF_JMP, BPF_JSET, BPF_K};
+        const AND_K: u16 = (BPF_ALU | BPF_AND | BPF_K) as u16;
+        const JGT_K: u16 = (BPF_JMP | BPF_JGT | BPF_K) as u16;
+        const JSET_K: u16 = (BPF_JMP | BPF_JSET | BPF_K) as u16;
         let (mut a, mut pc) = (0u32, 0usize);
         loop {
             let i = &program[pc];
@@ -402,11 +405,11 @@ mod tests {
                     let at = i.k as usize;
                     a = u32::from_le_bytes(data[at..at + 4].try_into().unwrap());
                 }
-                0x54 => a &= i.k,
+                AND_K => a &= i.k,
                 BPF_JMP_JEQ_K => pc += if a == i.k { jt } else { jf },
                 BPF_JMP_JGE_K => pc += if a >= i.k { jt } else { jf },
-                0x25 => pc += if a > i.k { jt } else { jf },
-                0x45 => pc += if a & i.k != 0 { jt } else { jf },
+                JGT_K => pc += if a > i.k { jt } else { jf },
+                JSET_K => pc += if a & i.k != 0 { jt } else { jf },
                 BPF_JMP_JA => pc += i.k as usize,
                 BPF_RET_K => return i.k,
                 other => panic!("instruction {other:#x} at {}", pc - 1),

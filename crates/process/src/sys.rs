@@ -147,7 +147,6 @@ pub trait PreExec {
 impl PreExec for std::process::Command {
     unsafe fn step(&mut self, step: impl FnMut() -> io::Result<()> + Send + Sync + 'static) {
         // SAFETY: the caller's contract is `pre_exec`'s own.
-        #[allow(unsafe_code)]
         unsafe {
             self.pre_exec(step);
         }
