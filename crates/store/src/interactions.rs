@@ -167,9 +167,9 @@ impl InteractionStore for Sqlite {
         stdout_offset: u64,
         deadline: Timestamp,
     ) -> anyhow::Result<Option<u32>> {
-        let _writing = self.writing().await;
+        let writing = self.writing().await;
         let now = Timestamp::now();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = writing.pool().begin().await?;
         let asked: Option<(i64, i64)> = sqlx::query_as(
             "UPDATE runs SET status = ?, interaction_count = interaction_count + 1,
                  pending_interaction_id = ?, wait_deadline = ?,
@@ -236,10 +236,10 @@ impl InteractionStore for Sqlite {
     }
 
     async fn answer(&self, run_id: &str, answer: Answer<'_>) -> anyhow::Result<AnswerOutcome> {
-        let _writing = self.writing().await;
+        let writing = self.writing().await;
         let now = Timestamp::now();
         let auto = answer.resolution == Resolution::AutoDecideTimeout;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = writing.pool().begin().await?;
         let moved = sqlx::query(
             "UPDATE runs SET status = ?, pending_interaction_id = NULL,
                  wait_deadline = NULL, updated_at = ?,
@@ -290,7 +290,7 @@ impl InteractionStore for Sqlite {
     }
 
     async fn keep_waiting(&self, run_id: &str, deadline: Timestamp) -> anyhow::Result<bool> {
-        let _writing = self.writing().await;
+        let writing = self.writing().await;
         let now = Timestamp::now();
         let done = sqlx::query(
             "UPDATE runs SET recovery_state = 'recovered_waiting', recovered_at = ?,
@@ -301,13 +301,13 @@ impl InteractionStore for Sqlite {
         .bind(deadline)
         .bind(now)
         .bind(run_id)
-        .execute(&self.pool)
+        .execute(writing.pool())
         .await?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn await_auth(&self, run_id: &str, deadline: Timestamp) -> anyhow::Result<bool> {
-        let _writing = self.writing().await;
+        let writing = self.writing().await;
         let done = sqlx::query(
             "UPDATE runs SET status = 'waiting_auth', wait_deadline = ?, updated_at = ?
              WHERE run_id = ? AND status = 'queued'",
@@ -315,20 +315,20 @@ impl InteractionStore for Sqlite {
         .bind(deadline)
         .bind(Timestamp::now())
         .bind(run_id)
-        .execute(&self.pool)
+        .execute(writing.pool())
         .await?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn auth_arrived(&self, run_id: &str) -> anyhow::Result<bool> {
-        let _writing = self.writing().await;
+        let writing = self.writing().await;
         let done = sqlx::query(
             "UPDATE runs SET status = 'queued', wait_deadline = NULL, updated_at = ?
              WHERE run_id = ? AND status = 'waiting_auth'",
         )
         .bind(Timestamp::now())
         .bind(run_id)
-        .execute(&self.pool)
+        .execute(writing.pool())
         .await?;
         Ok(done.rows_affected() == 1)
     }

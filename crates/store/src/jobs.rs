@@ -305,28 +305,46 @@ macro_rules! run_columns {
 pub(crate) use run_columns;
 
 type Tx<'a> = sqlx::Transaction<'a, sqlx::Sqlite>;
-type Statement<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
+pub(crate) type Statement<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
 
-/// A fresh run's row; its arguments are [`bind_run`]'s.
-macro_rules! insert_run {
+/// The start of an `INSERT` of fresh runs; a [`run_row`] for each follows.
+macro_rules! insert_runs {
     () => {
         "INSERT INTO runs (run_id, request_id, skill_id, engine, skill_dir, status, cache_key,
                            created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?)"
+         VALUES "
     };
 }
+pub(crate) use insert_runs;
 
-/// A request's row; [`Store::create_request`] binds its arguments.
-macro_rules! insert_request {
+/// A fresh run's row; its arguments are [`bind_run`]'s.
+macro_rules! run_row {
+    () => {
+        "(?, ?, ?, ?, ?, 'queued', ?, ?, ?)"
+    };
+}
+pub(crate) use run_row;
+
+/// The start of an `INSERT` of requests; a [`request_row`] for each follows.
+macro_rules! insert_requests {
     () => {
         "INSERT INTO requests (request_id, kind, skill_id, engine, model, engine_options, input,
                                parameter, runtime_options, upload_state, run_id, cache_hit,
                                client_address, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+         VALUES "
     };
 }
+pub(crate) use insert_requests;
 
-fn bind_run<'q>(
+/// A request's row (`grouped_creates` binds its arguments).
+macro_rules! request_row {
+    () => {
+        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    };
+}
+pub(crate) use request_row;
+
+pub(crate) fn bind_run<'q>(
     query: Statement<'q>,
     request_id: &'q str,
     run: &'q NewRun,
@@ -349,9 +367,14 @@ async fn insert_run(
     run: &NewRun,
     now: &Timestamp,
 ) -> anyhow::Result<()> {
-    bind_run(sqlx::query(insert_run!()), request_id, run, *now)
-        .execute(&mut **tx)
-        .await?;
+    bind_run(
+        sqlx::query(concat!(insert_runs!(), run_row!())),
+        request_id,
+        run,
+        *now,
+    )
+    .execute(&mut **tx)
+    .await?;
     Ok(())
 }
 
@@ -415,25 +438,25 @@ pub(crate) fn with_runs(
 /// sqlx's own transactions a batch has no rollback of its own, so a batch that did not end well
 /// (a statement failed, or its future was dropped mid-way because a client went away) closes
 /// its connection instead of returning it to the pool, and closing rolls back what it began.
-struct Batch {
+pub(crate) struct Batch {
     conn: sqlx::pool::PoolConnection<sqlx::Sqlite>,
     ended_well: bool,
 }
 
 impl Batch {
-    async fn start(pool: &sqlx::SqlitePool) -> Result<Self, sqlx::Error> {
+    pub(crate) async fn start(pool: &sqlx::SqlitePool) -> Result<Self, sqlx::Error> {
         Ok(Self {
             conn: pool.acquire().await?,
             ended_well: false,
         })
     }
 
-    fn conn(&mut self) -> &mut sqlx::SqliteConnection {
+    pub(crate) fn conn(&mut self) -> &mut sqlx::SqliteConnection {
         &mut self.conn
     }
 
     /// Passes the batch's outcome on, noting whether its connection may be used again.
-    fn end<T>(mut self, outcome: Result<T, sqlx::Error>) -> Result<T, sqlx::Error> {
+    pub(crate) fn end<T>(mut self, outcome: Result<T, sqlx::Error>) -> Result<T, sqlx::Error> {
         self.ended_well = outcome.is_ok();
         outcome
     }
@@ -562,56 +585,7 @@ impl JobStore for Sqlite {
         request: &NewRequest,
         binding: Option<&Binding>,
     ) -> anyhow::Result<()> {
-        let _writing = self.writing().await;
-        let now = Timestamp::now();
-        let (run, run_id, cache_hit, upload_state) = match binding {
-            Some(Binding::Run(run)) => (
-                Some(run),
-                Some(run.run_id.as_str()),
-                false,
-                UploadState::None,
-            ),
-            Some(Binding::CacheHit(run_id)) => {
-                (None, Some(run_id.as_str()), true, UploadState::None)
-            }
-            None => (None, None, false, UploadState::Awaiting),
-        };
-        let query = match run {
-            Some(run) => bind_run(
-                sqlx::query(concat!(
-                    "BEGIN IMMEDIATE; ",
-                    insert_run!(),
-                    "; ",
-                    insert_request!(),
-                    "; COMMIT"
-                )),
-                &request.request_id,
-                run,
-                now,
-            ),
-            None => sqlx::query(insert_request!()),
-        };
-        let mut batch = Batch::start(&self.pool).await?;
-        let written = query
-            .bind(&request.request_id)
-            .bind(request.kind)
-            .bind(&request.skill_id)
-            .bind(request.engine.map_or("", Engine::as_str))
-            .bind(&request.model)
-            .bind(request.engine_options.to_string())
-            .bind(request.input.to_string())
-            .bind(request.parameter.to_string())
-            .bind(serde_json::to_string(&request.runtime_options)?)
-            .bind(upload_state)
-            .bind(run_id)
-            .bind(cache_hit)
-            .bind(&request.client_address)
-            .bind(now)
-            .bind(now)
-            .execute(batch.conn())
-            .await;
-        batch.end(written)?;
-        Ok(())
+        self.creates.create(request, binding).await
     }
 
     async fn request(&self, request_id: &str) -> anyhow::Result<Option<Request>> {
@@ -662,27 +636,27 @@ impl JobStore for Sqlite {
     }
 
     async fn claim_upload(&self, request_id: &str) -> anyhow::Result<bool> {
-        let _writing = self.writing().await;
+        let writing = self.writing().await;
         let done = sqlx::query(
             "UPDATE requests SET upload_state = 'receiving', updated_at = ?
              WHERE request_id = ? AND upload_state = 'awaiting'",
         )
         .bind(Timestamp::now())
         .bind(request_id)
-        .execute(&self.pool)
+        .execute(writing.pool())
         .await?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn release_upload(&self, request_id: &str) -> anyhow::Result<()> {
-        let _writing = self.writing().await;
+        let writing = self.writing().await;
         sqlx::query(
             "UPDATE requests SET upload_state = 'awaiting', updated_at = ?
              WHERE request_id = ? AND upload_state = 'receiving'",
         )
         .bind(Timestamp::now())
         .bind(request_id)
-        .execute(&self.pool)
+        .execute(writing.pool())
         .await?;
         Ok(())
     }
@@ -694,9 +668,9 @@ impl JobStore for Sqlite {
         temp_skill: Option<(&str, &str)>,
         _anywhere: bool,
     ) -> anyhow::Result<()> {
-        let _writing = self.writing().await;
+        let writing = self.writing().await;
         let now = Timestamp::now();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = writing.pool().begin().await?;
         let (run_id, cache_hit) = match binding {
             Binding::Run(run) => {
                 insert_run(&mut tx, request_id, run, &now).await?;
@@ -727,13 +701,13 @@ impl JobStore for Sqlite {
     }
 
     async fn reopen_interrupted_uploads(&self) -> anyhow::Result<u64> {
-        let _writing = self.writing().await;
+        let writing = self.writing().await;
         let done = sqlx::query(
             "UPDATE requests SET upload_state = 'awaiting', updated_at = ?
              WHERE upload_state = 'receiving'",
         )
         .bind(Timestamp::now())
-        .execute(&self.pool)
+        .execute(writing.pool())
         .await?;
         Ok(done.rows_affected())
     }
@@ -744,7 +718,7 @@ impl JobStore for Sqlite {
         code: Option<&str>,
         error: &str,
     ) -> anyhow::Result<()> {
-        let _writing = self.writing().await;
+        let writing = self.writing().await;
         sqlx::query(
             "UPDATE requests SET upload_state = 'done', error_code = ?, error = ?, updated_at = ?
              WHERE request_id = ? AND upload_state = 'receiving'",
@@ -753,13 +727,13 @@ impl JobStore for Sqlite {
         .bind(error)
         .bind(Timestamp::now())
         .bind(request_id)
-        .execute(&self.pool)
+        .execute(writing.pool())
         .await?;
         Ok(())
     }
 
     async fn start_run(&self, run_id: &str, sandbox: &str) -> anyhow::Result<Option<Run>> {
-        let _writing = self.writing().await;
+        let writing = self.writing().await;
         skill_runner_types::faults::check("store-start-run")?;
         let now = Timestamp::now();
         let row: Option<RunRow> = sqlx::query_as(concat!(
@@ -775,7 +749,7 @@ impl JobStore for Sqlite {
         .bind(now)
         .bind(run_id)
         .bind(Move::Start.from_json())
-        .fetch_optional(&self.pool)
+        .fetch_optional(writing.pool())
         .await?;
         row.map(Run::try_from).transpose()
     }
@@ -785,7 +759,7 @@ impl JobStore for Sqlite {
         run_id: &str,
         mark: Option<&ProcessMark>,
     ) -> anyhow::Result<()> {
-        let _writing = self.writing().await;
+        let writing = self.writing().await;
         sqlx::query(
             "UPDATE runs SET pgid = ?, pg_boot_id = ?, pg_start_ticks = ? WHERE run_id = ?",
         )
@@ -793,17 +767,17 @@ impl JobStore for Sqlite {
         .bind(mark.map(|m| m.boot_id.as_str()))
         .bind(mark.map(|m| m.start_ticks as i64))
         .bind(run_id)
-        .execute(&self.pool)
+        .execute(writing.pool())
         .await?;
         Ok(())
     }
 
     async fn set_run_session(&self, run_id: &str, session: &str) -> anyhow::Result<()> {
-        let _writing = self.writing().await;
+        let writing = self.writing().await;
         sqlx::query("UPDATE runs SET engine_session = ? WHERE run_id = ?")
             .bind(session)
             .bind(run_id)
-            .execute(&self.pool)
+            .execute(writing.pool())
             .await?;
         Ok(())
     }
@@ -815,11 +789,11 @@ impl JobStore for Sqlite {
         asked: Option<u32>,
         ending: &Ending,
     ) -> anyhow::Result<Option<Ended>> {
-        let _writing = self.writing().await;
+        let writing = self.writing().await;
         by.check_target(ending.status)?;
         skill_runner_types::faults::check("store-finish")?;
         let now = Timestamp::now();
-        let mut batch = Batch::start(&self.pool).await?;
+        let mut batch = Batch::start(writing.pool()).await?;
         // `changes()` is the UPDATE's: only the writer that ended the run adds its entry.
         let ended = sqlx::query_as(concat!(
             "BEGIN IMMEDIATE;
@@ -866,7 +840,7 @@ impl JobStore for Sqlite {
         ending: &Ending,
         reason: &str,
     ) -> anyhow::Result<Option<Ended>> {
-        let _writing = self.writing().await;
+        let writing = self.writing().await;
         anyhow::ensure!(
             Move::Reconcile.allows(from, ending.status),
             "cannot reconcile a run from '{}' to '{}'",
@@ -893,7 +867,7 @@ impl JobStore for Sqlite {
         .bind(now)
         .bind(run_id)
         .bind(from)
-        .fetch_optional(&self.pool)
+        .fetch_optional(writing.pool())
         .await?;
         Ok(ended)
     }
@@ -1043,8 +1017,8 @@ impl JobStore for Sqlite {
         failed_before: Timestamp,
         finished_before: Timestamp,
     ) -> anyhow::Result<(CleanupCounts, Vec<Removed>)> {
-        let _writing = self.writing().await;
-        let mut tx = self.pool.begin().await?;
+        let writing = self.writing().await;
+        let mut tx = writing.pool().begin().await?;
         sqlx::query("CREATE TEMP TABLE IF NOT EXISTS doomed_runs (run_id TEXT PRIMARY KEY)")
             .execute(&mut *tx)
             .await?;

@@ -22,6 +22,7 @@ use sqlx::sqlite::{
 
 mod checkpoint;
 mod engines;
+mod grouped_creates;
 mod installs;
 mod interactions;
 mod jobs;
@@ -237,7 +238,14 @@ fn check_migrations(
 #[derive(Debug)]
 pub struct Sqlite {
     pool: SqlitePool,
+    /// The one connection the jobs' and interactions' writes use ([`WriteTurn::pool`]):
+    /// SQLite drops a connection's page cache whenever another connection wrote, so writes
+    /// spread over the pooled connections each began by reading their pages again. (The
+    /// rare writes of installs and engine tasks share `pool` with reads, under the same turn.)
+    writes: SqlitePool,
     recent: Arc<RecentRows>,
+    /// Where new requests go to be written (see `grouped_creates`).
+    creates: grouped_creates::GroupedCreates,
     /// Taken when the store closes.
     checkpoints: std::sync::Mutex<Option<checkpoint::Running>>,
 }
@@ -256,19 +264,35 @@ struct RecentRows {
 
 /// A write under way: the writer's turn, and the end that invalidates earlier reads.
 pub(crate) struct WriteTurn<'a> {
+    pool: &'a SqlitePool,
     // Dropped first: the generation moves on while the turn is still held.
     _writing: recent::Writing<'a>,
     _turn: tokio::sync::MutexGuard<'a, ()>,
 }
 
-impl Sqlite {
+impl RecentRows {
     /// Held by every method that writes, for the whole write.
-    async fn writing(&self) -> WriteTurn<'_> {
-        let turn = self.recent.writer.lock().await;
+    async fn writing<'a>(&'a self, pool: &'a SqlitePool) -> WriteTurn<'a> {
+        let turn = self.writer.lock().await;
         WriteTurn {
-            _writing: self.recent.generation.writing(),
+            pool,
+            _writing: self.generation.writing(),
             _turn: turn,
         }
+    }
+}
+
+impl Sqlite {
+    /// [`RecentRows::writing`].
+    async fn writing(&self) -> WriteTurn<'_> {
+        self.recent.writing(&self.writes).await
+    }
+}
+
+impl WriteTurn<'_> {
+    /// The writer's connection.
+    pub(crate) fn pool(&self) -> &SqlitePool {
+        self.pool
     }
 }
 
@@ -281,10 +305,10 @@ impl Sqlite {
 
     async fn open_tuned(path: &Path, checkpoints: checkpoint::Tuning) -> anyhow::Result<Self> {
         let options = Self::options(path)?;
-        // Two connections: one for the writer (writes take turns anyway) and one for reads
-        // beside it. Each connection is a thread every statement is handed to and answered
-        // from, and with eight, a run's statements woke a different thread each time: two
-        // gave 5–10 % more finished jobs/s on two cores, with the same create latency.
+        // Reads on two connections at most, beside the one for writes. Each connection is
+        // a thread every statement is handed to and answered from, and with eight, a run's
+        // statements woke a different thread each time: fewer gave 5–10 % more finished
+        // jobs/s on two cores.
         let pool = SqlitePoolOptions::new()
             .max_connections(2)
             // A connection to a local file cannot drop, and the check before each use is one
@@ -297,12 +321,20 @@ impl Sqlite {
             .run(&pool)
             .await
             .context("applying database migrations")?;
+        let writes = SqlitePoolOptions::new()
+            .max_connections(1)
+            .test_before_acquire(false)
+            .connect_with(options.clone().pragma("wal_autocheckpoint", "0"))
+            .await
+            .with_context(|| format!("opening database {}", path.display()))?;
         let recent = Arc::new(RecentRows::default());
         let checkpointer = checkpoint::Checkpointer::connect(&options, recent.clone(), checkpoints)
             .await
             .with_context(|| format!("opening database {}", path.display()))?;
         Ok(Self {
+            creates: grouped_creates::GroupedCreates::start(writes.clone(), recent.clone()),
             pool,
+            writes,
             recent,
             checkpoints: std::sync::Mutex::new(Some(checkpointer.spawn())),
         })
@@ -329,6 +361,7 @@ impl Backend for Sqlite {
         if let Some(running) = checkpoints {
             running.stop().await;
         }
+        self.writes.close().await;
         self.pool.close().await;
     }
 

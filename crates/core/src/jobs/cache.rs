@@ -21,7 +21,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 fn hex(digest: &[u8]) -> String {
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(digest)
 }
 
 /// Hash of every regular file listed (paths and contents), in the order given.
@@ -71,9 +71,46 @@ impl Fingerprints {
     const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
     /// Folders remembered before the map starts over (skill updates leave old paths behind).
     const CAPACITY: usize = 1024;
+    /// Files a folder may hold for [`Fingerprints::kept`] to check it: a few system calls
+    /// each, which an async task may make in place (a few microseconds each on a local
+    /// disk) where a hop to the blocking pool and back would cost more under load.
+    pub const CHECKED_IN_PLACE: usize = 32;
 
     /// The fingerprint of every regular file under `dir` (paths and contents); blocking.
     pub fn of(&self, dir: &Path) -> std::io::Result<String> {
+        let (files, stamps, settled) = self.stamps(dir)?;
+        if let Some(hash) = self.matching(dir, &stamps) {
+            return Ok(hash);
+        }
+        let hash = fingerprint(&files)?;
+        if settled {
+            let mut known = self.lock();
+            if known.len() >= Self::CAPACITY {
+                known.clear();
+            }
+            known.insert(dir.to_path_buf(), (stamps, hash.clone()));
+        }
+        Ok(hash)
+    }
+
+    /// The kept fingerprint of `dir` when its files still look as they did when it was
+    /// hashed, checked without reading them; `None` when the folder must be hashed (with
+    /// [`Fingerprints::of`]), or holds more than [`Fingerprints::CHECKED_IN_PLACE`] files.
+    pub fn kept(&self, dir: &Path) -> Option<String> {
+        let small = self
+            .lock()
+            .get(dir)
+            .is_some_and(|(stamps, _)| stamps.len() <= Self::CHECKED_IN_PLACE);
+        if !small {
+            return None;
+        }
+        let (_, stamps, _) = self.stamps(dir).ok()?;
+        self.matching(dir, &stamps)
+    }
+
+    /// The files under `dir`, their stamps, and whether none changed within `settle`.
+    #[allow(clippy::type_complexity)]
+    fn stamps(&self, dir: &Path) -> std::io::Result<(Vec<(String, PathBuf)>, Vec<Stamp>, bool)> {
         let files = files_under(dir)?;
         let nanos = |(secs, nsec): (i64, i64)| i128::from(secs) * 1_000_000_000 + i128::from(nsec);
         let settled_before = std::time::SystemTime::now()
@@ -94,20 +131,14 @@ impl Fingerprints {
             settled &= nanos(stamp.mtime).max(nanos(stamp.ctime)) < settled_before;
             stamps.push(stamp);
         }
-        if let Some((known, hash)) = self.lock().get(dir)
-            && *known == stamps
-        {
-            return Ok(hash.clone());
-        }
-        let hash = fingerprint(&files)?;
-        if settled {
-            let mut known = self.lock();
-            if known.len() >= Self::CAPACITY {
-                known.clear();
-            }
-            known.insert(dir.to_path_buf(), (stamps, hash.clone()));
-        }
-        Ok(hash)
+        Ok((files, stamps, settled))
+    }
+
+    /// The kept hash of `dir` if it was kept with exactly `stamps`.
+    fn matching(&self, dir: &Path, stamps: &[Stamp]) -> Option<String> {
+        let known = self.lock();
+        let (kept, hash) = known.get(dir)?;
+        (kept.as_slice() == stamps).then(|| hash.clone())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, (Vec<Stamp>, String)>> {
@@ -213,7 +244,14 @@ mod tests {
             first,
             "answered from the stamps"
         );
+        assert_eq!(
+            kept.kept(dir.path()),
+            Some(first.clone()),
+            "checked in place"
+        );
+        assert_eq!(fresh.kept(dir.path()), None, "nothing kept to check");
         std::fs::write(dir.path().join("a/run.sh"), "echo 22").unwrap();
+        assert_eq!(kept.kept(dir.path()), None, "an edit is seen in place too");
         let edited = kept.of(dir.path()).unwrap();
         assert_ne!(edited, first, "an edited file");
         std::fs::write(dir.path().join("b.txt"), "").unwrap();

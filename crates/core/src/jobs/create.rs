@@ -537,18 +537,29 @@ impl Jobs {
         {
             return Ok(None);
         }
-        let skill_dir = skill.path.clone();
-        let uploads = uploads.map(Path::to_path_buf);
-        let jobs = self.clone();
-        let (fingerprint, files) = tokio::task::spawn_blocking(move || {
-            let files = match uploads {
-                Some(dir) if dir.exists() => cache::file_manifest(&dir)?,
-                _ => Vec::new(),
-            };
-            Ok::<_, std::io::Error>((jobs.fingerprints.of(&skill_dir)?, files))
-        })
-        .await
-        .map_err(|e| Error::Internal(e.into()))??;
+        // Without an upload, a skill whose files are as they were hashed needs no blocking
+        // task: most creates take this way.
+        let kept = match uploads {
+            None => self.fingerprints.kept(&skill.path),
+            Some(_) => None,
+        };
+        let (fingerprint, files) = match kept {
+            Some(fingerprint) => (fingerprint, Vec::new()),
+            None => {
+                let skill_dir = skill.path.clone();
+                let uploads = uploads.map(Path::to_path_buf);
+                let jobs = self.clone();
+                tokio::task::spawn_blocking(move || {
+                    let files = match uploads {
+                        Some(dir) if dir.exists() => cache::file_manifest(&dir)?,
+                        _ => Vec::new(),
+                    };
+                    Ok::<_, std::io::Error>((jobs.fingerprints.of(&skill_dir)?, files))
+                })
+                .await
+                .map_err(|e| Error::Internal(e.into()))??
+            }
+        };
         Ok(Some(cache::key(&KeyParts {
             skill_id: &skill.id,
             engine: request.engine.map_or("", Engine::as_str),
