@@ -206,35 +206,13 @@ async fn write(pool: &SqlitePool, rows: &[&Rows]) -> anyhow::Result<()> {
 mod tests {
     use std::time::Duration;
 
-    use serde_json::json;
-
     use super::*;
     use crate::checkpoint::Tuning;
+    use crate::jobs::tests::{new_request, new_run};
     use crate::{JobStore as _, Sqlite};
 
-    fn request(id: &str) -> NewRequest {
-        NewRequest {
-            request_id: id.into(),
-            kind: RequestKind::Job,
-            skill_id: Some("demo".into()),
-            engine: Some(Engine::Script),
-            model: None,
-            engine_options: json!({}),
-            input: json!({"n": id}),
-            parameter: json!({}),
-            runtime_options: Default::default(),
-            client_address: None,
-        }
-    }
-
     fn run(id: &str) -> Binding {
-        Binding::Run(NewRun {
-            run_id: id.into(),
-            skill_id: "demo".into(),
-            skill_dir: "/skills/demo".into(),
-            engine: Engine::Script,
-            cache_key: None,
-        })
+        Binding::Run(new_run(id))
     }
 
     /// Sends `ids` (request id, run id) as creates while the writer's turn is taken, then
@@ -246,7 +224,7 @@ mod tests {
             .map(|(q, r)| {
                 let (store, q, r) = (store.clone(), q.clone(), r.clone());
                 tokio::spawn(
-                    async move { store.create_request(&request(&q), Some(&run(&r))).await },
+                    async move { store.create_request(&new_request(&q), Some(&run(&r))).await },
                 )
             })
             .collect();
@@ -282,7 +260,7 @@ mod tests {
         let before = wal();
         for (q, r) in ids(0) {
             store
-                .create_request(&request(&q), Some(&run(&r)))
+                .create_request(&new_request(&q), Some(&run(&r)))
                 .await
                 .unwrap();
         }

@@ -1082,14 +1082,14 @@ impl JobStore for Sqlite {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::json;
 
     use super::*;
     use crate::Store;
     use crate::tests::on_both_backends;
 
-    fn new_request(id: &str) -> NewRequest {
+    pub(crate) fn new_request(id: &str) -> NewRequest {
         NewRequest {
             request_id: id.into(),
             kind: RequestKind::Job,
@@ -1104,7 +1104,7 @@ mod tests {
         }
     }
 
-    fn new_run(id: &str) -> NewRun {
+    pub(crate) fn new_run(id: &str) -> NewRun {
         NewRun {
             run_id: id.into(),
             skill_id: "demo".into(),

@@ -309,24 +309,22 @@ impl Sqlite {
         // a thread every statement is handed to and answered from, and with eight, a run's
         // statements woke a different thread each time: fewer gave 5–10 % more finished
         // jobs/s on two cores.
-        let pool = SqlitePoolOptions::new()
-            .max_connections(2)
-            // A connection to a local file cannot drop, and the check before each use is one
-            // more round trip to the connection's thread for every statement.
-            .test_before_acquire(false)
-            .connect_with(options.clone().pragma("wal_autocheckpoint", "0"))
-            .await
-            .with_context(|| format!("opening database {}", path.display()))?;
+        let pooled = options.clone().pragma("wal_autocheckpoint", "0");
+        let connect = |connections| {
+            SqlitePoolOptions::new()
+                .max_connections(connections)
+                // A connection to a local file cannot drop, and the check before each use is
+                // one more round trip to the connection's thread for every statement.
+                .test_before_acquire(false)
+                .connect_with(pooled.clone())
+        };
+        let opening = || format!("opening database {}", path.display());
+        let pool = connect(2).await.with_context(opening)?;
         MIGRATIONS
             .run(&pool)
             .await
             .context("applying database migrations")?;
-        let writes = SqlitePoolOptions::new()
-            .max_connections(1)
-            .test_before_acquire(false)
-            .connect_with(options.clone().pragma("wal_autocheckpoint", "0"))
-            .await
-            .with_context(|| format!("opening database {}", path.display()))?;
+        let writes = connect(1).await.with_context(opening)?;
         let recent = Arc::new(RecentRows::default());
         let checkpointer = checkpoint::Checkpointer::connect(&options, recent.clone(), checkpoints)
             .await
