@@ -5,8 +5,7 @@
 //! they waited for each other's turns one by one, and that queue, not the work, made a create's
 //! latency. Here creates go to one task instead: it takes the writer's turn for the creates that
 //! are waiting, gathers those that arrived while it waited, and writes them all in one
-//! transaction. A lone create is a group of one,
-//! written as soon as the turn is free.
+//! transaction. A lone create is a group of one, written as soon as the turn is free.
 //!
 //! The task, not the caller, does the write: a caller that goes away (its client disconnected)
 //! cannot cut a group's transaction short for the others in it. When a group fails (one of its
@@ -39,7 +38,7 @@ struct Pending {
     written: oneshot::Sender<anyhow::Result<()>>,
 }
 
-/// A request's row, and its run's when it gets a fresh one: owned, its JSON already text.
+/// A request's row, and its run's when its binding makes one: owned, its JSON already text.
 struct Rows {
     request_id: String,
     kind: RequestKind,
@@ -50,11 +49,8 @@ struct Rows {
     input: String,
     parameter: String,
     runtime_options: String,
-    upload_state: UploadState,
-    run_id: Option<String>,
-    cache_hit: bool,
     client_address: Option<String>,
-    run: Option<NewRun>,
+    binding: Option<Binding>,
     at: Timestamp,
 }
 
@@ -86,18 +82,6 @@ impl GroupedCreates {
 
 impl Rows {
     fn new(request: &NewRequest, binding: Option<&Binding>) -> anyhow::Result<Self> {
-        let (run, run_id, cache_hit, upload_state) = match binding {
-            Some(Binding::Run(run)) => (
-                Some(run.clone()),
-                Some(run.run_id.clone()),
-                false,
-                UploadState::None,
-            ),
-            Some(Binding::CacheHit(run_id)) => {
-                (None, Some(run_id.clone()), true, UploadState::None)
-            }
-            None => (None, None, false, UploadState::Awaiting),
-        };
         Ok(Self {
             request_id: request.request_id.clone(),
             kind: request.kind,
@@ -108,13 +92,43 @@ impl Rows {
             input: request.input.to_string(),
             parameter: request.parameter.to_string(),
             runtime_options: serde_json::to_string(&request.runtime_options)?,
-            upload_state,
-            run_id,
-            cache_hit,
             client_address: request.client_address.clone(),
-            run,
+            binding: binding.cloned(),
             at: Timestamp::now(),
         })
+    }
+
+    /// The fresh run the request is bound to, if any.
+    fn run(&self) -> Option<&NewRun> {
+        match &self.binding {
+            Some(Binding::Run(run)) => Some(run),
+            _ => None,
+        }
+    }
+
+    /// The request's `INSERT` arguments, after those of `query`.
+    fn bind_request<'q>(&'q self, query: Statement<'q>) -> Statement<'q> {
+        let (run_id, cache_hit, upload_state) = match &self.binding {
+            Some(Binding::Run(run)) => (Some(&run.run_id), false, UploadState::None),
+            Some(Binding::CacheHit(run_id)) => (Some(run_id), true, UploadState::None),
+            None => (None, false, UploadState::Awaiting),
+        };
+        query
+            .bind(&self.request_id)
+            .bind(self.kind)
+            .bind(&self.skill_id)
+            .bind(self.engine)
+            .bind(&self.model)
+            .bind(&self.engine_options)
+            .bind(&self.input)
+            .bind(&self.parameter)
+            .bind(&self.runtime_options)
+            .bind(upload_state)
+            .bind(run_id)
+            .bind(cache_hit)
+            .bind(&self.client_address)
+            .bind(self.at)
+            .bind(self.at)
     }
 }
 
@@ -162,39 +176,18 @@ async fn write_groups(
 async fn write(pool: &SqlitePool, rows: &[&Rows]) -> anyhow::Result<()> {
     let runs: Vec<(&Rows, &NewRun)> = rows
         .iter()
-        .filter_map(|r| Some((*r, r.run.as_ref()?)))
+        .filter_map(|row| Some((*row, row.run()?)))
         .collect();
     let mut sql = String::from("BEGIN IMMEDIATE; ");
-    let insert_run = concat!(super::jobs::insert_runs!(), super::jobs::run_row!(), "; ");
-    let insert_request = concat!(
-        super::jobs::insert_requests!(),
-        super::jobs::request_row!(),
-        "; "
-    );
-    sql.push_str(&insert_run.repeat(runs.len()));
-    sql.push_str(&insert_request.repeat(rows.len()));
+    sql.push_str(&concat!(super::jobs::insert_run!(), "; ").repeat(runs.len()));
+    sql.push_str(&concat!(super::jobs::insert_request!(), "; ").repeat(rows.len()));
     sql.push_str("COMMIT");
     let mut query: Statement<'_> = sqlx::query(sqlx::AssertSqlSafe(sql));
-    for (rows, run) in runs {
-        query = super::jobs::bind_run(query, &rows.request_id, run, rows.at);
+    for (row, run) in runs {
+        query = super::jobs::bind_run(query, &row.request_id, run, row.at);
     }
-    for r in rows {
-        query = query
-            .bind(&r.request_id)
-            .bind(r.kind)
-            .bind(&r.skill_id)
-            .bind(r.engine)
-            .bind(&r.model)
-            .bind(&r.engine_options)
-            .bind(&r.input)
-            .bind(&r.parameter)
-            .bind(&r.runtime_options)
-            .bind(r.upload_state)
-            .bind(&r.run_id)
-            .bind(r.cache_hit)
-            .bind(&r.client_address)
-            .bind(r.at)
-            .bind(r.at);
+    for row in rows {
+        query = row.bind_request(query);
     }
     let mut batch = Batch::start(pool).await?;
     let written = query.execute(batch.conn()).await;

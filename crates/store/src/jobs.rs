@@ -307,42 +307,26 @@ pub(crate) use run_columns;
 type Tx<'a> = sqlx::Transaction<'a, sqlx::Sqlite>;
 pub(crate) type Statement<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
 
-/// The start of an `INSERT` of fresh runs; a [`run_row`] for each follows.
-macro_rules! insert_runs {
+/// A fresh run's row; its arguments are [`bind_run`]'s.
+macro_rules! insert_run {
     () => {
         "INSERT INTO runs (run_id, request_id, skill_id, engine, skill_dir, status, cache_key,
                            created_at, updated_at)
-         VALUES "
+         VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?)"
     };
 }
-pub(crate) use insert_runs;
+pub(crate) use insert_run;
 
-/// A fresh run's row; its arguments are [`bind_run`]'s.
-macro_rules! run_row {
-    () => {
-        "(?, ?, ?, ?, ?, 'queued', ?, ?, ?)"
-    };
-}
-pub(crate) use run_row;
-
-/// The start of an `INSERT` of requests; a [`request_row`] for each follows.
-macro_rules! insert_requests {
+/// A request's row; `grouped_creates` binds its arguments.
+macro_rules! insert_request {
     () => {
         "INSERT INTO requests (request_id, kind, skill_id, engine, model, engine_options, input,
                                parameter, runtime_options, upload_state, run_id, cache_hit,
                                client_address, created_at, updated_at)
-         VALUES "
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     };
 }
-pub(crate) use insert_requests;
-
-/// A request's row (`grouped_creates` binds its arguments).
-macro_rules! request_row {
-    () => {
-        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    };
-}
-pub(crate) use request_row;
+pub(crate) use insert_request;
 
 pub(crate) fn bind_run<'q>(
     query: Statement<'q>,
@@ -361,20 +345,15 @@ pub(crate) fn bind_run<'q>(
         .bind(now)
 }
 
-async fn insert_run(
+async fn insert_run_in(
     tx: &mut Tx<'_>,
     request_id: &str,
     run: &NewRun,
     now: &Timestamp,
 ) -> anyhow::Result<()> {
-    bind_run(
-        sqlx::query(concat!(insert_runs!(), run_row!())),
-        request_id,
-        run,
-        *now,
-    )
-    .execute(&mut **tx)
-    .await?;
+    bind_run(sqlx::query(insert_run!()), request_id, run, *now)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
 }
 
@@ -673,7 +652,7 @@ impl JobStore for Sqlite {
         let mut tx = writing.pool().begin().await?;
         let (run_id, cache_hit) = match binding {
             Binding::Run(run) => {
-                insert_run(&mut tx, request_id, run, &now).await?;
+                insert_run_in(&mut tx, request_id, run, &now).await?;
                 (run.run_id.as_str(), false)
             }
             Binding::CacheHit(run_id) => (run_id.as_str(), true),
