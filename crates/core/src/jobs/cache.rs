@@ -13,6 +13,9 @@ use std::sync::Mutex;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use nix::errno::Errno;
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
+
 use crate::browse::files_under;
 
 /// Hex SHA-256 of `bytes`.
@@ -38,23 +41,54 @@ fn fingerprint(files: &[(String, PathBuf)]) -> std::io::Result<String> {
 }
 
 /// Skill folders hashed before, by path: every create needs its skill's fingerprint, and
-/// stating the files is much cheaper than reading them. A folder is hashed again as soon as
-/// any file's path, size, inode or times differ; a folder with a file changed in the last
-/// `SETTLE` (2 s) is not kept at all, because file times are coarse (a write in
-/// the same tick as the hash would leave them equal).
+/// hashing reads every file.
+///
+/// A folder is put under inotify watches (it and each of its subfolders) before it is hashed,
+/// and keeps its hash until a change is reported under it. The kernel queues a change's event
+/// before the change's system call returns, and each lookup first reads what is queued (one
+/// system call when nothing is), so a change made before a create began is always seen: the
+/// answer is as exact as checking every file, without touching them. Reading a file is no
+/// change (no event is asked for it). Where no watch can be set (no inotify, its limits
+/// reached), a kept hash holds while every file's path, size, inode and times are as they were
+/// (a few system calls per file); such a folder with a file changed in the last `SETTLE` (2 s)
+/// is not kept at all, because file times are coarse (a write in the same tick as the hash
+/// would leave them equal).
 #[derive(Debug)]
 pub struct Fingerprints {
-    known: Mutex<HashMap<PathBuf, (Vec<Stamp>, String)>>,
+    known: Mutex<Known>,
     settle: std::time::Duration,
 }
 
 impl Default for Fingerprints {
     fn default() -> Self {
         Self {
-            known: Mutex::default(),
+            known: Mutex::new(Known::watching(true)),
             settle: Self::SETTLE,
         }
     }
+}
+
+/// The kept hashes and the watches that keep them true.
+#[derive(Debug)]
+struct Known {
+    folders: HashMap<PathBuf, Kept>,
+    /// Made at the first watch; `Err(true)` until then, `Err(false)` when it cannot be had
+    /// (or watching is off).
+    inotify: Result<Inotify, bool>,
+    /// Watched folders, each with the changes reported under it so far: a hash is kept as
+    /// watched only when no change came while it was made.
+    watched: HashMap<PathBuf, u64>,
+    /// The folder each watch is on (a skill folder or one of its subfolders).
+    dirs: HashMap<WatchDescriptor, PathBuf>,
+}
+
+/// A folder's hash and how it is known to hold.
+#[derive(Debug)]
+struct Kept {
+    hash: String,
+    /// Empty when the folder is watched.
+    stamps: Vec<Stamp>,
+    watched: bool,
 }
 
 /// What a file looks like without reading it.
@@ -67,42 +101,178 @@ struct Stamp {
     ctime: (i64, i64),
 }
 
+/// Every change to a folder's files and subfolders, to the folder itself, and nothing else.
+const CHANGES: AddWatchFlags = AddWatchFlags::IN_MODIFY
+    .union(AddWatchFlags::IN_ATTRIB)
+    .union(AddWatchFlags::IN_CLOSE_WRITE)
+    .union(AddWatchFlags::IN_MOVED_FROM)
+    .union(AddWatchFlags::IN_MOVED_TO)
+    .union(AddWatchFlags::IN_CREATE)
+    .union(AddWatchFlags::IN_DELETE)
+    .union(AddWatchFlags::IN_DELETE_SELF)
+    .union(AddWatchFlags::IN_MOVE_SELF)
+    .union(AddWatchFlags::IN_ONLYDIR)
+    .union(AddWatchFlags::IN_DONT_FOLLOW);
+
+impl Known {
+    fn watching(watch: bool) -> Self {
+        Self {
+            folders: HashMap::new(),
+            inotify: Err(watch),
+            watched: HashMap::new(),
+            dirs: HashMap::new(),
+        }
+    }
+
+    /// Reads the changes queued since the last look: every watched folder holding one forgets
+    /// its hash.
+    fn catch_up(&mut self) {
+        let Ok(inotify) = &self.inotify else {
+            return;
+        };
+        let mut changed = Vec::new();
+        let mut lost = false;
+        loop {
+            match inotify.read_events() {
+                Ok(events) => changed.extend(events),
+                Err(Errno::EINTR) => {}
+                Err(Errno::EAGAIN) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the skill folders' changes: every kept fingerprint is dropped");
+                    lost = true;
+                    break;
+                }
+            }
+        }
+        for event in changed {
+            if event.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
+                lost = true;
+                continue;
+            }
+            let Some(dir) = self.dirs.get(&event.wd).cloned() else {
+                continue;
+            };
+            if event.mask.contains(AddWatchFlags::IN_IGNORED) {
+                self.dirs.remove(&event.wd);
+            }
+            for (root, changes) in &mut self.watched {
+                if dir.starts_with(root) {
+                    *changes += 1;
+                    self.folders.remove(root);
+                }
+            }
+        }
+        if lost {
+            // Events were lost: nothing watched is trusted.
+            for (root, changes) in &mut self.watched {
+                *changes += 1;
+                self.folders.remove(root);
+            }
+        }
+    }
+
+    /// Watches `dirs` (a folder and its subfolders) for `root`; its changes so far, or `None`
+    /// when they cannot all be watched.
+    fn watch(&mut self, root: &Path, dirs: &[PathBuf]) -> Option<u64> {
+        if self.inotify.as_ref().is_err_and(|first| *first) {
+            self.inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).map_err(|e| {
+                tracing::warn!(error = %e, "cannot watch skill folders: each create checks its skill's file stamps");
+                false
+            });
+        }
+        let inotify = self.inotify.as_ref().ok()?;
+        if dirs.is_empty() {
+            // No folder (yet): nothing to watch for its making.
+            return None;
+        }
+        for dir in dirs {
+            match inotify.add_watch(dir.as_path(), CHANGES) {
+                Ok(wd) => {
+                    self.dirs.insert(wd, dir.clone());
+                }
+                Err(e) => {
+                    tracing::debug!(folder = %dir.display(), error = %e, "skill folder not watched: its files' stamps are checked instead");
+                    return None;
+                }
+            }
+        }
+        Some(*self.watched.entry(root.to_path_buf()).or_insert(0))
+    }
+
+    /// Forgets every hash and watch.
+    fn clear(&mut self) {
+        if let Ok(inotify) = &self.inotify {
+            for wd in self.dirs.keys() {
+                // A folder removed since is no longer watched anyway.
+                let _ = inotify.rm_watch(*wd);
+            }
+        }
+        self.folders.clear();
+        self.watched.clear();
+        self.dirs.clear();
+    }
+}
+
 impl Fingerprints {
     const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
     /// Folders remembered before the map starts over (skill updates leave old paths behind).
     const CAPACITY: usize = 1024;
-    /// Files a folder may hold for [`Fingerprints::kept`] to check it: a few system calls
-    /// each, which an async task may make in place (a few microseconds each on a local
-    /// disk) where a hop to the blocking pool and back would cost more under load.
+    /// Files an unwatched folder may hold for [`Fingerprints::kept`] to check it: a few
+    /// system calls each, which an async task may make in place (a few microseconds each on
+    /// a local disk) where a hop to the blocking pool and back would cost more under load.
     pub const CHECKED_IN_PLACE: usize = 32;
 
     /// The fingerprint of every regular file under `dir` (paths and contents); blocking.
     pub fn of(&self, dir: &Path) -> std::io::Result<String> {
+        if let Some(hash) = self.kept(dir) {
+            return Ok(hash);
+        }
+        let subfolders = folders_under(dir)?;
+        let changes = {
+            let mut known = self.lock();
+            if known.folders.len() >= Self::CAPACITY {
+                known.clear();
+            }
+            known.watch(dir, &subfolders)
+        };
         let (files, stamps, settled) = self.stamps(dir)?;
-        if let Some(hash) = self.matching(dir, &stamps) {
+        if changes.is_none()
+            && let Some(hash) = self.matching(dir, &stamps)
+        {
             return Ok(hash);
         }
         let hash = fingerprint(&files)?;
-        if settled {
-            let mut known = self.lock();
-            if known.len() >= Self::CAPACITY {
-                known.clear();
-            }
-            known.insert(dir.to_path_buf(), (stamps, hash.clone()));
+        let mut known = self.lock();
+        known.catch_up();
+        let watched = changes.is_some() && known.watched.get(dir) == changes.as_ref();
+        if watched || settled {
+            let kept = Kept {
+                hash: hash.clone(),
+                stamps: if watched { Vec::new() } else { stamps },
+                watched,
+            };
+            known.folders.insert(dir.to_path_buf(), kept);
         }
         Ok(hash)
     }
 
-    /// The kept fingerprint of `dir` when its files still look as they did when it was
-    /// hashed, checked without reading them; `None` when the folder must be hashed (with
-    /// [`Fingerprints::of`]), or holds more than [`Fingerprints::CHECKED_IN_PLACE`] files.
+    /// The kept fingerprint of `dir` when no change was reported under it since it was
+    /// hashed or, unwatched, when its files still look as they did, checked without reading
+    /// them; `None` when the folder must be hashed (with [`Fingerprints::of`]), or is
+    /// unwatched and holds more than [`Fingerprints::CHECKED_IN_PLACE`] files.
     pub fn kept(&self, dir: &Path) -> Option<String> {
-        let small = self
-            .lock()
-            .get(dir)
-            .is_some_and(|(stamps, _)| stamps.len() <= Self::CHECKED_IN_PLACE);
-        if !small {
-            return None;
+        {
+            let mut known = self.lock();
+            known.catch_up();
+            match known.folders.get(dir)? {
+                Kept {
+                    hash,
+                    watched: true,
+                    ..
+                } => return Some(hash.clone()),
+                Kept { stamps, .. } if stamps.len() > Self::CHECKED_IN_PLACE => return None,
+                Kept { .. } => {}
+            }
         }
         let (_, stamps, _) = self.stamps(dir).ok()?;
         self.matching(dir, &stamps)
@@ -134,16 +304,33 @@ impl Fingerprints {
         Ok((files, stamps, settled))
     }
 
-    /// The kept hash of `dir` if it was kept with exactly `stamps`.
+    /// The kept hash of unwatched `dir` if it was kept with exactly `stamps`.
     fn matching(&self, dir: &Path, stamps: &[Stamp]) -> Option<String> {
         let known = self.lock();
-        let (kept, hash) = known.get(dir)?;
-        (kept.as_slice() == stamps).then(|| hash.clone())
+        let kept = known.folders.get(dir)?;
+        (!kept.watched && kept.stamps == stamps).then(|| kept.hash.clone())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, (Vec<Stamp>, String)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Known> {
         self.known.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// `dir` and every folder under it (symlinks not followed); a folder that vanished meanwhile
+/// is passed over.
+fn folders_under(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for entry in walkdir::WalkDir::new(dir) {
+        match entry {
+            Ok(entry) if entry.file_type().is_dir() => out.push(entry.into_path()),
+            Ok(_) => {}
+            Err(e)
+                if e.io_error().map(std::io::Error::kind) == Some(std::io::ErrorKind::NotFound) => {
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(out)
 }
 
 /// `{path, sha256, size}` of each uploaded file, sorted by path.
@@ -221,24 +408,100 @@ pub fn key(parts: &KeyParts<'_>) -> String {
 mod tests {
     use super::*;
 
+    fn unwatched() -> Fingerprints {
+        Fingerprints {
+            known: Mutex::new(Known::watching(false)),
+            ..Fingerprints::default()
+        }
+    }
+
     #[test]
-    fn a_kept_fingerprint_follows_every_change() {
+    fn a_watched_folder_is_answered_from_memory_until_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let skill = dir.path().join("skill");
+        std::fs::create_dir_all(skill.join("a")).unwrap();
+        // More files than an unwatched folder is checked in place for.
+        for i in 0..=Fingerprints::CHECKED_IN_PLACE {
+            std::fs::write(skill.join(format!("a/{i}.txt")), i.to_string()).unwrap();
+        }
+        let fingerprints = Fingerprints::default();
+        let first = fingerprints.of(&skill).unwrap();
+        assert_eq!(
+            unwatched().of(&skill).unwrap(),
+            first,
+            "the same hash either way"
+        );
+        assert_eq!(
+            fingerprints.kept(&skill),
+            Some(first.clone()),
+            "kept at once (watched before it was hashed), with no stamps to check"
+        );
+        // Reading the files (as every run's copy does) is no change.
+        unwatched().of(&skill).unwrap();
+        assert_eq!(fingerprints.kept(&skill), Some(first.clone()), "reads");
+
+        // Each change is seen by the very next look: its event was queued before the change
+        // returned.
+        std::fs::write(skill.join("a/0.txt"), "edited").unwrap();
+        assert_eq!(fingerprints.kept(&skill), None, "an edit");
+        let edited = fingerprints.of(&skill).unwrap();
+        assert_ne!(edited, first);
+
+        std::fs::create_dir_all(skill.join("a/new/deeper")).unwrap();
+        assert_eq!(fingerprints.kept(&skill), None, "a new folder");
+        std::fs::write(skill.join("a/new/deeper/n.txt"), "n").unwrap();
+        let added = fingerprints.of(&skill).unwrap();
+        assert_ne!(added, edited, "a new file");
+        std::fs::write(skill.join("a/new/deeper/n.txt"), "m").unwrap();
+        assert_eq!(
+            fingerprints.kept(&skill),
+            None,
+            "an edit in a folder made after the first watches"
+        );
+        let deeper = fingerprints.of(&skill).unwrap();
+        assert_ne!(deeper, added);
+
+        std::fs::rename(skill.join("a/1.txt"), skill.join("a/renamed.txt")).unwrap();
+        assert_eq!(fingerprints.kept(&skill), None, "a rename");
+        let renamed = fingerprints.of(&skill).unwrap();
+        assert_ne!(renamed, deeper);
+        std::fs::remove_file(skill.join("a/2.txt")).unwrap();
+        assert_eq!(fingerprints.kept(&skill), None, "a removal");
+        assert_eq!(
+            fingerprints.of(&skill).unwrap(),
+            unwatched().of(&skill).unwrap(),
+            "the kept answer is the hash of the folder as it is"
+        );
+        std::fs::remove_dir_all(&skill).unwrap();
+        assert_eq!(fingerprints.kept(&skill), None, "a removed folder");
+        let gone = fingerprints.of(&skill).unwrap();
+        std::fs::create_dir_all(&skill).unwrap();
+        std::fs::write(skill.join("back.txt"), "b").unwrap();
+        assert_ne!(
+            fingerprints.of(&skill).unwrap(),
+            gone,
+            "a folder made again where one was removed"
+        );
+    }
+
+    #[test]
+    fn an_unwatched_fingerprint_follows_every_change_by_the_stamps() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("a")).unwrap();
         std::fs::write(dir.path().join("a/run.sh"), "echo 1").unwrap();
-        let fresh = Fingerprints::default();
+        let fresh = unwatched();
         let first = fresh.of(dir.path()).unwrap();
         assert!(
-            fresh.lock().is_empty(),
+            fresh.lock().folders.is_empty(),
             "files written just now are not trusted to their times"
         );
 
         let kept = Fingerprints {
             settle: std::time::Duration::ZERO,
-            ..Fingerprints::default()
+            ..unwatched()
         };
         assert_eq!(kept.of(dir.path()).unwrap(), first);
-        assert_eq!(kept.lock().len(), 1);
+        assert_eq!(kept.lock().folders.len(), 1);
         assert_eq!(
             kept.of(dir.path()).unwrap(),
             first,
@@ -262,7 +525,7 @@ mod tests {
         assert_ne!(kept.of(dir.path()).unwrap(), edited, "a renamed file");
         assert_eq!(
             kept.of(dir.path()).unwrap(),
-            Fingerprints::default().of(dir.path()).unwrap(),
+            unwatched().of(dir.path()).unwrap(),
             "the kept answer is the hash of the folder as it is"
         );
     }
