@@ -5,7 +5,7 @@
 //! the engine options, the inline input and the uploaded files' hashes. Runtime options are
 //! left out: they do not change results.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -72,14 +72,21 @@ impl Default for Fingerprints {
 #[derive(Debug)]
 struct Known {
     folders: HashMap<PathBuf, Kept>,
-    /// Made at the first watch; `Err(true)` until then, `Err(false)` when it cannot be had
-    /// (or watching is off).
-    inotify: Result<Inotify, bool>,
+    inotify: Watches,
     /// Watched folders, each with the changes reported under it so far: a hash is kept as
     /// watched only when no change came while it was made.
     watched: HashMap<PathBuf, u64>,
     /// The folder each watch is on (a skill folder or one of its subfolders).
     dirs: HashMap<WatchDescriptor, PathBuf>,
+}
+
+/// The inotify instance, made at the first watch.
+#[derive(Debug)]
+enum Watches {
+    NotYet,
+    On(Inotify),
+    /// None could be had, or watching is off.
+    Off,
 }
 
 /// A folder's hash and how it is known to hold.
@@ -118,7 +125,7 @@ impl Known {
     fn watching(watch: bool) -> Self {
         Self {
             folders: HashMap::new(),
-            inotify: Err(watch),
+            inotify: if watch { Watches::NotYet } else { Watches::Off },
             watched: HashMap::new(),
             dirs: HashMap::new(),
         }
@@ -127,7 +134,7 @@ impl Known {
     /// Reads the changes queued since the last look: every watched folder holding one forgets
     /// its hash.
     fn catch_up(&mut self) {
-        let Ok(inotify) = &self.inotify else {
+        let Watches::On(inotify) = &self.inotify else {
             return;
         };
         let mut changed = Vec::new();
@@ -174,17 +181,18 @@ impl Known {
     /// Watches `dirs` (a folder and its subfolders) for `root`; its changes so far, or `None`
     /// when they cannot all be watched.
     fn watch(&mut self, root: &Path, dirs: &[PathBuf]) -> Option<u64> {
-        if self.inotify.as_ref().is_err_and(|first| *first) {
-            self.inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).map_err(|e| {
-                tracing::warn!(error = %e, "cannot watch skill folders: each create checks its skill's file stamps");
-                false
-            });
+        if let Watches::NotYet = self.inotify {
+            self.inotify = match Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC) {
+                Ok(inotify) => Watches::On(inotify),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot watch skill folders: each create checks its skill's file stamps");
+                    Watches::Off
+                }
+            };
         }
-        let inotify = self.inotify.as_ref().ok()?;
-        if dirs.is_empty() {
-            // No folder (yet): nothing to watch for its making.
+        let Watches::On(inotify) = &self.inotify else {
             return None;
-        }
+        };
         for dir in dirs {
             match inotify.add_watch(dir.as_path(), CHANGES) {
                 Ok(wd) => {
@@ -201,7 +209,7 @@ impl Known {
 
     /// Forgets every hash and watch.
     fn clear(&mut self) {
-        if let Ok(inotify) = &self.inotify {
+        if let Watches::On(inotify) = &self.inotify {
             for wd in self.dirs.keys() {
                 // A folder removed since is no longer watched anyway.
                 let _ = inotify.rm_watch(*wd);
@@ -227,14 +235,13 @@ impl Fingerprints {
         if let Some(hash) = self.kept(dir) {
             return Ok(hash);
         }
-        let subfolders = folders_under(dir)?;
-        let changes = {
+        {
             let mut known = self.lock();
             if known.folders.len() >= Self::CAPACITY {
                 known.clear();
             }
-            known.watch(dir, &subfolders)
-        };
+        }
+        let changes = self.watch(dir)?;
         let (files, stamps, settled) = self.stamps(dir)?;
         if changes.is_none()
             && let Some(hash) = self.matching(dir, &stamps)
@@ -254,6 +261,29 @@ impl Fingerprints {
             known.folders.insert(dir.to_path_buf(), kept);
         }
         Ok(hash)
+    }
+
+    /// Puts `dir` and every folder under it under watches; its changes so far, or `None` when
+    /// it cannot be watched. A folder made while they were being set may have come too late
+    /// for its parent's watch to report it, so the folders are listed again until a listing
+    /// finds none unwatched: from then on, each new folder's making is reported.
+    fn watch(&self, dir: &Path) -> std::io::Result<Option<u64>> {
+        let mut watching: HashSet<PathBuf> = HashSet::new();
+        let mut changes = None;
+        loop {
+            let new: Vec<PathBuf> = folders_under(dir)?
+                .into_iter()
+                .filter(|folder| !watching.contains(folder))
+                .collect();
+            if new.is_empty() {
+                return Ok(changes);
+            }
+            changes = self.lock().watch(dir, &new);
+            if changes.is_none() {
+                return Ok(None);
+            }
+            watching.extend(new);
+        }
     }
 
     /// The kept fingerprint of `dir` when no change was reported under it since it was
