@@ -79,13 +79,22 @@ pub struct UploadFiles {
     pub package: Option<PathBuf>,
 }
 
-/// A new request or run id: a UUID whose first bits are the time (version 7), so the index
-/// entries of creates made together land on the same few B-tree pages. With random ids
-/// (version 4) each create dirtied a page of its own in every index keyed by them: under a
-/// flood of creates SQLite's WAL grew 1.8 times as fast, and its checkpoints wrote pages all
-/// over the database file. The other 74 bits are random, so an id is no easier to guess.
-fn new_id() -> String {
+/// A new run id: a UUID whose first bits are the time (version 7), so the rows and index
+/// entries of runs made together land on the same few B-tree pages. With random ids (version
+/// 4) each create dirtied a page of its own in each index keyed by them: under a flood of
+/// creates SQLite's WAL grew much faster, and its checkpoints wrote pages all over the
+/// database file. The other 74 bits are random, so an id is no easier to guess.
+///
+/// Request ids stay random ([`new_request_id`]): they are the handle people see, shorten to
+/// their first characters (the console's list) and search by their start, and a time-ordered
+/// id's start is the same for every request of the same minute.
+fn new_run_id() -> String {
     Uuid::now_v7().to_string()
+}
+
+/// A new request id (random, see [`new_run_id`]).
+fn new_request_id() -> String {
+    Uuid::new_v4().to_string()
 }
 
 fn rejected(e: ArchiveError) -> Error {
@@ -144,7 +153,7 @@ impl Jobs {
         validation::parameter(&skill, &body.parameter)?;
 
         let request = NewRequest {
-            request_id: new_id(),
+            request_id: new_request_id(),
             kind: RequestKind::Job,
             skill_id: Some(skill.id.clone()),
             engine: Some(engine),
@@ -265,7 +274,7 @@ impl Jobs {
             }
         }
         let request = NewRequest {
-            request_id: new_id(),
+            request_id: new_request_id(),
             kind: RequestKind::Temp,
             skill_id: None,
             // Chosen against the skill at upload when omitted.
@@ -595,7 +604,7 @@ impl Jobs {
         }
         let admission = self.admit().await?;
         let run = NewRun {
-            run_id: new_id(),
+            run_id: new_run_id(),
             skill_id: skill.id.clone(),
             skill_dir: skill.path.to_string_lossy().into_owned(),
             engine: request.engine.unwrap_or(Engine::Script),
@@ -699,16 +708,21 @@ fn normalise_object(v: Value) -> Value {
 mod tests {
     use super::*;
 
-    /// Ids made one after another sort as they were made (what keeps a group of creates on a
-    /// few index pages), and are still unlike each other in their random part.
+    /// Run ids made one after another sort as they were made (what keeps a group of creates
+    /// on a few index pages); request ids made together differ from their first characters
+    /// on (what the console shows and searches).
     #[test]
-    fn ids_sort_in_the_order_they_were_made() {
-        let ids: Vec<String> = (0..2000).map(|_| new_id()).collect();
+    fn run_ids_sort_in_the_order_they_were_made_and_request_ids_differ_at_once() {
+        let ids: Vec<String> = (0..2000).map(|_| new_run_id()).collect();
         let mut sorted = ids.clone();
         sorted.sort();
         assert_eq!(sorted, ids);
         sorted.dedup();
         assert_eq!(sorted.len(), ids.len());
         assert!(ids.iter().all(|id| Uuid::parse_str(id).is_ok()));
+
+        let starts: std::collections::HashSet<String> =
+            (0..100).map(|_| new_request_id()[..8].to_owned()).collect();
+        assert!(starts.len() > 95, "{} distinct starts of 100", starts.len());
     }
 }
