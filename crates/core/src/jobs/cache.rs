@@ -178,9 +178,8 @@ impl Known {
         }
     }
 
-    /// Watches `dirs` (a folder and its subfolders) for `root`; its changes so far, or `None`
-    /// when they cannot all be watched.
-    fn watch(&mut self, root: &Path, dirs: &[PathBuf]) -> Option<u64> {
+    /// The inotify instance, made the first time; `None` when there is none.
+    fn inotify(&mut self) -> Option<&Inotify> {
         if let Watches::NotYet = self.inotify {
             self.inotify = match Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC) {
                 Ok(inotify) => Watches::On(inotify),
@@ -190,6 +189,16 @@ impl Known {
                 }
             };
         }
+        match &self.inotify {
+            Watches::On(inotify) => Some(inotify),
+            _ => None,
+        }
+    }
+
+    /// Watches `dirs` (a folder and its subfolders) for `root`; its changes so far, or `None`
+    /// when they cannot all be watched.
+    fn watch(&mut self, root: &Path, dirs: &[PathBuf]) -> Option<u64> {
+        self.inotify()?;
         let Watches::On(inotify) = &self.inotify else {
             return None;
         };
@@ -232,7 +241,8 @@ impl Fingerprints {
 
     /// The fingerprint of every regular file under `dir` (paths and contents); blocking.
     pub fn of(&self, dir: &Path) -> std::io::Result<String> {
-        if let Some(hash) = self.kept(dir) {
+        // Unwatched, the stamps below are compared once, whatever the folder's size.
+        if let Ok(hash) = self.look_up(dir) {
             return Ok(hash);
         }
         {
@@ -268,6 +278,9 @@ impl Fingerprints {
     /// for its parent's watch to report it, so the folders are listed again until a listing
     /// finds none unwatched: from then on, each new folder's making is reported.
     fn watch(&self, dir: &Path) -> std::io::Result<Option<u64>> {
+        if self.lock().inotify().is_none() {
+            return Ok(None);
+        }
         let mut watching: HashSet<PathBuf> = HashSet::new();
         let mut changes = None;
         loop {
@@ -291,21 +304,30 @@ impl Fingerprints {
     /// them; `None` when the folder must be hashed (with [`Fingerprints::of`]), or is
     /// unwatched and holds more than [`Fingerprints::CHECKED_IN_PLACE`] files.
     pub fn kept(&self, dir: &Path) -> Option<String> {
-        {
-            let mut known = self.lock();
-            known.catch_up();
-            match known.folders.get(dir)? {
-                Kept {
-                    hash,
-                    watched: true,
-                    ..
-                } => return Some(hash.clone()),
-                Kept { stamps, .. } if stamps.len() > Self::CHECKED_IN_PLACE => return None,
-                Kept { .. } => {}
+        match self.look_up(dir) {
+            Ok(hash) => Some(hash),
+            Err(Some(files)) if files <= Self::CHECKED_IN_PLACE => {
+                let (_, stamps, _) = self.stamps(dir).ok()?;
+                self.matching(dir, &stamps)
             }
+            Err(_) => None,
         }
-        let (_, stamps, _) = self.stamps(dir).ok()?;
-        self.matching(dir, &stamps)
+    }
+
+    /// After reading the queued changes: the hash of `dir` when it is watched and kept, else
+    /// how many files its kept stamps hold (`None`: nothing kept).
+    fn look_up(&self, dir: &Path) -> Result<String, Option<usize>> {
+        let mut known = self.lock();
+        known.catch_up();
+        match known.folders.get(dir) {
+            Some(Kept {
+                hash,
+                watched: true,
+                ..
+            }) => Ok(hash.clone()),
+            Some(Kept { stamps, .. }) => Err(Some(stamps.len())),
+            None => Err(None),
+        }
     }
 
     /// The files under `dir`, their stamps, and whether none changed within `settle`.
