@@ -1673,15 +1673,18 @@ fn browser_runs_a_skill_from_its_form_and_finds_it_again() {
             .await;
         assert_eq!(result["result"]["data"]["summary"], "hello browser");
 
-        // The list finds the first run by the start of its id, and says so in its address.
+        // The list shows the first run by the end of its id (its start is the time, shared by
+        // every run of the minute), finds it by that end, and says so in its address.
+        let shown = &first[first.len() - 8..];
         browser.goto(&server.url("/ui/runs")).await;
-        browser
-            .wait_for(&format!("tr[data-request-id='{first}']"))
+        let row = browser
+            .wait_for(&format!("tr[data-request-id='{first}'] td code"))
             .await;
+        assert_eq!(row.text().await.unwrap(), format!("…{shown}"));
         browser
             .wait_for("#run-search")
             .await
-            .send_keys(&first[..8])
+            .send_keys(shown)
             .await
             .unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -1692,7 +1695,7 @@ fn browser_runs_a_skill_from_its_form_and_finds_it_again() {
                 .await
                 .unwrap();
             let url = browser.client.current_url().await.unwrap();
-            if rows.len() == 1 && url.query().is_some_and(|q| q.contains(&first[..8])) {
+            if rows.len() == 1 && url.query().is_some_and(|q| q.contains(shown)) {
                 assert_eq!(
                     rows[0].attr("data-request-id").await.unwrap().as_deref(),
                     Some(first.as_str())

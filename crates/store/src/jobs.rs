@@ -275,6 +275,10 @@ pub(crate) const FINISHED_COUNTS: &str = "SELECT
     (SELECT COUNT(*) FROM cache_entries c
         WHERE c.run_id IN (SELECT run_id FROM runs WHERE status IN ('succeeded', 'failed', 'canceled')))";
 
+/// How many request ids ending with a run list's search are looked up one by one; more make
+/// the list walk the newest requests and compare each id's end.
+const ENDS_LOOKED_UP: i64 = if cfg!(test) { 3 } else { 1000 };
+
 /// A run removed by a cleanup, with the folders that go with it.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Removed {
@@ -366,7 +370,7 @@ pub struct RunFilter {
     pub engine: Option<Engine>,
     /// Requests created at or after this moment.
     pub since: Option<Timestamp>,
-    /// The start of a request id or of a skill id.
+    /// The start or the end of a request id, or the start of a skill id.
     pub search: Option<String>,
     /// Only requests listed after this one: where the previous page ended.
     pub after: Option<RunCursor>,
@@ -884,10 +888,13 @@ impl JobStore for Sqlite {
             query.push(" AND created_at >= ").push_bind(since);
         }
         if let Some(search) = &filter.search {
-            // A prefix as a range, which an index serves (`LIKE` would not: it folds case).
-            // Most searches are a request id's start and name no skill: asked first (one index
-            // seek), a miss leaves the id alone, which the primary key finds at once; the two
-            // together walk the newest requests.
+            // A start as a range, which an index serves (`LIKE` would not: it folds case).
+            // Most searches are a whole request id (a start) or the end the console shows, and
+            // name no skill. So the skills are asked first (one index seek) and the ends next:
+            // no index keeps ids by their end, but a scan of the primary key's own index finds
+            // them at a few tenths of a µs a request, and a search as long as an id can only be the
+            // id. The few ids found join the start's range in one lookup each; only a skill
+            // or an end shared by many makes the query walk the newest requests.
             let end = format!("{search}\u{10FFFF}");
             let names_a_skill: Option<i64> = sqlx::query_scalar(
                 "SELECT 1 FROM requests WHERE run_id IS NOT NULL AND skill_id >= ? AND skill_id < ? LIMIT 1",
@@ -896,12 +903,37 @@ impl JobStore for Sqlite {
             .bind(&end)
             .fetch_optional(&self.pool)
             .await?;
+            let from_end = -i64::try_from(search.chars().count())?;
+            let ending: Vec<String> = if search.len() < uuid::fmt::Hyphenated::LENGTH {
+                sqlx::query_scalar(
+                    "SELECT request_id FROM requests WHERE substr(request_id, ?) = ? LIMIT ?",
+                )
+                .bind(from_end)
+                .bind(search)
+                .bind(ENDS_LOOKED_UP + 1)
+                .fetch_all(&self.pool)
+                .await?
+            } else {
+                Vec::new()
+            };
             query
                 .push(" AND ((request_id >= ")
                 .push_bind(search.clone())
                 .push(" AND request_id < ")
                 .push_bind(end.clone())
                 .push(")");
+            if ending.len() > ENDS_LOOKED_UP as usize {
+                query
+                    .push(" OR substr(request_id, ")
+                    .push_bind(from_end)
+                    .push(") = ")
+                    .push_bind(search.clone());
+            } else if !ending.is_empty() {
+                query
+                    .push(" OR request_id IN (SELECT value FROM json_each(")
+                    .push_bind(serde_json::to_string(&ending)?)
+                    .push("))");
+            }
             if names_a_skill.is_some() {
                 query
                     .push(" OR (skill_id >= ")
@@ -1506,11 +1538,15 @@ pub(crate) mod tests {
         );
     }
 
-    /// Filters combine, the search matches starts (its wildcards taken literally), and pages
-    /// follow each other without gaps or repeats.
+    /// Filters combine, the search matches starts and an id's end (its wildcards taken
+    /// literally), and pages follow each other without gaps or repeats.
     async fn the_run_list_filters_searches_and_pages(store: Store) {
+        // Ids "q1_ax" to "q7_mn"; the lists below name them by their start.
+        let ends = ["ax", "cd", "ex", "gx", "ij", "kx", "mn"];
+        let whole =
+            |start: &str| format!("{start}_{}", ends[start[1..].parse::<usize>().unwrap() - 1]);
         for n in 1..=7 {
-            let mut request = new_request(&format!("q{n}"));
+            let mut request = new_request(&format!("q{n}_{}", ends[n - 1]));
             if n % 2 == 0 {
                 request.skill_id = Some("other_skill".into());
                 request.engine = Some(Engine::Codex);
@@ -1531,7 +1567,7 @@ pub(crate) mod tests {
             .unwrap();
         let ids = |rows: Vec<(Request, Run)>| {
             rows.into_iter()
-                .map(|(q, _)| q.request_id)
+                .map(|(q, _)| q.request_id[..2].to_owned())
                 .collect::<Vec<_>>()
         };
         let list = |filter: RunFilter| {
@@ -1582,12 +1618,34 @@ pub(crate) mod tests {
             ["q6", "q4", "q2"],
             "a skill id's start"
         );
+        assert_eq!(list(search("_ex")).await, ["q3"], "a request id's end");
+        assert_eq!(list(search("q3_ex")).await, ["q3"], "a whole id");
+        assert_eq!(
+            list(search("x")).await,
+            ["q6", "q4", "q3", "q1"],
+            "an end more ids share than are looked up one by one"
+        );
+        assert_eq!(
+            list(RunFilter {
+                status: Some(RunStatus::Running),
+                ..search("gx")
+            })
+            .await,
+            ["q4"],
+            "an end with a filter"
+        );
         assert!(list(search("3")).await.is_empty(), "not an id's middle");
+        assert!(list(search("3_e")).await.is_empty(), "nor its middle");
+        assert!(
+            list(search("q3_ex_")).await.is_empty(),
+            "nor more than an id"
+        );
         assert!(list(search("her_sk")).await.is_empty(), "nor a skill id's");
         assert!(
             list(search("%")).await.is_empty(),
             "wildcards are taken literally"
         );
+        assert!(list(search("%ex")).await.is_empty(), "at the end too");
         assert!(list(search("demo_")).await.is_empty());
         assert!(
             list(RunFilter {
@@ -1609,7 +1667,7 @@ pub(crate) mod tests {
             })
             .await;
             let Some(last) = page.last() else { break };
-            after = Some(store.run_cursor(last).await.unwrap().unwrap());
+            after = Some(store.run_cursor(&whole(last)).await.unwrap().unwrap());
             let cursor = after.clone().unwrap();
             assert_eq!(RunCursor::decode(&cursor.encode()), Some(cursor));
             seen.extend(page);

@@ -249,8 +249,8 @@ const MESSAGES: &[(&str, &str, &str)] = &[
     ("runs.search", "Search", "搜索"),
     (
         "runs.search_hint",
-        "the start of a request id or of a skill id",
-        "请求 ID 或技能 ID 的开头",
+        "the start or end of a request id, or the start of a skill id",
+        "请求 ID 的开头或结尾，或技能 ID 的开头",
     ),
     ("runs.apply", "Apply", "应用"),
     ("runs.clear", "Clear", "清除"),

@@ -119,7 +119,8 @@ pub(super) struct RunRow {
     /// The exact time, shown on hover.
     pub started_exact: String,
     pub duration: String,
-    /// The request id's first eight characters (the whole id is in the link's title).
+    /// The request id's last eight characters, its random end (its start is the time, the same
+    /// for every request of a minute); the whole id is in the link's title.
     pub short_id: String,
 }
 
@@ -129,7 +130,11 @@ impl RunRow {
         Self {
             started: super::time::ago(l, at),
             started_exact: at.to_string(),
-            short_id: run.status.request_id.chars().take(8).collect(),
+            short_id: {
+                let id = &run.status.request_id;
+                let from = id.char_indices().rev().nth(7).map_or(0, |(i, _)| i);
+                id[from..].to_owned()
+            },
             duration: run
                 .duration_ms
                 .map_or_else(|| "—".to_owned(), super::time::span),

@@ -405,7 +405,11 @@ impl JobStore for Postgres {
             query
                 .push(" AND (starts_with(request_id, ")
                 .push_bind(search.clone())
-                .push(") OR starts_with(skill_id, ")
+                .push(") OR right(request_id, char_length(")
+                .push_bind(search.clone())
+                .push(")) = ")
+                .push_bind(search.clone())
+                .push(" OR starts_with(skill_id, ")
                 .push_bind(search.clone())
                 .push("))");
         }
