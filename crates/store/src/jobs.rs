@@ -891,10 +891,11 @@ impl JobStore for Sqlite {
             // A start as a range, which an index serves (`LIKE` would not: it folds case).
             // Most searches are a whole request id (a start) or the end the console shows, and
             // name no skill. So the skills are asked first (one index seek) and the ends next:
-            // no index keeps ids by their end, but a scan of the primary key's own index finds
-            // them at a few tenths of a µs a request, and a search as long as an id can only be the
-            // id. The few ids found join the start's range in one lookup each; only a skill
-            // or an end shared by many makes the query walk the newest requests.
+            // no index keeps ids by their end (one would put each create's entry on a random
+            // page), but a scan of the primary key's own index finds them at a few tenths of a
+            // µs a request, and a search as long as an id can only be the id. The few ids found
+            // join the start's range in one lookup each; only a skill or an end shared by many
+            // makes the query walk the newest requests.
             let end = format!("{search}\u{10FFFF}");
             let names_a_skill: Option<i64> = sqlx::query_scalar(
                 "SELECT 1 FROM requests WHERE run_id IS NOT NULL AND skill_id >= ? AND skill_id < ? LIMIT 1",
