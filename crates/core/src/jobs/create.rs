@@ -704,9 +704,9 @@ fn normalise_object(v: Value) -> Value {
 mod tests {
     use super::*;
 
-    /// Run ids made one after another sort as they were made (what keeps a group of creates
-    /// on a few index pages); request ids made together differ from their first characters
-    /// on (what the console shows and searches).
+    /// Ids made one after another start with the time they were made (what keeps a group of
+    /// creates on a few index pages), and ids made together differ in their last characters
+    /// (what the console shows and searches).
     #[test]
     fn ids_follow_the_time_they_were_made_and_differ_at_their_end() {
         let ids: Vec<String> = (0..2000).map(|_| new_id()).collect();
