@@ -17,20 +17,28 @@ const SNIFF_BYTES: usize = 4096;
 /// Entries listed at most, so a folder with a huge tree cannot flood a response.
 const TREE_MAX_ENTRIES: usize = 20_000;
 
-/// Regular files under `dir` with their `/`-separated relative paths, sorted; symlinks are
-/// not followed, and a folder that vanished meanwhile is passed over.
-pub fn files_under(dir: &Path) -> std::io::Result<Vec<(String, std::path::PathBuf)>> {
-    let mut out = Vec::new();
-    for entry in walkdir::WalkDir::new(dir) {
-        let entry = match entry {
-            Ok(entry) => entry,
+/// `dir` and everything under it; symlinks are not followed, and an entry that vanished
+/// meanwhile is passed over.
+pub fn entries_under(dir: &Path) -> impl Iterator<Item = std::io::Result<walkdir::DirEntry>> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(|entry| match entry {
+            Ok(entry) => Some(Ok(entry)),
             Err(e)
                 if e.io_error().map(std::io::Error::kind) == Some(std::io::ErrorKind::NotFound) =>
             {
-                continue;
+                None
             }
-            Err(e) => return Err(e.into()),
-        };
+            Err(e) => Some(Err(e.into())),
+        })
+}
+
+/// Regular files under `dir` with their `/`-separated relative paths, sorted (see
+/// [`entries_under`]).
+pub fn files_under(dir: &Path) -> std::io::Result<Vec<(String, std::path::PathBuf)>> {
+    let mut out = Vec::new();
+    for entry in entries_under(dir) {
+        let entry = entry?;
         if entry.file_type().is_file() {
             let rel = entry
                 .path()

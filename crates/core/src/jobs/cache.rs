@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use nix::errno::Errno;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
-use crate::browse::files_under;
+use crate::browse::{entries_under, files_under};
 
 /// Hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -368,21 +368,12 @@ impl Fingerprints {
     }
 }
 
-/// `dir` and every folder under it (symlinks not followed); a folder that vanished meanwhile
-/// is passed over.
+/// `dir` and every folder under it (see [`entries_under`]).
 fn folders_under(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for entry in walkdir::WalkDir::new(dir) {
-        match entry {
-            Ok(entry) if entry.file_type().is_dir() => out.push(entry.into_path()),
-            Ok(_) => {}
-            Err(e)
-                if e.io_error().map(std::io::Error::kind) == Some(std::io::ErrorKind::NotFound) => {
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(out)
+    entries_under(dir)
+        .filter(|entry| entry.as_ref().map_or(true, |e| e.file_type().is_dir()))
+        .map(|entry| entry.map(walkdir::DirEntry::into_path))
+        .collect()
 }
 
 /// `{path, sha256, size}` of each uploaded file, sorted by path.
