@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::RecentRows;
 use super::jobs::{Batch, Binding, NewRequest, NewRun, RequestKind, Statement, UploadState};
 
-/// Creates in one transaction at most (each binds 23 values; SQLite takes 32,766).
+/// Creates in one transaction at most (each binds 25 values; SQLite takes 32,766).
 const GROUP_MAX: usize = 64;
 
 /// Where creates are sent to be written.
@@ -50,6 +50,8 @@ struct Rows {
     parameter: String,
     runtime_options: String,
     client_address: Option<String>,
+    tenant_id: String,
+    key_id: Option<String>,
     binding: Option<Binding>,
     at: Timestamp,
 }
@@ -93,6 +95,8 @@ impl Rows {
             parameter: request.parameter.to_string(),
             runtime_options: serde_json::to_string(&request.runtime_options)?,
             client_address: request.client_address.clone(),
+            tenant_id: request.tenant_id.clone(),
+            key_id: request.key_id.clone(),
             binding: binding.cloned(),
             at: Timestamp::now(),
         })
@@ -127,6 +131,8 @@ impl Rows {
             .bind(run_id)
             .bind(cache_hit)
             .bind(&self.client_address)
+            .bind(&self.tenant_id)
+            .bind(&self.key_id)
             .bind(self.at)
             .bind(self.at)
     }

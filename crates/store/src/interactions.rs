@@ -360,6 +360,8 @@ mod tests {
             runtime_options: serde_json::from_value(json!({"execution_mode": "interactive"}))
                 .unwrap(),
             client_address: None,
+            tenant_id: crate::DEFAULT_TENANT.into(),
+            key_id: None,
         };
         let run = NewRun {
             run_id: "r1".into(),

@@ -62,6 +62,10 @@ pub struct Request {
     pub temp_dir: Option<String>,
     /// The address the request came from (the service's view of its connection).
     pub client_address: Option<String>,
+    /// The tenant the request belongs to: only its keys (and admins) see it.
+    pub tenant_id: String,
+    /// The API key that created it, when one did.
+    pub key_id: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -196,6 +200,10 @@ pub struct NewRequest {
     pub runtime_options: RuntimeOptions,
     /// The address the request came from.
     pub client_address: Option<String>,
+    /// The tenant it belongs to.
+    pub tenant_id: String,
+    /// The API key that created it, when one did.
+    pub key_id: Option<String>,
 }
 
 /// A run to create.
@@ -292,7 +300,7 @@ macro_rules! request_columns {
         "request_id, kind, skill_id, NULLIF(engine, '') AS engine, model, engine_options, input, \
          parameter, \
          runtime_options, upload_state, run_id, cache_hit, error, error_code, temp_dir, \
-         client_address, created_at, updated_at"
+         client_address, tenant_id, key_id, created_at, updated_at"
     };
 }
 pub(crate) use request_columns;
@@ -326,8 +334,8 @@ macro_rules! insert_request {
     () => {
         "INSERT INTO requests (request_id, kind, skill_id, engine, model, engine_options, input,
                                parameter, runtime_options, upload_state, run_id, cache_hit,
-                               client_address, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                               client_address, tenant_id, key_id, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     };
 }
 pub(crate) use insert_request;
@@ -372,6 +380,8 @@ pub struct RunFilter {
     pub since: Option<Timestamp>,
     /// The start or the end of a request id, or the start of a skill id.
     pub search: Option<String>,
+    /// Only this tenant's requests (`None`: every tenant's).
+    pub tenant_id: Option<String>,
     /// Only requests listed after this one: where the previous page ended.
     pub after: Option<RunCursor>,
     pub limit: u32,
@@ -878,6 +888,9 @@ impl JobStore for Sqlite {
                     .push(" AND status IN ('queued', 'running', 'waiting_user', 'waiting_auth'))");
             }
         }
+        if let Some(tenant_id) = &filter.tenant_id {
+            query.push(" AND tenant_id = ").push_bind(tenant_id.clone());
+        }
         if let Some(skill_id) = &filter.skill_id {
             query.push(" AND skill_id = ").push_bind(skill_id.clone());
         }
@@ -1113,6 +1126,8 @@ pub(crate) mod tests {
             parameter: json!({}),
             runtime_options: Default::default(),
             client_address: None,
+            tenant_id: crate::DEFAULT_TENANT.into(),
+            key_id: None,
         }
     }
 

@@ -28,12 +28,17 @@ mod interactions;
 mod jobs;
 mod postgres;
 mod recent;
+mod tenants;
 
 pub use engines::{EngineStore, StoredMcpServer, StoredSnapshot, Upgrade, UpgradeResult};
 pub use installs::{InstallPhase, InstallRequest, InstallStore};
 pub use interactions::*;
 pub use jobs::*;
 pub use postgres::{InstallLock, Postgres, Signal, Signals};
+pub use tenants::{
+    ApiKey, AuditEntry, DEFAULT_TENANT, NewAudit, NewKey, Quotas, Role, Tenant, TenantDeletion,
+    TenantStore,
+};
 
 /// Lifecycle of a background task: a package install, an engine upgrade (and each engine in it).
 #[derive(
@@ -83,10 +88,17 @@ pub fn is_storage_full(cause: &(dyn std::error::Error + 'static)) -> bool {
 
 /// Everything the service keeps about what it accepted, whatever holds it: a backend
 /// implements each part ([`JobStore`], [`InteractionStore`], [`InstallStore`],
-/// [`EngineStore`]): [`Sqlite`] or [`Postgres`].
+/// [`EngineStore`], [`TenantStore`]): [`Sqlite`] or [`Postgres`].
 #[async_trait::async_trait]
 pub trait Backend:
-    JobStore + InteractionStore + InstallStore + EngineStore + std::fmt::Debug + Send + Sync
+    JobStore
+    + InteractionStore
+    + InstallStore
+    + EngineStore
+    + TenantStore
+    + std::fmt::Debug
+    + Send
+    + Sync
 {
     /// Waits for open connections to finish and closes them.
     async fn close(&self);
@@ -617,6 +629,8 @@ pub(crate) mod tests {
             parameter: serde_json::json!({}),
             runtime_options: Default::default(),
             client_address: None,
+            tenant_id: crate::DEFAULT_TENANT.into(),
+            key_id: None,
         };
         for (q, r, engine) in [("q1", "r1", Engine::Script), ("q2", "r2", Engine::Codex)] {
             let binding = Binding::Run(run(r, engine));

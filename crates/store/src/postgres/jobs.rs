@@ -102,8 +102,9 @@ impl JobStore for Postgres {
         sqlx::query(
             "INSERT INTO requests (request_id, kind, skill_id, engine, model, engine_options,
                                    input, parameter, runtime_options, upload_state, run_id,
-                                   cache_hit, created_at, updated_at, client_address)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14)",
+                                   cache_hit, created_at, updated_at, client_address,
+                                   tenant_id, key_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14, $15, $16)",
         )
         .bind(&request.request_id)
         .bind(request.kind)
@@ -119,6 +120,8 @@ impl JobStore for Postgres {
         .bind(cache_hit)
         .bind(now)
         .bind(&request.client_address)
+        .bind(&request.tenant_id)
+        .bind(&request.key_id)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -391,6 +394,9 @@ impl JobStore for Postgres {
                 .push(" AND run_id IN (SELECT run_id FROM runs WHERE status = ")
                 .push_bind(status)
                 .push(")");
+        }
+        if let Some(tenant_id) = &filter.tenant_id {
+            query.push(" AND tenant_id = ").push_bind(tenant_id.clone());
         }
         if let Some(skill_id) = &filter.skill_id {
             query.push(" AND skill_id = ").push_bind(skill_id.clone());

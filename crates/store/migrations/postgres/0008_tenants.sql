@@ -1,0 +1,46 @@
+-- Tenants, API keys and the audit log: the same tables and columns as SQLite's
+-- 0013_tenants.sql (see there for what each means).
+CREATE TABLE tenants (
+    tenant_id  TEXT PRIMARY KEY NOT NULL,
+    name       TEXT NOT NULL UNIQUE,
+    quotas     TEXT NOT NULL DEFAULT '{}',
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+
+INSERT INTO tenants (tenant_id, name, quotas, created_at, updated_at)
+VALUES ('default', 'default', '{}', '1970-01-01T00:00:00.000000Z', '1970-01-01T00:00:00.000000Z');
+
+CREATE TABLE api_keys (
+    key_id       TEXT PRIMARY KEY NOT NULL,
+    -- No foreign key: a revoked key outlives its tenant, as a record.
+    tenant_id    TEXT NOT NULL,
+    role         TEXT NOT NULL CHECK (role IN ('admin', 'operator', 'submit', 'read')),
+    name         TEXT NOT NULL,
+    prefix       TEXT NOT NULL,
+    hash         TEXT NOT NULL UNIQUE,
+    expires_at   TEXT,
+    last_used_at TEXT,
+    created_by   TEXT,
+    created_at   TEXT NOT NULL,
+    updated_at   TEXT NOT NULL,
+    revoked_at   TEXT
+);
+
+CREATE INDEX api_keys_tenant ON api_keys (tenant_id);
+
+CREATE TABLE audit (
+    seq       BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at        TEXT NOT NULL,
+    key_id    TEXT,
+    tenant_id TEXT,
+    action    TEXT NOT NULL,
+    target    TEXT,
+    detail    TEXT NOT NULL DEFAULT '{}'
+);
+
+ALTER TABLE requests ADD COLUMN tenant_id TEXT NOT NULL DEFAULT 'default';
+ALTER TABLE requests ADD COLUMN key_id TEXT;
+
+CREATE INDEX requests_listed_by_tenant ON requests (tenant_id, created_at DESC, seq DESC)
+    WHERE run_id IS NOT NULL;
