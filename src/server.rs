@@ -220,6 +220,9 @@ pub async fn serve(
         agent: agent.clone(),
         skill_docs,
         upgrades: upgrades.clone(),
+        tenants: Arc::new(skill_runner_core::tenants::manage::Tenants::new(
+            store.clone(),
+        )),
         terminal: Default::default(),
         draining: Default::default(),
     };

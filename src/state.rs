@@ -30,6 +30,8 @@ pub struct AppState {
     /// The `SKILL.md` skills of the configured roots.
     pub skill_docs: Arc<Docs>,
     pub upgrades: Arc<Upgrader>,
+    /// Tenants, their keys as this node checks them, and the audit log.
+    pub tenants: Arc<skill_runner_core::tenants::manage::Tenants>,
     /// The operator's terminal for logging engine CLIs in.
     pub terminal: Arc<Terminal>,
     /// Set when a shutdown begins: readiness answers 503 from then on.

@@ -1,60 +1,114 @@
-//! Who may call the API.
+//! Who may call the API, and as whom.
 //!
-//! Bearer tokens (`SKILL_RUNNER_API_TOKENS`, when set) close every route but the probes,
-//! `/v1/system/ping`, `/healthz` and `/readyz` ([`require_token`]); Basic Auth
-//! (`UI_BASIC_AUTH_ENABLED`) closes the administrative routes (package installs, engine
-//! upgrades, model snapshots, auth status: [`Admin`]) and is the console's own login. Either
-//! credential opens what the other does: a valid token passes the administrative routes, the
-//! console's user and password pass the token check, because both already allow running code
-//! through the service. Among nodes sharing a database, a read one node forwards to another
-//! carries the nodes' shared secret ([`NODE_HEADER`]), which passes both checks: the client's
-//! own credentials were checked by the node it asked.
+//! Every request is made by a [`Caller`]: a tenant, a role and the key presented. API keys
+//! (`Authorization: Bearer sr_…`, made through `/v1/management/tenants/{id}/keys` or
+//! `skill-runner keys create`) stand for their tenant and role; a `SKILL_RUNNER_API_TOKENS`
+//! token, the console's Basic Auth (`UI_BASIC_AUTH_ENABLED`) and a read another node forwarded
+//! (it carries the nodes' shared secret, [`NODE_HEADER`]: the client's credentials were
+//! checked by the node it asked) stand for the default tenant's admin. With no token
+//! configured and no key in force the service is open, and every caller is that admin, as
+//! before tenants existed; otherwise a request without a credential gets 401 (but the probes,
+//! `/v1/system/ping`, `/healthz` and `/readyz`), and so does a key revoked or expired.
 //!
-//! A browser cannot send a bearer token: with tokens configured, a console page or `/docs`
-//! opened without one is sent to `/ui/login`, where the token is exchanged for a cookie
+//! [`authenticate`] decides the caller and refuses (403) what its role does not allow:
+//! [`needed_role`] is the one table of what each route needs. Basic Auth, when on, still
+//! closes the administrative routes ([`Admin`]) to callers without it, a token or an operator
+//! key.
+//!
+//! A browser cannot send a bearer token: with credentials required, a console page or `/docs`
+//! opened without one is sent to `/ui/login`, where a token or key is exchanged for a cookie
 //! ([`SESSION_COOKIE`]: `HttpOnly`, `SameSite=Strict`, `Secure` over HTTPS and on loopback)
 //! that stands for it from then on. The login page and the static files it uses need nothing.
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum_extra::headers::authorization::{Basic, Bearer};
 use axum_extra::headers::{Authorization, HeaderMapExt as _};
 
 use skill_runner_core::jobs::relay::NODE_HEADER;
+use skill_runner_core::tenants::access::Presented;
+use skill_runner_core::tenants::{Caller, Role};
 use subtle::ConstantTimeEq as _;
 
 use crate::api::error::ApiError;
 use crate::config::BasicAuth;
 use crate::state::AppState;
 
-/// A middleware over the whole router: with tokens configured, a request needs one (or the
-/// console's Basic Auth); otherwise 401 with `WWW-Authenticate: Bearer`.
-pub async fn require_token(
+/// What the credentials of a request turned out to be.
+enum Identified {
+    Caller(Caller),
+    /// A key that opens nothing (unknown, revoked or expired).
+    Refused,
+    /// No credential this service knows.
+    Nobody,
+}
+
+/// A middleware over the whole router: decides the request's [`Caller`] (put in its
+/// extensions for the handlers) and refuses what the caller may not do.
+pub async fn authenticate(
     State(state): State<AppState>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
-    let config = &state.config;
     let path = request.uri().path();
-    if config.api_tokens.is_none()
-        || skill_runner_web::PROBES.contains(&path)
+    let exempt = skill_runner_web::PROBES.contains(&path)
         || path == LOGIN_PATH
-        || path.starts_with("/static/")
-        || carries_credentials(&state, request.headers())
-    {
-        return next.run(request).await;
+        || path.starts_with("/static/");
+    let identified = match identify(&state, request.headers()).await {
+        Ok(identified) => identified,
+        Err(e) => return ApiError::Internal(e).into_response(),
+    };
+    let caller = match identified {
+        Identified::Caller(caller) => caller,
+        Identified::Refused if !exempt => {
+            return unauthorized(
+                "Bearer realm=\"skill-runner\", error=\"invalid_token\"",
+                "The API key is unknown, revoked or expired: ask an administrator for a key",
+            );
+        }
+        Identified::Refused | Identified::Nobody => match open(&state).await {
+            Ok(true) => Caller::operator(),
+            Ok(false) if exempt => return next.run(request).await,
+            Ok(false) => return refuse_anonymous(&request),
+            Err(e) => return ApiError::Internal(e).into_response(),
+        },
+    };
+    let needed = needed_role(request.method(), path);
+    if !caller.may(needed) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "This key's role ({}) does not allow {} {path}: it needs a {} key or wider",
+                caller.role.as_str(),
+                request.method(),
+                needed.as_str()
+            ),
+        )
+        .into_response();
     }
-    // A browser opening a page: to the login, coming back here after it.
+    request.extensions_mut().insert(caller);
+    next.run(request).await
+}
+
+/// Whether the service is open: no token configured and no key in force.
+async fn open(state: &AppState) -> anyhow::Result<bool> {
+    Ok(state.config.api_tokens.is_none() && !state.tenants.access().keys_in_force().await?)
+}
+
+/// A request without credentials on a closed service: a browser opening a page goes to the
+/// login, coming back here after it; anything else gets 401.
+fn refuse_anonymous(request: &Request) -> Response {
+    let path = request.uri().path();
     let page = path == "/ui" || path.starts_with("/ui/") || path == "/docs";
     let browser = request
         .headers()
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("text/html"));
-    if page && browser && request.method() == axum::http::Method::GET {
+    if page && browser && request.method() == Method::GET {
         let here = request.uri().path_and_query().map_or(path, |p| p.as_str());
         let login = format!("{LOGIN_PATH}?next={}", url_encode(here));
         return axum::response::Redirect::to(&login).into_response();
@@ -63,6 +117,145 @@ pub async fn require_token(
         "Bearer realm=\"skill-runner\"",
         "Authentication required: send Authorization: Bearer <token>",
     )
+}
+
+/// The role a route needs. Reading is `read`'s; making, answering and stopping runs
+/// `submit`'s; tenants and the audit log the admins'; everything else that changes the
+/// service (installs, engines, settings, keys, MCP servers, clean-ups), and what reads the
+/// service's own state rather than a tenant's (engine logins, settings, logs, metrics, agent
+/// sessions), the operators'.
+pub fn needed_role(method: &Method, path: &str) -> Role {
+    let run = |suffix: &str| {
+        ["/v1/jobs/", "/v1/temp-skill-runs/", "/v1/management/runs/", "/ui/runs/"]
+            .iter()
+            .any(|family| {
+                path.strip_prefix(family)
+                    .and_then(|rest| rest.split_once('/'))
+                    .is_some_and(|(_, tail)| tail == suffix)
+            })
+    };
+    if path.starts_with("/v1/management/audit")
+        || (path.starts_with("/v1/management/tenants") && !path.ends_with("/keys"))
+    {
+        return Role::Admin;
+    }
+    let operators = [
+        "/v1/management/keys",
+        "/v1/management/tenants",
+        "/v1/engines/auth-status",
+        "/v1/engines/upgrades",
+        "/v1/management/engines",
+        "/v1/management/mcp",
+        "/v1/management/system",
+        "/v1/sessions",
+        "/ui/sessions",
+        "/ui/engines",
+        "/ui/management/engines",
+        "/ui/settings",
+        "/metrics",
+    ];
+    if operators.iter().any(|p| path.starts_with(p)) {
+        return Role::Operator;
+    }
+    if matches!(*method, Method::GET | Method::HEAD) {
+        return Role::Read;
+    }
+    let reads = [
+        "/v1/system/handshake",
+        "/v1/skill-docs:validate",
+        "/v1/tools:validate",
+        "/ui/logout",
+    ];
+    if reads.contains(&path) {
+        return Role::Read;
+    }
+    let submits = path == "/v1/jobs"
+        || path == "/v1/temp-skill-runs"
+        || path == "/v1/route"
+        || path == "/agent/chat"
+        || path == "/v1/agent/chat"
+        || ["upload", "cancel", "reply", "interaction/reply", "interaction/reply/files", "reply/files", "rerun"]
+            .into_iter()
+            .any(run)
+        || path.ends_with(":invoke")
+        || path.ends_with(":call")
+        || (path.starts_with("/ui/skills/") && path.ends_with("/run"));
+    if submits {
+        Role::Submit
+    } else {
+        Role::Operator
+    }
+}
+
+/// A handler argument: the request's caller (set by [`authenticate`]).
+#[derive(Debug, Clone)]
+pub struct Acting(pub Caller);
+
+impl<S: Send + Sync> FromRequestParts<S> for Acting {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Response> {
+        caller_of(parts).map(Acting)
+    }
+}
+
+/// The caller [`authenticate`] put in the request; 401 on a route it let pass without one.
+pub fn caller_of(parts: &Parts) -> Result<Caller, Response> {
+    parts.extensions.get::<Caller>().cloned().ok_or_else(|| {
+        unauthorized(
+            "Bearer realm=\"skill-runner\"",
+            "Authentication required: send Authorization: Bearer <token>",
+        )
+    })
+}
+
+/// Who the request's credentials say it is: a key (bearer or console cookie), a configured
+/// token, the console's Basic Auth, or another node.
+async fn identify(state: &AppState, headers: &HeaderMap) -> anyhow::Result<Identified> {
+    let bearer = headers
+        .typed_get::<Authorization<Bearer>>()
+        .map(|given| given.token().to_owned());
+    for credential in bearer.into_iter().chain(session_cookie(headers)) {
+        match identify_credential(state, &credential).await? {
+            Identified::Nobody => {}
+            known => return Ok(known),
+        }
+    }
+    if from_node(state, headers) || carries_pair(state.config.admin_auth.as_ref(), headers) {
+        return Ok(Identified::Caller(Caller::operator()));
+    }
+    Ok(Identified::Nobody)
+}
+
+/// Whether the request is a read another node forwarded: it carries the nodes' shared secret.
+fn from_node(state: &AppState, headers: &HeaderMap) -> bool {
+    state
+        .store
+        .cluster()
+        .zip(headers.get(NODE_HEADER))
+        .is_some_and(|(cluster, given)| {
+            bool::from(given.as_bytes().ct_eq(cluster.secret().as_bytes()))
+        })
+}
+
+/// What one bearer token or console cookie stands for.
+async fn identify_credential(state: &AppState, credential: &str) -> anyhow::Result<Identified> {
+    Ok(match state.tenants.access().check(credential).await? {
+        Presented::Key(caller) => Identified::Caller(caller),
+        Presented::Refused => Identified::Refused,
+        Presented::NotAKey if token_accepted(state, credential) => {
+            Identified::Caller(Caller::operator())
+        }
+        Presented::NotAKey => Identified::Nobody,
+    })
+}
+
+/// The caller a console login's token or key stands for, if it stands for one.
+pub async fn login_caller(state: &AppState, credential: &str) -> anyhow::Result<Option<Caller>> {
+    Ok(match identify_credential(state, credential).await? {
+        Identified::Caller(caller) => Some(caller),
+        Identified::Refused | Identified::Nobody => None,
+    })
 }
 
 /// The console's login page.
@@ -91,8 +284,9 @@ fn url_encode(text: &str) -> String {
         .collect()
 }
 
-/// A handler argument: the request carries the configured user and password (or Basic Auth
-/// is off). Otherwise the answer is 401 with `WWW-Authenticate: Basic`.
+/// A handler argument: the request carries the configured user and password, a configured
+/// token or an operator's key (or Basic Auth is off). Otherwise the answer is 401 with
+/// `WWW-Authenticate: Basic`.
 #[derive(Debug)]
 pub struct Admin;
 
@@ -100,7 +294,23 @@ impl FromRequestParts<AppState> for Admin {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
-        if state.config.admin_auth.is_none() || carries_credentials(state, &parts.headers) {
+        let config = &state.config;
+        let keyed_operator = parts
+            .extensions
+            .get::<Caller>()
+            .is_some_and(|c| c.key_id.is_some() && c.may(Role::Operator));
+        let token = config
+            .api_tokens
+            .as_ref()
+            .zip(parts.headers.typed_get::<Authorization<Bearer>>())
+            .is_some_and(|(tokens, given)| tokens.accepts(given.token()))
+            || session_cookie(&parts.headers).is_some_and(|given| token_accepted(state, &given));
+        if config.admin_auth.is_none()
+            || keyed_operator
+            || token
+            || carries_pair(config.admin_auth.as_ref(), &parts.headers)
+            || from_node(state, &parts.headers)
+        {
             return Ok(Admin);
         }
         Err(unauthorized(
@@ -108,27 +318,6 @@ impl FromRequestParts<AppState> for Admin {
             "Authentication required",
         ))
     }
-}
-
-/// Whether the request's `Authorization` is a configured bearer token or the configured Basic
-/// Auth pair, or the request is a read another node of the cluster forwarded (it carries the
-/// nodes' shared secret: the client's credentials were checked there).
-fn carries_credentials(state: &AppState, headers: &HeaderMap) -> bool {
-    let config = &state.config;
-    config
-        .api_tokens
-        .as_ref()
-        .zip(headers.typed_get::<Authorization<Bearer>>())
-        .is_some_and(|(tokens, given)| tokens.accepts(given.token()))
-        || session_cookie(headers).is_some_and(|given| token_accepted(state, &given))
-        || carries_pair(config.admin_auth.as_ref(), headers)
-        || state
-            .store
-            .cluster()
-            .zip(headers.get(NODE_HEADER))
-            .is_some_and(|(cluster, given)| {
-                bool::from(given.as_bytes().ct_eq(cluster.secret().as_bytes()))
-            })
 }
 
 /// The token of a console login, if the request carries its cookie.

@@ -119,7 +119,7 @@ pub async fn chat(
     let cursor = cursor(&headers, query.cursor)?;
     let stream = state
         .jobs
-        .conversation_stream::<Items>(scope, &request_id, cursor)
+        .conversation_stream::<Items>(&scope, &request_id, cursor)
         .await?;
     Ok(sse(stream, |e| (e.name, e.id, e.data)))
 }
@@ -199,7 +199,7 @@ async fn page<P: Projection>(
     let limit = query.limit.unwrap_or(MAX_PAGE_ITEMS);
     let history = state
         .jobs
-        .conversation_page::<P>(scope, &request_id, range, limit)
+        .conversation_page::<P>(&scope, &request_id, range, limit)
         .await?;
     let next_from_seq = history
         .has_more

@@ -342,7 +342,7 @@ pub async fn run_session(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<RunAuthSession>> {
-    let auth_session = state.logins.run_auth(scope, &request_id).await?;
+    let auth_session = state.logins.run_auth(&scope, &request_id).await?;
     Ok(Json(RunAuthSession {
         request_id,
         auth_session,
@@ -385,7 +385,7 @@ pub async fn run_import(
     to_completion(async move {
         state
             .logins
-            .import_for_run(scope, &request_id, files)
+            .import_for_run(&scope, &request_id, files)
             .await?;
         Ok::<_, ApiError>(Json(AuthImported {
             request_id,

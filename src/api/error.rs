@@ -76,6 +76,7 @@ impl From<Error> for ApiError {
         let (status, detail) = match e {
             Error::Invalid(d) => (StatusCode::BAD_REQUEST, d),
             Error::Unprocessable(d) => (StatusCode::UNPROCESSABLE_ENTITY, d),
+            Error::Forbidden(d) => (StatusCode::FORBIDDEN, d),
             Error::NotFound(d) => (StatusCode::NOT_FOUND, d),
             Error::Conflict(d) => (StatusCode::CONFLICT, d),
             Error::TooLarge(d) => (StatusCode::PAYLOAD_TOO_LARGE, d),

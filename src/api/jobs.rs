@@ -16,12 +16,13 @@ use serde_json::Value;
 use tokio_util::io::ReaderStream;
 
 use super::upload::{FileField, save_file_fields};
+use crate::api::auth::Acting;
 use crate::api::error::{ApiError, ApiResult};
 use crate::api::run_views::{
     CancelResponse, CreateJob, CreateTemp, Created, LogRange, LogRangeQuery, NewRequest,
     PendingInteraction, ReplyAccepted, ReplyBody, RequestStatus, RunLogs, Uploaded, request_status,
 };
-use crate::jobs::Scope;
+use crate::jobs::{Family, Scope};
 use crate::jobs::create::UploadFiles;
 use crate::jobs::events::Offsets;
 use crate::jobs::fcmp::Fcmp;
@@ -61,20 +62,26 @@ pub async fn deprecated_alias(
 /// Prefix of the management routes, which see requests of both families.
 pub const MANAGEMENT_PREFIX: &str = "/v1/management";
 
-/// Which API family a request came through.
-#[derive(Debug, Clone, Copy)]
+/// Which requests a route may see: those of its API family (read from its path), of the
+/// caller's tenant (every tenant's for an admin).
+#[derive(Debug, Clone)]
 pub struct Kind(pub Scope);
 
 impl<S: Send + Sync> FromRequestParts<S> for Kind {
-    type Rejection = std::convert::Infallible;
+    type Rejection = Response;
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let caller = crate::api::auth::caller_of(parts)?;
         let path = parts.uri.path();
-        Ok(Kind(if path.starts_with(TEMP_PREFIX) {
-            Scope::Temp
+        let family = if path.starts_with(TEMP_PREFIX) {
+            Family::Temp
         } else if path.starts_with(MANAGEMENT_PREFIX) {
-            Scope::Management
+            Family::Management
         } else {
-            Scope::Jobs
+            Family::Jobs
+        };
+        Ok(Kind(Scope {
+            family,
+            tenant: caller.visible_tenant(),
         }))
     }
 }
@@ -145,11 +152,12 @@ pub fn bad_query(e: QueryRejection) -> ApiError {
     ))]
 pub async fn create_job(
     State(state): State<AppState>,
+    Acting(caller): Acting,
     ClientAddress(client): ClientAddress,
     body: Result<Json<CreateJob>, JsonRejection>,
 ) -> ApiResult<Json<Created>> {
     let Json(body) = body.map_err(bad_json)?;
-    let new = NewRequest::of(body, client)?;
+    let new = NewRequest::of(body, client, caller)?;
     to_completion(async move {
         match new {
             NewRequest::Job(job) => state.jobs.create_job(job).await,
@@ -169,11 +177,12 @@ pub async fn create_job(
     ))]
 pub async fn create_temp(
     State(state): State<AppState>,
+    Acting(caller): Acting,
     ClientAddress(client): ClientAddress,
     body: Result<Json<CreateTemp>, JsonRejection>,
 ) -> ApiResult<Json<Created>> {
     let Json(body) = body.map_err(bad_json)?;
-    to_completion(async move { state.jobs.create_temp(body.into_run(client)).await })
+    to_completion(async move { state.jobs.create_temp(body.into_run(client, caller)).await })
         .await
         .map(|admitted| Json(admitted.into()))
 }
@@ -226,7 +235,7 @@ async fn receive_upload(
     mut multipart: Multipart,
 ) -> ApiResult<Uploaded> {
     let jobs = &state.jobs;
-    let request = jobs.claim_upload(scope, &request_id).await?;
+    let request = jobs.claim_upload(&scope, &request_id).await?;
     let kind = request.kind;
     let dir = jobs.upload_dir(kind, &request_id);
     let mut fields = vec![FileField {
@@ -271,7 +280,7 @@ pub async fn status(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<RequestStatus>> {
-    let (request, run) = state.jobs.status(scope, &request_id).await?;
+    let (request, run) = state.jobs.status(&scope, &request_id).await?;
     Ok(Json(request_status(request, run)))
 }
 
@@ -285,7 +294,7 @@ pub async fn result(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    Ok(Json(state.jobs.result(scope, &request_id).await?))
+    Ok(Json(state.jobs.result(&scope, &request_id).await?))
 }
 
 /// `{request_id, artifacts: ["artifacts/..."]}`.
@@ -297,7 +306,7 @@ pub async fn artifacts(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    Ok(Json(state.jobs.artifacts(scope, &request_id).await?))
+    Ok(Json(state.jobs.artifacts(&scope, &request_id).await?))
 }
 
 /// Downloads one artifact; the path must start with `artifacts/`.
@@ -313,7 +322,7 @@ pub async fn artifact(
     Kind(scope): Kind,
     Path((request_id, path)): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    let (file, name) = state.jobs.artifact_file(scope, &request_id, &path).await?;
+    let (file, name) = state.jobs.artifact_file(&scope, &request_id, &path).await?;
     send_file(file.into(), &name, "application/octet-stream").await
 }
 
@@ -332,7 +341,7 @@ pub async fn bundle(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Response> {
-    send_bundle(&state, scope, &request_id, false).await
+    send_bundle(&state, &scope, &request_id, false).await
 }
 
 /// The run's debug bundle (`run_bundle_debug.zip`) whatever the request asked: every file of
@@ -352,12 +361,12 @@ pub async fn debug_bundle(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Response> {
-    send_bundle(&state, scope, &request_id, true).await
+    send_bundle(&state, &scope, &request_id, true).await
 }
 
 pub(super) async fn send_bundle(
     state: &AppState,
-    scope: Scope,
+    scope: &Scope,
     request_id: &str,
     debug: bool,
 ) -> ApiResult<Response> {
@@ -375,7 +384,7 @@ pub async fn logs(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<RunLogs>> {
-    let logs = state.jobs.logs(scope, &request_id).await?;
+    let logs = state.jobs.logs(&scope, &request_id).await?;
     Ok(Json(RunLogs::of(&request_id, logs)))
 }
 
@@ -400,7 +409,7 @@ pub async fn log_range(
     let Query(q) = query.map_err(bad_query)?;
     let span = state
         .jobs
-        .log_range(scope, &request_id, q.stream.into(), q.byte_from, q.byte_to)
+        .log_range(&scope, &request_id, q.stream.into(), q.byte_from, q.byte_to)
         .await?;
     Ok(Json(LogRange::of(&request_id, q.stream, span)))
 }
@@ -416,7 +425,7 @@ pub async fn cancel(
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<CancelResponse>> {
     to_completion(async move {
-        let canceled = state.jobs.cancel(scope, &request_id).await?;
+        let canceled = state.jobs.cancel(&scope, &request_id).await?;
         Ok::<_, crate::error::Error>(Json(CancelResponse::of(&request_id, canceled)))
     })
     .await
@@ -484,7 +493,7 @@ pub async fn events(
         let cursor = super::chat::cursor(&headers, query.cursor)?;
         let stream = state
             .jobs
-            .conversation_stream::<Fcmp>(scope, &request_id, cursor)
+            .conversation_stream::<Fcmp>(&scope, &request_id, cursor)
             .await?;
         return Ok(sse(stream, |e| (e.name, e.id, e.data)));
     }
@@ -503,7 +512,7 @@ pub async fn events(
             stderr: query.stderr_from.unwrap_or(0),
         },
     };
-    let stream = state.jobs.events(scope, &request_id, from).await?;
+    let stream = state.jobs.events(&scope, &request_id, from).await?;
     Ok(sse(stream, |e| (e.name, e.id, e.data)))
 }
 
@@ -543,7 +552,7 @@ pub async fn pending(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<PendingInteraction>> {
-    let pending = state.jobs.pending(scope, &request_id).await?;
+    let pending = state.jobs.pending(&scope, &request_id).await?;
     Ok(Json(PendingInteraction::of(&request_id, pending)))
 }
 
@@ -568,7 +577,7 @@ pub async fn reply(
 ) -> ApiResult<Json<ReplyAccepted>> {
     let Json(body) = body.map_err(bad_json)?;
     to_completion(async move {
-        state.jobs.reply(scope, &request_id, body.into()).await?;
+        state.jobs.reply(&scope, &request_id, body.into()).await?;
         Ok::<_, crate::error::Error>(Json(ReplyAccepted {
             request_id,
             status: RunStatus::Queued,

@@ -231,6 +231,8 @@ pub struct RunListQuery {
     pub q: Option<String>,
     /// The previous page's `next_cursor`: the page after it.
     pub cursor: Option<String>,
+    /// Admins only: one tenant's runs (other keys always see their own tenant's).
+    pub tenant_id: Option<String>,
 }
 
 impl RunListQuery {
@@ -305,6 +307,7 @@ impl RunListQuery {
             engine,
             since,
             search: given(&self.q).map(str::to_owned),
+            tenant_id: given(&self.tenant_id).map(str::to_owned),
             after,
             limit,
         })
@@ -318,10 +321,11 @@ impl RunListQuery {
     responses((status = 200, body = RunList), (status = 422, description = "A parameter it cannot take; `detail` names it")))]
 pub async fn list_runs(
     State(state): State<AppState>,
+    Kind(scope): Kind,
     query: Result<Query<RunListQuery>, QueryRejection>,
 ) -> ApiResult<Json<RunList>> {
     let Query(query) = query.map_err(bad_query)?;
-    let (rows, next) = state.jobs.list(&query.filter(200)?).await?;
+    let (rows, next) = state.jobs.list(&scope, &query.filter(200)?).await?;
     Ok(Json(RunList {
         runs: rows
             .into_iter()
@@ -340,7 +344,7 @@ pub async fn get_run(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<RunState>> {
-    let (request, run) = state.jobs.request_and_run(scope, &request_id).await?;
+    let (request, run) = state.jobs.request_and_run(&scope, &request_id).await?;
     Ok(Json(RunState::of(request, run)))
 }
 
@@ -354,7 +358,7 @@ pub async fn run_files(
     Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<RunFiles>> {
-    let (run, entries) = state.jobs.run_files(scope, &request_id).await?;
+    let (run, entries) = state.jobs.run_files(&scope, &request_id).await?;
     Ok(Json(RunFiles::of(&request_id, run, entries)))
 }
 
@@ -392,11 +396,11 @@ pub async fn run_file(
     if query.download {
         let (file, name) = state
             .jobs
-            .run_file_download(scope, &request_id, &query.path)
+            .run_file_download(&scope, &request_id, &query.path)
             .await?;
         return super::jobs::send_file(file.into(), &name, "application/octet-stream").await;
     }
-    let found = state.jobs.run_file(scope, &request_id, &query.path).await?;
+    let found = state.jobs.run_file(&scope, &request_id, &query.path).await?;
     Ok(Json(RunFilePreview::of(&request_id, found)).into_response())
 }
 

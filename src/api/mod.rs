@@ -310,7 +310,7 @@ pub fn router(state: AppState) -> Router {
     ))
     .layer(axum::middleware::from_fn_with_state(
         state.clone(),
-        auth::require_token,
+        auth::authenticate,
     ))
     .layer(axum::middleware::from_fn(jobs::deprecated_alias))
     .layer(axum::middleware::from_fn(same_origin::guard))

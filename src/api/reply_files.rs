@@ -60,7 +60,7 @@ pub async fn reply_files(
                 let reply = read_metadata(&metadata)?;
                 state
                     .jobs
-                    .reply_with_files(scope, &request_id, reply, files)
+                    .reply_with_files(&scope, &request_id, reply, files)
                     .await?;
                 Ok::<_, ApiError>(Json(ReplyAccepted {
                     request_id,

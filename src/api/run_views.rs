@@ -2,6 +2,7 @@
 //! (`/v1/jobs/*`, `/v1/temp-skill-runs/*`, `/v1/management/runs/*`), built from the domain
 //! values `jobs` returns.
 
+use skill_runner_core::tenants::Caller;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -446,7 +447,11 @@ pub enum NewRequest {
 impl NewRequest {
     /// The request of body `b` from `client_address`. An installed skill needs its id, a
     /// temporary one must not have one (as the reference answers, 422 naming the field).
-    pub fn of(b: CreateJob, client_address: Option<String>) -> Result<Self, ApiError> {
+    pub fn of(
+        b: CreateJob,
+        client_address: Option<String>,
+        caller: Caller,
+    ) -> Result<Self, ApiError> {
         let skill_id = b.skill_id.filter(|id| !id.trim().is_empty());
         match (b.skill_source, skill_id) {
             (SkillSource::Installed, Some(skill_id)) => Ok(Self::Job(NewJob {
@@ -457,6 +462,7 @@ impl NewRequest {
                 model: b.model,
                 runtime_options: b.runtime_options,
                 client_address,
+                caller,
             })),
             (SkillSource::Installed, None) => Err(ApiError::invalid_field(
                 "skill_id",
@@ -470,6 +476,7 @@ impl NewRequest {
                 model: b.model,
                 runtime_options: b.runtime_options,
                 client_address,
+                caller,
             })),
             (SkillSource::TempUpload, Some(_)) => Err(ApiError::invalid_field(
                 "skill_id",
@@ -482,7 +489,7 @@ impl NewRequest {
 
 impl CreateTemp {
     /// The temporary run of this body from `client_address`.
-    pub fn into_run(self, client_address: Option<String>) -> NewTempRun {
+    pub fn into_run(self, client_address: Option<String>, caller: Caller) -> NewTempRun {
         NewTempRun {
             engine: self.engine,
             input: Value::Null,
@@ -490,6 +497,7 @@ impl CreateTemp {
             model: self.model,
             runtime_options: self.runtime_options,
             client_address,
+            caller,
         }
     }
 }

@@ -263,7 +263,7 @@ impl EngineLogins {
     }
 
     /// What the request's run waits for, if it waits for its engine's login.
-    pub async fn run_auth(&self, scope: Scope, request_id: &str) -> Result<Option<RunAuth>> {
+    pub async fn run_auth(&self, scope: &Scope, request_id: &str) -> Result<Option<RunAuth>> {
         let (_, run) = self.jobs.request_and_run(scope, request_id).await?;
         if run.status != RunStatus::WaitingAuth {
             return Ok(None);
@@ -288,7 +288,7 @@ impl EngineLogins {
     /// wait); the run is queued again.
     pub async fn import_for_run(
         &self,
-        scope: Scope,
+        scope: &Scope,
         request_id: &str,
         files: Vec<(String, Vec<u8>)>,
     ) -> Result<()> {

@@ -22,6 +22,10 @@ pub enum Error {
     /// reply's bindings against the question's slots).
     #[error("unprocessable: {0}")]
     Unprocessable(Value),
+    /// The caller's key does not allow the operation (a role too narrow, a key wider than
+    /// the one making it).
+    #[error("forbidden: {0}")]
+    Forbidden(Value),
     /// The named thing does not exist (or not in the caller's scope).
     #[error("not found: {0}")]
     NotFound(Value),
@@ -74,12 +78,17 @@ impl Error {
         Self::Conflict(detail.into())
     }
 
+    pub fn forbidden(detail: impl Into<Value>) -> Self {
+        Self::Forbidden(detail.into())
+    }
+
     /// The human message of a client-side error (a string detail, or an object's `message`);
     /// `None` for an internal failure, whose cause is not for clients.
     pub fn message(&self) -> Option<String> {
         let detail = match self {
             Self::Invalid(d)
             | Self::Unprocessable(d)
+            | Self::Forbidden(d)
             | Self::NotFound(d)
             | Self::Conflict(d)
             | Self::TooLarge(d) => d,

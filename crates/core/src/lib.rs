@@ -9,6 +9,7 @@
 //! - [`tool_defs`]: skills as tool definitions; [`browse`]: reading a run's files.
 //! - [`engine_login`]: logging engines in through the API; runs waiting for a login.
 //! - [`hints`]: what to do about each failure code.
+//! - [`tenants`]: who calls, what each key may do, the audit log.
 //! - [`disk_space`]: the reserve that lets runs be recorded on a full volume.
 //!
 //! Operations answer with [`error::Error`], a domain error the server maps to HTTP.
@@ -25,6 +26,7 @@ pub mod mcp_registry;
 pub mod packages;
 pub mod runner;
 pub mod storage;
+pub mod tenants;
 pub mod tool_defs;
 pub mod validate;
 

@@ -4,6 +4,7 @@
 //! `Sunset` (`SKILL_RUNNER_UI_LEGACY_API_SUNSET`) and a `Link` to the successor; with
 //! `SKILL_RUNNER_UI_LEGACY_API_MODE=gone` each answers 410 naming the successor.
 
+use crate::api::jobs::Kind;
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -56,8 +57,8 @@ pub async fn engines_table(l: Lang, State(state): State<AppState>) -> Response {
 }
 
 /// `GET /ui/runs/table`.
-pub async fn runs_table(l: Lang, State(state): State<AppState>) -> Response {
-    let page = runs::table(l, State(state.clone()), Query(Default::default()));
+pub async fn runs_table(l: Lang, State(state): State<AppState>, kind: Kind) -> Response {
+    let page = runs::table(l, State(state.clone()), kind, Query(Default::default()));
     legacy(&state, "/ui/management/runs/table".to_owned(), page).await
 }
 
@@ -65,10 +66,11 @@ pub async fn runs_table(l: Lang, State(state): State<AppState>) -> Response {
 pub async fn run_view(
     l: Lang,
     State(state): State<AppState>,
+    kind: Kind,
     Path(request_id): Path<String>,
 ) -> Response {
     let successor = format!("/ui/management/runs/{request_id}/view");
-    let page = runs::info(l, State(state.clone()), Path(request_id));
+    let page = runs::info(l, State(state.clone()), kind, Path(request_id));
     legacy(&state, successor, page).await
 }
 
@@ -81,12 +83,13 @@ struct LogTail {
 
 /// `GET /ui/runs/{request_id}/logs/tail`: the ends of the run's stdout and stderr; its successor
 /// is the run's event stream.
-pub async fn logs_tail(State(state): State<AppState>, Path(request_id): Path<String>) -> Response {
+pub async fn logs_tail(State(state): State<AppState>,
+    Kind(scope): Kind, Path(request_id): Path<String>) -> Response {
     let successor = format!("/v1/management/runs/{request_id}/events");
     let page = async {
         let logs = state
             .jobs
-            .logs(runs::SCOPE, &request_id)
+            .logs(&scope, &request_id)
             .await
             .map_err(ApiError::from)?;
         render(&LogTail {

@@ -3,6 +3,7 @@
 //! downloads with a preview, the rest as JSON); and the run's downloads. Also the artifact
 //! downloads and the image previews it links to.
 
+use crate::api::jobs::Kind;
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, header};
@@ -13,7 +14,7 @@ use skill_runner_types::RelPath;
 use skill_runner_web::form::Schema;
 use skill_runner_web::markdown;
 
-use super::runs::SCOPE;
+
 use super::skills::FilePath;
 use super::{ConsoleError, Lang, Page, render};
 use crate::api::error::ApiError;
@@ -177,11 +178,12 @@ fn fields(data: &serde_json::Map<String, Value>, schema: Option<&Schema>) -> Vec
 pub async fn section(
     l: Lang,
     State(state): State<AppState>,
+    Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> Page {
     let (request, run) = state
         .jobs
-        .request_and_run(SCOPE, &request_id)
+        .request_and_run(&scope, &request_id)
         .await
         .map_err(ApiError::from)?;
     render(&of(l, &state, &request, &run).await)
@@ -197,13 +199,14 @@ pub struct BundleQuery {
 /// `GET /ui/runs/{request_id}/download?path=artifacts/...`: one artifact, as an attachment.
 pub async fn artifact(
     State(state): State<AppState>,
+    Kind(scope): Kind,
     Path(request_id): Path<String>,
     Query(query): Query<FilePath>,
 ) -> Result<Response, ConsoleError> {
     let path = query.required()?;
     let (file, name) = state
         .jobs
-        .artifact_file(SCOPE, &request_id, &path)
+        .artifact_file(&scope, &request_id, &path)
         .await
         .map_err(ApiError::from)?;
     Ok(crate::api::jobs::send_file(file.into(), &name, "application/octet-stream").await?)
@@ -212,10 +215,11 @@ pub async fn artifact(
 /// `GET /ui/runs/{request_id}/bundle[?debug=true]`: the run's bundle.
 pub async fn bundle(
     State(state): State<AppState>,
+    Kind(scope): Kind,
     Path(request_id): Path<String>,
     Query(query): Query<BundleQuery>,
 ) -> Result<Response, ConsoleError> {
-    Ok(crate::api::jobs::send_bundle(&state, SCOPE, &request_id, query.debug).await?)
+    Ok(crate::api::jobs::send_bundle(&state, &scope, &request_id, query.debug).await?)
 }
 
 /// The image types a preview shows inline: raster formats only (an SVG could carry script).
@@ -248,6 +252,7 @@ pub(super) fn image_type(path: &str) -> Option<&'static str> {
 /// preview; sandboxed and never sniffed, so a file that is not what its name says stays inert.
 pub async fn image(
     State(state): State<AppState>,
+    Kind(scope): Kind,
     Path(request_id): Path<String>,
     Query(query): Query<FilePath>,
 ) -> Result<Response, ConsoleError> {
@@ -257,7 +262,7 @@ pub async fn image(
     })?;
     let (file, name) = state
         .jobs
-        .artifact_file(SCOPE, &request_id, &path)
+        .artifact_file(&scope, &request_id, &path)
         .await
         .map_err(ApiError::from)?;
     let mut response = crate::api::jobs::send_file(file.into(), &name, kind).await?;

@@ -1,6 +1,9 @@
 //! `/ui/runs`: the run list, and one run's page — its state, live output, pending question with
 //! a reply form, cancel, and its folder's files.
 
+use crate::api::auth::Acting;
+use crate::api::jobs::Kind;
+use crate::jobs::Scope;
 use askama::Template;
 use axum::Form;
 use axum::extract::{Path, Query, State};
@@ -20,7 +23,6 @@ use crate::api::run_views::RunState;
 use crate::browse::TreeEntry;
 use crate::clock::Timestamp;
 use crate::engines::Engine;
-use crate::jobs::Scope;
 use crate::jobs::create::NewJob;
 use crate::jobs::interaction::Reply;
 use crate::skill::ExecutionMode;
@@ -28,7 +30,6 @@ use crate::state::AppState;
 use crate::store::{Request, RequestKind, Run, RunFilter, RunStatus, UploadState};
 
 /// The console sees jobs and temporary runs alike, as `/v1/management/runs` does.
-pub(super) const SCOPE: Scope = Scope::Management;
 
 /// How many runs a page of the list shows.
 const PAGE_SIZE: u32 = 50;
@@ -74,6 +75,7 @@ impl ListQuery {
             since,
             q: self.q.clone(),
             cursor: self.cursor.clone(),
+            tenant_id: None,
         }
         .filter(PAGE_SIZE)
     }
@@ -246,11 +248,12 @@ impl QuestionFragment {
 async fn runs_table(
     l: Lang,
     state: &AppState,
+    scope: &Scope,
     query: &ListQuery,
 ) -> Result<RunsTable, ConsoleError> {
     let (rows, next) = state
         .jobs
-        .list(&query.filter()?)
+        .list(scope, &query.filter()?)
         .await
         .map_err(ApiError::from)?;
     let first = query.cursor.as_deref().is_none_or(str::is_empty);
@@ -268,8 +271,13 @@ async fn runs_table(
 
 /// `GET /ui/runs`: the list with its filters (also the form's target, so a filtered list has
 /// its own address).
-pub async fn page(l: Lang, State(state): State<AppState>, Query(query): Query<ListQuery>) -> Page {
-    let table = runs_table(l, &state, &query).await?;
+pub async fn page(
+    l: Lang,
+    State(state): State<AppState>,
+    Kind(scope): Kind,
+    Query(query): Query<ListQuery>,
+) -> Page {
+    let table = runs_table(l, &state, &scope, &query).await?;
     let skills = state
         .registry
         .snapshot()
@@ -292,9 +300,14 @@ pub async fn page(l: Lang, State(state): State<AppState>, Query(query): Query<Li
 
 /// `GET /ui/management/runs/table`: one page of the list, which refreshes itself when it is
 /// the first (where new runs appear).
-pub async fn table(l: Lang, State(state): State<AppState>, Query(query): Query<ListQuery>) -> Page {
+pub async fn table(
+    l: Lang,
+    State(state): State<AppState>,
+    Kind(scope): Kind,
+    Query(query): Query<ListQuery>,
+) -> Page {
     render(&RunsFragment {
-        table: runs_table(l, &state, &query).await?,
+        table: runs_table(l, &state, &scope, &query).await?,
         l,
     })
 }
@@ -328,11 +341,12 @@ async fn run_info(
 pub async fn detail(
     l: Lang,
     State(state): State<AppState>,
+    Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> Page {
     let (request, run) = state
         .jobs
-        .request_and_run(SCOPE, &request_id)
+        .request_and_run(&scope, &request_id)
         .await
         .map_err(ApiError::from)?;
     let result = render(&run_result::of(l, &state, &request, &run).await)?.0;
@@ -352,10 +366,11 @@ pub async fn detail(
 
 /// `GET /ui/management/runs/{request_id}/view`: the run's state, refreshing itself while the
 /// run may change.
-pub async fn info(l: Lang, State(state): State<AppState>, Path(request_id): Path<String>) -> Page {
+pub async fn info(l: Lang, State(state): State<AppState>,
+    Kind(scope): Kind, Path(request_id): Path<String>) -> Page {
     let (request, run) = state
         .jobs
-        .request_and_run(SCOPE, &request_id)
+        .request_and_run(&scope, &request_id)
         .await
         .map_err(ApiError::from)?;
     render(&run_info(l, &state, request, run).await?)
@@ -368,12 +383,14 @@ pub async fn info(l: Lang, State(state): State<AppState>, Path(request_id): Path
 /// service keeps what a run extracted, not what the user sent).
 pub async fn rerun(
     State(state): State<AppState>,
+    Kind(scope): Kind,
+    Acting(caller): Acting,
     ClientAddress(client): ClientAddress,
     Path(request_id): Path<String>,
 ) -> Result<Response, ConsoleError> {
     let (request, run) = state
         .jobs
-        .request_and_run(SCOPE, &request_id)
+        .request_and_run(&scope, &request_id)
         .await
         .map_err(ApiError::from)?;
     let skill_id = match &request.skill_id {
@@ -408,6 +425,7 @@ pub async fn rerun(
             "no_cache": true,
         })),
         client_address: client,
+        caller,
     };
     let request_id = super::skills::start(&state, job, &[]).await?;
     Ok(Redirect::to(&format!("/ui/runs/{request_id}")).into_response())
@@ -422,21 +440,23 @@ fn urlencoding(text: &str) -> String {
 pub async fn cancel(
     l: Lang,
     State(state): State<AppState>,
+    Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> Page {
     state
         .jobs
-        .cancel(SCOPE, &request_id)
+        .cancel(&scope, &request_id)
         .await
         .map_err(ApiError::from)?;
-    info(l, State(state), Path(request_id)).await
+    info(l, State(state), Kind(scope), Path(request_id)).await
 }
 
 /// `GET /ui/management/runs/{request_id}/files`.
-pub async fn files(l: Lang, State(state): State<AppState>, Path(request_id): Path<String>) -> Page {
+pub async fn files(l: Lang, State(state): State<AppState>,
+    Kind(scope): Kind, Path(request_id): Path<String>) -> Page {
     let (_, files) = state
         .jobs
-        .run_files(SCOPE, &request_id)
+        .run_files(&scope, &request_id)
         .await
         .map_err(ApiError::from)?;
     render(&RunFiles {
@@ -451,13 +471,14 @@ pub async fn files(l: Lang, State(state): State<AppState>, Path(request_id): Pat
 pub async fn view(
     l: Lang,
     State(state): State<AppState>,
+    Kind(scope): Kind,
     Path(request_id): Path<String>,
     Query(query): Query<FilePath>,
 ) -> Page {
     let raw = query.required()?;
     let (_, path, preview) = state
         .jobs
-        .run_file(SCOPE, &request_id, &raw)
+        .run_file(&scope, &request_id, &raw)
         .await
         .map_err(ApiError::from)?;
     let image = run_result::artifact_of(&path)
@@ -475,11 +496,12 @@ pub async fn view(
 pub async fn question(
     l: Lang,
     State(state): State<AppState>,
+    Kind(scope): Kind,
     Path(request_id): Path<String>,
 ) -> Page {
     let pending = state
         .jobs
-        .pending(SCOPE, &request_id)
+        .pending(&scope, &request_id)
         .await
         .map_err(ApiError::from)?;
     let question = pending.question.as_ref().and_then(Question::of);
@@ -493,6 +515,7 @@ pub async fn question(
 pub async fn reply(
     l: Lang,
     State(state): State<AppState>,
+    Kind(scope): Kind,
     Path(request_id): Path<String>,
     Form(form): Form<Vec<(String, String)>>,
 ) -> Result<Response, ConsoleError> {
@@ -500,7 +523,7 @@ pub async fn reply(
     state
         .jobs
         .reply(
-            SCOPE,
+            &scope,
             &request_id,
             Reply {
                 interaction_id,

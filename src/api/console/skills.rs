@@ -3,6 +3,9 @@
 //! and files, and the form that runs it — generated from its input and parameter schemas,
 //! offering the engines it supports that are logged in.
 
+use crate::api::auth::Acting;
+use crate::api::jobs::Kind;
+use crate::jobs::{Family, Scope};
 use askama::Template;
 use axum::extract::multipart::{Multipart, MultipartRejection};
 use axum::extract::{Path, Query, State};
@@ -13,7 +16,7 @@ use skill_runner_types::RelPath;
 use skill_runner_web::form::{self, FormView, Schema, Section};
 use skill_runner_web::markdown;
 
-use super::runs::{RunRow, RunsTable, SCOPE};
+use super::runs::{RunRow, RunsTable};
 use super::{ConsoleError, Lang, Page, WholePage, render};
 use crate::api::error::ApiError;
 use crate::api::jobs::ClientAddress;
@@ -197,7 +200,12 @@ pub struct From {
 
 /// The skill page without its form's state: what the skill is, its runs, and what its form
 /// offers.
-async fn skill_page(l: Lang, state: &AppState, skill_id: &str) -> Result<SkillPage, ConsoleError> {
+async fn skill_page(
+    l: Lang,
+    state: &AppState,
+    scope: &Scope,
+    skill_id: &str,
+) -> Result<SkillPage, ConsoleError> {
     let entry = management::skill_entry(state, skill_id).await?;
     let manifest = entry.manifest().cloned();
     let (skill, files, instructions, schemas, fields) = tokio::task::spawn_blocking({
@@ -274,11 +282,14 @@ async fn skill_page(l: Lang, state: &AppState, skill_id: &str) -> Result<SkillPa
     }
     let (rows, _) = state
         .jobs
-        .list(&RunFilter {
+        .list(
+            scope,
+            &RunFilter {
             skill_id: Some(skill_id.to_owned()),
             limit: RECENT_RUNS,
             ..RunFilter::default()
-        })
+        },
+        )
         .await
         .map_err(ApiError::from)?;
     let has_files = fields.iter().any(|f| f.section == Section::File);
@@ -329,14 +340,15 @@ async fn skill_page(l: Lang, state: &AppState, skill_id: &str) -> Result<SkillPa
 pub async fn detail(
     l: Lang,
     State(state): State<AppState>,
+    Kind(scope): Kind,
     Path(skill_id): Path<String>,
     Query(query): Query<From>,
 ) -> Page {
-    let mut page = skill_page(l, &state, &skill_id).await?;
+    let mut page = skill_page(l, &state, &scope, &skill_id).await?;
     if let Some(from) = query.from.filter(|f| !f.is_empty()) {
         let (request, _) = state
             .jobs
-            .request_and_run(SCOPE, &from)
+            .request_and_run(&scope, &from)
             .await
             .map_err(ApiError::from)?;
         page.form.values = repeated(&page.form.fields, &request);
@@ -370,11 +382,13 @@ fn repeated(fields: &[form::Field], request: &Request) -> Vec<(String, String)> 
 pub async fn run(
     l: Lang,
     State(state): State<AppState>,
+    Kind(scope): Kind,
+    Acting(caller): Acting,
     ClientAddress(client): ClientAddress,
     Path(skill_id): Path<String>,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<Response, ConsoleError> {
-    let mut page = skill_page(l, &state, &skill_id).await?;
+    let mut page = skill_page(l, &state, &scope, &skill_id).await?;
     let multipart = multipart
         .map_err(|e| ApiError::bad_request(format!("expected the run form (multipart): {e}")))?;
     let (values, files) = form::receive(multipart)
@@ -414,6 +428,7 @@ pub async fn run(
         model: named("model"),
         runtime_options: Some(options.into()),
         client_address: client,
+        caller,
     };
     match start(&state, job, &files).await {
         Ok(request_id) => Ok(Redirect::to(&format!("/ui/runs/{request_id}")).into_response()),
@@ -432,12 +447,17 @@ pub(super) async fn start(
     job: NewJob,
     files: &[form::Chosen],
 ) -> Result<String, ApiError> {
+    // The upload is the new request's own: claimed in its tenant.
+    let scope = Scope {
+        family: Family::Jobs,
+        tenant: Some(job.caller.tenant_id.clone()),
+    };
     let admitted = state.jobs.create_job(job).await?;
     let request_id = admitted.request_id;
     if admitted.status.is_some() {
         return Ok(request_id);
     }
-    let request = state.jobs.claim_upload(SCOPE, &request_id).await?;
+    let request = state.jobs.claim_upload(&scope, &request_id).await?;
     let mut upload = UploadFiles::default();
     if !files.is_empty() {
         let dest = state

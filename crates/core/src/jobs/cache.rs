@@ -418,6 +418,8 @@ pub fn hex_digest(hasher: Sha256) -> String {
 /// What goes into a cache key.
 #[derive(Debug)]
 pub struct KeyParts<'a> {
+    /// Results are shared within a tenant only.
+    pub tenant_id: &'a str,
     pub skill_id: &'a str,
     pub engine: &'a str,
     pub skill_fingerprint: &'a str,
@@ -434,7 +436,7 @@ pub fn key(parts: &KeyParts<'_>) -> String {
         Value::Object(m) if m.is_empty() => String::new(),
         v => sha256_hex(v.to_string().as_bytes()),
     };
-    let canonical = json!({
+    let mut canonical = json!({
         "cache_key_version": 1,
         "skill_id": parts.skill_id,
         "engine": parts.engine,
@@ -444,6 +446,11 @@ pub fn key(parts: &KeyParts<'_>) -> String {
         "input_manifest_hash": sha256_hex(json!({"files": parts.files}).to_string().as_bytes()),
         "inline_input_hash": inline,
     });
+    // The default tenant's keys stay those of a service without tenants, so its cache
+    // survives the upgrade.
+    if parts.tenant_id != crate::tenants::DEFAULT_TENANT {
+        canonical["tenant_id"] = json!(parts.tenant_id);
+    }
     sha256_hex(canonical.to_string().as_bytes())
 }
 
@@ -587,6 +594,7 @@ mod tests {
         let e = json!({});
         let i = json!({"text": "hi"});
         let base = KeyParts {
+            tenant_id: crate::tenants::DEFAULT_TENANT,
             skill_id: "s",
             engine: "script",
             skill_fingerprint: &fp,
@@ -607,6 +615,14 @@ mod tests {
         );
         let i2 = json!({"text": "ho"});
         assert_ne!(k, key(&KeyParts { input: &i2, ..base }));
+        assert_ne!(
+            k,
+            key(&KeyParts {
+                tenant_id: "t-1",
+                ..base
+            }),
+            "tenants share no results"
+        );
         assert_ne!(
             k,
             key(&KeyParts {

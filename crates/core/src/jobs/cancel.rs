@@ -22,7 +22,7 @@ pub struct Canceled {
 
 impl Jobs {
     /// Cancels an active run; a finished one answers `accepted: false`.
-    pub async fn cancel(&self, scope: Scope, request_id: &str) -> Result<Canceled> {
+    pub async fn cancel(&self, scope: &Scope, request_id: &str) -> Result<Canceled> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let accepted = !run.status.is_terminal() && self.cancel_run(&run.run_id).await?;
         let status = self

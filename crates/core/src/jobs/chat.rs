@@ -126,7 +126,7 @@ impl Jobs {
     /// The conversation of a request's run in `range`, as `P` presents it.
     pub async fn conversation_page<P: Projection>(
         &self,
-        scope: Scope,
+        scope: &Scope,
         request_id: &str,
         range: Range,
         limit: usize,
@@ -176,7 +176,7 @@ impl Jobs {
     /// The live conversation of a request's run as `P` presents it, after item `cursor`.
     pub async fn conversation_stream<P: Projection>(
         self: &Arc<Self>,
-        scope: Scope,
+        scope: &Scope,
         request_id: &str,
         cursor: u64,
     ) -> Result<impl Stream<Item = StreamEvent> + Send + 'static> {

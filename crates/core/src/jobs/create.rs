@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::skill::archive::{self, ArchiveError};
 use crate::skill::{ExecutionMode, InputSource, Rules, SkillEntry, SkillManifest, manifest};
 use crate::store::{Binding, NewRequest, NewRun, Request, RequestKind, RunStatus};
+use crate::tenants::Caller;
 
 /// A job to create: an installed skill with its inputs (checked in the reference's order).
 #[derive(Debug, Clone)]
@@ -37,6 +38,8 @@ pub struct NewJob {
     pub runtime_options: Option<Value>,
     /// Where the request came from.
     pub client_address: Option<String>,
+    /// Who asked: the request belongs to its tenant.
+    pub caller: Caller,
 }
 
 /// A temporary run to create: like a job without a skill id (the package and the input files
@@ -50,6 +53,8 @@ pub struct NewTempRun {
     pub runtime_options: Option<Value>,
     /// Where the request came from.
     pub client_address: Option<String>,
+    /// Who asked: the request belongs to its tenant.
+    pub caller: Caller,
 }
 
 /// A recorded request and where it stands.
@@ -159,6 +164,8 @@ impl Jobs {
             parameter: normalise_object(body.parameter),
             runtime_options: options,
             client_address: body.client_address,
+            tenant_id: body.caller.tenant_id.to_string(),
+            key_id: body.caller.key_id.as_deref().map(str::to_owned),
         };
         let request_id = request.request_id.clone();
         let kept = self.kept(&request_id, &secrets).await?;
@@ -281,6 +288,8 @@ impl Jobs {
             parameter: normalise_object(body.parameter),
             runtime_options: options,
             client_address: body.client_address,
+            tenant_id: body.caller.tenant_id.to_string(),
+            key_id: body.caller.key_id.as_deref().map(str::to_owned),
         };
         let kept = self.kept(&request.request_id, &secrets).await?;
         if let Err(e) = self.store.create_request(&request, None).await {
@@ -306,7 +315,7 @@ impl Jobs {
 
     /// Takes the request's only upload; 404 for unknown requests (or ones `scope` does not
     /// see), 409 when it already has one.
-    pub async fn claim_upload(&self, scope: Scope, request_id: &str) -> Result<Request> {
+    pub async fn claim_upload(&self, scope: &Scope, request_id: &str) -> Result<Request> {
         let request = self.request_in(scope, request_id).await?;
         if !self.store.claim_upload(request_id).await? {
             return Err(Error::conflict(
@@ -437,6 +446,8 @@ impl Jobs {
             parameter: request.parameter.clone(),
             runtime_options: request.runtime_options.clone(),
             client_address: request.client_address.clone(),
+            tenant_id: request.tenant_id.clone(),
+            key_id: request.key_id.clone(),
         };
         let cache_key = self
             .cache_key(request.kind, &skill, &new_request, Some(&uploads))
@@ -575,6 +586,7 @@ impl Jobs {
             }
         };
         Ok(Some(cache::key(&KeyParts {
+            tenant_id: &request.tenant_id,
             skill_id: &skill.id,
             engine: request.engine.map_or("", Engine::as_str),
             skill_fingerprint: &fingerprint,
@@ -638,9 +650,9 @@ impl Jobs {
     }
 
     /// The request, if it exists and `scope` may see it.
-    pub async fn request_in(&self, scope: Scope, request_id: &str) -> Result<Request> {
+    pub async fn request_in(&self, scope: &Scope, request_id: &str) -> Result<Request> {
         match self.store.request(request_id).await? {
-            Some(r) if scope.admits(r.kind) => Ok(r),
+            Some(r) if scope.admits(&r) => Ok(r),
             _ => Err(Error::not_found("Request not found")),
         }
     }

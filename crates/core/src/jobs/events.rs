@@ -88,7 +88,7 @@ impl Jobs {
     /// The event stream of a request's run from `from`; 404 before the run exists.
     pub async fn events(
         self: &Arc<Self>,
-        scope: Scope,
+        scope: &Scope,
         request_id: &str,
         from: Offsets,
     ) -> Result<impl Stream<Item = StreamEvent> + Send + 'static> {
@@ -107,6 +107,7 @@ impl Jobs {
         let heartbeat = self.config.limits.sse_heartbeat;
         let among_nodes = self.store.cluster().is_some();
         let request_id = request_id.to_owned();
+        let scope = scope.clone();
         let jobs = self.clone();
         Ok(async_stream::stream! {
             // Counted while the stream lives: it is dropped when its client goes away.
@@ -157,7 +158,7 @@ impl Jobs {
                     && let Some(node) = jobs.holder_elsewhere(&run_id).await
                 {
                     relayed_once = true;
-                    let upstream = jobs.relayed(&node, &run_id, (scope, &request_id), sent).await;
+                    let upstream = jobs.relayed(&node, &run_id, (&scope, &request_id), sent).await;
                     let mut upstream = std::pin::pin!(upstream);
                     while let Some(event) = futures_util::StreamExt::next(&mut upstream).await {
                         if let Some(offsets) = Offsets::from_event_id(&event.id) {
@@ -248,7 +249,7 @@ impl Jobs {
         self: &Arc<Self>,
         node: &crate::store::NodeAddress,
         run_id: &str,
-        target: (Scope, &str),
+        target: (&Scope, &str),
         from: Offsets,
     ) -> impl Stream<Item = StreamEvent> + use<> {
         use futures_util::StreamExt as _;

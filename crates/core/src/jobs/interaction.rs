@@ -68,7 +68,7 @@ pub(super) fn pending_question(run: &Run, interactions: &[Interaction]) -> Optio
 impl Jobs {
     /// The request and run of an interaction route: 404 when unknown, 400 when the request is
     /// not interactive.
-    async fn interactive_run(&self, scope: Scope, request_id: &str) -> Result<(Request, Run)> {
+    async fn interactive_run(&self, scope: &Scope, request_id: &str) -> Result<(Request, Run)> {
         let (request, run) = self.request_and_run(scope, request_id).await?;
         if request.runtime_options.execution_mode != ExecutionMode::Interactive {
             return Err(Error::invalid(
@@ -79,7 +79,7 @@ impl Jobs {
     }
 
     /// The question the request's run waits on.
-    pub async fn pending(&self, scope: Scope, request_id: &str) -> Result<Pending> {
+    pub async fn pending(&self, scope: &Scope, request_id: &str) -> Result<Pending> {
         let (_, run) = self.interactive_run(scope, request_id).await?;
         let interactions = self.store.interactions(&run.run_id).await?;
         let question = pending_question(&run, &interactions);
@@ -91,7 +91,7 @@ impl Jobs {
     }
 
     /// Answers the pending question and queues the next turn (the run is then `queued`).
-    pub async fn reply(&self, scope: Scope, request_id: &str, body: Reply) -> Result<()> {
+    pub async fn reply(&self, scope: &Scope, request_id: &str, body: Reply) -> Result<()> {
         let (_, run) = self.interactive_run(scope, request_id).await?;
         let key = body.idempotency_key.as_deref();
         if self.replayed(&run, key, &body).await? {

@@ -53,23 +53,40 @@ use skill_runner_types::engine::Engine;
 use live::Feeds;
 use queue::{Popped, Queue, TurnPlace};
 
-/// Which requests a route may see: the jobs routes see every request (a temporary run is a
-/// job whose skill comes with its upload, `skill_source: "temp_upload"`), the deprecated
+/// Which API family a route belongs to: the jobs routes see every request (a temporary run
+/// is a job whose skill comes with its upload, `skill_source: "temp_upload"`), the deprecated
 /// temporary-run routes (`/v1/temp-skill-runs`) only the temporary runs, and the management
 /// routes every request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
+pub enum Family {
     Jobs,
     Temp,
     Management,
 }
 
+/// Which requests a route may see: those of its [`Family`], of the caller's tenant (every
+/// tenant's when `tenant` is `None`). Any other request is answered as one that does not exist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    pub family: Family,
+    pub tenant: Option<Arc<str>>,
+}
+
 impl Scope {
-    pub fn admits(self, kind: RequestKind) -> bool {
-        match self {
-            Scope::Jobs | Scope::Management => true,
-            Scope::Temp => kind == RequestKind::Temp,
+    /// Every request of `family`, whatever its tenant (the service's own reads).
+    pub fn every_tenant(family: Family) -> Self {
+        Self {
+            family,
+            tenant: None,
         }
+    }
+
+    pub fn admits(&self, request: &crate::store::Request) -> bool {
+        let family = match self.family {
+            Family::Jobs | Family::Management => true,
+            Family::Temp => request.kind == RequestKind::Temp,
+        };
+        family && self.tenant.as_deref().is_none_or(|t| t == request.tenant_id)
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use futures_util::{Stream, StreamExt as _, TryStreamExt as _};
 
-use super::Scope;
+use super::{Family, Scope};
 use super::events::Offsets;
 use super::live::{EventData, StreamEvent};
 use crate::store::NodeAddress;
@@ -57,7 +57,7 @@ impl Relay {
         node: &NodeAddress,
         secret: &str,
         heartbeat: Duration,
-        (scope, request_id): (Scope, &str),
+        (scope, request_id): (&Scope, &str),
         from: Offsets,
     ) -> anyhow::Result<impl Stream<Item = anyhow::Result<StreamEvent>> + Send + use<>> {
         let url = format!("{}{}", node.url, stream_path(scope, request_id));
@@ -87,11 +87,11 @@ impl Relay {
 }
 
 /// The route of a request's event stream as a client of `scope` reads it.
-fn stream_path(scope: Scope, request_id: &str) -> String {
-    match scope {
-        Scope::Jobs => format!("/v1/jobs/{request_id}/events"),
-        Scope::Temp => format!("/v1/temp-skill-runs/{request_id}/events"),
-        Scope::Management => format!("/v1/management/runs/{request_id}/events"),
+fn stream_path(scope: &Scope, request_id: &str) -> String {
+    match scope.family {
+        Family::Jobs => format!("/v1/jobs/{request_id}/events"),
+        Family::Temp => format!("/v1/temp-skill-runs/{request_id}/events"),
+        Family::Management => format!("/v1/management/runs/{request_id}/events"),
     }
 }
 
@@ -128,7 +128,7 @@ mod tests {
         assert_eq!(relayed(sse_stream::Sse::default().event("surprise")), None);
         assert_eq!(relayed(sse_stream::Sse::default().data("no name")), None);
         assert_eq!(
-            stream_path(Scope::Temp, "r-1"),
+            stream_path(&Scope::every_tenant(Family::Temp), "r-1"),
             "/v1/temp-skill-runs/r-1/events"
         );
     }

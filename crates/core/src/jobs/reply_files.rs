@@ -60,7 +60,7 @@ impl Jobs {
     /// like [`Jobs::reply`]. The received files are moved or removed either way.
     pub async fn reply_with_files(
         &self,
-        scope: Scope,
+        scope: &Scope,
         request_id: &str,
         reply: FileReply,
         files: Vec<ReceivedFile>,
@@ -76,7 +76,7 @@ impl Jobs {
 
     async fn answer_with_files(
         &self,
-        scope: Scope,
+        scope: &Scope,
         request_id: &str,
         reply: &FileReply,
         files: &[ReceivedFile],

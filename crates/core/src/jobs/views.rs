@@ -142,7 +142,7 @@ impl Jobs {
     }
 
     /// The request and its run; 404 before the run exists.
-    pub async fn request_and_run(&self, scope: Scope, request_id: &str) -> Result<(Request, Run)> {
+    pub async fn request_and_run(&self, scope: &Scope, request_id: &str) -> Result<(Request, Run)> {
         let request = self.request_in(scope, request_id).await?;
         let run_id = request.run_id.as_deref().ok_or_else(|| {
             Error::not_found("Run not found: the request is waiting for its upload")
@@ -156,7 +156,7 @@ impl Jobs {
     }
 
     /// The request and its run, if it has one yet.
-    pub async fn status(&self, scope: Scope, request_id: &str) -> Result<(Request, Option<Run>)> {
+    pub async fn status(&self, scope: &Scope, request_id: &str) -> Result<(Request, Option<Run>)> {
         let request = self.request_in(scope, request_id).await?;
         let run = match &request.run_id {
             Some(id) => self.store.run(id).await?,
@@ -165,16 +165,23 @@ impl Jobs {
         Ok((request, run))
     }
 
-    /// The newest `limit` requests with a run.
     /// The runs `filter` selects, newest first, and the cursor of the page after them
     /// (`None` on the last page).
+    ///
+    /// A caller bound to a tenant sees only that tenant's runs, whatever tenant the filter
+    /// names; an admin sees every tenant's, or the one the filter names.
     pub async fn list(
         &self,
+        scope: &Scope,
         filter: &RunFilter,
     ) -> Result<(Vec<(Request, Run)>, Option<RunCursor>)> {
         // One more than asked tells whether another page follows.
         let asked = RunFilter {
             limit: filter.limit + 1,
+            tenant_id: match &scope.tenant {
+                Some(own) => Some(own.to_string()),
+                None => filter.tenant_id.clone(),
+            },
             ..filter.clone()
         };
         let mut rows = self.store.list_runs(&asked).await?;
@@ -188,7 +195,7 @@ impl Jobs {
     }
 
     /// The file tree of a request's run folder.
-    pub async fn run_files(&self, scope: Scope, request_id: &str) -> Result<(Run, Vec<TreeEntry>)> {
+    pub async fn run_files(&self, scope: &Scope, request_id: &str) -> Result<(Run, Vec<TreeEntry>)> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let dir = self.held_folder(&run).await?.root().to_path_buf();
         let entries =
@@ -204,7 +211,7 @@ impl Jobs {
     /// A preview of one file of a request's run folder, with its normalised path.
     pub async fn run_file(
         &self,
-        scope: Scope,
+        scope: &Scope,
         request_id: &str,
         path: &str,
     ) -> Result<(Run, String, Preview)> {
@@ -220,7 +227,7 @@ impl Jobs {
     }
 
     /// The result envelope; 404 until the run ended with one.
-    pub async fn result(&self, scope: Scope, request_id: &str) -> Result<Value> {
+    pub async fn result(&self, scope: &Scope, request_id: &str) -> Result<Value> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let Some(result) = run.result else {
             return Err(Error::not_found(if run.status.is_terminal() {
@@ -233,7 +240,7 @@ impl Jobs {
         Ok(json!({"request_id": request_id, "result": result}))
     }
 
-    pub async fn artifacts(&self, scope: Scope, request_id: &str) -> Result<Value> {
+    pub async fn artifacts(&self, scope: &Scope, request_id: &str) -> Result<Value> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let artifacts = list_artifacts(&self.held_folder(&run).await?).await?;
         Ok(json!({"request_id": request_id, "artifacts": artifacts}))
@@ -244,7 +251,7 @@ impl Jobs {
     /// so no link is followed and a file with another link (maybe outside the run) is refused.
     pub async fn artifact_file(
         &self,
-        scope: Scope,
+        scope: &Scope,
         request_id: &str,
         path: &str,
     ) -> Result<(std::fs::File, String)> {
@@ -267,7 +274,7 @@ impl Jobs {
     /// [`Self::artifact_file`] opens an artifact.
     pub async fn run_file_download(
         &self,
-        scope: Scope,
+        scope: &Scope,
         request_id: &str,
         path: &str,
     ) -> Result<(std::fs::File, String)> {
@@ -320,7 +327,7 @@ impl Jobs {
     }
 
     /// The end of each log of the request's run.
-    pub async fn logs(&self, scope: Scope, request_id: &str) -> Result<Logs> {
+    pub async fn logs(&self, scope: &Scope, request_id: &str) -> Result<Logs> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let folder = self.held_folder(&run).await?;
         Ok(Logs {
@@ -334,7 +341,7 @@ impl Jobs {
     /// to the log's size) of one log of the request's run. 400 when `to` is before `from`.
     pub async fn log_range(
         &self,
-        scope: Scope,
+        scope: &Scope,
         request_id: &str,
         stream: LogStream,
         from: u64,
@@ -359,7 +366,7 @@ impl Jobs {
     /// The run's bundle, built on first request: the debug bundle when `debug` asks for it
     /// (`.../bundle/debug`) or the request did (`runtime_options.debug`, as clients before the
     /// reference's v0.4 ask), else the plain one.
-    pub async fn bundle(&self, scope: Scope, request_id: &str, debug: bool) -> Result<Bundle> {
+    pub async fn bundle(&self, scope: &Scope, request_id: &str, debug: bool) -> Result<Bundle> {
         let (request, run) = self.request_and_run(scope, request_id).await?;
         if !run.status.is_terminal() {
             return Err(Error::conflict(format!(
