@@ -10,6 +10,7 @@ pub mod api;
 pub mod config;
 pub mod health_check;
 pub mod idle;
+pub mod keys_cli;
 pub mod log_book;
 pub mod mcp;
 pub mod metrics;

@@ -49,6 +49,12 @@ enum Command {
         #[arg(long)]
         profile: Option<String>,
     },
+    /// API keys, in the store these settings name: `keys create --role admin --name ops`
+    /// prints a new key (shown this once); `keys list`; `keys revoke <key_id>`.
+    Keys {
+        #[command(subcommand)]
+        action: KeysAction,
+    },
     /// Exits 0 when the service that these settings (`SKILL_RUNNER_BIND`, `PORT`) describe
     /// answers `/readyz` with 200, else 1 with the reason: the container image's health check.
     Health,
@@ -58,6 +64,38 @@ enum Command {
     /// Internal: forks the leader of each supervised process tree (see `process::forkserver`).
     #[command(hide = true)]
     Forkserver,
+}
+
+#[derive(Subcommand)]
+enum KeysAction {
+    /// Makes a key and prints it on stdout (shown this once: only its hash is kept).
+    Create {
+        /// `admin`, `operator`, `submit` or `read`.
+        #[arg(long)]
+        role: skill_runner::store::Role,
+        /// What the key is for.
+        #[arg(long)]
+        name: String,
+        /// The tenant's id.
+        #[arg(long, default_value = skill_runner::store::DEFAULT_TENANT)]
+        tenant: String,
+        /// When it stops opening anything (RFC 3339).
+        #[arg(long, value_parser = parse_time)]
+        expires_at: Option<skill_runner::clock::Timestamp>,
+    },
+    /// Lists the keys (never their secrets): id, prefix, tenant, role, name, state.
+    List {
+        /// Only this tenant's.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Revokes a key: it opens nothing from then on, and is kept as a record.
+    Revoke { key_id: String },
+}
+
+fn parse_time(text: &str) -> Result<skill_runner::clock::Timestamp, String> {
+    skill_runner::clock::Timestamp::parse(text)
+        .map_err(|e| format!("an RFC 3339 time such as 2027-01-31T00:00:00Z ({e})"))
 }
 
 fn main() -> ExitCode {
@@ -85,6 +123,7 @@ fn main() -> ExitCode {
         }
         Command::Forkserver => skill_runner::process::forkserver::serve(),
         Command::Health => health(),
+        Command::Keys { action } => keys(action),
         Command::Validate { path, profile } => {
             match skill_runner::validate::check(&path, profile.as_deref()) {
                 Ok(outcome) => {
@@ -180,6 +219,48 @@ fn serve(args: &[OsString]) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(code) => code,
+    }
+}
+
+fn keys(action: KeysAction) -> ExitCode {
+    use skill_runner::keys_cli::KeysCommand;
+    let vars: BTreeMap<String, String> = std::env::vars().collect();
+    let config = match Config::load(&[], &vars) {
+        Ok(config) => config,
+        Err(Refused::Help(text)) => {
+            eprintln!("{text}");
+            return ExitCode::from(2);
+        }
+        Err(Refused::Invalid(e)) => {
+            eprintln!("skill-runner keys: configuration error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let command = match action {
+        KeysAction::Create {
+            role,
+            name,
+            tenant,
+            expires_at,
+        } => KeysCommand::Create {
+            tenant,
+            role,
+            name,
+            expires_at,
+        },
+        KeysAction::List { tenant } => KeysCommand::List { tenant },
+        KeysAction::Revoke { key_id } => KeysCommand::Revoke { key_id },
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime starts");
+    match runtime.block_on(skill_runner::keys_cli::run(&config, command)) {
+        Ok(out) => {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("skill-runner keys: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -57,21 +57,24 @@ pub async fn authenticate(
     let exempt = skill_runner_web::PROBES.contains(&path)
         || path == LOGIN_PATH
         || path.starts_with("/static/");
+    // The probes answer without the store: they say whether it answers.
+    if exempt {
+        return next.run(request).await;
+    }
     let identified = match identify(&state, request.headers()).await {
         Ok(identified) => identified,
         Err(e) => return ApiError::Internal(e).into_response(),
     };
     let caller = match identified {
         Identified::Caller(caller) => caller,
-        Identified::Refused if !exempt => {
+        Identified::Refused => {
             return unauthorized(
                 "Bearer realm=\"skill-runner\", error=\"invalid_token\"",
                 "The API key is unknown, revoked or expired: ask an administrator for a key",
             );
         }
-        Identified::Refused | Identified::Nobody => match open(&state).await {
+        Identified::Nobody => match open(&state).await {
             Ok(true) => Caller::operator(),
-            Ok(false) if exempt => return next.run(request).await,
             Ok(false) => return refuse_anonymous(&request),
             Err(e) => return ApiError::Internal(e).into_response(),
         },
@@ -81,9 +84,14 @@ pub async fn authenticate(
         return ApiError::new(
             StatusCode::FORBIDDEN,
             format!(
-                "This key's role ({}) does not allow {} {path}: it needs a {} key or wider",
+                "This key's role ({}) does not allow {} {path}: it needs {} {} key or wider",
                 caller.role.as_str(),
                 request.method(),
+                if needed == Role::Operator || needed == Role::Admin {
+                    "an"
+                } else {
+                    "a"
+                },
                 needed.as_str()
             ),
         )
@@ -94,7 +102,7 @@ pub async fn authenticate(
 }
 
 /// Whether the service is open: no token configured and no key in force.
-async fn open(state: &AppState) -> anyhow::Result<bool> {
+pub async fn open(state: &AppState) -> anyhow::Result<bool> {
     Ok(state.config.api_tokens.is_none() && !state.tenants.access().keys_in_force().await?)
 }
 
@@ -126,13 +134,18 @@ fn refuse_anonymous(request: &Request) -> Response {
 /// sessions), the operators'.
 pub fn needed_role(method: &Method, path: &str) -> Role {
     let run = |suffix: &str| {
-        ["/v1/jobs/", "/v1/temp-skill-runs/", "/v1/management/runs/", "/ui/runs/"]
-            .iter()
-            .any(|family| {
-                path.strip_prefix(family)
-                    .and_then(|rest| rest.split_once('/'))
-                    .is_some_and(|(_, tail)| tail == suffix)
-            })
+        [
+            "/v1/jobs/",
+            "/v1/temp-skill-runs/",
+            "/v1/management/runs/",
+            "/ui/runs/",
+        ]
+        .iter()
+        .any(|family| {
+            path.strip_prefix(family)
+                .and_then(|rest| rest.split_once('/'))
+                .is_some_and(|(_, tail)| tail == suffix)
+        })
     };
     if path.starts_with("/v1/management/audit")
         || (path.starts_with("/v1/management/tenants") && !path.ends_with("/keys"))
@@ -174,9 +187,17 @@ pub fn needed_role(method: &Method, path: &str) -> Role {
         || path == "/v1/route"
         || path == "/agent/chat"
         || path == "/v1/agent/chat"
-        || ["upload", "cancel", "reply", "interaction/reply", "interaction/reply/files", "reply/files", "rerun"]
-            .into_iter()
-            .any(run)
+        || [
+            "upload",
+            "cancel",
+            "reply",
+            "interaction/reply",
+            "interaction/reply/files",
+            "reply/files",
+            "rerun",
+        ]
+        .into_iter()
+        .any(run)
         || path.ends_with(":invoke")
         || path.ends_with(":call")
         || (path.starts_with("/ui/skills/") && path.ends_with("/run"));

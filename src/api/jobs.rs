@@ -22,11 +22,11 @@ use crate::api::run_views::{
     CancelResponse, CreateJob, CreateTemp, Created, LogRange, LogRangeQuery, NewRequest,
     PendingInteraction, ReplyAccepted, ReplyBody, RequestStatus, RunLogs, Uploaded, request_status,
 };
-use crate::jobs::{Family, Scope};
 use crate::jobs::create::UploadFiles;
 use crate::jobs::events::Offsets;
 use crate::jobs::fcmp::Fcmp;
 use crate::jobs::live::EventData;
+use crate::jobs::{Family, Scope};
 use crate::state::AppState;
 use crate::store::{CleanupCounts, RequestKind, RunStatus};
 

@@ -400,7 +400,10 @@ pub async fn run_file(
             .await?;
         return super::jobs::send_file(file.into(), &name, "application/octet-stream").await;
     }
-    let found = state.jobs.run_file(&scope, &request_id, &query.path).await?;
+    let found = state
+        .jobs
+        .run_file(&scope, &request_id, &query.path)
+        .await?;
     Ok(Json(RunFilePreview::of(&request_id, found)).into_response())
 }
 

@@ -19,6 +19,7 @@ pub mod skill_docs;
 pub mod skills;
 pub mod system;
 pub mod system_admin;
+pub mod tenants;
 pub mod tools;
 pub mod upload;
 
@@ -68,6 +69,9 @@ const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
             progressive disclosure: the list, one definition, the call"),
         (name = "skill-docs", description = "`SKILL.md` skills of the configured roots, by \
             progressive disclosure: the catalog, one skill's body, one of its files"),
+        (name = "tenants", description = "Tenants, their quotas and API keys, and the audit \
+            log. Tenants and the audit log are admin keys'; operator keys manage their own \
+            tenant's keys"),
         (name = "system", description = "Service health"),
     )
 )]
@@ -233,6 +237,17 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(management::list_skills))
         .routes(routes!(management::get_skill))
         .routes(routes!(management::get_skill_schemas))
+        .routes(routes!(tenants::create_tenant, tenants::list_tenants))
+        .routes(routes!(
+            tenants::get_tenant,
+            tenants::update_tenant,
+            tenants::delete_tenant
+        ))
+        .routes(routes!(tenants::create_key))
+        .routes(routes!(tenants::list_keys))
+        .routes(routes!(tenants::rotate_key))
+        .routes(routes!(tenants::revoke_key))
+        .routes(routes!(tenants::audit))
         .routes(routes!(management::list_runs))
         .routes(routes!(management::get_run))
         .routes(routes!(management::run_files))

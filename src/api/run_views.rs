@@ -2,9 +2,9 @@
 //! (`/v1/jobs/*`, `/v1/temp-skill-runs/*`, `/v1/management/runs/*`), built from the domain
 //! values `jobs` returns.
 
-use skill_runner_core::tenants::Caller;
 use serde::Serialize;
 use serde_json::{Value, json};
+use skill_runner_core::tenants::Caller;
 
 use crate::api::error::ApiError;
 use crate::browse::{Preview, TreeEntry};

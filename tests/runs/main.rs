@@ -7,4 +7,5 @@ mod invoke;
 mod jobs;
 mod live;
 mod quickstart;
+mod tenants;
 mod v07_client;

@@ -124,3 +124,21 @@ impl Drop for OwnCluster {
         Self::script("stop", &self.dir);
     }
 }
+
+/// A PostgreSQL program (`pg_dump`, …) of the newest installed release, as
+/// `scripts/postgres.sh` picks it.
+pub fn tool(name: &str) -> std::path::PathBuf {
+    let mut bins: Vec<std::path::PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .expect("PostgreSQL is installed (scripts/test.sh installs it)")
+        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+        .filter(|bin| bin.join(name).exists())
+        .collect();
+    bins.sort_by_key(|bin| {
+        bin.parent()
+            .and_then(|v| v.file_name()?.to_str()?.parse::<u32>().ok())
+            .unwrap_or(0)
+    });
+    bins.pop()
+        .unwrap_or_else(|| panic!("no {name} under /usr/lib/postgresql"))
+        .join(name)
+}

@@ -83,8 +83,11 @@ struct LogTail {
 
 /// `GET /ui/runs/{request_id}/logs/tail`: the ends of the run's stdout and stderr; its successor
 /// is the run's event stream.
-pub async fn logs_tail(State(state): State<AppState>,
-    Kind(scope): Kind, Path(request_id): Path<String>) -> Response {
+pub async fn logs_tail(
+    State(state): State<AppState>,
+    Kind(scope): Kind,
+    Path(request_id): Path<String>,
+) -> Response {
     let successor = format!("/v1/management/runs/{request_id}/events");
     let page = async {
         let logs = state

@@ -9,7 +9,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::{ConsoleError, Lang, render};
-use crate::api::auth::{LOGIN_PATH, SESSION_COOKIE, token_accepted};
+use crate::api::auth::{LOGIN_PATH, SESSION_COOKIE, login_caller, open};
 use crate::api::error::ApiError;
 use crate::state::AppState;
 
@@ -67,11 +67,18 @@ pub async fn submit(
     Form(form): Form<Login>,
 ) -> Result<Response, ConsoleError> {
     let next = back_to(form.next.as_deref());
-    if state.config.api_tokens.is_none() {
+    let token = form.token.trim();
+    let caller = login_caller(&state, token)
+        .await
+        .map_err(|e| ConsoleError(ApiError::Internal(e)))?;
+    if caller.is_none()
+        && open(&state)
+            .await
+            .map_err(|e| ConsoleError(ApiError::Internal(e)))?
+    {
         return Ok(Redirect::to(&next).into_response());
     }
-    let token = form.token.trim();
-    if !token_accepted(&state, token) {
+    if caller.is_none() {
         let page = render(&LoginPage {
             error: Some(l.tr("login.refused").to_owned()),
             l,

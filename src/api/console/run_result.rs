@@ -14,7 +14,6 @@ use skill_runner_types::RelPath;
 use skill_runner_web::form::Schema;
 use skill_runner_web::markdown;
 
-
 use super::skills::FilePath;
 use super::{ConsoleError, Lang, Page, render};
 use crate::api::error::ApiError;

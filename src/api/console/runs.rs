@@ -366,8 +366,12 @@ pub async fn detail(
 
 /// `GET /ui/management/runs/{request_id}/view`: the run's state, refreshing itself while the
 /// run may change.
-pub async fn info(l: Lang, State(state): State<AppState>,
-    Kind(scope): Kind, Path(request_id): Path<String>) -> Page {
+pub async fn info(
+    l: Lang,
+    State(state): State<AppState>,
+    Kind(scope): Kind,
+    Path(request_id): Path<String>,
+) -> Page {
     let (request, run) = state
         .jobs
         .request_and_run(&scope, &request_id)
@@ -452,8 +456,12 @@ pub async fn cancel(
 }
 
 /// `GET /ui/management/runs/{request_id}/files`.
-pub async fn files(l: Lang, State(state): State<AppState>,
-    Kind(scope): Kind, Path(request_id): Path<String>) -> Page {
+pub async fn files(
+    l: Lang,
+    State(state): State<AppState>,
+    Kind(scope): Kind,
+    Path(request_id): Path<String>,
+) -> Page {
     let (_, files) = state
         .jobs
         .run_files(&scope, &request_id)

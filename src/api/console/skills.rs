@@ -285,10 +285,10 @@ async fn skill_page(
         .list(
             scope,
             &RunFilter {
-            skill_id: Some(skill_id.to_owned()),
-            limit: RECENT_RUNS,
-            ..RunFilter::default()
-        },
+                skill_id: Some(skill_id.to_owned()),
+                limit: RECENT_RUNS,
+                ..RunFilter::default()
+            },
         )
         .await
         .map_err(ApiError::from)?;

@@ -86,7 +86,11 @@ impl Scope {
             Family::Jobs | Family::Management => true,
             Family::Temp => request.kind == RequestKind::Temp,
         };
-        family && self.tenant.as_deref().is_none_or(|t| t == request.tenant_id)
+        family
+            && self
+                .tenant
+                .as_deref()
+                .is_none_or(|t| t == request.tenant_id)
     }
 }
 

@@ -8,9 +8,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use futures_util::{Stream, StreamExt as _, TryStreamExt as _};
 
-use super::{Family, Scope};
 use super::events::Offsets;
 use super::live::{EventData, StreamEvent};
+use super::{Family, Scope};
 use crate::store::NodeAddress;
 
 /// The header a node sends with a read it forwards to another, carrying the nodes' shared

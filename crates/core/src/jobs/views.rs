@@ -195,7 +195,11 @@ impl Jobs {
     }
 
     /// The file tree of a request's run folder.
-    pub async fn run_files(&self, scope: &Scope, request_id: &str) -> Result<(Run, Vec<TreeEntry>)> {
+    pub async fn run_files(
+        &self,
+        scope: &Scope,
+        request_id: &str,
+    ) -> Result<(Run, Vec<TreeEntry>)> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
         let dir = self.held_folder(&run).await?.root().to_path_buf();
         let entries =

@@ -99,9 +99,20 @@ impl Access {
         {
             return Ok(any);
         }
-        let any = self.store.keys_in_force(Timestamp::now()).await?;
-        *in_force = Some((Instant::now(), any));
-        Ok(any)
+        match self.store.keys_in_force(Timestamp::now()).await {
+            Ok(any) => {
+                *in_force = Some((Instant::now(), any));
+                Ok(any)
+            }
+            // The store away for a moment: what was last read stands.
+            Err(e) => match *in_force {
+                Some((_, any)) => {
+                    tracing::warn!("reading whether keys are in force failed: {e:#}");
+                    Ok(any)
+                }
+                None => Err(e),
+            },
+        }
     }
 
     /// Forgets what was read, after this node changed a key.

@@ -91,7 +91,10 @@ mod tests {
     fn a_made_key_is_recognised_and_a_changed_one_is_not() {
         let made = make().unwrap();
         assert!(made.key.starts_with(&format!("sr_{}_", made.prefix)));
-        assert_eq!(made.key.len(), 3 + PREFIX_LEN + 1 + SECRET_LEN + CHECKSUM_LEN);
+        assert_eq!(
+            made.key.len(),
+            3 + PREFIX_LEN + 1 + SECRET_LEN + CHECKSUM_LEN
+        );
         assert!(is_key(&made.key), "{}", made.key);
         assert_eq!(made.hash, hash(&made.key));
         assert_eq!(made.hash.len(), 64);
@@ -106,7 +109,13 @@ mod tests {
             let changed = String::from_utf8(bytes).unwrap();
             assert!(!is_key(&changed), "{changed}");
         }
-        for text in ["", "sr_", "sr_abc_def", "tok-5b1f0c9e8d7a6b5c", &made.key[1..]] {
+        for text in [
+            "",
+            "sr_",
+            "sr_abc_def",
+            "tok-5b1f0c9e8d7a6b5c",
+            &made.key[1..],
+        ] {
             assert!(!is_key(text), "{text}");
         }
         assert_ne!(make().unwrap().key, made.key);

@@ -100,7 +100,8 @@ impl Tenants {
         }
         match self.store.delete_tenant(tenant_id).await? {
             TenantDeletion::Deleted => {
-                self.record(by, "tenant.deleted", tenant_id, json!({})).await;
+                self.record(by, "tenant.deleted", tenant_id, json!({}))
+                    .await;
                 Ok(())
             }
             TenantDeletion::NotFound => Err(Error::not_found("Tenant not found")),
@@ -187,7 +188,9 @@ impl Tenants {
             .rotate_key(&key.key_id, &made.prefix, &made.hash)
             .await?
         {
-            return Err(Error::conflict("The key is revoked: make a new one instead"));
+            return Err(Error::conflict(
+                "The key is revoked: make a new one instead",
+            ));
         }
         self.access.forget().await;
         self.record(
