@@ -3,6 +3,7 @@
 //! `GET /v1/sessions/{id}/events` (JSON, or Server-Sent Events that follow a chat under way)
 //! and `DELETE /v1/sessions/{id}`.
 
+use crate::api::auth::Acting;
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
@@ -10,6 +11,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use skill_runner_core::tenants::Caller;
 use tokio::sync::{broadcast, mpsc};
 
 use super::jobs::{bad_json, bad_query, sse};
@@ -154,7 +156,7 @@ impl From<ChatOutcome> for ChatResponse {
 }
 
 impl ChatBody {
-    fn into_request(self, trace_id: String) -> ApiResult<ChatRequest> {
+    fn into_request(self, trace_id: String, caller: Caller) -> ApiResult<ChatRequest> {
         if self.message.trim().is_empty() {
             return Err(ApiError::invalid_field("message", "must not be blank"));
         }
@@ -195,6 +197,7 @@ impl ChatBody {
             max_validation_retries: self.max_validation_retries,
             allowed_tools: self.allowed_tools,
             trace_id,
+            caller,
         })
     }
 }
@@ -241,13 +244,14 @@ impl From<SessionError> for ApiError {
     ))]
 pub async fn chat(
     State(state): State<AppState>,
+    Acting(caller): Acting,
     headers: HeaderMap,
     body: Result<Json<ChatBody>, JsonRejection>,
 ) -> ApiResult<Response> {
     let Json(body) = body.map_err(bad_json)?;
     let trace_id = result::trace_id(headers.get("x-trace-id").map(HeaderValue::as_bytes));
     let streamed = body.stream;
-    let request = body.into_request(trace_id.clone())?;
+    let request = body.into_request(trace_id.clone(), caller)?;
     let prepared = state.agent.prepare(request).await?;
     let trace_header =
         HeaderValue::from_str(&trace_id).map_err(|e| ApiError::Internal(e.into()))?;
@@ -354,6 +358,7 @@ pub struct SessionList {
     responses((status = 200, body = SessionList), (status = 422, description = "limit outside 1..=200")))]
 pub async fn list_sessions(
     State(state): State<AppState>,
+    Acting(caller): Acting,
     query: Result<Query<SessionListQuery>, QueryRejection>,
 ) -> ApiResult<Json<SessionList>> {
     let Query(query) = query.map_err(bad_query)?;
@@ -365,7 +370,7 @@ pub async fn list_sessions(
         ));
     }
     let offset = query.offset.unwrap_or(0);
-    let (total, sessions) = list_all(&state, offset, limit).await?;
+    let (total, sessions) = list_all(&state, &caller, offset, limit).await?;
     Ok(Json(SessionList {
         sessions,
         total,
@@ -374,14 +379,18 @@ pub async fn list_sessions(
     }))
 }
 
-/// How many sessions there are, and the page `offset..offset + limit` of them, newest first.
+/// How many sessions `caller` sees, and the page `offset..offset + limit` of them, newest
+/// first.
 pub(crate) async fn list_all(
     state: &AppState,
+    caller: &Caller,
     offset: usize,
     limit: usize,
 ) -> ApiResult<(usize, Vec<SessionSummary>)> {
     let store = state.agent.sessions().clone();
-    let all = blocking(move || store.list()).await??;
+    let tenant = caller.visible_tenant();
+    let mut all = blocking(move || store.list()).await??;
+    all.retain(|(meta, _)| meta.visible_to(tenant.as_deref()));
     let total = all.len();
     let sessions = all
         .into_iter()
@@ -423,9 +432,10 @@ pub struct SessionView {
     ))]
 pub async fn get_session(
     State(state): State<AppState>,
+    Acting(caller): Acting,
     Path(session_id): Path<String>,
 ) -> ApiResult<Json<SessionView>> {
-    let (meta, events) = read_session(&state, &session_id, 0).await?;
+    let (meta, events) = read_session(&state, &caller, &session_id, 0).await?;
     Ok(Json(SessionView {
         session_id: meta.session_id,
         created_at: meta.created_at,
@@ -436,17 +446,26 @@ pub async fn get_session(
     }))
 }
 
-/// Session `id`'s meta and its stored events after `after_seq`.
+/// Session `id`'s meta and its stored events after `after_seq`, when `caller` may see it
+/// (another tenant's is answered as one that does not exist).
 pub(crate) async fn read_session(
     state: &AppState,
+    caller: &Caller,
     id: &str,
     after_seq: u64,
 ) -> ApiResult<(crate::agent::session::Meta, Vec<Stored>)> {
     let store = state.agent.sessions().clone();
     let id = id.to_owned();
-    blocking(move || store.read(&id, after_seq))
-        .await?
-        .map_err(Into::into)
+    let tenant = caller.visible_tenant();
+    blocking(move || {
+        let (meta, events) = store.read(&id, after_seq)?;
+        if !meta.visible_to(tenant.as_deref()) {
+            return Err(SessionError::NotFound(id));
+        }
+        Ok((meta, events))
+    })
+    .await?
+    .map_err(Into::into)
 }
 
 /// Where the event list starts.
@@ -471,6 +490,7 @@ pub struct EventsQuery {
     ))]
 pub async fn session_events(
     State(state): State<AppState>,
+    Acting(caller): Acting,
     Path(session_id): Path<String>,
     query: Result<Query<EventsQuery>, QueryRejection>,
     headers: HeaderMap,
@@ -490,7 +510,7 @@ pub async fn session_events(
     };
     // Followed before the log is read, so nothing falls between the two.
     let live = state.agent.follow(&session_id);
-    let (_, stored) = read_session(&state, &session_id, after_seq).await?;
+    let (_, stored) = read_session(&state, &caller, &session_id, after_seq).await?;
     if !wants_stream {
         let events: Vec<Value> = stored.iter().map(Stored::redacted).collect();
         return Ok(Json(json!({"session_id": session_id, "events": events})).into_response());
@@ -519,7 +539,7 @@ pub async fn session_events(
                     Ok(Err(broadcast::error::RecvError::Lagged(_)))
                     | Ok(Err(broadcast::error::RecvError::Closed)) => {
                         // Fell behind, or the chat ended: the rest is in the log.
-                        let caught_up = read_session(&state, &session_id, seen).await;
+                        let caught_up = read_session(&state, &caller, &session_id, seen).await;
                         let Ok((_, rest)) = caught_up else { break };
                         let mut ended = false;
                         for event in rest {
@@ -562,8 +582,10 @@ pub async fn session_events(
     ))]
 pub async fn delete_session(
     State(state): State<AppState>,
+    Acting(caller): Acting,
     Path(session_id): Path<String>,
 ) -> ApiResult<StatusCode> {
+    read_session(&state, &caller, &session_id, u64::MAX).await?;
     let store = state.agent.sessions().clone();
     blocking(move || store.delete(&session_id)).await??;
     Ok(StatusCode::NO_CONTENT)

@@ -130,8 +130,8 @@ fn refuse_anonymous(request: &Request) -> Response {
 /// The role a route needs. Reading is `read`'s; making, answering and stopping runs
 /// `submit`'s; tenants and the audit log the admins'; everything else that changes the
 /// service (installs, engines, settings, keys, MCP servers, clean-ups), and what reads the
-/// service's own state rather than a tenant's (engine logins, settings, logs, metrics, agent
-/// sessions), the operators'.
+/// service's own state rather than a tenant's (engine logins, settings, logs, metrics), the
+/// operators'.
 pub fn needed_role(method: &Method, path: &str) -> Role {
     let run = |suffix: &str| {
         [
@@ -160,8 +160,6 @@ pub fn needed_role(method: &Method, path: &str) -> Role {
         "/v1/management/engines",
         "/v1/management/mcp",
         "/v1/management/system",
-        "/v1/sessions",
-        "/ui/sessions",
         "/ui/engines",
         "/ui/management/engines",
         "/ui/settings",
@@ -187,6 +185,8 @@ pub fn needed_role(method: &Method, path: &str) -> Role {
         || path == "/v1/route"
         || path == "/agent/chat"
         || path == "/v1/agent/chat"
+        || (*method == Method::DELETE && path.starts_with("/v1/sessions/"))
+        || path == "/mcp"
         || [
             "upload",
             "cancel",

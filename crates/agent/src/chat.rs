@@ -41,6 +41,8 @@ pub struct ChatRequest {
     pub max_validation_retries: u32,
     pub allowed_tools: Option<Vec<String>>,
     pub trace_id: String,
+    /// Who asks: a new session is its tenant's, and only a session it may see is continued.
+    pub caller: skill_runner_core::tenants::Caller,
 }
 
 /// A tool call of the chat, as the response lists it.

@@ -86,12 +86,22 @@ impl Agent {
         let metadata = chat::session_metadata(&request, &provider, model);
         let store = self.sessions.clone();
         let conversation = request.conversation_id.clone();
+        let caller = request.caller.clone();
         let opened = tokio::task::spawn_blocking(move || match conversation {
-            Some(id) => store
-                .writer(&id)
-                .map(|(writer, events)| (writer, events, false)),
+            Some(id) => {
+                // Another tenant's session is not there for this caller.
+                if !store
+                    .meta(&id)?
+                    .visible_to(caller.visible_tenant().as_deref())
+                {
+                    return Err(SessionError::NotFound(id));
+                }
+                store
+                    .writer(&id)
+                    .map(|(writer, events)| (writer, events, false))
+            }
             None => store
-                .create(metadata)
+                .create(metadata, &caller.tenant_id)
                 .map(|writer| (writer, Vec::new(), true)),
         })
         .await

@@ -190,6 +190,21 @@ pub struct Meta {
     pub created_at: String,
     #[serde(default)]
     pub metadata: Map<String, Value>,
+    /// The tenant of the chat that made it; absent (sessions made before tenants) is the
+    /// default tenant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<String>,
+}
+
+impl Meta {
+    /// Whether a caller seeing `tenant`'s sessions (every tenant's when `None`) sees this one.
+    pub fn visible_to(&self, tenant: Option<&str>) -> bool {
+        let own = self
+            .tenant_id
+            .as_deref()
+            .unwrap_or(skill_runner_core::tenants::DEFAULT_TENANT);
+        tenant.is_none_or(|t| t == own)
+    }
 }
 
 impl Store {
@@ -205,8 +220,12 @@ impl Store {
         Ok(self.root.join(id))
     }
 
-    /// Starts a new session and returns its writer.
-    pub fn create(&self, metadata: Map<String, Value>) -> Result<Writer, SessionError> {
+    /// Starts a new session of `tenant_id` and returns its writer.
+    pub fn create(
+        &self,
+        metadata: Map<String, Value>,
+        tenant_id: &str,
+    ) -> Result<Writer, SessionError> {
         std::fs::create_dir_all(&self.root)?;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let dir = self.dir(&id)?;
@@ -215,6 +234,7 @@ impl Store {
             session_id: id.clone(),
             created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             metadata,
+            tenant_id: Some(tenant_id.to_owned()),
         };
         let text = serde_json::to_vec_pretty(&meta).map_err(std::io::Error::other)?;
         std::fs::write(dir.join("meta.json"), text)?;
@@ -454,7 +474,7 @@ mod tests {
     #[test]
     fn seq_continues_across_reopenings_and_deltas_are_never_stored() {
         let (tmp, store) = store();
-        let mut writer = store.create(Map::new()).unwrap();
+        let mut writer = store.create(Map::new(), "default").unwrap();
         let id = writer.id().to_owned();
         writer
             .append(Event::UserMessage { text: "hi".into() })
@@ -493,7 +513,7 @@ mod tests {
     #[test]
     fn a_cut_last_line_is_dropped_and_a_bad_line_elsewhere_is_named() {
         let (tmp, store) = store();
-        let mut writer = store.create(Map::new()).unwrap();
+        let mut writer = store.create(Map::new(), "default").unwrap();
         let id = writer.id().to_owned();
         writer
             .append(Event::UserMessage { text: "one".into() })
@@ -561,7 +581,7 @@ mod tests {
     #[test]
     fn a_session_held_by_a_chat_is_not_deleted() {
         let (tmp, store) = store();
-        let writer = store.create(Map::new()).unwrap();
+        let writer = store.create(Map::new(), "default").unwrap();
         let id = writer.id().to_owned();
         assert!(matches!(store.delete(&id), Err(SessionError::Busy(_))));
         drop(writer);
@@ -579,7 +599,7 @@ mod tests {
     #[test]
     fn a_second_writer_waits_for_the_first() {
         let (_tmp, store) = store();
-        let mut first = store.create(Map::new()).unwrap();
+        let mut first = store.create(Map::new(), "default").unwrap();
         let id = first.id().to_owned();
         let (tx, rx) = std::sync::mpsc::channel();
         let other = store.clone();

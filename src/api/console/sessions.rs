@@ -1,9 +1,11 @@
 //! `/ui/sessions`: the agent's chat sessions, read-only — the list, and one session's events
 //! as a conversation that refreshes itself while a chat is under way.
 
+use crate::api::auth::Acting;
 use askama::Template;
 use axum::extract::{Path, State};
 use serde_json::Value;
+use skill_runner_core::tenants::Caller;
 use skill_runner_web::markdown;
 
 use super::{Lang, Page, render};
@@ -144,9 +146,10 @@ impl Row {
 async fn events(
     l: Lang,
     state: &AppState,
+    caller: &Caller,
     id: &str,
 ) -> Result<(SessionEvents, String), super::ConsoleError> {
-    let (meta, stored) = read_session(state, id, 0).await?;
+    let (meta, stored) = read_session(state, caller, id, 0).await?;
     let title = meta
         .metadata
         .get("title")
@@ -163,8 +166,8 @@ async fn events(
 }
 
 /// `GET /ui/sessions`.
-pub async fn page(l: Lang, State(state): State<AppState>) -> Page {
-    let (_, sessions) = list_all(&state, 0, LIST_LIMIT).await?;
+pub async fn page(l: Lang, State(state): State<AppState>, Acting(caller): Acting) -> Page {
+    let (_, sessions) = list_all(&state, &caller, 0, LIST_LIMIT).await?;
     render(&SessionsPage {
         l,
         section: "sessions",
@@ -173,8 +176,13 @@ pub async fn page(l: Lang, State(state): State<AppState>) -> Page {
 }
 
 /// `GET /ui/sessions/{session_id}`.
-pub async fn detail(l: Lang, State(state): State<AppState>, Path(id): Path<String>) -> Page {
-    let (events, title) = events(l, &state, &id).await?;
+pub async fn detail(
+    l: Lang,
+    State(state): State<AppState>,
+    Acting(caller): Acting,
+    Path(id): Path<String>,
+) -> Page {
+    let (events, title) = events(l, &state, &caller, &id).await?;
     render(&SessionPage {
         l,
         section: "sessions",
@@ -189,7 +197,8 @@ pub async fn detail(l: Lang, State(state): State<AppState>, Path(id): Path<Strin
 pub async fn events_fragment(
     l: Lang,
     State(state): State<AppState>,
+    Acting(caller): Acting,
     Path(id): Path<String>,
 ) -> Page {
-    render(&events(l, &state, &id).await?.0)
+    render(&events(l, &state, &caller, &id).await?.0)
 }
