@@ -181,6 +181,7 @@ pub async fn serve(
         JobsConfig {
             storage,
             engine_limits: config.engine_limits.clone(),
+            tenant_quotas: config.tenant_quotas,
             node_id: config.node_id.clone(),
             data: data.clone(),
             limits: config.jobs,

@@ -97,8 +97,37 @@ pub async fn authenticate(
         )
         .into_response();
     }
+    let keyed = caller.key_id.is_some().then(|| caller.tenant_id.clone());
     request.extensions_mut().insert(caller);
-    next.run(request).await
+    let mut response = next.run(request).await;
+    if let Some(tenant) = keyed {
+        rate_headers(&state, &tenant, response.headers_mut()).await;
+    }
+    response
+}
+
+/// The tenant's standing against its `runs_per_minute` quota, on every answer to one of its
+/// keys (when it has that quota): `x-ratelimit-limit-requests`, `-remaining-requests`, and
+/// `-reset-requests` (until the oldest request of the minute leaves it, as `12s`).
+async fn rate_headers(state: &AppState, tenant: &str, headers: &mut HeaderMap) {
+    let rate = match state.jobs.rate_state(tenant).await {
+        Ok(Some(rate)) => rate,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!("reading a tenant's request rate failed: {e}");
+            return;
+        }
+    };
+    let reset = format!("{}s", rate.reset.as_secs_f64().ceil() as u64);
+    for (name, value) in [
+        ("x-ratelimit-limit-requests", rate.limit.to_string()),
+        ("x-ratelimit-remaining-requests", rate.remaining.to_string()),
+        ("x-ratelimit-reset-requests", reset),
+    ] {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(name, value);
+        }
+    }
 }
 
 /// Whether the service is open: no token configured and no key in force.

@@ -26,6 +26,12 @@ pub enum ApiError {
     /// A client-side problem: the status and the `detail` payload to send.
     #[error("{status}: {detail}")]
     Client { status: StatusCode, detail: Value },
+    /// 429: the caller's tenant is over a quota; `Retry-After` says when to try again.
+    #[error("429: {detail}")]
+    Throttled {
+        detail: Value,
+        retry_after_secs: u64,
+    },
     /// The answer is another node's: [`super::forward`] sends the read there.
     #[error("held by node {}", .0.id)]
     Elsewhere(NodeAddress),
@@ -88,6 +94,15 @@ impl From<Error> for ApiError {
                 StatusCode::TOO_MANY_REQUESTS,
                 Value::String(Error::QueueFull.to_string()),
             ),
+            Error::TooMany {
+                detail,
+                retry_after,
+            } => {
+                return Self::Throttled {
+                    detail,
+                    retry_after_secs: retry_after.as_secs_f64().ceil() as u64,
+                };
+            }
             Error::Missing { location, field } => return Self::missing_field(location, field),
             Error::HeldElsewhere(node) => return Self::Elsewhere(node),
             Error::Internal(cause) => return Self::Internal(cause),
@@ -113,6 +128,16 @@ impl IntoResponse for ApiError {
                         .headers_mut()
                         .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
                 }
+                response
+            }
+            Self::Throttled {
+                detail,
+                retry_after_secs,
+            } => {
+                let mut response = skill_runner_web::detail(StatusCode::TOO_MANY_REQUESTS, detail);
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
                 response
             }
             Self::Elsewhere(node) => {
@@ -143,6 +168,11 @@ impl ApiError {
     /// and not shown.
     pub fn into_message(self) -> (StatusCode, String) {
         match self.storage_full() {
+            Self::Throttled { detail, .. } => Self::Client {
+                status: StatusCode::TOO_MANY_REQUESTS,
+                detail,
+            }
+            .into_message(),
             Self::Client { status, detail } => {
                 let message = match &detail {
                     Value::String(s) => s.clone(),

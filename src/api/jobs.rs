@@ -250,6 +250,19 @@ async fn receive_upload(
             max_bytes: state.config.jobs.temp_package_max_bytes,
         });
     }
+    // The tenant's upload_bytes bounds the whole upload, each field first.
+    let allowed = match jobs.quotas_of(&request.tenant_id).await {
+        Ok(quotas) => quotas.upload_bytes,
+        Err(e) => {
+            jobs.release_upload(&request).await;
+            return Err(e.into());
+        }
+    };
+    if let Some(allowed) = allowed {
+        for field in &mut fields {
+            field.max_bytes = field.max_bytes.min(allowed);
+        }
+    }
     let sizes = match save_file_fields(&mut multipart, &fields).await {
         Ok(sizes) => sizes,
         Err(e) => {
@@ -257,6 +270,17 @@ async fn receive_upload(
             return Err(e);
         }
     };
+    let total: u64 = sizes.iter().flatten().sum();
+    if let Some(allowed) = allowed.filter(|allowed| total > *allowed) {
+        jobs.release_upload(&request).await;
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "The upload carries {total} bytes, over this tenant's upload_bytes quota of \
+                 {allowed}: send smaller files"
+            ),
+        ));
+    }
     let path_of = |i: usize| {
         sizes
             .get(i)

@@ -93,6 +93,8 @@ pub struct Config {
     pub node_url: Option<String>,
     /// `SKILL_RUNNER_ENGINE_LIMITS`: engines with a bound of their own on turns at once.
     pub engine_limits: Vec<(Engine, usize)>,
+    /// `SKILL_RUNNER_TENANT_*`: the quotas of a tenant that sets none of its own.
+    pub tenant_quotas: skill_runner_store::Quotas,
     /// `SKILL_RUNNER_STORAGE_URL`: shared storage for settled run folders, among nodes.
     pub storage_url: Option<String>,
     /// `SKILL_RUNNER_DATABASE_URL`: the PostgreSQL database (`postgres://…`) holding the
@@ -373,6 +375,12 @@ impl Config {
             node_url: s.node_url.map(|u| u.trim_end_matches('/').to_owned()),
             storage_url: s.storage_url,
             engine_limits: s.engine_limits.map(|l| l.0).unwrap_or_default(),
+            tenant_quotas: skill_runner_store::Quotas {
+                max_running: s.tenant_max_running.map(saturate),
+                max_queued: s.tenant_max_queued.map(saturate),
+                runs_per_minute: s.tenant_runs_per_minute.map(saturate),
+                upload_bytes: s.tenant_upload_bytes,
+            },
             database_url: database_url(get("SKILL_RUNNER_DATABASE_URL"))?,
             traces,
             log_format: s.log_format,
@@ -740,6 +748,11 @@ fn ensure_writable_dir(variable: &'static str, dir: &Path) -> Result<PathBuf, Co
 /// `SKILL_RUNNER_API_TOKENS` (comma-separated) and the lines of `SKILL_RUNNER_API_TOKENS_FILE`
 /// (blank lines and `#` comments skipped), together. Set but naming no token is an error: an
 /// operator who set it meant to close the API.
+/// A count as a quota holds it.
+fn saturate(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
 fn parse_api_tokens(
     list: Option<String>,
     file: Option<&Path>,

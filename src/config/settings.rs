@@ -131,6 +131,22 @@ pub struct Settings {
     /// set, else the number of CPUs, at most 16).
     #[arg(long, env = "SKILL_RUNNER_MAX_CONCURRENT_AGENTS", value_parser = positive)]
     pub max_concurrent_agents: Option<u64>,
+    /// Each tenant's runs running at once, unless its own quota says otherwise (unbounded
+    /// when unset).
+    #[arg(long, env = "SKILL_RUNNER_TENANT_MAX_RUNNING", value_parser = positive)]
+    pub tenant_max_running: Option<u64>,
+    /// Each tenant's runs queued at once, unless its own quota says otherwise; beyond it a
+    /// create answers 429 (unbounded when unset).
+    #[arg(long, env = "SKILL_RUNNER_TENANT_MAX_QUEUED", value_parser = positive)]
+    pub tenant_max_queued: Option<u64>,
+    /// Requests each tenant may create in any minute, unless its own quota says otherwise;
+    /// beyond it a create answers 429 (unbounded when unset).
+    #[arg(long, env = "SKILL_RUNNER_TENANT_RUNS_PER_MINUTE", value_parser = positive)]
+    pub tenant_runs_per_minute: Option<u64>,
+    /// Bytes one upload of each tenant may carry, unless its own quota says otherwise (the
+    /// upload caps alone when unset).
+    #[arg(long, env = "SKILL_RUNNER_TENANT_UPLOAD_BYTES", value_parser = positive)]
+    pub tenant_upload_bytes: Option<u64>,
     /// Engines with a bound of their own on turns at once, as `engine=count,…`
     /// (`codex=2,claude=1`): on this node, and among nodes in the whole cluster.
     #[arg(long, env = "SKILL_RUNNER_ENGINE_LIMITS", value_parser = engine_limits)]

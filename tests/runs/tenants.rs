@@ -699,3 +699,206 @@ async fn tenants_are_kept_apart_through_either_of_two_nodes() {
     })
     .await;
 }
+
+/// A job as `key`: status, headers and body.
+async fn create_as(
+    server: &TestServer,
+    key: &str,
+    body: Value,
+) -> (u16, reqwest::header::HeaderMap, Value) {
+    let response = common::client()
+        .post(server.url("/v1/jobs"))
+        .bearer_auth(key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, headers, response.json().await.unwrap())
+}
+
+fn header(headers: &reqwest::header::HeaderMap, name: &str) -> String {
+    headers
+        .get(name)
+        .unwrap_or_else(|| panic!("no {name} in {headers:?}"))
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn sleeper(n: usize) -> Value {
+    json!({"skill_id": "probe", "parameter": {"mode": "sleep"}, "input": {"text": format!("{n}")},
+           "runtime_options": {"no_cache": true}})
+}
+
+/// A tenant at its queued limit gets 429 with `Retry-After` while another tenant is still
+/// admitted; its rate-limit headers count down to its `runs_per_minute`, past which it gets
+/// 429 too; an upload over its `upload_bytes` is refused.
+#[tokio::test]
+async fn a_tenant_over_its_quotas_is_refused_and_the_others_are_not() {
+    let server = TestServer::with_skills(
+        &[
+            common::probe_skill("probe", None),
+            common::probe_skill("probe-doc", Some(true)),
+        ],
+        &[("SKILL_RUNNER_MAX_CONCURRENT", "1")],
+    );
+    let admin = cli_key(&server, None, "admin");
+    let (status, a) = json_as(
+        &server,
+        &admin,
+        "POST",
+        "/v1/management/tenants",
+        Some(
+            json!({"name": "busy", "quotas": {"max_queued": 2, "runs_per_minute": 5,
+                                              "upload_bytes": 600}}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 200, "{a}");
+    let a_tenant = a["tenant_id"].as_str().unwrap();
+    let b_tenant = make_tenant(&server, &admin, "calm").await;
+    let a = make_key(&server, &admin, a_tenant, "submit").await.secret;
+    let b = make_key(&server, &admin, &b_tenant, "submit").await.secret;
+
+    // One run takes the only slot, two wait: the tenant's queue is full.
+    let mut made = Vec::new();
+    for n in 0..3 {
+        let (status, headers, body) = create_as(&server, &a, sleeper(n)).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(header(&headers, "x-ratelimit-limit-requests"), "5");
+        assert_eq!(
+            header(&headers, "x-ratelimit-remaining-requests"),
+            (4 - n).to_string(),
+            "the headers count down"
+        );
+        let reset = header(&headers, "x-ratelimit-reset-requests");
+        let seconds: u64 = reset.trim_end_matches('s').parse().unwrap();
+        assert!((1..=60).contains(&seconds), "{reset}");
+        let rid = body["request_id"].as_str().unwrap().to_owned();
+        if n == 0 {
+            wait_as(&server, &a, &rid, &["running"]).await;
+        }
+        made.push(rid);
+    }
+    let (status, headers, body) = create_as(&server, &a, sleeper(3)).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["detail"]["code"], "TENANT_QUEUE_FULL", "{body}");
+    assert_eq!(header(&headers, "retry-after"), "1");
+    // Another tenant is still admitted.
+    let (status, headers, body) = create_as(&server, &b, sleeper(4)).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        headers.get("x-ratelimit-limit-requests").is_none(),
+        "no quota, no headers"
+    );
+    let b_run = body["request_id"].as_str().unwrap().to_owned();
+
+    // Queued runs that end free the queue; then the minute's count runs out.
+    for rid in &made[1..] {
+        let (status, _) =
+            json_as(&server, &a, "POST", &format!("/v1/jobs/{rid}/cancel"), None).await;
+        assert_eq!(status, 200);
+    }
+    let (status, headers, body) = create_as(&server, &a, sleeper(5)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(header(&headers, "x-ratelimit-remaining-requests"), "1");
+    made.push(body["request_id"].as_str().unwrap().to_owned());
+    let (status, _, body) = create_as(
+        &server,
+        &a,
+        json!({"skill_id": "probe-doc", "parameter": {"mode": "ok"}, "input": {"text": "d"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let waiting = body["request_id"].as_str().unwrap().to_owned();
+    let (status, headers, body) = create_as(&server, &a, sleeper(6)).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["detail"]["code"], "TENANT_RATE_LIMITED", "{body}");
+    assert_eq!(header(&headers, "x-ratelimit-remaining-requests"), "0");
+    let retry: u64 = header(&headers, "retry-after").parse().unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+
+    // An upload over the tenant's upload_bytes is refused, and the request keeps waiting.
+    let noise: Vec<u8> = (0..4000u32)
+        .map(|i| b"abcdefghijklmnopqrstuvwxyz"[(i.wrapping_mul(2_654_435_761) >> 7) as usize % 26])
+        .collect();
+    let big = build_zip(vec![("doc".into(), noise)]);
+    assert!(big.len() > 600);
+    let (status, body) = call(
+        &server,
+        Some(&a),
+        "POST",
+        &format!("/v1/jobs/{waiting}/upload"),
+        Some(Body::Zip("file", big)),
+    )
+    .await;
+    assert_eq!(status, 413, "{body}");
+    let (_, state) = json_as(&server, &a, "GET", &format!("/v1/jobs/{waiting}"), None).await;
+    assert_eq!(
+        state["run_id"],
+        Value::Null,
+        "still waiting for its upload: {state}"
+    );
+
+    for rid in made.iter().chain([&b_run]) {
+        call(
+            &server,
+            Some(&admin),
+            "POST",
+            &format!("/v1/jobs/{rid}/cancel"),
+            None,
+        )
+        .await;
+    }
+}
+
+/// Two nodes under a burst of one tenant's creates admit exactly its `runs_per_minute`.
+#[tokio::test]
+async fn two_nodes_admit_exactly_a_tenants_quota_under_a_burst() {
+    let url = common::postgres::fresh_database().await;
+    let skills = bundled();
+    let node = |id: &str| {
+        TestServer::start_with(
+            TestDirs::new(),
+            &[
+                ("SKILL_RUNNER_DATABASE_URL", url.as_str()),
+                ("SKILL_RUNNER_NODE_ID", id),
+                ("SKILL_RUNNER_SKILLS_DIR", skills.skills.to_str().unwrap()),
+            ],
+        )
+    };
+    let (one, two) = (node("node-a"), node("node-b"));
+    let admin = cli_key(&one, Some(&url), "admin");
+    let (status, tenant) = json_as(
+        &one,
+        &admin,
+        "POST",
+        "/v1/management/tenants",
+        Some(json!({"name": "bursty", "quotas": {"runs_per_minute": 12}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{tenant}");
+    let key = make_key(
+        &one,
+        &admin,
+        tenant["tenant_id"].as_str().unwrap(),
+        "submit",
+    )
+    .await
+    .secret;
+    let burst = (0..40).map(|n| {
+        let server = if n % 2 == 0 { &one } else { &two };
+        let key = key.clone();
+        async move {
+            let body = json!({"skill_id": "hello", "input": {"name": format!("n{n}")},
+                              "runtime_options": {"no_cache": true}});
+            create_as(server, &key, body).await.0
+        }
+    });
+    let answers = futures::future::join_all(burst).await;
+    let admitted = answers.iter().filter(|s| **s == 200).count();
+    let refused = answers.iter().filter(|s| **s == 429).count();
+    assert_eq!((admitted, refused), (12, 28), "{answers:?}");
+}

@@ -110,6 +110,8 @@ pub struct JobsConfig {
     /// Where settled run folders are copied for the other nodes (`SKILL_RUNNER_STORAGE_URL`);
     /// only ever set among nodes sharing a database.
     pub storage: Option<crate::storage::Storage>,
+    /// The quotas of a tenant that sets none of its own (`SKILL_RUNNER_TENANT_*`).
+    pub tenant_quotas: crate::store::Quotas,
 }
 
 /// Queue, timeouts and retention of job runs.

@@ -41,6 +41,13 @@ pub enum Error {
         "The service's storage is full: nothing was changed. Retry once an operator has freed space on its data volume"
     )]
     StorageFull,
+    /// The caller's tenant is over one of its quotas; a retry after `retry_after` may
+    /// succeed.
+    #[error("too many: {detail}")]
+    TooMany {
+        detail: Value,
+        retry_after: std::time::Duration,
+    },
     /// The job queue has no free place; a retry after runs start may succeed.
     #[error("Job queue is full")]
     QueueFull,
@@ -91,7 +98,8 @@ impl Error {
             | Self::Forbidden(d)
             | Self::NotFound(d)
             | Self::Conflict(d)
-            | Self::TooLarge(d) => d,
+            | Self::TooLarge(d)
+            | Self::TooMany { detail: d, .. } => d,
             Self::Internal(_) => return None,
             other => return Some(other.to_string()),
         };
@@ -108,9 +116,11 @@ impl Error {
     /// The machine-readable code of an object detail (`SKILL_ENGINE_UNSUPPORTED`, …).
     pub fn code(&self) -> Option<&str> {
         match self {
-            Self::Invalid(d) | Self::NotFound(d) | Self::Conflict(d) | Self::TooLarge(d) => {
-                d.get("code")?.as_str()
-            }
+            Self::Invalid(d)
+            | Self::NotFound(d)
+            | Self::Conflict(d)
+            | Self::TooLarge(d)
+            | Self::TooMany { detail: d, .. } => d.get("code")?.as_str(),
             _ => None,
         }
     }

@@ -34,10 +34,10 @@ pub use engines::{EngineStore, StoredMcpServer, StoredSnapshot, Upgrade, Upgrade
 pub use installs::{InstallPhase, InstallRequest, InstallStore};
 pub use interactions::*;
 pub use jobs::*;
-pub use postgres::{InstallLock, Postgres, Signal, Signals};
+pub use postgres::{ClusterLock, Postgres, Signal, Signals};
 pub use tenants::{
     ApiKey, AuditEntry, DEFAULT_TENANT, NewAudit, NewKey, Quotas, Role, Tenant, TenantDeletion,
-    TenantStore,
+    TenantLoad, TenantStore,
 };
 
 /// Lifecycle of a background task: a package install, an engine upgrade (and each engine in it).
@@ -166,7 +166,11 @@ pub trait Cluster: Send + Sync {
     async fn release_claims(&self) -> anyhow::Result<u64>;
 
     /// Waits until no other node installs a skill, and holds the others off until dropped.
-    async fn install_lock(&self) -> anyhow::Result<InstallLock>;
+    async fn install_lock(&self) -> anyhow::Result<ClusterLock>;
+
+    /// Waits until no other node admits a run of `tenant_id`, and holds them off until
+    /// dropped (a tenant's quotas are counted and kept exactly across nodes).
+    async fn tenant_lock(&self, tenant_id: &str) -> anyhow::Result<ClusterLock>;
 
     /// Records that `run_id`'s folder, as its last turn left it, is in shared storage.
     async fn mark_stored(&self, run_id: &str) -> anyhow::Result<()>;

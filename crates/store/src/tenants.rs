@@ -220,9 +220,23 @@ pub struct NewAudit {
     pub detail: Value,
 }
 
+/// What a tenant has under way, as its quotas count it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TenantLoad {
+    /// Its runs queued.
+    pub queued: u64,
+    /// Its requests created since the moment asked about.
+    pub created: u64,
+    /// The oldest of those.
+    pub oldest: Option<Timestamp>,
+}
+
 /// Tenants, keys and the audit log.
 #[async_trait::async_trait]
 pub trait TenantStore: Send + Sync {
+    /// The tenant's queued runs, and its requests created at or after `since`.
+    async fn tenant_load(&self, tenant_id: &str, since: Timestamp) -> anyhow::Result<TenantLoad>;
+
     /// Records a tenant; false when its name is taken.
     async fn create_tenant(&self, tenant: &Tenant) -> anyhow::Result<bool>;
 
@@ -271,6 +285,34 @@ macro_rules! tenant_store {
     ($backend:ty, |$this:ident| $turn:expr) => {
         #[async_trait::async_trait]
         impl $crate::tenants::TenantStore for $backend {
+            async fn tenant_load(
+                &self,
+                tenant_id: &str,
+                since: Timestamp,
+            ) -> anyhow::Result<TenantLoad> {
+                // The active runs' partial index serves the queued ones only where the query
+                // repeats its condition (SQLite).
+                let (queued, created, oldest): (i64, i64, Option<Timestamp>) = sqlx::query_as(
+                    "SELECT
+                        (SELECT COUNT(*) FROM runs r JOIN requests q ON q.request_id = r.request_id
+                         WHERE r.status = 'queued'
+                           AND r.status IN ('queued', 'running', 'waiting_user', 'waiting_auth')
+                           AND q.tenant_id = $1),
+                        (SELECT COUNT(*) FROM requests WHERE tenant_id = $1 AND created_at >= $2),
+                        (SELECT MIN(created_at) FROM requests
+                         WHERE tenant_id = $1 AND created_at >= $2)",
+                )
+                .bind(tenant_id)
+                .bind(since)
+                .fetch_one(&self.pool)
+                .await?;
+                Ok(TenantLoad {
+                    queued: queued.max(0) as u64,
+                    created: created.max(0) as u64,
+                    oldest,
+                })
+            }
+
             async fn create_tenant(&self, tenant: &Tenant) -> anyhow::Result<bool> {
                 let $this = self;
                 let _turn = $turn;
@@ -638,5 +680,38 @@ mod tests {
         assert_eq!(next[0].detail["n"], 2);
     }
 
-    on_both_backends!(tenants_keys_and_audit_rows_are_kept);
+    async fn a_tenants_load_counts_its_queued_runs_and_recent_requests(store: Store) {
+        use crate::jobs::tests::{new_request, new_run};
+        use crate::{Binding, JobStore as _};
+        let before = Timestamp::now();
+        for (n, tenant) in ["t1", "t1", "t2"].into_iter().enumerate() {
+            let request = crate::NewRequest {
+                tenant_id: tenant.into(),
+                ..new_request(&format!("q{n}"))
+            };
+            let binding = Binding::Run(new_run(&format!("r{n}")));
+            store
+                .create_request(&request, Some(&binding))
+                .await
+                .unwrap();
+        }
+        let awaiting = crate::NewRequest {
+            tenant_id: "t1".into(),
+            ..new_request("q9")
+        };
+        store.create_request(&awaiting, None).await.unwrap();
+        let load = store.tenant_load("t1", before).await.unwrap();
+        assert_eq!((load.queued, load.created), (2, 3), "{load:?}");
+        assert!(load.oldest.is_some_and(|t| t >= before));
+        let later = store.tenant_load("t1", Timestamp::now()).await.unwrap();
+        assert_eq!((later.queued, later.created, later.oldest), (2, 0, None));
+        crate::tests::start(&store, "r0", "off").await.unwrap();
+        assert_eq!(store.tenant_load("t1", before).await.unwrap().queued, 1);
+        assert_eq!(store.tenant_load("t2", before).await.unwrap().queued, 1);
+    }
+
+    on_both_backends!(
+        tenants_keys_and_audit_rows_are_kept,
+        a_tenants_load_counts_its_queued_runs_and_recent_requests
+    );
 }

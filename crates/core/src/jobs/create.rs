@@ -117,6 +117,7 @@ impl Jobs {
 
     /// `POST /v1/jobs`.
     pub async fn create_job(self: &Arc<Self>, body: NewJob) -> Result<Admitted> {
+        let _turn = self.tenant_turn(&body.caller.tenant_id, true).await?;
         self.with_room(self.admit_job(body)).await
     }
 
@@ -244,6 +245,7 @@ impl Jobs {
 
     /// `POST /v1/temp-skill-runs`: records the request; the skill arrives with the upload.
     pub async fn create_temp(self: &Arc<Self>, body: NewTempRun) -> Result<Admitted> {
+        let _turn = self.tenant_turn(&body.caller.tenant_id, true).await?;
         self.with_room(self.admit_temp(body)).await
     }
 
@@ -345,6 +347,14 @@ impl Jobs {
             self.release_upload(&request).await;
             return Err(Error::StorageFull);
         }
+        // The run it queues counts against the tenant's max_queued.
+        let _turn = match self.tenant_turn(&request.tenant_id, false).await {
+            Ok(turn) => turn,
+            Err(e) => {
+                self.release_upload(&request).await;
+                return Err(e);
+            }
+        };
         let outcome = self.try_accept_upload(&request, files).await;
         if let Err(Refusal::Retry(e) | Refusal::Fail(e)) = &outcome
             && self.ran_out(e)

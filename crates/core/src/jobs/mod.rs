@@ -22,6 +22,7 @@ pub mod interaction;
 pub mod live;
 mod login_wait;
 pub mod queue;
+pub mod quotas;
 pub mod recovery;
 pub mod relay;
 pub mod reply_files;
@@ -143,6 +144,8 @@ pub struct Jobs {
     resetting: tokio::sync::Mutex<()>,
     /// Room kept for recording runs when the data volume fills up.
     disk: crate::disk_space::DiskSpace,
+    /// The tenants' quotas as last read, and their admissions' turns.
+    quotas: quotas::TenantQuotas,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 }
@@ -171,6 +174,7 @@ impl Jobs {
                 config.data.disk_reserve(),
                 config.limits.disk_reserve_bytes,
             ),
+            quotas: quotas::TenantQuotas::default(),
             engines,
             config,
             store,

@@ -29,18 +29,23 @@ const ENGINE_PLACES: i64 = 0x0073_6b2d_656e_676e;
 /// The advisory lock key the nodes' installs take turns on (`sk-inst`).
 const INSTALLS: i64 = 0x0073_6b2d_696e_7374;
 
-/// Held while this node changes the shared skills dir: no other node's install swaps a
-/// skill meanwhile. The session lock lives on a connection of its own, closed on drop (which
-/// releases the lock whatever happened).
-pub struct InstallLock(Option<sqlx::pool::PoolConnection<sqlx::Postgres>>);
+/// The first key of the advisory locks a tenant's admissions take turns on (`sk-tnnt`); the
+/// second is a hash of the tenant's id.
+const TENANTS: i32 = 0x736b_746e;
 
-impl std::fmt::Debug for InstallLock {
+/// An advisory lock held for the whole cluster: while this node changes the shared skills
+/// dir (no other node's install swaps a skill meanwhile), or admits a tenant's run (no other
+/// node counts the tenant's runs meanwhile). The session lock lives on a connection of its
+/// own, closed on drop (which releases the lock whatever happened).
+pub struct ClusterLock(Option<sqlx::pool::PoolConnection<sqlx::Postgres>>);
+
+impl std::fmt::Debug for ClusterLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("InstallLock")
+        f.write_str("ClusterLock")
     }
 }
 
-impl Drop for InstallLock {
+impl Drop for ClusterLock {
     fn drop(&mut self) {
         if let Some(connection) = self.0.take() {
             // Not given back to the pool with the lock held: closed instead.
@@ -275,13 +280,23 @@ impl Cluster for Postgres {
         Ok(released)
     }
 
-    async fn install_lock(&self) -> anyhow::Result<InstallLock> {
+    async fn install_lock(&self) -> anyhow::Result<ClusterLock> {
         let mut connection = self.pool.acquire().await?;
         sqlx::query("SELECT pg_advisory_lock($1)")
             .bind(INSTALLS)
             .execute(&mut *connection)
             .await?;
-        Ok(InstallLock(Some(connection)))
+        Ok(ClusterLock(Some(connection)))
+    }
+
+    async fn tenant_lock(&self, tenant_id: &str) -> anyhow::Result<ClusterLock> {
+        let mut connection = self.pool.acquire().await?;
+        sqlx::query("SELECT pg_advisory_lock($1, hashtext($2))")
+            .bind(TENANTS)
+            .bind(tenant_id)
+            .execute(&mut *connection)
+            .await?;
+        Ok(ClusterLock(Some(connection)))
     }
 
     async fn mark_stored(&self, run_id: &str) -> anyhow::Result<()> {

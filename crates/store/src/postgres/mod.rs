@@ -20,7 +20,7 @@ mod interactions;
 mod jobs;
 mod tenants;
 
-pub use cluster::{InstallLock, Signal, Signals};
+pub use cluster::{ClusterLock, Signal, Signals};
 
 /// The schema this build expects in PostgreSQL.
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
