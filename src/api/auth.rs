@@ -242,18 +242,19 @@ pub fn needed_role(method: &Method, path: &str) -> Role {
 pub struct Acting(pub Caller);
 
 impl<S: Send + Sync> FromRequestParts<S> for Acting {
-    type Rejection = Response;
+    type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Response> {
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
         caller_of(parts).map(Acting)
     }
 }
 
-/// The caller [`authenticate`] put in the request; 401 on a route it let pass without one.
-pub fn caller_of(parts: &Parts) -> Result<Caller, Response> {
+/// The caller [`authenticate`] put in the request; 401 on a route it let pass without one
+/// (the probes and the login page, which need none).
+pub fn caller_of(parts: &Parts) -> Result<Caller, ApiError> {
     parts.extensions.get::<Caller>().cloned().ok_or_else(|| {
-        unauthorized(
-            "Bearer realm=\"skill-runner\"",
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
             "Authentication required: send Authorization: Bearer <token>",
         )
     })

@@ -68,7 +68,7 @@ pub const MANAGEMENT_PREFIX: &str = "/v1/management";
 pub struct Kind(pub Scope);
 
 impl<S: Send + Sync> FromRequestParts<S> for Kind {
-    type Rejection = Response;
+    type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         let caller = crate::api::auth::caller_of(parts)?;
         let path = parts.uri.path();

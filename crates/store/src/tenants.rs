@@ -681,8 +681,8 @@ mod tests {
     }
 
     async fn a_tenants_load_counts_its_queued_runs_and_recent_requests(store: Store) {
+        use crate::Binding;
         use crate::jobs::tests::{new_request, new_run};
-        use crate::{Binding, JobStore as _};
         let before = Timestamp::now();
         for (n, tenant) in ["t1", "t1", "t2"].into_iter().enumerate() {
             let request = crate::NewRequest {

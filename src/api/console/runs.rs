@@ -29,8 +29,6 @@ use crate::skill::ExecutionMode;
 use crate::state::AppState;
 use crate::store::{Request, RequestKind, Run, RunFilter, RunStatus, UploadState};
 
-/// The console sees jobs and temporary runs alike, as `/v1/management/runs` does.
-
 /// How many runs a page of the list shows.
 const PAGE_SIZE: u32 = 50;
 
