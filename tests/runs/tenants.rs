@@ -902,3 +902,76 @@ async fn two_nodes_admit_exactly_a_tenants_quota_under_a_burst() {
     let refused = answers.iter().filter(|s| **s == 429).count();
     assert_eq!((admitted, refused), (12, 28), "{answers:?}");
 }
+
+/// Tenant A queues 200 runs, then B one: with two slots, B's run starts before A's third run
+/// started after it was queued (fair slots), on one node or across `nodes`.
+async fn a_single_run_is_not_stuck_behind_a_burst(nodes: &[&TestServer], database: Option<&str>) {
+    let first = nodes[0];
+    let admin = cli_key(first, database, "admin");
+    let a_tenant = make_tenant(first, &admin, "burst").await;
+    let b_tenant = make_tenant(first, &admin, "single").await;
+    let a = make_key(first, &admin, &a_tenant, "submit").await.secret;
+    let b = make_key(first, &admin, &b_tenant, "submit").await.secret;
+    let drip = |n: usize| {
+        json!({"skill_id": "probe", "parameter": {"mode": "drip"}, "input": {"text": format!("{n}")},
+               "runtime_options": {"no_cache": true}})
+    };
+    for n in 0..200 {
+        let node = nodes[n % nodes.len()];
+        let (status, _, body) = create_as(node, &a, drip(n)).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, _, body) = create_as(nodes[nodes.len() - 1], &b, drip(999)).await;
+    assert_eq!(status, 200, "{body}");
+    let single = body["request_id"].as_str().unwrap().to_owned();
+    let started = wait_as(first, &b, &single, &["running", "succeeded"]).await;
+    let queued_at = started["created_at"].as_str().unwrap().to_owned();
+    let (_, listed) = json_as(first, &b, "GET", "/v1/management/runs?limit=10", None).await;
+    let b_started = listed["runs"][0]["started_at"].as_str().unwrap().to_owned();
+    let (_, listed) = json_as(first, &a, "GET", "/v1/management/runs?limit=1000", None).await;
+    let passed: Vec<&str> = listed["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["started_at"].as_str())
+        .filter(|at| *at > queued_at.as_str() && *at < b_started.as_str())
+        .collect();
+    assert!(
+        passed.len() < 3,
+        "{} of A's runs started between B's queueing ({queued_at}) and its start ({b_started})",
+        passed.len()
+    );
+}
+
+#[tokio::test]
+async fn fair_slots_on_one_node() {
+    let server = TestServer::with_skills(
+        &[common::probe_skill("probe", None)],
+        &[
+            ("SKILL_RUNNER_MAX_CONCURRENT", "2"),
+            ("SKILL_RUNNER_MAX_QUEUE_SIZE", "1000"),
+        ],
+    );
+    a_single_run_is_not_stuck_behind_a_burst(&[&server], None).await;
+}
+
+#[tokio::test]
+async fn fair_slots_across_two_nodes() {
+    let url = common::postgres::fresh_database().await;
+    let skills = TestDirs::new();
+    common::probe_skill("probe", None).write_into(&skills.skills);
+    let node = |id: &str| {
+        TestServer::start_with(
+            TestDirs::new(),
+            &[
+                ("SKILL_RUNNER_DATABASE_URL", url.as_str()),
+                ("SKILL_RUNNER_NODE_ID", id),
+                ("SKILL_RUNNER_SKILLS_DIR", skills.skills.to_str().unwrap()),
+                ("SKILL_RUNNER_MAX_CONCURRENT", "1"),
+                ("SKILL_RUNNER_MAX_QUEUE_SIZE", "1000"),
+            ],
+        )
+    };
+    let (one, two) = (node("node-a"), node("node-b"));
+    a_single_run_is_not_stuck_behind_a_burst(&[&one, &two], Some(&url)).await;
+}

@@ -365,6 +365,7 @@ mod tests {
         };
         let run = NewRun {
             run_id: "r1".into(),
+            tenant_id: crate::DEFAULT_TENANT.into(),
             skill_id: "demo".into(),
             skill_dir: "/skills/demo".into(),
             engine: Engine::Script,

@@ -106,6 +106,8 @@ pub struct Run {
     pub finished_at: Option<Timestamp>,
     /// How its latest turn was confined (`landlock`, `unavailable`, `off`); `None` before one.
     pub sandbox: Option<String>,
+    /// Its request's tenant.
+    pub tenant_id: String,
 }
 
 pub use skill_runner_types::ProcessMark;
@@ -141,6 +143,7 @@ pub(crate) struct RunRow {
     started_at: Option<Timestamp>,
     finished_at: Option<Timestamp>,
     sandbox: Option<String>,
+    tenant_id: String,
 }
 
 impl TryFrom<RunRow> for Run {
@@ -182,6 +185,7 @@ impl TryFrom<RunRow> for Run {
             started_at: r.started_at,
             finished_at: r.finished_at,
             sandbox: r.sandbox,
+            tenant_id: r.tenant_id,
         })
     }
 }
@@ -210,6 +214,8 @@ pub struct NewRequest {
 #[derive(Debug, Clone)]
 pub struct NewRun {
     pub run_id: String,
+    /// Its request's tenant.
+    pub tenant_id: String,
     pub skill_id: String,
     pub skill_dir: String,
     pub engine: Engine,
@@ -311,7 +317,7 @@ macro_rules! run_columns {
          warnings, result, cache_key, pgid, pg_boot_id, pg_start_ticks, recovery_state, \
          recovered_at, recovery_reason, turn, interaction_count, pending_interaction_id, \
          wait_deadline, auto_decision_count, last_auto_decision_at, engine_session, created_at, \
-         updated_at, started_at, finished_at, sandbox"
+         updated_at, started_at, finished_at, sandbox, tenant_id"
     };
 }
 pub(crate) use run_columns;
@@ -323,8 +329,8 @@ pub(crate) type Statement<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlit
 macro_rules! insert_run {
     () => {
         "INSERT INTO runs (run_id, request_id, skill_id, engine, skill_dir, status, cache_key,
-                           created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?)"
+                           created_at, updated_at, tenant_id)
+         VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)"
     };
 }
 pub(crate) use insert_run;
@@ -355,6 +361,7 @@ pub(crate) fn bind_run<'q>(
         .bind(&run.cache_key)
         .bind(now)
         .bind(now)
+        .bind(&run.tenant_id)
 }
 
 async fn insert_run_in(
@@ -1134,6 +1141,7 @@ pub(crate) mod tests {
     pub(crate) fn new_run(id: &str) -> NewRun {
         NewRun {
             run_id: id.into(),
+            tenant_id: crate::DEFAULT_TENANT.into(),
             skill_id: "demo".into(),
             skill_dir: "/skills/demo".into(),
             engine: Engine::Script,

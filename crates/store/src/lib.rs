@@ -133,15 +133,18 @@ pub trait Cluster: Send + Sync {
     /// entered again, but its claims are gone: its turns must stop).
     async fn heartbeat(&self) -> anyhow::Result<bool>;
 
-    /// Claims the oldest queued run this node may run: unclaimed, its folder nowhere else, of
-    /// an agent engine only when `agents`, and of an engine in `limits` only while fewer of its
-    /// runs than its bound are claimed or running in the whole cluster (exactly: such claims
-    /// take turns).
+    /// Claims a queued run this node may run: unclaimed, its folder nowhere else, of an agent
+    /// engine only when `agents`, of an engine in `limits` only while fewer of its runs than
+    /// its bound are claimed or running in the whole cluster, and of a tenant only while fewer
+    /// of its runs than its `max_running` (its own, else `max_running`) are (exactly: such
+    /// claims take turns). Of those, the oldest run of the tenant holding the fewest places,
+    /// so tenants share the slots evenly.
     async fn claim(
         &self,
         agents: bool,
         limits: &[(Engine, usize)],
-    ) -> anyhow::Result<Option<(String, Engine)>>;
+        max_running: Option<u32>,
+    ) -> anyhow::Result<Option<Claimed>>;
 
     /// Runs queued in the whole cluster (the admission bound).
     async fn queued(&self) -> anyhow::Result<u64>;
@@ -185,6 +188,14 @@ pub trait Cluster: Send + Sync {
     /// the uploads they were receiving, and returns the runs their turns left `running`, for
     /// the caller to end.
     async fn settle_lost(&self, silent: std::time::Duration) -> anyhow::Result<Option<Vec<Run>>>;
+}
+
+/// A run a node claimed.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct Claimed {
+    pub run_id: String,
+    pub engine: Engine,
+    pub tenant_id: String,
 }
 
 /// How the other nodes know one: its id and the base URL it answers on.
@@ -429,7 +440,7 @@ pub(crate) mod tests {
         sandbox: &str,
     ) -> anyhow::Result<Option<Run>> {
         if let Some(cluster) = store.cluster() {
-            while cluster.claim(true, &[]).await?.is_some() {}
+            while cluster.claim(true, &[], None).await?.is_some() {}
         }
         store.start_run(run_id, sandbox).await
     }
@@ -617,6 +628,7 @@ pub(crate) mod tests {
             .unwrap();
         let run = |id: &str, engine| NewRun {
             run_id: id.into(),
+            tenant_id: crate::DEFAULT_TENANT.into(),
             skill_id: "demo".into(),
             skill_dir: "/skills/demo".into(),
             engine,
@@ -660,8 +672,55 @@ pub(crate) mod tests {
         }
     }
 
-    fn claimed(claim: Option<(String, Engine)>) -> Option<String> {
-        claim.map(|(run_id, _)| run_id)
+    fn claimed(claim: Option<Claimed>) -> Option<String> {
+        claim.map(|c| c.run_id)
+    }
+
+    /// Claims share the slots among tenants: the oldest run of the tenant holding the fewest
+    /// places, a tenant at its max_running passed over.
+    #[tokio::test]
+    async fn claims_go_to_the_tenant_holding_the_fewest_places_within_its_bound() {
+        let url = skill_runner_test_support::postgres::fresh_database().await;
+        let store = Postgres::connect(&url, &node("node-a"), 1000)
+            .await
+            .unwrap();
+        let now = skill_runner_types::clock::Timestamp::now();
+        let capped = Tenant {
+            tenant_id: "c".into(),
+            name: "capped".into(),
+            quotas: Quotas {
+                max_running: Some(1),
+                ..Quotas::default()
+            },
+            created_at: now,
+            updated_at: now,
+        };
+        assert!(store.create_tenant(&capped).await.unwrap());
+        for (n, tenant) in ["a", "a", "a", "b", "c", "c"].into_iter().enumerate() {
+            let request = NewRequest {
+                tenant_id: tenant.into(),
+                ..jobs::tests::new_request(&format!("q{n}"))
+            };
+            let run = NewRun {
+                tenant_id: tenant.into(),
+                ..jobs::tests::new_run(&format!("{tenant}{n}"))
+            };
+            store
+                .create_request(&request, Some(&Binding::Run(run)))
+                .await
+                .unwrap();
+        }
+        let mut order = Vec::new();
+        while let Some(claimed) = store.claim(true, &[], None).await.unwrap() {
+            order.push(claimed.run_id);
+        }
+        assert_eq!(
+            order,
+            ["a0", "b3", "c4", "a1", "a2"],
+            "a, b and c take turns; c holds its one place, so c5 waits"
+        );
+        let run = store.run("c4").await.unwrap().unwrap();
+        assert_eq!(run.tenant_id, "c");
     }
 
     #[tokio::test]
@@ -674,7 +733,7 @@ pub(crate) mod tests {
             "the bound counts every node's"
         );
         assert_eq!(
-            claimed(b.claim(false, &[]).await.unwrap()).as_deref(),
+            claimed(b.claim(false, &[], None).await.unwrap()).as_deref(),
             Some("r1")
         );
         assert!(
@@ -689,16 +748,16 @@ pub(crate) mod tests {
         assert_eq!(a.secret(), b.secret());
         assert!(a.secret().len() >= 64);
         assert_eq!(
-            claimed(b.claim(false, &[]).await.unwrap()),
+            claimed(b.claim(false, &[], None).await.unwrap()),
             None,
             "no agent run without an agent place; r3's uploads are on node a"
         );
         assert_eq!(
-            claimed(b.claim(true, &[]).await.unwrap()).as_deref(),
+            claimed(b.claim(true, &[], None).await.unwrap()).as_deref(),
             Some("r2")
         );
         assert_eq!(
-            claimed(a.claim(true, &[]).await.unwrap()).as_deref(),
+            claimed(a.claim(true, &[], None).await.unwrap()).as_deref(),
             Some("r3")
         );
         let ids = |runs: Vec<Run>| runs.into_iter().map(|r| r.run_id).collect::<Vec<_>>();
@@ -706,7 +765,7 @@ pub(crate) mod tests {
         assert_eq!(ids(b.held(RunStatus::Queued).await.unwrap()), ["r2"]);
         assert_eq!(b.release_claims().await.unwrap(), 1);
         assert_eq!(
-            claimed(a.claim(true, &[]).await.unwrap()).as_deref(),
+            claimed(a.claim(true, &[], None).await.unwrap()).as_deref(),
             Some("r2")
         );
 
@@ -737,19 +796,19 @@ pub(crate) mod tests {
         let (a, b) = two_nodes().await;
         let limits = [(Engine::Codex, 1), (Engine::Script, 1)];
         assert_eq!(
-            claimed(a.claim(true, &limits).await.unwrap()).as_deref(),
+            claimed(a.claim(true, &limits, None).await.unwrap()).as_deref(),
             Some("r1")
         );
         assert_eq!(
-            claimed(a.claim(true, &limits).await.unwrap()).as_deref(),
+            claimed(a.claim(true, &limits, None).await.unwrap()).as_deref(),
             Some("r2"),
             "a's uploads wait: one script run at a time in the cluster"
         );
-        assert_eq!(claimed(b.claim(true, &limits).await.unwrap()), None);
-        assert_eq!(claimed(a.claim(true, &limits).await.unwrap()), None);
+        assert_eq!(claimed(b.claim(true, &limits, None).await.unwrap()), None);
+        assert_eq!(claimed(a.claim(true, &limits, None).await.unwrap()), None);
         assert_eq!(a.release_claims().await.unwrap(), 2);
         assert_eq!(
-            claimed(a.claim(true, &[]).await.unwrap()).as_deref(),
+            claimed(a.claim(true, &[], None).await.unwrap()).as_deref(),
             Some("r1"),
             "without bounds, anything"
         );
@@ -761,7 +820,7 @@ pub(crate) mod tests {
     async fn a_node_sweeps_the_finished_runs_it_holds_and_those_no_live_node_holds() {
         let (a, b) = two_nodes().await;
         assert_eq!(
-            claimed(b.claim(true, &[]).await.unwrap()).as_deref(),
+            claimed(b.claim(true, &[], None).await.unwrap()).as_deref(),
             Some("r1")
         );
         assert!(b.start_run("r1", "off").await.unwrap().is_some());
@@ -804,12 +863,12 @@ pub(crate) mod tests {
     async fn a_lost_nodes_claims_go_back_and_its_turns_are_handed_to_the_leader() {
         let (a, b) = two_nodes().await;
         assert_eq!(
-            claimed(a.claim(true, &[]).await.unwrap()).as_deref(),
+            claimed(a.claim(true, &[], None).await.unwrap()).as_deref(),
             Some("r1")
         );
         assert!(a.start_run("r1", "off").await.unwrap().is_some());
         assert_eq!(
-            claimed(a.claim(true, &[]).await.unwrap()).as_deref(),
+            claimed(a.claim(true, &[], None).await.unwrap()).as_deref(),
             Some("r2")
         );
         let silent = Duration::from_millis(300);
@@ -819,7 +878,7 @@ pub(crate) mod tests {
         let ids: Vec<_> = orphaned.iter().map(|r| r.run_id.as_str()).collect();
         assert_eq!(ids, ["r1"], "the lost node's turn, for the leader to end");
         assert_eq!(
-            claimed(b.claim(true, &[]).await.unwrap()).as_deref(),
+            claimed(b.claim(true, &[], None).await.unwrap()).as_deref(),
             Some("r2"),
             "the lost node's claim went back to the queue"
         );

@@ -294,10 +294,10 @@ macro_rules! tenant_store {
                 // repeats its condition (SQLite).
                 let (queued, created, oldest): (i64, i64, Option<Timestamp>) = sqlx::query_as(
                     "SELECT
-                        (SELECT COUNT(*) FROM runs r JOIN requests q ON q.request_id = r.request_id
-                         WHERE r.status = 'queued'
-                           AND r.status IN ('queued', 'running', 'waiting_user', 'waiting_auth')
-                           AND q.tenant_id = $1),
+                        (SELECT COUNT(*) FROM runs
+                         WHERE status = 'queued'
+                           AND status IN ('queued', 'running', 'waiting_user', 'waiting_auth')
+                           AND tenant_id = $1),
                         (SELECT COUNT(*) FROM requests WHERE tenant_id = $1 AND created_at >= $2),
                         (SELECT MIN(created_at) FROM requests
                          WHERE tenant_id = $1 AND created_at >= $2)",
@@ -689,7 +689,10 @@ mod tests {
                 tenant_id: tenant.into(),
                 ..new_request(&format!("q{n}"))
             };
-            let binding = Binding::Run(new_run(&format!("r{n}")));
+            let binding = Binding::Run(crate::NewRun {
+                tenant_id: tenant.into(),
+                ..new_run(&format!("r{n}"))
+            });
             store
                 .create_request(&request, Some(&binding))
                 .await

@@ -163,6 +163,7 @@ mod tests {
             started_at: started.map(at),
             finished_at: finished.map(at),
             sandbox: None,
+            tenant_id: "default".into(),
         }
     }
 

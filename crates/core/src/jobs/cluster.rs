@@ -23,7 +23,7 @@ use skill_runner_types::run_state::Move;
 
 use super::Jobs;
 use super::executor::codes;
-use super::queue::Admission;
+use super::queue::{Admission, QueuedRun};
 use crate::error::{Error, Result};
 use crate::runner::Envelope;
 use crate::store::{Cluster, Signal};
@@ -65,19 +65,45 @@ impl Jobs {
         self.place().await?.ok_or(Error::QueueFull)
     }
 
-    /// Queues a recorded run in its place.
-    pub(crate) async fn enqueue(&self, place: Place, run_id: &str, engine: Engine) {
+    /// Queues a recorded run of `tenant` in its place.
+    pub(crate) async fn enqueue(&self, place: Place, run_id: &str, engine: Engine, tenant: &str) {
         match place {
-            Place::Local(admission) => admission.enqueue(run_id.to_owned(), engine),
+            Place::Local(admission) => {
+                admission.enqueue(self.queued_run(run_id, engine, tenant).await);
+            }
             Place::Shared => self.announce().await,
         }
     }
 
-    /// Queues a run that cannot be refused (an automatic decision's next turn).
-    pub(crate) async fn requeue(&self, run_id: &str, engine: Engine) {
+    /// Queues a run of `tenant` that cannot be refused (an automatic decision's next turn).
+    pub(crate) async fn requeue(&self, run_id: &str, engine: Engine, tenant: &str) {
         match self.cluster() {
-            None => self.queue.push_unbounded(run_id.to_owned(), engine),
+            None => {
+                let run = self.queued_run(run_id, engine, tenant).await;
+                self.queue.push_unbounded(run);
+            }
             Some(_) => self.announce().await,
+        }
+    }
+
+    /// How a run waits in this node's queue: with its tenant's `max_running` on one node
+    /// (among nodes the claims keep to it, and this node's queue holds only what it claimed).
+    pub(crate) async fn queued_run(&self, run_id: &str, engine: Engine, tenant: &str) -> QueuedRun {
+        let max_running = match self.cluster() {
+            Some(_) => None,
+            None => match self.quotas_of(tenant).await {
+                Ok(quotas) => quotas.max_running,
+                Err(e) => {
+                    tracing::warn!(run_id, "reading its tenant's quotas: {e}");
+                    None
+                }
+            },
+        };
+        QueuedRun {
+            run_id: run_id.to_owned(),
+            engine,
+            tenant: tenant.into(),
+            max_running,
         }
     }
 
@@ -125,10 +151,19 @@ impl Jobs {
             let wake = self.claimable.notified();
             while self.idle.load(Ordering::Relaxed) > self.queue.waiting() {
                 match cluster
-                    .claim(self.queue.agent_place_free(), self.queue.engine_limits())
+                    .claim(
+                        self.queue.agent_place_free(),
+                        self.queue.engine_limits(),
+                        self.config.tenant_quotas.max_running,
+                    )
                     .await
                 {
-                    Ok(Some((run_id, engine))) => self.queue.push_unbounded(run_id, engine),
+                    Ok(Some(claimed)) => self.queue.push_unbounded(QueuedRun {
+                        run_id: claimed.run_id,
+                        engine: claimed.engine,
+                        tenant: claimed.tenant_id.into(),
+                        max_running: None,
+                    }),
                     Ok(None) => break,
                     Err(e) => {
                         tracing::warn!(error = format!("{e:#}"), "claiming a run");

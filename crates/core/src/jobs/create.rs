@@ -623,6 +623,7 @@ impl Jobs {
         let admission = self.admit().await?;
         let run = NewRun {
             run_id: new_id(),
+            tenant_id: request.tenant_id.clone(),
             skill_id: skill.id.clone(),
             skill_dir: skill.path.to_string_lossy().into_owned(),
             engine: request.engine.unwrap_or(Engine::Script),
@@ -640,7 +641,8 @@ impl Jobs {
     ) -> Admitted {
         match (binding, admission) {
             (Binding::Run(run), Some(admission)) => {
-                self.enqueue(admission, &run.run_id, run.engine).await;
+                self.enqueue(admission, &run.run_id, run.engine, &run.tenant_id)
+                    .await;
                 self.moved(&run.run_id, run.engine, RunStatus::Queued);
                 Admitted {
                     request_id,

@@ -121,7 +121,8 @@ impl Jobs {
         };
         match self.store.answer(&run.run_id, answer).await? {
             AnswerOutcome::Accepted => {
-                self.enqueue(admission, &run.run_id, run.engine).await;
+                self.enqueue(admission, &run.run_id, run.engine, &run.tenant_id)
+                    .await;
                 self.moved(&run.run_id, run.engine, RunStatus::Queued);
                 Ok(())
             }
@@ -275,7 +276,7 @@ impl Jobs {
         };
         if self.store.answer(run_id, answer).await? == AnswerOutcome::Accepted {
             tracing::info!(run_id, seq, "no reply in time: the runner decided");
-            self.requeue(run_id, run.engine).await;
+            self.requeue(run_id, run.engine, &run.tenant_id).await;
             self.moved(run_id, run.engine, RunStatus::Queued);
         }
         Ok(())

@@ -11,8 +11,14 @@
 //! licence): its runs then wait for a place of that engine, and others pass them. Closing the
 //! queue (shutdown) is decided under the same lock as a pop, so no run leaves the queue once
 //! shutdown began: queued runs stay queued.
+//!
+//! Tenants share the slots evenly: of the runs that may start, the next is one of the tenant
+//! holding the fewest slots (the oldest of its runs; between tenants holding as many, the
+//! tenant of the oldest run). A tenant with a thousand runs queued therefore delays another
+//! tenant's run by at most one slot coming free. A tenant's `max_running` quota bounds its
+//! runs holding a slot at once: its other runs wait, and other tenants' pass them.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use opentelemetry::trace::SpanContext;
@@ -40,14 +46,25 @@ struct State {
     /// Agent turns holding a slot.
     agents: usize,
     /// Turns holding a slot, by engine.
-    turns: std::collections::HashMap<Engine, usize>,
+    turns: HashMap<Engine, usize>,
+    /// Turns holding a slot, by tenant.
+    tenants: HashMap<Arc<str>, usize>,
     closed: bool,
+}
+
+/// A run to queue: which, of what engine, whose, and how many of its tenant's runs may hold
+/// a slot at once (`None`: no bound).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedRun {
+    pub run_id: String,
+    pub engine: Engine,
+    pub tenant: Arc<str>,
+    pub max_running: Option<u32>,
 }
 
 #[derive(Debug)]
 struct Queued {
-    run_id: String,
-    engine: Engine,
+    run: QueuedRun,
     since: std::time::Instant,
     origin: Option<SpanContext>,
 }
@@ -67,6 +84,7 @@ pub struct Popped {
 pub struct TurnPlace {
     queue: Arc<Queue>,
     engine: Engine,
+    tenant: Arc<str>,
 }
 
 /// A place in the queue, held while the run is being recorded; dropping it unused gives the
@@ -95,15 +113,19 @@ impl Queue {
         &self.engine_limits
     }
 
-    /// Whether a turn of `engine` may start beside those holding a place in `state`.
-    fn may_start(&self, state: &State, engine: Engine) -> bool {
+    /// Whether `run` may start beside the turns holding a place in `state`.
+    fn may_start(&self, state: &State, run: &QueuedRun) -> bool {
+        let engine = run.engine;
+        let tenant_free = run
+            .max_running
+            .is_none_or(|max| state.held_by(&run.tenant) < max as usize);
         let agent_free = engine == Engine::Script || state.agents < self.max_agents;
         let engine_free = self
             .engine_limits
             .iter()
             .find(|(limited, _)| *limited == engine)
             .is_none_or(|(_, max)| state.turns.get(&engine).copied().unwrap_or(0) < *max);
-        agent_free && engine_free
+        tenant_free && agent_free && engine_free
     }
 
     /// A place for one more run, or `None` when `max` runs are already waiting.
@@ -122,16 +144,16 @@ impl Queue {
 
     /// Queues a run regardless of the bound: one admitted before a restart, or one the runner
     /// itself resumed (an automatic decision), which cannot be refused.
-    pub fn push_unbounded(&self, run_id: String, engine: Engine) {
+    pub fn push_unbounded(&self, run: QueuedRun) {
         let mut state = self.lock();
-        state.runs.push_back(Queued::new(run_id, engine));
+        state.runs.push_back(Queued::new(run));
         state.counted();
         drop(state);
         self.ready.notify_one();
     }
 
-    /// Waits for the oldest run that may start; `None` once the queue is closed, even with
-    /// runs left in it.
+    /// Waits for the next run that may start (the oldest of the tenant holding the fewest
+    /// slots); `None` once the queue is closed, even with runs left in it.
     pub async fn pop(self: &Arc<Self>) -> Option<Popped> {
         loop {
             let notified = self.ready.notified();
@@ -140,26 +162,32 @@ impl Queue {
                 if state.closed {
                     return None;
                 }
-                let startable = state
+                let next = state
                     .runs
                     .iter()
-                    .position(|r| self.may_start(&state, r.engine));
-                if let Some(at) = startable {
-                    let run = state.runs.remove(at).expect("a position in the queue");
+                    .enumerate()
+                    .filter(|(_, r)| self.may_start(&state, &r.run))
+                    .min_by_key(|(at, r)| (state.held_by(&r.run.tenant), *at))
+                    .map(|(at, _)| at);
+                if let Some(at) = next {
+                    let Queued { run, since, origin } =
+                        state.runs.remove(at).expect("a position in the queue");
                     if run.engine != Engine::Script {
                         state.agents += 1;
                     }
                     *state.turns.entry(run.engine).or_default() += 1;
+                    *state.tenants.entry(run.tenant.clone()).or_default() += 1;
                     state.counted();
                     metrics::histogram!(telemetry::QUEUE_WAIT_SECONDS)
-                        .record(run.since.elapsed().as_secs_f64());
+                        .record(since.elapsed().as_secs_f64());
                     return Some(Popped {
                         run_id: run.run_id,
                         place: TurnPlace {
                             queue: self.clone(),
                             engine: run.engine,
+                            tenant: run.tenant,
                         },
-                        origin: run.origin,
+                        origin,
                     });
                 }
             }
@@ -177,14 +205,14 @@ impl Queue {
     pub fn remove(&self, run_id: &str) -> bool {
         let mut state = self.lock();
         let before = state.runs.len();
-        state.runs.retain(|r| r.run_id != run_id);
+        state.runs.retain(|r| r.run.run_id != run_id);
         state.counted();
         before != state.runs.len()
     }
 
     /// Whether `run_id` waits in the queue.
     pub fn contains(&self, run_id: &str) -> bool {
-        self.lock().runs.iter().any(|r| r.run_id == run_id)
+        self.lock().runs.iter().any(|r| r.run.run_id == run_id)
     }
 
     /// Whether an agent turn could take a place now.
@@ -203,6 +231,11 @@ impl Queue {
 }
 
 impl State {
+    /// Turns of `tenant` holding a slot.
+    fn held_by(&self, tenant: &str) -> usize {
+        self.tenants.get(tenant).copied().unwrap_or(0)
+    }
+
     /// Publishes the queue's depth after a change.
     fn counted(&self) {
         metrics::gauge!(telemetry::QUEUE_DEPTH).set(self.runs.len() as f64);
@@ -210,10 +243,9 @@ impl State {
 }
 
 impl Queued {
-    fn new(run_id: String, engine: Engine) -> Self {
+    fn new(run: QueuedRun) -> Self {
         Self {
-            run_id,
-            engine,
+            run,
             since: std::time::Instant::now(),
             origin: telemetry::current_trace(),
         }
@@ -235,6 +267,12 @@ impl Drop for TurnPlace {
         if let Some(turns) = state.turns.get_mut(&self.engine) {
             *turns -= 1;
         }
+        if let Some(held) = state.tenants.get_mut(&self.tenant) {
+            *held -= 1;
+            if *held == 0 {
+                state.tenants.remove(&self.tenant);
+            }
+        }
         drop(state);
         // A run may have waited for this place while every other worker was idle.
         self.queue.ready.notify_one();
@@ -243,11 +281,11 @@ impl Drop for TurnPlace {
 
 impl Admission {
     /// Puts the run at the back of the queue.
-    pub fn enqueue(mut self, run_id: String, engine: Engine) {
+    pub fn enqueue(mut self, run: QueuedRun) {
         self.used = true;
         let mut state = self.queue.lock();
         state.reserved -= 1;
-        state.runs.push_back(Queued::new(run_id, engine));
+        state.runs.push_back(Queued::new(run));
         state.counted();
         drop(state);
         self.queue.ready.notify_one();
@@ -266,6 +304,20 @@ impl Drop for Admission {
 mod tests {
     use super::*;
 
+    /// A run of the default tenant, unbounded.
+    fn run(id: &str, engine: Engine) -> QueuedRun {
+        of("default", None, id, engine)
+    }
+
+    fn of(tenant: &str, max_running: Option<u32>, id: &str, engine: Engine) -> QueuedRun {
+        QueuedRun {
+            run_id: id.into(),
+            engine,
+            tenant: tenant.into(),
+            max_running,
+        }
+    }
+
     #[tokio::test]
     async fn bound_counts_reservations_and_order_is_fifo() {
         let q = Queue::new(2, 2, vec![]);
@@ -274,12 +326,12 @@ mod tests {
         assert!(q.try_admit().is_none(), "two places taken");
         drop(b);
         let b = q.try_admit().expect("an unused place comes back");
-        a.enqueue("r1".into(), Engine::Script);
-        b.enqueue("r2".into(), Engine::Script);
+        a.enqueue(run("r1", Engine::Script));
+        b.enqueue(run("r2", Engine::Script));
         assert!(q.try_admit().is_none());
         assert!(q.remove("r2"));
         let c = q.try_admit().unwrap();
-        c.enqueue("r3".into(), Engine::Script);
+        c.enqueue(run("r3", Engine::Script));
         assert_eq!(q.pop().await.map(|p| p.run_id).as_deref(), Some("r1"));
         assert_eq!(q.pop().await.map(|p| p.run_id).as_deref(), Some("r3"));
         assert_eq!(q.waiting(), 0);
@@ -298,7 +350,7 @@ mod tests {
             waiting.await.unwrap().is_none(),
             "a waiting worker is released"
         );
-        q.push_unbounded("r1".into(), Engine::Script);
+        q.push_unbounded(run("r1", Engine::Script));
         assert!(q.pop().await.is_none(), "a ready run is not handed out");
         assert_eq!(q.waiting(), 1);
     }
@@ -306,9 +358,9 @@ mod tests {
     #[tokio::test]
     async fn agent_runs_wait_for_an_agent_place_and_scripts_pass_them() {
         let q = Queue::new(8, 1, vec![]);
-        q.push_unbounded("a1".into(), Engine::Codex);
-        q.push_unbounded("a2".into(), Engine::Claude);
-        q.push_unbounded("s1".into(), Engine::Script);
+        q.push_unbounded(run("a1", Engine::Codex));
+        q.push_unbounded(run("a2", Engine::Claude));
+        q.push_unbounded(run("s1", Engine::Script));
         let first = q.pop().await.unwrap();
         assert_eq!(first.run_id, "a1");
         let second = q.pop().await.unwrap();
@@ -335,7 +387,7 @@ mod tests {
             ("c2", Engine::Codex),
             ("q1", Engine::Qwen),
         ] {
-            q.push_unbounded(id.into(), engine);
+            q.push_unbounded(run(id, engine));
         }
         let first = q.pop().await.unwrap();
         assert_eq!(first.run_id, "c1");
@@ -352,5 +404,46 @@ mod tests {
         assert!(!waiting.is_finished(), "c2 waits while c1 runs");
         drop(first);
         assert_eq!(waiting.await.unwrap().as_deref(), Some("c2"));
+    }
+
+    #[tokio::test]
+    async fn tenants_share_the_slots_and_one_over_its_max_running_waits() {
+        let q = Queue::new(2000, 4, vec![]);
+        for n in 0..1000 {
+            q.push_unbounded(of("a", None, &format!("a{n}"), Engine::Script));
+        }
+        let a0 = q.pop().await.unwrap();
+        let a1 = q.pop().await.unwrap();
+        assert_eq!((a0.run_id.as_str(), a1.run_id.as_str()), ("a0", "a1"));
+        q.push_unbounded(of("b", None, "b0", Engine::Script));
+        drop(a0);
+        assert_eq!(
+            q.pop().await.unwrap().run_id,
+            "b0",
+            "the next slot goes to the tenant holding none, not to a's thousand"
+        );
+        drop(a1);
+        assert_eq!(q.pop().await.unwrap().run_id, "a2");
+
+        let q = Queue::new(8, 4, vec![]);
+        for id in ["c0", "c1", "c2"] {
+            q.push_unbounded(of("c", Some(1), id, Engine::Script));
+        }
+        q.push_unbounded(of("d", None, "d0", Engine::Script));
+        let c0 = q.pop().await.unwrap();
+        assert_eq!(c0.run_id, "c0");
+        assert_eq!(
+            q.pop().await.unwrap().run_id,
+            "d0",
+            "c holds its one place: d passes"
+        );
+        let waiting = tokio::spawn({
+            let q = q.clone();
+            async move { q.pop().await.map(|p| p.run_id) }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "c1 waits while c0 runs");
+        drop(c0);
+        assert_eq!(waiting.await.unwrap().as_deref(), Some("c1"));
     }
 }

@@ -68,7 +68,10 @@ impl Jobs {
             None => self.store.runs_with_status(RunStatus::Queued).await?,
         };
         for run in &queued {
-            self.queue.push_unbounded(run.run_id.clone(), run.engine);
+            let queued = self
+                .queued_run(&run.run_id, run.engine, &run.tenant_id)
+                .await;
+            self.queue.push_unbounded(queued);
         }
         if reopened + (interrupted.len() + waiting.len() + queued.len()) as u64 > 0 {
             tracing::info!(
@@ -214,7 +217,10 @@ impl Jobs {
                     run_id = run.run_id,
                     "queued a run again that was in no queue"
                 );
-                self.queue.push_unbounded(run.run_id, run.engine);
+                let queued = self
+                    .queued_run(&run.run_id, run.engine, &run.tenant_id)
+                    .await;
+                self.queue.push_unbounded(queued);
             }
         }
         Ok(())

@@ -40,6 +40,8 @@ CREATE TABLE audit (
 );
 
 ALTER TABLE requests ADD COLUMN tenant_id TEXT NOT NULL DEFAULT 'default';
+-- The run's tenant: its request's (a cached result is shared only within a tenant).
+ALTER TABLE runs ADD COLUMN tenant_id TEXT NOT NULL DEFAULT 'default';
 ALTER TABLE requests ADD COLUMN key_id TEXT;
 
 -- A tenant's run list pages newest first without sorting, and its requests of the last

@@ -46,6 +46,8 @@ CREATE TABLE audit (
 );
 
 ALTER TABLE requests ADD COLUMN tenant_id TEXT NOT NULL DEFAULT 'default';
+-- The run's tenant: its request's (a cached result is shared only within a tenant).
+ALTER TABLE runs ADD COLUMN tenant_id TEXT NOT NULL DEFAULT 'default';
 -- The key that created the request (NULL without one).
 ALTER TABLE requests ADD COLUMN key_id TEXT;
 

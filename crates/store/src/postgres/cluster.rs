@@ -9,7 +9,7 @@ use sqlx::postgres::PgListener;
 
 use super::Postgres;
 use crate::jobs::{Run, RunRow, run_columns};
-use crate::{Cluster, NodeAddress};
+use crate::{Claimed, Cluster, NodeAddress};
 use skill_runner_types::engine::Engine;
 use skill_runner_types::run_state::RunStatus;
 
@@ -181,23 +181,28 @@ impl Cluster for Postgres {
         &self,
         agents: bool,
         limits: &[(Engine, usize)],
-    ) -> anyhow::Result<Option<(String, Engine)>> {
+        max_running: Option<u32>,
+    ) -> anyhow::Result<Option<Claimed>> {
         let mut tx = self.pool.begin().await?;
-        if !limits.is_empty() {
-            // Counted and claimed under one lock, so two nodes never both take the last place.
-            sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                .bind(ENGINE_PLACES)
-                .execute(&mut *tx)
-                .await?;
-        }
+        // Counted and claimed under one lock where a bound applies (an engine's, or a
+        // tenant's max_running), so two nodes never both take the last place.
+        sqlx::query(
+            "SELECT pg_advisory_xact_lock($1)
+             WHERE $2 OR EXISTS (SELECT 1 FROM tenants WHERE quotas LIKE '%\"max_running\"%')",
+        )
+        .bind(ENGINE_PLACES)
+        .bind(!limits.is_empty() || max_running.is_some())
+        .execute(&mut *tx)
+        .await?;
         let (engines, caps): (Vec<&str>, Vec<i64>) = limits
             .iter()
             .map(|(engine, cap)| (engine.as_str(), i64::try_from(*cap).unwrap_or(i64::MAX)))
             .unzip();
+        // The tenant holding the fewest places (its runs claimed or running) whose bound
+        // leaves it one, then the tenant of the oldest run, then that tenant's oldest run.
         let claimed = sqlx::query_as(
-            "UPDATE runs SET lease_node = $1
-             WHERE run_id = (
-                 SELECT run_id FROM runs
+            "WITH claimable AS (
+                 SELECT run_id, tenant_id, seq FROM runs
                  WHERE status = 'queued' AND lease_node IS NULL
                    AND (node IS NULL OR node = $1) AND ($2 OR engine = 'script')
                    AND NOT EXISTS (
@@ -205,16 +210,36 @@ impl Cluster for Postgres {
                        WHERE l.engine = runs.engine
                          AND (SELECT COUNT(*) FROM runs busy
                               WHERE busy.engine = l.engine AND busy.lease_node IS NOT NULL)
-                             >= l.cap)
+                             >= l.cap)),
+             held AS (
+                 SELECT tenant_id, COUNT(*) AS n FROM runs
+                 WHERE lease_node IS NOT NULL AND status IN ('queued', 'running')
+                 GROUP BY tenant_id),
+             next_tenant AS (
+                 SELECT c.tenant_id FROM claimable c
+                 LEFT JOIN held h ON h.tenant_id = c.tenant_id
+                 LEFT JOIN tenants t ON t.tenant_id = c.tenant_id
+                 WHERE COALESCE((t.quotas::json ->> 'max_running')::bigint, $5) IS NULL
+                    OR COALESCE(h.n, 0)
+                       < COALESCE((t.quotas::json ->> 'max_running')::bigint, $5)
+                 GROUP BY c.tenant_id, h.n
+                 ORDER BY COALESCE(h.n, 0), MIN(c.seq)
+                 LIMIT 1)
+             UPDATE runs SET lease_node = $1
+             WHERE run_id = (
+                 SELECT run_id FROM runs
+                 WHERE run_id IN (SELECT run_id FROM claimable)
+                   AND tenant_id = (SELECT tenant_id FROM next_tenant)
                  ORDER BY seq
                  FOR UPDATE SKIP LOCKED
                  LIMIT 1)
-             RETURNING run_id, engine",
+             RETURNING run_id, engine, tenant_id",
         )
         .bind(&self.node.id)
         .bind(agents)
         .bind(&engines)
         .bind(&caps)
+        .bind(max_running.map(i64::from))
         .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;

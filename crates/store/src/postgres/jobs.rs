@@ -27,8 +27,8 @@ async fn insert_run(
 ) -> anyhow::Result<()> {
     sqlx::query(
         "INSERT INTO runs (run_id, request_id, skill_id, engine, skill_dir, status, cache_key,
-                           created_at, updated_at, node)
-         VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $7, $8)",
+                           created_at, updated_at, node, tenant_id)
+         VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $7, $8, $9)",
     )
     .bind(&run.run_id)
     .bind(request_id)
@@ -38,6 +38,7 @@ async fn insert_run(
     .bind(&run.cache_key)
     .bind(now)
     .bind(node)
+    .bind(&run.tenant_id)
     .execute(&mut **tx)
     .await?;
     Ok(())
