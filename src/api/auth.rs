@@ -157,7 +157,8 @@ fn refuse_anonymous(request: &Request) -> Response {
 }
 
 /// The role a route needs. Reading is `read`'s; making, answering and stopping runs
-/// `submit`'s; tenants and the audit log the admins'; everything else that changes the
+/// `submit`'s; tenants, the audit log and what deletes every tenant's runs (a clean-up, a
+/// data reset) the admins'; everything else that changes the
 /// service (installs, engines, settings, keys, MCP servers, clean-ups), and what reads the
 /// service's own state rather than a tenant's (engine logins, settings, logs, metrics), the
 /// operators'.
@@ -176,8 +177,11 @@ pub fn needed_role(method: &Method, path: &str) -> Role {
                 .is_some_and(|(_, tail)| tail == suffix)
         })
     };
+    // What reaches every tenant's runs at once.
+    let every_tenant = path == "/v1/jobs/cleanup" || path == "/v1/management/system/reset-data";
     if path.starts_with("/v1/management/audit")
         || (path.starts_with("/v1/management/tenants") && !path.ends_with("/keys"))
+        || (every_tenant && *method != Method::GET)
     {
         return Role::Admin;
     }

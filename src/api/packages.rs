@@ -1,9 +1,12 @@
 //! `POST /v1/skill-packages/install` and `GET /v1/skill-packages/{request_id}`.
 
+use crate::api::auth::Acting;
 use axum::Json;
 use axum::extract::multipart::{Multipart, MultipartRejection};
 use axum::extract::{Path, State};
 use serde::Serialize;
+use serde_json::json;
+use skill_runner_core::tenants::Caller;
 use uuid::Uuid;
 
 use super::auth::Admin;
@@ -42,19 +45,22 @@ pub struct PackageForm {
 pub async fn install_package(
     _: Admin,
     State(state): State<AppState>,
+    Acting(caller): Acting,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> ApiResult<Json<InstallCreated>> {
-    let request_id = receive_package(&state, multipart).await?;
+    let request_id = receive_package(&state, &caller, multipart).await?;
     Ok(Json(InstallCreated {
         request_id,
         status: TaskStatus::Queued,
     }))
 }
 
-/// Saves the uploaded package (the multipart `file` field) and queues its install; returns the
-/// install request id. An upload refused here leaves nothing behind.
+/// Saves the uploaded package (the multipart `file` field) and queues its install (an audit
+/// row of `caller`'s); returns the install request id. An upload refused here leaves nothing
+/// behind.
 pub async fn receive_package(
     state: &AppState,
+    caller: &Caller,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> ApiResult<String> {
     let mut multipart = multipart.map_err(|e| {
@@ -84,6 +90,10 @@ pub async fn receive_package(
         installer.discard_upload(&request_id).await;
         return Err(e);
     }
+    state
+        .tenants
+        .record(caller, "skill.install_requested", &request_id, json!({}))
+        .await;
     Ok(request_id)
 }
 

@@ -2,6 +2,7 @@
 //! while the service runs, the query of its latest log records, and the reset of its data.
 //! All are administrative (Basic Auth, when on).
 
+use crate::api::auth::Acting;
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
@@ -95,6 +96,7 @@ pub struct SettingsUpdate {
 pub async fn put_settings(
     _: Admin,
     State(state): State<AppState>,
+    Acting(caller): Acting,
     body: Result<Json<SettingsUpdate>, JsonRejection>,
 ) -> ApiResult<Json<SystemSettings>> {
     let Json(body) = body.map_err(bad_json)?;
@@ -119,6 +121,15 @@ pub async fn put_settings(
     crate::telemetry::set_log_filter(&filter)
         .map_err(|e| ApiError::bad_request(format!("logging.level '{first}': {e}")))?;
     tracing::info!(filter, "log filter changed");
+    state
+        .tenants
+        .record(
+            &caller,
+            "settings.changed",
+            "logging.level",
+            serde_json::json!({"filter": filter}),
+        )
+        .await;
     Ok(Json(settings(&state)))
 }
 
@@ -326,6 +337,7 @@ pub struct ResetDone {
 pub async fn reset_data(
     _: Admin,
     State(state): State<AppState>,
+    Acting(caller): Acting,
     body: Result<Json<ResetRequest>, JsonRejection>,
 ) -> ApiResult<Json<ResetDone>> {
     let Json(body) = body.map_err(bad_json)?;
@@ -335,7 +347,19 @@ pub async fn reset_data(
         )));
     }
     let dry_run = body.dry_run;
-    let counts = to_completion(async move { state.jobs.reset_data(dry_run).await }).await?;
+    let jobs = state.jobs.clone();
+    let counts = to_completion(async move { jobs.reset_data(dry_run).await }).await?;
+    if !dry_run {
+        state
+            .tenants
+            .record(
+                &caller,
+                "data.reset",
+                "runs",
+                serde_json::json!({"runs_deleted": counts.runs_deleted}),
+            )
+            .await;
+    }
     let log_records_deleted = match (body.include_logs, dry_run) {
         (false, _) => 0,
         (true, true) => log_book::book().count(),

@@ -525,6 +525,30 @@ async fn tenants_are_kept_apart(
     .await;
     assert_eq!(status, 404, "another tenant is not there for an operator");
     let narrower = make_key(first, &operator.secret, &keys.a_tenant, "read").await;
+    // Operators install and change settings (each an audit row); cleaning up every tenant's
+    // runs is the admins'.
+    let package = common::skill_package("extra", "1.0.0").zip();
+    let (status, body) = call(
+        first,
+        Some(&operator.secret),
+        "POST",
+        "/v1/skill-packages/install",
+        Some(Body::Zip("file", package)),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let install: Value = serde_json::from_str(&body).unwrap();
+    let (status, body) = json_as(
+        first,
+        &operator.secret,
+        "PUT",
+        "/v1/management/system/settings",
+        Some(json!({"logging": {"level": "INFO"}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = json_as(first, &operator.secret, "POST", "/v1/jobs/cleanup", None).await;
+    assert_eq!(status, 403);
     let (_, own_keys) = json_as(first, &operator.secret, "GET", "/v1/management/keys", None).await;
     let own_keys = own_keys.to_string();
     assert!(own_keys.contains(&narrower.id) && !own_keys.contains(&keys.b_read.id));
@@ -627,6 +651,15 @@ async fn tenants_are_kept_apart(
     acted("key.revoked", &keys.b_read.id);
     acted("key.rotated", &keys.b_submit.id);
     acted("tenant.created", &keys.a_tenant);
+    let installed = acted(
+        "skill.install_requested",
+        install["request_id"].as_str().unwrap(),
+    );
+    assert_eq!(installed["key_id"], operator.id);
+    assert_eq!(
+        acted("settings.changed", "logging.level")["key_id"],
+        operator.id
+    );
     let all_secrets = [
         &keys.admin,
         &keys.a_submit.secret,

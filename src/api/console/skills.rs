@@ -160,9 +160,10 @@ pub async fn table(l: Lang, State(state): State<AppState>, Query(query): Query<H
 pub async fn install(
     l: Lang,
     State(state): State<AppState>,
+    Acting(caller): Acting,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Page {
-    let request_id = packages::receive_package(&state, multipart).await?;
+    let request_id = packages::receive_package(&state, &caller, multipart).await?;
     status_fragment(l, &state, request_id).await
 }
 
