@@ -1,3 +1,31 @@
+// Every page: a form with `data-confirm` asks before it is sent (revoking a key); a button with
+// `data-copy` copies the text of the element it names (a key shown once).
+(function () {
+  document.addEventListener('submit', (event) => {
+    const question = event.target.dataset && event.target.dataset.confirm;
+    if (question && !window.confirm(question)) event.preventDefault();
+  }, true);
+  document.addEventListener('click', (event) => {
+    const button = event.target.closest && event.target.closest('button[data-copy]');
+    if (!button) return;
+    const source = document.getElementById(button.dataset.copy);
+    if (!source) return;
+    const text = source.textContent;
+    const done = () => { button.dataset.copied = 'true'; };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done, () => {});
+    } else {
+      const range = document.createRange();
+      range.selectNodeContents(source);
+      const selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+      document.execCommand('copy');
+      done();
+    }
+  });
+})();
+
 // The run page's live views: the conversation (`/chat`, items by seq) as the main view when the
 // page has one, stderr in its own pane and stdout (`/events`, by byte offset). A reconnect neither
 // loses nor repeats anything; the page is told when the run changed, and both streams follow the

@@ -1953,3 +1953,228 @@ fn browser_logs_in_with_a_token() {
         browser.close().await;
     });
 }
+
+/// A key made by the CLI against `server`'s data dir.
+fn cli_key(server: &TestServer, role: &str) -> String {
+    let out = std::process::Command::new(common::bin("skill-runner"))
+        .args(["keys", "create", "--role", role, "--name", "console"])
+        .env("SKILL_RUNNER_DATA_DIR", &server.dirs.data)
+        .env_remove("SKILL_RUNNER_DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// `body` sent to `path` as `key`; the answer's JSON.
+async fn as_key(
+    server: &TestServer,
+    key: &str,
+    method: &str,
+    path: &str,
+    body: serde_json::Value,
+) -> serde_json::Value {
+    let response = client()
+        .request(method.parse().unwrap(), server.url(path))
+        .bearer_auth(key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        response.status().is_success(),
+        "{method} {path}: {}",
+        response.status()
+    );
+    response.json().await.unwrap()
+}
+
+/// Tenants in the console: a `read` key logs in, sees its tenant's name and runs only and no
+/// run form; once revoked, its next page load goes to the login. An admin makes a key, sees it
+/// once, and revokes another after confirming.
+#[test]
+fn browser_keeps_a_tenant_to_its_own_runs_and_an_admin_manages_keys() {
+    const TEST: &str = concat!(
+        module_path!(),
+        "::browser_keeps_a_tenant_to_its_own_runs_and_an_admin_manages_keys"
+    );
+    if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
+        return;
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let dirs = common::TestDirs::new();
+        copy_bundled_skills(&dirs.skills);
+        let server = TestServer::start_with(dirs, &[]);
+        let admin = cli_key(&server, "admin");
+        let tenant = as_key(
+            &server,
+            &admin,
+            "POST",
+            "/v1/management/tenants",
+            json!({"name": "team"}),
+        )
+        .await;
+        let tenant_id = tenant["tenant_id"].as_str().unwrap().to_owned();
+        let keys = format!("/v1/management/tenants/{tenant_id}/keys");
+        let submit = as_key(
+            &server,
+            &admin,
+            "POST",
+            &keys,
+            json!({"role": "submit", "name": "ci"}),
+        )
+        .await;
+        let read = as_key(
+            &server,
+            &admin,
+            "POST",
+            &keys,
+            json!({"role": "read", "name": "viewer"}),
+        )
+        .await;
+        let run = |key: &str, name: &str| {
+            let key = key.to_owned();
+            let body = json!({"skill_id": "hello", "input": {"name": name}});
+            let server = &server;
+            async move {
+                as_key(server, &key, "POST", "/v1/jobs", body).await["request_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            }
+        };
+        let ours = run(submit["key"].as_str().unwrap(), "ours").await;
+        let theirs = run(&admin, "theirs").await;
+        let end = |id: &str| id[id.len() - 8..].to_owned();
+
+        let browser = Browser::start().await;
+        browser.goto(&server.url("/ui/runs")).await;
+        browser.wait_for("#login-form").await;
+        browser
+            .wait_for("#login-form input[name=token]")
+            .await
+            .send_keys(read["key"].as_str().unwrap())
+            .await
+            .unwrap();
+        browser.click("#login-form button[type=submit]").await;
+        browser.wait_text("#who-tenant", "team").await;
+        browser.wait_text("#who-role", "read").await;
+        browser.wait_text("#runs", &end(&ours)).await;
+        let listed = browser.wait_for("#runs").await.html(false).await.unwrap();
+        assert!(
+            !listed.contains(&end(&theirs)),
+            "another tenant's run is listed"
+        );
+        assert!(!listed.contains(&theirs));
+        browser
+            .goto(&server.url(&format!("/ui/runs/{theirs}")))
+            .await;
+        let page = browser.client.source().await.unwrap();
+        assert!(
+            !page.contains("theirs"),
+            "another tenant's run page shows it"
+        );
+        browser.goto(&server.url("/ui/skills/hello")).await;
+        browser.wait_for("#read-only").await;
+        assert!(
+            browser
+                .client
+                .find(fantoccini::Locator::Css("#run-form"))
+                .await
+                .is_err(),
+            "no run form for a read key"
+        );
+        assert!(
+            browser
+                .client
+                .find(fantoccini::Locator::Css("#nav-tenants"))
+                .await
+                .is_err(),
+            "no tenants page for a read key"
+        );
+
+        // Revoked, the key's next page load goes to the login.
+        let read_id = read["key_id"].as_str().unwrap();
+        as_key(
+            &server,
+            &admin,
+            "DELETE",
+            &format!("/v1/management/keys/{read_id}"),
+            json!({}),
+        )
+        .await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            browser.goto(&server.url("/ui/runs")).await;
+            let url = browser.client.current_url().await.unwrap();
+            if url.path() == "/ui/login" {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "still on {url}");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+
+        // An admin makes a key, sees it once, and revokes another after confirming.
+        browser
+            .wait_for("#login-form input[name=token]")
+            .await
+            .send_keys(&admin)
+            .await
+            .unwrap();
+        browser.click("#login-form button[type=submit]").await;
+        browser.click("#nav-tenants").await;
+        browser
+            .click(&format!("#tenants tr[data-tenant-id='{tenant_id}'] a"))
+            .await;
+        browser
+            .wait_for("#new-key-form input[name=name]")
+            .await
+            .send_keys("made in the console")
+            .await
+            .unwrap();
+        browser.click("#create-key").await;
+        let shown = browser.wait_for("#new-key").await.text().await.unwrap();
+        assert!(shown.starts_with("sr_") && shown.len() > 40, "{shown}");
+        browser.click("#copy-key").await;
+        browser.wait_for("#copy-key[data-copied=true]").await;
+        let made = as_key(&server, &shown, "GET", "/v1/management/runs", json!({})).await;
+        assert!(
+            made["runs"].to_string().contains(&ours),
+            "the new key works"
+        );
+        browser
+            .goto(&server.url(&format!("/ui/tenants/{tenant_id}")))
+            .await;
+        browser.wait_for("#keys").await;
+        assert!(
+            !browser.client.source().await.unwrap().contains(&shown),
+            "a key is shown once"
+        );
+        let submit_id = submit["key_id"].as_str().unwrap();
+        let row = format!("#keys tr[data-key-id='{submit_id}']");
+        browser.click(&format!("{row} button.danger")).await;
+        browser.client.accept_alert().await.unwrap();
+        browser.wait_for(&format!("{row}.revoked")).await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        while client()
+            .get(server.url("/v1/management/runs"))
+            .bearer_auth(submit["key"].as_str().unwrap())
+            .send()
+            .await
+            .unwrap()
+            .status()
+            != 401
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the revoked key still opens the API"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        browser.screenshot("tenant-keys-1280").await;
+    });
+}

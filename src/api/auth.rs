@@ -67,15 +67,10 @@ pub async fn authenticate(
     };
     let caller = match identified {
         Identified::Caller(caller) => caller,
-        Identified::Refused => {
-            return unauthorized(
-                "Bearer realm=\"skill-runner\", error=\"invalid_token\"",
-                "The API key is unknown, revoked or expired: ask an administrator for a key",
-            );
-        }
+        Identified::Refused => return refuse(&request, Refusal::KeyRefused),
         Identified::Nobody => match open(&state).await {
             Ok(true) => Caller::operator(),
-            Ok(false) => return refuse_anonymous(&request),
+            Ok(false) => return refuse(&request, Refusal::NoCredential),
             Err(e) => return ApiError::Internal(e).into_response(),
         },
     };
@@ -135,9 +130,17 @@ pub async fn open(state: &AppState) -> anyhow::Result<bool> {
     Ok(state.config.api_tokens.is_none() && !state.tenants.access().keys_in_force().await?)
 }
 
-/// A request without credentials on a closed service: a browser opening a page goes to the
-/// login, coming back here after it; anything else gets 401.
-fn refuse_anonymous(request: &Request) -> Response {
+/// Why a request opens nothing.
+enum Refusal {
+    /// No credential, on a closed service.
+    NoCredential,
+    /// A key unknown, revoked or expired (a console cookie too).
+    KeyRefused,
+}
+
+/// A request that opens nothing: a browser opening a page goes to the login, coming back here
+/// after it; anything else gets 401.
+fn refuse(request: &Request, why: Refusal) -> Response {
     let path = request.uri().path();
     let page = path == "/ui" || path.starts_with("/ui/") || path == "/docs";
     let browser = request
@@ -150,10 +153,16 @@ fn refuse_anonymous(request: &Request) -> Response {
         let login = format!("{LOGIN_PATH}?next={}", url_encode(here));
         return axum::response::Redirect::to(&login).into_response();
     }
-    unauthorized(
-        "Bearer realm=\"skill-runner\"",
-        "Authentication required: send Authorization: Bearer <token>",
-    )
+    match why {
+        Refusal::NoCredential => unauthorized(
+            "Bearer realm=\"skill-runner\"",
+            "Authentication required: send Authorization: Bearer <token>",
+        ),
+        Refusal::KeyRefused => unauthorized(
+            "Bearer realm=\"skill-runner\", error=\"invalid_token\"",
+            "The API key is unknown, revoked or expired: ask an administrator for a key",
+        ),
+    }
 }
 
 /// The role a route needs. Reading is `read`'s; making, answering and stopping runs
@@ -182,6 +191,8 @@ pub fn needed_role(method: &Method, path: &str) -> Role {
     if path.starts_with("/v1/management/audit")
         || (path.starts_with("/v1/management/tenants") && !path.ends_with("/keys"))
         || (every_tenant && *method != Method::GET)
+        || path.starts_with("/ui/tenants")
+        || path.starts_with("/ui/keys/")
     {
         return Role::Admin;
     }

@@ -10,6 +10,7 @@ mod runs;
 mod sessions;
 mod settings;
 mod skills;
+mod tenants;
 mod terminal;
 mod time;
 mod timeline;
@@ -66,6 +67,11 @@ pub fn router(state: &AppState) -> Router<AppState> {
             post(engines::add_snapshot),
         )
         .route("/ui/settings", get(settings::page))
+        .route("/ui/me", get(tenants::me))
+        .route("/ui/tenants", get(tenants::page).post(tenants::create))
+        .route("/ui/tenants/{tenant_id}", get(tenants::detail))
+        .route("/ui/tenants/{tenant_id}/keys", post(tenants::create_key))
+        .route("/ui/keys/{key_id}/revoke", post(tenants::revoke_key))
         .route("/ui/sessions", get(sessions::page))
         .route("/ui/sessions/{session_id}", get(sessions::detail))
         .route(

@@ -12,6 +12,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
+use skill_runner_core::tenants::{Caller, Role};
 use skill_runner_types::RelPath;
 use skill_runner_web::form::{self, FormView, Schema, Section};
 use skill_runner_web::markdown;
@@ -78,6 +79,8 @@ struct SkillPage {
     /// The run form: absent for a degraded skill.
     form: FormView,
     runnable: bool,
+    /// Whether the caller may start runs (not with a `read` key).
+    may_run: bool,
     engines: Vec<String>,
     unready: Vec<String>,
     modes: Vec<String>,
@@ -204,6 +207,7 @@ pub struct From {
 async fn skill_page(
     l: Lang,
     state: &AppState,
+    caller: &Caller,
     scope: &Scope,
     skill_id: &str,
 ) -> Result<SkillPage, ConsoleError> {
@@ -314,6 +318,7 @@ async fn skill_page(
         preview_url: format!("/ui/skills/{}/view?path=", skill.id),
         files,
         runnable: manifest.is_some() && !engines.is_empty(),
+        may_run: caller.may(Role::Submit),
         form: FormView {
             lang: l,
             ..FormView::new(fields)
@@ -341,11 +346,12 @@ async fn skill_page(
 pub async fn detail(
     l: Lang,
     State(state): State<AppState>,
+    Acting(caller): Acting,
     Kind(scope): Kind,
     Path(skill_id): Path<String>,
     Query(query): Query<From>,
 ) -> Page {
-    let mut page = skill_page(l, &state, &scope, &skill_id).await?;
+    let mut page = skill_page(l, &state, &caller, &scope, &skill_id).await?;
     if let Some(from) = query.from.filter(|f| !f.is_empty()) {
         let (request, _) = state
             .jobs
@@ -389,7 +395,7 @@ pub async fn run(
     Path(skill_id): Path<String>,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<Response, ConsoleError> {
-    let mut page = skill_page(l, &state, &scope, &skill_id).await?;
+    let mut page = skill_page(l, &state, &caller, &scope, &skill_id).await?;
     let multipart = multipart
         .map_err(|e| ApiError::bad_request(format!("expected the run form (multipart): {e}")))?;
     let (values, files) = form::receive(multipart)
