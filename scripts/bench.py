@@ -151,8 +151,10 @@ def startup(runs=20):
           f"(target <= 100 ms; Python anchor 2.3 s)")
 
 
-def wrk(port, path, connections, script=None):
+def wrk(port, path, connections, script=None, key=None):
     extra = ["-s", script] if script else []
+    if key:
+        extra += ["-H", f"Authorization: Bearer {key}"]
     threads = min(2, connections)
     out = subprocess.run(["wrk", f"-t{threads}", f"-c{connections}", f"-d{DURATION}", "--latency", *extra,
                           f"http://127.0.0.1:{port}{path}"], capture_output=True, text=True).stdout
@@ -924,8 +926,91 @@ def urllib_get(port, path):
         conn.close()
 
 
+def tenants(rounds=3):
+    """The cost of keys and tenants: creates and status polls by a tenant's key against the same
+    points without keys, measured alternately on two fresh services (one open, one with keys),
+    and by a key of a tenant with quotas (each create counts its minute and its queue)."""
+    if not shutil.which("wrk"):
+        print("tenants: skipped (wrk not installed)")
+        return
+    lua = os.path.join(tempfile.gettempdir(), "skill-runner-tenant-create.lua")
+    with open(lua, "w") as f:
+        f.write('local n = 0\n'
+                'request = function()\n'
+                '  n = n + 1\n'
+                '  local body = string.format(\'{"skill_id":"sh-echo","engine":"script","input":{"n":%d},'
+                '"runtime_options":{"no_cache":true}}\', n + math.random(1, 1000000000))\n'
+                '  return wrk.format("POST", "/v1/jobs", {["Content-Type"] = "application/json"}, body)\n'
+                'end\n')
+    env = {"SKILL_RUNNER_MAX_QUEUE_SIZE": "1000000"}
+    with tempfile.TemporaryDirectory() as tmp:
+        servers = {}
+        for name in ("open", "keyed", "quotas"):
+            root = os.path.join(tmp, name)
+            os.makedirs(root)
+            port = free_port()
+            servers[name] = (port, start(root, port, env_extra=env), root)
+        for port, _, _ in servers.values():
+            wait_ready(port)
+        keys = {"open": None}
+        for name, quotas in (("keyed", {}), ("quotas", {"runs_per_minute": 100000000,
+                                                         "max_queued": 100000000})):
+            port, _, root = servers[name]
+            admin = subprocess.run([BINARY, "keys", "create", "--role", "admin", "--name", "bench"],
+                                   env=dict(os.environ, SKILL_RUNNER_DATA_DIR=os.path.join(root, "data")),
+                                   capture_output=True, text=True, check=True).stdout.strip()
+            time.sleep(1.1)  # each node reads whether keys are in force once a second
+            client = Client(port)
+            client.conn.request("POST", "/v1/management/tenants",
+                                body=json.dumps({"name": "bench", "quotas": quotas}),
+                                headers={"content-type": "application/json",
+                                         "authorization": f"Bearer {admin}"})
+            tenant = json.loads(client.conn.getresponse().read())["tenant_id"]
+            client.conn.request("POST", f"/v1/management/tenants/{tenant}/keys",
+                                body=json.dumps({"role": "submit", "name": "bench"}),
+                                headers={"content-type": "application/json",
+                                         "authorization": f"Bearer {admin}"})
+            keys[name] = json.loads(client.conn.getresponse().read())["key"]
+        running = {}
+        for name, (port, _, _) in servers.items():
+            client = Client(port)
+            headers = {"content-type": "application/json"}
+            if keys[name]:
+                headers["authorization"] = f"Bearer {keys[name]}"
+            client.conn.request("POST", "/v1/jobs", body=json.dumps(
+                {"skill_id": "talker", "engine": "script", "parameter": {"bursts": 100000}}), headers=headers)
+            rid = json.loads(client.conn.getresponse().read())["request_id"]
+            while True:
+                client.conn.request("GET", f"/v1/jobs/{rid}", headers=headers)
+                if json.loads(client.conn.getresponse().read())["status"] == "running":
+                    break
+                time.sleep(0.01)
+            running[name] = rid
+        figures = {name: {"create": [], "poll": []} for name in servers}
+        for _ in range(rounds):
+            for name, (port, _, _) in servers.items():
+                rps, _, p99, bad = wrk(port, f"/v1/jobs/{running[name]}", 16, key=keys[name])
+                assert bad == 0, (name, bad)
+                figures[name]["poll"].append((rps, p99))
+                rps, _, p99, bad = wrk(port, "/v1/jobs", 16, lua, key=keys[name])
+                assert bad == 0, (name, bad)
+                figures[name]["create"].append((rps, p99))
+        for point in ("poll", "create"):
+            base = statistics.median(r for r, _ in figures["open"][point])
+            for name in servers:
+                rates = [r for r, _ in figures[name][point]]
+                print(f"tenants, {'GET /v1/jobs/{id} (status poll)' if point == 'poll' else 'POST /v1/jobs'}, "
+                      f"16 connections, {name}: {', '.join(f'{r:,.0f}' for r in rates)} req/s "
+                      f"(median {statistics.median(rates) / base:.2f} of open), p99 "
+                      f"{', '.join(p for _, p in figures[name][point])} (goal >= 0.90 of open)")
+        for _, proc, _ in servers.values():
+            proc.terminate()
+            proc.wait()
+
+
 SECTIONS = {"startup": startup, "load": load, "jobs": jobs, "barriers": barriers, "sse": sse,
-            "invoke": invoke, "surface": surface, "cluster": cluster, "runlist": runlist}
+            "invoke": invoke, "surface": surface, "cluster": cluster, "runlist": runlist,
+            "tenants": tenants}
 
 if __name__ == "__main__":
     if not os.path.exists(BINARY):
