@@ -935,12 +935,14 @@ def tenants(rounds=3):
         return
     lua = os.path.join(tempfile.gettempdir(), "skill-runner-tenant-create.lua")
     with open(lua, "w") as f:
+        # wrk.headers holds the key given with -H; a headers table of its own would drop it.
         f.write('local n = 0\n'
+                'wrk.headers["Content-Type"] = "application/json"\n'
                 'request = function()\n'
                 '  n = n + 1\n'
                 '  local body = string.format(\'{"skill_id":"sh-echo","engine":"script","input":{"n":%d},'
                 '"runtime_options":{"no_cache":true}}\', n + math.random(1, 1000000000))\n'
-                '  return wrk.format("POST", "/v1/jobs", {["Content-Type"] = "application/json"}, body)\n'
+                '  return wrk.format("POST", "/v1/jobs", nil, body)\n'
                 'end\n')
     env = {"SKILL_RUNNER_MAX_QUEUE_SIZE": "1000000"}
     with tempfile.TemporaryDirectory() as tmp:
@@ -1006,6 +1008,8 @@ def tenants(rounds=3):
         for _, proc, _ in servers.values():
             proc.terminate()
             proc.wait()
+        # Turns still ending may write into the run folders being removed.
+        time.sleep(1)
 
 
 SECTIONS = {"startup": startup, "load": load, "jobs": jobs, "barriers": barriers, "sse": sse,

@@ -139,7 +139,8 @@ pub struct Settings {
     /// create answers 429 (unbounded when unset).
     #[arg(long, env = "SKILL_RUNNER_TENANT_MAX_QUEUED", value_parser = positive)]
     pub tenant_max_queued: Option<u64>,
-    /// Requests each tenant may create in any minute, unless its own quota says otherwise;
+    /// Requests each tenant may create in each calendar minute (UTC), unless its own quota
+    /// says otherwise;
     /// beyond it a create answers 429 (unbounded when unset).
     #[arg(long, env = "SKILL_RUNNER_TENANT_RUNS_PER_MINUTE", value_parser = positive)]
     pub tenant_runs_per_minute: Option<u64>,

@@ -913,3 +913,122 @@ async fn big_tool_output_is_capped_and_secrets_are_served_redacted() {
     assert_eq!(call["input"]["api_key"], "[redacted]");
     assert_eq!(call["input"]["text"], "hi");
 }
+
+/// Agent sessions belong to the tenant of the chat that made them: another tenant's keys find
+/// none of them (list, read, events, delete, continuing the chat), answered as for a session
+/// that does not exist; the tenant's own keys and an admin find them.
+#[tokio::test]
+async fn a_tenants_sessions_are_its_own() {
+    let fake = FakeModel::start();
+    let server = agent_server(&fake, TestDirs::new());
+    let out = std::process::Command::new(common::bin("skill-runner"))
+        .args(["keys", "create", "--role", "admin", "--name", "sessions"])
+        .env("SKILL_RUNNER_DATA_DIR", &server.dirs.data)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let admin = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let call = |key: String, method: &'static str, path: String, body: Option<Value>| {
+        let server = &server;
+        async move {
+            let mut request = common::client()
+                .request(method.parse().unwrap(), server.url(&path))
+                .bearer_auth(key);
+            if let Some(body) = body {
+                request = request.json(&body);
+            }
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.text().await.unwrap())
+        }
+    };
+    let mut keys = Vec::new();
+    for name in ["a", "b"] {
+        let (status, tenant) = call(
+            admin.clone(),
+            "POST",
+            "/v1/management/tenants".into(),
+            Some(json!({"name": name})),
+        )
+        .await;
+        assert_eq!(status, 200, "{tenant}");
+        let tenant: Value = serde_json::from_str(&tenant).unwrap();
+        let (status, key) = call(
+            admin.clone(),
+            "POST",
+            format!(
+                "/v1/management/tenants/{}/keys",
+                tenant["tenant_id"].as_str().unwrap()
+            ),
+            Some(json!({"role": "submit", "name": name})),
+        )
+        .await;
+        assert_eq!(status, 200, "{key}");
+        let key: Value = serde_json::from_str(&key).unwrap();
+        keys.push(key["key"].as_str().unwrap().to_owned());
+    }
+    let (a, b) = (keys[0].clone(), keys[1].clone());
+    let (status, answer) = call(
+        a.clone(),
+        "POST",
+        "/v1/agent/chat".into(),
+        Some(json!({"message": "secret-session-text"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    let id = answer["conversation_id"].as_str().unwrap().to_owned();
+    let unknown = "0123456789abcdef0123456789abcdef".to_owned();
+
+    for (method, path, body) in [
+        ("GET", "/v1/sessions/{}", None),
+        ("GET", "/v1/sessions/{}/events", None),
+        ("DELETE", "/v1/sessions/{}", None),
+        (
+            "POST",
+            "/v1/agent/chat",
+            Some(json!({"message": "hi", "conversation_id": "{}"})),
+        ),
+        ("GET", "/ui/sessions/{}", None),
+    ] {
+        let with = |id: &str| {
+            (
+                path.replace("{}", id),
+                body.as_ref()
+                    .map(|b| serde_json::from_str(&b.to_string().replace("{}", id)).unwrap()),
+            )
+        };
+        let (theirs_path, theirs_body) = with(&id);
+        let (none_path, none_body) = with(&unknown);
+        let theirs = call(b.clone(), method, theirs_path.clone(), theirs_body).await;
+        let none = call(b.clone(), method, none_path, none_body).await;
+        assert_eq!(theirs.0, 404, "{method} {theirs_path}: {}", theirs.1);
+        assert_eq!(
+            (theirs.0, theirs.1.replace(&id, "<id>")),
+            (none.0, none.1.replace(&unknown, "<id>")),
+            "{method} {theirs_path} as another tenant answers as for an unknown session"
+        );
+        assert!(!theirs.1.contains("secret-session-text"));
+    }
+    let (_, listed) = call(b.clone(), "GET", "/v1/sessions".into(), None).await;
+    assert!(!listed.contains(&id), "{listed}");
+    let (_, page) = call(b.clone(), "GET", "/ui/sessions".into(), None).await;
+    assert!(!page.contains(&id));
+    for key in [&a, &admin] {
+        let (status, body) = call(
+            key.clone(),
+            "GET",
+            format!("/v1/sessions/{id}/events"),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("secret-session-text"));
+        let (_, listed) = call(key.clone(), "GET", "/v1/sessions".into(), None).await;
+        assert!(listed.contains(&id), "{listed}");
+    }
+}

@@ -760,6 +760,15 @@ fn header(headers: &reqwest::header::HeaderMap, name: &str) -> String {
         .to_owned()
 }
 
+/// Waits, when the minute (UTC) ends within 15 s, for the next one: `runs_per_minute` counts
+/// calendar minutes, and a test counting within one must not straddle two.
+async fn within_one_minute() {
+    let into = chrono::Utc::now().timestamp_millis().rem_euclid(60_000) as u64;
+    if into > 45_000 {
+        tokio::time::sleep(Duration::from_millis(60_100 - into)).await;
+    }
+}
+
 fn sleeper(n: usize) -> Value {
     json!({"skill_id": "probe", "parameter": {"mode": "sleep"}, "input": {"text": format!("{n}")},
            "runtime_options": {"no_cache": true}})
@@ -794,6 +803,7 @@ async fn a_tenant_over_its_quotas_is_refused_and_the_others_are_not() {
     let b_tenant = make_tenant(&server, &admin, "calm").await;
     let a = make_key(&server, &admin, a_tenant, "submit").await.secret;
     let b = make_key(&server, &admin, &b_tenant, "submit").await.secret;
+    within_one_minute().await;
 
     // One run takes the only slot, two wait: the tenant's queue is full.
     let mut made = Vec::new();
@@ -887,7 +897,8 @@ async fn a_tenant_over_its_quotas_is_refused_and_the_others_are_not() {
     }
 }
 
-/// Two nodes under a burst of one tenant's creates admit exactly its `runs_per_minute`.
+/// Two nodes under a burst of one tenant's creates admit exactly its `runs_per_minute`, and a
+/// request refused for its input is not counted.
 #[tokio::test]
 async fn two_nodes_admit_exactly_a_tenants_quota_under_a_burst() {
     let url = common::postgres::fresh_database().await;
@@ -921,6 +932,7 @@ async fn two_nodes_admit_exactly_a_tenants_quota_under_a_burst() {
     )
     .await
     .secret;
+    within_one_minute().await;
     let burst = (0..40).map(|n| {
         let server = if n % 2 == 0 { &one } else { &two };
         let key = key.clone();
@@ -930,6 +942,8 @@ async fn two_nodes_admit_exactly_a_tenants_quota_under_a_burst() {
             create_as(server, &key, body).await.0
         }
     });
+    let (status, _, body) = create_as(&one, &key, json!({"skill_id": "no-such-skill"})).await;
+    assert_eq!(status, 404, "{body}");
     let answers = futures::future::join_all(burst).await;
     let admitted = answers.iter().filter(|s| **s == 200).count();
     let refused = answers.iter().filter(|s| **s == 429).count();

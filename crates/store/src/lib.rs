@@ -37,7 +37,7 @@ pub use jobs::*;
 pub use postgres::{ClusterLock, Postgres, Signal, Signals};
 pub use tenants::{
     ApiKey, AuditEntry, DEFAULT_TENANT, NewAudit, NewKey, Quotas, Role, Tenant, TenantDeletion,
-    TenantLoad, TenantStore,
+    TenantStore,
 };
 
 /// Lifecycle of a background task: a package install, an engine upgrade (and each engine in it).

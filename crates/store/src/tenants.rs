@@ -25,7 +25,7 @@ pub struct Quotas {
     /// Runs of the tenant queued at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_queued: Option<u32>,
-    /// Requests the tenant may create in any minute.
+    /// Requests the tenant may create in each calendar minute (UTC).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runs_per_minute: Option<u32>,
     /// Bytes one upload of the tenant may carry.
@@ -220,22 +220,28 @@ pub struct NewAudit {
     pub detail: Value,
 }
 
-/// What a tenant has under way, as its quotas count it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TenantLoad {
-    /// Its runs queued.
-    pub queued: u64,
-    /// Its requests created since the moment asked about.
-    pub created: u64,
-    /// The oldest of those.
-    pub oldest: Option<Timestamp>,
-}
-
 /// Tenants, keys and the audit log.
 #[async_trait::async_trait]
 pub trait TenantStore: Send + Sync {
-    /// The tenant's queued runs, and its requests created at or after `since`.
-    async fn tenant_load(&self, tenant_id: &str, since: Timestamp) -> anyhow::Result<TenantLoad>;
+    /// The tenant's queued runs, counted up to `at_most` (a count past the quota says no
+    /// more).
+    async fn queued_runs(&self, tenant_id: &str, at_most: u32) -> anyhow::Result<u64>;
+
+    /// Counts one more request of the tenant in `minute` (`YYYY-MM-DDTHH:MM`), unless `limit`
+    /// are counted already; the count with it, `None` when refused. One statement: exact
+    /// whichever node counts.
+    async fn count_request(
+        &self,
+        tenant_id: &str,
+        minute: &str,
+        limit: u32,
+    ) -> anyhow::Result<Option<u64>>;
+
+    /// Takes back a request counted in `minute` that was not made after all.
+    async fn uncount_request(&self, tenant_id: &str, minute: &str) -> anyhow::Result<()>;
+
+    /// The tenant's requests counted in `minute`.
+    async fn requests_in(&self, tenant_id: &str, minute: &str) -> anyhow::Result<u64>;
 
     /// Records a tenant; false when its name is taken.
     async fn create_tenant(&self, tenant: &Tenant) -> anyhow::Result<bool>;
@@ -285,32 +291,66 @@ macro_rules! tenant_store {
     ($backend:ty, |$this:ident| $turn:expr) => {
         #[async_trait::async_trait]
         impl $crate::tenants::TenantStore for $backend {
-            async fn tenant_load(
-                &self,
-                tenant_id: &str,
-                since: Timestamp,
-            ) -> anyhow::Result<TenantLoad> {
-                // The active runs' partial index serves the queued ones only where the query
-                // repeats its condition (SQLite).
-                let (queued, created, oldest): (i64, i64, Option<Timestamp>) = sqlx::query_as(
-                    "SELECT
-                        (SELECT COUNT(*) FROM runs
-                         WHERE status = 'queued'
-                           AND status IN ('queued', 'running', 'waiting_user', 'waiting_auth')
-                           AND tenant_id = $1),
-                        (SELECT COUNT(*) FROM requests WHERE tenant_id = $1 AND created_at >= $2),
-                        (SELECT MIN(created_at) FROM requests
-                         WHERE tenant_id = $1 AND created_at >= $2)",
+            async fn queued_runs(&self, tenant_id: &str, at_most: u32) -> anyhow::Result<u64> {
+                let (n,): (i64,) = sqlx::query_as(
+                    "SELECT COUNT(*) FROM (SELECT 1 FROM runs
+                         WHERE tenant_id = $1 AND status = 'queued' LIMIT $2) AS counted",
                 )
                 .bind(tenant_id)
-                .bind(since)
+                .bind(i64::from(at_most))
                 .fetch_one(&self.pool)
                 .await?;
-                Ok(TenantLoad {
-                    queued: queued.max(0) as u64,
-                    created: created.max(0) as u64,
-                    oldest,
-                })
+                Ok(n.max(0) as u64)
+            }
+
+            async fn count_request(
+                &self,
+                tenant_id: &str,
+                minute: &str,
+                limit: u32,
+            ) -> anyhow::Result<Option<u64>> {
+                let $this = self;
+                let _turn = $turn;
+                let counted: Option<(i64,)> = sqlx::query_as(
+                    "INSERT INTO tenant_minutes (tenant_id, minute, created) VALUES ($1, $2, 1)
+                     ON CONFLICT (tenant_id) DO UPDATE SET
+                         created = CASE WHEN tenant_minutes.minute = $2
+                                        THEN tenant_minutes.created + 1 ELSE 1 END,
+                         minute = $2
+                     WHERE tenant_minutes.minute <> $2 OR tenant_minutes.created < $3
+                     RETURNING created",
+                )
+                .bind(tenant_id)
+                .bind(minute)
+                .bind(i64::from(limit))
+                .fetch_optional(&self.pool)
+                .await?;
+                Ok(counted.map(|(n,)| n.max(0) as u64))
+            }
+
+            async fn uncount_request(&self, tenant_id: &str, minute: &str) -> anyhow::Result<()> {
+                let $this = self;
+                let _turn = $turn;
+                sqlx::query(
+                    "UPDATE tenant_minutes SET created = created - 1
+                     WHERE tenant_id = $1 AND minute = $2 AND created > 0",
+                )
+                .bind(tenant_id)
+                .bind(minute)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn requests_in(&self, tenant_id: &str, minute: &str) -> anyhow::Result<u64> {
+                let n: Option<(i64,)> = sqlx::query_as(
+                    "SELECT created FROM tenant_minutes WHERE tenant_id = $1 AND minute = $2",
+                )
+                .bind(tenant_id)
+                .bind(minute)
+                .fetch_optional(&self.pool)
+                .await?;
+                Ok(n.map_or(0, |(n,)| n.max(0) as u64))
             }
 
             async fn create_tenant(&self, tenant: &Tenant) -> anyhow::Result<bool> {
@@ -680,11 +720,10 @@ mod tests {
         assert_eq!(next[0].detail["n"], 2);
     }
 
-    async fn a_tenants_load_counts_its_queued_runs_and_recent_requests(store: Store) {
+    async fn a_tenants_queued_runs_and_requests_of_the_minute_are_counted(store: Store) {
         use crate::Binding;
         use crate::jobs::tests::{new_request, new_run};
-        let before = Timestamp::now();
-        for (n, tenant) in ["t1", "t1", "t2"].into_iter().enumerate() {
+        for (n, tenant) in ["t1", "t1", "t1", "t2"].into_iter().enumerate() {
             let request = crate::NewRequest {
                 tenant_id: tenant.into(),
                 ..new_request(&format!("q{n}"))
@@ -698,23 +737,45 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let awaiting = crate::NewRequest {
-            tenant_id: "t1".into(),
-            ..new_request("q9")
-        };
-        store.create_request(&awaiting, None).await.unwrap();
-        let load = store.tenant_load("t1", before).await.unwrap();
-        assert_eq!((load.queued, load.created), (2, 3), "{load:?}");
-        assert!(load.oldest.is_some_and(|t| t >= before));
-        let later = store.tenant_load("t1", Timestamp::now()).await.unwrap();
-        assert_eq!((later.queued, later.created, later.oldest), (2, 0, None));
+        assert_eq!(store.queued_runs("t1", 100).await.unwrap(), 3);
+        assert_eq!(
+            store.queued_runs("t1", 2).await.unwrap(),
+            2,
+            "counted up to the bound"
+        );
         crate::tests::start(&store, "r0", "off").await.unwrap();
-        assert_eq!(store.tenant_load("t1", before).await.unwrap().queued, 1);
-        assert_eq!(store.tenant_load("t2", before).await.unwrap().queued, 1);
+        assert_eq!(store.queued_runs("t1", 100).await.unwrap(), 2);
+        assert_eq!(store.queued_runs("t2", 100).await.unwrap(), 1);
+
+        let minute = "2026-11-28T10:00";
+        assert_eq!(store.count_request("t1", minute, 2).await.unwrap(), Some(1));
+        assert_eq!(store.count_request("t1", minute, 2).await.unwrap(), Some(2));
+        assert_eq!(
+            store.count_request("t1", minute, 2).await.unwrap(),
+            None,
+            "at its limit"
+        );
+        assert_eq!(store.count_request("t2", minute, 2).await.unwrap(), Some(1));
+        store.uncount_request("t1", minute).await.unwrap();
+        assert_eq!(store.requests_in("t1", minute).await.unwrap(), 1);
+        let next = "2026-11-28T10:01";
+        assert_eq!(
+            store.count_request("t1", next, 2).await.unwrap(),
+            Some(1),
+            "a new minute"
+        );
+        assert_eq!(store.requests_in("t1", minute).await.unwrap(), 0);
+        assert_eq!(store.requests_in("t1", next).await.unwrap(), 1);
+        store.uncount_request("t1", minute).await.unwrap();
+        assert_eq!(
+            store.requests_in("t1", next).await.unwrap(),
+            1,
+            "an old minute's is gone"
+        );
     }
 
     on_both_backends!(
         tenants_keys_and_audit_rows_are_kept,
-        a_tenants_load_counts_its_queued_runs_and_recent_requests
+        a_tenants_queued_runs_and_requests_of_the_minute_are_counted
     );
 }

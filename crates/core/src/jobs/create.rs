@@ -117,8 +117,9 @@ impl Jobs {
 
     /// `POST /v1/jobs`.
     pub async fn create_job(self: &Arc<Self>, body: NewJob) -> Result<Admitted> {
-        let _turn = self.tenant_turn(&body.caller.tenant_id, true).await?;
-        self.with_room(self.admit_job(body)).await
+        let turn = self.tenant_turn(&body.caller.tenant_id, true).await?;
+        let outcome = self.with_room(self.admit_job(body)).await;
+        self.admitted(turn, outcome).await
     }
 
     async fn admit_job(self: &Arc<Self>, body: NewJob) -> Result<Admitted> {
@@ -245,8 +246,9 @@ impl Jobs {
 
     /// `POST /v1/temp-skill-runs`: records the request; the skill arrives with the upload.
     pub async fn create_temp(self: &Arc<Self>, body: NewTempRun) -> Result<Admitted> {
-        let _turn = self.tenant_turn(&body.caller.tenant_id, true).await?;
-        self.with_room(self.admit_temp(body)).await
+        let turn = self.tenant_turn(&body.caller.tenant_id, true).await?;
+        let outcome = self.with_room(self.admit_temp(body)).await;
+        self.admitted(turn, outcome).await
     }
 
     async fn admit_temp(self: &Arc<Self>, body: NewTempRun) -> Result<Admitted> {

@@ -51,6 +51,18 @@ ALTER TABLE runs ADD COLUMN tenant_id TEXT NOT NULL DEFAULT 'default';
 -- The key that created the request (NULL without one).
 ALTER TABLE requests ADD COLUMN key_id TEXT;
 
--- A tenant's run list pages newest first without sorting, and its requests of the last
--- minute are counted (its runs_per_minute quota) without reading the others'.
-CREATE INDEX requests_by_tenant ON requests (tenant_id, created_at DESC);
+-- A tenant's run list pages newest first without sorting.
+CREATE INDEX requests_listed_by_tenant ON requests (tenant_id, created_at DESC)
+    WHERE run_id IS NOT NULL;
+
+-- A tenant's queued runs are counted (its max_queued quota) without reading the others'.
+CREATE INDEX runs_queued_by_tenant ON runs (tenant_id) WHERE status = 'queued';
+
+-- Each tenant's requests of the current minute (its runs_per_minute quota): one row, counted
+-- up in one statement, so the count holds exactly whichever node admits.
+CREATE TABLE tenant_minutes (
+    tenant_id TEXT PRIMARY KEY NOT NULL,
+    -- The minute counted, `YYYY-MM-DDTHH:MM` (UTC).
+    minute    TEXT NOT NULL,
+    created   BIGINT NOT NULL
+);

@@ -3,8 +3,8 @@
 
 use super::Postgres;
 use crate::tenants::{
-    ApiKey, AuditEntry, AuditRow, NewAudit, NewKey, Quotas, Tenant, TenantDeletion, TenantLoad,
-    TenantRow, key_columns, tenant_store,
+    ApiKey, AuditEntry, AuditRow, NewAudit, NewKey, Quotas, Tenant, TenantDeletion, TenantRow,
+    key_columns, tenant_store,
 };
 use skill_runner_types::clock::Timestamp;
 
