@@ -1954,22 +1954,6 @@ fn browser_logs_in_with_a_token() {
     });
 }
 
-/// A key made by the CLI against `server`'s data dir.
-fn cli_key(server: &TestServer, role: &str) -> String {
-    let out = std::process::Command::new(common::bin("skill-runner"))
-        .args(["keys", "create", "--role", role, "--name", "console"])
-        .env("SKILL_RUNNER_DATA_DIR", &server.dirs.data)
-        .env_remove("SKILL_RUNNER_DATABASE_URL")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
 /// `body` sent to `path` as `key`; the answer's JSON.
 async fn as_key(
     server: &TestServer,
@@ -2009,7 +1993,7 @@ fn browser_keeps_a_tenant_to_its_own_runs_and_an_admin_manages_keys() {
         let dirs = common::TestDirs::new();
         copy_bundled_skills(&dirs.skills);
         let server = TestServer::start_with(dirs, &[]);
-        let admin = cli_key(&server, "admin");
+        let admin = server.cli_key("admin", None);
         let tenant = as_key(
             &server,
             &admin,

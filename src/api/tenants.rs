@@ -17,29 +17,6 @@ use crate::api::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use crate::store::{ApiKey, AuditEntry, Quotas, Tenant};
 
-/// A tenant.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct TenantView {
-    pub tenant_id: String,
-    pub name: String,
-    /// Its own limits; an absent one is the operator's default.
-    pub quotas: Quotas,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-}
-
-impl From<Tenant> for TenantView {
-    fn from(t: Tenant) -> Self {
-        Self {
-            tenant_id: t.tenant_id,
-            name: t.name,
-            quotas: t.quotas,
-            created_at: t.created_at,
-            updated_at: t.updated_at,
-        }
-    }
-}
-
 /// `POST /v1/management/tenants`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -61,42 +38,7 @@ pub struct UpdateTenant {
 /// `GET /v1/management/tenants`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TenantList {
-    pub tenants: Vec<TenantView>,
-}
-
-/// A key as listed: never its secret.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct KeyView {
-    pub key_id: String,
-    pub tenant_id: String,
-    pub role: Role,
-    pub name: String,
-    /// The visible part: the key reads `sr_<prefix>_…`.
-    pub prefix: String,
-    pub expires_at: Option<Timestamp>,
-    pub last_used_at: Option<Timestamp>,
-    /// The key that made it (`null`: the CLI, a token, Basic Auth or an open service).
-    pub created_by: Option<String>,
-    pub created_at: Timestamp,
-    /// Set once revoked; a revoked key opens nothing and is kept as a record.
-    pub revoked_at: Option<Timestamp>,
-}
-
-impl From<ApiKey> for KeyView {
-    fn from(k: ApiKey) -> Self {
-        Self {
-            key_id: k.key_id,
-            tenant_id: k.tenant_id,
-            role: k.role,
-            name: k.name,
-            prefix: k.prefix,
-            expires_at: k.expires_at,
-            last_used_at: k.last_used_at,
-            created_by: k.created_by,
-            created_at: k.created_at,
-            revoked_at: k.revoked_at,
-        }
-    }
+    pub tenants: Vec<Tenant>,
 }
 
 /// A key just made or rotated: `key` is shown this once and cannot be read again.
@@ -105,14 +47,14 @@ pub struct IssuedKeyView {
     /// The whole key, to send as `Authorization: Bearer <key>`.
     pub key: String,
     #[serde(flatten)]
-    pub view: KeyView,
+    pub view: ApiKey,
 }
 
 impl From<IssuedKey> for IssuedKeyView {
     fn from(issued: IssuedKey) -> Self {
         Self {
             key: issued.secret,
-            view: issued.key.into(),
+            view: issued.key,
         }
     }
 }
@@ -140,7 +82,7 @@ pub struct KeyQuery {
 /// `GET /v1/management/keys`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct KeyList {
-    pub keys: Vec<KeyView>,
+    pub keys: Vec<ApiKey>,
 }
 
 /// `GET /v1/management/audit`.
@@ -166,7 +108,7 @@ pub struct AuditPage {
     request_body(content = CreateTenant, example = json!({"name": "research",
         "quotas": {"max_running": 2, "max_queued": 100}})),
     responses(
-        (status = 200, body = TenantView),
+        (status = 200, body = Tenant),
         (status = 400, description = "A name that is empty, too long or has control characters"),
         (status = 403, description = "Not an admin key"),
         (status = 409, description = "The name is taken"),
@@ -176,14 +118,14 @@ pub async fn create_tenant(
     State(state): State<AppState>,
     Acting(caller): Acting,
     body: Result<Json<CreateTenant>, JsonRejection>,
-) -> ApiResult<Json<TenantView>> {
+) -> ApiResult<Json<Tenant>> {
     let Json(body) = body.map_err(bad_json)?;
     check_quotas(&body.quotas)?;
     let tenant = state
         .tenants
         .create_tenant(&caller, &body.name, body.quotas)
         .await?;
-    Ok(Json(tenant.into()))
+    Ok(Json(tenant))
 }
 
 /// Every tenant, oldest first (`default` first).
@@ -191,23 +133,19 @@ pub async fn create_tenant(
     responses((status = 200, body = TenantList), (status = 403, description = "Not an admin key")))]
 pub async fn list_tenants(State(state): State<AppState>) -> ApiResult<Json<TenantList>> {
     let tenants = state.tenants.tenants().await?;
-    Ok(Json(TenantList {
-        tenants: tenants.into_iter().map(TenantView::from).collect(),
-    }))
+    Ok(Json(TenantList { tenants }))
 }
 
 /// One tenant.
 #[utoipa::path(get, path = "/v1/management/tenants/{tenant_id}", tag = "tenants",
     params(("tenant_id" = String, Path)),
-    responses((status = 200, body = TenantView), (status = 404, description = "No such tenant")))]
+    responses((status = 200, body = Tenant), (status = 404, description = "No such tenant")))]
 pub async fn get_tenant(
     State(state): State<AppState>,
     Acting(caller): Acting,
     Path(tenant_id): Path<String>,
-) -> ApiResult<Json<TenantView>> {
-    Ok(Json(
-        state.tenants.tenant(&caller, &tenant_id).await?.into(),
-    ))
+) -> ApiResult<Json<Tenant>> {
+    Ok(Json(state.tenants.tenant(&caller, &tenant_id).await?))
 }
 
 /// Replaces a tenant's quotas.
@@ -216,7 +154,7 @@ pub async fn get_tenant(
     request_body(content = UpdateTenant, example = json!({"quotas": {"max_running": 4,
         "max_queued": 200, "runs_per_minute": 600, "upload_bytes": 104857600}})),
     responses(
-        (status = 200, body = TenantView),
+        (status = 200, body = Tenant),
         (status = 400, description = "A quota below 1"),
         (status = 404, description = "No such tenant"),
         (status = 422, description = "Not JSON of this shape"),
@@ -226,14 +164,14 @@ pub async fn update_tenant(
     Acting(caller): Acting,
     Path(tenant_id): Path<String>,
     body: Result<Json<UpdateTenant>, JsonRejection>,
-) -> ApiResult<Json<TenantView>> {
+) -> ApiResult<Json<Tenant>> {
     let Json(body) = body.map_err(bad_json)?;
     check_quotas(&body.quotas)?;
     let tenant = state
         .tenants
         .set_quotas(&caller, &tenant_id, body.quotas)
         .await?;
-    Ok(Json(tenant.into()))
+    Ok(Json(tenant))
 }
 
 /// Deletes a tenant; refused (409) while it has runs or keys that are not revoked, and for
@@ -296,9 +234,7 @@ pub async fn list_keys(
             query.tenant_id.as_deref().filter(|t| !t.is_empty()),
         )
         .await?;
-    Ok(Json(KeyList {
-        keys: keys.into_iter().map(KeyView::from).collect(),
-    }))
+    Ok(Json(KeyList { keys }))
 }
 
 /// Gives a key a new secret (shown this once); the old one opens nothing from then on.
@@ -325,7 +261,7 @@ pub async fn rotate_key(
 #[utoipa::path(delete, path = "/v1/management/keys/{key_id}", tag = "tenants",
     params(("key_id" = String, Path)),
     responses(
-        (status = 200, body = KeyView),
+        (status = 200, body = ApiKey),
         (status = 403, description = "The key is wider than the one revoking it"),
         (status = 404, description = "No such key"),
     ))]
@@ -333,10 +269,8 @@ pub async fn revoke_key(
     State(state): State<AppState>,
     Acting(caller): Acting,
     Path(key_id): Path<String>,
-) -> ApiResult<Json<KeyView>> {
-    Ok(Json(
-        state.tenants.revoke_key(&caller, &key_id).await?.into(),
-    ))
+) -> ApiResult<Json<ApiKey>> {
+    Ok(Json(state.tenants.revoke_key(&caller, &key_id).await?))
 }
 
 /// What was done with administrative power (keys made, rotated and revoked; tenants made,

@@ -921,17 +921,7 @@ async fn big_tool_output_is_capped_and_secrets_are_served_redacted() {
 async fn a_tenants_sessions_are_its_own() {
     let fake = FakeModel::start();
     let server = agent_server(&fake, TestDirs::new());
-    let out = std::process::Command::new(common::bin("skill-runner"))
-        .args(["keys", "create", "--role", "admin", "--name", "sessions"])
-        .env("SKILL_RUNNER_DATA_DIR", &server.dirs.data)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let admin = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let admin = server.cli_key("admin", None);
     let call = |key: String, method: &'static str, path: String, body: Option<Value>| {
         let server = &server;
         async move {

@@ -5,13 +5,12 @@
 //! clear, and an audit row for each administrative act.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use skill_runner_test_support as common;
 
-use common::{TestDirs, TestServer, bin, build_zip};
+use common::{TestDirs, TestServer, build_zip};
 
 /// A key as the API issued it.
 #[derive(Debug, Clone)]
@@ -91,26 +90,6 @@ async fn json_as(
         status,
         serde_json::from_str(&text).unwrap_or(Value::String(text)),
     )
-}
-
-/// `skill-runner keys create` against the store of `server` (its data dir, or `database`).
-fn cli_key(server: &TestServer, database: Option<&str>, role: &str) -> String {
-    let mut cmd = Command::new(bin("skill-runner"));
-    cmd.args(["keys", "create", "--role", role, "--name", "first admin"])
-        .env("SKILL_RUNNER_DATA_DIR", &server.dirs.data)
-        .env_remove("SKILL_RUNNER_DATABASE_URL");
-    if let Some(url) = database {
-        cmd.env("SKILL_RUNNER_DATABASE_URL", url);
-    }
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let key = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-    assert!(key.starts_with("sr_"), "{key}");
-    key
 }
 
 async fn make_key(server: &TestServer, by: &str, tenant: &str, role: &str) -> Key {
@@ -195,7 +174,7 @@ async fn tenants_are_kept_apart(
     // Open until a key exists: then every request needs one.
     let (status, _) = call(first, None, "GET", "/v1/management/runs", None).await;
     assert_eq!(status, 200);
-    let admin = cli_key(first, database, "admin");
+    let admin = first.cli_key("admin", database);
     // Each node reads whether keys are in force at most once a second.
     for node in nodes {
         let started = Instant::now();
@@ -719,7 +698,7 @@ async fn tenants_are_kept_apart_through_either_of_two_nodes() {
     };
     let (a, b) = (node("node-a"), node("node-b"));
     tenants_are_kept_apart(&[&a, &b], Some(&url), || {
-        let dump = Command::new(common::postgres::tool("pg_dump"))
+        let dump = std::process::Command::new(common::postgres::tool("pg_dump"))
             .args(["--data-only", &url])
             .output()
             .unwrap();
@@ -786,7 +765,7 @@ async fn a_tenant_over_its_quotas_is_refused_and_the_others_are_not() {
         ],
         &[("SKILL_RUNNER_MAX_CONCURRENT", "1")],
     );
-    let admin = cli_key(&server, None, "admin");
+    let admin = server.cli_key("admin", None);
     let (status, a) = json_as(
         &server,
         &admin,
@@ -914,7 +893,7 @@ async fn two_nodes_admit_exactly_a_tenants_quota_under_a_burst() {
         )
     };
     let (one, two) = (node("node-a"), node("node-b"));
-    let admin = cli_key(&one, Some(&url), "admin");
+    let admin = one.cli_key("admin", Some(&url));
     let (status, tenant) = json_as(
         &one,
         &admin,
@@ -954,7 +933,7 @@ async fn two_nodes_admit_exactly_a_tenants_quota_under_a_burst() {
 /// started after it was queued (fair slots), on one node or across `nodes`.
 async fn a_single_run_is_not_stuck_behind_a_burst(nodes: &[&TestServer], database: Option<&str>) {
     let first = nodes[0];
-    let admin = cli_key(first, database, "admin");
+    let admin = first.cli_key("admin", database);
     let a_tenant = make_tenant(first, &admin, "burst").await;
     let b_tenant = make_tenant(first, &admin, "single").await;
     let a = make_key(first, &admin, &a_tenant, "submit").await.secret;

@@ -33,11 +33,12 @@ pub struct Quotas {
     pub upload_bytes: Option<u64>,
 }
 
-/// A tenant, as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A tenant, as stored and as the management routes show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Tenant {
     pub tenant_id: String,
     pub name: String,
+    /// Its own limits; an absent one is the operator's default.
     pub quotas: Quotas,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
@@ -106,20 +107,24 @@ impl Role {
 
 /// An API key as stored and listed: never its secret (only the SHA-256 of the whole key is
 /// stored, and not read back).
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 pub struct ApiKey {
     pub key_id: String,
     pub tenant_id: String,
     pub role: Role,
+    /// What the key is for.
     pub name: String,
-    /// The key's visible part, `sr_<prefix>_…`.
+    /// The key's visible part: it reads `sr_<prefix>_…`.
     pub prefix: String,
+    /// When it stops opening anything; never when `null`.
     pub expires_at: Option<Timestamp>,
+    /// Written at most once a minute.
     pub last_used_at: Option<Timestamp>,
-    /// The key that made this one, if a key did.
+    /// The key that made this one (`null`: the CLI, a token, Basic Auth or an open service).
     pub created_by: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// Set once revoked; a revoked key opens nothing and is kept as a record.
     pub revoked_at: Option<Timestamp>,
 }
 

@@ -636,6 +636,27 @@ impl TestServer {
         Self::start_with(dirs, env)
     }
 
+    /// A key of the default tenant with `role`, made by `skill-runner keys create` against
+    /// this server's store: its data dir, or the PostgreSQL `database` when it has one.
+    pub fn cli_key(&self, role: &str, database: Option<&str>) -> String {
+        let mut cmd = Command::new(bin("skill-runner"));
+        cmd.args(["keys", "create", "--role", role, "--name", "made by a test"])
+            .env("SKILL_RUNNER_DATA_DIR", &self.dirs.data)
+            .env_remove("SKILL_RUNNER_DATABASE_URL");
+        if let Some(url) = database {
+            cmd.env("SKILL_RUNNER_DATABASE_URL", url);
+        }
+        let out = cmd.output().expect("skill-runner keys create runs");
+        assert!(
+            out.status.success(),
+            "skill-runner keys create: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let key = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        assert!(key.starts_with("sr_"), "{key}");
+        key
+    }
+
     /// The run folder of a status body (`run_id`).
     pub fn run_dir(&self, status: &Value) -> PathBuf {
         self.dirs
