@@ -926,7 +926,7 @@ def urllib_get(port, path):
         conn.close()
 
 
-def tenants(rounds=3):
+def tenants(rounds=int(os.environ.get("BENCH_ROUNDS", "5"))):
     """The cost of keys and tenants: creates and status polls by a tenant's key against the same
     points without keys, measured alternately on fresh services (one open, one with keys, one
     whose tenant has a runs_per_minute quota, so each create counts its minute). One slot, held
