@@ -69,7 +69,7 @@ fn describe() {
     describe_gauge!(INFO, "This node: its version, id and store (always 1)");
     describe_gauge!(
         RUNS,
-        "Runs in each state, by engine, as the store holds them"
+        "Runs in each state, by engine and tenant, as the store holds them"
     );
     describe_counter!(jobs::TRANSITIONS, "Runs that moved into a state, by engine");
     describe_counter!(
@@ -106,28 +106,49 @@ fn describe() {
     );
 }
 
-/// The page a scrape gets: the counters, with the runs by state read from `store` now.
-pub async fn render(store: &Store) -> anyhow::Result<String> {
+/// The page a scrape gets: the counters, with the runs by state read from `store` now (by
+/// tenant: `tenant`, when given, leaves out the other tenants' series).
+pub async fn render(store: &Store, tenant: Option<&str>) -> anyhow::Result<String> {
+    /// A series of the run counts: state, engine, tenant.
+    type Series = (&'static str, &'static str, String);
     // Series set before and now missing must drop to zero, not keep their last count.
-    static SEEN: LazyLock<Mutex<HashSet<(&str, &str)>>> = LazyLock::new(Mutex::default);
+    static SEEN: LazyLock<Mutex<HashSet<Series>>> = LazyLock::new(Mutex::default);
     let counts = store.run_counts().await?;
     let now: HashSet<_> = counts
         .iter()
-        .map(|(state, engine, _)| (state.as_str(), engine.as_str()))
+        .map(|c| (c.status.as_str(), c.engine.as_str(), c.tenant_id.clone()))
         .collect();
     let gone: Vec<_> = {
         let mut seen = SEEN.lock().expect("seen lock");
-        let gone = seen.difference(&now).copied().collect();
-        seen.extend(now.iter().copied());
+        let gone = seen.difference(&now).cloned().collect();
+        seen.extend(now.iter().cloned());
         gone
     };
-    for (state, engine) in gone {
-        metrics::gauge!(RUNS, "state" => state, "engine" => engine).set(0.0);
+    for (state, engine, tenant) in gone {
+        metrics::gauge!(RUNS, "state" => state, "engine" => engine, "tenant" => tenant).set(0.0);
     }
-    for (state, engine, n) in counts {
-        metrics::gauge!(RUNS, "state" => state.as_str(), "engine" => engine.as_str()).set(n as f64);
+    for c in counts {
+        metrics::gauge!(RUNS, "state" => c.status.as_str(), "engine" => c.engine.as_str(),
+                        "tenant" => c.tenant_id)
+        .set(c.runs as f64);
     }
-    Ok(handle().render())
+    let page = handle().render();
+    Ok(match tenant {
+        None => page,
+        Some(tenant) => only_tenant(&page, tenant),
+    })
+}
+
+/// `page` without the samples of tenants other than `tenant` (those without a tenant stay).
+fn only_tenant(page: &str, tenant: &str) -> String {
+    let own = format!(
+        "tenant=\"{}\"",
+        tenant.replace('\\', "\\\\").replace('"', "\\\"")
+    );
+    page.lines()
+        .filter(|line| line.starts_with('#') || !line.contains("tenant=\"") || line.contains(&own))
+        .flat_map(|line| [line, "\n"])
+        .collect()
 }
 
 /// A middleware over the whole router: counts every request by its route (the pattern, so
@@ -207,5 +228,24 @@ impl RouteSeries {
             metrics::counter!(HTTP_REQUESTS, "method" => method, "route" => route.clone(),
                               "status" => status.to_string())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tenant_filter_keeps_its_series_and_the_services_own() {
+        let page = "# TYPE skill_runner_runs gauge\n\
+            skill_runner_runs{state=\"queued\",engine=\"script\",tenant=\"a\"} 2\n\
+            skill_runner_runs{state=\"queued\",engine=\"script\",tenant=\"ab\"} 5\n\
+            skill_runner_queue_depth 7\n";
+        assert_eq!(
+            only_tenant(page, "a"),
+            "# TYPE skill_runner_runs gauge\n\
+             skill_runner_runs{state=\"queued\",engine=\"script\",tenant=\"a\"} 2\n\
+             skill_runner_queue_depth 7\n"
+        );
     }
 }

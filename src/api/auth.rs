@@ -166,10 +166,10 @@ fn refuse(request: &Request, why: Refusal) -> Response {
 }
 
 /// The role a route needs. Reading is `read`'s; making, answering and stopping runs
-/// `submit`'s; tenants, the audit log and what deletes every tenant's runs (a clean-up, a
-/// data reset) the admins'; everything else that changes the
-/// service (installs, engines, settings, keys, MCP servers, clean-ups), and what reads the
-/// service's own state rather than a tenant's (engine logins, settings, logs, metrics), the
+/// `submit`'s; tenants, the audit log, `/metrics` (which counts every tenant's runs) and what
+/// deletes every tenant's runs (a clean-up, a data reset) the admins'; everything else that
+/// changes the service (installs, engines, settings, keys, MCP servers), and what reads the
+/// service's own state rather than a tenant's (engine logins, settings, logs), the
 /// operators'.
 pub fn needed_role(method: &Method, path: &str) -> Role {
     let run = |suffix: &str| {
@@ -186,11 +186,12 @@ pub fn needed_role(method: &Method, path: &str) -> Role {
                 .is_some_and(|(_, tail)| tail == suffix)
         })
     };
-    // What reaches every tenant's runs at once.
+    // What reaches every tenant's runs at once (the metrics count them all).
     let every_tenant = path == "/v1/jobs/cleanup" || path == "/v1/management/system/reset-data";
     if path.starts_with("/v1/management/audit")
         || (path.starts_with("/v1/management/tenants") && !path.ends_with("/keys"))
         || (every_tenant && *method != Method::GET)
+        || path == "/metrics"
         || path.starts_with("/ui/tenants")
         || path.starts_with("/ui/keys/")
     {
@@ -207,7 +208,6 @@ pub fn needed_role(method: &Method, path: &str) -> Role {
         "/ui/engines",
         "/ui/management/engines",
         "/ui/settings",
-        "/metrics",
     ];
     if operators.iter().any(|p| path.starts_with(p)) {
         return Role::Operator;

@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -136,11 +136,25 @@ pub async fn version(State(state): State<AppState>) -> Json<Version> {
     })
 }
 
-/// Prometheus metrics, text format 0.0.4. Behind the API's tokens when they are set.
-#[utoipa::path(get, path = "/metrics", tag = "system",
+/// Which series a scrape wants.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+pub struct MetricsQuery {
+    /// Only this tenant's series of the run counts (`skill_runner_runs{tenant=…}`); the
+    /// service's own series stay.
+    pub tenant_id: Option<String>,
+}
+
+/// Prometheus metrics, text format 0.0.4: the runs by state, engine and tenant, and the
+/// service's own counters. Behind the API's tokens when they are set; an admin key's with keys
+/// (they count every tenant's runs).
+#[utoipa::path(get, path = "/metrics", tag = "system", params(MetricsQuery),
     responses((status = 200, description = "The metrics", content_type = "text/plain")))]
-pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let page = crate::metrics::render(&state.store).await?;
+pub async fn metrics(
+    State(state): State<AppState>,
+    Query(query): Query<MetricsQuery>,
+) -> Result<Response, ApiError> {
+    let tenant = query.tenant_id.as_deref().filter(|t| !t.is_empty());
+    let page = crate::metrics::render(&state.store, tenant).await?;
     Ok((
         [(
             header::CONTENT_TYPE,

@@ -553,6 +553,23 @@ async fn tenants_are_kept_apart(
     let b_run = then_b["request_id"].as_str().unwrap();
     let b_done = wait_as(first, b, b_run, &["succeeded"]).await;
     assert_ne!(b_done["run_id"], done_status["run_id"]);
+    // The metrics count every tenant's runs: an admin's to read.
+    let (status, _) = call(first, Some(&operator.secret), "GET", "/metrics", None).await;
+    assert_eq!(status, 403);
+    let (status, page) = call(
+        first,
+        Some(&keys.admin),
+        "GET",
+        &format!("/metrics?tenant_id={}", keys.a_tenant),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains(&format!("tenant=\"{}\"", keys.a_tenant)),
+        "{page}"
+    );
+    assert!(!page.contains(&format!("tenant=\"{b_tenant}\"")), "{page}");
 
     // Revoked and expired keys are shut out within two seconds on every node.
     let (status, _) = json_as(

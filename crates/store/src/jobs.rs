@@ -260,6 +260,15 @@ macro_rules! ended_columns {
 }
 pub(crate) use ended_columns;
 
+/// How many runs of one tenant are in one state, by engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunCount {
+    pub status: RunStatus,
+    pub engine: Engine,
+    pub tenant_id: String,
+    pub runs: u64,
+}
+
 /// What a cleanup removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct CleanupCounts {
@@ -559,7 +568,7 @@ pub trait JobStore: Send + Sync {
     async fn runs_with_status(&self, status: RunStatus) -> anyhow::Result<Vec<Run>>;
 
     /// How many runs there are in each status, by engine (no row for none).
-    async fn run_counts(&self) -> anyhow::Result<Vec<(RunStatus, Engine, u64)>>;
+    async fn run_counts(&self) -> anyhow::Result<Vec<RunCount>>;
 
     /// What [`JobStore::delete_finished`] would delete of everything finished now.
     async fn finished_counts(&self) -> anyhow::Result<CleanupCounts>;
@@ -1015,14 +1024,21 @@ impl JobStore for Sqlite {
         rows.into_iter().map(Run::try_from).collect()
     }
 
-    async fn run_counts(&self) -> anyhow::Result<Vec<(RunStatus, Engine, u64)>> {
-        let rows: Vec<(RunStatus, Engine, i64)> =
-            sqlx::query_as("SELECT status, engine, COUNT(*) FROM runs GROUP BY status, engine")
-                .fetch_all(&self.pool)
-                .await?;
+    async fn run_counts(&self) -> anyhow::Result<Vec<RunCount>> {
+        let rows: Vec<(RunStatus, Engine, String, i64)> = sqlx::query_as(
+            "SELECT status, engine, tenant_id, COUNT(*) FROM runs
+             GROUP BY status, engine, tenant_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
         Ok(rows
             .into_iter()
-            .map(|(status, engine, n)| (status, engine, n.max(0) as u64))
+            .map(|(status, engine, tenant_id, n)| RunCount {
+                status,
+                engine,
+                tenant_id,
+                runs: n.max(0) as u64,
+            })
             .collect())
     }
 
@@ -1264,14 +1280,21 @@ pub(crate) mod tests {
             (ended.request_id.as_str(), ended.engine),
             ("q1", Engine::Script)
         );
-        let mut counts = store.run_counts().await.unwrap();
-        counts.sort_by_key(|(s, e, _)| (s.as_str(), e.as_str()));
+        let mut counts: Vec<_> = store
+            .run_counts()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.status, c.engine, c.tenant_id, c.runs))
+            .collect();
+        counts.sort_by_key(|(s, e, _, _)| (s.as_str(), e.as_str()));
+        let default = || crate::DEFAULT_TENANT.to_owned();
         assert_eq!(
             counts,
             vec![
-                (RunStatus::Failed, Engine::Script, 1),
-                (RunStatus::Queued, Engine::Codex, 1),
-                (RunStatus::Queued, Engine::Script, 1),
+                (RunStatus::Failed, Engine::Script, default(), 1),
+                (RunStatus::Queued, Engine::Codex, default(), 1),
+                (RunStatus::Queued, Engine::Script, default(), 1),
             ]
         );
     }

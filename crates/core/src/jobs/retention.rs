@@ -42,8 +42,8 @@ impl Jobs {
             .run_counts()
             .await?
             .into_iter()
-            .filter(|(status, _, _)| !status.is_terminal())
-            .map(|(_, _, n)| n)
+            .filter(|count| !count.status.is_terminal())
+            .map(|count| count.runs)
             .sum();
         if active > 0 {
             return Err(crate::error::Error::conflict(format!(

@@ -8,8 +8,8 @@ use super::Postgres;
 use crate::QueueFull;
 use crate::jobs::{
     Binding, CleanupCounts, Ended, Ending, JobStore, NewRequest, NewRun, ProcessMark, Removed,
-    Request, Run, RunCursor, RunFilter, RunRow, UploadState, ended_columns, request_columns,
-    run_columns, with_runs,
+    Request, Run, RunCount, RunCursor, RunFilter, RunRow, UploadState, ended_columns,
+    request_columns, run_columns, with_runs,
 };
 use skill_runner_types::clock::Timestamp;
 use skill_runner_types::engine::Engine;
@@ -475,14 +475,21 @@ impl JobStore for Postgres {
         Ok(CleanupCounts::of(runs, requests, cache))
     }
 
-    async fn run_counts(&self) -> anyhow::Result<Vec<(RunStatus, Engine, u64)>> {
-        let rows: Vec<(RunStatus, Engine, i64)> =
-            sqlx::query_as("SELECT status, engine, COUNT(*) FROM runs GROUP BY status, engine")
-                .fetch_all(&self.pool)
-                .await?;
+    async fn run_counts(&self) -> anyhow::Result<Vec<RunCount>> {
+        let rows: Vec<(RunStatus, Engine, String, i64)> = sqlx::query_as(
+            "SELECT status, engine, tenant_id, COUNT(*) FROM runs
+             GROUP BY status, engine, tenant_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
         Ok(rows
             .into_iter()
-            .map(|(status, engine, n)| (status, engine, n.max(0) as u64))
+            .map(|(status, engine, tenant_id, n)| RunCount {
+                status,
+                engine,
+                tenant_id,
+                runs: n.max(0) as u64,
+            })
             .collect())
     }
 
