@@ -65,6 +65,7 @@ pub async fn authenticate(
         Ok(identified) => identified,
         Err(e) => return ApiError::Internal(e).into_response(),
     };
+    let credentialed = matches!(identified, Identified::Caller(_));
     let caller = match identified {
         Identified::Caller(caller) => caller,
         Identified::Refused => return refuse(&request, Refusal::KeyRefused),
@@ -94,6 +95,9 @@ pub async fn authenticate(
     }
     let keyed = caller.key_id.is_some().then(|| caller.tenant_id.clone());
     request.extensions_mut().insert(caller);
+    if credentialed {
+        request.extensions_mut().insert(Credentialed);
+    }
     let mut response = next.run(request).await;
     if let Some(tenant) = keyed {
         rate_headers(&state, &tenant, response.headers_mut()).await;
@@ -350,9 +354,14 @@ fn url_encode(text: &str) -> String {
         .collect()
 }
 
-/// A handler argument: the request carries the configured user and password, a configured
-/// token or an operator's key (or Basic Auth is off). Otherwise the answer is 401 with
-/// `WWW-Authenticate: Basic`.
+/// Set by [`authenticate`] on a request whose caller a credential named (a key, a token,
+/// Basic Auth, another node), not an open service.
+#[derive(Debug, Clone, Copy)]
+struct Credentialed;
+
+/// A handler argument: Basic Auth is off, or the request carries the configured user and
+/// password, a configured token or an operator's key (a credential [`authenticate`] took, of
+/// an operator or wider). Otherwise the answer is 401 with `WWW-Authenticate: Basic`.
 #[derive(Debug)]
 pub struct Admin;
 
@@ -360,23 +369,12 @@ impl FromRequestParts<AppState> for Admin {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
-        let config = &state.config;
-        let keyed_operator = parts
-            .extensions
-            .get::<Caller>()
-            .is_some_and(|c| c.key_id.is_some() && c.may(Role::Operator));
-        let token = config
-            .api_tokens
-            .as_ref()
-            .zip(parts.headers.typed_get::<Authorization<Bearer>>())
-            .is_some_and(|(tokens, given)| tokens.accepts(given.token()))
-            || session_cookie(&parts.headers).is_some_and(|given| token_accepted(state, &given));
-        if config.admin_auth.is_none()
-            || keyed_operator
-            || token
-            || carries_pair(config.admin_auth.as_ref(), &parts.headers)
-            || from_node(state, &parts.headers)
-        {
+        let credentialed_operator = parts.extensions.get::<Credentialed>().is_some()
+            && parts
+                .extensions
+                .get::<Caller>()
+                .is_some_and(|c| c.may(Role::Operator));
+        if state.config.admin_auth.is_none() || credentialed_operator {
             return Ok(Admin);
         }
         Err(unauthorized(

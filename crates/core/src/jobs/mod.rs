@@ -74,14 +74,6 @@ pub struct Scope {
 }
 
 impl Scope {
-    /// Every request of `family`, whatever its tenant (the service's own reads).
-    pub fn every_tenant(family: Family) -> Self {
-        Self {
-            family,
-            tenant: None,
-        }
-    }
-
     pub fn admits(&self, request: &crate::store::Request) -> bool {
         let family = match self.family {
             Family::Jobs | Family::Management => true,

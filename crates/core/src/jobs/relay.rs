@@ -128,7 +128,13 @@ mod tests {
         assert_eq!(relayed(sse_stream::Sse::default().event("surprise")), None);
         assert_eq!(relayed(sse_stream::Sse::default().data("no name")), None);
         assert_eq!(
-            stream_path(&Scope::every_tenant(Family::Temp), "r-1"),
+            stream_path(
+                &Scope {
+                    family: Family::Temp,
+                    tenant: None,
+                },
+                "r-1"
+            ),
             "/v1/temp-skill-runs/r-1/events"
         );
     }

@@ -39,7 +39,7 @@ pub struct Access {
     /// By hash: the row (or none) and when it was read.
     known: Mutex<HashMap<String, (Instant, Option<ApiKey>)>>,
     /// Whether keys are in force, and when that was read.
-    in_force: tokio::sync::Mutex<Option<(Instant, bool)>>,
+    in_force: Mutex<Option<(Instant, bool)>>,
     /// When each key's last use was written.
     touched: Mutex<HashMap<String, Instant>>,
 }
@@ -49,7 +49,7 @@ impl Access {
         Self {
             store,
             known: Mutex::default(),
-            in_force: tokio::sync::Mutex::default(),
+            in_force: Mutex::default(),
             touched: Mutex::default(),
         }
     }
@@ -91,21 +91,23 @@ impl Access {
         }))
     }
 
-    /// Whether any key is in force: then a request without a credential is refused.
+    /// Whether any key is in force: then a request without a credential is refused. Read
+    /// from the store at most about once a second (requests that find the answer stale at
+    /// the same moment may each read it).
     pub async fn keys_in_force(&self) -> anyhow::Result<bool> {
-        let mut in_force = self.in_force.lock().await;
-        if let Some((read, any)) = *in_force
+        let kept = *self.in_force.lock().unwrap();
+        if let Some((read, any)) = kept
             && read.elapsed() < FRESH
         {
             return Ok(any);
         }
         match self.store.keys_in_force(Timestamp::now()).await {
             Ok(any) => {
-                *in_force = Some((Instant::now(), any));
+                *self.in_force.lock().unwrap() = Some((Instant::now(), any));
                 Ok(any)
             }
             // The store away for a moment: what was last read stands.
-            Err(e) => match *in_force {
+            Err(e) => match kept {
                 Some((_, any)) => {
                     tracing::warn!("reading whether keys are in force failed: {e:#}");
                     Ok(any)
@@ -116,9 +118,9 @@ impl Access {
     }
 
     /// Forgets what was read, after this node changed a key.
-    pub async fn forget(&self) {
+    pub fn forget(&self) {
         self.known.lock().unwrap().clear();
-        *self.in_force.lock().await = None;
+        *self.in_force.lock().unwrap() = None;
     }
 
     fn touch(&self, key_id: &str, now: Timestamp) {

@@ -150,7 +150,7 @@ impl Tenants {
             created_by: by.key_id.as_deref().map(str::to_owned),
         };
         self.store.create_key(&key).await?;
-        self.access.forget().await;
+        self.access.forget();
         let row = self.store.key(&key.key_id).await?.ok_or_else(|| {
             Error::Internal(anyhow::anyhow!("key {} vanished once made", key.key_id))
         })?;
@@ -192,7 +192,7 @@ impl Tenants {
                 "The key is revoked: make a new one instead",
             ));
         }
-        self.access.forget().await;
+        self.access.forget();
         self.record(
             by,
             "key.rotated",
@@ -211,7 +211,7 @@ impl Tenants {
     pub async fn revoke_key(&self, by: &Caller, key_id: &str) -> Result<ApiKey> {
         let key = self.managed_key(by, key_id).await?;
         if self.store.revoke_key(key_id).await? {
-            self.access.forget().await;
+            self.access.forget();
             self.record(
                 by,
                 "key.revoked",
