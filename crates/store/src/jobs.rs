@@ -269,6 +269,23 @@ pub struct RunCount {
     pub runs: u64,
 }
 
+/// The runs by state, engine and tenant; the same SQL in both databases.
+pub(crate) const RUN_COUNTS: &str = "SELECT status, engine, tenant_id, COUNT(*) FROM runs
+    GROUP BY status, engine, tenant_id";
+
+impl RunCount {
+    pub(crate) fn of(rows: Vec<(RunStatus, Engine, String, i64)>) -> Vec<Self> {
+        rows.into_iter()
+            .map(|(status, engine, tenant_id, n)| Self {
+                status,
+                engine,
+                tenant_id,
+                runs: n.max(0) as u64,
+            })
+            .collect()
+    }
+}
+
 /// What a cleanup removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct CleanupCounts {
@@ -1025,21 +1042,8 @@ impl JobStore for Sqlite {
     }
 
     async fn run_counts(&self) -> anyhow::Result<Vec<RunCount>> {
-        let rows: Vec<(RunStatus, Engine, String, i64)> = sqlx::query_as(
-            "SELECT status, engine, tenant_id, COUNT(*) FROM runs
-             GROUP BY status, engine, tenant_id",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(status, engine, tenant_id, n)| RunCount {
-                status,
-                engine,
-                tenant_id,
-                runs: n.max(0) as u64,
-            })
-            .collect())
+        let rows = sqlx::query_as(RUN_COUNTS).fetch_all(&self.pool).await?;
+        Ok(RunCount::of(rows))
     }
 
     async fn finished_counts(&self) -> anyhow::Result<CleanupCounts> {

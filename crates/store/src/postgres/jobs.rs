@@ -7,8 +7,8 @@ use sqlx::types::Json;
 use super::Postgres;
 use crate::QueueFull;
 use crate::jobs::{
-    Binding, CleanupCounts, Ended, Ending, JobStore, NewRequest, NewRun, ProcessMark, Removed,
-    Request, Run, RunCount, RunCursor, RunFilter, RunRow, UploadState, ended_columns,
+    Binding, CleanupCounts, Ended, Ending, JobStore, NewRequest, NewRun, ProcessMark, RUN_COUNTS,
+    Removed, Request, Run, RunCount, RunCursor, RunFilter, RunRow, UploadState, ended_columns,
     request_columns, run_columns, with_runs,
 };
 use skill_runner_types::clock::Timestamp;
@@ -476,21 +476,8 @@ impl JobStore for Postgres {
     }
 
     async fn run_counts(&self) -> anyhow::Result<Vec<RunCount>> {
-        let rows: Vec<(RunStatus, Engine, String, i64)> = sqlx::query_as(
-            "SELECT status, engine, tenant_id, COUNT(*) FROM runs
-             GROUP BY status, engine, tenant_id",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(status, engine, tenant_id, n)| RunCount {
-                status,
-                engine,
-                tenant_id,
-                runs: n.max(0) as u64,
-            })
-            .collect())
+        let rows = sqlx::query_as(RUN_COUNTS).fetch_all(&self.pool).await?;
+        Ok(RunCount::of(rows))
     }
 
     async fn cached_run(&self, cache_key: &str) -> anyhow::Result<Option<String>> {
