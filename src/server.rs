@@ -38,9 +38,13 @@ fn runtime(config: &Config) -> anyhow::Result<Runtime> {
         .context("the service's own executable is unknown (it leads every process it starts)")?;
     let reaper = Arc::new(Reaper::spawn(&exe).context("starting the process group reaper")?);
     let supervisor = Supervisor::new(launch(config, exe)?, Some(reaper), config.jobs.kill_grace);
+    let engines = crate::engines::config::EngineConfig {
+        model_door: supervisor.model_door(),
+        ..config.engines.clone()
+    };
     Ok(Runtime {
         supervisor,
-        engines: Engines::new(&config.engines),
+        engines: Engines::new(&engines),
     })
 }
 
@@ -311,6 +315,16 @@ fn launch(config: &Config, exe: std::path::PathBuf) -> anyhow::Result<Launch> {
         },
         readable,
         run_uids: run_uids(config, status)?,
+        tls: match status {
+            SandboxStatus::Off => None,
+            _ => Some(std::sync::Arc::new(
+                crate::process::egress::tls::Tls::load(
+                    &config.data_dir,
+                    config.egress_ca_bundle.as_deref(),
+                )
+                .map_err(|e| anyhow::anyhow!("the egress's CA under the data dir: {e}"))?,
+            )),
+        },
     })
 }
 

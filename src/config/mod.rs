@@ -136,6 +136,8 @@ pub struct Config {
     pub connections: skill_runner_web::connections::ConnectionLimits,
     /// `SKILL_RUNNER_EGRESS_ALLOW`: which hosts a skill's `network.allow` may name.
     pub egress_allow: Vec<HostPattern>,
+    /// `SKILL_RUNNER_EGRESS_CA_BUNDLE`: more roots the egress trusts upstream.
+    pub egress_ca_bundle: Option<PathBuf>,
     /// `SKILL_RUNNER_RUN_*`: the caps on one turn's resources.
     pub run_limits: crate::process::limits::Limits,
     /// `SKILL_RUNNER_RUN_UIDS`: the uids turns run under; `None`: the service's.
@@ -313,6 +315,7 @@ impl Config {
                 .filter_map(|engine| Some((engine.to_owned(), per_engine(engine, "NPM_PACKAGE")?)))
                 .collect(),
             legacy_allowed: s.legacy_engines.unwrap_or_default(),
+            model_door: None,
         };
         let chat = ChatConfig {
             provider: s.agent_provider,
@@ -429,6 +432,7 @@ impl Config {
             sandbox: s.sandbox,
             sandbox_read_paths: s.sandbox_read_paths.unwrap_or_default(),
             egress_allow: s.egress_allow.unwrap_or_default(),
+            egress_ca_bundle: s.egress_ca_bundle,
             allowed_hosts: s.allowed_hosts.unwrap_or_default(),
             connections: skill_runner_web::connections::ConnectionLimits {
                 max: usize::try_from(s.max_connections).unwrap_or(usize::MAX),

@@ -330,6 +330,10 @@ pub struct Settings {
     /// link-local, metadata) only for an entry naming the exact `host:port`.
     #[arg(long, env = "SKILL_RUNNER_EGRESS_ALLOW", value_parser = egress_allow)]
     pub egress_allow: Option<::std::vec::Vec<HostPattern>>,
+    /// Extra CA certificates (a PEM file) the egress trusts, besides the system's roots, when it
+    /// connects to a host for a turn whose secret it puts in (a private gateway; tests).
+    #[arg(long, env = "SKILL_RUNNER_EGRESS_CA_BUNDLE")]
+    pub egress_ca_bundle: Option<PathBuf>,
     /// Whether confined turns get pid, network and mount namespaces of their own where the
     /// kernel allows them (`auto`), or never (`off`: they share the service's network, bounded
     /// by Landlock's TCP rules).

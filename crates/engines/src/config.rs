@@ -28,6 +28,10 @@ pub struct EngineConfig {
     /// `SKILL_RUNNER_LEGACY_ENGINES`: the legacy engines ([`Engine::is_legacy`]) still given new
     /// runs.
     pub legacy_allowed: Vec<skill_runner_types::engine::Engine>,
+    /// Where a turn's model door listens when the service holds the engines' keys (turns run
+    /// in network namespaces of their own): a CLI is pointed there with a placeholder for its
+    /// key. `None`: the key is lent to the turn.
+    pub model_door: Option<std::net::SocketAddr>,
 }
 
 impl EngineConfig {
@@ -43,6 +47,7 @@ impl EngineConfig {
             endpoints: Default::default(),
             packages: Default::default(),
             legacy_allowed: Vec::new(),
+            model_door: None,
         }
     }
 }

@@ -44,7 +44,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::egress::{Doors, EgressLog, Served, Target};
+use crate::egress::{Doors, Egress, EgressLog, ModelDoor, Served, Target};
 
 pub use env::ChildEnv;
 pub use reaper::Reaper;
@@ -95,6 +95,10 @@ pub struct Confinement {
     /// The run folder the process belongs to; in a mount namespace of its own, the folder that
     /// holds it shows no other run.
     pub own_folder: Option<PathBuf>,
+    /// The engine's endpoint behind a model door, when the service holds its key.
+    pub model_door: Option<ModelDoor>,
+    /// The skill's secrets, which the proxy puts in on requests to their hosts.
+    pub bound: Vec<egress::secrets::Bound>,
 }
 
 /// How processes are started, fixed at start-up.
@@ -121,6 +125,8 @@ pub struct Launch {
     pub readable: Vec<PathBuf>,
     /// `SKILL_RUNNER_RUN_UIDS`: the uids confined turns run under; `None`: the service's.
     pub run_uids: Option<run_uids::RunUids>,
+    /// The egress's CA and upstream TLS; `None` when turns are not confined.
+    pub tls: Option<Arc<egress::tls::Tls>>,
 }
 
 impl Launch {
@@ -316,6 +322,12 @@ impl Supervisor {
         }
     }
 
+    /// Where a turn's model door listens, when turns have networks of their own to open one in
+    /// and the egress its TLS to reach the endpoint.
+    pub fn model_door(&self) -> Option<std::net::SocketAddr> {
+        (self.launch.isolate && self.launch.tls.is_some()).then_some(egress::MODEL_DOOR)
+    }
+
     /// Whether processes are confined.
     pub fn sandbox(&self) -> SandboxStatus {
         self.launch.sandbox
@@ -421,7 +433,7 @@ impl Supervisor {
             return Ok(None);
         };
         if self.launch.isolate {
-            let Some(doors) = Doors::plan(&confine.allow) else {
+            let Some(doors) = Doors::plan(&confine.allow, confine.model_door.as_ref()) else {
                 return Ok(None);
             };
             let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
@@ -450,6 +462,16 @@ impl Supervisor {
         env.extend(spec.env.iter().cloned());
         if let Some(opening) = opening {
             env.extend(opening.doors().env.iter().cloned());
+        }
+        // A turn whose secrets the proxy puts in trusts the certificates it shows for their
+        // hosts.
+        let trust = self
+            .launch
+            .tls
+            .as_ref()
+            .filter(|_| opening.is_some() && confine.is_some_and(|c| !c.bound.is_empty()));
+        if let Some(tls) = trust {
+            env.extend(tls.trust_env());
         }
         let tcp_ports = self
             .shares_network_with_tcp_rules(spec)
@@ -487,6 +509,7 @@ impl Supervisor {
                         .iter()
                         .chain(&self.launch.readable)
                         .cloned()
+                        .chain(trust.map(|tls| tls.trust_dir().to_owned()))
                         .collect()
                 })
                 .unwrap_or_default(),
@@ -594,12 +617,13 @@ impl Supervisor {
                     }
                     Opening::Here { doors, listener } => (vec![listener], doors),
                 };
-                Some(Served::start(
-                    listeners,
-                    &doors,
-                    confine.allow.clone(),
-                    log,
-                )?)
+                let egress = Egress {
+                    allow: confine.allow.clone(),
+                    bound: confine.bound.clone(),
+                    tls: self.launch.tls.clone(),
+                    log: Arc::new(log),
+                };
+                Some(Served::start(listeners, &doors, egress)?)
             }
             _ => None,
         };

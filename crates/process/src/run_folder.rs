@@ -179,6 +179,7 @@ impl RunFolder {
                 egress_log: self.egress_log(),
                 limits: Default::default(),
                 own_folder: Some(self.root.clone()),
+                ..Default::default()
             }),
             secrets: Default::default(),
         }

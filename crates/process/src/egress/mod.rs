@@ -12,11 +12,23 @@
 //!   address and port inside the turn, forwarded as they are, for clients that ignore proxy
 //!   variables or bypass them for loopback.
 //!
-//! Every connection is one line of the run's `logs/egress.jsonl`; a refused one also adds a
-//! `[skill-runner]` line to the turn's stderr, so it shows in the run's events and failure.
+//! - a model door, `127.0.0.1:3127` in the turn, for an engine whose key the service holds: its
+//!   CLI's base URL points there, plain HTTP, and the door forwards each request to the real
+//!   endpoint with the key put in place of its placeholder ([`forward`], [`secrets`]).
+//!
+//! The proxy terminates TLS for a host a secret of the turn is bound to, with a certificate of
+//! the service's own CA ([`tls`]), and forwards each request as a model door does; to any other
+//! host a `CONNECT` stays a tunnel it cannot read.
+//!
+//! Every connection (and every request the egress forwards itself) is one line of the run's
+//! `logs/egress.jsonl`; a refused one also adds a `[skill-runner]` line to the turn's stderr, so
+//! it shows in the run's events and failure.
 
+pub mod forward;
 pub mod policy;
 pub mod proxy;
+pub mod secrets;
+pub mod tls;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -33,6 +45,9 @@ use crate::OnOutput;
 /// Where the proxy listens inside a turn, unless a bridge needs that port.
 const PROXY_PORT: u16 = 3128;
 
+/// Where a turn's model door listens, inside its own network namespace.
+pub const MODEL_DOOR: SocketAddr = SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 3127);
+
 /// What a listener of the turn does with a connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Door {
@@ -40,7 +55,28 @@ pub enum Door {
     Proxy,
     /// Goes to its one target.
     Bridge(Target),
+    /// Forwards HTTP requests to an engine's endpoint with its key.
+    Model(ModelDoor),
 }
+
+/// An engine's endpoint behind a model door: where its requests go and the key they get.
+#[derive(Debug, Clone)]
+pub struct ModelDoor {
+    /// Allowed exactly: an operator's endpoint may be on this machine or a private network.
+    pub upstream: Target,
+    /// Whether the endpoint is `https://` (else the operator configured plain HTTP).
+    pub tls: bool,
+    pub key: secrets::Bound,
+}
+
+impl PartialEq for ModelDoor {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.upstream, self.tls, &self.key.placeholder)
+            == (&other.upstream, other.tls, &other.key.placeholder)
+    }
+}
+
+impl Eq for ModelDoor {}
 
 /// The doors of a turn with an allow-list: where each listens inside the turn, and the
 /// variables that point the turn's programs at the proxy.
@@ -51,12 +87,15 @@ pub struct Doors {
 }
 
 impl Doors {
-    /// The doors to `allow`: none for an empty list (no network at all).
-    pub fn plan(allow: &[Target]) -> Option<Self> {
-        if allow.is_empty() {
+    /// The doors to `allow` and the model door: none for neither (no network at all).
+    pub fn plan(allow: &[Target], model: Option<&ModelDoor>) -> Option<Self> {
+        if allow.is_empty() && model.is_none() {
             return None;
         }
         let mut listen: Vec<(SocketAddr, Door)> = Vec::new();
+        if let Some(model) = model {
+            listen.push((MODEL_DOOR, Door::Model(model.clone())));
+        }
         for target in allow.iter().filter(|t| t.is_loopback() && t.internal_ok) {
             let ip = target
                 .literal()
@@ -117,6 +156,12 @@ pub struct Line {
     /// `allowed`, `denied` or `failed` (allowed, but the host could not be reached).
     pub verdict: &'static str,
     pub reason: Option<String>,
+    /// The secret whose placeholder a forwarded request carried (never its value).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    /// Whether its value went in (false: the secret no longer exists).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub injected: Option<bool>,
 }
 
 impl Line {
@@ -124,6 +169,7 @@ impl Line {
         let (via, host, port) = match door {
             Door::Proxy => ("proxy", String::new(), 0),
             Door::Bridge(t) => ("bridge", t.host.clone(), t.port),
+            Door::Model(m) => ("door", m.upstream.host.clone(), m.upstream.port),
         };
         Self {
             time: skill_runner_types::clock::Timestamp::now().to_string(),
@@ -136,6 +182,8 @@ impl Line {
             bytes_received: 0,
             verdict: "allowed",
             reason: None,
+            secret: None,
+            injected: None,
         }
     }
 }
@@ -192,6 +240,17 @@ async fn append(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     file.write_all(bytes).await
 }
 
+/// What a turn's doors serve: where it may go, the secrets it may have put in, and how.
+#[derive(Debug)]
+pub struct Egress {
+    pub allow: Vec<Target>,
+    /// The skill's secrets, put in on requests to their hosts by the proxy.
+    pub bound: Vec<secrets::Bound>,
+    /// The service's TLS; without it no connection is terminated and no secret is put in.
+    pub tls: Option<Arc<tls::Tls>>,
+    pub log: Arc<EgressLog>,
+}
+
 /// The served doors of a running turn.
 #[derive(Debug)]
 pub struct Served {
@@ -200,16 +259,14 @@ pub struct Served {
 }
 
 impl Served {
-    /// Serves each listener (in the order of `doors.listen`) for the turn with `allow`.
+    /// Serves each listener (in the order of `doors.listen`) for the turn.
     pub fn start(
         listeners: Vec<std::net::TcpListener>,
         doors: &Doors,
-        allow: Vec<Target>,
-        log: EgressLog,
+        egress: Egress,
     ) -> std::io::Result<Self> {
         let cancel = CancellationToken::new();
-        let allow = Arc::new(allow);
-        let log = Arc::new(log);
+        let egress = Arc::new(egress);
         let mut tasks = JoinSet::new();
         for (listener, (_, door)) in listeners.into_iter().zip(&doors.listen) {
             listener.set_nonblocking(true)?;
@@ -217,8 +274,7 @@ impl Served {
             tasks.spawn(proxy::serve(
                 listener,
                 door.clone(),
-                allow.clone(),
-                log.clone(),
+                egress.clone(),
                 cancel.clone(),
             ));
         }
@@ -238,11 +294,11 @@ mod tests {
 
     #[test]
     fn doors_bridge_exact_loopback_targets_and_proxy_the_rest() {
-        assert_eq!(Doors::plan(&[]), None, "no allow-list, no network");
+        assert_eq!(Doors::plan(&[], None), None, "no allow-list, no network");
         let fake = Target::parse("127.0.0.1:3128").unwrap().exact();
         let github = Target::parse("api.github.com:443").unwrap();
         let wildcarded = Target::parse("127.0.0.1:9000").unwrap();
-        let doors = Doors::plan(&[fake.clone(), github, wildcarded]).unwrap();
+        let doors = Doors::plan(&[fake.clone(), github, wildcarded], None).unwrap();
         assert_eq!(
             doors.listen,
             vec![

@@ -93,7 +93,7 @@ impl fmt::Display for Target {
 }
 
 /// Splits `host[:port]` / `[v6][:port]`.
-fn split_host_port(raw: &str) -> Option<(&str, Option<&str>)> {
+pub(crate) fn split_host_port(raw: &str) -> Option<(&str, Option<&str>)> {
     if let Some(rest) = raw.strip_prefix('[') {
         let (host, after) = rest.split_once(']')?;
         return match after {
@@ -109,9 +109,15 @@ fn split_host_port(raw: &str) -> Option<(&str, Option<&str>)> {
     }
 }
 
-/// A host name or IP literal in the one form targets are compared in; `None` if it is neither.
-fn normal_host(host: &str) -> Option<String> {
-    let host = host.trim().trim_end_matches('.').to_ascii_lowercase();
+/// A host name or IP literal in the one form targets are compared in (lower case, no trailing
+/// dot, an internationalised name as its punycode `xn--` form); `None` if it is neither.
+pub(crate) fn normal_host(host: &str) -> Option<String> {
+    let host = host.trim().trim_end_matches('.');
+    let host = if host.is_ascii() {
+        host.to_ascii_lowercase()
+    } else {
+        idna::domain_to_ascii(host).ok()?
+    };
     if let Ok(ip) = host.parse::<IpAddr>() {
         return Some(ip.to_string());
     }

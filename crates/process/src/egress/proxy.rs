@@ -1,7 +1,9 @@
 //! Serving a turn's doors: each connection the turn opens is read (a proxy request) or taken
-//! as it is (a bridge), checked against the turn's allow-list and the address rules, connected
-//! from the service's own network to the one address the name resolved to, and copied both
-//! ways; every connection, allowed or not, is one line in the turn's egress log.
+//! as it is (a bridge, a model door), checked against the turn's allow-list and the address
+//! rules, connected from the service's own network to the one address the name resolved to, and
+//! copied both ways, or, for a model door and a `CONNECT` to a host a secret is bound to,
+//! forwarded request by request ([`super::forward`]); every connection, allowed or not, is one
+//! line in the turn's egress log.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -12,8 +14,10 @@ use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
+use super::forward::{self, Upstream};
 use super::policy::{self, Refusal, Target};
-use super::{Door, EgressLog, Line};
+use super::secrets::Bound;
+use super::{Door, Egress, EgressLog, Line};
 
 /// Largest request head the proxy reads.
 const MAX_HEAD: usize = 16 * 1024;
@@ -25,8 +29,7 @@ const STEP_LIMIT: Duration = Duration::from_secs(15);
 pub async fn serve(
     listener: TcpListener,
     door: Door,
-    allow: Arc<Vec<Target>>,
-    log: Arc<EgressLog>,
+    egress: Arc<Egress>,
     cancel: CancellationToken,
 ) {
     let mut connections = tokio::task::JoinSet::new();
@@ -36,11 +39,10 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((conn, _)) => {
                     let door = door.clone();
-                    let allow = allow.clone();
-                    let log = log.clone();
+                    let egress = egress.clone();
                     let cancel = cancel.clone();
                     connections.spawn(async move {
-                        connection(conn, &door, &allow, &log, &cancel).await;
+                        connection(conn, &door, &egress, &cancel).await;
                     });
                 }
                 // A turn that opens too many connections at once: wait for some to end.
@@ -54,21 +56,30 @@ pub async fn serve(
 }
 
 /// Serves one connection of the turn, and logs it.
-async fn connection(
-    mut conn: TcpStream,
-    door: &Door,
-    allow: &[Target],
-    log: &EgressLog,
-    cancel: &CancellationToken,
-) {
+async fn connection(mut conn: TcpStream, door: &Door, egress: &Egress, cancel: &CancellationToken) {
     let _ = conn.set_nodelay(true);
+    let log = &egress.log;
     let mut line = Line::new(door);
     let opened = tokio::select! {
         () = cancel.cancelled() => return,
-        opened = open(&mut conn, door, allow, &mut line) => opened,
+        opened = open(&mut conn, door, egress, &mut line) => opened,
     };
     let (upstream, early) = match opened {
-        Ok(opened) => opened,
+        Ok(Opened::Tunnel(upstream, early)) => (upstream, early),
+        Ok(Opened::Forward(upstream, secrets)) => {
+            tokio::select! {
+                () = cancel.cancelled() => {}
+                () = forward::serve(conn, upstream, secrets, log.clone()) => {}
+            }
+            return;
+        }
+        Ok(Opened::Terminate(upstream, secrets, early)) => {
+            tokio::select! {
+                () = cancel.cancelled() => {}
+                () = terminate(conn, early, upstream, secrets, egress, line) => {}
+            }
+            return;
+        }
         Err(Failure::Refused(refusal)) => {
             let _ = respond(&mut conn, door, "403 Forbidden", &refusal.to_string()).await;
             log.denied(line, &refusal).await;
@@ -98,15 +109,45 @@ enum Failure {
     Upstream(String),
 }
 
-/// Reads what the turn asks for (a bridge asks for its one target), checks it and connects.
-/// Returns the upstream connection and the bytes to send it first.
+/// What a connection of the turn became.
+enum Opened {
+    /// A connection to the upstream, and the bytes to send it first.
+    Tunnel(TcpStream, Vec<u8>),
+    /// A model door's: its requests go to the engine's endpoint with its key.
+    Forward(Upstream, Arc<[Bound]>),
+    /// A `CONNECT` to a host secrets are bound to (and the bytes that followed it): the proxy
+    /// terminates its TLS and forwards its requests with them.
+    Terminate(Upstream, Arc<[Bound]>, Vec<u8>),
+}
+
+/// Reads what the turn asks for (a bridge or model door asks for its one target), checks it and
+/// connects.
 async fn open(
     conn: &mut TcpStream,
     door: &Door,
-    allow: &[Target],
+    egress: &Egress,
     line: &mut Line,
-) -> Result<(TcpStream, Vec<u8>), Failure> {
+) -> Result<Opened, Failure> {
+    let allow = egress.allow.as_slice();
+    if let Door::Model(model) = door {
+        let addresses = resolve(&model.upstream).await.map_err(Failure::Refused)?;
+        let addresses = policy::reachable(&model.upstream, addresses).map_err(Failure::Refused)?;
+        let tls = match (model.tls, &egress.tls) {
+            (false, _) => None,
+            (true, Some(tls)) => Some(tls.upstream.clone()),
+            (true, None) => return Err(Failure::Upstream("no TLS client".into())),
+        };
+        let upstream = Upstream {
+            target: model.upstream.clone(),
+            tls,
+            addresses,
+            check_host: false,
+            via: "door",
+        };
+        return Ok(Opened::Forward(upstream, Arc::new([model.key.clone()])));
+    }
     let (host, port, early, connect) = match door {
+        Door::Model(_) => unreachable!("answered above"),
         Door::Bridge(target) => (target.host.clone(), target.port, Vec::new(), false),
         Door::Proxy => {
             let asked = tokio::time::timeout(STEP_LIMIT, read_request(conn))
@@ -127,6 +168,26 @@ async fn open(
     let target = policy::allowed(allow, &host, port).map_err(Failure::Refused)?;
     let addresses = resolve(target).await.map_err(Failure::Refused)?;
     let addresses = policy::reachable(target, addresses).map_err(Failure::Refused)?;
+    let bound: Arc<[Bound]> = egress
+        .bound
+        .iter()
+        .filter(|b| b.goes_to(&host, port))
+        .cloned()
+        .collect();
+    if let (true, false, Some(tls)) = (connect, bound.is_empty(), &egress.tls) {
+        line.address = addresses.first().copied();
+        conn.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .await
+            .map_err(|e| Failure::Upstream(e.to_string()))?;
+        let upstream = Upstream {
+            target: target.clone(),
+            tls: Some(tls.upstream.clone()),
+            addresses,
+            check_host: true,
+            via: "proxy",
+        };
+        return Ok(Opened::Terminate(upstream, bound, early));
+    }
     let mut last = String::from("no address");
     for ip in addresses {
         let address = SocketAddr::new(ip, port);
@@ -139,13 +200,71 @@ async fn open(
                         .await
                         .map_err(|e| Failure::Upstream(e.to_string()))?;
                 }
-                return Ok((upstream, early));
+                return Ok(Opened::Tunnel(upstream, early));
             }
             Ok(Err(e)) => last = format!("connecting to {address}: {e}"),
             Err(_) => last = format!("connecting to {address}: no answer within 15 s"),
         }
     }
     Err(Failure::Upstream(last))
+}
+
+/// Terminates the TLS of a `CONNECT`ed connection with a certificate for its host, once its
+/// client hello names that host (SNI), and forwards its requests with `secrets`. A hello for
+/// another name ends the connection: the request would be judged by one host and sent to
+/// another.
+async fn terminate(
+    conn: TcpStream,
+    early: Vec<u8>,
+    upstream: Upstream,
+    secrets: Arc<[Bound]>,
+    egress: &Egress,
+    mut line: Line,
+) {
+    let tls = egress.tls.as_ref().expect("only with TLS");
+    let (read, write) = conn.into_split();
+    let io = tokio::io::join(std::io::Cursor::new(early).chain(read), write);
+    let acceptor = tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io);
+    let started = match tokio::time::timeout(STEP_LIMIT, acceptor).await {
+        Ok(Ok(started)) => started,
+        Ok(Err(e)) => return failed(&egress.log, line, format!("TLS: {e}")).await,
+        Err(_) => {
+            return failed(&egress.log, line, "no TLS client hello within 15 s".into()).await;
+        }
+    };
+    let host = &upstream.target.host;
+    let sni = started.client_hello().server_name().map(str::to_owned);
+    let agrees = match &sni {
+        Some(name) => upstream.target.is(name, upstream.target.port),
+        // A client sends no name for an IP address.
+        None => upstream.target.literal().is_some(),
+    };
+    if !agrees {
+        let refusal = Refusal::BadRequest(format!(
+            "the TLS client hello names {}, not {host}, the CONNECT target",
+            sni.as_deref().unwrap_or("no host")
+        ));
+        egress.log.denied(line, &refusal).await;
+        return;
+    }
+    let config = match tls.terminate(host) {
+        Ok(config) => config,
+        Err(why) => return failed(&egress.log, line, why).await,
+    };
+    let stream = match tokio::time::timeout(STEP_LIMIT, started.into_stream(config)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => return failed(&egress.log, line, format!("TLS: {e}")).await,
+        Err(_) => return failed(&egress.log, line, "no TLS handshake within 15 s".into()).await,
+    };
+    line.reason = Some("terminated: the requests follow, each a line of its own".into());
+    egress.log.record(&line).await;
+    forward::serve(stream, upstream, secrets, egress.log.clone()).await;
+}
+
+async fn failed(log: &EgressLog, mut line: Line, why: String) {
+    line.verdict = "failed";
+    line.reason = Some(why);
+    log.record(&line).await;
 }
 
 fn refused(why: &str) -> Failure {
