@@ -533,13 +533,19 @@ fn not_found(path: &str) -> Response {
     (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
 }
 
+/// The server's routes over a fresh script, for callers that serve them their own way (over
+/// TLS, say) rather than through [`serve`].
+pub fn app(final_text: String, log_file: Option<PathBuf>) -> Router {
+    router(Script::new(final_text, log_file))
+}
+
 /// Serves the fake model server on `listener` until the process ends.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     final_text: String,
     log_file: Option<PathBuf>,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(Script::new(final_text, log_file))).await
+    axum::serve(listener, app(final_text, log_file)).await
 }
 
 #[cfg(test)]

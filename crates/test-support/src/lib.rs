@@ -1,6 +1,7 @@
 //! Test support for every crate of the workspace: the real `skill-runner` binary on port 0
-//! with fresh temp dirs, the fake model server, the example client, a browser, network
-//! namespaces, skill package builders, and small HTTP helpers.
+//! with fresh temp dirs, the fake model server (over HTTP or HTTPS), the example client, a
+//! browser, network namespaces, skill package builders, a test CA ([`tls`]) with echo servers
+//! ([`echo`]), and small HTTP helpers.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -14,9 +15,14 @@ use serde_json::{Value, json};
 pub mod agents;
 pub mod browser;
 pub mod container;
+pub mod echo;
 pub mod example;
 pub mod netns;
 pub mod postgres;
+pub mod tls;
+
+pub use echo::EchoServer;
+pub use tls::TestCa;
 
 /// The repository's root folder (skills, fixtures and front-end files live there).
 pub fn repo_root() -> PathBuf {
@@ -86,8 +92,13 @@ impl TestDirs {
 /// An HTTP client. The service builds reqwest with rustls but no built-in crypto provider, so
 /// a provider is installed first (as the service does at start-up).
 pub fn client() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    install_crypto_provider();
     reqwest::Client::new()
+}
+
+/// Installs ring as the process's rustls provider unless one already is.
+fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// Starts `cmd` (stderr piped) and waits until it logs `listening on http://...`; returns the
@@ -1048,16 +1059,47 @@ pub fn talker_skill(id: &str) -> Package {
     )
 }
 
-/// The fake model server (`skill-runner-fake-model`) on a free loopback port, served by a
-/// thread of its own so a test's runtime never starves it; stopped when dropped.
-pub struct FakeModel {
+/// A server on a free loopback port, run by a thread of its own (with its own current-thread
+/// runtime) so a test's runtime never starves it; stopped when dropped.
+struct ServerThread {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
-    pub base: String,
-    pub client: reqwest::Client,
+    addr: std::net::SocketAddr,
 }
 
-impl Drop for FakeModel {
+impl ServerThread {
+    /// Binds `127.0.0.1:0` and runs `serve` on that listener in the thread until dropped.
+    fn start<F, Fut>(serve: F) -> Self
+    where
+        F: FnOnce(tokio::net::TcpListener) -> Fut + Send + 'static,
+        Fut: std::future::Future,
+    {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                tokio::select! {
+                    _ = serve(listener) => {}
+                    _ = stopped => {}
+                }
+            });
+        });
+        Self {
+            stop: Some(stop),
+            thread: Some(thread),
+            addr,
+        }
+    }
+}
+
+impl Drop for ServerThread {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -1068,31 +1110,69 @@ impl Drop for FakeModel {
     }
 }
 
+/// Serves HTTP/1.1 over TLS on `listener` forever, each connection by the router `app` makes
+/// from the SNI the client sent (so a server can tell which name was asked for).
+async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    config: Arc<rustls::ServerConfig>,
+    app: impl Fn(Option<String>) -> axum::Router + Send + Sync + 'static,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let app = Arc::new(app);
+    loop {
+        let Ok((tcp, _)) = listener.accept().await else {
+            continue;
+        };
+        let (acceptor, app) = (acceptor.clone(), app.clone());
+        tokio::spawn(async move {
+            // A failed handshake (an untrusting client, say) only ends its own connection.
+            let Ok(tls) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let sni = tls.get_ref().1.server_name().map(str::to_owned);
+            let service = hyper_util::service::TowerToHyperService::new(app(sni));
+            let _ =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .http1_only()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+        });
+    }
+}
+
+/// The fake model server (`skill-runner-fake-model`) on a free loopback port, served by a
+/// thread of its own so a test's runtime never starves it; stopped when dropped.
+pub struct FakeModel {
+    _server: ServerThread,
+    pub base: String,
+    pub client: reqwest::Client,
+}
+
 impl FakeModel {
     pub fn start() -> Self {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async {
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                let served = skill_runner_fake_model::serve(listener, "all done".into(), None);
-                tokio::select! {
-                    _ = served => {}
-                    _ = stopped => {}
-                }
-            });
+        let server = ServerThread::start(|listener| {
+            skill_runner_fake_model::serve(listener, "all done".into(), None)
         });
         Self {
-            stop: Some(stop),
-            thread: Some(thread),
-            base,
+            base: format!("http://{}", server.addr),
+            _server: server,
             client: client(),
+        }
+    }
+
+    /// [`Self::start`] over HTTPS with a leaf of `ca` for `127.0.0.1` and `localhost`, for
+    /// tests of what reaches a model through TLS (an egress proxy's injected secrets); its
+    /// `client` trusts `ca`.
+    pub fn start_tls(ca: &tls::TestCa) -> Self {
+        let config = ca.server_config(&["127.0.0.1", "localhost"]);
+        let server = ServerThread::start(move |listener| {
+            let app = skill_runner_fake_model::app("all done".into(), None);
+            serve_tls(listener, config, move |_| app.clone())
+        });
+        Self {
+            base: format!("https://{}", server.addr),
+            _server: server,
+            client: ca.client(),
         }
     }
 
