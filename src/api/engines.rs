@@ -328,7 +328,13 @@ pub(crate) async fn summary(state: &AppState, engine: Engine) -> (EngineSummary,
             .map(|spec| crate::config::effective::without_credentials(&spec)),
         auth_ready: engines.auth_status(engine).is_some_and(|a| a.auth_ready),
         sandbox_status: state.jobs.sandbox().as_str(),
-        barriers: state.jobs.barriers(),
+        barriers: crate::process::sandbox::Barriers {
+            secrets: match engines.holds_key(engine) {
+                true => "egress",
+                false => "lent",
+            },
+            ..state.jobs.barriers()
+        },
         legacy: engine.is_legacy(),
         active: engines.active(engine),
         models_count: models.len(),

@@ -10,9 +10,11 @@ use skill_runner_test_support as common;
 
 use std::time::Duration;
 
-use common::agents::{in_netns, npm_prefix, server_for};
+use common::agents::{ENGINE_KEY, in_netns, npm_prefix, server_for};
 use common::netns::{TEST_HOST, nobody_connected, test_host};
-use common::{FakeModel, TestDirs, TestServer, folder_mentions, processes_in, report_skill};
+use common::{
+    FakeModel, TestCa, TestDirs, TestServer, folder_mentions, processes_in, report_skill,
+};
 use serde_json::{Value, json};
 
 const WRITE_REPORT: &str = "mkdir -p artifacts && echo 'all good' > artifacts/report.txt";
@@ -134,13 +136,24 @@ async fn assert_conversation(server: &TestServer, rid: &str, output_has: &str) -
 /// folder), a file in the service's working directory, and `$PWD/escape.txt` — `$PWD` is the
 /// run's workspace, so that one lands inside the run. The tool's output, sent back to the model,
 /// shows each attempt was made and denied.
+///
+/// With a network of its own, the turn holds only a placeholder for the engine's key: the same
+/// command dumps its environment and every file of its home into an artifact, and the key is
+/// found nowhere the run leaves anything, while the model (served over TLS with a test CA)
+/// received it on every request. Sharing the service's network there is no door to hold it, and
+/// the key is lent (as `barriers.secrets` says).
 async fn auto_job(engine: &str, shared: bool) {
-    let fake = FakeModel::start();
-    let network: &[(&str, &str)] = match shared {
-        true => &[("SKILL_RUNNER_NAMESPACES", "off")],
-        false => &[],
+    let ca = TestCa::new();
+    let fake = match shared {
+        true => FakeModel::start(),
+        false => FakeModel::start_tls(&ca),
     };
-    let server = server_for(engine, &fake, &[report_skill("reporter")], network);
+    let ca_bundle = ca.ca_pem_path().to_str().unwrap().to_owned();
+    let network: Vec<(&str, &str)> = match shared {
+        true => vec![("SKILL_RUNNER_NAMESPACES", "off")],
+        false => vec![("SKILL_RUNNER_EGRESS_CA_BUNDLE", &ca_bundle)],
+    };
+    let server = server_for(engine, &fake, &[report_skill("reporter")], &network);
     let service_cwd = server.dirs.root.join("escape.txt");
     let service_cwd = service_cwd.to_str().unwrap();
     let escapes = format!(
@@ -164,8 +177,16 @@ async fn auto_job(engine: &str, shared: bool) {
          else echo \"UNREACHABLE $t\"; fi; done; done",
         reach.join(" ")
     );
+    // A turn that holds the key would dump it: only one that holds a placeholder does.
+    let dump = match shared {
+        true => "true",
+        false => {
+            "{ env; find \"$HOME\" -type f -exec cat {} + ; } > artifacts/dump.txt 2>&1; \
+             grep -c sr-secret- artifacts/dump.txt"
+        }
+    };
     fake.script(json!([
-        {"shell": format!("{WRITE_REPORT}; {escapes}; {probes}"), "say": "I will write the report."},
+        {"shell": format!("{WRITE_REPORT}; {dump}; {escapes}; {probes}"), "say": "I will write the report."},
         {"text": ANSWER}
     ]))
     .await;
@@ -198,10 +219,11 @@ async fn auto_job(engine: &str, shared: bool) {
     assert!(first.contains("PREAMBLE-MARK-42"), "{first}");
     let (_, shown) = server.get(&format!("/v1/management/runs/{rid}")).await;
     assert!(!shown.to_string().contains("PREAMBLE-MARK"), "{shown}");
-    assert_eq!(
-        result["result"]["artifacts"],
-        json!(["artifacts/report.txt"])
-    );
+    let artifacts = match shared {
+        true => json!(["artifacts/report.txt"]),
+        false => json!(["artifacts/dump.txt", "artifacts/report.txt"]),
+    };
+    assert_eq!(result["result"]["artifacts"], artifacts);
     let workspace = server.workspace(&status);
     let report = workspace.join("artifacts/report.txt");
     assert_eq!(std::fs::read_to_string(report).unwrap(), "all good\n");
@@ -283,16 +305,49 @@ async fn auto_job(engine: &str, shared: bool) {
         "{}",
         serde_json::to_string_pretty(&items).unwrap()
     );
-    // The key reaches the model, and is written nowhere in the run folder.
+    // The key reaches the model on every request, and is written nowhere in the run folder.
+    for call in &calls {
+        assert!(
+            call["headers"].to_string().contains(ENGINE_KEY),
+            "{}",
+            call["headers"]
+        );
+    }
     assert!(
-        calls[0]["headers"].to_string().contains("sk-test"),
-        "{}",
-        calls[0]["headers"]
-    );
-    assert!(
-        !folder_mentions(&server.run_dir(&status), "sk-test"),
+        !folder_mentions(&server.run_dir(&status), ENGINE_KEY),
         "the API key was written into the run folder"
     );
+    let (_, shown) = server
+        .get(&format!("/v1/management/engines/{engine}"))
+        .await;
+    let secrets = &shown["barriers"]["secrets"];
+    if shared {
+        assert_eq!(secrets, "lent", "{shown}");
+        return;
+    }
+    assert_eq!(secrets, "egress", "{shown}");
+    // What the turn saw: a placeholder in place of the key.
+    let dump =
+        String::from_utf8_lossy(&std::fs::read(workspace.join("artifacts/dump.txt")).unwrap())
+            .into_owned();
+    assert!(dump.contains(&format!("sr-secret-{rid}-")), "{dump}");
+    for path in [
+        format!("/v1/jobs/{rid}/bundle"),
+        format!("/v1/jobs/{rid}/events/history"),
+        format!("/v1/jobs/{rid}/chat/history"),
+        format!("/v1/jobs/{rid}/result"),
+        format!("/v1/jobs/{rid}/logs"),
+        format!("/v1/jobs/{rid}/artifacts/artifacts/dump.txt"),
+    ] {
+        let (code, _, body) = server.get_bytes(&path).await;
+        assert_eq!(code, 200, "{path}");
+        assert!(
+            !body
+                .windows(ENGINE_KEY.len())
+                .any(|w| w == ENGINE_KEY.as_bytes()),
+            "{path} holds the key"
+        );
+    }
 }
 
 /// Interactive: the model asks, the run waits, the reply resumes the same session (whose

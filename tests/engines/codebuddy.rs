@@ -90,8 +90,15 @@ async fn auto_job_writes_the_artifact_and_answers_json() {
             .unwrap()
             .contains(skill_md.to_str().unwrap())
     );
-    assert_eq!(call["env"]["CODEBUDDY_BASE_URL"], "http://127.0.0.1:9/v1");
-    assert_eq!(call["env"]["CODEBUDDY_API_KEY"], KEY);
+    // The CLI is pointed at its model door with a placeholder: the service holds the key.
+    assert_eq!(
+        call["env"]["CODEBUDDY_BASE_URL"],
+        "http://127.0.0.1:3127/v1"
+    );
+    assert_eq!(
+        call["env"]["CODEBUDDY_API_KEY"],
+        format!("sr-secret-{rid}-CODEBUDDY_API_KEY")
+    );
     assert_eq!(
         call["secrets"],
         json!([]),
@@ -187,7 +194,11 @@ async fn a_key_entered_in_an_auth_session_resumes_a_waiting_run() {
     assert_eq!(status["status"], "succeeded", "{status}");
     let calls = stand.calls();
     assert_eq!(calls.len(), 1, "no turn ran before the key: {calls:?}");
-    assert_eq!(calls[0]["env"]["CODEBUDDY_API_KEY"], KEY);
+    // The key entered is held at the egress like a configured one.
+    assert_eq!(
+        calls[0]["env"]["CODEBUDDY_API_KEY"],
+        format!("sr-secret-{rid}-CODEBUDDY_API_KEY")
+    );
     assert!(!folder_mentions(&server.run_dir(&status), KEY));
     assert!(!server.log().contains(KEY));
 }

@@ -67,9 +67,13 @@ async fn auto_job_with_an_endpoint() {
         "the prompt does not point at the skill copy: {prompt}"
     );
     assert!(skill_md.is_file());
-    // The endpoint and key reach the CLI through its own IFLOW_<setting> variables ...
-    assert_eq!(call["env"]["IFLOW_baseUrl"], "http://127.0.0.1:9/v1");
-    assert_eq!(call["env"]["IFLOW_apiKey"], "sk-iflow-test");
+    // The endpoint and key reach the CLI through its own IFLOW_<setting> variables: its model
+    // door, and a placeholder for the key the service holds ...
+    assert_eq!(call["env"]["IFLOW_baseUrl"], "http://127.0.0.1:3127/v1");
+    assert_eq!(
+        call["env"]["IFLOW_apiKey"],
+        format!("sr-secret-{rid}-IFLOW_API_KEY")
+    );
     let settings: Value =
         serde_json::from_str(call["files"][".iflow/settings.json"].as_str().unwrap()).unwrap();
     assert_eq!(settings["selectedAuthType"], "openai-compatible");

@@ -22,6 +22,7 @@ pub const CLI: Cli = Cli {
     pinned: Some("2.1.329"),
     credentials: CREDENTIALS,
     hosts: &["api.anthropic.com:443", "console.anthropic.com:443"],
+    default_base: Some("https://api.anthropic.com"),
 };
 
 #[derive(Debug)]
@@ -79,13 +80,7 @@ impl EngineAdapter for Claude {
             "CLAUDE_CODE_MAX_RETRIES".into(),
             self.config.max_retries.to_string(),
         ));
-        cli::endpoint_env(
-            &self.config,
-            self.engine(),
-            "ANTHROPIC_BASE_URL",
-            "ANTHROPIC_API_KEY",
-            &mut env,
-        );
+        cli::endpoint_env(&setup, "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", &mut env);
         Ok(setup.prepared(turn, argv, env, session))
     }
 

@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::{Cli, Engine, EngineAdapter, Failure, Prepared, Reading, Turn};
 use crate::answer;
 use crate::config::{Endpoint, EngineConfig};
-use crate::egress::Target;
+use crate::egress::{self, ModelDoor, Target};
 use crate::process::ProcessSpec;
 use crate::run_folder::RunFolder;
 use crate::skill::ExecutionMode;
@@ -113,12 +113,87 @@ fn spec(
     argv: Vec<String>,
     env: Vec<(String, String)>,
     endpoints: Vec<Target>,
+    door: Option<ModelDoor>,
 ) -> ProcessSpec {
     let mut spec = turn.folder.process(argv, env, Vec::new());
     if let Some(confine) = spec.confine.as_mut() {
         confine.allow = endpoints;
+        confine.model_door = door;
     }
     spec
+}
+
+/// An endpoint whose key the service holds: where the key goes, over TLS or not, the base
+/// URL's path, and the key.
+struct Held {
+    upstream: Target,
+    tls: bool,
+    path: String,
+    key: secrecy::SecretString,
+}
+
+/// The endpoint of `engine` behind a model door, when there is one: a door
+/// ([`EngineConfig::model_door`]), a key, and an endpoint (the configured one, else the CLI's
+/// [`Cli::default_base`]).
+fn held(config: &EngineConfig, engine: Engine, cli: Cli) -> Option<Held> {
+    config.model_door?;
+    let configured = endpoint(config, engine.as_str())?;
+    let key = configured.api_key?;
+    let base = configured
+        .base_url
+        .or(cli.default_base.map(str::to_owned))?;
+    Some(Held {
+        upstream: Target::of_url(&base)?.exact(),
+        tls: base
+            .get(..8)
+            .is_some_and(|s| s.eq_ignore_ascii_case("https://")),
+        path: base
+            .split_once("://")
+            .and_then(|(_, rest)| rest.find('/').map(|i| rest[i..].to_owned()))
+            .unwrap_or_default(),
+        key,
+    })
+}
+
+/// Whether the service holds `engine`'s key at the egress (else it is lent to each turn).
+pub fn holds_key(config: &EngineConfig, engine: Engine, cli: Cli) -> bool {
+    held(config, engine, cli).is_some()
+}
+
+/// The endpoint a turn's CLI is told, and the model door behind it when the service holds the
+/// key ([`held`]): the CLI gets the door's plain-HTTP URL and a placeholder, and the door puts
+/// the key in on the way out. Otherwise the configured endpoint as it is: the key (or the
+/// login) is lent to the turn.
+fn turn_endpoint(
+    config: &EngineConfig,
+    engine: Engine,
+    cli: Cli,
+    turn: &Turn<'_>,
+) -> (Option<Endpoint>, Option<ModelDoor>) {
+    let (Some(door), Some(held)) = (config.model_door, held(config, engine, cli)) else {
+        return (endpoint(config, engine.as_str()), None);
+    };
+    let name = format!("{}_API_KEY", engine.as_str().to_ascii_uppercase());
+    let placeholder = egress::secrets::placeholder(turn.request_id, &name);
+    let told = Endpoint {
+        base_url: Some(format!("http://{door}{}", held.path)),
+        api_key: Some(placeholder.clone().into()),
+    };
+    let key = egress::secrets::Bound {
+        name,
+        placeholder,
+        hosts: Vec::new(),
+        headers: egress::secrets::header_names(egress::secrets::DEFAULT_HEADERS)
+            .expect("the default headers are header names"),
+        prefix: None,
+        source: std::sync::Arc::new(egress::secrets::Fixed(held.key)),
+    };
+    let door = ModelDoor {
+        upstream: held.upstream,
+        tls: held.tls,
+        key,
+    };
+    (Some(told), Some(door))
 }
 
 /// Where `engine`'s CLI may connect: the configured endpoint (allowed exactly, so a gateway on
@@ -162,8 +237,12 @@ pub async fn cli_version(program: &Path) -> Option<String> {
 #[derive(Debug)]
 pub struct Setup {
     pub program: String,
-    /// Where the turn may connect ([`model_endpoints`]).
+    /// Where the turn may connect ([`model_endpoints`]; none besides its model door when the
+    /// service holds the key).
     pub endpoints: Vec<Target>,
+    /// The endpoint the CLI is told ([`turn_endpoint`]).
+    pub endpoint: Option<Endpoint>,
+    door: Option<ModelDoor>,
     pub home: PathBuf,
     pub skill_copy: PathBuf,
     pub login: Login,
@@ -197,7 +276,7 @@ impl Setup {
         session: Option<String>,
     ) -> Prepared {
         Prepared {
-            spec: spec(turn, argv, env, self.endpoints),
+            spec: spec(turn, argv, env, self.endpoints, self.door),
             session,
             login: self.login,
             prompt: Some(self.prompt),
@@ -220,7 +299,8 @@ pub fn setup(
     let program = find_cli(config, cli.program)
         .ok_or_else(|| anyhow::anyhow!(missing_cli(engine, cli.program, cli.package, config)))?;
     let home = run_home(turn.folder)?;
-    let keyed = endpoint(config, engine.as_str()).is_some_and(|e| e.api_key.is_some());
+    let (told, door) = turn_endpoint(config, engine, cli, turn);
+    let keyed = told.as_ref().is_some_and(|e| e.api_key.is_some());
     let login = if keyed {
         Login::default()
     } else {
@@ -235,7 +315,12 @@ pub fn setup(
     materialize(&turn.skill.path, &skill_copy)?;
     Ok(Setup {
         program: program.to_string_lossy().into_owned(),
-        endpoints: model_endpoints(config, engine, cli),
+        endpoints: match door {
+            Some(_) => Vec::new(),
+            None => model_endpoints(config, engine, cli),
+        },
+        endpoint: told,
+        door,
         prompt: prompt(turn, &skill_copy),
         home,
         skill_copy,
@@ -405,29 +490,18 @@ pub fn pin_session(turn: &Turn<'_>, argv: &mut Vec<String>) -> Option<String> {
     }
 }
 
-/// The configured endpoint of `engine` as the CLI's own variables (`url_var`, `key_var`).
-pub fn endpoint_env(
-    config: &EngineConfig,
-    engine: Engine,
-    url_var: &str,
-    key_var: &str,
-    env: &mut Vec<(String, String)>,
-) {
-    if let Some(url) = endpoint(config, engine.as_str()).and_then(|e| e.base_url) {
+/// The turn's endpoint ([`Setup::endpoint`]) as the CLI's own variables (`url_var`, `key_var`).
+pub fn endpoint_env(setup: &Setup, url_var: &str, key_var: &str, env: &mut Vec<(String, String)>) {
+    if let Some(url) = setup.endpoint.as_ref().and_then(|e| e.base_url.clone()) {
         env.push((url_var.into(), url));
     }
-    key_env(config, engine, key_var, env);
+    key_env(setup, key_var, env);
 }
 
-/// The configured API key of `engine` as `key_var`, if there is one. (Child processes inherit
-/// no key from the service's environment.)
-pub fn key_env(
-    config: &EngineConfig,
-    engine: Engine,
-    key_var: &str,
-    env: &mut Vec<(String, String)>,
-) {
-    if let Some(key) = endpoint(config, engine.as_str()).and_then(|e| e.api_key) {
+/// The turn's key (a placeholder when the service holds the real one) as `key_var`, if there
+/// is one. (Child processes inherit no key from the service's environment.)
+pub fn key_env(setup: &Setup, key_var: &str, env: &mut Vec<(String, String)>) {
+    if let Some(key) = setup.endpoint.as_ref().and_then(|e| e.api_key.as_ref()) {
         env.push((key_var.into(), key.expose_secret().to_owned()));
     }
 }

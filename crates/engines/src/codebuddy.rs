@@ -30,6 +30,7 @@ pub const CLI: Cli = Cli {
     pinned: None,
     credentials: &[],
     hosts: &["www.codebuddy.ai:443", "copilot.tencent.com:443"],
+    default_base: None,
 };
 /// The model used with a configured endpoint when the job names none.
 pub const ENDPOINT_MODEL: &str = "gpt-5.5";
@@ -101,13 +102,7 @@ impl EngineAdapter for CodeBuddy {
         ] {
             env.push((name.into(), value.into()));
         }
-        cli::endpoint_env(
-            &self.config,
-            self.engine(),
-            "CODEBUDDY_BASE_URL",
-            "CODEBUDDY_API_KEY",
-            &mut env,
-        );
+        cli::endpoint_env(&setup, "CODEBUDDY_BASE_URL", "CODEBUDDY_API_KEY", &mut env);
         Ok(setup.prepared(turn, argv, env, None))
     }
 

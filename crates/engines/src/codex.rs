@@ -30,6 +30,7 @@ pub const CLI: Cli = Cli {
         "chatgpt.com:443",
         "auth.openai.com:443",
     ],
+    default_base: None,
 };
 /// The model used with a configured endpoint when the job names none.
 pub const ENDPOINT_MODEL: &str = "gpt-5.5";
@@ -84,8 +85,13 @@ struct Provider<'a> {
 }
 
 impl Codex {
-    fn config_toml(&self, model: Option<&str>, servers: &[mcp::TurnServer]) -> String {
-        let endpoint = cli::endpoint(&self.config, "codex");
+    /// `endpoint`: what the turn is told ([`cli::Setup::endpoint`]).
+    fn config_toml(
+        &self,
+        endpoint: Option<&crate::config::Endpoint>,
+        model: Option<&str>,
+        servers: &[mcp::TurnServer],
+    ) -> String {
         let base_url = endpoint.as_ref().and_then(|e| e.base_url.as_deref());
         let retries = self.config.max_retries;
         let config = Config {
@@ -98,7 +104,7 @@ impl Codex {
             analytics: Analytics { enabled: false },
             model_providers: base_url
                 .map(|url| {
-                    let keyed = endpoint.as_ref().is_some_and(|e| e.api_key.is_some());
+                    let keyed = endpoint.is_some_and(|e| e.api_key.is_some());
                     let provider = Provider {
                         name: "skill-runner endpoint",
                         base_url: url,
@@ -143,7 +149,7 @@ impl EngineAdapter for Codex {
             Some((name, effort)) => (Some(name), Some(effort).filter(|e| !e.is_empty())),
             None => (None, None),
         };
-        let config = self.config_toml(model, turn.mcp);
+        let config = self.config_toml(setup.endpoint.as_ref(), model, turn.mcp);
         setup.write_config(turn, &codex_home.join("config.toml"), &config)?;
 
         let mut argv: Vec<String> = vec![
@@ -169,12 +175,7 @@ impl EngineAdapter for Codex {
         }
         let mut env = cli::base_env(home, &self.config);
         // The provider's `env_key`.
-        cli::key_env(
-            &self.config,
-            self.engine(),
-            "SKILL_RUNNER_CODEX_API_KEY",
-            &mut env,
-        );
+        cli::key_env(&setup, "SKILL_RUNNER_CODEX_API_KEY", &mut env);
         env.push((
             "CODEX_HOME".into(),
             codex_home.to_string_lossy().into_owned(),
@@ -413,11 +414,11 @@ mod tests {
 
     #[test]
     fn config_points_at_the_endpoint_without_phoning_home() {
-        let toml = codex(Some(Endpoint {
+        let keyed = Endpoint {
             base_url: Some("http://127.0.0.1:18080/v1".into()),
             api_key: Some("sk".into()),
-        }))
-        .config_toml(Some("gpt-5.5"), &[]);
+        };
+        let toml = codex(None).config_toml(Some(&keyed), Some("gpt-5.5"), &[]);
         for line in [
             "model = \"gpt-5.5\"",
             "model_provider = \"skill_runner\"",
@@ -431,13 +432,13 @@ mod tests {
             assert!(toml.contains(line), "{line} missing in\n{toml}");
         }
         // Without a key, the lent login authenticates.
-        let toml = codex(Some(Endpoint {
+        let unkeyed = Endpoint {
             base_url: Some("http://127.0.0.1:18080/v1".into()),
             api_key: None,
-        }))
-        .config_toml(None, &[]);
+        };
+        let toml = codex(None).config_toml(Some(&unkeyed), None, &[]);
         assert!(toml.contains("requires_openai_auth = true"), "{toml}");
         assert!(!toml.contains("env_key"), "{toml}");
-        assert!(!codex(None).config_toml(None, &[]).contains("model"));
+        assert!(!codex(None).config_toml(None, None, &[]).contains("model"));
     }
 }

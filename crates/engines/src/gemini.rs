@@ -31,6 +31,7 @@ pub const CLI: Cli = Cli {
         "cloudcode-pa.googleapis.com:443",
         "oauth2.googleapis.com:443",
     ],
+    default_base: Some("https://generativelanguage.googleapis.com"),
 };
 /// The model used with a configured endpoint when the job names none.
 pub const ENDPOINT_MODEL: &str = "gemini-2.5-flash";
@@ -86,13 +87,7 @@ impl EngineAdapter for Gemini {
         }
         let session = cli::pin_session(turn, &mut argv);
         let mut env = cli::base_env(home, &self.config);
-        cli::endpoint_env(
-            &self.config,
-            self.engine(),
-            "GOOGLE_GEMINI_BASE_URL",
-            "GEMINI_API_KEY",
-            &mut env,
-        );
+        cli::endpoint_env(&setup, "GOOGLE_GEMINI_BASE_URL", "GEMINI_API_KEY", &mut env);
         Ok(setup.prepared(turn, argv, env, session))
     }
 

@@ -32,6 +32,7 @@ pub const CLI: Cli = Cli {
     pinned: None,
     credentials: CREDENTIALS,
     hosts: &["apis.iflow.cn:443", "iflow.cn:443"],
+    default_base: None,
 };
 /// The model used with a configured endpoint when the job names none.
 pub const ENDPOINT_MODEL: &str = "qwen3-coder-plus";
@@ -58,7 +59,7 @@ impl EngineAdapter for Iflow {
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
         let setup = cli::setup(&self.config, self, turn, ".iflow/skills", false)?;
         let home = &setup.home;
-        let endpoint = cli::endpoint(&self.config, "iflow");
+        let endpoint = setup.endpoint.as_ref();
         let custom = endpoint.as_ref().is_some_and(|e| e.base_url.is_some());
         let mut settings = json!({
             "approvalMode": "yolo",
@@ -100,13 +101,7 @@ impl EngineAdapter for Iflow {
             argv.extend(["--resume".into(), session.to_owned()]);
         }
         let mut env = cli::base_env(home, &self.config);
-        cli::endpoint_env(
-            &self.config,
-            self.engine(),
-            "IFLOW_baseUrl",
-            "IFLOW_apiKey",
-            &mut env,
-        );
+        cli::endpoint_env(&setup, "IFLOW_baseUrl", "IFLOW_apiKey", &mut env);
         Ok(setup.prepared(turn, argv, env, None))
     }
 

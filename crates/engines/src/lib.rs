@@ -110,6 +110,10 @@ pub struct Cli {
     /// The `host:port`s the CLI talks to by default (its provider's model API and login);
     /// a configured `SKILL_RUNNER_<ENGINE>_BASE_URL` replaces them with that one endpoint.
     pub hosts: &'static [&'static str],
+    /// The model API a key goes to when no base URL is configured, where the CLI takes another
+    /// base URL by a variable (so the service can hold the key behind a model door); `None`:
+    /// without a configured base URL the key is lent.
+    pub default_base: Option<&'static str>,
 }
 
 impl Cli {
@@ -303,6 +307,15 @@ impl Engines {
     pub fn auth_status(&self, engine: Engine) -> Option<cli::AuthStatus> {
         let cli = self.adapters.get(&engine)?.cli()?;
         Some(cli::auth_status(&self.config, engine, cli))
+    }
+
+    /// Whether the service holds `engine`'s key at the egress, so its turns see a placeholder
+    /// (else its key or login is lent to each turn).
+    pub fn holds_key(&self, engine: Engine) -> bool {
+        self.adapters
+            .get(&engine)
+            .and_then(|a| a.cli())
+            .is_some_and(|cli| cli::holds_key(&self.config, engine, cli))
     }
 
     /// Whether `engine`'s CLI is installed but not logged in (no API key, not every login

@@ -57,6 +57,7 @@ pub const OPENCODE: Flavor = Flavor {
             "api.openai.com:443",
             "api.anthropic.com:443",
         ],
+        default_base: None,
     },
     config_file: ".config/opencode/opencode.json",
     config_var: None,
@@ -86,6 +87,7 @@ pub const KILO: Flavor = Flavor {
             "api.openai.com:443",
             "api.anthropic.com:443",
         ],
+        default_base: None,
     },
     config_file: ".config/kilo/kilo.json",
     config_var: Some("KILO_CONFIG"),
@@ -152,7 +154,12 @@ pub struct Opencode {
 
 impl Opencode {
     /// The configuration file and the `-m` argument, if any.
-    fn configuration(&self, model: Option<&str>) -> (Value, Option<String>) {
+    /// `endpoint`: what the turn is told ([`cli::Setup::endpoint`]).
+    fn configuration(
+        &self,
+        endpoint: Option<&crate::config::Endpoint>,
+        model: Option<&str>,
+    ) -> (Value, Option<String>) {
         let mut config = json!({
             "autoupdate": false,
             "share": "disabled",
@@ -160,8 +167,7 @@ impl Opencode {
             "permission": {"edit": "allow", "bash": "allow", "webfetch": "allow",
                            "external_directory": "allow", "question": "deny"},
         });
-        let endpoint = cli::endpoint(&self.config, self.flavor.engine.as_str());
-        let Some(url) = endpoint.as_ref().and_then(|e| e.base_url.as_ref()) else {
+        let Some(url) = endpoint.and_then(|e| e.base_url.as_ref()) else {
             return (config, model.map(str::to_owned));
         };
         // A job's model may name the provider already (`skill_runner/x`).
@@ -171,7 +177,7 @@ impl Opencode {
         let qualified = format!("{PROVIDER}/{name}");
         // No client-side timeout: the service's hard timeout bounds the turn.
         let mut options = json!({"baseURL": url, "timeout": false});
-        if endpoint.as_ref().is_some_and(|e| e.api_key.is_some()) {
+        if endpoint.is_some_and(|e| e.api_key.is_some()) {
             // A reference the CLI resolves from its environment: the key itself never lands in
             // the run folder, which clients can browse and download.
             options["apiKey"] = json!(format!("{{env:{}}}", self.flavor.key_var));
@@ -201,7 +207,7 @@ impl EngineAdapter for Opencode {
         let flavor = self.flavor;
         let mut setup = cli::setup(&self.config, self, turn, flavor.skills_dir, false)?;
         let home = &setup.home.clone();
-        let (mut config, model) = self.configuration(turn.model);
+        let (mut config, model) = self.configuration(setup.endpoint.as_ref(), turn.model);
         if !turn.mcp.is_empty() {
             config["mcp"] = mcp::opencode_servers(turn.mcp);
         }
@@ -233,7 +239,7 @@ impl EngineAdapter for Opencode {
         argv.push(setup.prompt.clone());
         let mut env = cli::base_env(home, &self.config);
         // What the provider's `{env:...}` reference reads.
-        cli::key_env(&self.config, self.engine(), flavor.key_var, &mut env);
+        cli::key_env(&setup, flavor.key_var, &mut env);
         if let Some(var) = flavor.config_var {
             env.push((var.into(), config_file.to_string_lossy().into_owned()));
         }

@@ -28,6 +28,7 @@ pub const CLI: Cli = Cli {
         "portal.qwen.ai:443",
         "chat.qwen.ai:443",
     ],
+    default_base: None,
 };
 /// The model used with a configured endpoint when the job names none.
 pub const ENDPOINT_MODEL: &str = "qwen3-coder-plus";
@@ -86,13 +87,7 @@ impl EngineAdapter for Qwen {
         let session = cli::pin_session(turn, &mut argv);
         let mut env = cli::base_env(home, &self.config);
         env.push(("QWEN_CODE_SUPPRESS_YOLO_WARNING".into(), "1".into()));
-        cli::endpoint_env(
-            &self.config,
-            self.engine(),
-            "OPENAI_BASE_URL",
-            "OPENAI_API_KEY",
-            &mut env,
-        );
+        cli::endpoint_env(&setup, "OPENAI_BASE_URL", "OPENAI_API_KEY", &mut env);
         Ok(setup.prepared(turn, argv, env, session))
     }
 

@@ -148,6 +148,9 @@ pub fn in_netns(test: &str, cli: &str) -> bool {
     matches!(super::netns::isolate(test), super::netns::Isolation::Inside)
 }
 
+/// The engines' API key in tests: distinctive, so a search for it finds nothing else.
+pub const ENGINE_KEY: &str = "sk-test-engine-key-7c41d9e2b08a";
+
 /// The service with `engine` pointed at the fake model server.
 pub fn server_for(
     engine: &str,
@@ -164,7 +167,7 @@ pub fn server_for(
     let key_var = format!("SKILL_RUNNER_{upper}_API_KEY");
     let mut env: Vec<(&str, &str)> = vec![
         (&base_var, &base),
-        (&key_var, "sk-test"),
+        (&key_var, ENGINE_KEY),
         ("SKILL_RUNNER_ENGINE_MAX_RETRIES", "0"),
         // Legacy engines (gemini) take new runs only while allowed.
         ("SKILL_RUNNER_LEGACY_ENGINES", "gemini,iflow"),

@@ -110,10 +110,17 @@ impl Doors {
             .expect("a free port above 3128");
         let proxy = SocketAddr::from(([127, 0, 0, 1], port));
         listen.push((proxy, Door::Proxy));
-        Some(Self {
-            listen,
-            env: proxy_env(proxy),
-        })
+        let mut env = proxy_env(proxy);
+        if model.is_some() {
+            // The door is in the turn's network, where the proxy cannot go; on loopback there
+            // the turn finds only its doors and bridges anyway.
+            for (name, value) in env.iter_mut() {
+                if name.eq_ignore_ascii_case("no_proxy") {
+                    *value = MODEL_DOOR.ip().to_string();
+                }
+            }
+        }
+        Some(Self { listen, env })
     }
 
     /// The one door of a turn that shares the service's network: the proxy, listening at
