@@ -203,6 +203,7 @@ pub fn needed_role(method: &Method, path: &str) -> Role {
     }
     let operators = [
         "/v1/management/keys",
+        "/v1/management/secrets",
         "/v1/management/tenants",
         "/v1/engines/auth-status",
         "/v1/engines/upgrades",

@@ -15,6 +15,7 @@ pub mod mcp_servers;
 pub mod packages;
 pub mod reply_files;
 pub mod run_views;
+pub mod secrets;
 pub mod skill_docs;
 pub mod skills;
 pub mod system;
@@ -248,6 +249,9 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(tenants::rotate_key))
         .routes(routes!(tenants::revoke_key))
         .routes(routes!(tenants::audit))
+        .routes(routes!(secrets::create_secret, secrets::list_secrets))
+        .routes(routes!(secrets::rotate_secret, secrets::delete_secret))
+        .routes(routes!(secrets::egress_ca))
         .routes(routes!(management::list_runs))
         .routes(routes!(management::get_run))
         .routes(routes!(management::run_files))

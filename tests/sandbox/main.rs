@@ -4,3 +4,4 @@
 mod confinement;
 mod containment;
 mod run_uids;
+mod secrets;

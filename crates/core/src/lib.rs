@@ -25,6 +25,7 @@ pub mod jobs;
 pub mod mcp_registry;
 pub mod packages;
 pub mod runner;
+pub mod secrets;
 pub mod storage;
 pub mod tenants;
 pub mod tool_defs;

@@ -104,7 +104,15 @@ pub struct Plan<'a> {
     pub output_limit: Option<OutputLimit>,
     /// The client's `env` for the turn, its values masked in the logs.
     pub env: Option<&'a std::collections::BTreeMap<String, String>>,
+    /// The skill's secrets ([`crate::secrets::Secrets::bind`]): the turn gets their
+    /// placeholders, the egress puts the values in.
+    pub bound: Vec<crate::egress::secrets::Bound>,
 }
+
+/// The skill asks for a secret its run's tenant has not defined.
+pub const SECRET_NOT_FOUND: &str = "SECRET_NOT_FOUND";
+/// The skill asks for a secret bound to no host its turns may reach.
+pub const SECRET_HOST_NOT_ALLOWED: &str = "SECRET_HOST_NOT_ALLOWED";
 
 /// The failure code of a turn that failed because the data volume filled up under it.
 pub const DISK_FULL: &str = "DISK_FULL";
@@ -119,6 +127,50 @@ pub struct OutputLimit {
     pub bytes: u64,
     /// How an operator raises it.
     pub raise: &'static str,
+}
+
+/// Gives the turn its secrets: placeholders, which the egress replaces, when the turn is
+/// confined; else (no sandbox, nothing to hold them back) the values themselves.
+fn bind_secrets(
+    spec: &mut crate::process::ProcessSpec,
+    skill: &SkillManifest,
+    bound: Vec<crate::egress::secrets::Bound>,
+    values: &[Option<String>],
+) -> Option<Outcome> {
+    let unbound = skill
+        .secrets
+        .iter()
+        .find(|n| !bound.iter().any(|b| b.name == **n));
+    let gone = bound.iter().zip(values).find(|(_, v)| v.is_none());
+    let message = match (unbound, gone) {
+        (Some(name), _) => format!(
+            "The skill asks for the secret {name} (runner.json secrets), which only a job of a \
+             tenant that defined it gets"
+        ),
+        (None, Some((b, _))) => format!("The secret {} was deleted as the turn started", b.name),
+        (None, None) => {
+            match spec.confine.as_mut() {
+                Some(confine) => {
+                    for b in &bound {
+                        spec.env.push((b.name.clone(), b.placeholder.clone()));
+                    }
+                    confine.bound = bound;
+                }
+                None => {
+                    for (b, value) in bound.iter().zip(values.iter().flatten()) {
+                        spec.env.push((b.name.clone(), value.clone()));
+                    }
+                }
+            }
+            return None;
+        }
+    };
+    Some(Outcome::Failed {
+        envelope: Envelope::default(),
+        code: Some(SECRET_NOT_FOUND),
+        message,
+        stderr: None,
+    })
 }
 
 /// Runs one turn. `Err` only when the service itself failed (a log it cannot write, an
@@ -147,20 +199,51 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
         );
     }
     // The client's values and the MCP servers' secrets are masked in what the turn prints.
+    // A secret's value as the turn starts, masked in what it prints (defence in depth: a
+    // contained turn holds only the placeholder).
+    let mut values: Vec<Option<String>> = Vec::new();
+    for bound in &plan.bound {
+        let value = bound.source.value().await;
+        values.push(value.map(|v| secrecy::ExposeSecret::expose_secret(&v).to_owned()));
+    }
     let secrets: Vec<&str> = plan
         .env
         .into_iter()
         .flat_map(|env| env.values())
         .chain(turn.mcp.iter().flat_map(|s| s.secret_values()))
+        .chain(values.iter().flatten())
         .map(String::as_str)
         .collect();
     if !secrets.is_empty() {
         spec.secrets = crate::process::redact::Secrets::new(secrets);
     }
+    if let Some(refused) = bind_secrets(&mut spec, turn.skill, plan.bound, &values) {
+        return Ok(refused);
+    }
     if let Some(confine) = spec.confine.as_mut() {
         confine.limits = turn.skill.limits;
         match permitted(&turn.skill.network_allow, plan.supervisor.egress_allow()) {
-            Ok(granted) => confine.allow.extend(granted),
+            Ok(granted) => {
+                confine.allow.extend(granted);
+                if let Some(lost) = confine
+                    .bound
+                    .iter()
+                    .find(|b| !confine.allow.iter().any(|t| b.goes_to(&t.host, t.port)))
+                {
+                    return Ok(Outcome::Failed {
+                        envelope: Envelope::default(),
+                        code: Some(SECRET_HOST_NOT_ALLOWED),
+                        message: format!(
+                            "The secret {} is bound to hosts its turn may not reach: add one of \
+                             them to the skill's runner.json network.allow (and the operator's \
+                             SKILL_RUNNER_EGRESS_ALLOW), or bind the secret to a host the skill \
+                             declares",
+                            lost.name
+                        ),
+                        stderr: None,
+                    });
+                }
+            }
             Err(refused) => {
                 return Ok(Outcome::Failed {
                     envelope: Envelope::default(),

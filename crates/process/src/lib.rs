@@ -328,6 +328,11 @@ impl Supervisor {
         (self.launch.isolate && self.launch.tls.is_some()).then_some(egress::MODEL_DOOR)
     }
 
+    /// The certificate (PEM) of the egress's CA, when turns are confined.
+    pub fn egress_ca(&self) -> Option<&str> {
+        self.launch.tls.as_deref().map(egress::tls::Tls::ca_pem)
+    }
+
     /// Whether processes are confined.
     pub fn sandbox(&self) -> SandboxStatus {
         self.launch.sandbox

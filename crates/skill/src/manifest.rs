@@ -152,6 +152,11 @@ pub struct SkillManifest {
     /// only where `SKILL_RUNNER_EGRESS_ALLOW` permits them).
     #[serde(skip)]
     pub network_allow: Vec<skill_runner_process::egress::Target>,
+    /// `runner.json` `secrets`: the names of the tenant's secrets the skill's turns get, each as
+    /// a variable holding a placeholder the egress swaps for the value on requests to the
+    /// secret's hosts.
+    #[serde(skip)]
+    pub secrets: Vec<String>,
     /// `runner.json` `limits`: what the skill's turns ask for below the operator's caps.
     #[serde(skip)]
     pub limits: skill_runner_process::limits::Requested,
@@ -320,6 +325,7 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
     });
 
     let network_allow = problems.keep(network_allow(&runner));
+    let secrets = problems.keep(secret_names(&runner));
     let limits = problems.keep(
         skill_runner_process::limits::Requested::parse(runner.get("limits"))
             .map_err(|why| InvalidSkill(format!("runner.json: {why}"))),
@@ -344,6 +350,7 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
         Some(artifacts),
         Some(runtime),
         Some(network_allow),
+        Some(secrets),
         Some(limits),
     ) = (
         id,
@@ -363,6 +370,7 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
         artifacts,
         runtime,
         network_allow,
+        secrets,
         limits,
     )
     else {
@@ -401,9 +409,35 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
         warnings,
         script,
         network_allow,
+        secrets,
         limits,
         schema_docs,
     })
+}
+
+/// `runner.json` `secrets`: a list of secret names (the variables the turn gets).
+fn secret_names(runner: &Map<String, Value>) -> Result<Vec<String>, InvalidSkill> {
+    let entries = match runner.get("secrets") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(entries)) => entries,
+        Some(_) => {
+            return invalid(
+                "runner.json: 'secrets' must be a list of names like [\"GITHUB_TOKEN\"]",
+            );
+        }
+    };
+    let mut names: Vec<String> = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let name = entry
+            .as_str()
+            .ok_or_else(|| InvalidSkill(format!("runner.json: 'secrets[{i}]' must be a name")))?;
+        skill_runner_process::egress::secrets::check_name(name)
+            .map_err(|why| InvalidSkill(format!("runner.json: 'secrets[{i}]': {why}")))?;
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_owned());
+        }
+    }
+    Ok(names)
 }
 
 /// `runner.json` `network`: an object whose only key, `allow`, lists `host:port` strings.

@@ -28,6 +28,7 @@ mod interactions;
 mod jobs;
 mod postgres;
 mod recent;
+mod secrets;
 mod tenants;
 
 pub use engines::{EngineStore, StoredMcpServer, StoredSnapshot, Upgrade, UpgradeResult};
@@ -35,6 +36,7 @@ pub use installs::{InstallPhase, InstallRequest, InstallStore};
 pub use interactions::*;
 pub use jobs::*;
 pub use postgres::{ClusterLock, Postgres, Signal, Signals};
+pub use secrets::{NewSecret, SecretStore, StoredSecret};
 pub use tenants::{
     ApiKey, AuditEntry, DEFAULT_TENANT, NewAudit, NewKey, Quotas, Role, Tenant, TenantDeletion,
     TenantStore,
@@ -88,7 +90,7 @@ pub fn is_storage_full(cause: &(dyn std::error::Error + 'static)) -> bool {
 
 /// Everything the service keeps about what it accepted, whatever holds it: a backend
 /// implements each part ([`JobStore`], [`InteractionStore`], [`InstallStore`],
-/// [`EngineStore`], [`TenantStore`]): [`Sqlite`] or [`Postgres`].
+/// [`EngineStore`], [`TenantStore`], [`SecretStore`]): [`Sqlite`] or [`Postgres`].
 #[async_trait::async_trait]
 pub trait Backend:
     JobStore
@@ -96,6 +98,7 @@ pub trait Backend:
     + InstallStore
     + EngineStore
     + TenantStore
+    + SecretStore
     + std::fmt::Debug
     + Send
     + Sync

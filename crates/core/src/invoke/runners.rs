@@ -124,6 +124,7 @@ pub async fn package(
     };
     let plan = runner::Plan {
         env: None,
+        bound: Vec::new(),
         adapter,
         turn: &turn,
         supervisor: call.supervisor,

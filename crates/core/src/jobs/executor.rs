@@ -363,6 +363,25 @@ impl Jobs {
                 ))));
             }
         };
+        let bound = match self
+            .tenant_secrets
+            .bind(&request.tenant_id, run_id, &skill.secrets)
+            .await?
+        {
+            Ok(bound) => bound,
+            Err(name) => {
+                return Ok(TurnEnd::Ended(Envelope::default().failed(
+                    Some(runner::SECRET_NOT_FOUND),
+                    format!(
+                        "The skill asks for the secret {name} (runner.json secrets), which this \
+                         run's tenant has not defined: create it with POST \
+                         /v1/management/secrets {{\"name\": \"{name}\", \"value\": ..., \
+                         \"hosts\": [...]}}"
+                    ),
+                    None,
+                )));
+            }
+        };
         let history = if run.interaction_count > 0 {
             self.history(run_id).await?
         } else {
@@ -394,6 +413,7 @@ impl Jobs {
         let id = run_id.to_owned();
         let plan = runner::Plan {
             env: Some(&secrets.env).filter(|env| !env.is_empty()),
+            bound,
             adapter: adapter.as_ref(),
             turn: &turn,
             supervisor: &self.supervisor,

@@ -138,6 +138,8 @@ pub struct Jobs {
     disk: crate::disk_space::DiskSpace,
     /// The tenants' quotas as last read, and their admissions' turns.
     quotas: quotas::TenantQuotas,
+    /// The tenants' secrets, which skills' turns get as placeholders.
+    tenant_secrets: Arc<crate::secrets::Secrets>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 }
@@ -167,6 +169,7 @@ impl Jobs {
                 config.limits.disk_reserve_bytes,
             ),
             quotas: quotas::TenantQuotas::default(),
+            tenant_secrets: crate::secrets::Secrets::new(store.clone()),
             engines,
             config,
             store,
@@ -180,6 +183,16 @@ impl Jobs {
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
         })
+    }
+
+    /// The certificate (PEM) of the egress's CA, when turns are confined.
+    pub fn egress_ca(&self) -> Option<String> {
+        self.supervisor.egress_ca().map(str::to_owned)
+    }
+
+    /// The tenants' secrets.
+    pub fn tenant_secrets(&self) -> &crate::secrets::Secrets {
+        &self.tenant_secrets
     }
 
     /// The engine adapters, their CLIs and model lists.

@@ -110,6 +110,27 @@ impl serde::Serialize for SecretHost {
     }
 }
 
+/// Longest secret name.
+const MAX_NAME: usize = 64;
+
+/// Whether `name` can name a secret: what a turn's variable may be called (`A-Z`, `0-9`, `_`,
+/// not starting with a digit), at most 64 characters.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let valid = !name.is_empty()
+        && name.len() <= MAX_NAME
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+    match valid {
+        true => Ok(()),
+        false => Err(format!(
+            "'{name}' is not a secret name: 1-{MAX_NAME} of A-Z, 0-9 and _, not starting with a \
+             digit (it is the variable the turn gets, e.g. GITHUB_TOKEN)"
+        )),
+    }
+}
+
 /// What a turn sees instead of the secret `name` in run `run`: clearly not a key, and of the
 /// length class of one.
 pub fn placeholder(run: &str, name: &str) -> String {

@@ -18,6 +18,7 @@ mod engines;
 mod installs;
 mod interactions;
 mod jobs;
+mod secrets;
 mod tenants;
 
 pub use cluster::{ClusterLock, Signal, Signals};

@@ -1,0 +1,328 @@
+//! A skill's secret at the egress: the turn holds a placeholder, and the proxy puts the value in
+//! only where the secret is bound (its host, over TLS it terminates, in its header), never on
+//! another host, a mismatched SNI or `Host`, a body or query, plain HTTP or a redirect; a
+//! rotation reaches the running turn's next request. The echo servers (TLS with a test CA the
+//! service trusts through `SKILL_RUNNER_EGRESS_CA_BUNDLE`) record what arrived.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use skill_runner_test_support::netns::{Isolation, isolate};
+use skill_runner_test_support::{self as common, EchoServer, TestCa, TestServer, folder_mentions};
+
+const VALUE: &str = "ghp-real-secret-value-3d9a61c5";
+const ROTATED: &str = "ghp-rotated-secret-value-77b1e0f2";
+
+/// Sends each probe through the turn's proxy by hand (so each can name its own CONNECT target,
+/// SNI and `Host`), follows a redirect as a client that keeps its headers would, and waits for
+/// the test's word (`rotated` in the workspace) before the last probe.
+const CLIENT: &str = r#"
+import json, os, socket, ssl, sys, time, urllib.parse
+p = json.load(sys.stdin)["parameter"]
+proxy = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"])
+token = os.environ["T"]
+ctx = ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
+ctx.load_verify_locations(cadata=p["test_ca"])
+seen = {"placeholder": token}
+
+def read_all(s):
+    got = b""
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except OSError as e:
+            return got.decode("latin-1") + " failed: " + str(e)
+        if not chunk:
+            return got.decode("latin-1")
+        got += chunk
+
+def send(probe):
+    s = socket.create_connection((proxy.hostname, proxy.port), timeout=10)
+    target = probe["connect"]
+    headers = "Host: %s\r\nConnection: close\r\n" % probe["host"]
+    for name, value in probe.get("headers", {}).items():
+        headers += "%s: %s\r\n" % (name, value.replace("TOKEN", token))
+    body = probe.get("body", "").replace("TOKEN", token)
+    path = probe["path"].replace("TOKEN", token)
+    if probe.get("plain"):
+        s.sendall(("POST http://%s%s HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n%s"
+                   % (target, path, headers, len(body), body)).encode())
+        return read_all(s)
+    s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target)).encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = s.recv(1024)
+        if not chunk:
+            return "failed: the proxy closed"
+        head += chunk
+    try:
+        s = ctx.wrap_socket(s, server_hostname=probe["sni"])
+        s.sendall(("POST %s HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n%s"
+                   % (path, headers, len(body), body)).encode())
+    except (OSError, ssl.SSLError) as e:
+        return "failed: " + str(e)
+    return read_all(s)
+
+for probe in p["probes"]:
+    if probe.get("after_rotation"):
+        deadline = time.time() + 30
+        while not os.path.exists("rotated") and time.time() < deadline:
+            time.sleep(0.05)
+    answer = send(probe)
+    seen[probe["name"]] = answer.split("\r\n")[0]
+    location = [l for l in answer.split("\r\n") if l.lower().startswith("location:")]
+    if location:
+        url = urllib.parse.urlsplit(location[0].split(":", 1)[1].strip())
+        port = url.port or 443
+        seen[probe["name"] + " followed"] = send(dict(probe, connect="%s:%d" % (url.hostname, port),
+            host="%s:%d" % (url.hostname, port), sni=url.hostname, path=url.path)).split("\r\n")[0]
+print(json.dumps({"observed": seen}))
+"#;
+
+#[tokio::test]
+async fn a_secret_goes_only_where_it_is_bound() {
+    if let Isolation::Inside = isolate(concat!(
+        module_path!(),
+        "::a_secret_goes_only_where_it_is_bound"
+    )) {
+        secret_at_the_egress().await;
+    }
+}
+
+/// The requests `echo` recorded at `path` (without its query).
+fn at(echo: &EchoServer, path: &str) -> Vec<Value> {
+    echo.requests()
+        .into_iter()
+        .filter(|r| r["path"].as_str().unwrap().split('?').next() == Some(path))
+        .collect()
+}
+
+async fn secret_at_the_egress() {
+    let ca = TestCa::new();
+    let bound = EchoServer::start_tls(&ca, &["localhost"]);
+    let other = EchoServer::start_tls(&ca, &["localhost"]);
+    let plain = EchoServer::start_plain();
+    let (a, b, c) = (bound.port(), other.port(), plain.port());
+    let declared: Vec<String> = [a, b, c].iter().map(|p| format!("localhost:{p}")).collect();
+    let skill = common::observer_skill("client", CLIENT, &["probes"]).runner(json!({
+        "entrypoint": {"script": ["python3", "client.py"]},
+        "network": {"allow": declared},
+        "secrets": ["T"],
+    }));
+    let allow = declared.join(",");
+    let ca_bundle = ca.ca_pem_path().to_str().unwrap().to_owned();
+    let server = TestServer::with_skills(
+        &[skill],
+        &[
+            ("SKILL_RUNNER_EGRESS_ALLOW", &allow),
+            ("SKILL_RUNNER_EGRESS_CA_BUNDLE", &ca_bundle),
+        ],
+    );
+
+    // Management: the value goes in and never comes out.
+    let (code, refused) = server
+        .post_json(
+            "/v1/management/secrets",
+            json!({"name": "T", "value": VALUE, "hosts": ["*"]}),
+        )
+        .await;
+    assert_eq!(code, 400, "{refused}");
+    assert!(
+        refused["detail"].as_str().unwrap().starts_with("hosts:"),
+        "{refused}"
+    );
+    let (code, created) = server
+        .post_json(
+            "/v1/management/secrets",
+            json!({"name": "T", "value": VALUE,
+                   "hosts": [format!("localhost:{a}"), format!("LOCALHOST.:{c}")]}),
+        )
+        .await;
+    assert_eq!(code, 200, "{created}");
+    assert_eq!(created["last4"], "61c5");
+    assert_eq!(created["header"], "authorization");
+    assert_eq!(
+        created["hosts"],
+        json!([format!("localhost:{a}"), format!("localhost:{c}")])
+    );
+    let (code, again) = server
+        .post_json(
+            "/v1/management/secrets",
+            json!({"name": "T", "value": VALUE, "hosts": ["localhost"]}),
+        )
+        .await;
+    assert_eq!(code, 409, "{again}");
+    let (_, listed) = server.get("/v1/management/secrets").await;
+    assert_eq!(listed["secrets"][0]["name"], "T", "{listed}");
+    assert!(!listed.to_string().contains(VALUE), "{listed}");
+    let (code, pem) = server.text("/v1/management/egress/ca.pem").await;
+    assert_eq!(code, 200);
+    assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"), "{pem}");
+
+    let auth = json!({"Authorization": "Bearer TOKEN"});
+    let probe = |name: &str, connect: String, sni: &str, host: String, path: &str| {
+        json!({"name": name, "connect": connect, "sni": sni, "host": host, "path": path,
+               "headers": auth})
+    };
+    let probes = json!([
+        probe("bound", format!("localhost:{a}"), "localhost", format!("localhost:{a}"), "/bound"),
+        probe("other host", format!("localhost:{b}"), "localhost", format!("localhost:{b}"), "/other"),
+        probe("host differs", format!("localhost:{a}"), "localhost", format!("localhost:{b}"), "/host-differs"),
+        probe("sni differs", format!("localhost:{a}"), "elsewhere.localhost", format!("localhost:{a}"), "/sni-differs"),
+        probe("connect differs", format!("localhost:{b}"), "localhost", format!("localhost:{a}"), "/connect-differs"),
+        {"name": "body and query", "connect": format!("localhost:{a}"), "sni": "localhost",
+         "host": format!("localhost:{a}"), "path": "/carried?key=TOKEN",
+         "headers": {"X-Echo": "TOKEN"}, "body": "{\"key\": \"TOKEN\"}"},
+        {"name": "plain", "plain": true, "connect": format!("localhost:{c}"),
+         "host": format!("localhost:{c}"), "path": "/plain", "headers": auth},
+        probe("redirect", format!("localhost:{a}"), "localhost", format!("localhost:{a}"),
+              &format!("/redirect?to=https%3A%2F%2Flocalhost%3A{b}%2Flanded")),
+        dict_with(probe("rotated", format!("localhost:{a}"), "localhost", format!("localhost:{a}"), "/rotated"),
+                  "after_rotation", json!(true)),
+    ]);
+    let rid = server
+        .create_job(json!({"skill_id": "client",
+                           "parameter": {"probes": probes, "test_ca": std::fs::read_to_string(&ca_bundle).unwrap()}}))
+        .await;
+    // Rotate once the turn's requests before the rotation arrived.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while at(&other, "/landed").is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the turn never got to its redirect: {:?}",
+            bound.requests()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (code, rotated) = server
+        .put_json(
+            "/v1/management/secrets/T",
+            json!({"value": ROTATED, "hosts": [format!("localhost:{a}"), format!("localhost:{c}")]}),
+        )
+        .await;
+    assert_eq!(code, 200, "{rotated}");
+    assert_eq!(rotated["last4"], "e0f2");
+    let status = server
+        .wait_status(
+            &format!("/v1/jobs/{rid}"),
+            &["running", "succeeded", "failed"],
+        )
+        .await;
+    std::fs::write(server.workspace(&status).join("rotated"), "").unwrap();
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
+    let seen = &result["result"]["data"]["observed"];
+    let placeholder = seen["placeholder"].as_str().unwrap().to_owned();
+    assert_eq!(
+        placeholder,
+        format!("sr-secret-{}-T", status["run_id"].as_str().unwrap())
+    );
+
+    let header = |r: &Value| {
+        r["headers"]["authorization"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    };
+    // The bound host got the value in its header; the others the placeholder.
+    let got = at(&bound, "/bound");
+    assert_eq!(header(&got[0]), format!("Bearer {VALUE}"), "{seen}");
+    assert_eq!(got[0]["sni"], "localhost");
+    assert_eq!(
+        header(&at(&other, "/other")[0]),
+        format!("Bearer {placeholder}")
+    );
+    // A Host or SNI that is not the CONNECT target's: refused before anything was sent.
+    assert!(
+        seen["host differs"].as_str().unwrap().contains("421"),
+        "{seen}"
+    );
+    assert!(at(&bound, "/host-differs").is_empty() && at(&other, "/host-differs").is_empty());
+    assert!(
+        seen["sni differs"].as_str().unwrap().starts_with("failed"),
+        "{seen}"
+    );
+    assert!(at(&bound, "/sni-differs").is_empty());
+    // CONNECT to the other host, Host naming the bound one: a tunnel the proxy cannot read.
+    for r in at(&other, "/connect-differs") {
+        assert_eq!(header(&r), format!("Bearer {placeholder}"));
+    }
+    // Not in a body, a query or another header.
+    let carried = &at(&bound, "/carried")[0];
+    assert!(!carried.to_string().contains(VALUE), "{carried}");
+    assert!(
+        carried["body"].as_str().unwrap().contains(&placeholder),
+        "{carried}"
+    );
+    assert!(
+        carried["path"].as_str().unwrap().contains(&placeholder),
+        "{carried}"
+    );
+    assert_eq!(carried["headers"]["x-echo"], placeholder.as_str());
+    // Not on plain HTTP, even to a bound host.
+    assert_eq!(
+        header(&at(&plain, "/plain")[0]),
+        format!("Bearer {placeholder}")
+    );
+    // A redirect is the client's to follow, and the host it leads to gets the placeholder.
+    assert!(seen["redirect"].as_str().unwrap().contains("302"), "{seen}");
+    assert_eq!(
+        header(&at(&other, "/landed")[0]),
+        format!("Bearer {placeholder}")
+    );
+    // The rotated value on the running turn's next request.
+    assert_eq!(
+        header(&at(&bound, "/rotated")[0]),
+        format!("Bearer {ROTATED}")
+    );
+
+    // Each injection is a line of the egress log, naming the secret, never its value.
+    let egress =
+        std::fs::read_to_string(server.run_dir(&status).join("logs/egress.jsonl")).unwrap();
+    let injected = egress
+        .lines()
+        .filter(|l| l.contains("\"secret\":\"T\"") && l.contains("\"injected\":true"))
+        .count();
+    assert_eq!(injected, 3, "{egress}");
+    for value in [VALUE, ROTATED] {
+        assert!(!egress.contains(value));
+        assert!(
+            !folder_mentions(&server.run_dir(&status), value),
+            "{value} in the run folder"
+        );
+    }
+
+    // A skill whose secret no host it declares matches: refused, saying which.
+    let (code, _) = server
+        .put_json(
+            "/v1/management/secrets/T",
+            json!({"value": VALUE, "hosts": ["api.example.com"]}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    let rid = server
+        .create_job(json!({"skill_id": "client", "parameter": {"probes": [], "test_ca": ""}}))
+        .await;
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "failed", "{status}");
+    assert_eq!(
+        status["error"]["code"], "SECRET_HOST_NOT_ALLOWED",
+        "{status}"
+    );
+    // And one whose secret is gone.
+    let (code, _) = server.delete("/v1/management/secrets/T").await;
+    assert_eq!(code, 200);
+    let (code, _) = server.delete("/v1/management/secrets/T").await;
+    assert_eq!(code, 404);
+    let rid = server
+        .create_job(json!({"skill_id": "client", "parameter": {"probes": [], "test_ca": ""}}))
+        .await;
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["error"]["code"], "SECRET_NOT_FOUND", "{status}");
+}
+
+fn dict_with(mut object: Value, key: &str, value: Value) -> Value {
+    object[key] = value;
+    object
+}
