@@ -143,7 +143,9 @@ async fn auth_status_and_engine_summaries() {
         codex["barriers"],
         json!({"files": "landlock", "network": network, "processes": processes,
             "privileges": "capabilities-dropped+seccomp", "users": "service-uid",
-            "resources": resources, "cpu_time": cpu_time})
+            "resources": resources, "cpu_time": cpu_time,
+            // Logged in with a login file, no key: the login is lent to each turn.
+            "secrets": "lent"})
     );
     assert_eq!(
         codex["models_count"].as_u64().unwrap() as usize,
