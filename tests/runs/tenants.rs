@@ -122,6 +122,92 @@ async fn make_tenant(server: &TestServer, admin: &str, name: &str) -> String {
     body["tenant_id"].as_str().unwrap().to_owned()
 }
 
+/// A tenant's secrets are its own: another tenant's operator lists none of them and gets 404
+/// for each, as for a name that does not exist, through any node; a value is never shown.
+async fn secrets_are_kept_apart(nodes: &[&TestServer], admin: &str, a: &str, b: &str) {
+    let (first, last) = (nodes[0], nodes[nodes.len() - 1]);
+    let a_operator = make_key(first, admin, a, "operator").await.secret;
+    let b_operator = make_key(first, admin, b, "operator").await.secret;
+    let a_submit = make_key(first, admin, a, "submit").await.secret;
+    let secret = |value: &str| json!({"name": "T", "value": value, "hosts": ["api.example.com"]});
+    let (status, body) = json_as(
+        first,
+        &a_operator,
+        "POST",
+        "/v1/management/secrets",
+        Some(secret("value-of-a-1234")),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["tenant_id"], a);
+    let (status, body) = json_as(last, &b_operator, "GET", "/v1/management/secrets", None).await;
+    assert_eq!((status, body), (200, json!({"secrets": []})));
+    for method in ["PUT", "DELETE"] {
+        let (status, body) = json_as(
+            last,
+            &b_operator,
+            method,
+            "/v1/management/secrets/T",
+            (method == "PUT").then(|| secret("value-of-b-0000")),
+        )
+        .await;
+        assert_eq!(status, 404, "{method}: {body}");
+    }
+    let (status, _) = json_as(
+        last,
+        &b_operator,
+        "GET",
+        &format!("/v1/management/secrets?tenant_id={a}"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        status, 404,
+        "another tenant is answered as one that does not exist"
+    );
+    let (status, body) = json_as(
+        last,
+        &b_operator,
+        "POST",
+        "/v1/management/secrets",
+        Some(secret("value-of-b-5678")),
+    )
+    .await;
+    assert_eq!(status, 200, "a name is per tenant: {body}");
+    let (status, _) = json_as(
+        first,
+        &a_submit,
+        "POST",
+        "/v1/management/secrets",
+        Some(secret("x-value")),
+    )
+    .await;
+    assert_eq!(status, 403, "a submit key manages no secrets");
+    let (_, every) = json_as(last, admin, "GET", "/v1/management/secrets", None).await;
+    let owners: Vec<&str> = every["secrets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["tenant_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(owners.len(), 2, "{every}");
+    assert!(owners.contains(&a) && owners.contains(&b), "{every}");
+    let (_, of_a) = json_as(
+        last,
+        admin,
+        "GET",
+        &format!("/v1/management/secrets?tenant_id={a}"),
+        None,
+    )
+    .await;
+    assert_eq!(of_a["secrets"][0]["last4"], "1234", "{of_a}");
+    assert!(!every.to_string().contains("value-of"), "{every}");
+    for (key, tenant) in [(&a_operator, a), (&b_operator, b)] {
+        let (status, _) = json_as(first, key, "DELETE", "/v1/management/secrets/T", None).await;
+        assert_eq!(status, 200, "{tenant}");
+    }
+}
+
 /// Polls a job's status as `key` until it is one of `wanted`.
 async fn wait_as(server: &TestServer, key: &str, rid: &str, wanted: &[&str]) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -196,6 +282,7 @@ async fn tenants_are_kept_apart(
         admin,
         a_tenant,
     };
+    secrets_are_kept_apart(nodes, &keys.admin, &keys.a_tenant, &b_tenant).await;
 
     // A's runs: one finished with an artifact and a unique input, one waiting for an answer,
     // one waiting for its upload.

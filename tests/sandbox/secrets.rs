@@ -69,6 +69,8 @@ for probe in p["probes"]:
         while not os.path.exists("rotated") and time.time() < deadline:
             time.sleep(0.05)
     answer = send(probe)
+    with open("answers.txt", "a") as out:
+        out.write(answer + "\n")
     seen[probe["name"]] = answer.split("\r\n")[0]
     location = [l for l in answer.split("\r\n") if l.lower().startswith("location:")]
     if location:
@@ -271,6 +273,13 @@ async fn secret_at_the_egress() {
         header(&at(&other, "/landed")[0]),
         format!("Bearer {placeholder}")
     );
+    // The bound host echoed the header: the turn got it back masked (the answers it kept in
+    // its workspace, which nothing else masks).
+    let answers = std::fs::read_to_string(server.workspace(&status).join("answers.txt")).unwrap();
+    assert!(
+        answers.contains(&format!("Bearer {}", "*".repeat(VALUE.len()))),
+        "{answers}"
+    );
     // The rotated value on the running turn's next request.
     assert_eq!(
         header(&at(&bound, "/rotated")[0]),
@@ -325,4 +334,111 @@ async fn secret_at_the_egress() {
 fn dict_with(mut object: Value, key: &str, value: Value) -> Value {
     object[key] = value;
     object
+}
+
+/// Reads everything a turn can reach that might hold a secret: its environment, every
+/// process's environment and command line it can see, every file under its home, workspace,
+/// `/tmp` and the folder of the CA it was told to trust, and the CA's key beside it; all of it
+/// goes into `dump.txt` in the workspace for the test to search.
+const SEEKER: &str = r#"
+import json, os, sys
+json.load(sys.stdin)
+out = open("dump.txt", "wb")
+def take(path):
+    try:
+        with open(path, "rb") as f:
+            out.write(b"\n== " + path.encode() + b"\n" + f.read(4 << 20))
+    except OSError as e:
+        out.write(("\n== %s: %s\n" % (path, e.strerror)).encode())
+out.write(repr(dict(os.environ)).encode())
+try:
+    pids = [p for p in os.listdir("/proc") if p.isdigit()]
+except OSError as e:
+    out.write(("\n== listing /proc: %s\n" % e.strerror).encode())
+    pids = ["self", "1", "2"] + [str(n) for n in range(os.getpid() - 50, os.getpid() + 50)]
+for pid in pids:
+    for part in ("environ", "cmdline"):
+        take("/proc/%s/%s" % (pid, part))
+trust = os.path.dirname(os.environ["SSL_CERT_FILE"])
+for root in (os.environ["HOME"], os.getcwd(), "/tmp", trust):
+    for folder, _, files in os.walk(root):
+        for name in files:
+            if os.path.join(folder, name) != os.path.abspath("dump.txt"):
+                take(os.path.join(folder, name))
+data = os.path.dirname(trust)
+take(os.path.join(data, "egress-ca", "key.pem"))
+try:
+    listed = os.listdir(data)
+except OSError as e:
+    listed = str(e)
+out.write(("\n== listing %s: %s\n" % (data, listed)).encode())
+out.close()
+print(json.dumps({"observed": {"trust": trust}}))
+"#;
+
+#[tokio::test]
+async fn a_turn_finds_no_key_and_no_ca_key() {
+    if let Isolation::Inside = isolate(concat!(
+        module_path!(),
+        "::a_turn_finds_no_key_and_no_ca_key"
+    )) {
+        nothing_to_find().await;
+    }
+}
+
+async fn nothing_to_find() {
+    const ENGINE_KEY: &str = "sk-engine-key-in-the-services-env-5e0c";
+    let ca = TestCa::new();
+    let bound = EchoServer::start_tls(&ca, &["localhost"]);
+    let host = format!("localhost:{}", bound.port());
+    let skill = common::observer_skill("seeker", SEEKER, &[]).runner(json!({
+        "entrypoint": {"script": ["python3", "seeker.py"]},
+        "network": {"allow": [host]},
+        "secrets": ["T"],
+    }));
+    let server = TestServer::with_skills(
+        &[skill],
+        &[
+            ("SKILL_RUNNER_EGRESS_ALLOW", &host),
+            ("SKILL_RUNNER_CODEX_API_KEY", ENGINE_KEY),
+        ],
+    );
+    let (code, _) = server
+        .post_json(
+            "/v1/management/secrets",
+            json!({"name": "T", "value": VALUE, "hosts": [host]}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    let rid = server
+        .create_job(json!({"skill_id": "seeker", "parameter": {}}))
+        .await;
+    let status = server.wait_job(&rid).await;
+    let (_, logs) = server.get(&format!("/v1/jobs/{rid}/logs")).await;
+    assert_eq!(
+        status["status"], "succeeded",
+        "{status}\n{}",
+        logs["stderr"]
+    );
+    let dump = std::fs::read(server.workspace(&status).join("dump.txt")).unwrap();
+    let dump = String::from_utf8_lossy(&dump);
+    // It did look: its own placeholder, and the CA's certificate, are there.
+    assert!(dump.contains("sr-secret-"), "the turn saw no placeholder");
+    assert!(
+        dump.contains("BEGIN CERTIFICATE"),
+        "the turn read no CA certificate"
+    );
+    let ca_key = std::fs::read_to_string(server.dirs.data.join("egress-ca/key.pem")).unwrap();
+    let ca_key_body = ca_key.lines().nth(1).unwrap();
+    for (what, needle) in [
+        ("the secret's value", VALUE),
+        ("the engine's key", ENGINE_KEY),
+        ("the CA's key", ca_key_body),
+    ] {
+        assert!(!dump.contains(needle), "the turn found {what}");
+    }
+    assert!(
+        dump.contains("egress-ca/key.pem: "),
+        "reading the CA key did not fail"
+    );
 }

@@ -206,6 +206,10 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
         let value = bound.source.value().await;
         values.push(value.map(|v| secrecy::ExposeSecret::expose_secret(&v).to_owned()));
     }
+    let door_key = match spec.confine.as_ref().and_then(|c| c.model_door.as_ref()) {
+        Some(door) => door.key.source.value().await,
+        None => None,
+    };
     let secrets: Vec<&str> = plan
         .env
         .into_iter()
@@ -213,6 +217,7 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
         .chain(turn.mcp.iter().flat_map(|s| s.secret_values()))
         .chain(values.iter().flatten())
         .map(String::as_str)
+        .chain(door_key.as_ref().map(secrecy::ExposeSecret::expose_secret))
         .collect();
     if !secrets.is_empty() {
         spec.secrets = crate::process::redact::Secrets::new(secrets);
@@ -319,8 +324,10 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
     } = completed;
     // The turn is over: a refreshed login goes back to the agent home, the copies away.
     drop(login);
+    let artifacts = list_artifacts(folder).await?;
+    mask_artifacts(folder, &artifacts, &secrets).await;
     let mut envelope = Envelope {
-        artifacts: list_artifacts(folder).await?,
+        artifacts,
         warnings: sandbox_note.into_iter().collect(),
         ..Envelope::default()
     };
@@ -552,6 +559,56 @@ pub async fn list_artifacts(folder: &RunFolder) -> std::io::Result<Vec<String>> 
         .filter(|(_, path)| is_plain_file(path))
         .map(|(rel, _)| format!("artifacts/{rel}"))
         .collect())
+}
+
+/// The largest artifact searched for a secret's value.
+const MASKED_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Masks the values of `secrets` where they appear in the turn's artifacts (defence in depth:
+/// a contained turn holds placeholders, never the values), keeping each file's length.
+async fn mask_artifacts(
+    folder: &RunFolder,
+    artifacts: &[String],
+    secrets: &crate::process::redact::Secrets,
+) {
+    if secrets.is_empty() || artifacts.is_empty() {
+        return;
+    }
+    let workspace = folder.workspace();
+    let paths: Vec<std::path::PathBuf> = artifacts.iter().map(|a| workspace.join(a)).collect();
+    let secrets = secrets.clone();
+    let masked = tokio::task::spawn_blocking(move || {
+        for path in paths {
+            if let Err(e) = mask_file(&path, &secrets) {
+                tracing::warn!(path = %path.display(), error = %e, "cannot mask an artifact");
+            }
+        }
+    });
+    let _ = masked.await;
+}
+
+/// Rewrites `path` (a plain file, never through a link) with the values of `secrets` masked,
+/// when it holds any.
+fn mask_file(
+    path: &std::path::Path,
+    secrets: &crate::process::redact::Secrets,
+) -> std::io::Result<()> {
+    use std::io::{Read as _, Write as _};
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut bytes = Vec::new();
+    crate::run_folder::open_plain(path)?
+        .take(MASKED_ARTIFACT_BYTES)
+        .read_to_end(&mut bytes)?;
+    let original = bytes.clone();
+    secrets.mask(&mut bytes);
+    if bytes == original {
+        return Ok(());
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)?
+        .write_all(&bytes)
 }
 
 fn missing_artifacts(skill: &SkillManifest, artifacts: &[String]) -> Vec<String> {

@@ -28,6 +28,8 @@ use super::policy::Target;
 use super::secrets::{Bound, Injected};
 use super::tls::server_name;
 use super::{EgressLog, Line};
+use crate::redact::{Masker, Secrets};
+use secrecy::ExposeSecret as _;
 
 /// How long a turn may take to send a request head, and the upstream to accept a connection.
 const STEP_LIMIT: Duration = Duration::from_secs(15);
@@ -112,21 +114,23 @@ impl Forwarder {
             .map_or("/", |p| p.as_str())
             .to_owned();
         *request.uri_mut() = path.parse().unwrap_or_default();
+        let mut injected: Vec<String> = Vec::new();
         for secret in self.secrets.iter() {
             match secret.inject(request.headers_mut()).await {
-                Injected::NotAsked => {}
-                injected => {
-                    line.secret = Some(secret.name.clone());
-                    line.injected = Some(injected == Injected::Yes);
-                    if injected == Injected::Missing {
-                        line.reason = Some(format!(
-                            "the secret {} no longer exists: the request went with its \
-                             placeholder",
-                            secret.name
-                        ));
-                    }
+                Injected::NotAsked => continue,
+                Injected::Yes(value) => {
+                    injected.push(value.expose_secret().to_owned());
+                    line.injected = Some(true);
+                }
+                Injected::Missing => {
+                    line.injected = Some(false);
+                    line.reason = Some(format!(
+                        "the secret {} no longer exists: the request went with its placeholder",
+                        secret.name
+                    ));
                 }
             }
+            line.secret = Some(secret.name.clone());
         }
         let response = match self.send(request, &mut line).await {
             Ok(response) => response,
@@ -140,7 +144,20 @@ impl Forwarder {
         self.log.record(&line).await;
         let (mut parts, body) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
-        Response::from_parts(parts, body.boxed())
+        if injected.is_empty() {
+            return Response::from_parts(parts, body.boxed());
+        }
+        // A host that echoes what it was sent (a debugging endpoint, an error message quoting
+        // the key) gives the turn no value back.
+        let masks = Secrets::new(injected.iter().map(String::as_str));
+        for value in parts.headers.values_mut() {
+            if let Ok(text) = value.to_str()
+                && let Ok(masked) = HeaderValue::from_str(&masks.mask_str(text))
+            {
+                *value = masked;
+            }
+        }
+        Response::from_parts(parts, Masked::new(body, masks).boxed())
     }
 
     /// Sends `request` on the upstream connection, opening one when there is none (or the last
@@ -201,6 +218,61 @@ impl Forwarder {
             };
         }
         Err(last)
+    }
+}
+
+/// A response body with the values of [`Secrets`] masked as it streams, its length kept (a
+/// value is replaced by as many `*`, so `Content-Length` stays true).
+struct Masked<B> {
+    inner: B,
+    masker: Masker,
+    done: bool,
+}
+
+impl<B> Masked<B> {
+    fn new(inner: B, secrets: Secrets) -> Self {
+        Self {
+            inner,
+            masker: Masker::new(secrets),
+            done: false,
+        }
+    }
+}
+
+impl<B> hyper::body::Body for Masked<B>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, B::Error>>> {
+        use std::task::Poll;
+        if self.done {
+            return Poll::Ready(None);
+        }
+        match std::pin::Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                let frame = match frame.into_data() {
+                    Ok(data) => hyper::body::Frame::data(Bytes::from(self.masker.push(&data))),
+                    Err(trailers) => trailers,
+                };
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(None) => {
+                self.done = true;
+                let rest = self.masker.finish();
+                Poll::Ready((!rest.is_empty()).then(|| Ok(hyper::body::Frame::data(rest.into()))))
+            }
+            other => other,
+        }
     }
 }
 

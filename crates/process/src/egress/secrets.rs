@@ -170,11 +170,12 @@ pub struct Bound {
 }
 
 /// What [`Bound::inject`] did to a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Injected {
     /// The request did not carry the placeholder in the secret's headers.
     NotAsked,
-    Yes,
+    /// The value went in (it is masked in the answer, should the host echo it).
+    Yes(SecretString),
     /// It did, but the secret no longer exists: the placeholder went on as it was.
     Missing,
 }
@@ -200,10 +201,10 @@ impl Bound {
         {
             return Injected::NotAsked;
         }
-        let Some(value) = self.source.value().await else {
+        let Some(secret) = self.source.value().await else {
             return Injected::Missing;
         };
-        let value = value.expose_secret();
+        let value = secret.expose_secret();
         for name in &self.headers {
             let replaced: Vec<HeaderValue> = headers
                 .get_all(name)
@@ -229,7 +230,7 @@ impl Bound {
                 headers.append(name.clone(), v);
             }
         }
-        Injected::Yes
+        Injected::Yes(secret)
     }
 }
 
@@ -324,7 +325,7 @@ mod tests {
             format!("Bearer {}", b.placeholder).parse().unwrap(),
         );
         headers.insert("x-echo", b.placeholder.parse().unwrap());
-        assert_eq!(b.inject(&mut headers).await, Injected::Yes);
+        assert!(matches!(b.inject(&mut headers).await, Injected::Yes(_)));
         assert_eq!(headers["authorization"], "Bearer s3cret");
         assert!(headers["authorization"].is_sensitive());
         assert_eq!(
@@ -334,7 +335,7 @@ mod tests {
         );
         let mut plain = HeaderMap::new();
         plain.insert("x-echo", b.placeholder.parse().unwrap());
-        assert_eq!(b.inject(&mut plain).await, Injected::NotAsked);
+        assert!(matches!(b.inject(&mut plain).await, Injected::NotAsked));
     }
 
     #[tokio::test]
