@@ -1013,9 +1013,159 @@ def tenants(rounds=int(os.environ.get("BENCH_ROUNDS", "5"))):
         time.sleep(1)
 
 
+# Sends `n` requests like a model call (1 KiB of JSON, a key in `Authorization`) on one
+# keep-alive HTTPS connection through the turn's proxy, and reports each one's latency.
+MODEL_CLIENT = """import http.client, json, os, ssl, sys, time, urllib.parse
+p = json.load(sys.stdin)['parameter']
+proxy = urllib.parse.urlsplit(os.environ['HTTPS_PROXY'])
+ctx = ssl.create_default_context(cafile=os.environ.get('SSL_CERT_FILE'))
+ctx.load_verify_locations(cadata=p['ca'])
+conn = http.client.HTTPSConnection(proxy.hostname, proxy.port, context=ctx, timeout=30)
+conn.set_tunnel('localhost', p['port'])
+body = json.dumps({'model': 'm', 'messages': [{'role': 'user', 'content': 'x' * 1000}]})
+headers = {'Authorization': 'Bearer ' + os.environ.get('T', 'sk-lent-key'),
+           'Content-Type': 'application/json'}
+lat = []
+for _ in range(p['n']):
+    t0 = time.perf_counter()
+    conn.request('POST', '/v1/chat/completions', body=body, headers=headers)
+    conn.getresponse().read()
+    lat.append((time.perf_counter() - t0) * 1000)
+print(json.dumps({'lat': lat}))
+"""
+
+
+def model_server(cert, key):
+    """An HTTPS stand-in for a model endpoint on a free loopback port, answering a short
+    completion on keep-alive connections; returns its port and the keys it was sent."""
+    import http.server
+    import ssl
+    import threading
+    seen = set()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        # Headers and body go out in two writes: without this, Nagle's algorithm holds the
+        # second until the client's delayed ACK (40 ms).
+        disable_nagle_algorithm = True
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            seen.add(self.headers.get("authorization", ""))
+            answer = b'{"choices": [{"message": {"content": "ok"}}]}'
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server.server_address[1], seen
+
+
+def test_ca(tmp):
+    """A CA and a certificate for localhost it signed (openssl), as file paths."""
+    def run(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+    ca, ca_key = os.path.join(tmp, "ca.pem"), os.path.join(tmp, "ca.key")
+    leaf, leaf_key = os.path.join(tmp, "leaf.pem"), os.path.join(tmp, "leaf.key")
+    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", ca_key, "-out", ca, "-days", "2", "-subj", "/CN=bench CA")
+    csr = os.path.join(tmp, "leaf.csr")
+    run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", leaf_key, "-out", csr, "-subj", "/CN=localhost")
+    ext = os.path.join(tmp, "ext.cnf")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    run("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+        "-out", leaf, "-days", "2", "-extfile", ext)
+    return ca, leaf, leaf_key
+
+
+def cpu_ns(pid):
+    """Nanoseconds `pid`'s threads have run (schedstat), finer than cpu_seconds' ticks."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass
+    return total
+
+
+def secrets(rounds=int(os.environ.get("BENCH_ROUNDS", "3")), n=2000):
+    """What holding a secret at the egress costs a model call: the same keep-alive HTTPS
+    requests from a turn to a loopback model stand-in, through a plain CONNECT tunnel (the turn
+    holds the key and does its own TLS) and through the proxy's termination (the turn holds a
+    placeholder; the proxy re-encrypts and puts the key in), alternately in one run."""
+    with tempfile.TemporaryDirectory() as tmp:
+        ca, leaf, leaf_key = test_ca(tmp)
+        with open(ca) as f:
+            ca_pem = f.read()
+        model_port, seen = model_server(leaf, leaf_key)
+        host = f"localhost:{model_port}"
+        schema = {"type": "object", "required": ["n"]}
+        skills = os.path.join(tmp, "skills")
+        for name, bound in (("model-lent", False), ("model-held", True)):
+            files = python_skill(name, MODEL_CLIENT, schema, "lat")
+            runner = json.loads(files["assets/runner.json"])
+            runner["network"] = {"allow": [host]}
+            if bound:
+                runner["secrets"] = ["T"]
+            files["assets/runner.json"] = json.dumps(runner)
+            for rel, text in files.items():
+                path = os.path.join(skills, name, rel)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w") as f:
+                    f.write(text)
+        port = free_port()
+        proc = start(tmp, port, env_extra={"SKILL_RUNNER_EGRESS_ALLOW": host,
+                                           "SKILL_RUNNER_EGRESS_CA_BUNDLE": ca})
+        wait_ready(port)
+        client = Client(port)
+        client.call("POST", "/v1/management/secrets",
+                    {"name": "T", "value": "sk-bench-real-key", "hosts": [host]})
+        figures = {"model-lent": ([], []), "model-held": ([], [])}
+        for _ in range(rounds):
+            for name in ("model-lent", "model-held"):
+                before = cpu_ns(proc.pid)
+                status, body = client.call("POST", "/v1/jobs", {
+                    "skill_id": name, "engine": "script",
+                    "parameter": {"n": n, "port": model_port, "ca": ca_pem},
+                    "runtime_options": {"no_cache": True}})
+                rid = body["request_id"]
+                if wait_done(client, rid, interval=0.05) != "succeeded":
+                    sys.exit(f"{name} failed: {client.call('GET', f'/v1/jobs/{rid}')[1]}")
+                cpu = (cpu_ns(proc.pid) - before) / 1e9
+                _, result = client.call("GET", f"/v1/jobs/{rid}/result")
+                lat = result["result"]["data"]["lat"][10:]
+                figures[name][0].append(statistics.median(lat))
+                figures[name][1].append(cpu * 1000 / n)
+        proc.terminate()
+        proc.wait()
+        assert "Bearer sk-bench-real-key" in seen, "the proxy put the key in"
+        for name, label in (("model-lent", "CONNECT tunnel, key lent to the turn"),
+                            ("model-held", "TLS terminated, key put in by the proxy")):
+            p50s, cpus = figures[name]
+            print(f"  {label}: request p50 {' / '.join(f'{v:.2f}' for v in p50s)} ms, "
+                  f"service CPU per request {' / '.join(f'{v:.3f}' for v in cpus)} ms")
+        added = statistics.median(figures["model-held"][0]) - statistics.median(figures["model-lent"][0])
+        cpu_added = statistics.median(figures["model-held"][1]) - statistics.median(figures["model-lent"][1])
+        print(f"  holding the key adds {added:.2f} ms per model request at p50 (goal <= 2 ms) and "
+              f"{cpu_added:.3f} ms of service CPU per request")
+
+
 SECTIONS = {"startup": startup, "load": load, "jobs": jobs, "barriers": barriers, "sse": sse,
             "invoke": invoke, "surface": surface, "cluster": cluster, "runlist": runlist,
-            "tenants": tenants}
+            "tenants": tenants, "secrets": secrets}
 
 if __name__ == "__main__":
     if not os.path.exists(BINARY):

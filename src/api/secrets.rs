@@ -61,9 +61,17 @@ pub async fn create_secret(
 ) -> ApiResult<Json<StoredSecret>> {
     let Json(body) = body.map_err(bad_json)?;
     let tenant = tenant_of(&state, &caller, body.tenant_id.as_deref()).await?;
-    Ok(Json(
-        state.jobs.tenant_secrets().create(&tenant, body).await?,
-    ))
+    let made = state.jobs.tenant_secrets().create(&tenant, body).await?;
+    audit(&state, &caller, "secret.created", &made).await;
+    Ok(Json(made))
+}
+
+/// Records a change of `secret` in the audit log: its name, tenant and hosts, never its value.
+async fn audit(state: &AppState, caller: &Caller, action: &str, secret: &StoredSecret) {
+    let target = format!("{}/{}", secret.tenant_id, secret.name);
+    let detail = serde_json::json!({"hosts": secret.hosts, "header": secret.header,
+                                    "last4": secret.last4});
+    state.tenants.record(caller, action, &target, detail).await;
 }
 
 /// The secrets: names, hosts, header and the value's last 4 characters, never the value.
@@ -105,13 +113,13 @@ pub async fn rotate_secret(
     let Json(body) = body.map_err(bad_json)?;
     let asked = query.tenant_id.as_deref().or(body.tenant_id.as_deref());
     let tenant = tenant_of(&state, &caller, asked).await?;
-    Ok(Json(
-        state
-            .jobs
-            .tenant_secrets()
-            .rotate(&tenant, &name, body)
-            .await?,
-    ))
+    let rotated = state
+        .jobs
+        .tenant_secrets()
+        .rotate(&tenant, &name, body)
+        .await?;
+    audit(&state, &caller, "secret.rotated", &rotated).await;
+    Ok(Json(rotated))
 }
 
 /// Deletes a secret; a turn that holds its placeholder gets it sent on unchanged.
@@ -127,6 +135,11 @@ pub async fn delete_secret(
     let Query(query) = query.map_err(bad_query)?;
     let tenant = tenant_of(&state, &caller, query.tenant_id.as_deref()).await?;
     state.jobs.tenant_secrets().delete(&tenant, &name).await?;
+    let target = format!("{tenant}/{name}");
+    state
+        .tenants
+        .record(&caller, "secret.deleted", &target, serde_json::json!({}))
+        .await;
     Ok(Json(serde_json::json!({"deleted": name})))
 }
 

@@ -206,6 +206,25 @@ async fn secrets_are_kept_apart(nodes: &[&TestServer], admin: &str, a: &str, b: 
         let (status, _) = json_as(first, key, "DELETE", "/v1/management/secrets/T", None).await;
         assert_eq!(status, 200, "{tenant}");
     }
+    // Each change is an audit row naming the secret, never with its value.
+    let (_, audit) = json_as(first, admin, "GET", "/v1/management/audit?limit=20", None).await;
+    let actions: Vec<&str> = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions.iter().filter(|a| **a == "secret.created").count(),
+        2,
+        "{audit}"
+    );
+    assert_eq!(
+        actions.iter().filter(|a| **a == "secret.deleted").count(),
+        2,
+        "{audit}"
+    );
+    assert!(!audit.to_string().contains("value-of"), "{audit}");
 }
 
 /// Polls a job's status as `key` until it is one of `wanted`.

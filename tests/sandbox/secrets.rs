@@ -87,7 +87,19 @@ async fn a_secret_goes_only_where_it_is_bound() {
         module_path!(),
         "::a_secret_goes_only_where_it_is_bound"
     )) {
-        secret_at_the_egress().await;
+        secret_at_the_egress(false).await;
+    }
+}
+
+/// The same where turns share the service's network (no namespaces): the proxy is the one port
+/// Landlock lets them connect to, and holds the secret the same way.
+#[tokio::test]
+async fn a_secret_goes_only_where_it_is_bound_when_sharing_the_network() {
+    if let Isolation::Inside = isolate(concat!(
+        module_path!(),
+        "::a_secret_goes_only_where_it_is_bound_when_sharing_the_network"
+    )) {
+        secret_at_the_egress(true).await;
     }
 }
 
@@ -99,7 +111,7 @@ fn at(echo: &EchoServer, path: &str) -> Vec<Value> {
         .collect()
 }
 
-async fn secret_at_the_egress() {
+async fn secret_at_the_egress(shared: bool) {
     let ca = TestCa::new();
     let bound = EchoServer::start_tls(&ca, &["localhost"]);
     let other = EchoServer::start_tls(&ca, &["localhost"]);
@@ -113,13 +125,14 @@ async fn secret_at_the_egress() {
     }));
     let allow = declared.join(",");
     let ca_bundle = ca.ca_pem_path().to_str().unwrap().to_owned();
-    let server = TestServer::with_skills(
-        &[skill],
-        &[
-            ("SKILL_RUNNER_EGRESS_ALLOW", &allow),
-            ("SKILL_RUNNER_EGRESS_CA_BUNDLE", &ca_bundle),
-        ],
-    );
+    let mut env = vec![
+        ("SKILL_RUNNER_EGRESS_ALLOW", allow.as_str()),
+        ("SKILL_RUNNER_EGRESS_CA_BUNDLE", ca_bundle.as_str()),
+    ];
+    if shared {
+        env.push(("SKILL_RUNNER_NAMESPACES", "off"));
+    }
+    let server = TestServer::with_skills(&[skill], &env);
 
     // Management: the value goes in and never comes out.
     let (code, refused) = server
