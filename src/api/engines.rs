@@ -329,7 +329,7 @@ pub(crate) async fn summary(state: &AppState, engine: Engine) -> (EngineSummary,
         auth_ready: engines.auth_status(engine).is_some_and(|a| a.auth_ready),
         sandbox_status: state.jobs.sandbox().as_str(),
         barriers: crate::process::sandbox::Barriers {
-            secrets: match engines.holds_key(engine) {
+            secret: match engines.holds_key(engine) {
                 true => "egress",
                 false => "lent",
             },

@@ -141,7 +141,7 @@ async fn assert_conversation(server: &TestServer, rid: &str, output_has: &str) -
 /// command dumps its environment and every file of its home into an artifact, and the key is
 /// found nowhere the run leaves anything, while the model (served over TLS with a test CA)
 /// received it on every request. Sharing the service's network there is no door to hold it, and
-/// the key is lent (as `barriers.secrets` says).
+/// the key is lent (as `barriers.secret` says).
 async fn auto_job(engine: &str, shared: bool) {
     let ca = TestCa::new();
     let fake = match shared {
@@ -320,7 +320,7 @@ async fn auto_job(engine: &str, shared: bool) {
     let (_, shown) = server
         .get(&format!("/v1/management/engines/{engine}"))
         .await;
-    let secrets = &shown["barriers"]["secrets"];
+    let secrets = &shown["barriers"]["secret"];
     if shared {
         assert_eq!(secrets, "lent", "{shown}");
         return;

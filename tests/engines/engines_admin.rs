@@ -145,7 +145,7 @@ async fn auth_status_and_engine_summaries() {
             "privileges": "capabilities-dropped+seccomp", "users": "service-uid",
             "resources": resources, "cpu_time": cpu_time,
             // Logged in with a login file, no key: the login is lent to each turn.
-            "secrets": "lent"})
+            "secret": "lent"})
     );
     assert_eq!(
         codex["models_count"].as_u64().unwrap() as usize,

@@ -89,7 +89,7 @@ pub struct Barriers {
     /// Where a turn's secrets are: `egress` (it holds placeholders; the egress puts the values
     /// in on requests to their hosts) or `lent` (it holds the values: no network of its own to
     /// open a model door in, or an engine whose login cannot work from a placeholder).
-    pub secrets: &'static str,
+    pub secret: &'static str,
 }
 
 impl Barriers {
@@ -135,7 +135,7 @@ impl Barriers {
                 (true, Some(_), Some(_)) => "cgroup-v1+v2+rlimits",
                 (true, _, _) => "rlimits",
             },
-            secrets: if isolate && on { "egress" } else { "lent" },
+            secret: if isolate && on { "egress" } else { "lent" },
             cpu_time: match (on, cpu) {
                 (false, _) => "none",
                 (true, Some(V2)) => "cgroup-v2",

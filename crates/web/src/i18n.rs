@@ -154,7 +154,7 @@ const MESSAGES: &[(&str, &str, &str)] = &[
     ("engines.sandbox", "Confinement", "隔离"),
     ("engines.network", "network:", "网络:"),
     ("engines.processes", "processes:", "进程:"),
-    ("engines.secrets", "key:", "密钥:"),
+    ("engines.secret", "key:", "密钥:"),
     ("engines.models", "Models", "模型"),
     ("engines.upgrade", "Upgrade", "升级"),
     ("engines.upgrade_all", "Upgrade all engines", "升级全部引擎"),
