@@ -1720,6 +1720,7 @@ fn browser_runs_a_skill_from_its_form_and_finds_it_again() {
             ("/ui".to_owned(), "skills-375"),
             ("/ui/engines".to_owned(), "engines-375"),
             ("/ui/settings".to_owned(), "settings-375"),
+            ("/ui/secrets".to_owned(), "secrets-375"),
         ] {
             browser.goto(&server.url(&path)).await;
             browser.wait_for("main h1").await;
@@ -1874,6 +1875,7 @@ fn browser_console_pages_pass_an_accessibility_check() {
                 "/ui/engines/codex/models".to_owned(),
                 "/ui/sessions".to_owned(),
                 "/ui/settings".to_owned(),
+                "/ui/secrets".to_owned(),
                 "/ui/no-such-page".to_owned(),
             ] {
                 let sep = if path.contains('?') { '&' } else { '?' };
@@ -2160,5 +2162,90 @@ fn browser_keeps_a_tenant_to_its_own_runs_and_an_admin_manages_keys() {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
         browser.screenshot("tenant-keys-1280").await;
+    });
+}
+
+/// The secrets page: a secret made through its form is listed by name, hosts and the value's
+/// last 4 characters, never its value; a bad host is refused on the page, naming the field; a
+/// rotation shows the new last 4; a delete asks first.
+#[test]
+fn browser_makes_rotates_and_deletes_a_secret_without_showing_it() {
+    const TEST: &str = concat!(
+        module_path!(),
+        "::browser_makes_rotates_and_deletes_a_secret_without_showing_it"
+    );
+    if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
+        return;
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let server = TestServer::start_with(common::TestDirs::new(), &[]);
+        let browser = Browser::start().await;
+        browser.goto(&server.url("/ui/secrets")).await;
+        let fill = |field: &'static str, text: &'static str| {
+            let browser = &browser;
+            async move {
+                browser
+                    .wait_for(&format!("#new-secret input[name={field}]"))
+                    .await
+                    .send_keys(text)
+                    .await
+                    .unwrap();
+            }
+        };
+        fill("name", "GITHUB_TOKEN").await;
+        fill("value", "ghp-console-value-9f3a").await;
+        fill("hosts", "*").await;
+        browser.click("#create-secret").await;
+        browser.wait_text("#secret-error", "hosts:").await;
+        browser.goto(&server.url("/ui/secrets")).await;
+        fill("name", "GITHUB_TOKEN").await;
+        fill("value", "ghp-console-value-9f3a").await;
+        fill("hosts", "api.github.com, *.example.com:8443").await;
+        fill("prefix", "Bearer ").await;
+        browser.click("#create-secret").await;
+        let row = "#secrets tr[data-secret='GITHUB_TOKEN']";
+        browser.wait_text(&format!("{row} .last4"), "9f3a").await;
+        browser.wait_text(row, "*.example.com:8443").await;
+        assert!(
+            !browser
+                .client
+                .source()
+                .await
+                .unwrap()
+                .contains("ghp-console")
+        );
+        let (_, listed) = server.get("/v1/management/secrets").await;
+        assert_eq!(listed["secrets"][0]["prefix"], "Bearer ", "{listed}");
+
+        browser.click(&format!("{row} summary")).await;
+        browser
+            .wait_for(&format!("{row} form.rotate input[name=value]"))
+            .await
+            .send_keys("ghp-rotated-in-console-77aa")
+            .await
+            .unwrap();
+        browser.click(&format!("{row} form.rotate button")).await;
+        browser.wait_text(&format!("{row} .last4"), "77aa").await;
+        assert!(
+            !browser
+                .client
+                .source()
+                .await
+                .unwrap()
+                .contains("ghp-rotated")
+        );
+        browser.screenshot("secrets-1280").await;
+
+        browser.click(&format!("{row} button.danger")).await;
+        browser.client.accept_alert().await.unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while server.get("/v1/management/secrets").await.1["secrets"] != json!([]) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the secret is still there"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        browser.close().await;
     });
 }

@@ -213,6 +213,7 @@ pub fn needed_role(method: &Method, path: &str) -> Role {
         "/ui/engines",
         "/ui/management/engines",
         "/ui/settings",
+        "/ui/secrets",
     ];
     if operators.iter().any(|p| path.starts_with(p)) {
         return Role::Operator;

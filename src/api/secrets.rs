@@ -35,7 +35,11 @@ pub struct SecretQuery {
 }
 
 /// The tenant a caller acts for: its own, or (an admin) the one it names, which must exist.
-async fn tenant_of(state: &AppState, caller: &Caller, asked: Option<&str>) -> ApiResult<String> {
+pub(crate) async fn tenant_of(
+    state: &AppState,
+    caller: &Caller,
+    asked: Option<&str>,
+) -> ApiResult<String> {
     match asked {
         None => Ok(caller.tenant_id.to_string()),
         Some(tenant) => Ok(state.tenants.tenant(caller, tenant).await?.tenant_id),
@@ -67,7 +71,7 @@ pub async fn create_secret(
 }
 
 /// Records a change of `secret` in the audit log: its name, tenant and hosts, never its value.
-async fn audit(state: &AppState, caller: &Caller, action: &str, secret: &StoredSecret) {
+pub(crate) async fn audit(state: &AppState, caller: &Caller, action: &str, secret: &StoredSecret) {
     let target = format!("{}/{}", secret.tenant_id, secret.name);
     let detail = serde_json::json!({"hosts": secret.hosts, "header": secret.header,
                                     "last4": secret.last4});

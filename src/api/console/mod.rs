@@ -7,6 +7,7 @@ mod legacy;
 mod login;
 mod run_result;
 mod runs;
+mod secrets;
 mod sessions;
 mod settings;
 mod skills;
@@ -68,6 +69,9 @@ pub fn router(state: &AppState) -> Router<AppState> {
         )
         .route("/ui/settings", get(settings::page))
         .route("/ui/me", get(tenants::me))
+        .route("/ui/secrets", get(secrets::page).post(secrets::create))
+        .route("/ui/secrets/{name}/rotate", post(secrets::rotate))
+        .route("/ui/secrets/{name}/delete", post(secrets::delete))
         .route("/ui/tenants", get(tenants::page).post(tenants::create))
         .route("/ui/tenants/{tenant_id}", get(tenants::detail))
         .route("/ui/tenants/{tenant_id}/keys", post(tenants::create_key))

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use skill_runner_core::tenants::Role;
 
-use super::{ConsoleError, Lang, Page, render};
+use super::{ConsoleError, Lang, Page, WholePage, render};
 use crate::api::auth::Acting;
 use crate::api::error::ApiError;
 use crate::state::AppState;
@@ -95,6 +95,8 @@ pub async fn create(
                 .await?
                 .into_response();
             *page.status_mut() = status;
+            // The form with its error, not the error page.
+            page.extensions_mut().insert(WholePage);
             Ok(page)
         }
     }
@@ -181,6 +183,7 @@ pub async fn create_key(
         .into_response();
     if let Some(status) = status {
         *page.status_mut() = status;
+        page.extensions_mut().insert(WholePage);
     }
     Ok(page)
 }
