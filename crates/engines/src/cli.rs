@@ -370,7 +370,7 @@ impl Login {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
                 _ => {}
             }
-            write_new_private(&copy, &lent)?;
+            crate::run_folder::write_new_private(&copy, &lent)?;
             login.files.push(LentFile { source, copy, lent });
         }
         Ok(login)
@@ -427,8 +427,8 @@ impl LentFile {
         let staged = self
             .source
             .with_file_name(format!(".{name}.{}.tmp", uuid::Uuid::new_v4()));
-        let written =
-            write_new_private(&staged, now).and_then(|()| std::fs::rename(&staged, &self.source));
+        let written = crate::run_folder::write_new_private(&staged, now)
+            .and_then(|()| std::fs::rename(&staged, &self.source));
         if written.is_err() {
             let _ = std::fs::remove_file(&staged);
         }
@@ -459,19 +459,6 @@ pub fn forget_logins(folder: &RunFolder) {
     for file in super::AGENT_CLIS.iter().flat_map(|cli| cli.credentials) {
         let _ = std::fs::remove_file(home.join(file));
     }
-}
-
-/// Creates `path` (which must not exist) readable by its owner only, with `bytes` on disk.
-fn write_new_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()
 }
 
 /// `--resume <session>` on a resumed turn; else `--session-id <new id>`, which is returned so

@@ -241,8 +241,7 @@ pub fn log_out(config: &EngineConfig, engine: Engine, cli: Cli) -> std::io::Resu
 /// whatever was there (a link there is replaced, never followed). Folders are created
 /// owner-only.
 fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+    use std::os::unix::fs::DirBuilderExt as _;
     let dir = path.parent().expect("a login file has a folder");
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -250,15 +249,7 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .create(dir)?;
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let staged = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4()));
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&staged)
-        .and_then(|mut f| {
-            f.write_all(bytes)?;
-            f.sync_all()
-        })
+    let written = crate::run_folder::write_new_private(&staged, bytes)
         .and_then(|()| std::fs::rename(&staged, path));
     if written.is_err() {
         let _ = std::fs::remove_file(&staged);

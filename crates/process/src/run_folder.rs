@@ -205,6 +205,20 @@ pub fn open_beneath(root: &Path, rel: &Path) -> std::io::Result<std::fs::File> {
     plain(std::fs::File::from(fd))
 }
 
+/// Creates `path` (which must not exist) readable by its owner only, with `bytes` on disk: a
+/// login lent to a turn, the egress CA's key.
+pub fn write_new_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
 /// Opens `path` for reading only if it is a regular file with one link, without following a
 /// link in its last part: for files a turn could have written outside a run folder (the invoke
 /// host's allowed root, a lent login's copy). Errors as [`open_beneath`].

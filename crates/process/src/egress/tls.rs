@@ -62,7 +62,7 @@ impl Tls {
             })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let key = rcgen::KeyPair::generate().map_err(std::io::Error::other)?;
-                write_private(&key_file, key.serialize_pem().as_bytes())?;
+                crate::run_folder::write_new_private(&key_file, key.serialize_pem().as_bytes())?;
                 key
             }
             Err(e) => return Err(e),
@@ -75,7 +75,7 @@ impl Tls {
                     .self_signed(&key)
                     .map_err(std::io::Error::other)?
                     .pem();
-                write_private(&cert_file, pem.as_bytes())?;
+                crate::run_folder::write_new_private(&cert_file, pem.as_bytes())?;
                 pem
             }
             Err(e) => return Err(e),
@@ -212,19 +212,6 @@ fn upstream_config(extra_roots: Option<&Path>) -> std::io::Result<Arc<rustls::Cl
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
-}
-
-/// Creates `path` readable by its owner only.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()
 }
 
 /// Replaces `path` with a new world-readable file holding `bytes`.
