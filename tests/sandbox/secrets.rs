@@ -174,7 +174,8 @@ async fn secret_at_the_egress(shared: bool) {
     assert_eq!(code, 200);
     assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"), "{pem}");
 
-    let auth = json!({"Authorization": "Bearer TOKEN"});
+    let auth = json!({"Authorization": "Bearer TOKEN", "Accept-Encoding": "gzip",
+                      "Range": "bytes=0-20"});
     let probe = |name: &str, connect: String, sni: &str, host: String, path: &str| {
         json!({"name": name, "connect": connect, "sni": sni, "host": host, "path": path,
                "headers": auth})
@@ -244,6 +245,9 @@ async fn secret_at_the_egress(shared: bool) {
     let got = at(&bound, "/bound");
     assert_eq!(header(&got[0]), format!("Bearer {VALUE}"), "{seen}");
     assert_eq!(got[0]["sni"], "localhost");
+    // Nothing comes back compressed or in pieces, where masking could not find the value.
+    assert_eq!(got[0]["headers"]["accept-encoding"], "identity");
+    assert!(got[0]["headers"].get("range").is_none(), "{}", got[0]);
     assert_eq!(
         header(&at(&other, "/other")[0]),
         format!("Bearer {placeholder}")
@@ -354,8 +358,8 @@ fn dict_with(mut object: Value, key: &str, value: Value) -> Value {
 /// `/tmp` and the folder of the CA it was told to trust, and the CA's key beside it; all of it
 /// goes into `dump.txt` in the workspace for the test to search.
 const SEEKER: &str = r#"
-import json, os, sys
-json.load(sys.stdin)
+import json, os, shutil, sys
+p = json.load(sys.stdin)["parameter"]
 out = open("dump.txt", "wb")
 def take(path):
     try:
@@ -386,6 +390,10 @@ except OSError as e:
     listed = str(e)
 out.write(("\n== listing %s: %s\n" % (data, listed)).encode())
 out.close()
+# Its artifacts folder becomes a link to a folder of the service's machine holding the value:
+# the service must neither list nor rewrite what is there.
+shutil.rmtree("artifacts", ignore_errors=True)
+os.symlink(p["bait"], "artifacts")
 print(json.dumps({"observed": {"trust": trust}}))
 "#;
 
@@ -423,8 +431,11 @@ async fn nothing_to_find() {
         )
         .await;
     assert_eq!(code, 200);
+    let bait = tempfile::tempdir().unwrap();
+    let bait_file = bait.path().join("bait.txt");
+    std::fs::write(&bait_file, format!("the value {VALUE} lives here")).unwrap();
     let rid = server
-        .create_job(json!({"skill_id": "seeker", "parameter": {}}))
+        .create_job(json!({"skill_id": "seeker", "parameter": {"bait": bait.path()}}))
         .await;
     let status = server.wait_job(&rid).await;
     let (_, logs) = server.get(&format!("/v1/jobs/{rid}/logs")).await;
@@ -453,5 +464,12 @@ async fn nothing_to_find() {
     assert!(
         dump.contains("egress-ca/key.pem: "),
         "reading the CA key did not fail"
+    );
+    // The linked folder was neither listed as artifacts nor masked.
+    let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
+    assert_eq!(result["result"]["artifacts"], json!([]), "{result}");
+    assert_eq!(
+        std::fs::read_to_string(&bait_file).unwrap(),
+        format!("the value {VALUE} lives here")
     );
 }

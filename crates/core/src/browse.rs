@@ -20,7 +20,10 @@ const TREE_MAX_ENTRIES: usize = 20_000;
 /// `dir` and everything under it; symlinks are not followed, and an entry that vanished
 /// meanwhile is passed over.
 pub fn entries_under(dir: &Path) -> impl Iterator<Item = std::io::Result<walkdir::DirEntry>> {
+    // A root that is a link (a turn may replace its `artifacts/` with one) is listed as the
+    // link it is, never walked into.
     walkdir::WalkDir::new(dir)
+        .follow_root_links(false)
         .into_iter()
         .filter_map(|entry| match entry {
             Ok(entry) => Some(Ok(entry)),

@@ -121,6 +121,9 @@ pub const COMMAND_NOT_FOUND: &str = "COMMAND_NOT_FOUND";
 /// The shell found a program it could not start (exit 126).
 pub const COMMAND_NOT_EXECUTABLE: &str = "COMMAND_NOT_EXECUTABLE";
 
+/// The largest artifact searched for a secret's value.
+const MASKED_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;
+
 /// A bound on a run's stdout log, and what sets it (for the failure's message).
 #[derive(Debug, Clone, Copy)]
 pub struct OutputLimit {
@@ -129,13 +132,15 @@ pub struct OutputLimit {
     pub raise: &'static str,
 }
 
-/// Gives the turn its secrets: placeholders, which the egress replaces, when the turn is
-/// confined; else (no sandbox, nothing to hold them back) the values themselves.
+/// Gives the turn its secrets: placeholders, which the egress replaces, where it `held`
+/// ([`crate::process::Supervisor::holds_secrets`]); else the values themselves. Longer
+/// placeholders go first, so none is replaced inside another (`T` inside `T_2`).
 fn bind_secrets(
     spec: &mut crate::process::ProcessSpec,
     skill: &SkillManifest,
-    bound: Vec<crate::egress::secrets::Bound>,
+    mut bound: Vec<crate::egress::secrets::Bound>,
     values: &[Option<String>],
+    held: bool,
 ) -> Option<Outcome> {
     let unbound = skill
         .secrets
@@ -149,11 +154,12 @@ fn bind_secrets(
         ),
         (None, Some((b, _))) => format!("The secret {} was deleted as the turn started", b.name),
         (None, None) => {
-            match spec.confine.as_mut() {
+            match spec.confine.as_mut().filter(|_| held) {
                 Some(confine) => {
                     for b in &bound {
                         spec.env.push((b.name.clone(), b.placeholder.clone()));
                     }
+                    bound.sort_by_key(|b| std::cmp::Reverse(b.placeholder.len()));
                     confine.bound = bound;
                 }
                 None => {
@@ -222,7 +228,8 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
     if !secrets.is_empty() {
         spec.secrets = crate::process::redact::Secrets::new(secrets);
     }
-    if let Some(refused) = bind_secrets(&mut spec, turn.skill, plan.bound, &values) {
+    let held = plan.supervisor.holds_secrets();
+    if let Some(refused) = bind_secrets(&mut spec, turn.skill, plan.bound, &values, held) {
         return Ok(refused);
     }
     if let Some(confine) = spec.confine.as_mut() {
@@ -561,9 +568,6 @@ pub async fn list_artifacts(folder: &RunFolder) -> std::io::Result<Vec<String>> 
         .collect())
 }
 
-/// The largest artifact searched for a secret's value.
-const MASKED_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;
-
 /// Masks the values of `secrets` where they appear in the turn's artifacts (defence in depth:
 /// a contained turn holds placeholders, never the values), keeping each file's length.
 async fn mask_artifacts(
@@ -575,28 +579,30 @@ async fn mask_artifacts(
         return;
     }
     let workspace = folder.workspace();
-    let paths: Vec<std::path::PathBuf> = artifacts.iter().map(|a| workspace.join(a)).collect();
+    let artifacts = artifacts.to_vec();
     let secrets = secrets.clone();
     let masked = tokio::task::spawn_blocking(move || {
-        for path in paths {
-            if let Err(e) = mask_file(&path, &secrets) {
-                tracing::warn!(path = %path.display(), error = %e, "cannot mask an artifact");
+        for rel in artifacts {
+            if let Err(e) = mask_file(&workspace, std::path::Path::new(&rel), &secrets) {
+                tracing::warn!(artifact = rel, error = %e, "cannot mask an artifact");
             }
         }
     });
     let _ = masked.await;
 }
 
-/// Rewrites `path` (a plain file, never through a link) with the values of `secrets` masked,
-/// when it holds any.
+/// Rewrites the plain file `rel` under `workspace` (opened beneath it, through no link) with the
+/// values of `secrets` masked, when it holds any.
 fn mask_file(
-    path: &std::path::Path,
+    workspace: &std::path::Path,
+    rel: &std::path::Path,
     secrets: &crate::process::redact::Secrets,
 ) -> std::io::Result<()> {
-    use std::io::{Read as _, Write as _};
-    use std::os::unix::fs::OpenOptionsExt as _;
+    use std::io::Read as _;
+    use std::os::unix::fs::FileExt as _;
+    let mut file = crate::run_folder::open_beneath_for_update(workspace, rel)?;
     let mut bytes = Vec::new();
-    crate::run_folder::open_plain(path)?
+    (&mut file)
         .take(MASKED_ARTIFACT_BYTES)
         .read_to_end(&mut bytes)?;
     let original = bytes.clone();
@@ -604,11 +610,7 @@ fn mask_file(
     if bytes == original {
         return Ok(());
     }
-    std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(path)?
-        .write_all(&bytes)
+    file.write_all_at(&bytes, 0)
 }
 
 fn missing_artifacts(skill: &SkillManifest, artifacts: &[String]) -> Vec<String> {

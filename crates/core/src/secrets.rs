@@ -18,6 +18,8 @@ use crate::store::{NewSecret, Store, StoredSecret};
 
 /// Longest value (a token, a key; not a file).
 const MAX_VALUE: usize = 8 * 1024;
+/// Shortest value: its last 4 characters are shown, and it must be long enough to mask.
+const MIN_VALUE: usize = 8;
 /// Longest prefix.
 const MAX_PREFIX: usize = 64;
 /// How long a value read for the egress is reused before it is read again: a rotation on
@@ -147,6 +149,7 @@ impl Secrets {
                 secrets: self.clone(),
                 tenant: tenant.to_owned(),
                 name: name.clone(),
+                binding: Binding::of(&shown),
                 last: std::sync::Mutex::new(Some((
                     self.generation.load(Ordering::Relaxed),
                     Instant::now(),
@@ -170,12 +173,33 @@ impl Secrets {
     }
 }
 
+/// Where a secret goes and how, as a turn was given it.
+#[derive(Debug, PartialEq, Eq)]
+struct Binding {
+    hosts: Vec<String>,
+    header: String,
+    prefix: Option<String>,
+}
+
+impl Binding {
+    fn of(secret: &StoredSecret) -> Self {
+        Self {
+            hosts: secret.hosts.clone(),
+            header: secret.header.clone(),
+            prefix: secret.prefix.clone(),
+        }
+    }
+}
+
 /// A stored secret's value as the egress asks for it: read again once [`FRESH_FOR`] passed or
-/// this node changed a secret.
+/// this node changed a secret. A secret bound elsewhere since the turn started (other hosts, a
+/// new header or prefix) is no longer the turn's: it reads as gone, and the placeholder goes
+/// on unchanged.
 struct Stored {
     secrets: Arc<Secrets>,
     tenant: String,
     name: String,
+    binding: Binding,
     /// The generation and time it was read at, and the value (`None`: deleted).
     last: std::sync::Mutex<Option<(u64, Instant, Option<SecretString>)>>,
 }
@@ -208,7 +232,9 @@ impl Source for Stored {
                 .secret_with_value(&self.tenant, &self.name)
                 .await
             {
-                Ok(found) => found.map(|(_, v)| SecretString::from(v)),
+                Ok(found) => found
+                    .filter(|(shown, _)| Binding::of(shown) == self.binding)
+                    .map(|(_, v)| SecretString::from(v)),
                 Err(e) => {
                     tracing::warn!(error = %e, name = self.name, "cannot read a secret");
                     return None;
@@ -228,9 +254,9 @@ fn missing(name: &str) -> Error {
 /// The secret `input` describes, checked field by field.
 fn checked(tenant: &str, name: &str, input: SecretInput) -> Result<NewSecret> {
     check_name(name).map_err(|why| Error::invalid(format!("name: {why}")))?;
-    if input.value.is_empty() || input.value.len() > MAX_VALUE {
+    if !(MIN_VALUE..=MAX_VALUE).contains(&input.value.len()) {
         return Err(Error::invalid(format!(
-            "value: must be 1-{MAX_VALUE} bytes (a token or key, not a file)"
+            "value: must be {MIN_VALUE}-{MAX_VALUE} bytes (a token or key, not a file)"
         )));
     }
     if input.value.chars().any(|c| c.is_control()) {

@@ -325,7 +325,16 @@ impl Supervisor {
     /// Where a turn's model door listens, when turns have networks of their own to open one in
     /// and the egress its TLS to reach the endpoint.
     pub fn model_door(&self) -> Option<std::net::SocketAddr> {
-        (self.launch.isolate && self.launch.tls.is_some()).then_some(egress::MODEL_DOOR)
+        (self.holds_secrets() && self.launch.isolate).then_some(egress::MODEL_DOOR)
+    }
+
+    /// Whether the egress holds turns' secrets: Landlock keeps a turn from the files that hold
+    /// them (the database, the CA's key) and its connections go through its doors only. Else a
+    /// secret is lent to the turn.
+    pub fn holds_secrets(&self) -> bool {
+        self.launch.sandbox == SandboxStatus::Landlock
+            && self.launch.tls.is_some()
+            && (self.launch.isolate || self.launch.tcp_rules)
     }
 
     /// The certificate (PEM) of the egress's CA, when turns are confined.

@@ -191,9 +191,26 @@ impl RunFolder {
 /// turn may plant a symlink, or a hard link to a file outside its workspace, where the service
 /// later reads. `NotFound` for a missing file, `InvalidInput` for anything refused.
 pub fn open_beneath(root: &Path, rel: &Path) -> std::io::Result<std::fs::File> {
+    open_beneath_with(root, rel, READ_ONLY)
+}
+
+/// [`open_beneath`] for reading and writing: a file of the run's the service rewrites (an
+/// artifact with a secret's value masked).
+pub fn open_beneath_for_update(root: &Path, rel: &Path) -> std::io::Result<std::fs::File> {
+    let read_write = READ_ONLY
+        .difference(nix::fcntl::OFlag::O_RDONLY)
+        .union(nix::fcntl::OFlag::O_RDWR);
+    open_beneath_with(root, rel, read_write)
+}
+
+fn open_beneath_with(
+    root: &Path,
+    rel: &Path,
+    flags: nix::fcntl::OFlag,
+) -> std::io::Result<std::fs::File> {
     use nix::fcntl::{OpenHow, ResolveFlag, openat2};
     let dir = std::fs::File::open(root)?;
-    let how = OpenHow::new().flags(READ_ONLY).resolve(
+    let how = OpenHow::new().flags(flags).resolve(
         ResolveFlag::RESOLVE_BENEATH
             | ResolveFlag::RESOLVE_NO_SYMLINKS
             | ResolveFlag::RESOLVE_NO_MAGICLINKS,

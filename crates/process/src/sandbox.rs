@@ -135,7 +135,10 @@ impl Barriers {
                 (true, Some(_), Some(_)) => "cgroup-v1+v2+rlimits",
                 (true, _, _) => "rlimits",
             },
-            secret: if isolate && on { "egress" } else { "lent" },
+            secret: match sandbox == SandboxStatus::Landlock && (isolate || tcp_rules) {
+                true => "egress",
+                false => "lent",
+            },
             cpu_time: match (on, cpu) {
                 (false, _) => "none",
                 (true, Some(V2)) => "cgroup-v2",

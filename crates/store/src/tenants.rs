@@ -435,6 +435,11 @@ macro_rules! tenant_store {
                     .bind(tenant_id)
                     .execute(&mut *tx)
                     .await?;
+                // Its secrets go with it: nothing could reach them any more.
+                sqlx::query("DELETE FROM secrets WHERE tenant_id = $1")
+                    .bind(tenant_id)
+                    .execute(&mut *tx)
+                    .await?;
                 tx.commit().await?;
                 Ok(if done.rows_affected() == 1 {
                     TenantDeletion::Deleted

@@ -114,14 +114,19 @@ impl Forwarder {
             .map_or("/", |p| p.as_str())
             .to_owned();
         *request.uri_mut() = path.parse().unwrap_or_default();
-        let mut injected: Vec<String> = Vec::new();
+        // Nothing comes back in a form the masking below cannot read: no compression, no
+        // piece of a body.
+        for name in ["range", "if-range"] {
+            request.headers_mut().remove(name);
+        }
+        request.headers_mut().insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static("identity"),
+        );
         for secret in self.secrets.iter() {
             match secret.inject(request.headers_mut()).await {
                 Injected::NotAsked => continue,
-                Injected::Yes(value) => {
-                    injected.push(value.expose_secret().to_owned());
-                    line.injected = Some(true);
-                }
+                Injected::Yes(_) => line.injected = Some(true),
                 Injected::Missing => {
                     line.injected = Some(false);
                     line.reason = Some(format!(
@@ -144,20 +149,25 @@ impl Forwarder {
         self.log.record(&line).await;
         let (mut parts, body) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
-        if injected.is_empty() {
+        // A host that echoes what it was sent (a debugging endpoint, an error message quoting
+        // the key), now or from an earlier request, gives the turn no value back.
+        let masks = self.masks().await;
+        if masks.is_empty() {
             return Response::from_parts(parts, body.boxed());
         }
-        // A host that echoes what it was sent (a debugging endpoint, an error message quoting
-        // the key) gives the turn no value back.
-        let masks = Secrets::new(injected.iter().map(String::as_str));
-        for value in parts.headers.values_mut() {
-            if let Ok(text) = value.to_str()
-                && let Ok(masked) = HeaderValue::from_str(&masks.mask_str(text))
-            {
-                *value = masked;
+        mask_headers(&mut parts.headers, &masks);
+        Response::from_parts(parts, Masked::new(body, masks).boxed())
+    }
+
+    /// The current values of the connection's secrets, to mask in its answers.
+    async fn masks(&self) -> Secrets {
+        let mut values: Vec<String> = Vec::new();
+        for secret in self.secrets.iter() {
+            if let Some(value) = secret.source.value().await {
+                values.push(value.expose_secret().to_owned());
             }
         }
-        Response::from_parts(parts, Masked::new(body, masks).boxed())
+        Secrets::new(values.iter().map(String::as_str))
     }
 
     /// Sends `request` on the upstream connection, opening one when there is none (or the last
@@ -221,19 +231,37 @@ impl Forwarder {
     }
 }
 
+/// Masks the values of `masks` in every header, as bytes (a value need not be text).
+fn mask_headers(headers: &mut HeaderMap, masks: &Secrets) {
+    for value in headers.values_mut() {
+        let mut bytes = value.as_bytes().to_vec();
+        masks.mask(&mut bytes);
+        if bytes != value.as_bytes()
+            && let Ok(masked) = HeaderValue::from_bytes(&bytes)
+        {
+            *value = masked;
+        }
+    }
+}
+
 /// A response body with the values of [`Secrets`] masked as it streams, its length kept (a
-/// value is replaced by as many `*`, so `Content-Length` stays true).
+/// value is replaced by as many `*`, so `Content-Length` stays true), its trailers too.
 struct Masked<B> {
     inner: B,
     masker: Masker,
+    masks: Secrets,
+    /// Trailers, sent after the bytes the masker still held.
+    trailers: Option<hyper::body::Frame<Bytes>>,
     done: bool,
 }
 
 impl<B> Masked<B> {
-    fn new(inner: B, secrets: Secrets) -> Self {
+    fn new(inner: B, masks: Secrets) -> Self {
         Self {
             inner,
-            masker: Masker::new(secrets),
+            masker: Masker::new(masks.clone()),
+            masks,
+            trailers: None,
             done: false,
         }
     }
@@ -255,17 +283,32 @@ where
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, B::Error>>> {
         use std::task::Poll;
+        if let Some(trailers) = self.trailers.take() {
+            return Poll::Ready(Some(Ok(trailers)));
+        }
         if self.done {
             return Poll::Ready(None);
         }
         match std::pin::Pin::new(&mut self.inner).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => {
-                let frame = match frame.into_data() {
-                    Ok(data) => hyper::body::Frame::data(Bytes::from(self.masker.push(&data))),
-                    Err(trailers) => trailers,
-                };
-                Poll::Ready(Some(Ok(frame)))
-            }
+            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                Ok(data) => {
+                    let masked = self.masker.push(&data);
+                    Poll::Ready(Some(Ok(hyper::body::Frame::data(masked.into()))))
+                }
+                Err(frame) => {
+                    let Ok(mut trailers) = frame.into_trailers() else {
+                        return Poll::Ready(None);
+                    };
+                    mask_headers(&mut trailers, &self.masks);
+                    let trailers = hyper::body::Frame::trailers(trailers);
+                    let rest = self.masker.finish();
+                    if rest.is_empty() {
+                        return Poll::Ready(Some(Ok(trailers)));
+                    }
+                    self.trailers = Some(trailers);
+                    Poll::Ready(Some(Ok(hyper::body::Frame::data(rest.into()))))
+                }
+            },
             Poll::Ready(None) => {
                 self.done = true;
                 let rest = self.masker.finish();

@@ -186,10 +186,14 @@ impl HostPattern {
         self.port.is_none_or(|p| p == target.port)
             && match &self.host {
                 HostMatch::Any => true,
-                HostMatch::Below(domain) => target
-                    .host
-                    .strip_suffix(domain.as_str())
-                    .is_some_and(|head| head.ends_with('.')),
+                // A wildcard names host names, never an address (`*.2.3.4` is not `1.2.3.4`).
+                HostMatch::Below(domain) => {
+                    target.literal().is_none()
+                        && target
+                            .host
+                            .strip_suffix(domain.as_str())
+                            .is_some_and(|head| head.ends_with('.'))
+                }
                 HostMatch::Exactly(host) => *host == target.host,
             }
     }
@@ -440,6 +444,8 @@ mod tests {
         let any = HostPattern::parse_list("*").unwrap();
         assert!(!permitted(&declared, &any).unwrap()[0].internal_ok);
         assert!(HostPattern::parse("*.:1").is_err());
+        let numeric = HostPattern::parse("*.2.3.4").unwrap();
+        assert!(!numeric.matches(&Target::parse("1.2.3.4:80").unwrap()));
         assert!(HostPattern::parse("a.com:x").is_err());
         assert_eq!(HostPattern::parse("a.com:*").unwrap().port, None);
     }

@@ -82,9 +82,12 @@ impl SecretHost {
         self.port == port
             && match &self.name {
                 Name::Exactly(name) => *name == host,
-                Name::Below(domain) => host
-                    .strip_suffix(domain.as_str())
-                    .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
+                Name::Below(domain) => {
+                    host.parse::<std::net::IpAddr>().is_err()
+                        && host
+                            .strip_suffix(domain.as_str())
+                            .is_some_and(|head| head.len() > 1 && head.ends_with('.'))
+                }
             }
     }
 }
@@ -273,6 +276,9 @@ mod tests {
             "443 unless a port is named"
         );
         assert!(host("*.example.com:8443").matches("a.example.com", 8443));
+        // A wildcard names host names, never an address.
+        let numeric = host("*.example.com");
+        assert!(!numeric.matches("1.2.3.4", 443));
     }
 
     #[test]
