@@ -132,7 +132,9 @@ pub struct Config {
     pub namespaces: bool,
     /// `SKILL_RUNNER_ALLOWED_HOSTS`: names the service answers to besides its address.
     pub allowed_hosts: Vec<String>,
-    /// `SKILL_RUNNER_MAX_CONNECTIONS`, `SKILL_RUNNER_HEADER_TIMEOUT_SECONDS`.
+    /// `SKILL_RUNNER_MAX_CONNECTIONS`, `SKILL_RUNNER_MAX_CONNECTIONS_PER_ADDRESS`,
+    /// `SKILL_RUNNER_HEADER_TIMEOUT_SECONDS`, `SKILL_RUNNER_BODY_MIN_BYTES_PER_SECOND`,
+    /// `SKILL_RUNNER_BODY_TIMEOUT_SECONDS`.
     pub connections: skill_runner_web::connections::ConnectionLimits,
     /// `SKILL_RUNNER_EGRESS_ALLOW`: which hosts a skill's `network.allow` may name.
     pub egress_allow: Vec<HostPattern>,
@@ -436,7 +438,14 @@ impl Config {
             allowed_hosts: s.allowed_hosts.unwrap_or_default(),
             connections: skill_runner_web::connections::ConnectionLimits {
                 max: usize::try_from(s.max_connections).unwrap_or(usize::MAX),
+                max_per_address: usize::try_from(s.max_connections_per_address)
+                    .unwrap_or(usize::MAX),
                 header_read_timeout: seconds(s.header_timeout_seconds),
+                body: skill_runner_web::connections::BodyLimits {
+                    min_rate: s.body_min_bytes_per_second,
+                    timeout: seconds(s.body_timeout_seconds),
+                    ..Default::default()
+                },
             },
             namespaces: s.namespaces,
             run_limits: crate::process::limits::Limits {

@@ -320,6 +320,19 @@ pub struct Settings {
     #[arg(long, env = "SKILL_RUNNER_MAX_CONNECTIONS", value_parser = positive,
           default_value_t = ConnectionLimits::default().max as u64)]
     pub max_connections: u64,
+    /// Open HTTP connections from one client address at most; past it a new one is answered
+    /// 503 (a probe is served all the same).
+    #[arg(long, env = "SKILL_RUNNER_MAX_CONNECTIONS_PER_ADDRESS", value_parser = positive,
+          default_value_t = ConnectionLimits::default().max_per_address as u64)]
+    pub max_connections_per_address: u64,
+    /// Bytes per second a request body must come at on average, once its first 10 s passed.
+    #[arg(long, env = "SKILL_RUNNER_BODY_MIN_BYTES_PER_SECOND", value_parser = positive,
+          default_value_t = ConnectionLimits::default().body.min_rate)]
+    pub body_min_bytes_per_second: u64,
+    /// Seconds a whole request body may take.
+    #[arg(long, env = "SKILL_RUNNER_BODY_TIMEOUT_SECONDS", value_parser = positive,
+          default_value_t = ConnectionLimits::default().body.timeout.as_secs())]
+    pub body_timeout_seconds: u64,
     /// Seconds a client has to send a request's headers, from its connection's start or the
     /// end of its previous response (a keep-alive connection's idle time).
     #[arg(long, env = "SKILL_RUNNER_HEADER_TIMEOUT_SECONDS", value_parser = positive,

@@ -293,8 +293,14 @@ async fn past_the_connection_cap_new_connections_are_told_503_and_it_recovers() 
         );
     }
     // Asked at once, while the held ones are still within their header timeout (asked after
-    // waiting on the silent one below, a loaded machine let them expire first: a flake).
-    assert_eq!(ping(&server).await, 503);
+    // waiting on the silent one below, a loaded machine let them expire first: a flake): a
+    // probe is served past the cap, so an orchestrator still sees the node.
+    assert_eq!(ping(&server).await, 204);
+    let client = common::client();
+    for probe in ["/healthz", "/readyz"] {
+        let answer = client.get(server.url(probe)).send().await.unwrap();
+        assert_eq!(answer.status(), 200, "{probe}");
+    }
     // One that never sends its request is closed after its header timeout.
     let mut silent = idle_sockets(&server, 1).remove(0);
     assert_eq!(until_closed(&mut silent, Duration::from_secs(5)), "");
@@ -302,6 +308,75 @@ async fn past_the_connection_cap_new_connections_are_told_503_and_it_recovers() 
         until_closed(socket, Duration::from_secs(10));
     }
     assert_eq!(ping(&server).await, 204);
+}
+
+/// 200 clients trickling request bodies (one byte every 5 s under an announced 10 MB): each is
+/// cut once its body falls below the minimum rate and its connection closed, naming the
+/// setting; meanwhile probes and a normal create answer, and a run completes.
+#[tokio::test]
+async fn trickled_bodies_are_cut_and_the_service_keeps_answering() {
+    let server = server(&[("SKILL_RUNNER_BODY_MIN_BYTES_PER_SECOND", "1000")]);
+    let mut slow = idle_sockets(&server, 200);
+    for socket in &mut slow {
+        std::io::Write::write_all(
+            socket,
+            b"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+              Content-Length: 10000000\r\n\r\n{",
+        )
+        .unwrap();
+    }
+    let trickling: Vec<std::net::TcpStream> = slow.iter().map(|s| s.try_clone().unwrap()).collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let trickler = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut trickling = trickling;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_secs(5));
+                for socket in &mut trickling {
+                    let _ = std::io::Write::write_all(socket, b" ");
+                }
+            }
+        })
+    };
+    assert_eq!(ping(&server).await, 204);
+    let (_, status) = finished(&server, json!({"mode": "fifo"})).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let t0 = Instant::now();
+    for socket in &mut slow {
+        let answer = until_closed(socket, Duration::from_secs(30));
+        assert!(answer.contains("slower than 1000 bytes/s"), "{answer}");
+        assert!(
+            answer.contains("SKILL_RUNNER_BODY_MIN_BYTES_PER_SECOND"),
+            "{answer}"
+        );
+    }
+    eprintln!(
+        "200 trickled bodies cut within {:?} of the run's end",
+        t0.elapsed()
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = trickler.join();
+    assert_eq!(ping(&server).await, 204);
+}
+
+/// One address may hold so many connections; past it, its probes are still served.
+#[tokio::test]
+async fn one_address_holds_at_most_its_share_of_connections() {
+    let server = server(&[
+        ("SKILL_RUNNER_MAX_CONNECTIONS_PER_ADDRESS", "20"),
+        ("SKILL_RUNNER_HEADER_TIMEOUT_SECONDS", "5"),
+    ]);
+    let _held = idle_sockets(&server, 20);
+    let mut turned = idle_sockets(&server, 1).remove(0);
+    std::io::Write::write_all(
+        &mut turned,
+        b"GET /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    )
+    .unwrap();
+    let answer = until_closed(&mut turned, Duration::from_secs(3));
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert_eq!(ping(&server).await, 204, "a probe past the cap");
 }
 
 #[tokio::test]

@@ -1,11 +1,14 @@
 //! How the service (and the example client) take HTTP connections, so that no client can hold
 //! the service: a header-read timeout that also bounds a keep-alive connection's idle time
-//! between requests, a cap on open connections, and an accept loop that outlives running out
-//! of descriptors.
+//! between requests, a minimum rate and a deadline for request bodies
+//! ([`crate::body_deadline`]), a cap on open connections in all and from one address, and an
+//! accept loop that outlives running out of descriptors.
 //!
-//! Past the cap, a new connection gets a second to send its request's head, is answered a fixed
-//! `503` (`Retry-After: 1`) and closed; at most [`TURNED_AWAY`] such connections are handled at
-//! once, and the rest are closed unanswered. Should `accept` still
+//! Past a cap, a new connection gets a second to send its request's head; a probe
+//! ([`crate::PROBES`]: health, readiness, ping) is served all the same, so an orchestrator
+//! still sees the node, and anything else is answered a fixed `503` (`Retry-After: 1`) and
+//! closed; at most [`TURNED_AWAY`] such connections are handled at once, and the rest are
+//! closed unanswered. Should `accept` still
 //! fail for want of descriptors (`EMFILE`, `ENFILE`: the turns' pipes and the logs share the
 //! process's table), one descriptor kept in reserve is given up to take the waiting connection,
 //! answer it the same `503` and close it, and is taken back: the kernel's queue keeps moving,
@@ -17,6 +20,7 @@
 //! long the service takes to stop.
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +33,9 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+
+pub use crate::body_deadline::BodyLimits;
+use crate::body_deadline::Deadline;
 
 /// Resolves on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {
@@ -45,16 +52,61 @@ pub async fn shutdown_signal() {
 pub struct ConnectionLimits {
     /// Open connections at most (`SKILL_RUNNER_MAX_CONNECTIONS`).
     pub max: usize,
+    /// Open connections from one client address at most
+    /// (`SKILL_RUNNER_MAX_CONNECTIONS_PER_ADDRESS`).
+    pub max_per_address: usize,
     /// Time a client has to send a request's headers, counted from the connection's start or
     /// from the end of the previous response (`SKILL_RUNNER_HEADER_TIMEOUT_SECONDS`).
     pub header_read_timeout: Duration,
+    /// How fast and how long a request's body may come.
+    pub body: BodyLimits,
 }
 
 impl Default for ConnectionLimits {
     fn default() -> Self {
         Self {
             max: 4096,
+            max_per_address: 512,
             header_read_timeout: Duration::from_secs(30),
+            body: BodyLimits::default(),
+        }
+    }
+}
+
+/// Open connections by client address, each counted while its [`AddressSlot`] lives.
+#[derive(Debug, Default)]
+struct ByAddress(std::sync::Mutex<std::collections::HashMap<IpAddr, usize>>);
+
+/// One open connection of an address.
+struct AddressSlot {
+    counts: Arc<ByAddress>,
+    address: IpAddr,
+}
+
+impl ByAddress {
+    /// A slot for `address`, unless it holds `max` already.
+    fn take(self: &Arc<Self>, address: IpAddr, max: usize) -> Option<AddressSlot> {
+        let mut counts = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let count = counts.entry(address).or_default();
+        if *count >= max {
+            return None;
+        }
+        *count += 1;
+        Some(AddressSlot {
+            counts: self.clone(),
+            address,
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut counts = self.counts.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = counts.get_mut(&self.address) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.address);
+            }
         }
     }
 }
@@ -91,6 +143,7 @@ pub async fn serve(
         .header_read_timeout(limits.header_read_timeout);
     let builder = Arc::new(builder);
     let permits = Arc::new(Semaphore::new(limits.max));
+    let by_address = Arc::new(ByAddress::default());
     let turning_away = Arc::new(Semaphore::new(TURNED_AWAY));
     let graceful = GracefulShutdown::new();
     let closing = CancellationToken::new();
@@ -110,26 +163,29 @@ pub async fn serve(
                 }
             },
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
+        let _ = stream.set_nodelay(true);
+        // Handlers read the client's address as axum's `ConnectInfo`; every body is held to
+        // its rate and deadline.
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+            app.clone(),
+            move |request: axum::http::Request<hyper::body::Incoming>| {
+                let (mut parts, body) = request.into_parts();
+                parts.extensions.insert(axum::extract::ConnectInfo(peer));
+                let body = axum::body::Body::new(Deadline::new(body, limits.body));
+                axum::http::Request::from_parts(parts, body)
+            },
+        ));
+        let slot = by_address.take(peer.ip(), limits.max_per_address);
+        let permit = permits.clone().try_acquire_owned();
+        let (Some(slot), Ok(permit)) = (slot, permit) else {
             if let Ok(turning) = turning_away.clone().try_acquire_owned() {
                 tokio::spawn(async move {
-                    turn_away(stream).await;
+                    turn_away(stream, service).await;
                     drop(turning);
                 });
             }
             continue;
         };
-        let _ = stream.set_nodelay(true);
-        // Handlers read the client's address as axum's `ConnectInfo`.
-        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
-            app.clone(),
-            move |mut request: axum::http::Request<hyper::body::Incoming>| {
-                request
-                    .extensions_mut()
-                    .insert(axum::extract::ConnectInfo(peer));
-                request
-            },
-        ));
         let (builder, watcher) = (builder.clone(), graceful.watcher());
         let closing = closing.clone();
         tokio::spawn(async move {
@@ -147,7 +203,7 @@ pub async fn serve(
                 // A client that went away or timed out is not the service's error.
                 let _ = watcher.watch(connection).await;
             }
-            drop(permit);
+            drop((permit, slot));
         });
     }
     drop(listener);
@@ -165,11 +221,21 @@ pub async fn serve(
 }
 
 /// Answers a connection that finds no room: reads its request's head (a client that has not
-/// sent it would take the answer for garbage) for at most a second, then says `503`.
-async fn turn_away(mut stream: TcpStream) {
+/// sent it would take the answer for garbage) for at most a second; serves it when it is a
+/// probe, one request and closed, else says `503`.
+async fn turn_away<S>(mut stream: TcpStream, service: S)
+where
+    S: hyper::service::Service<
+            axum::http::Request<hyper::body::Incoming>,
+            Response = axum::response::Response,
+            Error = std::convert::Infallible,
+        > + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
     use tokio::io::AsyncReadExt as _;
-    let head = async {
-        let mut head = Vec::with_capacity(1024);
+    let mut head = Vec::with_capacity(1024);
+    let read_head = async {
         let mut buf = [0u8; 1024];
         while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
             match stream.read(&mut buf).await {
@@ -179,9 +245,30 @@ async fn turn_away(mut stream: TcpStream) {
         }
         true
     };
-    if tokio::time::timeout(Duration::from_secs(1), head).await == Ok(true) {
-        let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&BUSY)).await;
+    if tokio::time::timeout(Duration::from_secs(1), read_head).await != Ok(true) {
+        return;
     }
+    if is_probe(&head) {
+        let (read, write) = stream.into_split();
+        let io = tokio::io::join(std::io::Cursor::new(head).chain(read), write);
+        let probe = hyper::server::conn::http1::Builder::new()
+            .keep_alive(false)
+            .serve_connection(TokioIo::new(io), service);
+        let _ = tokio::time::timeout(Duration::from_secs(10), probe).await;
+        return;
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&BUSY)).await;
+}
+
+/// Whether a request's head asks for a probe (`GET` or `HEAD` of [`crate::PROBES`]).
+fn is_probe(head: &[u8]) -> bool {
+    let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
+    let mut words = line.split(|b| *b == b' ');
+    let (Some(method), Some(target)) = (words.next(), words.next()) else {
+        return false;
+    };
+    let path = target.split(|b| *b == b'?').next().unwrap_or_default();
+    matches!(method, b"GET" | b"HEAD") && crate::PROBES.iter().any(|p| p.as_bytes() == path)
 }
 
 /// [`turn_away`] without waiting, for the accept loop itself: a client whose request's head
@@ -289,6 +376,7 @@ mod tests {
         let limits = ConnectionLimits {
             max: 16,
             header_read_timeout: Duration::from_secs(600),
+            ..ConnectionLimits::default()
         };
         let task = tokio::spawn(serve(listener, app, limits, async move {
             let _ = stopped.await;

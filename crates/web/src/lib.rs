@@ -7,6 +7,7 @@
 
 pub mod allowed_hosts;
 pub mod assets;
+pub mod body_deadline;
 pub mod connections;
 pub mod form;
 pub mod i18n;
