@@ -68,6 +68,8 @@ pub async fn receive_package(
             "expected a multipart/form-data body with a 'file' field: {e}"
         ))
     })?;
+    // A full volume would cut the package short: refused before a byte is stored.
+    state.jobs.has_room()?;
     let installer = &state.installer;
     let request_id = Uuid::new_v4().to_string();
     let field = FileField {

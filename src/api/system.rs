@@ -44,8 +44,8 @@ pub struct Readiness {
     pub status: &'static str,
     /// The store answers and holds every migration this build expects: `ok` or `failed`.
     pub store: &'static str,
-    /// The data dir can be written, and among nodes the shared storage answers: `ok` or
-    /// `failed`.
+    /// The data dir can be written, and among nodes the shared storage answers: `ok`,
+    /// `failed`, or `full` (the data volume has no room: new work is refused with 507).
     pub storage: &'static str,
     /// A shutdown began: the node takes no new work.
     pub draining: bool,
@@ -91,6 +91,10 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readines
                 storage = "failed";
             }
         }
+    }
+    if storage == "ok" && state.jobs.storage_full() {
+        tracing::warn!("readiness: the data volume is full");
+        storage = "full";
     }
     let draining = state.draining.load(Ordering::Relaxed);
     let ready = store == "ok" && storage == "ok" && !draining;

@@ -630,6 +630,94 @@ async fn a_full_data_volume_fails_the_run_refuses_work_and_recovers() {
     assert_eq!(server.wait_job(rid).await["status"], "succeeded");
 }
 
+/// The data volume filled by something else than the service (nothing of its own failed to
+/// write yet): creates, replies and installs answer 507 before anything is stored, a waiting
+/// run keeps waiting, `/readyz` says `storage: full`; once space is back all of it works,
+/// the waiting run answered.
+#[tokio::test]
+async fn a_volume_filled_from_outside_refuses_work_and_keeps_a_waiting_run() {
+    match isolate(concat!(
+        module_path!(),
+        "::a_volume_filled_from_outside_refuses_work_and_keeps_a_waiting_run"
+    )) {
+        Isolation::Inside => {}
+        _ => return,
+    }
+    let dirs = common::TestDirs::new();
+    std::fs::create_dir_all(&dirs.data).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=48m", "tmpfs"])
+        .arg(&dirs.data)
+        .status()
+        .unwrap();
+    assert!(mounted.success());
+    common::copy_bundled_skills(&dirs.skills);
+    let server = TestServer::start_with(dirs.clone(), &[("SKILL_RUNNER_DISK_RESERVE_MB", "4")]);
+    let (_, created) = server
+        .post_json(
+            "/v1/jobs",
+            json!({"skill_id": "pick-one", "runtime_options": {"execution_mode": "interactive"}}),
+        )
+        .await;
+    let asked = created["request_id"].as_str().unwrap().to_owned();
+    let waiting = server
+        .wait_status(&format!("/v1/jobs/{asked}"), &["waiting_user"])
+        .await;
+
+    // Something else fills the volume, to the last half MiB.
+    let filler = dirs.data.join("filler.bin");
+    let free = nix::sys::statvfs::statvfs(&dirs.data).unwrap();
+    let room = free.blocks_available() as u64 * free.fragment_size() as u64;
+    let filled = std::process::Command::new("fallocate")
+        .args(["-l", &(room - 512 * 1024).to_string()])
+        .arg(&filler)
+        .status()
+        .unwrap();
+    assert!(filled.success());
+
+    let (code, refused) = server
+        .post_json(
+            "/v1/jobs",
+            json!({"skill_id": "hello", "input": {"name": "x"}}),
+        )
+        .await;
+    assert_eq!(code, 507, "{refused}");
+    assert!(
+        refused["detail"]
+            .as_str()
+            .unwrap()
+            .contains("storage is full"),
+        "{refused}"
+    );
+    let reply = json!({"interaction_id": waiting["pending_interaction_id"], "response": "red"});
+    let (code, refused) = server
+        .post_json(
+            &format!("/v1/jobs/{asked}/interaction/reply"),
+            reply.clone(),
+        )
+        .await;
+    assert_eq!(code, 507, "{refused}");
+    let (_, still) = server.get(&format!("/v1/jobs/{asked}")).await;
+    assert_eq!(still["status"], "waiting_user", "{still}");
+    let package = common::skill_package("late", "1.0.0").zip();
+    let (code, refused) = server.upload(package.clone()).await;
+    assert_eq!(code, 507, "{refused}");
+    let (code, ready) = server.get("/readyz").await;
+    assert_eq!((code, &ready["storage"]), (503, &json!("full")), "{ready}");
+
+    // Space comes back: everything is taken again, the waiting run answered.
+    std::fs::remove_file(&filler).unwrap();
+    let (code, ready) = server.get("/readyz").await;
+    assert_eq!((code, &ready["storage"]), (200, &json!("ok")), "{ready}");
+    let (code, answer) = server
+        .post_json(&format!("/v1/jobs/{asked}/interaction/reply"), reply)
+        .await;
+    assert_eq!(code, 200, "{answer}");
+    assert_eq!(server.wait_job(&asked).await["status"], "succeeded");
+    let (code, installed) = server.upload(package).await;
+    assert_eq!(code, 200, "{installed}");
+}
+
 /// Turns that fill their logs, two at a time, leave the service's memory where it was: the
 /// large buffers behind their answers go back to the system once freed.
 #[tokio::test]

@@ -5,7 +5,9 @@
 //! (default 16 MiB) under the data dir, with its blocks allocated. When a write fails for want of
 //! space (a turn's log, a turn that failed on a full volume, a store write), the reserve is
 //! removed, so the database and the run folders have room to record the runs' ends, and the
-//! service stops taking new jobs, uploads and installs (`507`). Each refusal tries to take the
+//! service stops taking new jobs, uploads, replies and installs (`507`; `/readyz` says
+//! `storage: full`). A volume something else filled is found before work is taken: less than
+//! a MiB free beside the reserve counts as a failed write. Each refusal tries to take the
 //! reserve back; once the volume has room for it again (plus a margin), the service accepts work
 //! as before.
 
@@ -47,21 +49,32 @@ impl DiskSpace {
         space
     }
 
-    /// Whether new work may be taken: with the reserve in place, or taken back now.
+    /// Whether new work may be taken: with the reserve in place and room on the volume beside
+    /// it, or the reserve taken back now. A volume filled by something else than the service
+    /// (no write of its own failed yet) is found here: the reserve is given up as if a write
+    /// had failed.
     pub fn accepting(&self) -> bool {
         if !self.full.load(Ordering::SeqCst) {
-            return true;
+            if self.free() >= MARGIN {
+                return true;
+            }
+            self.ran_out();
+            return false;
         }
         let Ok(_one) = self.retaking.try_lock() else {
             return false;
         };
-        let room = crate::run_folder::free_bytes(self.reserve.parent().unwrap_or(&self.reserve));
-        if room < self.bytes.saturating_add(MARGIN) || self.allocate().is_err() {
+        if self.free() < self.bytes.saturating_add(MARGIN) || self.allocate().is_err() {
             return false;
         }
         self.full.store(false, Ordering::SeqCst);
         tracing::info!("the data volume has room again: new work is accepted");
         true
+    }
+
+    /// Free bytes on the data volume.
+    fn free(&self) -> u64 {
+        crate::run_folder::free_bytes(self.reserve.parent().unwrap_or(&self.reserve))
     }
 
     /// Whether the reserve had to be given up and could not be taken back yet.

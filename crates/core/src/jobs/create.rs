@@ -701,6 +701,20 @@ impl Jobs {
         })
     }
 
+    /// `Ok` while the data volume has room for new work (a create, a reply, an install), else
+    /// [`Error::StorageFull`]: refused before anything is stored, so nothing is half taken.
+    pub fn has_room(&self) -> Result<()> {
+        match self.disk.accepting() {
+            true => Ok(()),
+            false => Err(Error::StorageFull),
+        }
+    }
+
+    /// Whether the data volume is full (the readiness check's `storage: full`).
+    pub fn storage_full(&self) -> bool {
+        self.has_room().is_err()
+    }
+
     /// Whether `e` is a write that found no room; then the disk reserve is given up.
     pub(super) fn ran_out(&self, e: &Error) -> bool {
         let full = match e {

@@ -93,6 +93,8 @@ impl Jobs {
     /// Answers the pending question and queues the next turn (the run is then `queued`).
     pub async fn reply(&self, scope: &Scope, request_id: &str, body: Reply) -> Result<()> {
         let (_, run) = self.interactive_run(scope, request_id).await?;
+        // A reply the next turn could not run with is not taken: the run keeps waiting.
+        self.has_room()?;
         let key = body.idempotency_key.as_deref();
         if self.replayed(&run, key, &body).await? {
             return Ok(());

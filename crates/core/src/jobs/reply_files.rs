@@ -88,6 +88,7 @@ impl Jobs {
             return Err(unprocessable(format!("file '{}' is empty", empty.name)));
         }
         let pending = self.pending(scope, request_id).await?;
+        self.has_room()?;
         // Not waiting on it: only a retry of an accepted reply is answered (by `reply`).
         let answering = pending
             .question
