@@ -30,6 +30,10 @@ elif mode == "fill":
         while True:
             f.write(b"x" * (1 << 20))
             f.flush()
+elif mode == "wait":
+    import time
+    while not os.path.exists(p["until"]):
+        time.sleep(0.05)
 elif mode == "flood":
     width = p.get("width", 65536)
     chunk = "x" * (width - 1) + "\n"
@@ -652,7 +656,14 @@ async fn a_volume_filled_from_outside_refuses_work_and_keeps_a_waiting_run() {
         .unwrap();
     assert!(mounted.success());
     common::copy_bundled_skills(&dirs.skills);
-    let server = TestServer::start_with(dirs.clone(), &[("SKILL_RUNNER_DISK_RESERVE_MB", "4")]);
+    common::observer_skill("leaver", LEAVER, &["mode"]).write_into(&dirs.skills);
+    let server = TestServer::start_with(
+        dirs.clone(),
+        &[
+            ("SKILL_RUNNER_DISK_RESERVE_MB", "4"),
+            ("SKILL_RUNNER_MAX_CONCURRENT", "1"),
+        ],
+    );
     let (_, created) = server
         .post_json(
             "/v1/jobs",
@@ -662,6 +673,14 @@ async fn a_volume_filled_from_outside_refuses_work_and_keeps_a_waiting_run() {
     let asked = created["request_id"].as_str().unwrap().to_owned();
     let waiting = server
         .wait_status(&format!("/v1/jobs/{asked}"), &["waiting_user"])
+        .await;
+    // One run holds the only slot; another is queued behind it.
+    let go = dirs.root.join("go");
+    let holder = server
+        .create_running(json!({"skill_id": "leaver", "parameter": {"mode": "wait", "until": go}}))
+        .await;
+    let queued = server
+        .create_job(json!({"skill_id": "leaver", "parameter": {"mode": "fifo"}}))
         .await;
 
     // Something else fills the volume, to the last half MiB.
@@ -704,6 +723,22 @@ async fn a_volume_filled_from_outside_refuses_work_and_keeps_a_waiting_run() {
     assert_eq!(code, 507, "{refused}");
     let (code, ready) = server.get("/readyz").await;
     assert_eq!((code, &ready["storage"]), (503, &json!("full")), "{ready}");
+    // The reserve given up left room for the runs under way; something takes that too, and
+    // the queued run starts on a volume with none: it ends saying so, not as an internal error.
+    let rest = dirs.data.join("rest.bin");
+    let free = nix::sys::statvfs::statvfs(&dirs.data).unwrap();
+    let room = free.blocks_available() as u64 * free.fragment_size() as u64;
+    let filled = std::process::Command::new("fallocate")
+        .args(["-l", &room.to_string()])
+        .arg(&rest)
+        .status()
+        .unwrap();
+    assert!(filled.success());
+    std::fs::write(&go, "").unwrap_or_default();
+    let ended = server.wait_job(&queued).await;
+    assert_eq!(ended["error"]["code"], "DISK_FULL", "{ended}");
+    std::fs::remove_file(&rest).unwrap();
+    server.wait_job(&holder).await;
 
     // Space comes back: everything is taken again, the waiting run answered.
     std::fs::remove_file(&filler).unwrap();

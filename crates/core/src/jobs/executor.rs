@@ -167,6 +167,18 @@ impl Jobs {
             Ok(TurnEnd::Asked { question, options }) => {
                 return self.wait_for_user(run_id, engine, question, &options).await;
             }
+            // A volume that filled up under the run's start (its folder, its inputs) is no
+            // internal error: the run says so, and the reserve is given up with its end.
+            Err(e) if crate::disk_space::is_storage_full(&e) => {
+                tracing::error!(run_id, error = format!("{e:#}"), "the data volume is full");
+                Envelope::default().failed(
+                    Some(crate::runner::DISK_FULL),
+                    "The service's data volume filled up as the run started: it could not \
+                     write the run's files. Free space there and run it again"
+                        .to_owned(),
+                    None,
+                )
+            }
             Err(e) => {
                 tracing::error!(run_id, error = format!("{e:#}"), "run failed internally");
                 internal_error(INTERNAL_MESSAGE)
