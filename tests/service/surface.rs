@@ -572,6 +572,33 @@ async fn a_schema_bomb_is_refused_on_every_path() {
     assert!(rss < 200, "{rss} MiB");
 }
 
+/// Test folders whose data dir is a 48 MiB tmpfs (in the test's own mount namespace).
+fn small_data_volume() -> std::sync::Arc<common::TestDirs> {
+    let dirs = common::TestDirs::new();
+    std::fs::create_dir_all(&dirs.data).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=48m", "tmpfs"])
+        .arg(&dirs.data)
+        .status()
+        .unwrap();
+    assert!(mounted.success());
+    dirs
+}
+
+/// Fills the volume of `dirs.data` with the file `name` until `left` bytes are free.
+fn fill_from_outside(dirs: &common::TestDirs, name: &str, left: u64) -> std::path::PathBuf {
+    let file = dirs.data.join(name);
+    let free = nix::sys::statvfs::statvfs(&dirs.data).unwrap();
+    let room = free.blocks_available() as u64 * free.fragment_size() as u64;
+    let filled = std::process::Command::new("fallocate")
+        .args(["-l", &(room - left).to_string()])
+        .arg(&file)
+        .status()
+        .unwrap();
+    assert!(filled.success());
+    file
+}
+
 /// The data volume fills up under a turn (a 48 MiB tmpfs, in the test's own mount namespace):
 /// the run ends `DISK_FULL`, new work is refused with 507 and changes nothing, what was stored
 /// stays readable, and once space is back everything works again.
@@ -584,14 +611,7 @@ async fn a_full_data_volume_fails_the_run_refuses_work_and_recovers() {
         Isolation::Inside => {}
         _ => return,
     }
-    let dirs = common::TestDirs::new();
-    std::fs::create_dir_all(&dirs.data).unwrap();
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=48m", "tmpfs"])
-        .arg(&dirs.data)
-        .status()
-        .unwrap();
-    assert!(mounted.success());
+    let dirs = small_data_volume();
     common::observer_skill("leaver", LEAVER, &["mode"]).write_into(&dirs.skills);
     let server = TestServer::start_with(dirs.clone(), &[("SKILL_RUNNER_DISK_RESERVE_MB", "4")]);
     let (kept, status) = finished(&server, json!({"mode": "fifo"})).await;
@@ -647,14 +667,7 @@ async fn a_volume_filled_from_outside_refuses_work_and_keeps_a_waiting_run() {
         Isolation::Inside => {}
         _ => return,
     }
-    let dirs = common::TestDirs::new();
-    std::fs::create_dir_all(&dirs.data).unwrap();
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=48m", "tmpfs"])
-        .arg(&dirs.data)
-        .status()
-        .unwrap();
-    assert!(mounted.success());
+    let dirs = small_data_volume();
     common::copy_bundled_skills(&dirs.skills);
     common::observer_skill("leaver", LEAVER, &["mode"]).write_into(&dirs.skills);
     let server = TestServer::start_with(
@@ -684,15 +697,7 @@ async fn a_volume_filled_from_outside_refuses_work_and_keeps_a_waiting_run() {
         .await;
 
     // Something else fills the volume, to the last half MiB.
-    let filler = dirs.data.join("filler.bin");
-    let free = nix::sys::statvfs::statvfs(&dirs.data).unwrap();
-    let room = free.blocks_available() as u64 * free.fragment_size() as u64;
-    let filled = std::process::Command::new("fallocate")
-        .args(["-l", &(room - 512 * 1024).to_string()])
-        .arg(&filler)
-        .status()
-        .unwrap();
-    assert!(filled.success());
+    let filler = fill_from_outside(&dirs, "filler.bin", 512 * 1024);
 
     let (code, refused) = server
         .post_json(
@@ -725,15 +730,7 @@ async fn a_volume_filled_from_outside_refuses_work_and_keeps_a_waiting_run() {
     assert_eq!((code, &ready["storage"]), (503, &json!("full")), "{ready}");
     // The reserve given up left room for the runs under way; something takes that too, and
     // the queued run starts on a volume with none: it ends saying so, not as an internal error.
-    let rest = dirs.data.join("rest.bin");
-    let free = nix::sys::statvfs::statvfs(&dirs.data).unwrap();
-    let room = free.blocks_available() as u64 * free.fragment_size() as u64;
-    let filled = std::process::Command::new("fallocate")
-        .args(["-l", &room.to_string()])
-        .arg(&rest)
-        .status()
-        .unwrap();
-    assert!(filled.success());
+    let rest = fill_from_outside(&dirs, "rest.bin", 0);
     std::fs::write(&go, "").unwrap_or_default();
     let ended = server.wait_job(&queued).await;
     assert_eq!(ended["error"]["code"], "DISK_FULL", "{ended}");
