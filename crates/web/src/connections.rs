@@ -66,7 +66,7 @@ impl Default for ConnectionLimits {
     fn default() -> Self {
         Self {
             max: 4096,
-            max_per_address: 512,
+            max_per_address: 2048,
             header_read_timeout: Duration::from_secs(30),
             body: BodyLimits::default(),
         }
