@@ -138,13 +138,24 @@ pub async fn delete_secret(
 ) -> ApiResult<Json<serde_json::Value>> {
     let Query(query) = query.map_err(bad_query)?;
     let tenant = tenant_of(&state, &caller, query.tenant_id.as_deref()).await?;
-    state.jobs.tenant_secrets().delete(&tenant, &name).await?;
+    delete_audited(&state, &caller, &tenant, &name).await?;
+    Ok(Json(serde_json::json!({"deleted": name})))
+}
+
+/// Deletes `tenant`'s secret `name` and records it in the audit log.
+pub(crate) async fn delete_audited(
+    state: &AppState,
+    caller: &Caller,
+    tenant: &str,
+    name: &str,
+) -> ApiResult<()> {
+    state.jobs.tenant_secrets().delete(tenant, name).await?;
     let target = format!("{tenant}/{name}");
     state
         .tenants
-        .record(&caller, "secret.deleted", &target, serde_json::json!({}))
+        .record(caller, "secret.deleted", &target, serde_json::json!({}))
         .await;
-    Ok(Json(serde_json::json!({"deleted": name})))
+    Ok(())
 }
 
 /// The certificate (PEM) of the CA the egress signs the certificates of hosts a secret is

@@ -245,6 +245,16 @@ fn until_closed(socket: &mut std::net::TcpStream, limit: Duration) -> String {
     }
 }
 
+/// Sends a request on `socket`, a connection past a cap, and asserts it is told 503 and closed.
+fn assert_turned_away(socket: &mut std::net::TcpStream) {
+    std::io::Write::write_all(socket, b"GET /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let answer = until_closed(socket, Duration::from_secs(2));
+    assert!(
+        answer.starts_with("HTTP/1.1 503") && answer.contains("Too many open connections"),
+        "{answer}"
+    );
+}
+
 async fn ping(server: &TestServer) -> u16 {
     let client = common::client();
     let answer = tokio::time::timeout(
@@ -288,13 +298,7 @@ async fn past_the_connection_cap_new_connections_are_told_503_and_it_recovers() 
     let mut held = idle_sockets(&server, 50);
     let mut turned = idle_sockets(&server, 20);
     for socket in &mut turned {
-        std::io::Write::write_all(socket, b"GET /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            .unwrap();
-        let answer = until_closed(socket, Duration::from_secs(2));
-        assert!(
-            answer.starts_with("HTTP/1.1 503") && answer.contains("Too many open connections"),
-            "{answer}"
-        );
+        assert_turned_away(socket);
     }
     // Asked at once, while the held ones are still within their header timeout (asked after
     // waiting on the silent one below, a loaded machine let them expire first: a flake): a
@@ -372,14 +376,7 @@ async fn one_address_holds_at_most_its_share_of_connections() {
         ("SKILL_RUNNER_HEADER_TIMEOUT_SECONDS", "5"),
     ]);
     let _held = idle_sockets(&server, 20);
-    let mut turned = idle_sockets(&server, 1).remove(0);
-    std::io::Write::write_all(
-        &mut turned,
-        b"GET /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
-    )
-    .unwrap();
-    let answer = until_closed(&mut turned, Duration::from_secs(3));
-    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert_turned_away(&mut idle_sockets(&server, 1).remove(0));
     assert_eq!(ping(&server).await, 204, "a probe past the cap");
 }
 

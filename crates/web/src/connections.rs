@@ -171,7 +171,11 @@ pub async fn serve(
             move |request: axum::http::Request<hyper::body::Incoming>| {
                 let (mut parts, body) = request.into_parts();
                 parts.extensions.insert(axum::extract::ConnectInfo(peer));
-                let body = axum::body::Body::new(Deadline::new(body, limits.body));
+                // A request without a body (most of them) needs no timer.
+                let body = match hyper::body::Body::is_end_stream(&body) {
+                    true => axum::body::Body::new(body),
+                    false => axum::body::Body::new(Deadline::new(body, limits.body)),
+                };
                 axum::http::Request::from_parts(parts, body)
             },
         ));

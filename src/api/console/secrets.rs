@@ -14,7 +14,7 @@ use skill_runner_core::tenants::Caller;
 use super::{ConsoleError, Lang, Page, WholePage, render};
 use crate::api::auth::Acting;
 use crate::api::error::ApiError;
-use crate::api::secrets::{audit, tenant_of};
+use crate::api::secrets::{audit, delete_audited, tenant_of};
 use crate::state::AppState;
 use crate::store::StoredSecret;
 
@@ -169,20 +169,6 @@ pub async fn delete(
 ) -> Result<Response, ConsoleError> {
     let asked = Some(owner.tenant_id).filter(|t| !t.is_empty());
     let tenant = tenant_of(&state, &caller, asked.as_deref()).await?;
-    state
-        .jobs
-        .tenant_secrets()
-        .delete(&tenant, &name)
-        .await
-        .map_err(ApiError::from)?;
-    state
-        .tenants
-        .record(
-            &caller,
-            "secret.deleted",
-            &format!("{tenant}/{name}"),
-            serde_json::json!({}),
-        )
-        .await;
+    delete_audited(&state, &caller, &tenant, &name).await?;
     Ok(Redirect::to("/ui/secrets").into_response())
 }

@@ -129,25 +129,8 @@ async fn open(
     line: &mut Line,
 ) -> Result<Opened, Failure> {
     let allow = egress.allow.as_slice();
-    if let Door::Model(model) = door {
-        let addresses = resolve(&model.upstream).await.map_err(Failure::Refused)?;
-        let addresses = policy::reachable(&model.upstream, addresses).map_err(Failure::Refused)?;
-        let tls = match (model.tls, &egress.tls) {
-            (false, _) => None,
-            (true, Some(tls)) => Some(tls.upstream.clone()),
-            (true, None) => return Err(Failure::Upstream("no TLS client".into())),
-        };
-        let upstream = Upstream {
-            target: model.upstream.clone(),
-            tls,
-            addresses,
-            check_host: false,
-            via: "door",
-        };
-        return Ok(Opened::Forward(upstream, Arc::new([model.key.clone()])));
-    }
     let (host, port, early, connect) = match door {
-        Door::Model(_) => unreachable!("answered above"),
+        Door::Model(model) => return door_upstream(model, egress).await,
         Door::Bridge(target) => (target.host.clone(), target.port, Vec::new(), false),
         Door::Proxy => {
             let asked = tokio::time::timeout(STEP_LIMIT, read_request(conn))
@@ -265,6 +248,26 @@ async fn failed(log: &EgressLog, mut line: Line, why: String) {
     line.verdict = "failed";
     line.reason = Some(why);
     log.record(&line).await;
+}
+
+/// A model door's connection: its requests go to the engine's endpoint (allowed exactly) with
+/// its key.
+async fn door_upstream(model: &super::ModelDoor, egress: &Egress) -> Result<Opened, Failure> {
+    let addresses = resolve(&model.upstream).await.map_err(Failure::Refused)?;
+    let addresses = policy::reachable(&model.upstream, addresses).map_err(Failure::Refused)?;
+    let tls = match (model.tls, &egress.tls) {
+        (false, _) => None,
+        (true, Some(tls)) => Some(tls.upstream.clone()),
+        (true, None) => return Err(Failure::Upstream("no TLS client".into())),
+    };
+    let upstream = Upstream {
+        target: model.upstream.clone(),
+        tls,
+        addresses,
+        check_host: false,
+        via: "door",
+    };
+    Ok(Opened::Forward(upstream, Arc::new([model.key.clone()])))
 }
 
 fn refused(why: &str) -> Failure {

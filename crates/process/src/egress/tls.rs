@@ -214,14 +214,11 @@ fn upstream_config(extra_roots: Option<&Path>) -> std::io::Result<Arc<rustls::Cl
     Ok(Arc::new(config))
 }
 
-/// Replaces `path` with a new world-readable file holding `bytes`.
+/// Replaces `path` with a new file holding `bytes`, readable by everyone (turns read it).
 fn replace_public(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
-    let staged = path.with_extension("tmp");
-    let _ = std::fs::remove_file(&staged);
-    std::fs::write(&staged, bytes)?;
-    std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o644))?;
-    std::fs::rename(&staged, path)
+    crate::run_folder::write_atomic_blocking(path, bytes)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))
 }
 
 #[cfg(test)]
