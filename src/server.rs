@@ -213,6 +213,9 @@ pub async fn serve(
         .context("recovering engine upgrades")?;
 
     let state = AppState {
+        streams: Arc::new(skill_runner_web::stream_caps::StreamCaps::new(
+            config.streams,
+        )),
         config,
         store: store.clone(),
         registry,

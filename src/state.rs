@@ -34,6 +34,8 @@ pub struct AppState {
     pub tenants: Arc<skill_runner_core::tenants::manage::Tenants>,
     /// The operator's terminal for logging engine CLIs in.
     pub terminal: Arc<Terminal>,
+    /// The open event streams, by run, client address and tenant.
+    pub streams: Arc<skill_runner_web::stream_caps::StreamCaps>,
     /// Set when a shutdown begins: readiness answers 503 from then on.
     pub draining: Arc<AtomicBool>,
 }

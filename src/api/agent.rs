@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 use skill_runner_core::tenants::Caller;
 use tokio::sync::{broadcast, mpsc};
 
-use super::jobs::{bad_json, bad_query, sse};
+use super::jobs::{bad_json, bad_query};
+use super::streams::{Opener, sse};
 use crate::agent::StartError;
 use crate::agent::chat::{ChatOutcome, ChatRequest};
 use crate::agent::live::Published;
@@ -245,6 +246,7 @@ impl From<SessionError> for ApiError {
 pub async fn chat(
     State(state): State<AppState>,
     Acting(caller): Acting,
+    opener: Opener,
     headers: HeaderMap,
     body: Result<Json<ChatBody>, JsonRejection>,
 ) -> ApiResult<Response> {
@@ -256,6 +258,7 @@ pub async fn chat(
     let trace_header =
         HeaderValue::from_str(&trace_id).map_err(|e| ApiError::Internal(e.into()))?;
     let mut response = if streamed {
+        let slot = opener.open(&state, prepared.session_id())?;
         let (sender, mut receiver) = mpsc::unbounded_channel();
         let chat = state.agent.start(prepared, Some(sender));
         let heartbeat = state.config.jobs.sse_heartbeat;
@@ -274,7 +277,7 @@ pub async fn chat(
             // The chat has ended; its task is done.
             drop(chat);
         };
-        sse(stream, Out::parts)
+        sse(slot, stream, Out::parts)
     } else {
         let outcome = state
             .agent
@@ -491,6 +494,7 @@ pub struct EventsQuery {
 pub async fn session_events(
     State(state): State<AppState>,
     Acting(caller): Acting,
+    opener: Opener,
     Path(session_id): Path<String>,
     query: Result<Query<EventsQuery>, QueryRejection>,
     headers: HeaderMap,
@@ -515,6 +519,7 @@ pub async fn session_events(
         let events: Vec<Value> = stored.iter().map(Stored::redacted).collect();
         return Ok(Json(json!({"session_id": session_id, "events": events})).into_response());
     }
+    let slot = opener.open(&state, &session_id)?;
     let heartbeat = state.config.jobs.sse_heartbeat;
     let closing = state.agent.closing().clone();
     let stream = async_stream::stream! {
@@ -568,7 +573,7 @@ pub async fn session_events(
         }
         yield Out::End(seen);
     };
-    Ok(sse(stream, Out::parts))
+    Ok(sse(slot, stream, Out::parts))
 }
 
 /// Removes a session; 409 while a chat holds it.

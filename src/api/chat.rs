@@ -12,7 +12,8 @@ use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::jobs::{Kind, bad_query, sse};
+use super::jobs::{Kind, bad_query};
+use super::streams::{Opener, sse};
 use crate::api::error::{ApiError, ApiResult};
 use crate::clock::Timestamp;
 use crate::jobs::Scope;
@@ -44,7 +45,8 @@ pub struct ChatHistoryQuery {
     /// The latest time to return.
     #[param(value_type = Option<String>, format = DateTime)]
     pub to_ts: Option<Timestamp>,
-    /// Items per page, at most 1000 (the default).
+    /// Items per page, at most 1000 (the default); a page also ends before 1 MiB of JSON
+    /// past its first item, with `has_more`.
     pub limit: Option<usize>,
 }
 
@@ -111,6 +113,7 @@ pub(super) fn cursor(headers: &HeaderMap, cursor: Option<u64>) -> ApiResult<u64>
 pub async fn chat(
     State(state): State<AppState>,
     Kind(scope): Kind,
+    opener: Opener,
     Path(request_id): Path<String>,
     query: Result<Query<ChatQuery>, QueryRejection>,
     headers: HeaderMap,
@@ -121,7 +124,8 @@ pub async fn chat(
         .jobs
         .conversation_stream::<Items>(&scope, &request_id, cursor)
         .await?;
-    Ok(sse(stream, |e| (e.name, e.id, e.data)))
+    let slot = opener.open(&state, &request_id)?;
+    Ok(sse(slot, stream, |e| (e.name, e.id, e.data)))
 }
 
 /// The run's conversation so far, items `from_seq` to `to_seq` (inclusive; either may be left

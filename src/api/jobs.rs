@@ -9,12 +9,11 @@ use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt;
 use serde_json::Value;
 use tokio_util::io::ReaderStream;
 
+use super::streams::{Opener, sse};
 use super::upload::{FileField, save_file_fields};
 use crate::api::auth::Acting;
 use crate::api::error::{ApiError, ApiResult};
@@ -25,7 +24,6 @@ use crate::api::run_views::{
 use crate::jobs::create::UploadFiles;
 use crate::jobs::events::Offsets;
 use crate::jobs::fcmp::Fcmp;
-use crate::jobs::live::EventData;
 use crate::jobs::{Family, Scope};
 use crate::state::AppState;
 use crate::store::{CleanupCounts, RequestKind, RunStatus};
@@ -495,6 +493,7 @@ pub struct EventsQuery {
 pub async fn events(
     State(state): State<AppState>,
     Kind(scope): Kind,
+    opener: Opener,
     Path(request_id): Path<String>,
     query: Result<Query<EventsQuery>, QueryRejection>,
     headers: HeaderMap,
@@ -519,7 +518,8 @@ pub async fn events(
             .jobs
             .conversation_stream::<Fcmp>(&scope, &request_id, cursor)
             .await?;
-        return Ok(sse(stream, |e| (e.name, e.id, e.data)));
+        let slot = opener.open(&state, &request_id)?;
+        return Ok(sse(slot, stream, |e| (e.name, e.id, e.data)));
     }
     let from = match last_id {
         Some(id) => id
@@ -537,29 +537,8 @@ pub async fn events(
         },
     };
     let stream = state.jobs.events(&scope, &request_id, from).await?;
-    Ok(sse(stream, |e| (e.name, e.id, e.data)))
-}
-
-/// An SSE response of `stream`, each item given as its event name, id and data.
-pub(super) fn sse<T: Send + 'static>(
-    stream: impl futures_util::Stream<Item = T> + Send + 'static,
-    parts: fn(T) -> (&'static str, String, EventData),
-) -> Response {
-    let events = stream.map(move |item| {
-        let (name, id, data) = parts(item);
-        let event = Event::default().event(name).id(id);
-        Ok::<_, std::convert::Infallible>(match data {
-            EventData::Json(value) => event.data(value.to_string()),
-            // Serialized once for all the run's streams.
-            EventData::Text(text) => event.data(&*text),
-        })
-    });
-    let mut response = Sse::new(events).into_response();
-    // Reverse proxies must pass events through as they come.
-    response
-        .headers_mut()
-        .insert("x-accel-buffering", HeaderValue::from_static("no"));
-    response
+    let slot = opener.open(&state, &request_id)?;
+    Ok(sse(slot, stream, |e| (e.name, e.id, e.data)))
 }
 
 /// The question the run waits on: `{request_id, status, pending}` (`pending` is `null` when

@@ -18,6 +18,7 @@ pub mod run_views;
 pub mod secrets;
 pub mod skill_docs;
 pub mod skills;
+pub mod streams;
 pub mod system;
 pub mod system_admin;
 pub mod tenants;

@@ -136,6 +136,8 @@ pub struct Config {
     /// `SKILL_RUNNER_HEADER_TIMEOUT_SECONDS`, `SKILL_RUNNER_BODY_MIN_BYTES_PER_SECOND`,
     /// `SKILL_RUNNER_BODY_TIMEOUT_SECONDS`.
     pub connections: skill_runner_web::connections::ConnectionLimits,
+    /// `SKILL_RUNNER_MAX_STREAMS_PER_RUN`, `_PER_ADDRESS`, `_PER_TENANT`.
+    pub streams: skill_runner_web::stream_caps::StreamLimits,
     /// `SKILL_RUNNER_EGRESS_ALLOW`: which hosts a skill's `network.allow` may name.
     pub egress_allow: Vec<HostPattern>,
     /// `SKILL_RUNNER_EGRESS_CA_BUNDLE`: more roots the egress trusts upstream.
@@ -446,6 +448,11 @@ impl Config {
                     timeout: seconds(s.body_timeout_seconds),
                     ..Default::default()
                 },
+            },
+            streams: skill_runner_web::stream_caps::StreamLimits {
+                per_run: usize::try_from(s.max_streams_per_run).unwrap_or(usize::MAX),
+                per_address: usize::try_from(s.max_streams_per_address).unwrap_or(usize::MAX),
+                per_tenant: usize::try_from(s.max_streams_per_tenant).unwrap_or(usize::MAX),
             },
             namespaces: s.namespaces,
             run_limits: crate::process::limits::Limits {

@@ -21,6 +21,7 @@ use clap::parser::ValueSource;
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
 use skill_runner_types::engine::Engine;
 use skill_runner_web::connections::ConnectionLimits;
+use skill_runner_web::stream_caps::StreamLimits;
 
 use super::effective::{Effective, Source};
 use super::{ConfigError, InvokeConfig, JobLimits, LogFormat, OtlpProtocol, PackageLimits};
@@ -325,6 +326,18 @@ pub struct Settings {
     #[arg(long, env = "SKILL_RUNNER_MAX_CONNECTIONS_PER_ADDRESS", value_parser = positive,
           default_value_t = ConnectionLimits::default().max_per_address as u64)]
     pub max_connections_per_address: u64,
+    /// Open event streams of one run (or agent session) at most; past it opening one is 429.
+    #[arg(long, env = "SKILL_RUNNER_MAX_STREAMS_PER_RUN", value_parser = positive,
+          default_value_t = StreamLimits::default().per_run as u64)]
+    pub max_streams_per_run: u64,
+    /// Open event streams from one client address at most.
+    #[arg(long, env = "SKILL_RUNNER_MAX_STREAMS_PER_ADDRESS", value_parser = positive,
+          default_value_t = StreamLimits::default().per_address as u64)]
+    pub max_streams_per_address: u64,
+    /// Open event streams of one tenant's callers at most.
+    #[arg(long, env = "SKILL_RUNNER_MAX_STREAMS_PER_TENANT", value_parser = positive,
+          default_value_t = StreamLimits::default().per_tenant as u64)]
+    pub max_streams_per_tenant: u64,
     /// Bytes per second a request body must come at on average, once its first 10 s passed.
     #[arg(long, env = "SKILL_RUNNER_BODY_MIN_BYTES_PER_SECOND", value_parser = positive,
           default_value_t = ConnectionLimits::default().body.min_rate)]

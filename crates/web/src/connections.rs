@@ -36,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use crate::body_deadline::BodyLimits;
 use crate::body_deadline::Deadline;
+use crate::tally::Tally;
 
 /// Resolves on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {
@@ -73,43 +74,8 @@ impl Default for ConnectionLimits {
     }
 }
 
-/// Open connections by client address, each counted while its [`AddressSlot`] lives.
-#[derive(Debug, Default)]
-struct ByAddress(std::sync::Mutex<std::collections::HashMap<IpAddr, usize>>);
-
-/// One open connection of an address.
-struct AddressSlot {
-    counts: Arc<ByAddress>,
-    address: IpAddr,
-}
-
-impl ByAddress {
-    /// A slot for `address`, unless it holds `max` already.
-    fn take(self: &Arc<Self>, address: IpAddr, max: usize) -> Option<AddressSlot> {
-        let mut counts = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let count = counts.entry(address).or_default();
-        if *count >= max {
-            return None;
-        }
-        *count += 1;
-        Some(AddressSlot {
-            counts: self.clone(),
-            address,
-        })
-    }
-}
-
-impl Drop for AddressSlot {
-    fn drop(&mut self) {
-        let mut counts = self.counts.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(count) = counts.get_mut(&self.address) {
-            *count -= 1;
-            if *count == 0 {
-                counts.remove(&self.address);
-            }
-        }
-    }
-}
+/// Bytes hyper buffers per connection, each way.
+const CONNECTION_BUFFER: usize = 64 * 1024;
 
 /// How long requests under way at shutdown may take to finish.
 pub const DRAIN: Duration = Duration::from_secs(5);
@@ -140,10 +106,15 @@ pub async fn serve(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
+        .header_read_timeout(limits.header_read_timeout)
+        // What a connection buffers either way: a request's head must fit (nginx takes 32 KiB),
+        // and a response a client does not read holds at most this much here beside the
+        // kernel's socket buffer (hyper's default, 400 KiB, made each idle event stream cost
+        // that much).
+        .max_buf_size(CONNECTION_BUFFER);
     let builder = Arc::new(builder);
     let permits = Arc::new(Semaphore::new(limits.max));
-    let by_address = Arc::new(ByAddress::default());
+    let by_address = Arc::new(Tally::<IpAddr>::default());
     let turning_away = Arc::new(Semaphore::new(TURNED_AWAY));
     let graceful = GracefulShutdown::new();
     let closing = CancellationToken::new();

@@ -15,6 +15,8 @@ pub mod markdown;
 pub mod question;
 pub mod same_origin;
 pub mod sse;
+pub mod stream_caps;
+pub mod tally;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

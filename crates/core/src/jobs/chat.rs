@@ -29,12 +29,17 @@ use crate::store::{Interaction, Run, RunStatus};
 /// Log bytes read at a time while catching up.
 const READ_BYTES: usize = 64 * 1024;
 
-/// Items one catching-up step gathers at most (plus what one read of the log holds): a stream
-/// or a page never holds a whole long conversation in memory.
+/// Items one catching-up step gathers at most (plus what one read of the log holds), and log
+/// bytes it reads at most: a stream whose client does not read holds one step's items (each
+/// capped, see [`crate::jobs::conversation`]) and never a whole long conversation.
 const STEP_ITEMS: usize = 256;
+const STEP_BYTES: usize = 2 * READ_BYTES;
 
-/// Items one `/chat/history` page holds at most (each item's text is capped at 16 KiB).
+/// Items one `/chat/history` page holds at most.
 pub const MAX_PAGE_ITEMS: usize = 1000;
+/// Bytes of JSON one history page holds at most (past its first item): a page of 1,000 long
+/// messages would be 64 MB.
+pub const MAX_PAGE_BYTES: usize = 1024 * 1024;
 
 /// How a reader presents a run's conversation: as its items, or as events made of them.
 pub trait Projection: Sized + Send + 'static {
@@ -136,7 +141,8 @@ impl Jobs {
         let mut projection = P::new(&run);
         let asked = self.store.interactions(&run.run_id).await?;
         let limit = limit.clamp(1, MAX_PAGE_ITEMS);
-        let (mut page, mut first_seq, mut last_seq) = (Vec::new(), None, 0);
+        let (mut page, mut page_bytes) = (Vec::new(), 0);
+        let (mut first_seq, mut last_seq) = (None, 0);
         let (mut has_more, mut passed) = (false, false);
         let mut outs = Vec::new();
         projection.observe(&run, &mut outs);
@@ -153,9 +159,12 @@ impl Jobs {
                 if !range.holds(seq, P::ts(&out)) {
                     continue;
                 }
-                if page.len() == limit {
+                let bytes = json_len(&out);
+                if page.len() == limit || (!page.is_empty() && page_bytes + bytes > MAX_PAGE_BYTES)
+                {
                     has_more = true;
                 } else {
+                    page_bytes += bytes;
                     page.push(out);
                 }
             }
@@ -295,7 +304,7 @@ impl Jobs {
             at: run.finished_at.or(Some(run.updated_at)),
         });
         let path = self.folder(&run.run_id).stdout_log();
-        let mut items = Vec::new();
+        let (mut items, mut read_bytes) = (Vec::new(), 0);
         loop {
             let (path, offset) = (path.clone(), conversation.log_read());
             let turn = self.feeds.read_turn().await;
@@ -314,13 +323,31 @@ impl Jobs {
                 }
             };
             let at_end = bytes.len() < READ_BYTES;
+            read_bytes += bytes.len();
             items.extend(conversation.advance(&bytes, at_end, asked, end.as_ref()));
             if at_end {
                 return (items, false);
             }
-            if items.len() >= STEP_ITEMS {
+            if items.len() >= STEP_ITEMS || read_bytes >= STEP_BYTES {
                 return (items, true);
             }
         }
     }
+}
+
+/// The length of `value` as JSON, counted without building it.
+fn json_len(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }

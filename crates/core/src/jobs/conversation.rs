@@ -20,6 +20,12 @@
 //! `orchestration_notice` (a timed-out question decided by the runner, and the run's end).
 //! `raw_ref` gives the byte range of `logs/stdout.txt` an item was read from. Items read from
 //! stdout have no `created_at` (the CLIs do not stamp their lines).
+//!
+//! A reader holds little whatever a run prints: a message keeps its first [`MESSAGE_CAP`]
+//! bytes, a tool's or command's output its first [`OUTPUT_CAP`], and a line longer than
+//! [`LINE_CAP`] is not parsed at all but read as a message of its first [`PREVIEW`] bytes.
+//! Each cut ends in a marker naming the log bytes that hold the whole (also its `raw_ref`),
+//! which `.../logs/range` serves, and the item's `correlation.truncated` is `true`.
 
 use std::sync::Arc;
 
@@ -35,6 +41,12 @@ use crate::store::{Interaction, Resolution};
 pub const PROTOCOL: &str = "chat-replay/1.0";
 /// The most of a tool's or command's output an item carries; the log has the rest.
 const OUTPUT_CAP: usize = 16 * 1024;
+/// The most of a message an item carries.
+const MESSAGE_CAP: usize = 64 * 1024;
+/// The longest line read as the engine's output; a longer one is kept only as its preview.
+pub const LINE_CAP: usize = 256 * 1024;
+/// What an item shows of a line longer than [`LINE_CAP`].
+const PREVIEW: usize = 16 * 1024;
 
 /// Who says an item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -102,6 +114,42 @@ struct Held {
     text: String,
     from: u64,
     to: u64,
+    /// Text was left out past [`MESSAGE_CAP`].
+    cut: bool,
+}
+
+impl Held {
+    fn new(text: String, from: u64, to: u64) -> Self {
+        let mut held = Self {
+            text: String::new(),
+            from,
+            to,
+            cut: false,
+        };
+        held.push(&text, to);
+        held
+    }
+
+    /// Adds `text`, read up to log byte `to`, as far as [`MESSAGE_CAP`] lets it.
+    fn push(&mut self, text: &str, to: u64) {
+        self.to = to;
+        if self.cut {
+            return;
+        }
+        let room = MESSAGE_CAP - self.text.len();
+        if text.len() <= room {
+            self.text.push_str(text);
+        } else {
+            self.text.push_str(&text[..floor_char_boundary(text, room)]);
+            self.cut = true;
+        }
+    }
+}
+
+/// A line longer than [`LINE_CAP`] being read past: where it began and its preview.
+struct LongLine {
+    from: u64,
+    preview: String,
 }
 
 /// Builds a run's conversation as its log and questions grow.
@@ -114,6 +162,8 @@ pub struct Conversation {
     offset: u64,
     turn: u32,
     held: Option<Held>,
+    /// The line being read past, when it is too long to parse.
+    long: Option<LongLine>,
     /// Questions placed, and replies placed (one behind while a question waits).
     asked: usize,
     replied: usize,
@@ -132,6 +182,7 @@ impl Conversation {
             offset: 0,
             turn: 1,
             held: None,
+            long: None,
             asked: 0,
             replied: 0,
             ended: false,
@@ -212,17 +263,38 @@ impl Conversation {
         })
     }
 
-    /// Reads the complete lines of `pending` that end before `limit` (all of them when `None`).
+    /// Reads the complete lines of `pending` that end before `limit` (all of them when `None`);
+    /// a line found longer than [`LINE_CAP`] is read past as it comes, keeping its preview.
     fn read_lines(&mut self, limit: Option<u64>) {
         let available = self.before(limit);
         let mut start = 0;
-        while let Some(newline) = self.pending[start..available]
-            .iter()
-            .position(|b| *b == b'\n')
-        {
-            let end = start + newline + 1;
-            self.line(start, end);
-            start = end;
+        loop {
+            let newline = self.pending[start..available]
+                .iter()
+                .position(|b| *b == b'\n');
+            match (newline, self.long.is_some()) {
+                (Some(newline), true) => {
+                    start += newline + 1;
+                    self.end_long_line(self.offset + start as u64);
+                }
+                (None, true) => {
+                    start = available;
+                    break;
+                }
+                (Some(newline), false) => {
+                    let end = start + newline + 1;
+                    self.line(start, end);
+                    start = end;
+                }
+                (None, false) => {
+                    // What is there can only grow: past the cap now, past it when complete.
+                    if content_len(&self.pending[start..available]) > LINE_CAP {
+                        self.begin_long_line(start);
+                        start = available;
+                    }
+                    break;
+                }
+            }
         }
         self.consume(start);
     }
@@ -230,10 +302,41 @@ impl Conversation {
     /// Reads what is left before `limit` (a turn's end) as a line of its own.
     fn flush_line(&mut self, limit: Option<u64>) {
         let len = self.before(limit);
-        if len > 0 {
+        if self.long.is_some() {
+            self.consume(len);
+            self.end_long_line(self.offset);
+        } else if len > 0 {
             self.line(0, len);
             self.consume(len);
         }
+    }
+
+    /// Starts reading past the line at `pending[start..]`, keeping its preview.
+    fn begin_long_line(&mut self, start: usize) {
+        let bytes = &self.pending[start..(start + PREVIEW).min(self.pending.len())];
+        let preview = match std::str::from_utf8(bytes) {
+            Ok(text) => text.to_owned(),
+            // A character cut by the preview's end is left out; anything else invalid is shown
+            // as the log's other lines are.
+            Err(e) if e.error_len().is_none() => {
+                String::from_utf8_lossy(&bytes[..e.valid_up_to()]).into_owned()
+            }
+            Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+        };
+        self.long = Some(LongLine {
+            from: self.offset + start as u64,
+            preview,
+        });
+    }
+
+    /// The long line ended at log byte `to` (after its line end, if any): a message of its
+    /// preview and where the whole line is.
+    fn end_long_line(&mut self, to: u64) {
+        let Some(long) = self.long.take() else { return };
+        let mut held = Held::new(long.preview, long.from, to);
+        held.cut = true;
+        self.release(Kind::AssistantMessage);
+        self.held = Some(held);
     }
 
     fn consume(&mut self, bytes: usize) {
@@ -243,6 +346,12 @@ impl Conversation {
 
     /// Reads `pending[start..end]`, one line with or without its line end.
     fn line(&mut self, start: usize, end: usize) {
+        if content_len(&self.pending[start..end]) > LINE_CAP {
+            // As long as if it had come in pieces: read past, whatever the reads' sizes were.
+            self.begin_long_line(start);
+            self.end_long_line(self.offset + end as u64);
+            return;
+        }
         let text = String::from_utf8_lossy(&self.pending[start..end]);
         let text = text.trim_end_matches(['\n', '\r']);
         let (from, to) = (self.offset + start as u64, self.offset + end as u64);
@@ -259,17 +368,15 @@ impl Conversation {
                 text,
                 continues: true,
             } if self.held.is_some() => {
-                let held = self.held.as_mut().expect("checked");
-                held.text.push_str(&text);
-                held.to = to;
+                self.held.as_mut().expect("checked").push(&text, to);
                 return;
             }
             Said::Text { text, .. } => {
                 self.release(Kind::AssistantMessage);
-                self.held = Some(Held { text, from, to });
+                self.held = Some(Held::new(text, from, to));
                 return;
             }
-            Said::Reasoning(text) => ("reasoning", text.trim().to_owned(), json!({})),
+            Said::Reasoning(text) => ("reasoning", capped(text.trim().to_owned()), json!({})),
             Said::ToolCall {
                 id,
                 name,
@@ -318,16 +425,18 @@ impl Conversation {
     fn release(&mut self, kind: Kind) {
         if let Some(held) = self.held.take() {
             let text = held.text.trim();
-            if !text.is_empty() {
+            if !text.is_empty() || held.cut {
+                let mut correlation = Map::new();
+                let mut text = text.to_owned();
+                if held.cut {
+                    text.push_str(&format!(
+                        "\n… cut: logs/stdout.txt bytes {} to {} hold the whole message",
+                        held.from, held.to
+                    ));
+                    correlation.insert("truncated".into(), Value::Bool(true));
+                }
                 let raw = Some(stdout_ref(held.from, held.to));
-                self.emit(
-                    Role::Assistant,
-                    kind,
-                    text.to_owned(),
-                    None,
-                    Map::new(),
-                    raw,
-                );
+                self.emit(Role::Assistant, kind, text, None, correlation, raw);
             }
         }
     }
@@ -475,15 +584,27 @@ fn object(value: Value) -> Map<String, Value> {
     }
 }
 
+/// The length of a line without its line end (every `\r` and `\n` it ends with).
+fn content_len(line: &[u8]) -> usize {
+    line.iter()
+        .rposition(|b| !matches!(b, b'\n' | b'\r'))
+        .map_or(0, |last| last + 1)
+}
+
+/// The largest `at` or less that falls on a character boundary of `text`.
+fn floor_char_boundary(text: &str, mut at: usize) -> usize {
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
 /// `text` cut to [`OUTPUT_CAP`] bytes on a character boundary, saying how much was left out.
 fn capped(mut text: String) -> String {
     if text.len() <= OUTPUT_CAP {
         return text;
     }
-    let mut cut = OUTPUT_CAP;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
+    let cut = floor_char_boundary(&text, OUTPUT_CAP);
     let left = text.len() - cut;
     text.truncate(cut);
     text.push_str(&format!("\n… {left} more bytes in logs/stdout.txt"));
@@ -685,6 +806,79 @@ mod tests {
         assert_eq!(whole, items);
         assert_eq!(whole[1].kind, Kind::UserInputRequired);
         assert_eq!(whole[3].text, "turn 2");
+    }
+
+    /// Items of `log` read in pieces of `piece` bytes, as a live reader gets them.
+    fn read_in_pieces(engine: Arc<dyn EngineAdapter>, log: &[u8], piece: usize) -> Vec<ChatItem> {
+        let mut chat = Conversation::new("r1", engine);
+        let mut items = Vec::new();
+        for chunk in log.chunks(piece) {
+            items.extend(chat.advance(chunk, false, &[], None));
+        }
+        items.extend(chat.advance(b"", true, &[], Some(&succeeded())));
+        items
+    }
+
+    #[test]
+    fn a_line_past_the_cap_is_its_preview_and_where_the_whole_is() {
+        let long = "x".repeat(2 * 1024 * 1024);
+        let exactly = "y".repeat(LINE_CAP);
+        let log = format!("short\n{long}\r\n{exactly}\r\nlast without end {long}");
+        let whole = read_in_pieces(Arc::new(ScriptEngine), log.as_bytes(), log.len());
+        for piece in [64 * 1024, 4096, 1000] {
+            assert_eq!(
+                read_in_pieces(Arc::new(ScriptEngine), log.as_bytes(), piece),
+                whole,
+                "the same items whatever the reads' sizes ({piece})"
+            );
+        }
+        let kinds: Vec<Kind> = whole.iter().map(|i| i.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                Kind::AssistantMessage,
+                Kind::AssistantMessage,
+                Kind::AssistantMessage,
+                Kind::AssistantFinal,
+                Kind::OrchestrationNotice
+            ]
+        );
+        let second = &whole[1];
+        let from = "short\n".len() as u64;
+        let to = from + long.len() as u64 + 2;
+        assert_eq!(second.raw_ref, Some(stdout_ref(from, to)));
+        assert!(second.text.starts_with(&"x".repeat(PREVIEW)));
+        assert!(
+            second.text.ends_with(&format!(
+                "\n… cut: logs/stdout.txt bytes {from} to {to} hold the whole message"
+            )),
+            "{}",
+            &second.text[PREVIEW..]
+        );
+        assert!(second.text.len() < PREVIEW + 100);
+        assert_eq!(second.correlation["truncated"], json!(true));
+        // A line of exactly the cap is parsed, and its message kept to the message cap.
+        let (kept, _) = whole[2].text.split_once("\n… cut:").unwrap();
+        assert_eq!(kept, &exactly[..MESSAGE_CAP]);
+        // The last line, with no line end, is cut at the run's end.
+        assert_eq!(whole[3].raw_ref.unwrap().byte_to, log.len() as u64);
+        assert!(whole[3].text.starts_with("last without end xxx"));
+        assert_eq!(whole[3].correlation["truncated"], json!(true));
+    }
+
+    #[test]
+    fn a_long_message_keeps_its_first_bytes_and_a_json_engine_its_structure() {
+        let text = "é".repeat(MESSAGE_CAP);
+        let line = json!({"type": "item.completed",
+            "item": {"id": "i", "type": "agent_message", "text": text}});
+        let log = format!("{line}\n");
+        let items = read_in_pieces(codex(), log.as_bytes(), 8192);
+        let message = &items[0];
+        assert_eq!(message.kind, Kind::AssistantFinal);
+        let (kept, marker) = message.text.split_once("\n… cut:").unwrap();
+        assert_eq!(kept, "é".repeat(MESSAGE_CAP / 2), "cut on a character boundary");
+        assert!(marker.contains(&format!("bytes 0 to {}", log.len())));
+        assert_eq!(message.correlation["truncated"], json!(true));
     }
 
     #[test]
