@@ -768,3 +768,194 @@ async fn flooding_turns_leave_the_service_memory_bounded() {
     eprintln!("service RSS after ten flooding turns: {rss} MiB");
     assert!(rss < 90, "{rss} MiB");
 }
+
+/// `GET path` sent on a new connection whose answer is never read.
+fn unread_stream(server: &TestServer, path: &str) -> std::net::TcpStream {
+    let address = server.url("").trim_start_matches("http://").to_owned();
+    let mut socket = std::net::TcpStream::connect(&address).unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    std::io::Write::write_all(&mut socket, request.as_bytes()).unwrap();
+    socket
+}
+
+/// The service's highest RSS over `span`, sampled every 50 ms.
+async fn peak_rss_over(server: &TestServer, span: Duration) -> u64 {
+    let until = Instant::now() + span;
+    let mut peak = rss_mib(server.pid());
+    while Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        peak = peak.max(rss_mib(server.pid()));
+    }
+    peak
+}
+
+/// A run printing 60 lines of 2 MiB, watched by 60 streams that never read and 10 history
+/// readers at once: the service holds a bounded few hundred KiB per reader, gives the memory
+/// back when they go, and a client that reads gets every byte (the cut items through
+/// `logs/range`).
+#[tokio::test]
+async fn streams_that_never_read_hold_little_and_a_reader_still_gets_every_byte() {
+    const LINE: usize = 2 << 20;
+    let server = server(&[]);
+    let (rid, status) =
+        finished(&server, json!({"mode": "flood", "mib": 120, "width": LINE})).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    // The idle figure once the allocator has seen a read of this run.
+    let (code, _) = server.get(&format!("/v1/jobs/{rid}/chat/history")).await;
+    assert_eq!(code, 200);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let idle = rss_mib(server.pid());
+
+    let mut sockets = Vec::new();
+    for path in ["chat", "chat?cursor=0", "events?cursor=0"] {
+        for _ in 0..20 {
+            sockets.push(unread_stream(&server, &format!("/v1/jobs/{rid}/{path}")));
+        }
+    }
+    let histories = (0..10).map(|_| {
+        let url = server.url(&format!("/v1/jobs/{rid}/chat/history"));
+        async move {
+            let answer = common::client().get(url).send().await.unwrap();
+            assert_eq!(answer.status(), 200);
+            answer.json::<Value>().await.unwrap()
+        }
+    });
+    let (pages, peak) = tokio::join!(
+        futures::future::join_all(histories),
+        peak_rss_over(&server, Duration::from_secs(6)),
+    );
+    eprintln!("service RSS idle {idle} MiB, with 60 unread streams and 10 pages {peak} MiB");
+    assert!(peak < idle + 64, "{peak} MiB against {idle} MiB idle");
+    for page in &pages {
+        let bytes = serde_json::to_vec(page).unwrap().len();
+        assert!(bytes < 2 << 20, "a history page is {bytes} bytes");
+    }
+
+    drop(sockets);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = rss_mib(server.pid());
+    eprintln!("service RSS after they closed: {after} MiB");
+    assert!(after < idle + 16, "{after} MiB against {idle} MiB idle");
+
+    // A reader: every line is one cut message whose raw_ref names its bytes, served whole.
+    let events = server
+        .events(&format!("/v1/jobs/{rid}/chat"), None)
+        .await
+        .collect()
+        .await;
+    assert_eq!(events.last().unwrap().name, "end");
+    let cut: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.name == "chat_event" && e.data["correlation"]["truncated"] == true)
+        .map(|e| &e.data)
+        .collect();
+    assert_eq!(cut.len(), 60, "every line is cut");
+    let mut next = 0;
+    for item in &cut {
+        let (from, to) = (
+            item["raw_ref"]["byte_from"].as_u64().unwrap(),
+            item["raw_ref"]["byte_to"].as_u64().unwrap(),
+        );
+        assert_eq!(
+            (from, to - from),
+            (next, LINE as u64),
+            "{}",
+            item["raw_ref"]
+        );
+        assert!(item["text"].as_str().unwrap().ends_with(&format!(
+            "… cut: logs/stdout.txt bytes {from} to {to} hold the whole message"
+        )));
+        let mut line = String::new();
+        while (line.len() as u64) < to - from {
+            let at = from + line.len() as u64;
+            let (code, range) = server
+                .get(&format!(
+                    "/v1/jobs/{rid}/logs/range?stream=stdout&byte_from={at}&byte_to={to}"
+                ))
+                .await;
+            assert_eq!(code, 200, "{range}");
+            line.push_str(range["chunk"].as_str().unwrap());
+        }
+        assert_eq!(line.len(), LINE);
+        assert!(line[..LINE - 1].bytes().all(|b| b == b'x') && line.ends_with('\n'));
+        next = to;
+    }
+}
+
+/// Past a cap on open streams (per run, per client address), opening one more answers 429
+/// naming the cap, and a closed stream frees its place.
+#[tokio::test]
+async fn open_streams_are_capped_per_run_and_per_address() {
+    let server = server(&[
+        ("SKILL_RUNNER_MAX_STREAMS_PER_RUN", "2"),
+        ("SKILL_RUNNER_MAX_STREAMS_PER_ADDRESS", "3"),
+    ]);
+    // Runs that go on until the server stops, so their streams stay open.
+    let waiting = json!({"skill_id": "leaver", "parameter": {"mode": "wait", "until": "/never"}});
+    let one = server.create_job(waiting.clone()).await;
+    let two = server.create_job(waiting.clone()).await;
+    let three = server.create_job(waiting).await;
+    // Streams held open: the request is sent, the answer stays unread.
+    let first = unread_stream(&server, &format!("/v1/jobs/{one}/chat"));
+    let _second = unread_stream(&server, &format!("/v1/jobs/{one}/events"));
+    let refused = |path: String| {
+        let url = server.url(&path);
+        async move {
+            let answer = common::client().get(url).send().await.unwrap();
+            let retry = answer.headers().get("retry-after").cloned();
+            let code = answer.status().as_u16();
+            let body = match code {
+                200 => Value::Null,
+                _ => answer.json::<Value>().await.unwrap(),
+            };
+            (code, retry, body)
+        }
+    };
+    // The unread streams were counted once their answer began.
+    let (mut code, mut retry, mut body) = (0, None, Value::Null);
+    for _ in 0..50 {
+        (code, retry, body) = refused(format!("/v1/jobs/{one}/events?cursor=0")).await;
+        if code == 429 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(code, 429, "{body}");
+    assert_eq!(retry.unwrap(), "1");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("this run (2 at most)"),
+        "{body}"
+    );
+    let _third = unread_stream(&server, &format!("/v1/jobs/{two}/chat"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (code, _, body) = refused(format!("/v1/jobs/{three}/chat")).await;
+    assert_eq!(code, 429, "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("your address (3 at most)"),
+        "{body}"
+    );
+    // An unknown run is 404 whatever the caps.
+    let (code, _, _) = refused("/v1/jobs/nope/chat".into()).await;
+    assert_eq!(code, 404);
+    drop(first);
+    let mut opened = 0;
+    for _ in 0..50 {
+        let answer = common::client()
+            .get(server.url(&format!("/v1/jobs/{three}/chat")))
+            .send()
+            .await
+            .unwrap();
+        opened = answer.status().as_u16();
+        if opened == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(opened, 200, "a closed stream frees its place");
+}

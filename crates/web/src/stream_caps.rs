@@ -81,7 +81,12 @@ impl StreamCaps {
 
     /// A place for a stream of `run` (a run's or a session's id) opened from `address` (when
     /// the connection is known) by a caller of `tenant`, unless a cap is met.
-    pub fn open(&self, run: &str, address: Option<IpAddr>, tenant: &str) -> Result<StreamSlot, Full> {
+    pub fn open(
+        &self,
+        run: &str,
+        address: Option<IpAddr>,
+        tenant: &str,
+    ) -> Result<StreamSlot, Full> {
         let limits = self.limits;
         let run = self
             .runs
@@ -126,13 +131,20 @@ mod tests {
         assert_eq!(caps.open("r3", a, "t").unwrap_err(), Full::Address(3));
         let _four = caps.open("r3", b, "t").unwrap();
         assert_eq!(caps.open("r4", None, "t").unwrap_err(), Full::Tenant(4));
-        assert!(caps.open("r4", None, "u").is_ok(), "another tenant has its own cap");
+        assert!(
+            caps.open("r4", None, "u").is_ok(),
+            "another tenant has its own cap"
+        );
         drop(one);
         let _five = caps.open("r1", None, "t").unwrap();
         // A refused stream holds no place of the caps it passed before the one it met.
         assert_eq!(caps.open("r5", a, "t").unwrap_err(), Full::Tenant(4));
         assert_eq!(caps.runs.count(&"r5".to_owned()), 0);
         assert_eq!(caps.addresses.count(&a.unwrap()), 2);
-        assert!(Full::Address(3).to_string().contains("your address (3 at most)"));
+        assert!(
+            Full::Address(3)
+                .to_string()
+                .contains("your address (3 at most)")
+        );
     }
 }

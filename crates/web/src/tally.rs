@@ -70,7 +70,10 @@ mod tests {
         let first = tally.take("a", 2).unwrap();
         let second = tally.take("a", 2).unwrap();
         assert!(tally.take("a", 2).is_none());
-        assert!(tally.take("b", 2).is_some(), "another key has its own count");
+        assert!(
+            tally.take("b", 2).is_some(),
+            "another key has its own count"
+        );
         drop(first);
         assert_eq!(tally.count(&"a"), 1);
         let third = tally.take("a", 2).unwrap();

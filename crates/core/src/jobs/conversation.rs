@@ -44,7 +44,7 @@ const OUTPUT_CAP: usize = 16 * 1024;
 /// The most of a message an item carries.
 const MESSAGE_CAP: usize = 64 * 1024;
 /// The longest line read as the engine's output; a longer one is kept only as its preview.
-pub const LINE_CAP: usize = 256 * 1024;
+const LINE_CAP: usize = 256 * 1024;
 /// What an item shows of a line longer than [`LINE_CAP`].
 const PREVIEW: usize = 16 * 1024;
 
@@ -876,7 +876,11 @@ mod tests {
         let message = &items[0];
         assert_eq!(message.kind, Kind::AssistantFinal);
         let (kept, marker) = message.text.split_once("\n… cut:").unwrap();
-        assert_eq!(kept, "é".repeat(MESSAGE_CAP / 2), "cut on a character boundary");
+        assert_eq!(
+            kept,
+            "é".repeat(MESSAGE_CAP / 2),
+            "cut on a character boundary"
+        );
         assert!(marker.contains(&format!("bytes 0 to {}", log.len())));
         assert_eq!(message.correlation["truncated"], json!(true));
     }
