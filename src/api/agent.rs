@@ -253,25 +253,39 @@ pub async fn chat(
     let Json(body) = body.map_err(bad_json)?;
     let trace_id = result::trace_id(headers.get("x-trace-id").map(HeaderValue::as_bytes));
     let streamed = body.stream;
-    let request = body.into_request(trace_id.clone(), caller)?;
+    let request = body.into_request(trace_id.clone(), caller.clone())?;
     let prepared = state.agent.prepare(request).await?;
     let trace_header =
         HeaderValue::from_str(&trace_id).map_err(|e| ApiError::Internal(e.into()))?;
     let mut response = if streamed {
-        let slot = opener.open(&state, prepared.session_id())?;
-        let (sender, mut receiver) = mpsc::unbounded_channel();
+        let session_id = prepared.session_id().to_owned();
+        let slot = opener.open(&state, &session_id)?;
+        let (sender, mut receiver) = mpsc::channel(crate::agent::chat::STREAM_BEHIND);
         let chat = state.agent.start(prepared, Some(sender));
         let heartbeat = state.config.jobs.sse_heartbeat;
         let stream = async_stream::stream! {
-            let mut seen = 0;
+            let (mut seen, mut ended) = (0, false);
             loop {
                 match tokio::time::timeout(heartbeat, receiver.recv()).await {
                     Ok(Some(published)) => {
                         seen = seen.max(published.stored.seq);
+                        ended |= matches!(published.stored.event, Event::Result { .. });
                         yield Out::Event(published);
                     }
                     Ok(None) => break,
                     Err(_) => yield Out::Heartbeat(seen),
+                }
+            }
+            if !ended {
+                // This client fell behind the chat and was let go: the rest is in the log.
+                let live = state.agent.follow(&session_id);
+                if let Ok((_, stored)) = read_session(&state, &caller, &session_id, seen).await {
+                    let rest = follow(state, caller, session_id, seen, stored, live);
+                    for await out in rest {
+                        if !matches!(out, Out::End(_)) {
+                            yield out;
+                        }
+                    }
                 }
             }
             // The chat has ended; its task is done.
@@ -520,10 +534,25 @@ pub async fn session_events(
         return Ok(Json(json!({"session_id": session_id, "events": events})).into_response());
     }
     let slot = opener.open(&state, &session_id)?;
+    let stream = follow(state, caller, session_id, after_seq, stored, live);
+    Ok(sse(slot, stream, Out::parts))
+}
+
+/// A session's `stored` events (those after `seen`), then the chat under way on it (`live`,
+/// followed before `stored` was read) until its `result`, catching up from the log whenever
+/// it falls behind; `end` last.
+fn follow(
+    state: AppState,
+    caller: Caller,
+    session_id: String,
+    seen: u64,
+    stored: Vec<Stored>,
+    live: Option<broadcast::Receiver<Published>>,
+) -> impl futures_util::Stream<Item = Out> + Send + 'static {
     let heartbeat = state.config.jobs.sse_heartbeat;
     let closing = state.agent.closing().clone();
-    let stream = async_stream::stream! {
-        let mut seen = after_seq;
+    async_stream::stream! {
+        let mut seen = seen;
         for event in stored {
             seen = event.seq;
             yield Out::Event(Published { stored: event, after_seq: seen });
@@ -572,8 +601,7 @@ pub async fn session_events(
             }
         }
         yield Out::End(seen);
-    };
-    Ok(sse(slot, stream, Out::parts))
+    }
 }
 
 /// Removes a session; 409 while a chat holds it.

@@ -761,6 +761,94 @@ async fn a_streamed_chat_sends_deltas_live_and_stores_none() {
     assert_eq!(replay.last().unwrap().name, "end");
 }
 
+/// The body of a chunked HTTP/1.1 answer, read to its end.
+fn dechunked(raw: &[u8]) -> String {
+    let start = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let (mut at, mut body) = (start, Vec::new());
+    loop {
+        let line_end = at + raw[at..].windows(2).position(|w| w == b"\r\n").unwrap();
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&raw[at..line_end]).unwrap(), 16).unwrap();
+        if size == 0 {
+            return String::from_utf8(body).unwrap();
+        }
+        body.extend_from_slice(&raw[line_end + 2..line_end + 2 + size]);
+        at = line_end + 2 + size + 2;
+    }
+}
+
+/// A streamed chat whose client does not read while 170,000 deltas (17 MB of events) come:
+/// the chat goes on without holding them for it, and once the client reads, it gets every
+/// stored event from the session's log, then the result.
+#[tokio::test]
+async fn a_streamed_chat_lets_a_client_that_does_not_read_fall_behind() {
+    use std::io::{Read as _, Write as _};
+    const PIECES: usize = 20_000;
+    let fake = FakeModel::start();
+    let server = agent_server(&fake, TestDirs::new());
+    let text = "0123456789ab".repeat(PIECES);
+    fake.script(json!([{"tool": "echo", "args": {"text": "x"}}, {"text": text}]))
+        .await;
+    let address = server.url("").trim_start_matches("http://").to_owned();
+    let mut socket = std::net::TcpStream::connect(&address).unwrap();
+    let body = json!({"message": "stream it", "stream": true}).to_string();
+    write!(
+        socket,
+        "POST /v1/agent/chat HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    // The chat ends while nothing is read: its session is no longer live.
+    let mut ended = false;
+    for _ in 0..600 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (_, list) = server.get("/v1/sessions").await;
+        if let Some(session) = list["sessions"].as_array().and_then(|s| s.first()) {
+            let id = session["session_id"].as_str().unwrap();
+            let (_, one) = server.get(&format!("/v1/sessions/{id}")).await;
+            if one["live"] == false && one["event_count"].as_u64() > Some(2) {
+                ended = true;
+                break;
+            }
+        }
+    }
+    assert!(ended, "the chat ended without its client reading");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut raw = Vec::new();
+    socket.read_to_end(&mut raw).ok();
+    let events = dechunked(&raw);
+    let (mut stored, mut deltas, mut last) = (Vec::new(), 0, String::new());
+    for frame in events.split("\n\n").filter(|f| !f.trim().is_empty()) {
+        let field = |name: &str| {
+            frame
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.trim().to_owned())
+        };
+        let (name, data) = (field("event:").unwrap(), field("data:").unwrap());
+        let data: Value = serde_json::from_str(&data).unwrap();
+        match name.as_str() {
+            "assistant.delta" => deltas += 1,
+            "heartbeat" => {}
+            _ => stored.push(data["seq"].as_u64().unwrap()),
+        }
+        last = name;
+    }
+    assert_eq!(last, "result", "the stream ends with the result");
+    assert_eq!(
+        stored,
+        (1..=stored.len() as u64).collect::<Vec<_>>(),
+        "every stored event once"
+    );
+    assert!(
+        deltas < PIECES,
+        "the client was let go behind the chat ({deltas} deltas)"
+    );
+}
+
 #[tokio::test]
 async fn two_chats_on_one_session_take_turns() {
     let fake = FakeModel::start();

@@ -94,11 +94,16 @@ impl Prepared {
     }
 }
 
+/// Events a caller's stream may fall behind by (see [`Recorder::stream`]).
+pub const STREAM_BEHIND: usize = 256;
+
 /// Where a chat's events go as they happen.
 struct Recorder {
     writer: Writer,
     live: broadcast::Sender<Published>,
-    stream: Option<mpsc::UnboundedSender<Published>>,
+    /// The caller's stream, while it keeps up: one that falls [`STREAM_BEHIND`] events behind
+    /// is let go, and reads the rest from the session's log.
+    stream: Option<mpsc::Sender<Published>>,
     last_seq: u64,
 }
 
@@ -112,9 +117,12 @@ impl Recorder {
         if published.stored.seq > 0 {
             self.last_seq = published.stored.seq;
         }
-        if let Some(stream) = &self.stream {
-            // A client that went away does not stop the chat.
-            let _ = stream.send(published.clone());
+        // A client that went away or does not read neither stops the chat nor holds its
+        // events in memory.
+        if let Some(stream) = &self.stream
+            && stream.try_send(published.clone()).is_err()
+        {
+            self.stream = None;
         }
         let _ = self.live.send(published);
         Ok(())
@@ -146,7 +154,7 @@ impl From<std::io::Error> for Stop {
 pub async fn run(
     agent: Arc<Agent>,
     prepared: Prepared,
-    stream: Option<mpsc::UnboundedSender<Published>>,
+    stream: Option<mpsc::Sender<Published>>,
 ) -> ChatOutcome {
     let Prepared {
         request,

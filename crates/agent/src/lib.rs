@@ -123,7 +123,7 @@ impl Agent {
     pub fn start(
         self: &Arc<Self>,
         prepared: Prepared,
-        stream: Option<mpsc::UnboundedSender<Published>>,
+        stream: Option<mpsc::Sender<Published>>,
     ) -> tokio::task::JoinHandle<ChatOutcome> {
         tokio::spawn(chat::run(self.clone(), prepared, stream))
     }

@@ -14,11 +14,14 @@ impl Frames {
     /// JSON, else as a string (`[DONE]`). A frame without data (a comment, a keep-alive) is
     /// skipped; a frame without a name is a `message`.
     pub fn push(&mut self, bytes: &[u8]) -> Vec<(String, Value)> {
+        // Looking resumes where the last push stopped (less a separator's length) and the
+        // buffer is cut once: a read holding many frames costs its length, not its length
+        // times its frames (3 MB of deltas read at once took minutes).
+        let mut from = self.buffer.len().saturating_sub(3);
         self.buffer.extend_from_slice(bytes);
-        let mut frames = Vec::new();
-        while let Some((end, separator)) = frame_end(&self.buffer) {
-            let frame: Vec<u8> = self.buffer.drain(..end + separator).collect();
-            let frame = String::from_utf8_lossy(&frame[..end]);
+        let (mut frames, mut start) = (Vec::new(), 0);
+        while let Some((end, separator)) = frame_end(&self.buffer, from) {
+            let frame = String::from_utf8_lossy(&self.buffer[start..end]);
             let (mut name, mut data) = ("message".to_owned(), Vec::new());
             for line in frame.lines() {
                 if let Some(value) = line.strip_prefix("event:") {
@@ -32,22 +35,27 @@ impl Frames {
                 let data = serde_json::from_str(&data).unwrap_or(Value::String(data));
                 frames.push((name, data));
             }
+            start = end + separator;
+            from = start;
         }
+        self.buffer.drain(..start);
         frames
     }
 }
 
-/// Where the first frame ends and how long its separator is (`\n\n` or `\r\n\r\n`).
-fn frame_end(buffer: &[u8]) -> Option<(usize, usize)> {
-    let lf = buffer.windows(2).position(|w| w == b"\n\n").map(|p| (p, 2));
-    let crlf = buffer
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|p| (p, 4));
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
-        (a, b) => a.or(b),
-    }
+/// Where the first frame ending at or after `from` ends, and how long its separator is
+/// (`\n\n` or `\r\n\r\n`).
+fn frame_end(buffer: &[u8], from: usize) -> Option<(usize, usize)> {
+    (from..buffer.len()).find_map(|at| {
+        let rest = &buffer[at..];
+        if rest.starts_with(b"\n\n") {
+            Some((at, 2))
+        } else if rest.starts_with(b"\r\n\r\n") {
+            Some((at, 4))
+        } else {
+            None
+        }
+    })
 }
 
 #[cfg(test)]
@@ -73,6 +81,30 @@ mod tests {
                 ("end".into(), json!({"reason": "terminal"})),
                 ("message".into(), json!("[DONE]")),
             ]
+        );
+        for piece in [1, 2, 3, 4, 5, stream.len()] {
+            let mut frames = Frames::default();
+            let again: Vec<_> = stream.chunks(piece).flat_map(|c| frames.push(c)).collect();
+            assert_eq!(again, got, "read {piece} bytes at a time");
+        }
+    }
+
+    #[test]
+    fn many_frames_read_at_once_cost_their_length() {
+        let frame = b"event: d\ndata: {\"t\":\"0123456789ab\"}\n\n";
+        let body: Vec<u8> = frame
+            .iter()
+            .copied()
+            .cycle()
+            .take(frame.len() * 200_000)
+            .collect();
+        // Read quadratically, this took minutes.
+        let frames = Frames::default().push(&body);
+        assert_eq!(frames.len(), 200_000);
+        assert!(
+            frames
+                .iter()
+                .all(|(name, data)| name == "d" && data["t"] == "0123456789ab")
         );
     }
 }
