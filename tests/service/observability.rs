@@ -245,8 +245,11 @@ async fn metrics_count_the_runs_made_and_logs_name_each_move() {
     );
 }
 
+/// The probes answer without the token, and `skill-runner health` asks readiness where the
+/// settings make the service listen. (Readiness under a failing SQLite database:
+/// `db_faults`; under PostgreSQL: below.)
 #[tokio::test]
-async fn probes_are_open_and_readiness_follows_the_store() {
+async fn probes_are_open_and_the_health_check_asks_readiness() {
     let server = TestServer::start_with(
         common::TestDirs::new(),
         &[("SKILL_RUNNER_API_TOKENS", "sekret-token-for-tests")],
@@ -440,8 +443,9 @@ async fn traces_go_to_the_collector_and_a_run_links_to_the_request_that_queued_i
     );
 }
 
-/// On PostgreSQL, readiness follows the database: a node whose database went away is not
-/// ready (503, `store: failed`) but lives, and is ready and works again once it is back.
+/// On PostgreSQL, readiness follows the database: a node whose database lacks this build's
+/// latest migration, or went away, is not ready (503, `store: failed`; `skill-runner health`
+/// fails) but lives, and is ready and works again once it is whole and back.
 #[tokio::test]
 async fn readiness_follows_postgres_going_away_and_coming_back() {
     let cluster = common::postgres::OwnCluster::start();

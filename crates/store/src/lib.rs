@@ -437,8 +437,9 @@ impl Sqlite {
                 // A connection to a local file cannot drop, and the check before each use is
                 // one more round trip to the connection's thread for every statement.
                 .test_before_acquire(false)
-                // Kept for good: one opened while the file cannot be written is read-only
-                // for its whole life, and would refuse writes once the fault has cleared.
+                // A connection opened while the file cannot be written is read-only for its
+                // whole life, and would refuse writes once the fault has cleared: so they are
+                // kept for good, and none is made then (the pool tries again).
                 .idle_timeout(None)
                 .max_lifetime(None)
                 .after_connect(move |_, _| {
