@@ -1119,6 +1119,27 @@ pub(crate) mod tests {
         store.close().await;
     }
 
+    /// A database file replaced under the store (a copy moved over it, as a restore does) is
+    /// not the one it writes: writes are refused as for a deleted one.
+    #[tokio::test]
+    async fn a_database_replaced_while_open_takes_no_more_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let store = Sqlite::open(&path).await.unwrap();
+        store.insert_install_request("r1").await.unwrap();
+        let copy = dir.path().join("copy");
+        std::fs::copy(&path, &copy).unwrap();
+        std::fs::rename(&copy, &path).unwrap();
+        let refused = store.insert_install_request("r2").await.unwrap_err();
+        assert!(is_unavailable(refused.root_cause()), "{refused:#}");
+        let not_ready = store.check().await.unwrap_err();
+        assert!(
+            format!("{not_ready:#}").contains("deleted or replaced"),
+            "{not_ready:#}"
+        );
+        store.close().await;
+    }
+
     /// Files made immutable under the store (as a volume turned read-only leaves them): a
     /// write that reaches SQLite fails as unavailable (no signal: nothing is mapped), the
     /// store's own writes and readiness are refused, and a checkpoint that cannot write is
