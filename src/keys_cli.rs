@@ -1,7 +1,9 @@
 //! `skill-runner keys …`: API keys made, listed and revoked from the shell, against the store
 //! the service's settings name (`SKILL_RUNNER_DATA_DIR`'s SQLite file, or
 //! `SKILL_RUNNER_DATABASE_URL`), so the first admin key needs no token in an environment
-//! variable. Each change is an audit row, made by no key (`key_id` null).
+//! variable. Each change is an audit row, made by no key (`key_id` null). A running service
+//! holds its SQLite file alone: there the commands work while it is stopped, and say so at
+//! once otherwise.
 
 use std::path::Path;
 
@@ -50,13 +52,22 @@ async fn open(config: &Config) -> anyhow::Result<Store> {
         id: format!("keys-cli-{}", std::process::id()),
         url: String::new(),
     };
-    Store::connect(
+    let store = Store::connect(
         config.database_url.as_ref().map(|u| u.expose_secret()),
         &database,
         &node,
         config.jobs.max_queue_size,
     )
-    .await
+    .await;
+    store.map_err(|e| match e.downcast_ref::<crate::store::Held>() {
+        Some(held) => anyhow::anyhow!(
+            "{held}. Stop the service first, or manage keys through it: \
+             POST /v1/management/tenants/{{tenant_id}}/keys with an admin key or token (or with \
+             no credential while it has neither), GET /v1/management/keys, \
+             DELETE /v1/management/keys/{{key_id}}"
+        ),
+        None => e,
+    })
 }
 
 async fn act(store: &Store, command: KeysCommand) -> anyhow::Result<String> {

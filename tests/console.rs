@@ -1995,7 +1995,7 @@ fn browser_keeps_a_tenant_to_its_own_runs_and_an_admin_manages_keys() {
         let dirs = common::TestDirs::new();
         copy_bundled_skills(&dirs.skills);
         let server = TestServer::start_with(dirs, &[]);
-        let admin = server.cli_key("admin", None);
+        let admin = server.first_key("admin", None).await;
         let tenant = as_key(
             &server,
             &admin,

@@ -119,7 +119,7 @@ impl From<std::io::Error> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        match self.storage_full() {
+        match self.by_cause() {
             Self::Client { status, detail } => {
                 let mut response = skill_runner_web::detail(status, detail);
                 if status == StatusCode::TOO_MANY_REQUESTS {
@@ -167,7 +167,7 @@ impl ApiError {
     /// it is, an object's `message`, else the detail as JSON. A server-side cause is logged here
     /// and not shown.
     pub fn into_message(self) -> (StatusCode, String) {
-        match self.storage_full() {
+        match self.by_cause() {
             Self::Throttled { detail, .. } => Self::Client {
                 status: StatusCode::TOO_MANY_REQUESTS,
                 detail,
@@ -196,14 +196,26 @@ impl ApiError {
     }
 }
 
+/// What a client reads when the database under the service fails (the cause is logged).
+pub const DATABASE_UNAVAILABLE: &str = "The service's database is unavailable: nothing was \
+    kept. Retry once an operator has restored it";
+
 impl ApiError {
-    /// A failure for want of disk space is not a bug of the service but a state of its
-    /// machine the client should know of: `507` with what to do, instead of `500`.
-    fn storage_full(self) -> Self {
+    /// A failure for want of disk space, or of the database's volume, is not a bug of the
+    /// service but a state of its machine the client should know of: `507` or `503` with what
+    /// to do, instead of `500`.
+    fn by_cause(self) -> Self {
         match self {
             Self::Internal(cause) if crate::disk_space::is_storage_full(&cause) => {
                 tracing::warn!(error = format!("{cause:#}"), "request failed: storage full");
                 Error::StorageFull.into()
+            }
+            Self::Internal(cause) if cause.chain().any(skill_runner_store::is_unavailable) => {
+                tracing::error!(
+                    error = format!("{cause:#}"),
+                    "request failed: the database is unavailable"
+                );
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, DATABASE_UNAVAILABLE)
             }
             other => other,
         }

@@ -84,6 +84,26 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     split().1
 }
 
+/// A change is answered as done only when it was written where a restart finds it: the store
+/// refuses writes once its file was deleted or replaced, and this catches one that happened
+/// while the request was writing, which would otherwise be answered 2xx and then lost.
+async fn writes_kept(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let changes = !request.method().is_safe();
+    let response = next.run(request).await;
+    if !changes || !response.status().is_success() {
+        return response;
+    }
+    match state.store.in_place() {
+        Ok(()) => response,
+        Err(lost) => ApiError::Internal(lost.into()).into_response(),
+    }
+}
+
 fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
     let temp = |suffix: &str| format!("{}/{{request_id}}{suffix}", jobs::TEMP_PREFIX);
     let run = |suffix: &str| format!("{}/runs/{{request_id}}{suffix}", jobs::MANAGEMENT_PREFIX);
@@ -324,6 +344,10 @@ pub fn router(state: AppState) -> Router {
     .merge(console::login_router())
     .merge(mcp_router(&state))
     .fallback(|| async { ApiError::not_found("Not Found") })
+    .layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        writes_kept,
+    ))
     .layer(axum::middleware::from_fn_with_state(
         state.clone(),
         forward::to_holder,

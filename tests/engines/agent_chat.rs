@@ -1009,7 +1009,7 @@ async fn big_tool_output_is_capped_and_secrets_are_served_redacted() {
 async fn a_tenants_sessions_are_its_own() {
     let fake = FakeModel::start();
     let server = agent_server(&fake, TestDirs::new());
-    let admin = server.cli_key("admin", None);
+    let admin = server.first_key("admin", None).await;
     let call = |key: String, method: &'static str, path: String, body: Option<Value>| {
         let server = &server;
         async move {

@@ -279,7 +279,7 @@ async fn tenants_are_kept_apart(
     // Open until a key exists: then every request needs one.
     let (status, _) = call(first, None, "GET", "/v1/management/runs", None).await;
     assert_eq!(status, 200);
-    let admin = first.cli_key("admin", database);
+    let admin = first.first_key("admin", database).await;
     // Each node reads whether keys are in force at most once a second.
     for node in nodes {
         let started = Instant::now();
@@ -888,7 +888,7 @@ async fn a_tenant_over_its_quotas_is_refused_and_the_others_are_not() {
         ],
         &[("SKILL_RUNNER_MAX_CONCURRENT", "1")],
     );
-    let admin = server.cli_key("admin", None);
+    let admin = server.first_key("admin", None).await;
     let (status, a) = json_as(
         &server,
         &admin,
@@ -1016,7 +1016,7 @@ async fn two_nodes_admit_exactly_a_tenants_quota_under_a_burst() {
         )
     };
     let (one, two) = (node("node-a"), node("node-b"));
-    let admin = one.cli_key("admin", Some(&url));
+    let admin = one.first_key("admin", Some(&url)).await;
     let (status, tenant) = json_as(
         &one,
         &admin,
@@ -1056,7 +1056,7 @@ async fn two_nodes_admit_exactly_a_tenants_quota_under_a_burst() {
 /// started after it was queued (fair slots), on one node or across `nodes`.
 async fn a_single_run_is_not_stuck_behind_a_burst(nodes: &[&TestServer], database: Option<&str>) {
     let first = nodes[0];
-    let admin = first.cli_key("admin", database);
+    let admin = first.first_key("admin", database).await;
     let a_tenant = make_tenant(first, &admin, "burst").await;
     let b_tenant = make_tenant(first, &admin, "single").await;
     let a = make_key(first, &admin, &a_tenant, "submit").await.secret;

@@ -245,8 +245,11 @@ async fn metrics_count_the_runs_made_and_logs_name_each_move() {
     );
 }
 
+/// The probes answer without the token, and `skill-runner health` asks readiness where the
+/// settings make the service listen. (Readiness under a failing SQLite database:
+/// `db_faults`; under PostgreSQL: below.)
 #[tokio::test]
-async fn probes_are_open_and_readiness_follows_the_store() {
+async fn probes_are_open_and_the_health_check_asks_readiness() {
     let server = TestServer::start_with(
         common::TestDirs::new(),
         &[("SKILL_RUNNER_API_TOKENS", "sekret-token-for-tests")],
@@ -301,38 +304,6 @@ async fn probes_are_open_and_readiness_follows_the_store() {
     );
     assert_eq!(health(&[("PORT", &port)]).0, 0);
 
-    // A database that lacks this build's latest migration is not ready; restored, it is.
-    let db = server.dirs.data.join("skill_runner.db");
-    let sql = |statement: &str| {
-        let status = std::process::Command::new("python3")
-            .args(["-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute(sys.argv[2]); c.commit()"])
-            .arg(&db)
-            .arg(statement)
-            .status()
-            .unwrap();
-        assert!(status.success(), "{statement}");
-    };
-    sql(
-        "CREATE TABLE kept AS SELECT * FROM _sqlx_migrations WHERE version = (SELECT MAX(version) FROM _sqlx_migrations)",
-    );
-    sql("DELETE FROM _sqlx_migrations WHERE version = (SELECT version FROM kept)");
-    let (code, body) = server.get("/readyz").await;
-    assert_eq!(
-        (code, body),
-        (
-            503,
-            json!({"status": "not_ready", "store": "failed", "storage": "ok", "draining": false})
-        )
-    );
-    server.wait_log("readiness: the store check failed").await;
-    let (code, said) = health(&[("PORT", &port)]);
-    assert_eq!(code, 1, "{said}");
-    assert!(
-        said.contains("answered 503") && said.contains("not_ready"),
-        "{said}"
-    );
-    sql("INSERT INTO _sqlx_migrations SELECT * FROM kept");
-    assert_eq!(server.get("/readyz").await.0, 200);
     drop(server);
     let (code, said) = health(&[("PORT", &port)]);
     assert_eq!(code, 1, "{said}");
@@ -472,8 +443,9 @@ async fn traces_go_to_the_collector_and_a_run_links_to_the_request_that_queued_i
     );
 }
 
-/// On PostgreSQL, readiness follows the database: a node whose database went away is not
-/// ready (503, `store: failed`) but lives, and is ready and works again once it is back.
+/// On PostgreSQL, readiness follows the database: a node whose database lacks this build's
+/// latest migration, or went away, is not ready (503, `store: failed`; `skill-runner health`
+/// fails) but lives, and is ready and works again once it is whole and back.
 #[tokio::test]
 async fn readiness_follows_postgres_going_away_and_coming_back() {
     let cluster = common::postgres::OwnCluster::start();
@@ -482,6 +454,37 @@ async fn readiness_follows_postgres_going_away_and_coming_back() {
         &[("SKILL_RUNNER_DATABASE_URL", &cluster.url)],
     );
     let ready = json!({"status": "ready", "store": "ok", "storage": "ok", "draining": false});
+    assert_eq!(server.get("/readyz").await, (200, ready.clone()));
+
+    // A database that lacks this build's latest migration is not ready; restored, it is.
+    let sql = |statement: &str| {
+        let status = std::process::Command::new(common::postgres::tool("psql"))
+            .args([&cluster.url, "-v", "ON_ERROR_STOP=1", "-qc", statement])
+            .status()
+            .unwrap();
+        assert!(status.success(), "{statement}");
+    };
+    sql(
+        "CREATE TABLE kept AS SELECT * FROM _sqlx_migrations WHERE version = (SELECT MAX(version) FROM _sqlx_migrations)",
+    );
+    sql("DELETE FROM _sqlx_migrations WHERE version = (SELECT version FROM kept)");
+    let (code, body) = server.get("/readyz").await;
+    assert_eq!(
+        (code, body),
+        (
+            503,
+            json!({"status": "not_ready", "store": "failed", "storage": "ok", "draining": false})
+        )
+    );
+    server.wait_log("readiness: the store check failed").await;
+    let port = server.url("").rsplit(':').next().unwrap().to_owned();
+    let (code, said) = health(&[("PORT", &port)]);
+    assert_eq!(code, 1, "{said}");
+    assert!(
+        said.contains("answered 503") && said.contains("not_ready"),
+        "{said}"
+    );
+    sql("INSERT INTO _sqlx_migrations SELECT * FROM kept");
     assert_eq!(server.get("/readyz").await, (200, ready.clone()));
 
     cluster.stop();

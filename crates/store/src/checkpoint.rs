@@ -24,6 +24,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::RecentRows;
+use super::watch::Watch;
 
 /// When and how the checkpointer works.
 #[derive(Debug, Clone, Copy)]
@@ -63,6 +64,8 @@ pub(crate) struct Checkpoint {
 pub(crate) struct Checkpointer {
     conn: SqliteConnection,
     recent: Arc<RecentRows>,
+    /// Told whether each checkpoint could write the database.
+    watch: Arc<Watch>,
     tuning: Tuning,
 }
 
@@ -71,11 +74,13 @@ impl Checkpointer {
     pub(crate) async fn connect(
         options: &SqliteConnectOptions,
         recent: Arc<RecentRows>,
+        watch: Arc<Watch>,
         tuning: Tuning,
     ) -> anyhow::Result<Self> {
         Ok(Self {
             conn: options.connect().await?,
             recent,
+            watch,
             tuning,
         })
     }
@@ -105,8 +110,8 @@ impl Checkpointer {
         Ok((frames, copied))
     }
 
-    /// Checkpoints after writes until `stop` fires or its sender is dropped, then closes the
-    /// connection.
+    /// Checkpoints after writes (and, while the last one failed to write, every tick) until
+    /// `stop` fires or its sender is dropped, then closes the connection.
     async fn run(mut self, mut stop: oneshot::Receiver<()>) {
         let mut every = tokio::time::interval(self.tuning.every);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -117,13 +122,18 @@ impl Checkpointer {
                 _ = every.tick() => {}
             }
             let now = self.recent.generation.current();
-            if now == seen {
+            if now == seen && !self.watch.checkpoint_failing() {
                 continue;
             }
             seen = now;
-            if let Err(e) = self.step().await {
+            match self.step().await {
+                Ok(_) => self.watch.checkpointed(Ok(())),
+                // The database cannot be written: writes stop until a checkpoint succeeds.
+                Err(e) if e.chain().any(crate::is_unavailable) => {
+                    self.watch.checkpointed(Err(format!("{e:#}")));
+                }
                 // The next write's tick tries again; a WAL left long is slower, not wrong.
-                tracing::warn!(error = %e, "checkpoint of the database's WAL failed");
+                Err(e) => tracing::warn!(error = %e, "checkpoint of the database's WAL failed"),
             }
         }
         let _ = self.conn.close().await;
@@ -204,10 +214,14 @@ mod tests {
                 "the WAL does not grow: writers checkpoint"
             );
         }
-        let mut checkpointer =
-            Checkpointer::connect(&Sqlite::options(&path).unwrap(), store.recent.clone(), idle)
-                .await
-                .unwrap();
+        let mut checkpointer = Checkpointer::connect(
+            &Sqlite::options(&path).unwrap(),
+            store.recent.clone(),
+            store.watch.clone(),
+            idle,
+        )
+        .await
+        .unwrap();
         // The catch-up waits for the writers' turn.
         let turn = store.recent.writer.lock().await;
         let waiting = tokio::time::timeout(Duration::from_millis(300), checkpointer.step()).await;

@@ -301,7 +301,7 @@ pub(crate) use engine_store;
 
 engine_store!(
     Sqlite,
-    |store| store.writing().await,
+    |store| store.writing().await?,
     " FROM engine_upgrades WHERE json_type(results, '$.' || $1) IS NOT NULL
       ORDER BY created_at DESC, rowid DESC LIMIT 1"
 );

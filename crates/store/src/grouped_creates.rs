@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::RecentRows;
 use super::jobs::{Batch, Binding, NewRequest, NewRun, RequestKind, Statement, UploadState};
+use super::watch::Watch;
 
 /// Creates in one transaction at most (each binds 25 values; SQLite takes 32,766).
 const GROUP_MAX: usize = 64;
@@ -59,9 +60,9 @@ struct Rows {
 impl GroupedCreates {
     /// Starts the task writing the creates; it ends when this is dropped, after writing
     /// those already sent.
-    pub(crate) fn start(pool: SqlitePool, recent: Arc<RecentRows>) -> Self {
+    pub(crate) fn start(pool: SqlitePool, recent: Arc<RecentRows>, watch: Arc<Watch>) -> Self {
         let (send, receive) = mpsc::unbounded_channel();
-        tokio::spawn(write_groups(pool, recent, receive));
+        tokio::spawn(write_groups(pool, recent, watch, receive));
         Self { send }
     }
 
@@ -141,6 +142,7 @@ impl Rows {
 async fn write_groups(
     pool: SqlitePool,
     recent: Arc<RecentRows>,
+    watch: Arc<Watch>,
     mut receive: mpsc::UnboundedReceiver<Pending>,
 ) {
     let mut group = Vec::with_capacity(GROUP_MAX);
@@ -151,6 +153,12 @@ async fn write_groups(
             && let Ok(pending) = receive.try_recv()
         {
             group.push(pending);
+        }
+        if let Err(refused) = watch.writable() {
+            for pending in group.drain(..) {
+                let _ = pending.written.send(Err(refused.clone().into()));
+            }
+            continue;
         }
         let written = {
             let rows: Vec<&Rows> = group.iter().map(|p| &p.rows).collect();

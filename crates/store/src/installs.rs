@@ -193,7 +193,7 @@ macro_rules! install_store {
 }
 pub(crate) use install_store;
 
-install_store!(Sqlite, |store| store.writing().await);
+install_store!(Sqlite, |store| store.writing().await?);
 
 #[cfg(test)]
 mod tests {

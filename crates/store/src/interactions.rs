@@ -167,7 +167,7 @@ impl InteractionStore for Sqlite {
         stdout_offset: u64,
         deadline: Timestamp,
     ) -> anyhow::Result<Option<u32>> {
-        let writing = self.writing().await;
+        let writing = self.writing().await?;
         let now = Timestamp::now();
         let mut tx = writing.pool().begin().await?;
         let asked: Option<(i64, i64)> = sqlx::query_as(
@@ -236,7 +236,7 @@ impl InteractionStore for Sqlite {
     }
 
     async fn answer(&self, run_id: &str, answer: Answer<'_>) -> anyhow::Result<AnswerOutcome> {
-        let writing = self.writing().await;
+        let writing = self.writing().await?;
         let now = Timestamp::now();
         let auto = answer.resolution == Resolution::AutoDecideTimeout;
         let mut tx = writing.pool().begin().await?;
@@ -290,7 +290,7 @@ impl InteractionStore for Sqlite {
     }
 
     async fn keep_waiting(&self, run_id: &str, deadline: Timestamp) -> anyhow::Result<bool> {
-        let writing = self.writing().await;
+        let writing = self.writing().await?;
         let now = Timestamp::now();
         let done = sqlx::query(
             "UPDATE runs SET recovery_state = 'recovered_waiting', recovered_at = ?,
@@ -307,7 +307,7 @@ impl InteractionStore for Sqlite {
     }
 
     async fn await_auth(&self, run_id: &str, deadline: Timestamp) -> anyhow::Result<bool> {
-        let writing = self.writing().await;
+        let writing = self.writing().await?;
         let done = sqlx::query(
             "UPDATE runs SET status = 'waiting_auth', wait_deadline = ?, updated_at = ?
              WHERE run_id = ? AND status = 'queued'",
@@ -321,7 +321,7 @@ impl InteractionStore for Sqlite {
     }
 
     async fn auth_arrived(&self, run_id: &str) -> anyhow::Result<bool> {
-        let writing = self.writing().await;
+        let writing = self.writing().await?;
         let done = sqlx::query(
             "UPDATE runs SET status = 'queued', wait_deadline = NULL, updated_at = ?
              WHERE run_id = ? AND status = 'waiting_auth'",

@@ -662,7 +662,7 @@ impl JobStore for Sqlite {
     }
 
     async fn claim_upload(&self, request_id: &str) -> anyhow::Result<bool> {
-        let writing = self.writing().await;
+        let writing = self.writing().await?;
         let done = sqlx::query(
             "UPDATE requests SET upload_state = 'receiving', updated_at = ?
              WHERE request_id = ? AND upload_state = 'awaiting'",
@@ -675,7 +675,7 @@ impl JobStore for Sqlite {
     }
 
     async fn release_upload(&self, request_id: &str) -> anyhow::Result<()> {
-        let writing = self.writing().await;
+        let writing = self.writing().await?;
         sqlx::query(
             "UPDATE requests SET upload_state = 'awaiting', updated_at = ?
              WHERE request_id = ? AND upload_state = 'receiving'",
@@ -694,7 +694,7 @@ impl JobStore for Sqlite {
         temp_skill: Option<(&str, &str)>,
         _anywhere: bool,
     ) -> anyhow::Result<()> {
-        let writing = self.writing().await;
+        let writing = self.writing().await?;
         let now = Timestamp::now();
         let mut tx = writing.pool().begin().await?;
         let (run_id, cache_hit) = match binding {
@@ -727,7 +727,7 @@ impl JobStore for Sqlite {
     }
 
     async fn reopen_interrupted_uploads(&self) -> anyhow::Result<u64> {
-        let writing = self.writing().await;
+        let writing = self.writing().await?;
         let done = sqlx::query(
             "UPDATE requests SET upload_state = 'awaiting', updated_at = ?
              WHERE upload_state = 'receiving'",
@@ -744,7 +744,7 @@ impl JobStore for Sqlite {
         code: Option<&str>,
         error: &str,
     ) -> anyhow::Result<()> {
-        let writing = self.writing().await;
+        let writing = self.writing().await?;
         sqlx::query(
             "UPDATE requests SET upload_state = 'done', error_code = ?, error = ?, updated_at = ?
              WHERE request_id = ? AND upload_state = 'receiving'",
@@ -759,7 +759,7 @@ impl JobStore for Sqlite {
     }
 
     async fn start_run(&self, run_id: &str, sandbox: &str) -> anyhow::Result<Option<Run>> {
-        let writing = self.writing().await;
+        let writing = self.writing().await?;
         skill_runner_types::faults::check("store-start-run")?;
         let now = Timestamp::now();
         let row: Option<RunRow> = sqlx::query_as(concat!(
@@ -785,7 +785,7 @@ impl JobStore for Sqlite {
         run_id: &str,
         mark: Option<&ProcessMark>,
     ) -> anyhow::Result<()> {
-        let writing = self.writing().await;
+        let writing = self.writing().await?;
         sqlx::query(
             "UPDATE runs SET pgid = ?, pg_boot_id = ?, pg_start_ticks = ? WHERE run_id = ?",
         )
@@ -799,7 +799,7 @@ impl JobStore for Sqlite {
     }
 
     async fn set_run_session(&self, run_id: &str, session: &str) -> anyhow::Result<()> {
-        let writing = self.writing().await;
+        let writing = self.writing().await?;
         sqlx::query("UPDATE runs SET engine_session = ? WHERE run_id = ?")
             .bind(session)
             .bind(run_id)
@@ -815,7 +815,7 @@ impl JobStore for Sqlite {
         asked: Option<u32>,
         ending: &Ending,
     ) -> anyhow::Result<Option<Ended>> {
-        let writing = self.writing().await;
+        let writing = self.writing().await?;
         by.check_target(ending.status)?;
         skill_runner_types::faults::check("store-finish")?;
         let now = Timestamp::now();
@@ -866,7 +866,7 @@ impl JobStore for Sqlite {
         ending: &Ending,
         reason: &str,
     ) -> anyhow::Result<Option<Ended>> {
-        let writing = self.writing().await;
+        let writing = self.writing().await?;
         anyhow::ensure!(
             Move::Reconcile.allows(from, ending.status),
             "cannot reconcile a run from '{}' to '{}'",
@@ -1069,7 +1069,7 @@ impl JobStore for Sqlite {
         failed_before: Timestamp,
         finished_before: Timestamp,
     ) -> anyhow::Result<(CleanupCounts, Vec<Removed>)> {
-        let writing = self.writing().await;
+        let writing = self.writing().await?;
         let mut tx = writing.pool().begin().await?;
         sqlx::query("CREATE TEMP TABLE IF NOT EXISTS doomed_runs (run_id TEXT PRIMARY KEY)")
             .execute(&mut *tx)

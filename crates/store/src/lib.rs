@@ -8,7 +8,7 @@
 //! state change is a guarded `UPDATE ... WHERE status IN (...)`, so a late or repeated writer can
 //! never move a finished request back.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +30,7 @@ mod postgres;
 mod recent;
 mod secrets;
 mod tenants;
+mod watch;
 
 pub use engines::{EngineStore, StoredMcpServer, StoredSnapshot, Upgrade, UpgradeResult};
 pub use installs::{InstallPhase, InstallRequest, InstallStore};
@@ -81,6 +82,57 @@ impl std::fmt::Display for QueueFull {
 
 impl std::error::Error for QueueFull {}
 
+/// The database cannot take writes now: its file was deleted or replaced under the service,
+/// cannot be written, or failed to (the reason, for the log).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable(pub String);
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the database is unavailable: {}", self.0)
+    }
+}
+
+impl std::error::Error for Unavailable {}
+
+/// The SQLite file is open in another process: a running service holds it alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held(pub PathBuf);
+
+impl std::fmt::Display for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the database {} is in use by another process (a running skill-runner holds it alone)",
+            self.0.display()
+        )
+    }
+}
+
+impl std::error::Error for Held {}
+
+/// Whether `cause` is the database failing under the service rather than the request:
+/// [`Unavailable`], SQLite's I/O errors (`SQLITE_IOERR`, `SQLITE_READONLY`,
+/// `SQLITE_CANTOPEN`), PostgreSQL's lost or refused connections and read-only transactions.
+pub fn is_unavailable(cause: &(dyn std::error::Error + 'static)) -> bool {
+    if cause.downcast_ref::<Unavailable>().is_some() {
+        return true;
+    }
+    match cause.downcast_ref::<sqlx::Error>() {
+        Some(sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut) => true,
+        Some(sqlx::Error::Database(db)) => {
+            let code = db.code().unwrap_or_default();
+            if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                // An extended code keeps its primary code in its low byte.
+                matches!(code.parse::<u32>().map(|c| c & 0xff), Ok(8 | 10 | 14))
+            } else {
+                code.starts_with("08") || matches!(&*code, "25006" | "57P01" | "57P02" | "57P03")
+            }
+        }
+        _ => false,
+    }
+}
+
 /// Whether `cause` is the database finding no room for a write (SQLite's `SQLITE_FULL`,
 /// PostgreSQL's `disk_full`).
 pub fn is_storage_full(cause: &(dyn std::error::Error + 'static)) -> bool {
@@ -111,6 +163,12 @@ pub trait Backend:
 
     /// Which database this is (`sqlite` or `postgres`).
     fn kind(&self) -> &'static str;
+
+    /// `Ok` while what was written is where a restart will find it: an error once the SQLite
+    /// file was deleted or replaced under the service (see `watch`).
+    fn in_place(&self) -> Result<(), Unavailable> {
+        Ok(())
+    }
 
     /// The coordination of the nodes sharing this database; `None` for SQLite (one node).
     fn cluster(&self) -> Option<&dyn Cluster> {
@@ -264,7 +322,15 @@ fn check_migrations(
     Ok(())
 }
 
-/// The SQLite backend: one database file in WAL mode.
+/// The SQLite backend: one database file in WAL mode, held by this process alone.
+///
+/// Through SQLite's `unix-excl` VFS the process takes the file's lock at its first connection
+/// and its connections share the WAL index in heap memory: with the default VFS that index is
+/// the `-shm` file mapped into memory, and a volume that stops taking writes (a file made
+/// immutable, a disk remounted read-only after I/O errors) turned a write to the mapping into
+/// `SIGBUS`, which killed the service without a word. Now such a write fails, and answers 503.
+/// The price: no other process opens the database while the service runs (`keys create`
+/// says so, and the API makes keys).
 #[derive(Debug)]
 pub struct Sqlite {
     pool: SqlitePool,
@@ -278,6 +344,10 @@ pub struct Sqlite {
     creates: grouped_creates::GroupedCreates,
     /// Taken when the store closes.
     checkpoints: std::sync::Mutex<Option<checkpoint::Running>>,
+    /// The database's files, looked at before each write (see `watch`).
+    watch: Arc<watch::Watch>,
+    /// Taken when the store closes.
+    watching: std::sync::Mutex<Option<watch::Watching>>,
 }
 
 /// The read cache of requests and runs (see `recent`), and the one writer's turn.
@@ -313,9 +383,18 @@ impl RecentRows {
 }
 
 impl Sqlite {
-    /// [`RecentRows::writing`].
-    async fn writing(&self) -> WriteTurn<'_> {
-        self.recent.writing(&self.writes).await
+    /// [`RecentRows::writing`], refused while a write would not be kept (see `watch`).
+    async fn writing(&self) -> Result<WriteTurn<'_>, Unavailable> {
+        let turn = self.recent.writing(&self.writes).await;
+        self.watch.writable()?;
+        Ok(turn)
+    }
+
+    /// The WAL of the database at `path`.
+    fn wal(path: &Path) -> PathBuf {
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        wal.into()
     }
 }
 
@@ -335,36 +414,70 @@ impl Sqlite {
 
     async fn open_tuned(path: &Path, checkpoints: checkpoint::Tuning) -> anyhow::Result<Self> {
         let options = Self::options(path)?;
+        let opening = || format!("opening database {}", path.display());
+        // Taken without waiting: a file another process holds is an error at once.
+        use sqlx::{ConnectOptions as _, Connection as _};
+        let claim = match options.clone().busy_timeout(Duration::ZERO).connect().await {
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("5") => {
+                return Err(Held(path.to_owned()).into());
+            }
+            claim => claim.with_context(opening)?,
+        };
         // Reads on two connections at most, beside the one for writes. Each connection is
         // a thread every statement is handed to and answered from, and with eight, a run's
         // statements woke a different thread each time: fewer gave 5–10 % more finished
         // jobs/s on two cores.
         let pooled = options.clone().pragma("wal_autocheckpoint", "0");
-        let connect = |connections| {
+        let db = path.to_owned();
+        let connect = |connections, opened_at_once| {
+            let db = db.clone();
             SqlitePoolOptions::new()
                 .max_connections(connections)
+                .min_connections(opened_at_once)
                 // A connection to a local file cannot drop, and the check before each use is
                 // one more round trip to the connection's thread for every statement.
                 .test_before_acquire(false)
+                // A connection opened while the file cannot be written is read-only for its
+                // whole life, and would refuse writes once the fault has cleared: so they are
+                // kept for good, and none is made then (the pool tries again).
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .after_connect(move |_, _| {
+                    let db = db.clone();
+                    Box::pin(async move {
+                        nix::unistd::access(&db, nix::unistd::AccessFlags::W_OK)
+                            .map_err(|e| sqlx::Error::Io(e.into()))
+                    })
+                })
                 .connect_with(pooled.clone())
         };
-        let opening = || format!("opening database {}", path.display());
-        let pool = connect(2).await.with_context(opening)?;
+        // Both read connections now, while the file can be written; the writer's (closed
+        // after a failed batch) when the next write, having found the file writable, asks.
+        let pool = connect(2, 2).await.with_context(opening)?;
         MIGRATIONS
             .run(&pool)
             .await
             .context("applying database migrations")?;
-        let writes = connect(1).await.with_context(opening)?;
+        let writes = connect(1, 0).await.with_context(opening)?;
         let recent = Arc::new(RecentRows::default());
-        let checkpointer = checkpoint::Checkpointer::connect(&options, recent.clone(), checkpoints)
-            .await
-            .with_context(|| format!("opening database {}", path.display()))?;
+        let watch = Arc::new(watch::Watch::new(path).with_context(opening)?);
+        let checkpointer =
+            checkpoint::Checkpointer::connect(&options, recent.clone(), watch.clone(), checkpoints)
+                .await
+                .with_context(opening)?;
+        claim.close().await.with_context(opening)?;
         Ok(Self {
-            creates: grouped_creates::GroupedCreates::start(writes.clone(), recent.clone()),
+            creates: grouped_creates::GroupedCreates::start(
+                writes.clone(),
+                recent.clone(),
+                watch.clone(),
+            ),
             pool,
             writes,
             recent,
             checkpoints: std::sync::Mutex::new(Some(checkpointer.spawn())),
+            watching: std::sync::Mutex::new(Some(watch.clone().spawn())),
+            watch,
         })
     }
 
@@ -375,7 +488,10 @@ impl Sqlite {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(10))
-            .foreign_keys(true))
+            .foreign_keys(true)
+            // No memory map of the WAL index (see [`Sqlite`]) nor of the file.
+            .vfs("unix-excl")
+            .pragma("mmap_size", "0"))
     }
 }
 
@@ -385,6 +501,10 @@ static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite
 #[async_trait::async_trait]
 impl Backend for Sqlite {
     async fn close(&self) {
+        let watching = self.watching.lock().unwrap().take();
+        if let Some(watching) = watching {
+            watching.stop().await;
+        }
         let checkpoints = self.checkpoints.lock().unwrap().take();
         if let Some(running) = checkpoints {
             running.stop().await;
@@ -397,7 +517,12 @@ impl Backend for Sqlite {
         "sqlite"
     }
 
+    fn in_place(&self) -> Result<(), Unavailable> {
+        self.watch.in_place()
+    }
+
     async fn check(&self) -> anyhow::Result<()> {
+        self.watch.writable()?;
         let (applied,): (Option<i64>,) = sqlx::query_as(APPLIED_MIGRATION)
             .fetch_one(&self.pool)
             .await
@@ -940,6 +1065,179 @@ pub(crate) mod tests {
                 .unwrap();
         assert!(encrypted);
         store.close().await;
+    }
+
+    /// The process holds the file alone and maps none of it: no `-shm` file, no mapping of the
+    /// database's files, and its own connections still see each other's writes.
+    #[tokio::test]
+    async fn the_database_is_held_alone_and_never_mapped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let store = Sqlite::open(&path).await.unwrap();
+        store.insert_install_request("r1").await.unwrap();
+        assert!(store.install_request("r1").await.unwrap().is_some());
+        let mut files: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        files.sort();
+        assert_eq!(files, ["db.sqlite", "db.sqlite-wal"]);
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        assert!(
+            !maps.contains(dir.path().to_str().unwrap()),
+            "a database file is mapped: {maps}"
+        );
+        store.close().await;
+    }
+
+    /// A database file deleted under the store: from then on every write is refused as
+    /// unavailable, and so is readiness, even for a file put back at the path.
+    #[tokio::test]
+    async fn a_database_deleted_while_open_takes_no_more_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let store = Sqlite::open(&path).await.unwrap();
+        store.insert_install_request("r1").await.unwrap();
+        store.check().await.unwrap();
+        assert!(store.in_place().is_ok());
+        std::fs::remove_file(&path).unwrap();
+        let refused = store.insert_install_request("r2").await.unwrap_err();
+        assert!(is_unavailable(refused.root_cause()), "{refused:#}");
+        let refused = store
+            .create_request(&jobs::tests::new_request("q1"), None)
+            .await
+            .unwrap_err();
+        assert!(is_unavailable(refused.root_cause()), "{refused:#}");
+        assert!(store.in_place().is_err());
+        std::fs::write(&path, b"").unwrap();
+        let not_ready = store.check().await.unwrap_err();
+        assert!(
+            format!("{not_ready:#}").contains("deleted or replaced"),
+            "{not_ready:#}"
+        );
+        assert!(store.insert_install_request("r3").await.is_err());
+        store.close().await;
+    }
+
+    /// A database file replaced under the store (a copy moved over it, as a restore does) is
+    /// not the one it writes: writes are refused as for a deleted one.
+    #[tokio::test]
+    async fn a_database_replaced_while_open_takes_no_more_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let store = Sqlite::open(&path).await.unwrap();
+        store.insert_install_request("r1").await.unwrap();
+        let copy = dir.path().join("copy");
+        std::fs::copy(&path, &copy).unwrap();
+        std::fs::rename(&copy, &path).unwrap();
+        let refused = store.insert_install_request("r2").await.unwrap_err();
+        assert!(is_unavailable(refused.root_cause()), "{refused:#}");
+        let not_ready = store.check().await.unwrap_err();
+        assert!(
+            format!("{not_ready:#}").contains("deleted or replaced"),
+            "{not_ready:#}"
+        );
+        store.close().await;
+    }
+
+    /// Files made immutable under the store (as a volume turned read-only leaves them): a
+    /// write that reaches SQLite fails as unavailable (no signal: nothing is mapped), the
+    /// store's own writes and readiness are refused, and a checkpoint that cannot write is
+    /// retried until it can. Writable again, the same connections write and readiness is back.
+    #[tokio::test]
+    async fn immutable_files_fail_writes_until_they_can_be_written_again() {
+        use skill_runner_test_support::immutable::Immutable;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let tuning = checkpoint::Tuning {
+            every: Duration::from_millis(20),
+            ..Default::default()
+        };
+        let store = Sqlite::open_tuned(&path, tuning).await.unwrap();
+        store.insert_install_request("r1").await.unwrap();
+        /// A write past the store's own checks.
+        async fn raw_write(pool: &SqlitePool, id: &str) -> Result<(), sqlx::Error> {
+            sqlx::query(
+                "INSERT INTO install_requests (request_id, status, phase, created_at, updated_at)
+                 VALUES (?, 'queued', 'received', ?, ?)",
+            )
+            .bind(id)
+            .bind(skill_runner_types::clock::Timestamp::now())
+            .bind(skill_runner_types::clock::Timestamp::now())
+            .execute(pool)
+            .await
+            .map(drop)
+        }
+        let wait_for = |failing: bool| {
+            let watch = store.watch.clone();
+            async move {
+                for _ in 0..250 {
+                    if watch.checkpoint_failing() == failing {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                panic!("the checkpointer never found failing = {failing}");
+            }
+        };
+
+        // The database file alone: the WAL takes the write, its checkpoint cannot.
+        let Some(held) = Immutable::set(std::slice::from_ref(&path), "store immutable files")
+        else {
+            return;
+        };
+        raw_write(&store.writes, "r2").await.unwrap();
+        drop(store.recent.generation.writing());
+        wait_for(true).await;
+        let not_ready = store.check().await.unwrap_err();
+        assert!(is_unavailable(not_ready.root_cause()), "{not_ready:#}");
+        drop(held);
+        wait_for(false).await;
+        store.check().await.unwrap();
+
+        // Every file: a write through SQLite fails as unavailable; reads go on.
+        let files = [path.clone(), Sqlite::wal(&path)];
+        let held = Immutable::set(&files, "store immutable files").unwrap();
+        let failed = raw_write(&store.writes, "r3").await.unwrap_err();
+        assert!(is_unavailable(&failed), "{failed:#}");
+        let refused = store.insert_install_request("r4").await.unwrap_err();
+        assert!(is_unavailable(refused.root_cause()), "{refused:#}");
+        assert!(store.check().await.is_err());
+        assert!(store.install_request("r2").await.unwrap().is_some());
+        drop(held);
+        store.check().await.unwrap();
+        raw_write(&store.writes, "r5").await.unwrap();
+        raw_write(&store.pool, "r6").await.unwrap();
+        store.insert_install_request("r7").await.unwrap();
+        store.close().await;
+        let store = Sqlite::open(&path).await.unwrap();
+        for (id, kept) in [
+            ("r2", true),
+            ("r3", false),
+            ("r4", false),
+            ("r5", true),
+            ("r7", true),
+        ] {
+            assert_eq!(
+                store.install_request(id).await.unwrap().is_some(),
+                kept,
+                "{id}"
+            );
+        }
+        store.close().await;
+    }
+
+    /// Which failures are the database's: I/O and read-only errors and the watch's refusal;
+    /// not a refused row, nor a full disk (507, not 503).
+    #[tokio::test]
+    async fn io_errors_are_the_databases_and_constraint_errors_are_not() {
+        let (_dir, store) = store().await;
+        store.insert_install_request("r1").await.unwrap();
+        let taken = store.insert_install_request("r1").await.unwrap_err();
+        assert!(!taken.chain().any(is_unavailable), "{taken:#}");
+        assert!(is_unavailable(&Unavailable("gone".into())));
+        assert!(is_unavailable(&sqlx::Error::PoolTimedOut));
+        assert!(!is_unavailable(&sqlx::Error::RowNotFound));
     }
 
     #[tokio::test]

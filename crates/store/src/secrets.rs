@@ -209,7 +209,7 @@ macro_rules! secret_store {
 }
 pub(crate) use secret_store;
 
-secret_store!(Sqlite, |store| store.writing().await);
+secret_store!(Sqlite, |store| store.writing().await?);
 
 #[cfg(test)]
 mod tests {

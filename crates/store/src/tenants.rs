@@ -604,7 +604,7 @@ macro_rules! tenant_store {
 }
 pub(crate) use tenant_store;
 
-tenant_store!(Sqlite, |store| store.writing().await);
+tenant_store!(Sqlite, |store| store.writing().await?);
 
 #[cfg(test)]
 mod tests {

@@ -17,6 +17,7 @@ pub mod browser;
 pub mod container;
 pub mod echo;
 pub mod example;
+pub mod immutable;
 pub mod netns;
 pub mod postgres;
 pub mod tls;
@@ -647,17 +648,26 @@ impl TestServer {
         Self::start_with(dirs, env)
     }
 
-    /// A key of the default tenant with `role`, made by `skill-runner keys create` against
-    /// this server's store: its data dir, or the PostgreSQL `database` when it has one.
-    pub fn cli_key(&self, role: &str, database: Option<&str>) -> String {
-        let mut cmd = Command::new(bin("skill-runner"));
-        cmd.args(["keys", "create", "--role", role, "--name", "made by a test"])
+    /// A key of the default tenant with `role`, the server's first: made by `skill-runner keys
+    /// create` against the PostgreSQL `database` when it has one; on SQLite, whose file the
+    /// running server holds alone, through its API while no key is in force (it is open).
+    pub async fn first_key(&self, role: &str, database: Option<&str>) -> String {
+        let Some(url) = database else {
+            let (status, issued) = self
+                .post_json(
+                    "/v1/management/tenants/default/keys",
+                    json!({"role": role, "name": "made by a test"}),
+                )
+                .await;
+            assert_eq!(status, 200, "{issued}");
+            return issued["key"].as_str().unwrap().to_owned();
+        };
+        let out = Command::new(bin("skill-runner"))
+            .args(["keys", "create", "--role", role, "--name", "made by a test"])
             .env("SKILL_RUNNER_DATA_DIR", &self.dirs.data)
-            .env_remove("SKILL_RUNNER_DATABASE_URL");
-        if let Some(url) = database {
-            cmd.env("SKILL_RUNNER_DATABASE_URL", url);
-        }
-        let out = cmd.output().expect("skill-runner keys create runs");
+            .env("SKILL_RUNNER_DATABASE_URL", url)
+            .output()
+            .expect("skill-runner keys create runs");
         assert!(
             out.status.success(),
             "skill-runner keys create: {}",
