@@ -582,10 +582,10 @@ fn small_data_volume() -> std::sync::Arc<common::TestDirs> {
     dirs
 }
 
-/// Fills the volume of `dirs.data` with the file `name` until `left` bytes are free.
-fn fill_from_outside(dirs: &common::TestDirs, name: &str, left: u64) -> std::path::PathBuf {
-    let file = dirs.data.join(name);
-    let free = nix::sys::statvfs::statvfs(&dirs.data).unwrap();
+/// Fills the volume of the folder `dir` with its file `name` until `left` bytes are free.
+fn fill_from_outside(dir: &std::path::Path, name: &str, left: u64) -> std::path::PathBuf {
+    let file = dir.join(name);
+    let free = nix::sys::statvfs::statvfs(dir).unwrap();
     let room = free.blocks_available() as u64 * free.fragment_size() as u64;
     let filled = std::process::Command::new("fallocate")
         .args(["-l", &(room - left).to_string()])
@@ -694,7 +694,7 @@ async fn a_volume_filled_from_outside_refuses_work_and_keeps_a_waiting_run() {
         .await;
 
     // Something else fills the volume, to the last half MiB.
-    let filler = fill_from_outside(&dirs, "filler.bin", 512 * 1024);
+    let filler = fill_from_outside(&dirs.data, "filler.bin", 512 * 1024);
 
     let (code, refused) = server
         .post_json(
@@ -727,7 +727,7 @@ async fn a_volume_filled_from_outside_refuses_work_and_keeps_a_waiting_run() {
     assert_eq!((code, &ready["storage"]), (503, &json!("full")), "{ready}");
     // The reserve given up left room for the runs under way; something takes that too, and
     // the queued run starts on a volume with none: it ends saying so, not as an internal error.
-    let rest = fill_from_outside(&dirs, "rest.bin", 0);
+    let rest = fill_from_outside(&dirs.data, "rest.bin", 0);
     std::fs::write(&go, "").unwrap_or_default();
     let ended = server.wait_job(&queued).await;
     assert_eq!(ended["error"]["code"], "DISK_FULL", "{ended}");
@@ -958,4 +958,78 @@ async fn open_streams_are_capped_per_run_and_per_address() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(opened, 200, "a closed stream frees its place");
+}
+
+/// Bytes of only `a` and `b` in a random order: deflate keeps them to about a sixth, well
+/// within the ratio a package may have.
+fn two_letter_text(len: usize) -> Vec<u8> {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            if state & 1 == 0 { b'a' } else { b'b' }
+        })
+        .collect()
+}
+
+/// On volumes something else left 3 MiB free: a package too large for the data volume is
+/// refused at its upload with 507 (not stored cut short, to fail later as "not a valid zip"),
+/// and one whose files fill the skills folder's volume as they are extracted fails saying so.
+#[tokio::test]
+async fn installs_on_a_full_volume_say_so() {
+    match isolate(concat!(
+        module_path!(),
+        "::installs_on_a_full_volume_say_so"
+    )) {
+        Isolation::Inside => {}
+        _ => return,
+    }
+    let dirs = small_data_volume();
+    let server = TestServer::start_with(dirs.clone(), &[("SKILL_RUNNER_DISK_RESERVE_MB", "4")]);
+    let filler = fill_from_outside(&dirs.data, "filler.bin", 3 << 20);
+
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let noise: Vec<u8> = (0..5 << 20)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect();
+    let too_large = common::skill_package("too-large", "1.0.0")
+        .file("assets/noise.bin", noise)
+        .zip();
+    let form = reqwest::multipart::Form::new().part(
+        "file",
+        reqwest::multipart::Part::bytes(too_large).file_name("p.zip"),
+    );
+    let (code, body) = server.post_install_form(form).await;
+    assert_eq!(code, 507, "{body}");
+    assert!(body["detail"].to_string().contains("space"), "{body}");
+
+    std::fs::remove_file(&filler).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
+        .arg(&dirs.skills)
+        .status()
+        .unwrap();
+    assert!(mounted.success());
+    fill_from_outside(&dirs.skills, "filler.bin", 3 << 20);
+    let text = two_letter_text(12 << 20);
+    let fills = common::skill_package("fills", "1.0.0")
+        .file("assets/text.txt", text)
+        .zip();
+    assert!(fills.len() < 2 << 20, "{} bytes", fills.len());
+    let installed = server.install_and_wait(fills).await;
+    assert_eq!(installed["status"], "failed", "{installed}");
+    let error = installed["error"].as_str().unwrap();
+    assert!(
+        error.contains("skills folder's volume is full") && !error.contains("zip"),
+        "{error}"
+    );
+    let (code, _) = server.get("/v1/skills/fills").await;
+    assert_eq!(code, 404, "nothing of it was installed");
 }

@@ -109,6 +109,8 @@ fn extract<T>(
     }
     let mut archive = match zip::ZipArchive::new(file) {
         Ok(a) => a,
+        // A file that cannot be read is the volume's fault, not the package's.
+        Err(zip::result::ZipError::Io(e)) => return Err(e.into()),
         Err(e) => return reject(format!("{what} is not a valid zip file: {e}")),
     };
     if archive.len() > limits.max_entries {

@@ -201,6 +201,10 @@ impl Installer {
             let top =
                 archive::extract_package(&package, &staging, &limits).map_err(|e| match e {
                     ArchiveError::Rejected(m) => m,
+                    ArchiveError::Io(e) if crate::process::is_disk_full(&e) => format!(
+                        "the skills folder's volume is full: no room to extract the package \
+                         ({e}); free space there and install it again"
+                    ),
                     ArchiveError::Io(e) => format!("cannot extract the package: {e}"),
                 })?;
             let manifest = manifest::load(&top, Rules::INSTALL).map_err(|e| e.0)?;
