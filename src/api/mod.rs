@@ -305,6 +305,10 @@ fn mcp_router(state: &AppState) -> Router<AppState> {
     );
     Router::new()
         .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            streams::capped_mcp_stream,
+        ))
         .layer(axum::middleware::from_extractor_with_state::<auth::Admin, _>(state.clone()))
 }
 

@@ -74,3 +74,32 @@ pub fn sse<T: Send + 'static>(
         .insert("x-accel-buffering", HeaderValue::from_static("no"));
     response
 }
+
+/// The MCP endpoint's event streams (`GET /mcp`, a session's notifications) take a place of
+/// the caps like the others, keyed by their session; the place frees when the stream's body
+/// is dropped. Its other answers are JSON and take none.
+pub async fn capped_mcp_stream(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    opener: Opener,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if request.method() != axum::http::Method::GET {
+        return next.run(request).await;
+    }
+    let session = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|id| id.to_str().ok())
+        .unwrap_or_default();
+    let slot = match opener.open(&state, &format!("mcp:{session}")) {
+        Ok(slot) => slot,
+        Err(refused) => return refused.into_response(),
+    };
+    next.run(request).await.map(|body| {
+        axum::body::Body::from_stream(body.into_data_stream().map(move |chunk| {
+            let _held = &slot;
+            chunk
+        }))
+    })
+}

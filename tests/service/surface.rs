@@ -882,8 +882,8 @@ async fn streams_that_never_read_hold_little_and_a_reader_still_gets_every_byte(
     }
 }
 
-/// Past a cap on open streams (per run, per client address), opening one more answers 429
-/// naming the cap, and a closed stream frees its place.
+/// Past a cap on open streams (per run, per client address; the MCP endpoint's too), opening
+/// one more answers 429 naming the cap, and a closed stream frees its place.
 #[tokio::test]
 async fn open_streams_are_capped_per_run_and_per_address() {
     let server = server(&[
@@ -940,6 +940,14 @@ async fn open_streams_are_capped_per_run_and_per_address() {
             .contains("your address (3 at most)"),
         "{body}"
     );
+    // The MCP endpoint's event stream counts too.
+    let answer = common::client()
+        .get(server.url("/mcp"))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 429);
     // An unknown run is 404 whatever the caps.
     let (code, _, _) = refused("/v1/jobs/nope/chat".into()).await;
     assert_eq!(code, 404);
