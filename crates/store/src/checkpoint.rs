@@ -21,9 +21,9 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use sqlx::{ConnectOptions, Connection};
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 use super::RecentRows;
+use super::background::Background;
 use super::watch::Watch;
 
 /// When and how the checkpointer works.
@@ -140,27 +140,8 @@ impl Checkpointer {
     }
 
     /// Runs in the background until the handle is stopped or dropped.
-    pub(crate) fn spawn(self) -> Running {
-        let (stop, stopped) = oneshot::channel();
-        Running {
-            stop,
-            task: tokio::spawn(self.run(stopped)),
-        }
-    }
-}
-
-/// The checkpointer at work.
-#[derive(Debug)]
-pub(crate) struct Running {
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<()>,
-}
-
-impl Running {
-    /// Stops it and waits until its connection is closed.
-    pub(crate) async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = self.task.await;
+    pub(crate) fn spawn(self) -> Background {
+        Background::spawn(|stopped| self.run(stopped))
     }
 }
 

@@ -20,6 +20,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
+mod background;
 mod checkpoint;
 mod engines;
 mod grouped_creates;
@@ -343,11 +344,11 @@ pub struct Sqlite {
     /// Where new requests go to be written (see `grouped_creates`).
     creates: grouped_creates::GroupedCreates,
     /// Taken when the store closes.
-    checkpoints: std::sync::Mutex<Option<checkpoint::Running>>,
+    checkpoints: std::sync::Mutex<Option<background::Background>>,
     /// The database's files, looked at before each write (see `watch`).
     watch: Arc<watch::Watch>,
     /// Taken when the store closes.
-    watching: std::sync::Mutex<Option<watch::Watching>>,
+    watching: std::sync::Mutex<Option<background::Background>>,
 }
 
 /// The read cache of requests and runs (see `recent`), and the one writer's turn.

@@ -16,10 +16,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
-
 use crate::Unavailable;
+use crate::background::Background;
 
 /// How often the files are looked at beside the writes.
 const EVERY: Duration = Duration::from_secs(1);
@@ -143,9 +141,8 @@ impl Watch {
 
     /// Looks at the files every second until the handle is stopped or dropped, so a file
     /// deleted or made unwritable is logged, and readiness fails, without waiting for a write.
-    pub(crate) fn spawn(self: Arc<Self>) -> Watching {
-        let (stop, mut stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
+    pub(crate) fn spawn(self: Arc<Self>) -> Background {
+        Background::spawn(|mut stopped| async move {
             let mut every = tokio::time::interval(EVERY);
             loop {
                 tokio::select! {
@@ -154,22 +151,6 @@ impl Watch {
                 }
                 let _ = self.writable();
             }
-        });
-        Watching { stop, task }
-    }
-}
-
-/// The watch at work.
-#[derive(Debug)]
-pub(crate) struct Watching {
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<()>,
-}
-
-impl Watching {
-    /// Stops it (before the store closes: the last connection's close removes the WAL).
-    pub(crate) async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = self.task.await;
+        })
     }
 }
