@@ -643,9 +643,10 @@ impl Jobs {
     ) -> Admitted {
         match (binding, admission) {
             (Binding::Run(run), Some(admission)) => {
+                // Told before it is handed on: the log shows `queued` before `running`.
+                self.moved(&run.run_id, run.engine, RunStatus::Queued);
                 self.enqueue(admission, &run.run_id, run.engine, &run.tenant_id)
                     .await;
-                self.moved(&run.run_id, run.engine, RunStatus::Queued);
                 Admitted {
                     request_id,
                     cache_hit: false,

@@ -123,9 +123,9 @@ impl Jobs {
         };
         match self.store.answer(&run.run_id, answer).await? {
             AnswerOutcome::Accepted => {
+                self.moved(&run.run_id, run.engine, RunStatus::Queued);
                 self.enqueue(admission, &run.run_id, run.engine, &run.tenant_id)
                     .await;
-                self.moved(&run.run_id, run.engine, RunStatus::Queued);
                 Ok(())
             }
             // A concurrent call with the same key won: this one is its retry.
@@ -278,8 +278,8 @@ impl Jobs {
         };
         if self.store.answer(run_id, answer).await? == AnswerOutcome::Accepted {
             tracing::info!(run_id, seq, "no reply in time: the runner decided");
-            self.requeue(run_id, run.engine, &run.tenant_id).await;
             self.moved(run_id, run.engine, RunStatus::Queued);
+            self.requeue(run_id, run.engine, &run.tenant_id).await;
         }
         Ok(())
     }

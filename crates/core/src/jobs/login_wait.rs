@@ -67,8 +67,8 @@ impl Jobs {
         let mut resumed = 0;
         for run in self.store.runs_with_status(RunStatus::WaitingAuth).await? {
             if run.engine == engine && self.store.auth_arrived(&run.run_id).await? {
-                self.requeue(&run.run_id, engine, &run.tenant_id).await;
                 self.moved(&run.run_id, engine, RunStatus::Queued);
+                self.requeue(&run.run_id, engine, &run.tenant_id).await;
                 resumed += 1;
             }
         }
