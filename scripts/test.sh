@@ -8,12 +8,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The pinned agent CLIs, from the npm registry into the managed prefix (reused when present),
-# Debian's Chromium with its WebDriver for the console's browser tests, and the official MCP
-# Python SDK (from PyPI, pinned) that drives the MCP server in tests/service/mcp.rs.
+# Debian's Chromium with its WebDriver for the console's browser tests, and the Python tools
+# (from PyPI, pinned): the official MCP SDK that drives the MCP server in tests/service/mcp.rs
+# and skills-ref, the Agent Skills reference validator tests/service/skills_ref.rs agrees with.
 bash scripts/install-agent-clis.sh
 bash scripts/install-browser.sh
 bash scripts/install-axe.sh
-bash scripts/install-mcp-client.sh
+bash scripts/install-python-tools.sh
 
 # No test may leave a file in the working tree (a run that writes outside its own folder is a
 # containment bug): what git sees must be the same after the tests as before.

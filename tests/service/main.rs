@@ -9,6 +9,7 @@ mod observability;
 mod packages;
 mod server;
 mod skill_docs;
+mod skills_ref;
 mod surface;
 mod tools;
 mod validate_cli;

@@ -1,5 +1,5 @@
 //! The MCP server, driven by an official MCP client from outside the project (the Python SDK,
-//! pinned by scripts/install-mcp-client.sh): over Streamable HTTP at `/mcp` and over stdio
+//! pinned by scripts/install-python-tools.sh): over Streamable HTTP at `/mcp` and over stdio
 //! (`skill-runner mcp`), it lists the tools page by page with honest annotations, calls
 //! `calculator` (structured content), reports bad input as `isError`, answers an unknown tool
 //! with JSON-RPC -32602, and serves the skill index as resources.
@@ -14,24 +14,7 @@ use serde_json::{Value, json};
 
 /// The Python of the SDK's virtual environment; `None` (said loudly) when it is not installed.
 fn python() -> Option<PathBuf> {
-    let venv = std::env::var_os("SKILL_RUNNER_MCP_VENV").map_or_else(
-        || {
-            let cache = std::env::var_os("XDG_CACHE_HOME").map_or_else(
-                || PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache"),
-                PathBuf::from,
-            );
-            cache.join("skill-runner-tests/mcp-venv")
-        },
-        PathBuf::from,
-    );
-    let python = venv.join("bin/python");
-    if python.is_file() {
-        return Some(python);
-    }
-    let line = "skipped: the MCP Python SDK is not installed (run scripts/install-mcp-client.sh)";
-    assert!(std::env::var_os("CI").is_none(), "{line}");
-    eprintln!("\n*** {line} ***\n");
-    None
+    common::python_tools::program("mcp", "SKILL_RUNNER_MCP_VENV", "python")
 }
 
 fn drive(python: &Path, args: &[&str]) -> Value {

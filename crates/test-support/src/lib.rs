@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+pub mod agent_skills;
 pub mod agents;
 pub mod browser;
 pub mod container;
@@ -20,6 +21,7 @@ pub mod example;
 pub mod immutable;
 pub mod netns;
 pub mod postgres;
+pub mod python_tools;
 pub mod tls;
 
 pub use echo::EchoServer;
