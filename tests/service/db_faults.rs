@@ -36,6 +36,17 @@ fn assert_unavailable(code: u16, body: &Value) {
     assert!(!detail.contains("skill_runner.db"), "{detail}");
 }
 
+/// Making a key is a write: refused as unavailable.
+async fn assert_key_refused(server: &TestServer) {
+    let (code, body) = server
+        .post_json(
+            "/v1/management/tenants/default/keys",
+            json!({"role": "admin", "name": "ops"}),
+        )
+        .await;
+    assert_unavailable(code, &body);
+}
+
 async fn wait_ready(server: &TestServer, ready: bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -70,13 +81,7 @@ async fn database_files_made_immutable_answer_503_until_they_can_be_written_agai
             "{body}"
         );
     }
-    let (code, body) = server
-        .post_json(
-            "/v1/management/tenants/default/keys",
-            json!({"role": "admin", "name": "ops"}),
-        )
-        .await;
-    assert_unavailable(code, &body);
+    assert_key_refused(&server).await;
     let body = wait_ready(&server, false).await;
     assert_eq!(body["store"], "failed", "{body}");
     server
@@ -127,13 +132,7 @@ async fn a_database_deleted_under_the_service_takes_no_more_writes() {
         let (code, body) = server.post_json("/v1/jobs", job()).await;
         assert_unavailable(code, &body);
     }
-    let (code, body) = server
-        .post_json(
-            "/v1/management/tenants/default/keys",
-            json!({"role": "admin", "name": "ops"}),
-        )
-        .await;
-    assert_unavailable(code, &body);
+    assert_key_refused(&server).await;
     let (code, body) = server.get("/readyz").await;
     assert_eq!((code, &body["store"]), (503, &json!("failed")), "{body}");
     assert_eq!(server.get("/healthz").await.0, 200);
