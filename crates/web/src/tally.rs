@@ -42,7 +42,8 @@ impl<K: Hash + Eq + Clone> Tally<K> {
     }
 
     /// How many are open under `key`.
-    pub fn count(&self, key: &K) -> usize {
+    #[cfg(test)]
+    pub(crate) fn count(&self, key: &K) -> usize {
         let counts = self.0.lock().unwrap_or_else(|p| p.into_inner());
         counts.get(key).copied().unwrap_or(0)
     }
