@@ -222,7 +222,6 @@ async fn every_validation_rule_fails_with_a_named_error() {
     };
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("two top-level folders", two_tops, "exactly one top-level folder; found 2: rules, second"),
-        ("missing runner.json", ok().without("assets/runner.json").zip(), "missing required file assets/runner.json"),
         ("missing SKILL.md", ok().without("SKILL.md").zip(), "missing required file SKILL.md"),
         (
             "identity mismatch",

@@ -69,3 +69,52 @@ fn our_verdicts_agree_with_skills_ref_on_every_vector() {
         );
     }
 }
+
+/// The installer judges a standard skill as `agentskills validate` does: each vector zipped
+/// as a folder installs exactly when the reference calls it valid, and a refusal names every
+/// broken field.
+#[tokio::test]
+async fn the_installer_and_skills_ref_agree_on_every_vector() {
+    let Some(reference) =
+        common::python_tools::program("skills-ref", "SKILL_RUNNER_SKILLS_REF_VENV", "agentskills")
+    else {
+        return;
+    };
+    let server = common::TestServer::start();
+    let root = tempfile::tempdir().unwrap();
+    let vectors = validation_vectors();
+    let mut rids = Vec::new();
+    for vector in &vectors {
+        let mut entries = vec![(format!("{}/README.md", vector.folder), b"x".to_vec())];
+        if let Some(text) = &vector.skill_md {
+            entries.push((
+                format!("{}/SKILL.md", vector.folder),
+                text.clone().into_bytes(),
+            ));
+        }
+        rids.push(server.install(common::build_zip(entries)).await);
+    }
+    for (vector, rid) in vectors.iter().zip(rids) {
+        let status = server.wait_install(&rid).await;
+        let dir = vector.write_under(root.path());
+        let theirs = Command::new(&reference)
+            .arg("validate")
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let folder = &vector.folder;
+        assert_eq!(
+            status["status"] == "succeeded",
+            theirs.status.success(),
+            "{folder}: ours {status}, skills-ref {}",
+            String::from_utf8_lossy(&theirs.stderr)
+        );
+        let error = status["error"].as_str().unwrap_or_default();
+        for field in vector.broken {
+            assert!(
+                error.contains(field),
+                "{folder}: '{field}' not named in {error}"
+            );
+        }
+    }
+}

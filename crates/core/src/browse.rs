@@ -17,47 +17,6 @@ const SNIFF_BYTES: usize = 4096;
 /// Entries listed at most, so a folder with a huge tree cannot flood a response.
 const TREE_MAX_ENTRIES: usize = 20_000;
 
-/// `dir` and everything under it; symlinks are not followed, and an entry that vanished
-/// meanwhile is passed over.
-pub fn entries_under(dir: &Path) -> impl Iterator<Item = std::io::Result<walkdir::DirEntry>> {
-    // A root that is a link (a turn may replace its `artifacts/` with one) is listed as the
-    // link it is, never walked into.
-    walkdir::WalkDir::new(dir)
-        .follow_root_links(false)
-        .into_iter()
-        .filter_map(|entry| match entry {
-            Ok(entry) => Some(Ok(entry)),
-            Err(e)
-                if e.io_error().map(std::io::Error::kind) == Some(std::io::ErrorKind::NotFound) =>
-            {
-                None
-            }
-            Err(e) => Some(Err(e.into())),
-        })
-}
-
-/// Regular files under `dir` with their `/`-separated relative paths, sorted (see
-/// [`entries_under`]).
-pub fn files_under(dir: &Path) -> std::io::Result<Vec<(String, std::path::PathBuf)>> {
-    let mut out = Vec::new();
-    for entry in entries_under(dir) {
-        let entry = entry?;
-        if entry.file_type().is_file() {
-            let rel = entry
-                .path()
-                .strip_prefix(dir)
-                .expect("under dir")
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy())
-                .collect::<Vec<_>>()
-                .join("/");
-            out.push((rel, entry.into_path()));
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
 /// One entry of a folder tree, listed depth-first: a folder comes right before its contents,
 /// folders before files, names ordered case-insensitively.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]

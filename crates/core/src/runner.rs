@@ -14,7 +14,6 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::browse::files_under;
 use crate::egress::policy::permitted;
 use crate::engines::answer::{self, RepairLevel, Reported, TurnOutcome};
 use crate::engines::{EngineAdapter, Prepared, Turn};
@@ -22,6 +21,7 @@ use crate::process::{Completed, Exit, OnOutput, Supervisor, Windows};
 use crate::run_folder::{RunFolder, is_plain_file};
 use crate::skill::{ExecutionMode, InputSource, SkillManifest};
 use crate::store::ProcessMark;
+use skill_runner_skill::walk::files_under;
 
 /// The largest stretch of a turn's stdout searched for its answer (the answer comes last).
 const ANSWER_WINDOW: u64 = 8 * 1024 * 1024;

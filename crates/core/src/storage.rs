@@ -24,8 +24,8 @@ use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt as _};
 use tokio::io::AsyncWriteExt as _;
 
-use crate::browse::files_under;
 use crate::run_folder::{RunFolder, open_beneath};
+use skill_runner_skill::walk::files_under;
 
 /// Where settled run folders are copied for the other nodes.
 #[derive(Debug, Clone)]

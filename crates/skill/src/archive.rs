@@ -1,15 +1,17 @@
 //! Safe extraction of an uploaded skill package.
 //!
-//! Never `ZipArchive::extract`: every entry is checked before a byte is written. The archive
-//! must hold exactly one top-level folder; entries that are absolute, escape with `..`, are
+//! Never `ZipArchive::extract`: every entry is checked before a byte is written. A package
+//! holds one skill folder (its single top-level folder, or a standard skill's files at its
+//! root) or several (a repository's archive: see [`Layout`]); entries that are absolute, escape with `..`, are
 //! symlinks or anything but regular files and folders are rejected; entry count, uncompressed
 //! size and compression ratio are capped, and the caps are enforced on the bytes actually
 //! inflated, not only on the sizes the archive claims. `.git` components are dropped and
-//! `__MACOSX` metadata is ignored.
+//! `__MACOSX` metadata is ignored. A file's executable bits are kept (a skill's scripts).
 
 use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use skill_runner_types::rel_path::{RelPath, RelPathError};
@@ -68,6 +70,103 @@ struct Planned {
     path: PathBuf,
     is_dir: bool,
     size: u64,
+    executable: bool,
+}
+
+/// Where the skills of an extracted package lie, under the folder it was extracted to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Layout {
+    /// One skill: the package's single top-level folder, relative.
+    Folder(PathBuf),
+    /// One standard skill whose files (`SKILL.md` first) lie at the package's root.
+    Root,
+    /// Several skills: each folder holding a `SKILL.md` at most [`COLLECTION_DEPTH`] levels
+    /// down (a repository's `skills/*/`, `skills/.curated/*/`, or `*/`), the outermost ones
+    /// only, relative and sorted. At the root of a package without a single top-level folder,
+    /// only standard skills count (no `assets/runner.json`).
+    Collection(Vec<PathBuf>),
+}
+
+/// How deep below a collection's base a skill folder may lie.
+pub const COLLECTION_DEPTH: usize = 4;
+
+/// Extracts the package `zip_path` into `dest` (which must not exist yet) and says where its
+/// skills lie.
+pub fn extract_skills(
+    zip_path: &Path,
+    dest: &Path,
+    limits: &PackageLimits,
+) -> Result<Layout, ArchiveError> {
+    let (layout, _) = extract(zip_path, dest, limits, "package", package_layout)?;
+    Ok(layout)
+}
+
+/// Packs the skill folder `dir` as a package of its own: a zip at `dest` whose one top-level
+/// folder is `dir`'s name, executable bits kept.
+pub fn zip_folder(dir: &Path, dest: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let top = dir.file_name().unwrap_or_default().to_string_lossy();
+    let mut zip = zip::ZipWriter::new(File::create(dest)?);
+    for (rel, path) in crate::walk::files_under(dir)? {
+        let mode = std::fs::metadata(&path)?.permissions().mode() & 0o777;
+        let options = zip::write::SimpleFileOptions::default().unix_permissions(mode);
+        zip.start_file(format!("{top}/{rel}"), options)
+            .map_err(std::io::Error::other)?;
+        std::io::copy(&mut File::open(&path)?, &mut zip)?;
+    }
+    zip.finish().map_err(std::io::Error::other)?;
+    Ok(())
+}
+
+fn package_layout(plan: &[Planned]) -> Result<Layout, ArchiveError> {
+    let has_file = |path: &Path| plan.iter().any(|e| !e.is_dir && e.path == path);
+    let skill_dirs = |base: &Path, standard_only: bool| -> Vec<PathBuf> {
+        let mut dirs: Vec<PathBuf> = plan
+            .iter()
+            .filter(|e| !e.is_dir && e.path.file_name().is_some_and(|n| n == "SKILL.md"))
+            .filter_map(|e| e.path.parent().map(Path::to_path_buf))
+            .filter(|dir| {
+                dir.strip_prefix(base)
+                    .is_ok_and(|rel| (1..=COLLECTION_DEPTH).contains(&rel.components().count()))
+            })
+            .filter(|dir| !standard_only || !has_file(&dir.join("assets/runner.json")))
+            .collect();
+        dirs.sort();
+        // The outermost only: a skill's own subfolders are its files.
+        let mut outermost: Vec<PathBuf> = Vec::new();
+        for dir in dirs {
+            if !outermost.iter().any(|o| dir.starts_with(o)) {
+                outermost.push(dir);
+            }
+        }
+        outermost
+    };
+    match single_top_level(plan) {
+        Ok(top) => {
+            let top = PathBuf::from(top);
+            if has_file(&top.join("SKILL.md")) {
+                return Ok(Layout::Folder(top));
+            }
+            let found = skill_dirs(&top, false);
+            Ok(if found.is_empty() {
+                // Loading it says what is missing.
+                Layout::Folder(top)
+            } else {
+                Layout::Collection(found)
+            })
+        }
+        Err(not_one) => {
+            if has_file(Path::new("SKILL.md")) {
+                return Ok(Layout::Root);
+            }
+            let found = skill_dirs(Path::new(""), true);
+            if found.is_empty() {
+                Err(not_one)
+            } else {
+                Ok(Layout::Collection(found))
+            }
+        }
+    }
 }
 
 /// Extracts `zip_path` into `dest` (which must not exist yet) and returns the path of the single
@@ -148,6 +247,7 @@ fn extract<T>(
         let mut out = match OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(if entry.executable { 0o755 } else { 0o644 })
             .open(&target)
         {
             Ok(f) => f,
@@ -271,6 +371,7 @@ fn plan_entries(
             path: components.iter().collect(),
             is_dir,
             size,
+            executable: entry.unix_mode().is_some_and(|mode| mode & 0o111 != 0),
         });
     }
     if total > RATIO_CHECK_MIN_BYTES && total / zip_size.max(1) > limits.max_compression_ratio {
@@ -557,5 +658,84 @@ mod tests {
         std::fs::write(file.path(), b"definitely not a zip").unwrap();
         let (_o, r) = extract(&file, &PackageLimits::default());
         assert!(r.unwrap_err().to_string().contains("not a valid zip file"));
+    }
+
+    fn layout(entries: &[(&str, &[u8])]) -> Result<Layout, String> {
+        let zip = zip_of(entries);
+        let out = tempfile::tempdir().unwrap();
+        extract_skills(zip.path(), &out.path().join("x"), &PackageLimits::default())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn layouts_of_one_skill_and_of_collections() {
+        let md: &[u8] = b"---\nname: a\n---\n";
+        assert_eq!(
+            layout(&[("a/SKILL.md", md), ("a/scripts/s.sh", b"")]),
+            Ok(Layout::Folder("a".into()))
+        );
+        assert_eq!(
+            layout(&[("SKILL.md", md), ("scripts/s.sh", b"")]),
+            Ok(Layout::Root)
+        );
+        // A repository's archive: one top folder, skills below it, nested SKILL.md ignored.
+        assert_eq!(
+            layout(&[
+                ("repo-main/README.md", b""),
+                ("repo-main/skills/b/SKILL.md", md),
+                ("repo-main/skills/b/templates/SKILL.md", md),
+                ("repo-main/skills/.curated/c/SKILL.md", md),
+            ]),
+            Ok(Layout::Collection(vec![
+                "repo-main/skills/.curated/c".into(),
+                "repo-main/skills/b".into(),
+            ]))
+        );
+        // Skills at the root of a zip: standard ones only.
+        assert_eq!(
+            layout(&[
+                ("README.md", b""),
+                ("d/SKILL.md", md),
+                ("e/SKILL.md", md),
+                ("e/assets/runner.json", b"{}"),
+            ]),
+            Ok(Layout::Collection(vec!["d".into()]))
+        );
+        let two = layout(&[
+            ("f/SKILL.md", md),
+            ("f/assets/runner.json", b"{}"),
+            ("g/x", b""),
+        ]);
+        assert!(two.unwrap_err().contains("found 2: f, g"));
+        // Deeper than a collection looks: one folder, whose SKILL.md is missing.
+        assert_eq!(
+            layout(&[("h/1/2/3/4/5/SKILL.md", md)]),
+            Ok(Layout::Folder("h".into()))
+        );
+    }
+
+    #[test]
+    fn executable_bits_survive_extraction() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let mut w = zip::ZipWriter::new(file.reopen().unwrap());
+        for (name, mode) in [("a/run.sh", 0o755), ("a/SKILL.md", 0o644)] {
+            w.start_file(name, SimpleFileOptions::default().unix_permissions(mode))
+                .unwrap();
+            w.write_all(b"x").unwrap();
+        }
+        w.finish().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let dest = out.path().join("x");
+        extract_skills(file.path(), &dest, &PackageLimits::default()).unwrap();
+        let mode = |rel: &str| {
+            std::fs::metadata(dest.join(rel))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode("a/run.sh") & 0o111, 0o111);
+        assert_eq!(mode("a/SKILL.md") & 0o111, 0);
     }
 }

@@ -1,5 +1,6 @@
-//! Skills: folders holding a `SKILL.md`, an `assets/runner.json` and three JSON Schemas — read
-//! and checked ([`manifest`], [`schema`]), kept as a snapshot of the skills dir ([`registry`]),
+//! Skills: folders holding a `SKILL.md`, an `assets/runner.json` and three JSON Schemas, or a
+//! `SKILL.md` alone as the Agent Skills standard writes them ([`standard`]) — read and checked
+//! ([`manifest`], [`schema`]), kept as a snapshot of the skills dir ([`registry`]),
 //! read as documents across the configured roots ([`docs`]), and unpacked safely from an
 //! uploaded zip ([`archive`]).
 
@@ -10,8 +11,11 @@ pub mod manifest;
 pub mod registry;
 pub mod schema;
 pub mod schema_bounds;
+pub mod standard;
+pub mod walk;
 
 pub use manifest::{
-    ArtifactSpec, ExecutionMode, InputSource, InvalidSkill, Rules, SchemaPaths, SkillManifest,
+    ArtifactSpec, ExecutionMode, InputSource, InvalidSkill, Rules, SchemaPaths, SkillFormat,
+    SkillManifest,
 };
 pub use registry::{Registry, SkillEntry, Snapshot};

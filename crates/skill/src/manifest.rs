@@ -108,9 +108,21 @@ pub struct ArtifactSpec {
     pub required: bool,
 }
 
+/// How a skill folder is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SkillFormat {
+    /// The Python Skill-Runner's format: `SKILL.md`, `assets/runner.json` and three schemas.
+    RunnerJson,
+    /// The Agent Skills standard (agentskills.io): a `SKILL.md` alone, run under the contract
+    /// of [`crate::standard`].
+    AgentSkill,
+}
+
 /// A validated skill, as served by `GET /v1/skills`.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct SkillManifest {
+    pub format: SkillFormat,
     pub id: String,
     /// Absolute path of the skill folder.
     #[schema(value_type = String)]
@@ -118,6 +130,21 @@ pub struct SkillManifest {
     pub version: Option<String>,
     pub name: Option<String>,
     pub description: Option<String>,
+    /// The `SKILL.md` frontmatter's `license`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub license: Option<String>,
+    /// The `SKILL.md` frontmatter's `compatibility` (what the skill needs to run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compatibility: Option<String>,
+    /// The `SKILL.md` frontmatter's `allowed-tools`, passed to the CLIs that honour it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed_tools: Vec<String>,
+    /// The `SKILL.md` frontmatter's `metadata`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, String>,
+    /// The skill's files, relative to its folder, sorted (the first
+    /// [`crate::standard::LISTED_FILES`]).
+    pub files: Vec<String>,
     /// Engines the skill declares (empty when it does not restrict them).
     pub engines: Vec<Engine>,
     pub unsupport_engine: Vec<Engine>,
@@ -133,7 +160,9 @@ pub struct SkillManifest {
     /// `runner.json` `mcp.required_servers`: the `declared` servers of the operator's MCP
     /// registry its runs need (each id once).
     pub mcp_required_servers: Vec<String>,
-    pub schemas: SchemaPaths,
+    /// The `runner.json` schema files; `null` for a standard skill, whose contract is
+    /// [`crate::standard::INPUT_SCHEMA`] and [`crate::standard::OUTPUT_SCHEMA`].
+    pub schemas: Option<SchemaPaths>,
     /// Declared artifacts, or those inferred from the output schema.
     pub artifacts: Vec<ArtifactSpec>,
     /// `runner.json.entrypoint` as written (script argv, prompt overrides, extra keys).
@@ -219,7 +248,10 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
         .to_owned();
 
     let skill_md = read_required(dir, "SKILL.md")?;
-    let (frontmatter_name, doc_findings) = skill_document(&skill_md, &folder)?;
+    if crate::standard::is_standard(dir) {
+        return crate::standard::load(dir, &folder, &skill_md, rules);
+    }
+    let (frontmatter_name, doc, doc_findings) = skill_document(&skill_md, &folder)?;
 
     let runner_text = read_required(dir, "assets/runner.json")?;
     let runner: Value = serde_json::from_str(&runner_text)
@@ -378,6 +410,9 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
     };
     let unsupported = unsupported.unwrap_or_default();
 
+    let files = crate::walk::files_under(dir)
+        .map_err(|e| InvalidSkill(format!("cannot list the skill's files: {e}")))?;
+    warnings.extend(crate::standard::unlisted(&files));
     let engine_configs = ENGINE_CONFIG_FILES
         .iter()
         .filter(|(_, rel)| dir.join(rel).is_file())
@@ -385,11 +420,17 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
         .collect();
 
     Ok(SkillManifest {
+        format: SkillFormat::RunnerJson,
         id,
         path: dir.to_path_buf(),
         version,
         name,
         description,
+        license: doc.license,
+        compatibility: doc.compatibility,
+        allowed_tools: doc.allowed_tools,
+        metadata: doc.metadata,
+        files: crate::standard::listed(&files),
         engines: declared.unwrap_or_default(),
         unsupport_engine: unsupported,
         effective_engines: effective,
@@ -401,7 +442,7 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
         execution_modes,
         max_attempt,
         mcp_required_servers,
-        schemas,
+        schemas: Some(schemas),
         artifacts,
         entrypoint,
         runtime,
@@ -506,6 +547,24 @@ pub fn parse_version(raw: &str) -> Result<semver::Version, InvalidSkill> {
     })
 }
 
+/// The version the skill in `dir` says it is, without judging the rest (an archived folder is
+/// named after its version, not its id): its `runner.json` `version`, else its `SKILL.md`
+/// `metadata.version`, else its contents' hash.
+pub fn version_in(dir: &Path) -> Option<String> {
+    if !crate::standard::is_standard(dir) {
+        let runner: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("assets/runner.json")).ok()?)
+                .ok()?;
+        return runner.get("version")?.as_str().map(str::to_owned);
+    }
+    let text = std::fs::read_to_string(dir.join("SKILL.md")).ok()?;
+    let checked = docs::document::check(&text, None, Profile::Lenient);
+    match checked.document.metadata.get("version") {
+        Some(version) => Some(version.clone()),
+        None => crate::standard::content_version(&crate::walk::files_under(dir).ok()?).ok(),
+    }
+}
+
 fn read_required(dir: &Path, rel: &str) -> Result<String, InvalidSkill> {
     let path = dir.join(rel);
     if !path.is_file() {
@@ -517,7 +576,10 @@ fn read_required(dir: &Path, rel: &str) -> Result<String, InvalidSkill> {
 /// The `name` of the YAML frontmatter, which must open the file as `---\n...\n---`, and what
 /// the Agent Skills specification's `strict` profile finds wrong with the document (warnings
 /// here: the Skill Runner rules decide what installs).
-fn skill_document(text: &str, folder: &str) -> Result<(String, Vec<String>), InvalidSkill> {
+fn skill_document(
+    text: &str,
+    folder: &str,
+) -> Result<(String, docs::document::Document, Vec<String>), InvalidSkill> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text.starts_with("---\r\n") {
         return invalid("SKILL.md frontmatter must use LF line endings");
@@ -543,7 +605,7 @@ fn skill_document(text: &str, folder: &str) -> Result<(String, Vec<String>), Inv
         .filter(|f| !f.message.contains("must equal the folder name"))
         .map(|f| format!("SKILL.md (Agent Skills specification): {f}"))
         .collect();
-    Ok((name, findings))
+    Ok((name, checked.document, findings))
 }
 
 fn optional_string(runner: &Map<String, Value>, key: &str) -> Result<Option<String>, InvalidSkill> {
@@ -798,6 +860,16 @@ struct Checkers {
 }
 
 impl SchemaDocs {
+    /// Schemas given as values (a contract, not files).
+    pub(crate) fn new(input: Value, parameter: Value, output: Value) -> Self {
+        Self {
+            input,
+            parameter,
+            output,
+            checkers: Default::default(),
+        }
+    }
+
     pub fn input_checker(&self) -> &Checker {
         self.checkers
             .input
@@ -873,12 +945,7 @@ impl SchemaDocs {
             }
             Ok(())
         })?;
-        Ok(Self {
-            input,
-            parameter,
-            output,
-            checkers: Default::default(),
-        })
+        Ok(Self::new(input, parameter, output))
     }
 }
 
@@ -1355,9 +1422,10 @@ mod tests {
 
     #[test]
     fn frontmatter_rules() {
-        let name = |text: &str| skill_document(text, "x").map(|(name, _)| name);
+        let name = |text: &str| skill_document(text, "x").map(|(name, ..)| name);
         assert_eq!(name("---\nname: x\n---\nbody").unwrap(), "x");
-        let (found, findings) = skill_document("---\nname: x\ndescription: y\n---", "x").unwrap();
+        let (found, _, findings) =
+            skill_document("---\nname: x\ndescription: y\n---", "x").unwrap();
         assert_eq!((found.as_str(), findings.len()), ("x", 0));
         for (text, error) in [
             ("# no frontmatter", "must start with"),
@@ -1369,7 +1437,7 @@ mod tests {
             assert!(name(text).unwrap_err().0.contains(error), "{text}");
         }
         // The specification's findings are warnings: a job skill may use `_` in its id.
-        let (_, findings) = skill_document("---\nname: my_skill\n---\n", "my_skill").unwrap();
+        let (_, _, findings) = skill_document("---\nname: my_skill\n---\n", "my_skill").unwrap();
         assert_eq!(
             findings,
             [
@@ -1387,7 +1455,11 @@ mod tests {
         std::fs::remove_file(dir.join("assets/output.schema.json")).unwrap();
         assert_eq!(err(&dir), "missing required file assets/output.schema.json");
         std::fs::remove_file(dir.join("assets/runner.json")).unwrap();
-        assert_eq!(err(&dir), "missing required file assets/runner.json");
+        // Without runner.json the folder is an Agent Skills standard skill.
+        let standard = load(&dir, Rules::INSTALL).unwrap();
+        assert_eq!(standard.format, SkillFormat::AgentSkill);
+        std::fs::remove_file(dir.join("SKILL.md")).unwrap();
+        assert_eq!(err(&dir), "missing required file SKILL.md");
         let root2 = tempfile::tempdir().unwrap();
         let dir = skill(root2.path(), "n", json!({"version": null}));
         let temp = load(&dir, Rules::TEMPORARY).unwrap();

@@ -27,17 +27,37 @@ pub struct InstallRequest {
     pub phase: InstallPhase,
     pub skill_id: Option<String>,
     pub version: Option<String>,
-    /// `install` or `update`, once known.
+    /// `install`, `update` or `unchanged` (a standard skill installed again as it is), once
+    /// known.
     pub action: Option<String>,
     pub error: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// A package of several skills: how each went (`path` in the zip, `skill_id`, `format`,
+    /// `version`, `status`, `action`, `error`, `warnings`); absent for a package of one.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "report_json"
+    )]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub skills: Option<String>,
+}
+
+/// The stored report as the JSON it holds.
+fn report_json<S: serde::Serializer>(report: &Option<String>, to: S) -> Result<S::Ok, S::Error> {
+    let value: Option<serde_json::Value> = report
+        .as_deref()
+        .map(serde_json::from_str)
+        .transpose()
+        .map_err(serde::ser::Error::custom)?;
+    serde::Serialize::serialize(&value, to)
 }
 
 /// Columns read into an [`InstallRequest`], as a literal so queries stay static strings.
 macro_rules! install_columns {
     () => {
-        "request_id, status, phase, skill_id, version, action, error, created_at, updated_at"
+        "request_id, status, phase, skill_id, version, action, error, created_at, updated_at, \
+         skills"
     };
 }
 pub(crate) use install_columns;
@@ -65,6 +85,11 @@ pub trait InstallStore: Send + Sync {
         version: &str,
         action: Option<&str>,
     ) -> anyhow::Result<()>;
+
+    /// Records the report of a package of several skills (a JSON array) as it stands, with
+    /// no skill being swapped in: the phase goes back to `validating` and the top-level
+    /// skill, version and action are cleared.
+    async fn set_install_report(&self, request_id: &str, report: &str) -> anyhow::Result<()>;
 
     /// Ends an unfinished request; false when it had already ended.
     async fn finish_install(
@@ -166,6 +191,27 @@ macro_rules! install_store {
                 Ok(())
             }
 
+            async fn set_install_report(
+                &self,
+                request_id: &str,
+                report: &str,
+            ) -> anyhow::Result<()> {
+                let $this = self;
+                let _turn = $turn;
+                sqlx::query(
+                    "UPDATE install_requests
+                     SET skills = $1, phase = 'validating', skill_id = NULL, version = NULL,
+                         action = NULL, updated_at = $2
+                     WHERE request_id = $3 AND status = 'running'",
+                )
+                .bind(report)
+                .bind(Timestamp::now())
+                .bind(request_id)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
             async fn finish_install(
                 &self,
                 request_id: &str,
@@ -255,4 +301,31 @@ mod tests {
     }
 
     on_both_backends!(install_request_lifecycle_is_guarded);
+
+    async fn a_report_of_several_skills_is_kept(store: Store) {
+        store.insert_install_request("r2").await.unwrap();
+        assert!(store.start_install("r2").await.unwrap());
+        store
+            .set_install_progress(
+                "r2",
+                InstallPhase::Swapping,
+                "a",
+                "sha256-0011223344556677",
+                Some("unchanged"),
+            )
+            .await
+            .unwrap();
+        let report = r#"[{"path":"skills/a","skill_id":"a","status":"succeeded"}]"#;
+        store.set_install_report("r2", report).await.unwrap();
+        let r = store.install_request("r2").await.unwrap().unwrap();
+        assert_eq!(r.phase, InstallPhase::Validating);
+        assert_eq!((r.skill_id, r.action), (None, None));
+        let shown = serde_json::to_value(store.install_request("r2").await.unwrap()).unwrap();
+        assert_eq!(shown["skills"][0]["skill_id"], "a");
+        store.insert_install_request("r3").await.unwrap();
+        let one = serde_json::to_value(store.install_request("r3").await.unwrap()).unwrap();
+        assert!(one.get("skills").is_none(), "{one}");
+    }
+
+    on_both_backends!(a_report_of_several_skills_is_kept);
 }

@@ -91,6 +91,31 @@ pub fn validation_vectors() -> Vec<Vector> {
             )),
             &[],
         ),
+        // Shapes the reference does not check: accepted (ours warns).
+        vector(
+            "tools-as-a-list",
+            Some(named(
+                "tools-as-a-list",
+                &format!("{said}\nallowed-tools:\n  - Read\n  - Bash"),
+            )),
+            &[],
+        ),
+        vector(
+            "metadata-as-text",
+            Some(named(
+                "metadata-as-text",
+                &format!("{said}\nmetadata: by example"),
+            )),
+            &[],
+        ),
+        vector(
+            "license-as-a-list",
+            Some(named(
+                "license-as-a-list",
+                &format!("{said}\nlicense:\n  - MIT\n  - Apache-2.0"),
+            )),
+            &[],
+        ),
         vector("Bad-Upper", Some(named("Bad-Upper", said)), &["name"]),
         vector(
             "bad_underscore",

@@ -436,12 +436,39 @@ impl Package {
     }
 }
 
-/// A zip of `(name, bytes)` entries, names taken as they are.
+/// A standard Agent Skills package (no `runner.json`): `<name>/SKILL.md` saying
+/// `description`, and `scripts/make.sh`, which writes `artifacts/out.txt` in the folder it
+/// runs in.
+pub fn standard_skill(name: &str, description: &str) -> Package {
+    let mut files = BTreeMap::new();
+    files.insert(
+        "SKILL.md".to_owned(),
+        format!(
+            "---\nname: {name}\ndescription: {description}\nlicense: MIT\n---\n# {name}\n\n\
+             Run `scripts/make.sh` from the workspace.\n"
+        )
+        .into_bytes(),
+    );
+    files.insert(
+        "scripts/make.sh".to_owned(),
+        b"mkdir -p artifacts && echo made > artifacts/out.txt\n".to_vec(),
+    );
+    Package {
+        top: name.to_owned(),
+        files,
+    }
+}
+
+/// A zip of `(name, bytes)` entries, names taken as they are; `.sh` files are executable.
 pub fn build_zip(entries: Vec<(String, Vec<u8>)>) -> Vec<u8> {
     let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     for (name, bytes) in entries {
-        w.start_file(name, zip::write::SimpleFileOptions::default())
-            .unwrap();
+        let mode = if name.ends_with(".sh") { 0o755 } else { 0o644 };
+        w.start_file(
+            name,
+            zip::write::SimpleFileOptions::default().unix_permissions(mode),
+        )
+        .unwrap();
         w.write_all(&bytes).unwrap();
     }
     w.finish().unwrap().into_inner()

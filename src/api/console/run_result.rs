@@ -120,7 +120,7 @@ pub(super) async fn of(l: Lang, state: &AppState, request: &Request, run: &Run) 
 async fn output_schema(state: &AppState, skill_id: &str) -> Option<Schema> {
     let manifest = state.installer.skill(skill_id).await?.manifest()?.clone();
     tokio::task::spawn_blocking(move || {
-        let rel = RelPath::parse(&manifest.schemas.output).ok()?;
+        let rel = RelPath::parse(&manifest.schemas.as_ref()?.output).ok()?;
         let text = browse::preview(&manifest.path, &rel, &[]).ok()?.content?;
         Schema::parse(&text).ok()
     })

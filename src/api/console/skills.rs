@@ -229,9 +229,17 @@ async fn skill_page(
             let instructions = text("SKILL.md").map(|md| markdown::to_html(&md));
             let (schemas, fields) = match &manifest {
                 Some(m) => {
-                    let schema = |rel: &str| text(rel).and_then(|t| Schema::parse(&t).ok());
-                    let (input, parameter) =
-                        (schema(&m.schemas.input), schema(&m.schemas.parameter));
+                    // Read from the file, which keeps the order its properties are written
+                    // in; a standard skill's contract has no file.
+                    let schema = |rel: Option<&String>, doc: &serde_json::Value| match rel {
+                        Some(rel) => text(rel).and_then(|t| Schema::parse(&t).ok()),
+                        None => Schema::parse(&doc.to_string()).ok(),
+                    };
+                    let paths = m.schemas.as_ref();
+                    let (input, parameter) = (
+                        schema(paths.map(|p| &p.input), &m.schema_docs.input),
+                        schema(paths.map(|p| &p.parameter), &m.schema_docs.parameter),
+                    );
                     let shown = [
                         ("input", &m.schema_docs.input),
                         ("parameter", &m.schema_docs.parameter),

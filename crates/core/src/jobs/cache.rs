@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use nix::errno::Errno;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
-use crate::browse::{entries_under, files_under};
+use skill_runner_skill::walk::{content_hash, entries_under, files_under};
 
 /// Hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -25,19 +25,6 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 fn hex(digest: &[u8]) -> String {
     hex::encode(digest)
-}
-
-/// Hash of every regular file listed (paths and contents), in the order given.
-fn fingerprint(files: &[(String, PathBuf)]) -> std::io::Result<String> {
-    let mut hasher = Sha256::new();
-    for (rel, path) in files {
-        let file = std::fs::File::open(path)?;
-        hasher.update(rel.as_bytes());
-        hasher.update([0]);
-        hasher.update(file.metadata()?.len().to_le_bytes());
-        hash_copy(&mut hasher, file, std::io::sink())?;
-    }
-    Ok(hex_digest(hasher))
 }
 
 /// Skill folders hashed before, by path: every create needs its skill's fingerprint, and
@@ -258,7 +245,7 @@ impl Fingerprints {
         {
             return Ok(hash);
         }
-        let hash = fingerprint(&files)?;
+        let hash = content_hash(&files)?;
         let mut known = self.lock();
         known.catch_up();
         let watched = changes.is_some() && known.watched.get(dir) == changes.as_ref();

@@ -10,11 +10,12 @@ use skill_runner_types::RelPath;
 
 use super::cache::{hash_copy, hex_digest};
 use super::{Jobs, Scope};
-use crate::browse::{self, Preview, TreeEntry, files_under};
+use crate::browse::{self, Preview, TreeEntry};
 use crate::error::{Error, Result};
 use crate::run_folder::{HOME_IN_FOLDER as HIDDEN_HOME, RunFolder, open_beneath};
 use crate::runner::list_artifacts;
 use crate::store::{Request, Run, RunCursor, RunFilter};
+use skill_runner_skill::walk::files_under;
 
 /// The last part of a log, and whether it was cut there.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -19,7 +19,7 @@ use tokio_util::task::TaskTracker;
 use crate::clock;
 use crate::config::{DataDir, PackageLimits};
 use crate::skill::archive::{self, ArchiveError};
-use crate::skill::{Registry, Rules, manifest};
+use crate::skill::{Registry, Rules, docs, manifest, walk};
 use crate::store::{InstallPhase, InstallRequest, Store, TaskStatus};
 
 /// Installs running at once; more requests wait in `queued`.
@@ -45,6 +45,138 @@ pub struct Installer {
     looked: tokio::sync::Mutex<Option<std::time::Instant>>,
 }
 
+/// The swap guard and the nodes' install lock, held together.
+struct SwapTurn<'a> {
+    _guard: tokio::sync::RwLockWriteGuard<'a, ()>,
+    _among_nodes: Option<crate::store::ClusterLock>,
+}
+
+/// One skill found in a package: staged under `<staging>/<id>` and valid, or why not.
+struct Found {
+    /// Its folder inside the zip (empty: the zip's root).
+    path: String,
+    outcome: Result<(PathBuf, Arc<manifest::SkillManifest>), String>,
+}
+
+/// How one skill of a package of several went, as `GET /v1/skill-packages/{id}` lists it.
+#[derive(Debug, serde::Serialize)]
+struct SkillReport {
+    path: String,
+    skill_id: Option<String>,
+    format: Option<manifest::SkillFormat>,
+    version: Option<String>,
+    /// `pending` until its swap ends, then `succeeded` or `failed`.
+    status: &'static str,
+    action: Option<&'static str>,
+    error: Option<String>,
+    warnings: Vec<String>,
+}
+
+impl SkillReport {
+    fn of(found: &Found) -> Self {
+        let (manifest, error) = match &found.outcome {
+            Ok((_, manifest)) => (Some(manifest), None),
+            Err(e) => (None, Some(e.clone())),
+        };
+        Self {
+            path: found.path.clone(),
+            skill_id: manifest.map(|m| m.id.clone()),
+            format: manifest.map(|m| m.format),
+            version: manifest.and_then(|m| m.version.clone()),
+            status: if error.is_some() { "failed" } else { "pending" },
+            action: None,
+            error,
+            warnings: manifest.map(|m| m.warnings.clone()).unwrap_or_default(),
+        }
+    }
+
+    fn installed(&mut self, action: &'static str) {
+        (self.status, self.action) = ("succeeded", Some(action));
+    }
+
+    fn failed(&mut self, error: String) {
+        (self.status, self.error) = ("failed", Some(error));
+    }
+}
+
+/// Extracts the package `zip` under `staging` and validates each skill it holds, moving each
+/// valid one to `<staging>/<id>`; whether the package is a collection, and what was found.
+fn stage(zip: &Path, staging: &Path, limits: &PackageLimits) -> Result<(bool, Vec<Found>), String> {
+    let unpacked = staging.join(".package");
+    let layout = archive::extract_skills(zip, &unpacked, limits).map_err(|e| match e {
+        ArchiveError::Rejected(m) => m,
+        ArchiveError::Io(e) if crate::process::is_disk_full(&e) => format!(
+            "the skills folder's volume is full: no room to extract the package ({e}); free \
+             space there and install it again"
+        ),
+        ArchiveError::Io(e) => format!("cannot extract the package: {e}"),
+    })?;
+    let mut found = Vec::new();
+    let collection = match layout {
+        archive::Layout::Folder(top) => {
+            found.push(validate(staging, &unpacked.join(&top), rel(&top)));
+            false
+        }
+        archive::Layout::Root => {
+            // Named by its SKILL.md, which must then be right about everything else too.
+            let text = std::fs::read_to_string(unpacked.join("SKILL.md"))
+                .map_err(|e| format!("cannot read SKILL.md: {e}"))?;
+            let checked = docs::document::check(&text, None, docs::document::Profile::Strict);
+            let name = match checked.frontmatter_name {
+                Some(name) if checked.valid() => name,
+                _ => {
+                    return Err(checked
+                        .errors
+                        .iter()
+                        .map(|f| format!("SKILL.md: {f}"))
+                        .collect::<Vec<_>>()
+                        .join("\n"));
+                }
+            };
+            let named = staging.join(".root").join(&name);
+            std::fs::create_dir_all(named.parent().expect("under staging"))
+                .and_then(|()| std::fs::rename(&unpacked, &named))
+                .map_err(|e| format!("cannot stage the skill: {e}"))?;
+            found.push(validate(staging, &named, String::new()));
+            false
+        }
+        archive::Layout::Collection(dirs) => {
+            for dir in &dirs {
+                found.push(validate(staging, &unpacked.join(dir), rel(dir)));
+            }
+            true
+        }
+    };
+    Ok((collection, found))
+}
+
+/// `/`-separated.
+fn rel(path: &Path) -> String {
+    path.components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Validates the skill in `dir` (found at `path` in the zip) and moves it to `<staging>/<id>`.
+fn validate(staging: &Path, dir: &Path, path: String) -> Found {
+    let outcome = manifest::load(dir, Rules::INSTALL)
+        .map_err(|e| e.0)
+        .and_then(|mut manifest| {
+            let target = staging.join(&manifest.id);
+            if target.exists() {
+                return Err(format!(
+                    "a skill named '{}' appears earlier in the package; each name may appear once",
+                    manifest.id
+                ));
+            }
+            std::fs::rename(dir, &target).map_err(|e| format!("cannot stage the skill: {e}"))?;
+            manifest.path = target.clone();
+            Ok((target, Arc::new(manifest)))
+        });
+    Found { path, outcome }
+}
+
 /// What the swap does with the skills dir, decided under the swap guard.
 #[derive(Debug)]
 enum SwapPlan {
@@ -56,6 +188,8 @@ enum SwapPlan {
     Update {
         archive: PathBuf,
     },
+    /// A standard skill installed again with the same files: nothing moves.
+    Unchanged,
 }
 
 impl SwapPlan {
@@ -63,6 +197,7 @@ impl SwapPlan {
         match self {
             SwapPlan::Fresh | SwapPlan::ReplaceInvalid { .. } => "install",
             SwapPlan::Update { .. } => "update",
+            SwapPlan::Unchanged => "unchanged",
         }
     }
 }
@@ -190,53 +325,121 @@ impl Installer {
             .await
     }
 
-    /// Installs the package `zip` through `staging`: validated, kept in shared storage among
-    /// nodes that have one (`rid`: a client's request, whose progress is recorded; `None`: a
-    /// package another node installed, already kept there), swapped in, the others told.
+    /// Installs the package `zip` through `staging`: each skill validated, kept in shared
+    /// storage among nodes that have one (`rid`: a client's request, whose progress is
+    /// recorded; `None`: a package another node installed, already kept there), swapped in,
+    /// the others told. A package of several skills installs each one that is valid and
+    /// reports on all; it fails only when none installs.
     async fn apply(&self, zip: &Path, staging: &Path, rid: Option<&str>) -> Result<(), String> {
-        let (zip, staging) = (zip.to_path_buf(), staging.to_path_buf());
+        let (package, staging_dir) = (zip.to_path_buf(), staging.to_path_buf());
         let limits = self.limits;
-        let package = zip.clone();
-        let staged = blocking(move || {
-            let top =
-                archive::extract_package(&package, &staging, &limits).map_err(|e| match e {
-                    ArchiveError::Rejected(m) => m,
-                    ArchiveError::Io(e) if crate::process::is_disk_full(&e) => format!(
-                        "the skills folder's volume is full: no room to extract the package \
-                         ({e}); free space there and install it again"
-                    ),
-                    ArchiveError::Io(e) => format!("cannot extract the package: {e}"),
-                })?;
-            let manifest = manifest::load(&top, Rules::INSTALL).map_err(|e| e.0)?;
-            Ok((top, manifest))
-        })
-        .await?;
-        let (staged, manifest) = staged;
-        let id = manifest.id.clone();
-        let version = manifest
-            .version
-            .clone()
-            .expect("install rules require a version");
-        self.progress(rid, InstallPhase::Validating, &id, &version, None)
-            .await?;
-        if let (Some(storage), Some(_)) = (&self.storage, rid) {
-            storage
-                .save_package(&id, &version, &zip)
-                .await
-                .map_err(|e| {
-                    tracing::error!(
-                        error = format!("{e:#}"),
-                        "keeping a package in shared storage"
-                    );
-                    "cannot keep the package in shared storage (SKILL_RUNNER_STORAGE_URL) for the \
-                     other nodes; retry once it answers"
-                        .to_owned()
-                })?;
+        let (collection, found) = blocking(move || stage(&package, &staging_dir, &limits)).await?;
+        if !collection {
+            let skill = found.into_iter().next().expect("one skill staged");
+            let (dir, manifest) = skill.outcome?;
+            let version = manifest
+                .version
+                .clone()
+                .expect("install rules give a version");
+            self.progress(rid, InstallPhase::Validating, &manifest.id, &version, None)
+                .await?;
+            let kept = if skill.path.is_empty() {
+                None
+            } else {
+                Some(zip)
+            };
+            self.keep_for_nodes(rid, &manifest, &dir, kept).await?;
+            let guard = self.swap_turn().await?;
+            let swapped = self.swap_in(rid, &dir, &manifest).await;
+            drop(guard);
+            self.installed(rid).await;
+            return swapped.map(drop);
         }
 
+        let mut report: Vec<SkillReport> = found.iter().map(SkillReport::of).collect();
+        let mut ready = Vec::new();
+        for (i, skill) in found.into_iter().enumerate() {
+            let Ok((dir, manifest)) = skill.outcome else {
+                continue;
+            };
+            match self.keep_for_nodes(rid, &manifest, &dir, None).await {
+                Ok(()) => ready.push((i, dir, manifest)),
+                Err(e) => report[i].failed(e),
+            }
+        }
+        self.report(rid, &report).await?;
+        if !ready.is_empty() {
+            let guard = self.swap_turn().await?;
+            for (i, dir, manifest) in ready {
+                match self.swap_in(rid, &dir, &manifest).await {
+                    Ok(action) => report[i].installed(action),
+                    Err(e) => report[i].failed(e),
+                }
+                self.report(rid, &report).await?;
+            }
+            drop(guard);
+            self.installed(rid).await;
+        }
+        if report.iter().any(|r| r.status == "succeeded") {
+            Ok(())
+        } else {
+            Err(format!(
+                "none of the {} skills of the package installed: {}",
+                report.len(),
+                report
+                    .iter()
+                    .map(|r| format!("{}: {}", r.path, r.error.as_deref().unwrap_or_default()))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ))
+        }
+    }
+
+    /// Keeps the package of one skill in the shared storage for the other nodes: the zip as
+    /// uploaded when it holds that skill alone in a folder (`kept`), else one made of the
+    /// staged folder.
+    async fn keep_for_nodes(
+        &self,
+        rid: Option<&str>,
+        manifest: &manifest::SkillManifest,
+        dir: &Path,
+        kept: Option<&Path>,
+    ) -> Result<(), String> {
+        let (Some(storage), Some(_)) = (&self.storage, rid) else {
+            return Ok(());
+        };
+        let version = manifest.version.clone().unwrap_or_default();
+        let zip = match kept {
+            Some(zip) => zip.to_path_buf(),
+            None => {
+                let (dir, zip) = (dir.to_path_buf(), dir.with_extension("zip"));
+                let made = zip.clone();
+                blocking(move || {
+                    archive::zip_folder(&dir, &made)
+                        .map_err(|e| format!("cannot pack the skill for the other nodes: {e}"))
+                })
+                .await?;
+                zip
+            }
+        };
+        storage
+            .save_package(&manifest.id, &version, &zip)
+            .await
+            .map_err(|e| {
+                tracing::error!(
+                    error = format!("{e:#}"),
+                    "keeping a package in shared storage"
+                );
+                "cannot keep the package in shared storage (SKILL_RUNNER_STORAGE_URL) for the \
+                 other nodes; retry once it answers"
+                    .to_owned()
+            })
+    }
+
+    /// The registry's swap guard and, among nodes sharing a skills dir, their install lock.
+    async fn swap_turn(&self) -> Result<SwapTurn<'_>, String> {
         let guard = self.registry.swap_guard().await;
-        // Nodes sharing a skills dir take turns with theirs too.
-        let _among_nodes = match self.store.cluster() {
+        let among_nodes = match self.store.cluster() {
             Some(cluster) => Some(
                 cluster
                     .install_lock()
@@ -245,26 +448,46 @@ impl Installer {
             ),
             None => None,
         };
+        Ok(SwapTurn {
+            _guard: guard,
+            _among_nodes: among_nodes,
+        })
+    }
+
+    /// Swaps the staged skill in `dir` into place (under [`Self::swap_turn`]); the action
+    /// taken.
+    async fn swap_in(
+        &self,
+        rid: Option<&str>,
+        dir: &Path,
+        manifest: &Arc<manifest::SkillManifest>,
+    ) -> Result<&'static str, String> {
         let skills = self.registry.dir().to_path_buf();
         let plan = {
-            let (id, version) = (id.clone(), version.clone());
-            blocking(move || plan_swap(&skills, &id, &version)).await?
+            let (dir, manifest) = (dir.to_path_buf(), manifest.clone());
+            blocking(move || plan_swap(&skills, &dir, &manifest)).await?
         };
+        let version = manifest.version.clone().unwrap_or_default();
         self.progress(
             rid,
             InstallPhase::Swapping,
-            &id,
+            &manifest.id,
             &version,
             Some(plan.action()),
         )
         .await?;
-        let live = self.registry.dir().join(&id);
+        let (staged, live) = (dir.to_path_buf(), self.registry.dir().join(&manifest.id));
+        let action = plan.action();
         blocking(move || {
             execute_swap(&plan, &staged, &live)
                 .map_err(|e| format!("cannot swap the skill into place: {e}"))
         })
         .await?;
-        drop(guard);
+        Ok(action)
+    }
+
+    /// After skills were swapped in: the registry reads them, the other nodes are told.
+    async fn installed(&self, rid: Option<&str>) {
         self.rescan().await;
         if let (Some(cluster), Some(_)) = (self.store.cluster(), rid)
             && let Err(e) = cluster.announce_installed().await
@@ -272,7 +495,25 @@ impl Installer {
             // The others look again within a minute anyway.
             tracing::warn!(error = format!("{e:#}"), "telling the nodes of an install");
         }
-        Ok(())
+    }
+
+    /// Records the report of a package of several skills.
+    async fn report(&self, rid: Option<&str>, report: &[SkillReport]) -> Result<(), String> {
+        let Some(rid) = rid else {
+            return Ok(());
+        };
+        let text = serde_json::to_string(report).expect("a report serialises");
+        self.store
+            .set_install_report(rid, &text)
+            .await
+            .map_err(|e| {
+                tracing::error!(
+                    request_id = rid,
+                    error = format!("{e:#}"),
+                    "cannot record an install report"
+                );
+                "internal error while recording the install".to_owned()
+            })
     }
 
     /// The versions of skill `id` that updates replaced (kept under `.archive/<id>/`), newest
@@ -504,8 +745,53 @@ impl Installer {
     }
 
     async fn recover_running(&self, request: &InstallRequest) -> (TaskStatus, Option<String>) {
-        const NOT_SWAPPED: &str = "the install was interrupted by a service restart before the new version \
-             was swapped in; the installed skill is unchanged; upload the package again";
+        let single = self.recover_swap(request).await;
+        let Some(report) = &request.skills else {
+            return single;
+        };
+        // A package of several skills: the one being swapped is settled as above, those not
+        // reached failed.
+        let mut report: Vec<serde_json::Value> = serde_json::from_str(report).unwrap_or_default();
+        for entry in &mut report {
+            if entry["status"] != "pending" {
+                continue;
+            }
+            let swapping = request.phase == InstallPhase::Swapping
+                && entry["skill_id"].as_str() == request.skill_id.as_deref();
+            if swapping && single.0 == TaskStatus::Succeeded {
+                entry["status"] = "succeeded".into();
+                entry["action"] = request.action.clone().into();
+            } else {
+                entry["status"] = "failed".into();
+                entry["error"] = single
+                    .1
+                    .clone()
+                    .unwrap_or_else(|| NOT_SWAPPED.to_owned())
+                    .into();
+            }
+        }
+        let text = serde_json::Value::from(report.clone()).to_string();
+        if let Err(e) = self
+            .store
+            .set_install_report(&request.request_id, &text)
+            .await
+        {
+            tracing::error!(error = format!("{e:#}"), "cannot record an install report");
+        }
+        if report.iter().any(|entry| entry["status"] == "succeeded") {
+            (TaskStatus::Succeeded, None)
+        } else {
+            (
+                TaskStatus::Failed,
+                Some(format!(
+                    "none of the skills of the package installed: {NOT_SWAPPED}"
+                )),
+            )
+        }
+    }
+
+    /// Settles the swap of one skill that a restart interrupted.
+    async fn recover_swap(&self, request: &InstallRequest) -> (TaskStatus, Option<String>) {
         let (InstallPhase::Swapping, Some(id), Some(version)) = (
             request.phase,
             request.skill_id.clone(),
@@ -529,6 +815,10 @@ impl Installer {
     }
 }
 
+/// Why a restart failed an install whose swap had not begun.
+const NOT_SWAPPED: &str = "the install was interrupted by a service restart before the new version \
+     was swapped in; the installed skill is unchanged; upload the package again";
+
 /// Runs blocking file work off the async threads.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, String> + Send + 'static,
@@ -538,42 +828,95 @@ async fn blocking<T: Send + 'static>(
         .unwrap_or_else(|e| Err(format!("install worker failed: {e}")))
 }
 
-/// The `version` string of the skill in `dir`, if it has a readable `runner.json`.
+/// The version of the skill in `dir`, wherever it lies (see [`manifest::version_in`]).
 fn version_of(dir: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(dir.join("assets/runner.json")).ok()?;
-    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-    value.get("version")?.as_str().map(str::to_owned)
+    manifest::version_in(dir)
 }
 
-fn plan_swap(skills: &Path, id: &str, version: &str) -> Result<SwapPlan, String> {
+/// Decides how the skill staged in `staged` replaces the live one. `runner.json` skills must
+/// raise their semantic version. A standard skill with the same files is unchanged; one that
+/// declares versions (`metadata.version`, read as semantic versions with missing parts 0) must
+/// raise them; one versioned by its contents replaces the old, which is archived either way.
+fn plan_swap(
+    skills: &Path,
+    staged: &Path,
+    new: &manifest::SkillManifest,
+) -> Result<SwapPlan, String> {
+    let (id, version) = (&new.id, new.version.as_deref().unwrap_or_default());
     let live = skills.join(id);
     if !live.exists() {
         return Ok(SwapPlan::Fresh);
     }
     let installed = match manifest::load(&live, Rules::REGISTERED) {
-        Ok(m) => m.version.expect("registered rules require a version"),
+        Ok(m) => m,
         Err(_) => {
             return Ok(SwapPlan::ReplaceInvalid {
                 quarantine: quarantine_path(skills, id),
             });
         }
     };
-    let new = manifest::parse_version(version).map_err(|e| e.0)?;
-    let old = manifest::parse_version(&installed).map_err(|e| e.0)?;
+    let old_version = installed.version.clone().unwrap_or_default();
+    let both_runner_json = installed.format == manifest::SkillFormat::RunnerJson
+        && new.format == manifest::SkillFormat::RunnerJson;
+    if !both_runner_json && same_files(&live, staged)? {
+        return Ok(SwapPlan::Unchanged);
+    }
+    let ordered = if both_runner_json {
+        Some((
+            manifest::parse_version(version).map_err(|e| e.0)?,
+            manifest::parse_version(&old_version).map_err(|e| e.0)?,
+        ))
+    } else {
+        loose_version(version).zip(loose_version(&old_version))
+    };
     // Precedence, as semantic versioning defines it: build metadata (`+b2`) does not count.
-    if new.cmp_precedence(&old) != std::cmp::Ordering::Greater {
+    if let Some((new_version, old)) = ordered
+        && new_version.cmp_precedence(&old) != std::cmp::Ordering::Greater
+    {
         return Err(format!(
-            "version {version} of '{id}' is not higher than the installed version {installed}; \
+            "version {version} of '{id}' is not higher than the installed version {old_version}; \
              updates must strictly increase the version (build metadata does not count)"
         ));
     }
-    let archive = skills.join(".archive").join(id).join(&installed);
-    if archive.exists() {
+    let archive = skills.join(".archive").join(id).join(&old_version);
+    if !archive.exists() {
+        return Ok(SwapPlan::Update { archive });
+    }
+    if both_runner_json {
         return Err(format!(
-            "archive path .archive/{id}/{installed} already exists; the installed skill is unchanged"
+            "archive path .archive/{id}/{old_version} already exists; the installed skill is unchanged"
         ));
     }
-    Ok(SwapPlan::Update { archive })
+    Ok(SwapPlan::Update {
+        archive: free_path(&skills.join(".archive").join(id), &old_version),
+    })
+}
+
+/// A declared version read as a semantic version, `1` and `1.2` as `1.0.0` and `1.2.0`;
+/// `None` for a content version or any other text.
+fn loose_version(raw: &str) -> Option<semver::Version> {
+    if let Ok(version) = semver::Version::parse(raw) {
+        return Some(version);
+    }
+    let numbers: Vec<u64> = raw
+        .split('.')
+        .map(|part| part.parse().ok())
+        .collect::<Option<_>>()?;
+    match numbers[..] {
+        [major] => Some(semver::Version::new(major, 0, 0)),
+        [major, minor] => Some(semver::Version::new(major, minor, 0)),
+        _ => None,
+    }
+}
+
+/// True when both folders hold the same files with the same bytes.
+fn same_files(a: &Path, b: &Path) -> Result<bool, String> {
+    let hash = |dir: &Path| {
+        walk::files_under(dir)
+            .and_then(|files| walk::content_hash(&files))
+            .map_err(|e| format!("cannot read the skill's files: {e}"))
+    };
+    Ok(hash(a)? == hash(b)?)
 }
 
 /// Where a folder that is not a valid skill is moved: `.invalid/<id>-<UTC timestamp>[-N]`.
@@ -604,6 +947,7 @@ fn execute_swap(plan: &SwapPlan, staged: &Path, live: &Path) -> std::io::Result<
             std::fs::rename(live, quarantine)?;
             std::fs::rename(staged, live)
         }
+        SwapPlan::Unchanged => Ok(()),
         SwapPlan::Update { archive } => {
             std::fs::create_dir_all(archive.parent().expect("archive has a parent"))?;
             if exchange(staged, live)? {

@@ -15,7 +15,9 @@
 //!
 //! Profiles: `strict` is the Agent Skills specification (and its `skills-ref` validator): name
 //! 1–64 of `a-z`, `0-9` and single inner hyphens, equal to the folder name; description 1–1024;
-//! compatibility ≤ 500; metadata a string map; no other top-level fields. `lenient` is the client
+//! compatibility ≤ 500; no other top-level fields (a `license` that is not a string, a `metadata`
+//! that is not a string map or an `allowed-tools` list is a warning, as the standard's reference
+//! validator does not check them). `lenient` is the client
 //! guide: the same findings are warnings, a name may use any lower-case letters, and only a
 //! missing description (or no readable frontmatter) is an error. `anthropic-upload` adds the
 //! upload rules of the Anthropic platform (no `anthropic`/`claude` in the name, no XML tags).
@@ -140,10 +142,13 @@ pub fn check(text: &str, dir_name: Option<&str>, profile: Profile) -> Checked {
             );
         }
     }
-    let name = scalar(&fields, "name", &mut report);
-    document.description = scalar(&fields, "description", &mut report).unwrap_or_default();
-    document.license = scalar(&fields, "license", &mut report);
-    document.compatibility = scalar(&fields, "compatibility", &mut report);
+    let name = scalar(&fields, "name", Severity::Error, &mut report);
+    document.description =
+        scalar(&fields, "description", Severity::Error, &mut report).unwrap_or_default();
+    // The standard's reference validator checks neither `license`, `metadata` nor
+    // `allowed-tools`: a skill it accepts is not refused for their shape here.
+    document.license = scalar(&fields, "license", Severity::Warning, &mut report);
+    document.compatibility = scalar(&fields, "compatibility", Severity::Error, &mut report);
     document.metadata = metadata(&fields, &mut report);
     document.allowed_tools = allowed_tools(&fields, &mut report);
     document.name = match (&name, &document.title, dir_name) {
@@ -293,8 +298,14 @@ fn yaml_text(value: &Yaml) -> Option<String> {
     }
 }
 
-/// A field that must be a string (trimmed; empty counts as absent).
-fn scalar(fields: &BTreeMap<String, Yaml>, key: &str, report: &mut Report) -> Option<String> {
+/// A field that must be a string (trimmed; empty counts as absent); another shape is flagged
+/// with `severity` and left out.
+fn scalar(
+    fields: &BTreeMap<String, Yaml>,
+    key: &str,
+    severity: Severity,
+    report: &mut Report,
+) -> Option<String> {
     let value = fields.get(key)?;
     if matches!(value, Yaml::Null) {
         return None;
@@ -302,7 +313,7 @@ fn scalar(fields: &BTreeMap<String, Yaml>, key: &str, report: &mut Report) -> Op
     match yaml_text(value) {
         Some(text) => Some(text.trim().to_owned()).filter(|t| !t.is_empty()),
         None => {
-            report.flag(Severity::Error, key, "must be a string");
+            report.flag(severity, key, "must be a string");
             None
         }
     }
@@ -319,9 +330,9 @@ fn metadata(fields: &BTreeMap<String, Yaml>, report: &mut Report) -> BTreeMap<St
                     Some(value) => Some((key, value)),
                     None => {
                         report.flag(
-                            Severity::Strict,
+                            Severity::Warning,
                             "metadata",
-                            format!("'{key}' must be a string"),
+                            format!("'{key}' should be a string; it is left out"),
                         );
                         None
                     }
@@ -329,7 +340,11 @@ fn metadata(fields: &BTreeMap<String, Yaml>, report: &mut Report) -> BTreeMap<St
             })
             .collect(),
         Some(_) => {
-            report.flag(Severity::Strict, "metadata", "must be a mapping of strings");
+            report.flag(
+                Severity::Warning,
+                "metadata",
+                "should be a mapping of strings; it is left out",
+            );
             BTreeMap::new()
         }
     }
@@ -337,16 +352,16 @@ fn metadata(fields: &BTreeMap<String, Yaml>, report: &mut Report) -> BTreeMap<St
 
 /// `allowed-tools`: space-separated (`Bash(git:*) Read`). A comma-separated list keeps its
 /// commas under `strict` (with a warning) and loses them under `lenient`; a YAML list is taken
-/// as it is (an error under `strict`).
+/// as it is (with a warning).
 fn allowed_tools(fields: &BTreeMap<String, Yaml>, report: &mut Report) -> Vec<String> {
     let lenient = report.profile == Profile::Lenient;
     match fields.get("allowed-tools") {
         None | Some(Yaml::Null) => Vec::new(),
         Some(Yaml::Sequence(items)) => {
             report.flag(
-                Severity::Strict,
+                Severity::Warning,
                 "allowed-tools",
-                "must be a space-separated string, not a list",
+                "should be a space-separated string, not a list",
             );
             items.iter().filter_map(yaml_text).collect()
         }
@@ -649,7 +664,22 @@ mod tests {
         assert!(meta.valid(), "{:?}", meta.errors);
         assert_eq!(meta.document.metadata["version"], "1.0");
         assert_eq!(meta.document.metadata["author"], "me");
-        assert!(!strict(&with("description: d\nmetadata: [1, 2]"), None).valid());
+        // Shapes the reference validator does not check: warnings, the value left out.
+        for odd in [
+            "metadata: [1, 2]",
+            "metadata:\n  nested:\n    a: b",
+            "license:\n  - MIT",
+        ] {
+            let checked = strict(&with(&format!("description: d\n{odd}")), None);
+            assert!(checked.valid(), "{odd}: {:?}", checked.errors);
+            assert_eq!(checked.warnings.len(), 1, "{odd}");
+        }
+        let listed = strict(
+            &with("description: d\nallowed-tools:\n  - Read\n  - Bash"),
+            None,
+        );
+        assert!(listed.valid() && listed.warnings.len() == 1);
+        assert_eq!(listed.document.allowed_tools, ["Read", "Bash"]);
     }
 
     #[test]

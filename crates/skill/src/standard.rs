@@ -1,0 +1,278 @@
+//! Agent Skills standard folders (agentskills.io): a `SKILL.md` whose frontmatter says `name`
+//! and `description`, with optional `scripts/`, `references/` and `assets/`, and no
+//! `assets/runner.json`. Such a folder is judged by the standard's rules (every problem listed
+//! at once) and runs under one contract instead of schemas of its own: the input is a
+//! `prompt` and the names of the uploaded `files`, the output the agent's final message as
+//! `text` (or what a caller's runtime `output_schema` asks for), the artifacts whatever it
+//! writes under `artifacts/`.
+
+use std::path::Path;
+use std::sync::LazyLock;
+
+use serde_json::{Value, json};
+
+use crate::docs::document::{self, Profile};
+use crate::manifest::{
+    InvalidSkill, MissingVersion, Rules, SchemaDocs, SkillFormat, SkillManifest, is_valid_id,
+};
+use crate::walk;
+use skill_runner_types::engine::Engine;
+use skill_runner_types::run_options::ExecutionMode;
+
+/// The engines whose CLIs load skills from folders on their own, so a standard skill reaches
+/// them as the standard means (read its name and description, open it when needed). Gemini
+/// stays behind the legacy gate like any run on it; iFlow has no such loader.
+pub const ENGINES: [Engine; 7] = [
+    Engine::Codex,
+    Engine::Gemini,
+    Engine::Claude,
+    Engine::Opencode,
+    Engine::Qwen,
+    Engine::Kilo,
+    Engine::Codebuddy,
+];
+
+/// The input every standard skill takes: the task, and the paths (inside the upload zip) of
+/// the files that come with it.
+pub static INPUT_SCHEMA: LazyLock<Value> = LazyLock::new(|| {
+    json!({
+        "type": "object",
+        "required": ["prompt"],
+        "properties": {
+            "prompt": {
+                "type": "string",
+                "minLength": 1,
+                "description": "The task, in the user's words.",
+                "x-input-source": "inline"
+            },
+            "files": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1},
+                "maxItems": 1000,
+                "description": "Paths inside the upload zip of the files the task works on; \
+                                the run waits for the upload when any is named.",
+                "x-input-source": "inline"
+            }
+        },
+        "additionalProperties": false
+    })
+});
+
+/// The output of a standard skill without a runtime `output_schema`.
+pub static OUTPUT_SCHEMA: LazyLock<Value> = LazyLock::new(|| {
+    json!({
+        "type": "object",
+        "required": ["text"],
+        "properties": {
+            "text": {"type": "string", "description": "The agent's final message."}
+        }
+    })
+});
+
+/// True when `dir` holds a standard skill: a `SKILL.md` and no `assets/runner.json` (not even
+/// a link by that name).
+pub fn is_standard(dir: &Path) -> bool {
+    dir.join("SKILL.md").is_file() && dir.join("assets/runner.json").symlink_metadata().is_err()
+}
+
+/// Reads the standard skill in `dir` (named `folder`) from its `SKILL.md` text. A skill
+/// without `metadata.version` is versioned by its contents (`sha256-` and 16 hex digits of
+/// [`walk::content_hash`]) unless `rules` allow no version.
+pub(crate) fn load(
+    dir: &Path,
+    folder: &str,
+    text: &str,
+    rules: Rules,
+) -> Result<SkillManifest, InvalidSkill> {
+    let checked = document::check(text, Some(folder), Profile::Strict);
+    let problems: Vec<String> = checked
+        .errors
+        .iter()
+        .map(|f| format!("SKILL.md: {f}"))
+        .collect();
+    // The standard's names (ASCII lower-case letters, digits, inner hyphens) are all ids here.
+    debug_assert!(!problems.is_empty() || is_valid_id(folder));
+    if !problems.is_empty() {
+        return Err(InvalidSkill(problems.join("\n")));
+    }
+    let doc = checked.document;
+    let files = walk::files_under(dir)
+        .map_err(|e| InvalidSkill(format!("cannot list the skill's files: {e}")))?;
+    let version = match doc.metadata.get("version") {
+        Some(declared) => Some(declared.clone()),
+        None if rules.missing_version == MissingVersion::Allowed => None,
+        None => Some(content_version(&files)?),
+    };
+    Ok(SkillManifest {
+        format: SkillFormat::AgentSkill,
+        id: folder.to_owned(),
+        path: dir.to_path_buf(),
+        version,
+        name: Some(doc.name),
+        description: Some(doc.description),
+        license: doc.license,
+        compatibility: doc.compatibility,
+        allowed_tools: doc.allowed_tools,
+        metadata: doc.metadata,
+        files: listed(&files),
+        engines: ENGINES.to_vec(),
+        unsupport_engine: Vec::new(),
+        effective_engines: {
+            let mut engines = ENGINES.to_vec();
+            engines.sort();
+            engines
+        },
+        default_engine: Engine::Codex,
+        execution_modes: vec![ExecutionMode::Auto],
+        max_attempt: None,
+        mcp_required_servers: Vec::new(),
+        schemas: None,
+        artifacts: Vec::new(),
+        entrypoint: json!({}),
+        runtime: json!({}),
+        engine_configs: Default::default(),
+        warnings: checked
+            .warnings
+            .iter()
+            .map(|f| format!("SKILL.md: {f}"))
+            .chain(unlisted(&files))
+            .collect(),
+        script: None,
+        network_allow: Vec::new(),
+        secrets: Vec::new(),
+        limits: Default::default(),
+        schema_docs: SchemaDocs::new(
+            INPUT_SCHEMA.clone(),
+            json!({"type": "object", "additionalProperties": false}),
+            OUTPUT_SCHEMA.clone(),
+        ),
+    })
+}
+
+/// The version of a skill that declares none: its contents' hash.
+pub fn content_version(files: &[(String, std::path::PathBuf)]) -> Result<String, InvalidSkill> {
+    let hash = walk::content_hash(files)
+        .map_err(|e| InvalidSkill(format!("cannot read the skill's files: {e}")))?;
+    Ok(format!("sha256-{}", &hash[..16]))
+}
+
+/// The most files a skill's listing names (the rest are counted in a warning).
+pub const LISTED_FILES: usize = 500;
+
+/// The warning of a skill whose listing is cut.
+pub(crate) fn unlisted(files: &[(String, std::path::PathBuf)]) -> Option<String> {
+    (files.len() > LISTED_FILES).then(|| {
+        format!(
+            "the skill holds {} files; 'files' lists the first {LISTED_FILES}",
+            files.len()
+        )
+    })
+}
+
+/// The files of a skill as listed to clients.
+pub(crate) fn listed(files: &[(String, std::path::PathBuf)]) -> Vec<String> {
+    files
+        .iter()
+        .take(LISTED_FILES)
+        .map(|(rel, _)| rel.clone())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::load as load_skill;
+
+    fn write(root: &Path, folder: &str, skill_md: &str) -> std::path::PathBuf {
+        let dir = root.join(folder);
+        std::fs::create_dir_all(dir.join("scripts")).unwrap();
+        std::fs::write(dir.join("SKILL.md"), skill_md).unwrap();
+        std::fs::write(dir.join("scripts/make.sh"), "echo made\n").unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_folder_without_runner_json_is_an_agent_skill() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = write(
+            root.path(),
+            "pdf-report",
+            "---\nname: pdf-report\ndescription: Writes reports.\nlicense: MIT\n\
+             allowed-tools: Read Bash\n---\n# Report\n",
+        );
+        let skill = load_skill(&dir, Rules::INSTALL).unwrap();
+        assert_eq!(skill.format, SkillFormat::AgentSkill);
+        assert_eq!(skill.id, "pdf-report");
+        assert_eq!(skill.description.as_deref(), Some("Writes reports."));
+        assert_eq!(skill.license.as_deref(), Some("MIT"));
+        assert_eq!(skill.allowed_tools, ["Read", "Bash"]);
+        assert_eq!(skill.files, ["SKILL.md", "scripts/make.sh"]);
+        assert!(skill.schemas.is_none());
+        assert_eq!(skill.schema_docs.input, *INPUT_SCHEMA);
+        assert_eq!(skill.execution_modes, [ExecutionMode::Auto]);
+        assert!(skill.effective_engines.contains(&Engine::Claude));
+        assert!(!skill.effective_engines.contains(&Engine::Iflow));
+        let listed = serde_json::to_value(&skill).unwrap();
+        assert_eq!(listed["format"], "agent-skill");
+        assert_eq!(listed["schemas"], Value::Null);
+        // Versioned by content; a temporary run needs none.
+        let version = skill.version.unwrap();
+        assert!(
+            version.starts_with("sha256-") && version.len() == 23,
+            "{version}"
+        );
+        assert_eq!(load_skill(&dir, Rules::TEMPORARY).unwrap().version, None);
+    }
+
+    #[test]
+    fn the_version_is_metadata_version_else_the_contents() {
+        let root = tempfile::tempdir().unwrap();
+        let declared = write(
+            root.path(),
+            "declared",
+            "---\nname: declared\ndescription: d\nmetadata:\n  version: \"1.2\"\n---\n",
+        );
+        let skill = load_skill(&declared, Rules::REGISTERED).unwrap();
+        assert_eq!(skill.version.as_deref(), Some("1.2"));
+        let hashed = write(
+            root.path(),
+            "hashed",
+            "---\nname: hashed\ndescription: d\n---\n",
+        );
+        let before = load_skill(&hashed, Rules::REGISTERED).unwrap().version;
+        assert_eq!(
+            load_skill(&hashed, Rules::REGISTERED).unwrap().version,
+            before
+        );
+        std::fs::write(hashed.join("scripts/make.sh"), "echo made!\n").unwrap();
+        assert_ne!(
+            load_skill(&hashed, Rules::REGISTERED).unwrap().version,
+            before
+        );
+    }
+
+    #[test]
+    fn every_problem_is_listed_at_once_and_crlf_is_accepted() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = write(
+            root.path(),
+            "Bad-Name",
+            &format!(
+                "---\nname: Bad-Name\ndescription: {}\nversion: 1.0\n---\n",
+                "d".repeat(1025)
+            ),
+        );
+        let problems = load_skill(&dir, Rules::INSTALL).unwrap_err().0;
+        let lines: Vec<&str> = problems.lines().collect();
+        assert_eq!(lines.len(), 3, "{problems}");
+        for field in ["name", "description", "version"] {
+            assert!(problems.contains(field), "{field}: {problems}");
+        }
+        let crlf = write(
+            root.path(),
+            "crlf",
+            "---\r\nname: crlf\r\ndescription: d\r\n---\r\n# T\r\n",
+        );
+        assert!(load_skill(&crlf, Rules::INSTALL).is_ok());
+    }
+}
