@@ -403,6 +403,10 @@ pub struct CreateJob {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub runtime_options: Option<Value>,
+    /// Other installed skills the run gets beside `skill_id` (at most 8 skills in all); the
+    /// agent lists them all and uses those that fit.
+    #[serde(default)]
+    pub skills: Vec<String>,
 }
 
 /// `POST /v1/temp-skill-runs` body: like a job, without skill id and inputs.
@@ -454,6 +458,11 @@ impl NewRequest {
     ) -> Result<Self, ApiError> {
         let skill_id = b.skill_id.filter(|id| !id.trim().is_empty());
         match (b.skill_source, skill_id) {
+            (SkillSource::TempUpload, _) if !b.skills.is_empty() => Err(ApiError::invalid_field(
+                "skills",
+                "skills names installed skills for a run of an installed skill; a temporary \
+                 skill's run takes none: leave it out, or install the skills",
+            )),
             (SkillSource::Installed, Some(skill_id)) => Ok(Self::Job(NewJob {
                 skill_id,
                 engine: b.engine,
@@ -461,6 +470,7 @@ impl NewRequest {
                 parameter: b.parameter,
                 model: b.model,
                 runtime_options: b.runtime_options,
+                skills: b.skills,
                 client_address,
                 caller,
             })),

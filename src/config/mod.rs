@@ -405,6 +405,7 @@ impl Config {
                 hard_timeout: seconds(s.engine_hard_timeout_seconds),
                 kill_grace: seconds(s.kill_grace_seconds),
                 temp_package_max_bytes: s.temp_skill_package_max_bytes,
+                run_skills_max_bytes: s.run_skills_max_bytes,
                 retention: seconds(s.run_retention_seconds),
                 failed_retention: seconds(s.failed_run_retention_seconds),
                 cleanup_interval: seconds(s.cleanup_interval_seconds),

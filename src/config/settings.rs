@@ -119,6 +119,10 @@ pub struct Settings {
     #[arg(long, env = "TEMP_SKILL_PACKAGE_MAX_BYTES", value_parser = positive,
           default_value_t = JobLimits::default().temp_package_max_bytes)]
     pub temp_skill_package_max_bytes: u64,
+    /// Largest total size of the skills one run gets (its skill and the others it names).
+    #[arg(long, env = "SKILL_RUNNER_RUN_SKILLS_MAX_BYTES", value_parser = positive,
+          default_value_t = JobLimits::default().run_skills_max_bytes)]
+    pub run_skills_max_bytes: u64,
 
     /// Runs admitted but not started; beyond it a create answers 429.
     #[arg(long, env = "SKILL_RUNNER_MAX_QUEUE_SIZE", value_parser = positive,

@@ -513,6 +513,84 @@ async fn model_hangs(engine: &str) {
     );
 }
 
+/// Two Agent Skills standard skills in one run: the CLI itself lists both (each description
+/// carries a marker that the model's requests show, while the service's prompt names the
+/// skills without them), the model runs the second skill's script from where the CLI keeps
+/// skills, and the run ends with the agent's final message as `text` and the script's artifact.
+async fn standard_skills_job(engine: &str) {
+    let fake = FakeModel::start();
+    let main = common::standard_skill("pdfx", "Makes PDF-like reports. DESC-MARK-51c2");
+    let other = common::standard_skill("notes", "Keeps notes of a task. DESC-MARK-9e0b").file(
+        "scripts/make.sh",
+        "mkdir -p artifacts && echo noted > artifacts/notes.txt\n",
+    );
+    let server = server_for(engine, &fake, &[main.clone(), other.clone()], &[]);
+    fake.script(json!([
+        {"shell": "find \"$PWD\" -path '*skills/notes/scripts/make.sh' -exec sh {} \\;"},
+        {"text": "Done: artifacts/notes.txt"}
+    ]))
+    .await;
+    let rid = server
+        .create_job(
+            json!({"skill_id": "pdfx", "skills": ["notes"], "engine": engine,
+                           "input": {"prompt": "take the notes"}}),
+        )
+        .await;
+    let status = server
+        .wait_status_within(
+            &format!("/v1/jobs/{rid}"),
+            &["succeeded", "failed", "canceled"],
+            Duration::from_secs(180),
+        )
+        .await;
+    assert_eq!(
+        status["status"],
+        "succeeded",
+        "{status}\n{}",
+        failure_context(&server, &fake, &rid).await
+    );
+    let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
+    assert_eq!(
+        result["result"]["data"],
+        json!({"text": "Done: artifacts/notes.txt"})
+    );
+    assert_eq!(
+        result["result"]["artifacts"],
+        json!(["artifacts/notes.txt"]),
+        "{}",
+        failure_context(&server, &fake, &rid).await
+    );
+    let calls = model_calls(&fake.requests().await, engine);
+    let seen: String = calls.iter().map(|c| c["body"].to_string()).collect();
+    for marker in ["DESC-MARK-51c2", "DESC-MARK-9e0b"] {
+        assert!(
+            seen.contains(marker),
+            "the CLI did not list {marker}: {seen}"
+        );
+    }
+    let prompt = std::fs::read_to_string(server.run_dir(&status).join("logs/prompt.txt")).unwrap();
+    assert!(
+        prompt.contains("\"pdfx\"") && prompt.contains("notes"),
+        "{prompt}"
+    );
+    assert!(!prompt.contains("DESC-MARK"), "{prompt}");
+    // Each CLI got the folders as installed: no runner.json added, named after the skill.
+    let copies: Vec<std::path::PathBuf> = walkdir::WalkDir::new(server.workspace(&status))
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_name() == "SKILL.md")
+        .map(|e| e.into_path())
+        .collect();
+    for skill in [&main, &other] {
+        let copy = copies
+            .iter()
+            .find(|p| p.parent().unwrap().ends_with(&skill.top))
+            .unwrap_or_else(|| panic!("no copy of {} in {copies:?}", skill.top));
+        assert_eq!(std::fs::read(copy).unwrap(), skill.files["SKILL.md"]);
+        assert!(!copy.parent().unwrap().join("assets/runner.json").exists());
+    }
+}
+
 macro_rules! cli_matrix {
     ($($engine:ident),*) => {$(
         mod $engine {
@@ -538,6 +616,13 @@ macro_rules! cli_matrix {
             async fn interactive_job_resumes_the_same_session() {
                 if in_netns(concat!(module_path!(), "::interactive_job_resumes_the_same_session"), stringify!($engine)) {
                     interactive_job(stringify!($engine)).await;
+                }
+            }
+
+            #[tokio::test]
+            async fn standard_skills_are_listed_by_the_cli_itself() {
+                if in_netns(concat!(module_path!(), "::standard_skills_are_listed_by_the_cli_itself"), stringify!($engine)) {
+                    standard_skills_job(stringify!($engine)).await;
                 }
             }
 

@@ -130,6 +130,8 @@ pub struct JobLimits {
     pub kill_grace: Duration,
     /// Largest temporary skill package (`TEMP_SKILL_PACKAGE_MAX_BYTES`).
     pub temp_package_max_bytes: u64,
+    /// Largest total size of the skills one run gets (`SKILL_RUNNER_RUN_SKILLS_MAX_BYTES`).
+    pub run_skills_max_bytes: u64,
     /// Succeeded and canceled runs are kept this long (`SKILL_RUNNER_RUN_RETENTION_SECONDS`).
     pub retention: Duration,
     /// Failed runs are kept this long (`SKILL_RUNNER_FAILED_RUN_RETENTION_SECONDS`).
@@ -206,6 +208,7 @@ impl Default for JobLimits {
             hard_timeout: Duration::from_secs(1200),
             kill_grace: Duration::from_secs(5),
             temp_package_max_bytes: 20 * 1024 * 1024,
+            run_skills_max_bytes: 64 * 1024 * 1024,
             retention: Duration::from_secs(7 * 24 * 3600),
             failed_retention: Duration::from_secs(12 * 3600),
             cleanup_interval: Duration::from_secs(12 * 3600),

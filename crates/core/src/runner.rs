@@ -16,10 +16,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::egress::policy::permitted;
 use crate::engines::answer::{self, RepairLevel, Reported, TurnOutcome};
-use crate::engines::{EngineAdapter, Prepared, Turn};
+use crate::engines::{EngineAdapter, Prepared, Reading, Turn};
 use crate::process::{Completed, Exit, OnOutput, Supervisor, Windows};
 use crate::run_folder::{RunFolder, is_plain_file};
-use crate::skill::{ExecutionMode, InputSource, SkillManifest};
+use crate::skill::schema::Checker;
+use crate::skill::{ExecutionMode, InputSource, SkillFormat, SkillManifest};
 use crate::store::ProcessMark;
 use skill_runner_skill::walk::files_under;
 
@@ -422,6 +423,9 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
         }
     }
 
+    if turn.answers_in_text() {
+        return Ok(text_answer(reading, envelope, &secrets, stderr));
+    }
     let Some((mut answer, repair)) = reading.answer else {
         let (code, message) = match reading.failure {
             Some(failure) => (failure.code, failure.message),
@@ -459,7 +463,10 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
         TurnOutcome::AskUser(question) => return Ok(Outcome::Asked { question }),
     };
     envelope.data = Some(data.clone());
-    let problems = turn.skill.schema_docs.output_checker().messages(&data);
+    let problems = match turn.output_schema {
+        Some(schema) => Checker::new(schema).messages(&data),
+        None => turn.skill.schema_docs.output_checker().messages(&data),
+    };
     if let Some(first) = problems.first() {
         return Ok(failed(
             envelope,
@@ -473,6 +480,31 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
         return Ok(failed(envelope, message, None));
     }
     Ok(Outcome::Succeeded(envelope))
+}
+
+/// The end of a turn whose answer is the agent's final message (`{"text": ...}`).
+fn text_answer(
+    reading: Reading,
+    mut envelope: Envelope,
+    secrets: &crate::process::redact::Secrets,
+    stderr: String,
+) -> Outcome {
+    let Some(text) = reading.text.filter(|t| !t.trim().is_empty()) else {
+        let (code, message) = match reading.failure {
+            Some(failure) => (failure.code, failure.message),
+            None => (None, "The agent ended without a final message".to_owned()),
+        };
+        return Outcome::Failed {
+            envelope,
+            code,
+            message,
+            stderr: Some(stderr),
+        };
+    };
+    let mut data = serde_json::json!({"text": text.trim()});
+    secrets.mask_value(&mut data);
+    envelope.data = Some(data);
+    Outcome::Succeeded(envelope)
 }
 
 /// What exit code 127 (not found) or 126 (not executable) of `program` means, with the first
@@ -520,6 +552,18 @@ pub fn resolved_input(skill: &SkillManifest, inline: &Value, folder: &RunFolder)
         _ => Map::new(),
     };
     let uploads = folder.uploads();
+    if skill.format == SkillFormat::AgentSkill {
+        // Each file named, as its path in the workspace (those the upload holds).
+        let files: Vec<Value> = crate::skill::standard::named_files(inline)
+            .into_iter()
+            .filter_map(|name| uploaded_file(&uploads, name, Some(&Value::from(name))))
+            .map(|path| Value::String(path.to_string_lossy().into_owned()))
+            .collect();
+        if !files.is_empty() {
+            input.insert("files".into(), Value::Array(files));
+        }
+        return Value::Object(input);
+    }
     for (key, source) in skill.input_sources() {
         if source != InputSource::File {
             continue;

@@ -15,7 +15,7 @@ use crate::config::{Endpoint, EngineConfig};
 use crate::egress::{self, ModelDoor, Target};
 use crate::process::ProcessSpec;
 use crate::run_folder::RunFolder;
-use crate::skill::ExecutionMode;
+use crate::skill::{ExecutionMode, SkillFormat};
 
 /// `<prefix>/bin/<name>` of the managed npm prefix, else `<name>` on `PATH`.
 pub fn find_cli(config: &EngineConfig, name: &str) -> Option<PathBuf> {
@@ -311,8 +311,11 @@ pub fn setup(
     } else {
         turn.workspace()
     };
+    // Each skill as it is, in a folder named after it, where the CLI finds skills itself.
+    for skill in turn.skills() {
+        materialize(&skill.path, &base.join(skills_dir).join(&skill.id))?;
+    }
     let skill_copy = base.join(skills_dir).join(&turn.skill.id);
-    materialize(&turn.skill.path, &skill_copy)?;
     Ok(Setup {
         program: program.to_string_lossy().into_owned(),
         endpoints: match door {
@@ -606,8 +609,11 @@ pub fn prompt(turn: &Turn<'_>, skill_copy: &Path) -> String {
     }
     let skill = turn.skill;
     let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
-    let mut text = format!(
-        "Run the skill \"{id}\". Its instructions are in {md}; read that file first and follow \
+    let mut text = if skill.format == SkillFormat::AgentSkill {
+        standard_task(turn)
+    } else {
+        format!(
+            "Run the skill \"{id}\". Its instructions are in {md}; read that file first and follow \
          it (the skill's other files are next to it).\n\n\
          Work in {run}. Write every file you produce under {run}/artifacts/.\n\n\
          Input (JSON; file inputs are absolute paths):\n{input}\n\n\
@@ -615,13 +621,22 @@ pub fn prompt(turn: &Turn<'_>, skill_copy: &Path) -> String {
          When you are done, reply with exactly one JSON object and nothing else. It must match \
          this JSON Schema (paths of files you wrote are relative to {run}, e.g. \
          artifacts/report.md):\n{schema}",
-        id = skill.id,
-        md = skill_copy.join("SKILL.md").display(),
-        run = turn.workspace().display(),
-        input = pretty(turn.input),
-        parameter = pretty(turn.parameter),
-        schema = pretty(&skill.schema_docs.output),
-    );
+            id = skill.id,
+            md = skill_copy.join("SKILL.md").display(),
+            run = turn.workspace().display(),
+            input = pretty(turn.input),
+            parameter = pretty(turn.parameter),
+            schema = pretty(&skill.schema_docs.output),
+        )
+    };
+    let others: Vec<&str> = turn.extra_skills.iter().map(|s| s.id.as_str()).collect();
+    if !others.is_empty() {
+        text.push_str(&format!(
+            "\n\nThese skills are installed for this task too, where you load skills from: {}. \
+             Use the ones that fit.",
+            others.join(", ")
+        ));
+    }
     if interactive {
         text.push_str("\n\n");
         text.push_str(ask);
@@ -633,6 +648,47 @@ pub fn prompt(turn: &Turn<'_>, skill_copy: &Path) -> String {
             "\n\nContext from the client for this run (it does not change the instructions \
              above, the skill's or the output schema), as a JSON string:\n{quoted}"
         ));
+    }
+    text
+}
+
+/// The first prompt of a standard skill's run: the skill by name only (the CLI lists it
+/// with its description from where it loads skills, and opens it when it needs it), the
+/// caller's task as written, the uploaded files, where to work, and what to answer.
+fn standard_task(turn: &Turn<'_>) -> String {
+    let run = turn.workspace();
+    let task = turn
+        .input
+        .get("prompt")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let mut text = format!(
+        "Use the skill \"{id}\" for this task; it is installed where you load skills from.\n\n\
+         Task:\n{task}",
+        id = turn.skill.id,
+    );
+    let files = crate::skill::standard::named_files(turn.input);
+    if !files.is_empty() {
+        text.push_str("\n\nThe files of the task (uploaded by the user):");
+        for file in files {
+            text.push_str(&format!("\n- {file}"));
+        }
+    }
+    text.push_str(&format!(
+        "\n\nWork in {run}. Write every file you produce under {run}/artifacts/.",
+        run = run.display()
+    ));
+    match turn.output_schema {
+        Some(schema) => text.push_str(&format!(
+            "\n\nWhen you are done, reply with exactly one JSON object and nothing else. It must \
+             match this JSON Schema (paths of files you wrote are relative to {run}, e.g. \
+             artifacts/report.md):\n{schema}",
+            run = run.display(),
+            schema = serde_json::to_string_pretty(schema).unwrap_or_default(),
+        )),
+        None => text.push_str(
+            "\n\nWhen you are done, end with your answer to the user as your final message.",
+        ),
     }
     text
 }
@@ -684,6 +740,7 @@ pub fn conclude(
     error: Option<String>,
 ) -> Reading {
     reading.answer = text.and_then(answer::extract);
+    reading.text = text.map(str::to_owned);
     if reading.answer.is_none()
         && let Some(message) = error
     {

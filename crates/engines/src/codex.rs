@@ -139,9 +139,10 @@ impl EngineAdapter for Codex {
     }
 
     fn prepare(&self, turn: &Turn<'_>) -> anyhow::Result<Prepared> {
-        // User-level skills of the run's CODEX_HOME: a `.codex` folder in the run folder would be
-        // untrusted project configuration.
-        let mut setup = cli::setup(&self.config, self, turn, ".codex/skills", true)?;
+        // The user's skills (`$HOME/.agents/skills`, the run's home): codex's `$CODEX_HOME/skills`
+        // is deprecated, and the project's `.agents/skills` is looked up from the nearest
+        // `.git`, which may lie outside the run.
+        let mut setup = cli::setup(&self.config, self, turn, ".agents/skills", true)?;
         let home = &setup.home.clone();
         let codex_home = home.join(".codex");
         // `name@effort` picks the reasoning effort too.

@@ -123,6 +123,7 @@ impl EngineAdapter for Iflow {
         };
         Reading {
             answer,
+            text: Some(text).filter(|t| !t.trim().is_empty()),
             session,
             failure,
         }

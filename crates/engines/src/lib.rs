@@ -46,6 +46,11 @@ use crate::store::Store;
 #[derive(Debug)]
 pub struct Turn<'a> {
     pub skill: &'a SkillManifest,
+    /// The other skills the request named (`skills`), delivered beside the main one for the
+    /// agent to choose from.
+    pub extra_skills: &'a [std::sync::Arc<SkillManifest>],
+    /// The caller's `runtime_options.output_schema` (a standard skill's answer as JSON).
+    pub output_schema: Option<&'a Value>,
     pub request_id: &'a str,
     /// The run's folders; the turn works in its workspace.
     pub folder: &'a RunFolder,
@@ -72,6 +77,17 @@ impl Turn<'_> {
     pub fn workspace(&self) -> std::path::PathBuf {
         self.folder.workspace()
     }
+
+    /// The skills the turn gets: the main one, then the others named.
+    pub fn skills(&self) -> impl Iterator<Item = &SkillManifest> {
+        std::iter::once(self.skill).chain(self.extra_skills.iter().map(|s| s.as_ref()))
+    }
+
+    /// Whether the turn's answer is the agent's final message as text (a standard skill
+    /// asked for no `output_schema`), not a JSON object.
+    pub fn answers_in_text(&self) -> bool {
+        self.skill.format == crate::skill::SkillFormat::AgentSkill && self.output_schema.is_none()
+    }
 }
 
 /// A turn ready to start: its process, its session when the engine lets the runner pick it up
@@ -90,6 +106,8 @@ pub struct Prepared {
 pub struct Reading {
     /// The JSON answer, if any.
     pub answer: Option<(Map<String, Value>, RepairLevel)>,
+    /// The agent's final message, as it said it.
+    pub text: Option<String>,
     /// The session the engine reported, for the next turn to resume.
     pub session: Option<String>,
     /// Why the engine failed, when it said so.

@@ -5,7 +5,7 @@
 //! The configuration (opencode's `$XDG_CONFIG_HOME/opencode/opencode.json` in the run's home;
 //! Kilo's `$XDG_CONFIG_HOME/kilo/kilo.json`, named by `KILO_CONFIG`) turns off auto-update,
 //! sharing and snapshots (a headless turn has no use for them, and they copy the workspace),
-//! allows edits and shell commands without asking, and denies the CLI's own `question` tool:
+//! allows edits, shell commands and loading skills without asking, and denies the CLI's own `question` tool:
 //! the reference saw it wait, headless, for an answer that never comes (the pinned versions'
 //! `run` answers it at once either way; the run asks its user through the service instead). With `SKILL_RUNNER_<ENGINE>_BASE_URL` / `_API_KEY` set it declares an
 //! OpenAI-compatible provider `skill_runner` for that endpoint, whose model is the job's (or
@@ -165,7 +165,7 @@ impl Opencode {
             "share": "disabled",
             "snapshot": false,
             "permission": {"edit": "allow", "bash": "allow", "webfetch": "allow",
-                           "external_directory": "allow", "question": "deny"},
+                           "external_directory": "allow", "question": "deny", "skill": "allow"},
         });
         let Some(url) = endpoint.and_then(|e| e.base_url.as_ref()) else {
             return (config, model.map(str::to_owned));

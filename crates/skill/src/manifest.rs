@@ -145,6 +145,8 @@ pub struct SkillManifest {
     /// The skill's files, relative to its folder, sorted (the first
     /// [`crate::standard::LISTED_FILES`]).
     pub files: Vec<String>,
+    /// The size of all its files, bytes.
+    pub size_bytes: u64,
     /// Engines the skill declares (empty when it does not restrict them).
     pub engines: Vec<Engine>,
     pub unsupport_engine: Vec<Engine>,
@@ -431,6 +433,7 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
         allowed_tools: doc.allowed_tools,
         metadata: doc.metadata,
         files: crate::standard::listed(&files),
+        size_bytes: crate::standard::size(&files),
         engines: declared.unwrap_or_default(),
         unsupport_engine: unsupported,
         effective_engines: effective,
@@ -953,31 +956,34 @@ fn read_schema(dir: &Path, which: &str, rel: &str) -> Result<Value, InvalidSkill
     let text = read_required(dir, rel)?;
     let schema: Value = serde_json::from_str(&text)
         .map_err(|e| InvalidSkill(format!("{rel} ({which} schema) is not valid JSON: {e}")))?;
+    check_schema(&schema, &format!("{rel} ({which} schema)"))?;
+    Ok(schema)
+}
+
+/// The rules every schema a run is checked against meets (`what` names it in the message):
+/// an object schema, within bounds, valid, and compiling without looking outside itself.
+pub fn check_schema(schema: &Value, what: &str) -> Result<(), InvalidSkill> {
     if schema.get("type") != Some(&Value::String("object".into())) {
-        return invalid(format!(
-            "{rel} ({which} schema) must declare \"type\": \"object\""
-        ));
+        return invalid(format!("{what} must declare \"type\": \"object\""));
     }
-    if let Err(e) = super::schema_bounds::check(&schema) {
-        return invalid(format!("{rel} ({which} schema) is refused: {e}"));
+    if let Err(e) = super::schema_bounds::check(schema) {
+        return invalid(format!("{what} is refused: {e}"));
     }
-    if let Err(e) = jsonschema::meta::validate(&schema) {
-        return invalid(format!(
-            "{rel} ({which} schema) is not a valid JSON Schema: {e}"
-        ));
+    if let Err(e) = jsonschema::meta::validate(schema) {
+        return invalid(format!("{what} is not a valid JSON Schema: {e}"));
     }
-    // Compiled now, so a schema every run would fail on is refused at install, not blamed on
+    // Compiled now, so a schema every run would fail on is refused up front, not blamed on
     // a client's input later. References are resolved offline only: within the document.
-    if let Err(e) = jsonschema::validator_for(&schema) {
-        return invalid(match outside_reference(&schema) {
+    if let Err(e) = jsonschema::validator_for(schema) {
+        return invalid(match outside_reference(schema) {
             Some(target) => format!(
-                "{rel} ({which} schema) refers to '{target}' outside itself; schemas must be \
-                 self-contained (the service resolves no remote or file references)"
+                "{what} refers to '{target}' outside itself; schemas must be self-contained \
+                 (the service resolves no remote or file references)"
             ),
-            None => format!("{rel} ({which} schema) cannot be compiled: {e}"),
+            None => format!("{what} cannot be compiled: {e}"),
         });
     }
-    Ok(schema)
+    Ok(())
 }
 
 /// The first `$ref` that does not point into the document itself (`#…`).

@@ -115,6 +115,7 @@ pub(crate) fn load(
         allowed_tools: doc.allowed_tools,
         metadata: doc.metadata,
         files: listed(&files),
+        size_bytes: size(&files),
         engines: ENGINES.to_vec(),
         unsupport_engine: Vec::new(),
         effective_engines: {
@@ -149,6 +150,15 @@ pub(crate) fn load(
     })
 }
 
+/// The files a standard skill's `input` names (`files`), as written: paths inside the upload.
+pub fn named_files(input: &Value) -> Vec<&str> {
+    input
+        .get("files")
+        .and_then(Value::as_array)
+        .map(|files| files.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
 /// The version of a skill that declares none: its contents' hash.
 pub fn content_version(files: &[(String, std::path::PathBuf)]) -> Result<String, InvalidSkill> {
     let hash = walk::content_hash(files)
@@ -167,6 +177,15 @@ pub(crate) fn unlisted(files: &[(String, std::path::PathBuf)]) -> Option<String>
             files.len()
         )
     })
+}
+
+/// The size of the files listed, bytes (one that vanished counts 0).
+pub(crate) fn size(files: &[(String, std::path::PathBuf)]) -> u64 {
+    files
+        .iter()
+        .filter_map(|(_, path)| std::fs::symlink_metadata(path).ok())
+        .map(|meta| meta.len())
+        .sum()
 }
 
 /// The files of a skill as listed to clients.

@@ -61,6 +61,14 @@ pub struct RuntimeOptions {
     /// The run starts from a copy of an earlier run's workspace.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workspace: Option<WorkspaceReuse>,
+    /// A JSON Schema (an object) the answer of a standard Agent Skills skill must match: the
+    /// result's `data` is then that JSON instead of `{"text": ...}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// The other skills the request named with its top-level `skills` (kept here with the
+    /// request; a client sends them there, not in `runtime_options`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<String>,
 }
 
 /// `workspace: {mode: "reuse", request_id, file_bindings}`: the run's workspace starts as a
@@ -238,7 +246,7 @@ const BOOLEANS: [&str; 6] = [
 ];
 
 /// The other keys.
-const OTHERS: [&str; 8] = [
+const OTHERS: [&str; 9] = [
     "verbose",
     "execution_mode",
     "session_timeout_sec",
@@ -247,7 +255,11 @@ const OTHERS: [&str; 8] = [
     "env",
     "preamble_prompt",
     "workspace",
+    "output_schema",
 ];
+
+/// Keys of the stored form only (set by the service from other fields of the request).
+const STORED: [&str; 1] = ["skills"];
 
 impl RuntimeOptions {
     /// Every option a request may send (besides the legacy `*_wait_timeout_sec`).
@@ -283,7 +295,12 @@ impl RuntimeOptions {
         let unknown: Vec<&str> = map
             .keys()
             .map(String::as_str)
-            .filter(|k| !BOOLEANS.contains(k) && !OTHERS.contains(k) && !is_legacy_timeout(k))
+            .filter(|k| {
+                !BOOLEANS.contains(k)
+                    && !OTHERS.contains(k)
+                    && !is_legacy_timeout(k)
+                    && (fresh || !STORED.contains(k))
+            })
             .collect();
         if !unknown.is_empty() {
             return Err(format!(
@@ -393,6 +410,21 @@ impl RuntimeOptions {
             workspace: match map.get("workspace") {
                 None | Some(Value::Null) => None,
                 Some(raw) => WorkspaceReuse::read(raw)?,
+            },
+            output_schema: match map.get("output_schema") {
+                None | Some(Value::Null) => None,
+                Some(schema @ Value::Object(_)) => Some(schema.clone()),
+                Some(other) => {
+                    return Err(format!(
+                        "runtime_options.output_schema must be a JSON Schema object like \
+                         {{\"type\": \"object\", \"properties\": {{...}}}}, got {other}"
+                    ));
+                }
+            },
+            skills: match map.get("skills") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(stored) => serde_json::from_value(stored.clone())
+                    .map_err(|_| "runtime_options.skills must be a list of skill ids")?,
             },
         };
         Ok((options, secrets))
@@ -568,6 +600,25 @@ mod tests {
         let e = RuntimeOptions::parse(Some(&json!({"session_timeout_sec": 0}))).unwrap_err();
         assert!(e.contains("session_timeout_sec"), "{e}");
         assert!(RuntimeOptions::parse(Some(&json!([]))).is_err());
+    }
+
+    #[test]
+    fn an_output_schema_is_an_object_and_skills_are_the_services_to_set() {
+        let schema = json!({"type": "object", "required": ["n"]});
+        let (o, _) =
+            RuntimeOptions::parse_request(Some(&json!({"output_schema": schema}))).unwrap();
+        assert_eq!(o.output_schema.as_ref(), Some(&schema));
+        let stored = serde_json::to_value(&o).unwrap();
+        assert_eq!(RuntimeOptions::parse(Some(&stored)).unwrap(), o);
+        let e = RuntimeOptions::parse_request(Some(&json!({"output_schema": "x"}))).unwrap_err();
+        assert!(
+            e.contains("runtime_options.output_schema must be a JSON Schema object"),
+            "{e}"
+        );
+        let e = RuntimeOptions::parse_request(Some(&json!({"skills": ["a"]}))).unwrap_err();
+        assert!(e.starts_with("Unknown runtime_options: skills"), "{e}");
+        let o = RuntimeOptions::parse(Some(&json!({"skills": ["a", "b"]}))).unwrap();
+        assert_eq!(o.skills, ["a", "b"]);
     }
 
     #[test]

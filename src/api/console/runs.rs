@@ -415,17 +415,22 @@ pub async fn rerun(
         .into_response());
     }
     let options = &request.runtime_options;
+    let mut runtime_options = serde_json::json!({
+        "execution_mode": options.execution_mode.as_str(),
+        "debug": options.debug,
+        "no_cache": true,
+    });
+    if let Some(schema) = &options.output_schema {
+        runtime_options["output_schema"] = schema.clone();
+    }
     let job = NewJob {
         skill_id,
         engine: request.engine.map(|e| e.as_str().to_owned()),
         input: request.input.clone(),
         parameter: request.parameter.clone(),
         model: request.model.clone(),
-        runtime_options: Some(serde_json::json!({
-            "execution_mode": options.execution_mode.as_str(),
-            "debug": options.debug,
-            "no_cache": true,
-        })),
+        runtime_options: Some(runtime_options),
+        skills: options.skills.clone(),
         client_address: client,
         caller,
     };

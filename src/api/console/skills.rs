@@ -442,6 +442,7 @@ pub async fn run(
         parameter: parameter.into(),
         model: named("model"),
         runtime_options: Some(options.into()),
+        skills: Vec::new(),
         client_address: client,
         caller,
     };

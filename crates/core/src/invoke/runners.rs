@@ -111,6 +111,8 @@ pub async fn package(
         // `:invoke` gives no MCP servers (a package that requires some is refused).
         mcp: &[],
         skill,
+        extra_skills: &[],
+        output_schema: None,
         request_id: &scratch.id,
         folder: &scratch.folder,
         input,

@@ -20,7 +20,9 @@ use crate::engines::Engine;
 use crate::engines::models::ModelList;
 use crate::error::{Error, Result};
 use crate::skill::archive::{self, ArchiveError};
-use crate::skill::{ExecutionMode, InputSource, Rules, SkillEntry, SkillManifest, manifest};
+use crate::skill::{
+    ExecutionMode, InputSource, Rules, SkillEntry, SkillFormat, SkillManifest, manifest, standard,
+};
 use crate::store::{Binding, NewRequest, NewRun, Request, RequestKind, RunStatus};
 use crate::tenants::Caller;
 
@@ -36,6 +38,8 @@ pub struct NewJob {
     pub model: Option<String>,
     /// Checked against the allow-list before anything is recorded.
     pub runtime_options: Option<Value>,
+    /// Other installed skills the run gets beside `skill_id`.
+    pub skills: Vec<String>,
     /// Where the request came from.
     pub client_address: Option<String>,
     /// Who asked: the request belongs to its tenant.
@@ -144,15 +148,18 @@ impl Jobs {
             &self.engines,
             self.waits_for_login(),
         )?;
-        let (options, secrets) =
+        let (mut options, secrets) =
             RuntimeOptions::parse_request(body.runtime_options.as_ref()).map_err(Error::invalid)?;
         validation::execution_mode(&skill, &options)?;
+        validation::output_schema(&skill, &options)?;
+        options.skills = self.run_skills(&skill, engine, &body.skills).await?;
         validation::hard_timeout(&options, self.config.limits.hard_timeout)?;
         self.check_mcp(&skill, engine).await?;
         let list = self.model_list(engine, body.model.as_deref()).await;
         let engine_options = validation::model(engine, body.model.as_deref(), list.as_ref())?;
         let bound = self.check_reuse(&skill, &options, &body.input).await?;
         validation::inline_input(&skill, &body.input, &bound)?;
+        validation::named_files(&skill, &body.input)?;
         validation::parameter(&skill, &body.parameter)?;
 
         let request = NewRequest {
@@ -176,6 +183,41 @@ impl Jobs {
             self.forget_secrets(&request_id).await;
         }
         recorded
+    }
+
+    /// The other skills a request names (`skills`), each once: installed and valid, runnable
+    /// on `engine`, at most [`validation::MAX_RUN_SKILLS`] with the main one, and no larger
+    /// together than `SKILL_RUNNER_RUN_SKILLS_MAX_BYTES`.
+    async fn run_skills(
+        &self,
+        main: &Arc<SkillManifest>,
+        engine: Engine,
+        named: &[String],
+    ) -> Result<Vec<String>> {
+        let mut ids: Vec<String> = Vec::new();
+        for id in named {
+            if id != &main.id && !ids.contains(id) {
+                ids.push(id.clone());
+            }
+        }
+        let mut skills = vec![main.clone()];
+        for id in &ids {
+            match self.installer.skill(id).await {
+                Some(SkillEntry::Healthy(m)) => skills.push(m),
+                Some(SkillEntry::Degraded { error, .. }) => {
+                    return Err(Error::not_found(format!(
+                        "Skill '{id}' (named in skills) is installed but invalid: {error}"
+                    )));
+                }
+                None => {
+                    return Err(Error::not_found(format!(
+                        "Skill not found: '{id}' (named in skills)"
+                    )));
+                }
+            }
+        }
+        validation::run_skills(&skills, engine, self.config.limits.run_skills_max_bytes)?;
+        Ok(ids)
     }
 
     /// Refuses a skill whose required MCP servers its run on `engine` could not get.
@@ -224,10 +266,13 @@ impl Jobs {
         bound: &[String],
     ) -> Result<Admitted> {
         let request_id = request.request_id.clone();
-        let takes_files = skill
-            .input_sources()
-            .iter()
-            .any(|(key, s)| *s == InputSource::File && !bound.contains(key));
+        let takes_files = match skill.format {
+            SkillFormat::AgentSkill => !standard::named_files(&request.input).is_empty(),
+            SkillFormat::RunnerJson => skill
+                .input_sources()
+                .iter()
+                .any(|(key, s)| *s == InputSource::File && !bound.contains(key)),
+        };
         if takes_files {
             self.store.create_request(&request, None).await?;
             return Ok(Admitted {
@@ -553,12 +598,15 @@ impl Jobs {
         validation::model(engine, request.model.as_deref(), list.as_ref())
             .map_err(Refusal::Fail)?;
         validation::inline_input(&skill, &request.input, &[]).map_err(Refusal::Fail)?;
+        validation::named_files(&skill, &request.input).map_err(Refusal::Fail)?;
+        validation::output_schema(&skill, &request.runtime_options).map_err(Refusal::Fail)?;
         // The parameter is checked when the run starts (a failed run naming every problem).
         Ok((skill, engine))
     }
 
     /// The cache key of a request, `None` when its run must not be cached (temporary skills,
-    /// interactive runs).
+    /// interactive runs, runs given secrets, another workspace, an output schema or other
+    /// skills: the runtime options the key leaves out).
     async fn cache_key(
         self: &Arc<Self>,
         kind: RequestKind,
@@ -571,6 +619,8 @@ impl Jobs {
             || options.execution_mode == ExecutionMode::Interactive
             || options.has_secrets()
             || options.workspace.is_some()
+            || options.output_schema.is_some()
+            || !options.skills.is_empty()
         {
             return Ok(None);
         }

@@ -285,6 +285,30 @@ impl Jobs {
         Ok(Arc::new(loaded.map_err(|e| anyhow::anyhow!("{}", e.0))?))
     }
 
+    /// The other skills a request named, as installed now; why not, when one is gone.
+    async fn extra_skills(&self, ids: &[String]) -> Result<Vec<Arc<SkillManifest>>, String> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let snapshot = self.installer.registry().snapshot().await;
+        ids.iter()
+            .map(|id| {
+                snapshot
+                    .skills
+                    .get(id)
+                    .and_then(|entry| entry.manifest())
+                    .cloned()
+                    .ok_or_else(|| {
+                        format!(
+                            "Skill '{id}', named by this request's skills, is no longer \
+                             installed (or no longer valid): install it again, or create the job \
+                             without it"
+                        )
+                    })
+            })
+            .collect()
+    }
+
     /// Runs the turn of a started run and tells how it ended.
     async fn execute_started(
         &self,
@@ -394,6 +418,10 @@ impl Jobs {
                 )));
             }
         };
+        let extra_skills = match self.extra_skills(&options.skills).await {
+            Ok(skills) => skills,
+            Err(why) => return Ok(TurnEnd::Ended(failed_without_result(why))),
+        };
         let history = if run.interaction_count > 0 {
             self.history(run_id).await?
         } else {
@@ -401,6 +429,8 @@ impl Jobs {
         };
         let turn = Turn {
             skill: &skill,
+            extra_skills: &extra_skills,
+            output_schema: options.output_schema.as_ref(),
             request_id: &request.request_id,
             folder: &folder,
             input: &input,

@@ -6,7 +6,7 @@ use skill_runner_types::run_options::RuntimeOptions;
 use crate::engines::models::{self, ModelList};
 use crate::engines::{Engine, Engines};
 use crate::error::{Error, Result};
-use crate::skill::{InputSource, SkillManifest};
+use crate::skill::{InputSource, SkillFormat, SkillManifest, manifest, standard};
 
 /// The engine to run with ([`SkillManifest::default_engine`] when omitted). An engine whose CLI
 /// is not logged in is refused unless `waits_for_login` (the run then waits in `waiting_auth`).
@@ -202,6 +202,104 @@ fn upload_path(value: &Value) -> Option<&str> {
     .then_some(text)
 }
 
+/// The most skills one run gets: its own and the others its request names.
+pub const MAX_RUN_SKILLS: usize = 8;
+
+/// The skills of one run (the main one first): few enough, runnable on `engine`, and within
+/// `max_bytes` together.
+pub fn run_skills(
+    skills: &[std::sync::Arc<SkillManifest>],
+    engine: Engine,
+    max_bytes: u64,
+) -> Result<()> {
+    if skills.len() > MAX_RUN_SKILLS {
+        return Err(Error::invalid(json!({
+            "code": "RUN_SKILLS_TOO_MANY",
+            "message": format!(
+                "skills names {} other skills; a run gets at most {MAX_RUN_SKILLS} skills in all \
+                 (skill_id and {} more)",
+                skills.len() - 1,
+                MAX_RUN_SKILLS - 1
+            ),
+        })));
+    }
+    if let Some(other) = skills
+        .iter()
+        .find(|s| !s.effective_engines.contains(&engine))
+    {
+        return Err(Error::invalid(json!({
+            "code": "SKILL_ENGINE_UNSUPPORTED",
+            "message": format!(
+                "Skill '{}' (named in skills) does not run on engine '{engine}'; it runs on: {}",
+                other.id,
+                other.effective_engines.iter().map(|e| e.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        })));
+    }
+    let total: u64 = skills.iter().map(|s| s.size_bytes).sum();
+    if total > max_bytes {
+        return Err(Error::invalid(json!({
+            "code": "RUN_SKILLS_TOO_LARGE",
+            "message": format!(
+                "the run's skills hold {total} bytes together; at most {max_bytes} are allowed \
+                 (SKILL_RUNNER_RUN_SKILLS_MAX_BYTES): name fewer skills"
+            ),
+        })));
+    }
+    Ok(())
+}
+
+/// The most bytes of a runtime `output_schema`, as JSON.
+pub const MAX_OUTPUT_SCHEMA_BYTES: usize = 64 * 1024;
+
+/// A caller's `runtime_options.output_schema`: for standard skills only (a `runner.json`
+/// skill declares its own), held to the rules of a skill's own schemas.
+pub fn output_schema(skill: &SkillManifest, options: &RuntimeOptions) -> Result<()> {
+    let Some(schema) = &options.output_schema else {
+        return Ok(());
+    };
+    if skill.format != SkillFormat::AgentSkill {
+        return Err(Error::invalid(json!({
+            "code": "OUTPUT_SCHEMA_UNSUPPORTED",
+            "message": format!(
+                "Skill '{}' declares its own output schema (runner.json); \
+                 runtime_options.output_schema is for Agent Skills standard skills",
+                skill.id
+            ),
+        })));
+    }
+    let size = schema.to_string().len();
+    if size > MAX_OUTPUT_SCHEMA_BYTES {
+        return Err(Error::invalid(format!(
+            "runtime_options.output_schema is {size} bytes of JSON; at most \
+             {MAX_OUTPUT_SCHEMA_BYTES} are accepted"
+        )));
+    }
+    manifest::check_schema(schema, "runtime_options.output_schema").map_err(|e| Error::invalid(e.0))
+}
+
+/// The files a standard skill's `input.files` names must be paths inside the upload zip.
+pub fn named_files(skill: &SkillManifest, input: &Value) -> Result<()> {
+    if skill.format != SkillFormat::AgentSkill {
+        return Ok(());
+    }
+    let problems: Vec<String> = standard::named_files(input)
+        .into_iter()
+        .filter(|name| upload_path(&Value::from(*name)).is_none())
+        .map(|name| {
+            format!(
+                "input.files names '{name}': each entry is a file's relative path in the upload \
+                 zip, e.g. \"docs/a.pdf\""
+            )
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(input_error(problems))
+    }
+}
+
 /// The required file inputs of `skill` its `uploads` lack (given the request's `input`; those
 /// in `bound` come from a reused workspace instead): each as a sentence naming the input, the
 /// path expected and what the upload holds.
@@ -226,6 +324,18 @@ pub fn missing_uploads(
     } else {
         held.join(", ")
     };
+    if skill.format == SkillFormat::AgentSkill {
+        return standard::named_files(input)
+            .into_iter()
+            .filter(|name| !crate::run_folder::is_plain_file(&uploads.join(name)))
+            .map(|name| {
+                format!(
+                    "input.files names '{name}', and the upload has no such file (it holds: \
+                     {held}): name the zip entry '{name}'"
+                )
+            })
+            .collect();
+    }
     skill
         .input_sources()
         .into_iter()
