@@ -591,6 +591,167 @@ async fn standard_skills_job(engine: &str) {
     }
 }
 
+/// What a standard skill's run is given and gives back, on codex: a runtime `output_schema`
+/// makes the answer validated JSON (repaired out of prose, or the run fails naming the
+/// schema's complaint); `input.files` makes the run wait for an upload that holds them, and
+/// the prompt names where they landed; and every create that cannot work is refused, naming
+/// why.
+#[tokio::test]
+async fn a_standard_skill_run_answers_to_a_schema_and_takes_files() {
+    if !in_netns(
+        concat!(
+            module_path!(),
+            "::a_standard_skill_run_answers_to_a_schema_and_takes_files"
+        ),
+        "codex",
+    ) {
+        return;
+    }
+    let fake = FakeModel::start();
+    let mut skills = vec![
+        common::standard_skill("pdfx", "Makes reports."),
+        report_skill("reporter").runner(json!({"engines": ["claude"]})),
+    ];
+    skills.extend((1..=8).map(|n| common::standard_skill(&format!("extra-{n}"), "More.")));
+    let limit = (skills[0].files.values().map(Vec::len).sum::<usize>() * 2).to_string();
+    let server = server_for(
+        "codex",
+        &fake,
+        &skills,
+        &[("SKILL_RUNNER_RUN_SKILLS_MAX_BYTES", &limit)],
+    );
+    let finished = |rid: String| {
+        let server = &server;
+        async move {
+            let path = format!("/v1/jobs/{rid}");
+            let status = server
+                .wait_status_within(&path, &["succeeded", "failed"], Duration::from_secs(120))
+                .await;
+            let (_, result) = server.get(&format!("{path}/result")).await;
+            (status, result)
+        }
+    };
+    let schema = json!({"type": "object", "required": ["pages"],
+                        "properties": {"pages": {"type": "integer"}}});
+    let job = |extra: Value| {
+        let mut body = json!({"skill_id": "pdfx", "engine": "codex", "input": {"prompt": "count"}});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        body
+    };
+
+    fake.script(json!([{"text": "Counted them.\n```json\n{\"pages\": 3}\n```"}]))
+        .await;
+    let rid = server
+        .create_job(job(json!({"runtime_options": {"output_schema": schema}})))
+        .await;
+    let (status, result) = finished(rid).await;
+    assert_eq!(status["status"], "succeeded", "{result}");
+    assert_eq!(result["result"]["data"], json!({"pages": 3}));
+    assert_eq!(result["result"]["repair_level"], "deterministic_generic");
+
+    fake.script(json!([{"text": "{\"pages\": \"three\"}"}]))
+        .await;
+    let rid = server
+        .create_job(job(json!({"runtime_options": {"output_schema": schema}})))
+        .await;
+    let (status, result) = finished(rid).await;
+    assert_eq!(status["status"], "failed", "{result}");
+    assert!(
+        result["result"]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Output validation error: \"three\" is not of type")),
+        "{result}"
+    );
+
+    // Files named in the input: the run waits for them, and the prompt says where they are.
+    let (_, created) = server
+        .post_json(
+            "/v1/jobs",
+            job(json!({"input": {"prompt": "read it", "files": ["docs/a.txt"]}})),
+        )
+        .await;
+    assert_eq!(created["status"], Value::Null, "{created}");
+    let rid = created["request_id"].as_str().unwrap().to_owned();
+    let (code, refused) = server
+        .upload_inputs(&rid, vec![("other.txt", b"x".as_slice())])
+        .await;
+    assert_eq!(code, 400, "{refused}");
+    assert!(refused.to_string().contains("docs/a.txt"), "{refused}");
+    fake.script(json!([{"text": "Read it."}])).await;
+    let (code, uploaded) = server
+        .upload_inputs(&rid, vec![("docs/a.txt", b"hello".as_slice())])
+        .await;
+    assert_eq!(code, 200, "{uploaded}");
+    let (status, result) = finished(rid).await;
+    assert_eq!(
+        result["result"]["data"],
+        json!({"text": "Read it."}),
+        "{status}"
+    );
+    let prompt = std::fs::read_to_string(server.run_dir(&status).join("logs/prompt.txt")).unwrap();
+    let landed = server.workspace(&status).join("uploads/docs/a.txt");
+    assert!(prompt.contains(landed.to_str().unwrap()), "{prompt}");
+
+    // Creates that cannot work.
+    let nine: Vec<String> = (1..=8).map(|n| format!("extra-{n}")).collect();
+    let refusals = [
+        (
+            job(
+                json!({"runtime_options": {"output_schema": {"type": "object", "properties": {"a": {"type": "nope"}}}}}),
+            ),
+            400,
+            "not a valid JSON Schema",
+        ),
+        (
+            json!({"skill_id": "reporter", "engine": "claude", "input": {"text": "t"},
+                   "runtime_options": {"output_schema": schema}}),
+            400,
+            "OUTPUT_SCHEMA_UNSUPPORTED",
+        ),
+        (job(json!({"skills": nine})), 400, "RUN_SKILLS_TOO_MANY"),
+        (
+            job(json!({"skills": ["missing"]})),
+            404,
+            "Skill not found: 'missing' (named in skills)",
+        ),
+        (
+            job(json!({"skills": ["reporter"]})),
+            400,
+            "SKILL_ENGINE_UNSUPPORTED",
+        ),
+        (
+            job(json!({"skills": ["extra-1", "extra-2"]})),
+            400,
+            "RUN_SKILLS_TOO_LARGE",
+        ),
+        (
+            job(json!({"input": {"prompt": "p", "files": ["../etc/passwd"]}})),
+            400,
+            "input.files names '../etc/passwd'",
+        ),
+        (
+            json!({"skill_source": "temp_upload", "engine": "codex", "skills": ["pdfx"]}),
+            422,
+            "skills",
+        ),
+    ];
+    for (body, code, says) in refusals {
+        let (got, answer) = server.post_json("/v1/jobs", body.clone()).await;
+        assert_eq!(got, code, "{body}: {answer}");
+        assert!(
+            answer["detail"].to_string().contains(says),
+            "{body}: {answer}"
+        );
+    }
+    // Within the limits, the other skill is taken.
+    fake.script(json!([{"text": "ok"}])).await;
+    let rid = server.create_job(job(json!({"skills": ["extra-1"]}))).await;
+    let (status, _) = finished(rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+}
+
 macro_rules! cli_matrix {
     ($($engine:ident),*) => {$(
         mod $engine {
