@@ -58,13 +58,22 @@ fn dirs_with_skills() -> (std::sync::Arc<TestDirs>, PathBuf) {
         .unwrap();
     }
     skill_package("report-maker", "1.0.0").write_into(&dirs.skills);
+    common::standard_skill("pdf-notes", "Takes notes of PDFs.").write_into(&dirs.skills);
     (dirs, docs)
 }
 
 fn check(seen: &Value) {
     let tools = seen["tools"].as_object().unwrap();
     assert_eq!(seen["pages"], 2, "tools come 50 to a page");
-    assert_eq!(tools.len(), 65, "{:?}", tools.keys().collect::<Vec<_>>());
+    assert_eq!(tools.len(), 66, "{:?}", tools.keys().collect::<Vec<_>>());
+    // A standard Agent Skills skill is a tool taking its task as `prompt`.
+    let notes = &tools["pdf_notes"];
+    assert_eq!(notes["description"], "Takes notes of PDFs.", "{notes}");
+    assert_eq!(notes["inputSchema"]["required"], json!(["prompt"]), "{notes}");
+    assert_eq!(
+        notes["inputSchema"]["properties"].as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["prompt"]
+    );
     let hints = |name: &str| tools[name]["annotations"].clone();
     assert_eq!(
         hints("calculator"),

@@ -58,6 +58,16 @@ pub static INPUT_SCHEMA: LazyLock<Value> = LazyLock::new(|| {
     })
 });
 
+/// The input of a standard skill called as a tool (`:invoke`, MCP): the task alone.
+pub static TOOL_INPUT_SCHEMA: LazyLock<Value> = LazyLock::new(|| {
+    let mut schema = INPUT_SCHEMA.clone();
+    schema["properties"]
+        .as_object_mut()
+        .expect("properties")
+        .remove("files");
+    schema
+});
+
 /// The output of a standard skill without a runtime `output_schema`.
 pub static OUTPUT_SCHEMA: LazyLock<Value> = LazyLock::new(|| {
     json!({

@@ -27,7 +27,7 @@ use crate::config::InvokeConfig;
 use crate::skill::manifest::{ID_RULE, is_valid_id};
 use crate::skill::registry::Snapshot;
 use crate::skill::schema::Schema;
-use crate::skill::{ExecutionMode, Registry, SkillManifest};
+use crate::skill::{ExecutionMode, Registry, SkillFormat, SkillManifest, standard};
 
 /// How a skill runs.
 #[derive(Debug, Clone)]
@@ -367,8 +367,13 @@ fn load(config: &InvokeConfig, files: &[PathBuf], packages: &[Arc<SkillManifest>
             ));
             continue;
         }
+        // A standard skill is called with its task alone: files come only with a job's upload.
+        let input = match package.format {
+            SkillFormat::AgentSkill => &*standard::TOOL_INPUT_SCHEMA,
+            SkillFormat::RunnerJson => &package.schema_docs.input,
+        };
         let compiled = [
-            &package.schema_docs.input,
+            input,
             &package.schema_docs.parameter,
             &package.schema_docs.output,
         ]
