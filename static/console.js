@@ -259,3 +259,33 @@
   open();
   openChat();
 })();
+
+// A run form's drop zone (`data-dropzone`): files dropped on it become its file input's files
+// (added to those chosen before), and the names chosen are listed under it.
+(function () {
+  for (const zone of document.querySelectorAll('[data-dropzone]')) {
+    const input = zone.querySelector('input[type=file]');
+    const list = zone.querySelector('.dropped');
+    const show = () => {
+      list.replaceChildren(...Array.from(input.files, (file) => {
+        const item = document.createElement('li');
+        item.textContent = file.name;
+        return item;
+      }));
+    };
+    zone.addEventListener('dragover', (event) => {
+      event.preventDefault();
+      zone.classList.add('over');
+    });
+    zone.addEventListener('dragleave', () => zone.classList.remove('over'));
+    zone.addEventListener('drop', (event) => {
+      event.preventDefault();
+      zone.classList.remove('over');
+      const all = new DataTransfer();
+      for (const file of [...input.files, ...event.dataTransfer.files]) all.items.add(file);
+      input.files = all.files;
+      show();
+    });
+    input.addEventListener('change', show);
+  }
+})();

@@ -502,6 +502,121 @@ fn browser_shows_a_codex_run_as_a_conversation() {
     });
 }
 
+/// A standard Agent Skills skill from the console, with the real codex CLI against the fake
+/// model: its page says its format and renders its SKILL.md, its form is a prompt box with a
+/// drop zone, a dropped file goes with the run under its own name, and the run's page ends with
+/// the agent's answer.
+#[test]
+fn browser_runs_a_standard_skill_with_a_dropped_file() {
+    const TEST: &str = concat!(
+        module_path!(),
+        "::browser_runs_a_standard_skill_with_a_dropped_file"
+    );
+    if !browser::available() || !in_netns(TEST, "codex") {
+        return;
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let fake = FakeModel::start();
+        let command = "mkdir -p artifacts && tee artifacts/copy.txt < uploads/notes.txt";
+        fake.script(json!([
+            {"shell": command, "delay_ms": 500},
+            {"text": "Copied **the notes**.", "delay_ms": 500}
+        ]))
+        .await;
+        let skill = common::standard_skill("pdfx", "Copies notes. DESC-MARK-c0n5");
+        let server = server_for("codex", &fake, &[skill], &[]);
+        let origin = server.url("");
+        let browser = Browser::start().await;
+        browser.goto(&server.url("/ui/skills/pdfx")).await;
+        browser
+            .wait_for("#skill-format[data-format=agent-skill]")
+            .await;
+        browser.wait_text("#instructions h1", "pdfx").await;
+        browser
+            .wait_for("textarea[name='input.prompt']")
+            .await
+            .send_keys("copy the notes")
+            .await
+            .unwrap();
+        browser
+            .client
+            .execute(
+                "const zone = document.getElementById('drop-files');
+                 const dropped = new DataTransfer();
+                 dropped.items.add(new File(['hello notes\\n'], 'notes.txt', {type: 'text/plain'}));
+                 zone.dispatchEvent(new DragEvent('drop', {dataTransfer: dropped, bubbles: true, cancelable: true}));",
+                vec![],
+            )
+            .await
+            .unwrap();
+        browser.wait_text("#drop-files .dropped li", "notes.txt").await;
+        browser.screenshot("standard-skill-form").await;
+        let violations = browser.accessibility_violations().await;
+        assert!(violations.is_empty(), "{violations:#?}");
+        browser.click("#start-run").await;
+        browser.wait_for("#run-info[data-status=succeeded]").await;
+        browser
+            .wait_text("#conversation li[data-kind=assistant_final]", "Copied the notes.")
+            .await;
+        browser.screenshot("standard-skill-run").await;
+        let url = browser.client.current_url().await.unwrap();
+        let rid = url.path().rsplit('/').next().unwrap().to_owned();
+        // The file went with the run under its own name, and the task names it.
+        let (_, status) = server.get(&format!("/v1/jobs/{rid}")).await;
+        let uploaded = server.workspace(&status).join("uploads/notes.txt");
+        assert_eq!(std::fs::read_to_string(&uploaded).unwrap(), "hello notes\n");
+        let prompt =
+            std::fs::read_to_string(server.run_dir(&status).join("logs/prompt.txt")).unwrap();
+        assert!(
+            prompt.contains("copy the notes") && prompt.contains(uploaded.to_str().unwrap()),
+            "{prompt}"
+        );
+        let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
+        assert_eq!(result["result"]["data"]["text"], "Copied **the notes**.");
+        assert_eq!(result["result"]["artifacts"], json!(["artifacts/copy.txt"]));
+        let (_, _, copy) = text(&server, &format!("/v1/jobs/{rid}/artifacts/artifacts/copy.txt")).await;
+        assert_eq!(copy, "hello notes\n");
+        browser.assert_clean(&origin).await;
+        browser.close().await;
+    });
+}
+
+/// A repository's zip of standard skills installed: its status fragment lists each skill's
+/// outcome, the skills table tags them, and a skill's page says its format and license.
+#[tokio::test]
+async fn standard_skills_install_and_show_over_http() {
+    let server = TestServer::with_skills(&[], &[]);
+    let mut entries = Vec::new();
+    for skill in [
+        common::standard_skill("alpha", "First."),
+        common::standard_skill("Broken", "x"),
+    ] {
+        for (path, bytes) in &skill.files {
+            entries.push((
+                format!("repo-main/skills/{}/{path}", skill.top),
+                bytes.clone(),
+            ));
+        }
+    }
+    let rid = server.install(common::build_zip(entries)).await;
+    server.wait_install(&rid).await;
+    let (status, _, fragment) = text(&server, &format!("/ui/skill-packages/{rid}/status")).await;
+    assert_eq!(status, 200);
+    for shown in [
+        "repo-main/skills/alpha",
+        "install",
+        "repo-main/skills/Broken",
+        "name",
+    ] {
+        assert!(fragment.contains(shown), "{shown}: {fragment}");
+    }
+    let (_, _, table) = text(&server, "/ui/management/skills/table").await;
+    assert!(table.contains("data-format=\"agent-skill\""), "{table}");
+    let (_, _, page) = text(&server, "/ui/skills/alpha").await;
+    assert!(page.contains("data-format=\"agent-skill\""), "{page}");
+    assert!(page.contains("MIT"), "{page}");
+}
+
 #[tokio::test]
 async fn run_pages_and_replies_over_http() {
     let server = TestServer::with_skills(&[asker_skill("asker")], &[]);
@@ -1850,6 +1965,7 @@ fn browser_console_pages_pass_an_accessibility_check() {
         copy_bundled_skills(&dirs.skills);
         common::probe_skill("probe", Some(true)).write_into(&dirs.skills);
         common::probe_skill("plain", None).write_into(&dirs.skills);
+        common::standard_skill("notes", "Takes notes.").write_into(&dirs.skills);
         let server = TestServer::start_with(dirs, &[]);
         let mut runs = Vec::new();
         for mode in ["ok", "exit"] {
@@ -1868,6 +1984,7 @@ fn browser_console_pages_pass_an_accessibility_check() {
                 "/ui".to_owned(),
                 "/ui/skills/probe".to_owned(),
                 "/ui/skills/text-stats".to_owned(),
+                "/ui/skills/notes".to_owned(),
                 "/ui/runs".to_owned(),
                 format!("/ui/runs/{ok}"),
                 format!("/ui/runs/{failed}"),

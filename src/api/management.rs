@@ -18,7 +18,7 @@ use crate::api::run_views::{RunFilePreview, RunFiles, RunState};
 use crate::browse::{self, TreeEntry};
 use crate::clock::Timestamp;
 use crate::engines::Engine;
-use crate::skill::{ExecutionMode, SkillEntry};
+use crate::skill::{ExecutionMode, SkillEntry, SkillFormat};
 use crate::state::AppState;
 use crate::store::{RunCursor, RunFilter, RunStatus};
 
@@ -26,6 +26,8 @@ use crate::store::{RunCursor, RunFilter, RunStatus};
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct SkillSummary {
     pub id: String,
+    /// How the skill is written (`null` for a degraded skill).
+    pub format: Option<SkillFormat>,
     /// The manifest's name, else the id.
     pub name: String,
     pub version: Option<String>,
@@ -97,6 +99,7 @@ pub(crate) fn summary(entry: &SkillEntry) -> SkillSummary {
     match entry {
         SkillEntry::Healthy(m) => SkillSummary {
             id: m.id.clone(),
+            format: Some(m.format),
             name: m.name.clone().unwrap_or_else(|| m.id.clone()),
             version: m.version.clone(),
             engines: m.engines.clone(),
@@ -111,6 +114,7 @@ pub(crate) fn summary(entry: &SkillEntry) -> SkillSummary {
         },
         SkillEntry::Degraded { id, error, .. } => SkillSummary {
             id: id.clone(),
+            format: None,
             name: id.clone(),
             version: None,
             engines: Vec::new(),

@@ -69,9 +69,17 @@ fn check(seen: &Value) {
     // A standard Agent Skills skill is a tool taking its task as `prompt`.
     let notes = &tools["pdf_notes"];
     assert_eq!(notes["description"], "Takes notes of PDFs.", "{notes}");
-    assert_eq!(notes["inputSchema"]["required"], json!(["prompt"]), "{notes}");
     assert_eq!(
-        notes["inputSchema"]["properties"].as_object().unwrap().keys().collect::<Vec<_>>(),
+        notes["inputSchema"]["required"],
+        json!(["prompt"]),
+        "{notes}"
+    );
+    assert_eq!(
+        notes["inputSchema"]["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
         ["prompt"]
     );
     let hints = |name: &str| tools[name]["annotations"].clone();

@@ -87,6 +87,10 @@ pub enum Widget {
         note: String,
     },
     File,
+    /// Free text over several lines (a standard skill's task).
+    Prose,
+    /// Any number of files, dropped or chosen, each under its own name.
+    Files,
 }
 
 /// One field of the form.
@@ -126,6 +130,63 @@ fn plain(value: &Value) -> String {
         Value::String(text) => text.clone(),
         other => other.to_string(),
     }
+}
+
+/// The form of a standard Agent Skills skill: the task as free text (`input.prompt`) and the
+/// files that go with it (`file.files`, each under its own name; their names become
+/// `input.files`).
+pub fn task_fields(prompt: &str, files: &str) -> Vec<Field> {
+    vec![
+        Field {
+            section: Section::Input,
+            key: "prompt".into(),
+            title: "prompt".into(),
+            description: Some(prompt.into()),
+            required: true,
+            widget: Widget::Prose,
+            default: None,
+        },
+        Field {
+            section: Section::File,
+            key: "files".into(),
+            title: "files".into(),
+            description: Some(files.into()),
+            required: false,
+            widget: Widget::Files,
+            default: None,
+        },
+    ]
+}
+
+/// The chosen files of a [`Widget::Files`] control, each keyed by its own name (its last
+/// path part; a name given twice gets a `2-`, `3-`… prefix), and those names in order.
+pub fn named_files(files: Vec<Chosen>) -> (Vec<Chosen>, Vec<String>) {
+    let mut names: Vec<String> = Vec::new();
+    let named = files
+        .into_iter()
+        .filter_map(|mut file| {
+            let base = file
+                .name
+                .rsplit(['/', '\\'])
+                .next()
+                .filter(|n| !n.is_empty() && *n != "." && *n != "..")?
+                .to_owned();
+            let name = (1..)
+                .map(|n| {
+                    if n == 1 {
+                        base.clone()
+                    } else {
+                        format!("{n}-{base}")
+                    }
+                })
+                .find(|candidate| !names.contains(candidate))
+                .expect("a free name");
+            names.push(name.clone());
+            file.key = name;
+            Some(file)
+        })
+        .collect();
+    (named, names)
 }
 
 /// The fields of a skill's form: inputs (inline and files) first, then parameters, each in the
@@ -283,6 +344,7 @@ pub fn read(fields: &[Field], values: &[(String, String)]) -> Result<Submitted, 
             .map_or("", |(_, v)| v.as_str());
         let value = match &field.widget {
             Widget::One(scalar) if !text.trim().is_empty() => one(scalar, text).map(Some),
+            Widget::Prose if !text.trim().is_empty() => Ok(Some(Value::from(text))),
             Widget::List(scalar) => list(scalar, text),
             Widget::Json { .. } if !text.trim().is_empty() => serde_json::from_str(text)
                 .map(Some)
@@ -419,9 +481,14 @@ impl FormView {
         match field.widget {
             Widget::One(Scalar::Text) => Some("text"),
             Widget::One(Scalar::Number | Scalar::Integer) => Some("number"),
-            Widget::File => Some("file"),
+            Widget::File | Widget::Files => Some("file"),
             _ => None,
         }
+    }
+
+    /// Whether a file control takes several files.
+    pub fn is_multiple(&self, field: &Field) -> bool {
+        field.widget == Widget::Files
     }
 
     /// The `step` of a number input.
@@ -434,7 +501,7 @@ impl FormView {
     }
 
     pub fn is_file(&self, field: &Field) -> bool {
-        field.widget == Widget::File
+        matches!(field.widget, Widget::File | Widget::Files)
     }
 
     /// The choices of a select: `(value, label)`; booleans and optional choices start unset.

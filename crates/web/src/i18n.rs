@@ -253,6 +253,21 @@ const MESSAGES: &[(&str, &str, &str)] = &[
     ("form.inputs", "Inputs and parameters", "输入与参数"),
     ("form.required", "required", "必填"),
     ("form.one_per_line", "One per line.", "每行一项。"),
+    (
+        "form.task",
+        "The task, in your words; the agent gets the skill and decides how to use it.",
+        "用你自己的话描述任务；智能体会拿到该技能并自行决定如何使用。",
+    ),
+    (
+        "form.task_files",
+        "Files for the task: they land in the run's uploads/ under their own names.",
+        "任务所需的文件：以原文件名放入本次运行的 uploads/ 目录。",
+    ),
+    (
+        "form.drop_files",
+        "Drop files here, or choose them.",
+        "将文件拖放到此处，或点击选择。",
+    ),
     ("form.options", "Runtime options", "运行选项"),
     (
         "form.no_cache",
@@ -290,6 +305,18 @@ const MESSAGES: &[(&str, &str, &str)] = &[
         "此技能的全部运行 →",
     ),
     ("skill.schemas", "Schemas", "数据结构"),
+    ("skill.format", "Format", "格式"),
+    (
+        "skill.agent_skill",
+        "Agent Skills standard (SKILL.md only)",
+        "Agent Skills 标准（仅 SKILL.md）",
+    ),
+    (
+        "skill.runner_json",
+        "runner.json package",
+        "runner.json 技能包",
+    ),
+    ("skill.license", "License", "许可证"),
     ("runs.title", "Runs", "运行记录"),
     ("runs.request", "Request", "请求"),
     ("runs.skill", "Skill", "技能"),

@@ -27,6 +27,7 @@ use crate::api::run_views::RunState;
 use crate::browse::{self, Preview, TreeEntry};
 use crate::engines::Engine;
 use crate::jobs::create::{NewJob, UploadFiles};
+use crate::skill::SkillFormat;
 use crate::state::AppState;
 use crate::store::{Request, RunFilter};
 
@@ -56,6 +57,18 @@ struct InstallStatus {
     finished: bool,
     skill_id: Option<String>,
     error: Option<String>,
+    /// A package of several skills: how each went.
+    skills: Vec<SkillOutcome>,
+}
+
+/// One skill of a package of several, as its install status shows it.
+#[derive(Debug, Deserialize)]
+struct SkillOutcome {
+    path: String,
+    skill_id: Option<String>,
+    status: String,
+    action: Option<String>,
+    error: Option<String>,
 }
 
 #[derive(Template)]
@@ -65,6 +78,10 @@ struct SkillPage {
     section: &'static str,
     skill: SkillSummary,
     description: Option<String>,
+    /// A standard Agent Skills skill (no runner.json): its task is a prompt.
+    agent_skill: bool,
+    /// The `SKILL.md` frontmatter's `license`.
+    license: Option<String>,
     /// `SKILL.md`, rendered and sanitised.
     instructions: Option<String>,
     /// The input, parameter and output schemas (role, pretty JSON).
@@ -193,6 +210,11 @@ async fn status_fragment(l: Lang, state: &AppState, request_id: String) -> Page 
         finished: !request.status.is_active(),
         skill_id: request.skill_id,
         error: request.error,
+        skills: request
+            .skills
+            .as_deref()
+            .and_then(|report| serde_json::from_str(report).ok())
+            .unwrap_or_default(),
     })
 }
 
@@ -250,7 +272,13 @@ async fn skill_page(
                         (role, serde_json::to_string_pretty(doc).unwrap_or_default())
                     })
                     .collect();
-                    (shown, form::fields(input.as_ref(), parameter.as_ref()))
+                    let fields = match m.format {
+                        SkillFormat::AgentSkill => {
+                            form::task_fields(l.tr("form.task"), l.tr("form.task_files"))
+                        }
+                        SkillFormat::RunnerJson => form::fields(input.as_ref(), parameter.as_ref()),
+                    };
+                    (shown, fields)
                 }
                 None => (Vec::new(), Vec::new()),
             };
@@ -310,6 +338,10 @@ async fn skill_page(
         l,
         section: "skills",
         description: manifest.as_ref().and_then(|m| m.description.clone()),
+        agent_skill: manifest
+            .as_ref()
+            .is_some_and(|m| m.format == SkillFormat::AgentSkill),
+        license: manifest.as_ref().and_then(|m| m.license.clone()),
         instructions,
         schemas,
         versions: state.installer.archived_versions(skill_id),
@@ -418,14 +450,28 @@ pub async fn run(
         response.extensions_mut().insert(WholePage);
         Ok::<_, ConsoleError>(response)
     };
-    let (form::Submitted { input, parameter }, engine) =
-        match form::check(&page.form.fields, &values, &files, &page.engines) {
-            Ok(checked) => checked,
-            Err(errors) => {
-                page.form.errors = errors;
-                return refuse(page, StatusCode::UNPROCESSABLE_ENTITY);
-            }
-        };
+    // A standard skill's files go each under its own name, which its input names.
+    let (files, chosen) = if page.agent_skill {
+        form::named_files(files)
+    } else {
+        (files, Vec::new())
+    };
+    let (
+        form::Submitted {
+            mut input,
+            parameter,
+        },
+        engine,
+    ) = match form::check(&page.form.fields, &values, &files, &page.engines) {
+        Ok(checked) => checked,
+        Err(errors) => {
+            page.form.errors = errors;
+            return refuse(page, StatusCode::UNPROCESSABLE_ENTITY);
+        }
+    };
+    if !chosen.is_empty() {
+        input.insert("files".into(), chosen.into());
+    }
     let mut options = serde_json::Map::new();
     if let Some(mode) = named("execution_mode") {
         options.insert("execution_mode".into(), mode.into());
