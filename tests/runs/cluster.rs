@@ -739,6 +739,44 @@ async fn with_shared_storage_a_skill_installed_on_one_node_reaches_the_others_ow
         .await;
     assert_eq!(b.wait_job(&rid).await["status"], "succeeded");
 
+    // Standard skills from a repository's zip, versioned by their contents, reach b each as a
+    // package of its own; a changed one replaces b's copy too.
+    let repository = |notes: &str| {
+        let mut entries = Vec::new();
+        for skill in [
+            common::standard_skill("alpha", "First."),
+            common::standard_skill("beta", notes),
+        ] {
+            for (path, bytes) in &skill.files {
+                entries.push((
+                    format!("repo-main/skills/{}/{path}", skill.top),
+                    bytes.clone(),
+                ));
+            }
+        }
+        common::build_zip(entries)
+    };
+    let status = a.install_and_wait(repository("Second.")).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    for id in ["alpha", "beta"] {
+        let (code, seen) = b.get(&format!("/v1/skills/{id}")).await;
+        assert_eq!(code, 200, "{seen}");
+        assert_eq!(seen["format"], "agent-skill");
+    }
+    let status = a.install_and_wait(repository("Second, changed.")).await;
+    let (_, on_a) = a.get("/v1/skills/beta").await;
+    assert_eq!(status["skills"][1]["action"], "update", "{status}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, on_b) = b.get("/v1/skills/beta").await;
+        if on_b["version"] == on_a["version"] {
+            assert_eq!(on_b["description"], "Second, changed.");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "b kept {on_b}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
     // A package no node announced (its signal lost): a job asking for it finds it all the same.
     let planted = shared.path().join("skills/unannounced");
     std::fs::create_dir_all(&planted).unwrap();

@@ -106,30 +106,44 @@ impl Storage {
         self.put(self.package_key(id, version), file).await
     }
 
-    /// The newest package kept of each skill, as `(id, version)`.
-    pub async fn packages(&self) -> anyhow::Result<Vec<(String, semver::Version)>> {
+    /// The newest package kept of each skill, as `(id, version)`: the highest semantic
+    /// version when all of a skill's versions are one (a refused downgrade may have been kept
+    /// after the install it lost to), else the one kept last (a standard skill versioned by
+    /// its contents).
+    pub async fn packages(&self) -> anyhow::Result<Vec<(String, String)>> {
         let root = self.prefix.clone().join("skills");
         let mut listed = self.objects.list(Some(&root));
-        let mut newest: std::collections::BTreeMap<String, semver::Version> = Default::default();
+        let mut kept: std::collections::BTreeMap<String, Vec<(String, _)>> = Default::default();
         while let Some(object) = listed.next().await {
             let object = object.context("listing the shared storage")?;
             let mut parts: Vec<_> = object.location.parts().collect();
             let (Some(file), Some(id)) = (parts.pop(), parts.pop()) else {
                 continue;
             };
-            let Some(version) = file
-                .as_ref()
-                .strip_suffix(".zip")
-                .and_then(|v| semver::Version::parse(v).ok())
-            else {
+            let Some(version) = file.as_ref().strip_suffix(".zip") else {
                 continue;
             };
-            let id = id.as_ref().to_owned();
-            if newest.get(&id).is_none_or(|known| *known < version) {
-                newest.insert(id, version);
-            }
+            kept.entry(id.as_ref().to_owned())
+                .or_default()
+                .push((version.to_owned(), object.last_modified));
         }
-        Ok(newest.into_iter().collect())
+        Ok(kept
+            .into_iter()
+            .filter_map(|(id, versions)| {
+                let semantic: Option<Vec<semver::Version>> = versions
+                    .iter()
+                    .map(|(v, _)| semver::Version::parse(v).ok())
+                    .collect();
+                let newest = match semantic {
+                    Some(semantic) => semantic.into_iter().max().map(|v| v.to_string()),
+                    None => versions
+                        .into_iter()
+                        .max_by_key(|(_, written)| *written)
+                        .map(|(v, _)| v),
+                };
+                newest.map(|version| (id, version))
+            })
+            .collect())
     }
 
     /// Writes the package of skill `id` at `version` to `dest`.

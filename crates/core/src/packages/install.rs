@@ -580,9 +580,16 @@ impl Installer {
                 .skills
                 .get(&id)
                 .and_then(|entry| entry.manifest())
-                .and_then(|m| m.version.as_deref())
-                .and_then(|v| semver::Version::parse(v).ok());
-            if local.is_some_and(|local| local >= version) {
+                .and_then(|m| m.version.clone());
+            let newer = match (
+                local.as_deref().map(semver::Version::parse),
+                semver::Version::parse(&version),
+            ) {
+                (None, _) => true,
+                (Some(Ok(local)), Ok(kept)) => local < kept,
+                _ => local.as_deref() != Some(version.as_str()),
+            };
+            if !newer {
                 continue;
             }
             let rid = format!("sync-{}", uuid::Uuid::new_v4());
@@ -590,9 +597,7 @@ impl Installer {
             tokio::fs::create_dir_all(&dir).await?;
             let zip = dir.join("package.zip");
             let applied = async {
-                storage
-                    .fetch_package(&id, &version.to_string(), &zip)
-                    .await?;
+                storage.fetch_package(&id, &version, &zip).await?;
                 self.apply(&zip, &self.staging_dir(&rid), None)
                     .await
                     .map_err(anyhow::Error::msg)
