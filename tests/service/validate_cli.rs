@@ -139,3 +139,52 @@ fn skill_folders_packages_and_tool_definitions_are_checked() {
     assert_eq!(code, 2);
     assert!(err.contains("not strict or compat"), "{err}");
 }
+
+/// Zips of standard skills are judged as the installer judges them: one at the zip's root
+/// under its own name, or each skill of a repository's archive, a finding naming its folder.
+#[test]
+fn zips_of_standard_skills_are_checked_as_the_installer_would() {
+    let tmp = tempfile::tempdir().unwrap();
+    let zip_at = |name: &str, bytes: Vec<u8>| {
+        let path = tmp.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let root = zip_at(
+        "root.zip",
+        common::build_zip(
+            common::standard_skill("notes", "Notes.")
+                .files
+                .into_iter()
+                .collect(),
+        ),
+    );
+    let (code, out, _) = validate(&[&root]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.starts_with("valid: skill package 'notes' sha256-"),
+        "{out}"
+    );
+
+    let mut entries = Vec::new();
+    for skill in [
+        common::standard_skill("alpha", "First."),
+        common::standard_skill("Broken", "x"),
+    ] {
+        for (path, bytes) in &skill.files {
+            entries.push((format!("repo/skills/{}/{path}", skill.top), bytes.clone()));
+        }
+    }
+    let repository = zip_at("repository.zip", common::build_zip(entries));
+    let (code, out, _) = validate(&[&repository]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("error: repo/skills/Broken: SKILL.md: name:")),
+        "{out}"
+    );
+    assert!(
+        out.ends_with("invalid: package of 2 skills (1 error)\n"),
+        "{out}"
+    );
+}

@@ -1,6 +1,7 @@
 //! `skill-runner validate <path>`: checks, without a running service, what an author is about
 //! to ship — a skill folder with a `SKILL.md` (or the file itself), a skill package (a folder
-//! with `assets/runner.json`, or its zip) as the installer would judge it, or a tool definition
+//! with `assets/runner.json`, or a zip of one skill or of a repository's standard skills) as
+//! the installer would judge it, or a tool definition
 //! (`.json`, `.yaml`, `.yml`). Findings are printed one per line (`error: …`, `warning: …`),
 //! then a verdict; the exit code is 1 when there are errors, 2 when the path cannot be read.
 
@@ -9,6 +10,7 @@ use std::path::Path;
 
 use crate::config::PackageLimits;
 use crate::invoke::builtin::Builtin;
+use crate::packages::install::stage;
 use crate::skill::docs::document::{self, Profile as DocProfile};
 use crate::skill::manifest::{self, Rules};
 use crate::tool_defs::{builtin, validate as tool_validate};
@@ -117,17 +119,46 @@ fn package(dir: &Path, what: &str) -> Outcome {
     }
 }
 
+/// A zipped package as the installer judges it: one skill, or each of a repository's (each
+/// finding then names the skill's folder in the zip).
 fn zipped_package(path: &Path) -> Result<Outcome, String> {
     let scratch = tempfile::tempdir().map_err(|e| format!("cannot make a scratch folder: {e}"))?;
-    let dest = scratch.path().join("package");
-    match crate::skill::archive::extract_package(path, &dest, &PackageLimits::default()) {
-        Ok(top) => Ok(package(&top, "skill package")),
-        Err(e) => Ok(Outcome {
-            what: "skill package".into(),
-            errors: vec![e.to_string()],
-            warnings: Vec::new(),
-        }),
+    let staging = scratch.path().join("staging");
+    let (collection, found) = match stage(path, &staging, &PackageLimits::default()) {
+        Ok(staged) => staged,
+        Err(e) => {
+            return Ok(Outcome {
+                what: "skill package".into(),
+                errors: e.lines().map(str::to_owned).collect(),
+                warnings: Vec::new(),
+            });
+        }
+    };
+    if !collection {
+        let one = found.into_iter().next().expect("one skill staged");
+        return Ok(match one.outcome {
+            Ok((dir, _)) => package(&dir, "skill package"),
+            Err(e) => Outcome {
+                what: "skill package".into(),
+                errors: e.lines().map(str::to_owned).collect(),
+                warnings: Vec::new(),
+            },
+        });
     }
+    let mut outcome = Outcome {
+        what: format!("package of {} skills", found.len()),
+        ..Outcome::default()
+    };
+    for skill in found {
+        let at = |line: &str| format!("{}: {line}", skill.path);
+        match &skill.outcome {
+            Ok((_, manifest)) => outcome
+                .warnings
+                .extend(manifest.warnings.iter().map(|w| at(w))),
+            Err(e) => outcome.errors.extend(e.lines().map(at)),
+        }
+    }
+    Ok(outcome)
 }
 
 fn tool_definition(path: &Path, profile: Option<&str>) -> Result<Outcome, String> {

@@ -52,10 +52,10 @@ struct SwapTurn<'a> {
 }
 
 /// One skill found in a package: staged under `<staging>/<id>` and valid, or why not.
-struct Found {
+pub(crate) struct Found {
     /// Its folder inside the zip (empty: the zip's root).
-    path: String,
-    outcome: Result<(PathBuf, Arc<manifest::SkillManifest>), String>,
+    pub path: String,
+    pub outcome: Result<(PathBuf, Arc<manifest::SkillManifest>), String>,
 }
 
 /// How one skill of a package of several went, as `GET /v1/skill-packages/{id}` lists it.
@@ -101,7 +101,11 @@ impl SkillReport {
 
 /// Extracts the package `zip` under `staging` and validates each skill it holds, moving each
 /// valid one to `<staging>/<id>`; whether the package is a collection, and what was found.
-fn stage(zip: &Path, staging: &Path, limits: &PackageLimits) -> Result<(bool, Vec<Found>), String> {
+pub(crate) fn stage(
+    zip: &Path,
+    staging: &Path,
+    limits: &PackageLimits,
+) -> Result<(bool, Vec<Found>), String> {
     let unpacked = staging.join(".package");
     let layout = archive::extract_skills(zip, &unpacked, limits).map_err(|e| match e {
         ArchiveError::Rejected(m) => m,
