@@ -243,6 +243,16 @@ const ENGINE_CONFIG_FILES: [(&str, &str); 3] = [
 
 /// Reads and validates the skill in `dir`; the folder name is the expected skill id.
 pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
+    load_with(dir, rules, None)
+}
+
+/// [`load`], taking a standard skill's content version from `known` when its files are as
+/// they were.
+pub fn load_with(
+    dir: &Path,
+    rules: Rules,
+    known: Option<&crate::standard::KnownVersions>,
+) -> Result<SkillManifest, InvalidSkill> {
     let folder = dir
         .file_name()
         .and_then(|n| n.to_str())
@@ -251,7 +261,7 @@ pub fn load(dir: &Path, rules: Rules) -> Result<SkillManifest, InvalidSkill> {
 
     let skill_md = read_required(dir, "SKILL.md")?;
     if crate::standard::is_standard(dir) {
-        return crate::standard::load(dir, &folder, &skill_md, rules);
+        return crate::standard::load(dir, &folder, &skill_md, rules, known);
     }
     let (frontmatter_name, doc, doc_findings) = skill_document(&skill_md, &folder)?;
 

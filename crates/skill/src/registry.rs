@@ -15,6 +15,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::manifest::{self, Rules, SkillManifest};
+use super::standard::KnownVersions;
 
 /// One folder of the skills dir: a valid skill, or a broken one with the reason.
 #[derive(Debug, Clone)]
@@ -81,6 +82,7 @@ pub struct Registry {
     current: RwLock<Arc<Snapshot>>,
     scan_lock: tokio::sync::Mutex<()>,
     swap_lock: tokio::sync::RwLock<()>,
+    versions: Arc<KnownVersions>,
 }
 
 impl Registry {
@@ -89,12 +91,14 @@ impl Registry {
 
     /// Scans `dir` once and returns the registry.
     pub async fn open(dir: PathBuf) -> anyhow::Result<Self> {
-        let skills = scan_dir(dir.clone()).await?;
+        let versions = Arc::new(KnownVersions::default());
+        let skills = scan_dir(dir.clone(), versions.clone()).await?;
         Ok(Self {
             dir,
             current: RwLock::new(Arc::new(Snapshot::build(skills))),
             scan_lock: tokio::sync::Mutex::new(()),
             swap_lock: tokio::sync::RwLock::new(()),
+            versions,
         })
     }
 
@@ -145,7 +149,7 @@ impl Registry {
     async fn scan(&self) -> anyhow::Result<Arc<Snapshot>> {
         let skills = {
             let _no_swap = self.swap_lock.read().await;
-            scan_dir(self.dir.clone()).await?
+            scan_dir(self.dir.clone(), self.versions.clone()).await?
         };
         let fresh = Arc::new(Snapshot::build(skills));
         *self.current.write().expect("registry lock") = fresh.clone();
@@ -153,11 +157,26 @@ impl Registry {
     }
 }
 
-async fn scan_dir(dir: PathBuf) -> anyhow::Result<BTreeMap<String, SkillEntry>> {
-    tokio::task::spawn_blocking(move || scan_dir_blocking(&dir)).await?
+async fn scan_dir(
+    dir: PathBuf,
+    versions: Arc<KnownVersions>,
+) -> anyhow::Result<BTreeMap<String, SkillEntry>> {
+    tokio::task::spawn_blocking(move || {
+        let skills = scan_dir_blocking(&dir, &versions)?;
+        versions.retain(|path| {
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|name| skills.contains_key(name))
+        });
+        Ok(skills)
+    })
+    .await?
 }
 
-fn scan_dir_blocking(dir: &Path) -> anyhow::Result<BTreeMap<String, SkillEntry>> {
+fn scan_dir_blocking(
+    dir: &Path,
+    versions: &KnownVersions,
+) -> anyhow::Result<BTreeMap<String, SkillEntry>> {
     let mut skills = BTreeMap::new();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
@@ -169,7 +188,7 @@ fn scan_dir_blocking(dir: &Path) -> anyhow::Result<BTreeMap<String, SkillEntry>>
             continue;
         }
         let path = entry.path();
-        let skill = match manifest::load(&path, Rules::REGISTERED) {
+        let skill = match manifest::load_with(&path, Rules::REGISTERED, Some(versions)) {
             Ok(m) => SkillEntry::Healthy(Arc::new(m)),
             Err(e) => SkillEntry::Degraded {
                 id: name.clone(),

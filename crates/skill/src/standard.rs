@@ -6,8 +6,10 @@
 //! `text` (or what a caller's runtime `output_schema` asks for), the artifacts whatever it
 //! writes under `artifacts/`.
 
-use std::path::Path;
-use std::sync::LazyLock;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
@@ -93,6 +95,7 @@ pub(crate) fn load(
     folder: &str,
     text: &str,
     rules: Rules,
+    known: Option<&KnownVersions>,
 ) -> Result<SkillManifest, InvalidSkill> {
     let checked = document::check(text, Some(folder), Profile::Strict);
     let problems: Vec<String> = checked
@@ -111,7 +114,10 @@ pub(crate) fn load(
     let version = match doc.metadata.get("version") {
         Some(declared) => Some(declared.clone()),
         None if rules.missing_version == MissingVersion::Allowed => None,
-        None => Some(content_version(&files)?),
+        None => Some(match known {
+            Some(known) => known.version(dir, &files)?,
+            None => content_version(&files)?,
+        }),
     };
     Ok(SkillManifest {
         format: SkillFormat::AgentSkill,
@@ -170,17 +176,90 @@ pub fn named_files(input: &Value) -> Vec<&str> {
 }
 
 /// The version of a skill that declares none: its contents' hash.
-pub fn content_version(files: &[(String, std::path::PathBuf)]) -> Result<String, InvalidSkill> {
+pub fn content_version(files: &[(String, PathBuf)]) -> Result<String, InvalidSkill> {
     let hash = walk::content_hash(files)
         .map_err(|e| InvalidSkill(format!("cannot read the skill's files: {e}")))?;
     Ok(format!("sha256-{}", &hash[..16]))
+}
+
+/// Content versions computed before, by folder: the registry reads every skill folder every
+/// few seconds, and hashing reads every file. A kept version holds while each file's path,
+/// size, inode and times are as they were; one made while a file had changed in the last
+/// [`KnownVersions::SETTLE`] is not kept, as file times are coarse (a write in the same tick
+/// as the hash would leave them equal).
+#[derive(Debug)]
+pub struct KnownVersions {
+    kept: Mutex<HashMap<PathBuf, (u64, String)>>,
+    settle: Duration,
+}
+
+impl Default for KnownVersions {
+    fn default() -> Self {
+        Self {
+            kept: Mutex::default(),
+            settle: Self::SETTLE,
+        }
+    }
+}
+
+impl KnownVersions {
+    pub const SETTLE: Duration = Duration::from_secs(2);
+
+    fn version(&self, dir: &Path, files: &[(String, PathBuf)]) -> Result<String, InvalidSkill> {
+        let Ok((stamp, settled)) = stamp(files, self.settle) else {
+            return content_version(files);
+        };
+        if let Some((kept, version)) = self.lock().get(dir)
+            && *kept == stamp
+        {
+            return Ok(version.clone());
+        }
+        let version = content_version(files)?;
+        if settled {
+            self.lock()
+                .insert(dir.to_path_buf(), (stamp, version.clone()));
+        }
+        Ok(version)
+    }
+
+    /// Forgets the folders `keep` says are gone.
+    pub fn retain(&self, keep: impl Fn(&Path) -> bool) {
+        self.lock().retain(|dir, _| keep(dir));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, (u64, String)>> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// One number for the files' paths, sizes, inodes and times, and whether none changed within
+/// `settle`.
+fn stamp(files: &[(String, PathBuf)], settle: Duration) -> std::io::Result<(u64, bool)> {
+    use std::hash::{Hash, Hasher};
+    use std::os::unix::fs::MetadataExt;
+    let nanos = |secs: i64, nsec: i64| i128::from(secs) * 1_000_000_000 + i128::from(nsec);
+    let settled_before = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
+        - settle.as_nanos() as i128;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let mut settled = true;
+    for (rel, path) in files {
+        let meta = std::fs::symlink_metadata(path)?;
+        (rel, meta.len(), meta.ino(), meta.mtime(), meta.mtime_nsec()).hash(&mut hasher);
+        (meta.ctime(), meta.ctime_nsec()).hash(&mut hasher);
+        settled &= nanos(meta.mtime(), meta.mtime_nsec())
+            .max(nanos(meta.ctime(), meta.ctime_nsec()))
+            <= settled_before;
+    }
+    Ok((hasher.finish(), settled))
 }
 
 /// The most files a skill's listing names (the rest are counted in a warning).
 pub const LISTED_FILES: usize = 500;
 
 /// The warning of a skill whose listing is cut.
-pub(crate) fn unlisted(files: &[(String, std::path::PathBuf)]) -> Option<String> {
+pub(crate) fn unlisted(files: &[(String, PathBuf)]) -> Option<String> {
     (files.len() > LISTED_FILES).then(|| {
         format!(
             "the skill holds {} files; 'files' lists the first {LISTED_FILES}",
@@ -190,7 +269,7 @@ pub(crate) fn unlisted(files: &[(String, std::path::PathBuf)]) -> Option<String>
 }
 
 /// The size of the files listed, bytes (one that vanished counts 0).
-pub(crate) fn size(files: &[(String, std::path::PathBuf)]) -> u64 {
+pub(crate) fn size(files: &[(String, PathBuf)]) -> u64 {
     files
         .iter()
         .filter_map(|(_, path)| std::fs::symlink_metadata(path).ok())
@@ -199,7 +278,7 @@ pub(crate) fn size(files: &[(String, std::path::PathBuf)]) -> u64 {
 }
 
 /// The files of a skill as listed to clients.
-pub(crate) fn listed(files: &[(String, std::path::PathBuf)]) -> Vec<String> {
+pub(crate) fn listed(files: &[(String, PathBuf)]) -> Vec<String> {
     files
         .iter()
         .take(LISTED_FILES)
@@ -212,7 +291,7 @@ mod tests {
     use super::*;
     use crate::manifest::load as load_skill;
 
-    fn write(root: &Path, folder: &str, skill_md: &str) -> std::path::PathBuf {
+    fn write(root: &Path, folder: &str, skill_md: &str) -> PathBuf {
         let dir = root.join(folder);
         std::fs::create_dir_all(dir.join("scripts")).unwrap();
         std::fs::write(dir.join("SKILL.md"), skill_md).unwrap();
@@ -278,6 +357,40 @@ mod tests {
             load_skill(&hashed, Rules::REGISTERED).unwrap().version,
             before
         );
+    }
+
+    #[test]
+    fn a_kept_content_version_follows_every_change() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = write(
+            root.path(),
+            "kept",
+            "---\nname: kept\ndescription: d\n---\n",
+        );
+        let known = KnownVersions {
+            settle: Duration::ZERO,
+            ..KnownVersions::default()
+        };
+        let version = |known: &KnownVersions| {
+            let files = walk::files_under(&dir).unwrap();
+            let kept = known.version(&dir, &files).unwrap();
+            assert_eq!(kept, content_version(&files).unwrap());
+            kept
+        };
+        let first = version(&known);
+        assert_eq!(known.lock().len(), 1);
+        assert_eq!(version(&known), first);
+        // The same size, other bytes: a new version all the same.
+        std::fs::write(dir.join("scripts/make.sh"), "echo mad!\n").unwrap();
+        assert_ne!(version(&known), first);
+        std::fs::write(dir.join("scripts/more.sh"), "").unwrap();
+        version(&known);
+        known.retain(|_| false);
+        assert!(known.lock().is_empty());
+        // Files changed just now are not kept under the real settle time.
+        let fresh = KnownVersions::default();
+        version(&fresh);
+        assert!(fresh.lock().is_empty());
     }
 
     #[test]
