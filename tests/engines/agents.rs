@@ -62,6 +62,26 @@ model requests: {seen:?}"
     )
 }
 
+/// The status of run `rid` once it ended, which must be a success (what the model and the
+/// run saw otherwise). Kilo's turn takes ~50 s on this machine (most of it its own start-up),
+/// more in the container lane: the default minute is too short a bound for it.
+async fn succeeded(server: &TestServer, fake: &FakeModel, rid: &str) -> Value {
+    let status = server
+        .wait_status_within(
+            &format!("/v1/jobs/{rid}"),
+            &["succeeded", "failed", "canceled"],
+            Duration::from_secs(180),
+        )
+        .await;
+    assert_eq!(
+        status["status"],
+        "succeeded",
+        "{status}\n{}",
+        failure_context(server, fake, rid).await
+    );
+    status
+}
+
 const ANSWER: &str = "Finished. {\"summary\": \"wrote it\", \"report\": \"artifacts/report.txt\"}";
 
 /// The run's conversation, read from the CLI's own output: the shell command the model ran,
@@ -195,21 +215,7 @@ async fn auto_job(engine: &str, shared: bool) {
         .create_job(json!({"skill_id": "reporter", "engine": engine, "input": {"text": "go"},
                            "runtime_options": {"preamble_prompt": "Client context: PREAMBLE-MARK-42"}}))
         .await;
-    // Kilo's turn takes ~50 s on this machine (most of it its own start-up), more in the
-    // container lane: the default minute is too short a bound for it.
-    let status = server
-        .wait_status_within(
-            &format!("/v1/jobs/{rid}"),
-            &["succeeded", "failed", "canceled"],
-            Duration::from_secs(180),
-        )
-        .await;
-    assert_eq!(
-        status["status"],
-        "succeeded",
-        "{status}\n{}",
-        failure_context(&server, &fake, &rid).await
-    );
+    let status = succeeded(&server, &fake, &rid).await;
     let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
     assert_eq!(
         result["result"]["data"],
@@ -536,19 +542,7 @@ async fn standard_skills_job(engine: &str) {
                            "input": {"prompt": "take the notes"}}),
         )
         .await;
-    let status = server
-        .wait_status_within(
-            &format!("/v1/jobs/{rid}"),
-            &["succeeded", "failed", "canceled"],
-            Duration::from_secs(180),
-        )
-        .await;
-    assert_eq!(
-        status["status"],
-        "succeeded",
-        "{status}\n{}",
-        failure_context(&server, &fake, &rid).await
-    );
+    let status = succeeded(&server, &fake, &rid).await;
     let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
     assert_eq!(
         result["result"]["data"],
