@@ -135,6 +135,8 @@ struct RunForm {
     /// Each agent engine's models (`engine`, model ids).
     models: Vec<(String, Vec<String>)>,
     form: FormView,
+    /// A standard Agent Skills skill: a prompt and files under their own names.
+    agent_skill: bool,
 }
 
 /// The skill's facts and form fields.
@@ -176,13 +178,23 @@ async fn form_for(client: &Shared, skill_id: &str) -> Result<RunForm, PageError>
             models.push((engine.clone(), ids));
         }
     }
+    let agent_skill = text(&skill, "format") == "agent-skill";
+    let fields = if agent_skill {
+        form::task_fields(
+            "The task, in your words.",
+            "Files for the task, under their own names.",
+        )
+    } else {
+        form::fields(schemas.0.as_ref(), schemas.1.as_ref())
+    };
     Ok(RunForm {
         skill_id: skill_id.to_owned(),
         name: text(&skill, "name"),
         engines,
         modes: strings(&skill, "execution_modes"),
         models,
-        form: FormView::new(form::fields(schemas.0.as_ref(), schemas.1.as_ref())),
+        form: FormView::new(fields),
+        agent_skill,
         l: Lang::En,
         unready: Vec::new(),
     })
@@ -226,17 +238,31 @@ pub async fn create_run(
             message,
         })?;
     let value = |name: &str| form::value(&values, name);
-    let (form::Submitted { input, parameter }, engine) =
-        match form::check(&page.form.fields, &values, &files, &page.engines) {
-            Ok(checked) => checked,
-            Err(errors) => {
-                page.form.errors = errors;
-                page.form.values = values;
-                let mut response = html(&page)?;
-                *response.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
-                return Ok(response);
-            }
-        };
+    // A standard skill's files go each under its own name, which its input names.
+    let (files, named) = if page.agent_skill {
+        form::named_files(files)
+    } else {
+        (files, Vec::new())
+    };
+    let (
+        form::Submitted {
+            mut input,
+            parameter,
+        },
+        engine,
+    ) = match form::check(&page.form.fields, &values, &files, &page.engines) {
+        Ok(checked) => checked,
+        Err(errors) => {
+            page.form.errors = errors;
+            page.form.values = values;
+            let mut response = html(&page)?;
+            *response.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
+            return Ok(response);
+        }
+    };
+    if !named.is_empty() {
+        input.insert("files".into(), json!(named));
+    }
     let mut options = Map::new();
     if let Some(mode) = value("execution_mode") {
         options.insert("execution_mode".into(), json!(mode));

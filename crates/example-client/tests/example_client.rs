@@ -643,3 +643,28 @@ async fn backend_basic_auth_credentials_are_sent() {
     // The password is never logged.
     assert!(!with.log().contains("secret"));
 }
+
+/// A standard Agent Skills skill's form in the client is a prompt box and a control for any
+/// number of files.
+#[tokio::test]
+async fn a_standard_skill_form_is_a_prompt_and_files() {
+    let dirs = TestDirs::new();
+    common::standard_skill("notes", "Takes notes.").write_into(&dirs.skills);
+    let server = TestServer::start_with(dirs, &[]);
+    let client = ExampleClient::start(&server.base, &[]);
+    let form = browser_like()
+        .get(client.url("/skills/notes/run"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for control in [
+        r#"<textarea id="input.prompt" name="input.prompt""#,
+        r#"name="file.files" type="file" multiple"#,
+    ] {
+        assert!(form.contains(control), "{control} missing in\n{form}");
+    }
+    assert!(!form.contains("parameter."), "{form}");
+}
