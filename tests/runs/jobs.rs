@@ -39,9 +39,8 @@ async fn file_input_and_parameter_run_to_success_with_result_artifacts_bundle_an
     let (_, before) = server.get(&format!("/v1/jobs/{rid}")).await;
     assert_eq!(before["status"], "queued");
 
-    // A zip without the required file is refused, naming the input, the entry expected and
-    // what the zip held; the request waits for a proper upload. The file may also be named by
-    // its path in the zip (the reference's v0.7 way).
+    // As in the reference: a zip without a file expected under its input's name is taken, and
+    // the run fails naming the input, the entry expected and what the zip held, with a hint.
     let (code, other) = server
         .post_json(
             "/v1/jobs",
@@ -50,22 +49,24 @@ async fn file_input_and_parameter_run_to_success_with_result_artifacts_bundle_an
         .await;
     assert_eq!(code, 200, "{other}");
     let other = other["request_id"].as_str().unwrap();
-    let (code, missing) = server.upload_inputs(other, vec![("other.txt", b"x")]).await;
-    assert_eq!(code, 400, "{missing}");
-    assert_eq!(
-        missing["detail"]["code"], "UPLOAD_INPUT_MISSING",
-        "{missing}"
-    );
-    let message = missing["detail"]["message"].as_str().unwrap();
+    let (code, taken) = server.upload_inputs(other, vec![("other.txt", b"x")]).await;
+    assert_eq!(code, 200, "{taken}");
+    assert_eq!(taken["status"], "queued", "{taken}");
+    let failed = server.wait_job(other).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert_eq!(failed["error"]["code"], "UPLOAD_INPUT_MISSING", "{failed}");
+    let message = failed["error"]["message"].as_str().unwrap();
     assert!(
-        message.contains("input 'doc'") && message.contains("holds: other.txt"),
+        message.starts_with("Input validation failed: ")
+            && message.contains("input 'doc'")
+            && message.contains("holds: other.txt"),
         "{message}"
     );
-    let (code, fixed) = server
-        .upload_inputs(other, vec![("doc", b"the document")])
-        .await;
-    assert_eq!(code, 200, "the request still waits for its upload: {fixed}");
-    assert_eq!(server.wait_job(other).await["status"], "succeeded");
+    assert!(failed["error"]["hint"].as_str().is_some(), "{failed}");
+    let (_, result) = server.get(&format!("/v1/jobs/{other}/result")).await;
+    assert_eq!(result["result"]["error"]["message"], message, "{result}");
+    // A file the request named by its path in the zip (the reference's v0.7 way) that the zip
+    // lacks is refused at once, as the reference does; the request waits for a proper upload.
     let (code, named) = server
         .post_json(
             "/v1/jobs",
@@ -75,6 +76,17 @@ async fn file_input_and_parameter_run_to_success_with_result_artifacts_bundle_an
         .await;
     assert_eq!(code, 200, "{named}");
     let named = named["request_id"].as_str().unwrap();
+    let (code, missing) = server.upload_inputs(named, vec![("other.txt", b"x")]).await;
+    assert_eq!(code, 400, "{missing}");
+    assert_eq!(
+        missing["detail"]["code"], "UPLOAD_INPUT_MISSING",
+        "{missing}"
+    );
+    let message = missing["detail"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("input 'doc'") && message.contains("no 'papers/a.txt'"),
+        "{message}"
+    );
     let (code, up) = server
         .upload_inputs(named, vec![("papers/a.txt", b"by its path")])
         .await;

@@ -43,6 +43,10 @@ pub fn for_code(code: &str) -> Option<&'static str> {
             "The request's runtime_options.env values were no longer kept (they are forgotten \
              after a while): create the job again."
         }
+        "UPLOAD_INPUT_MISSING" => {
+            "The upload lacked a required file: zip it under the input's name (or under the path \
+             the request's input names for it) and create the job again."
+        }
         "WORKSPACE_SOURCE_MISSING" => {
             "The run whose files this one was to reuse is gone (cleaned up): reuse a newer run, \
              or send the files again."

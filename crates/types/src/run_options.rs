@@ -279,6 +279,14 @@ impl RuntimeOptions {
         Self::read(raw, true)
     }
 
+    /// The file inputs a reused workspace's bindings fill (they need no upload).
+    pub fn bound_inputs(&self) -> Vec<String> {
+        self.workspace
+            .iter()
+            .flat_map(|w| w.file_bindings.iter().map(|b| b.input_key.clone()))
+            .collect()
+    }
+
     /// Whether the run needs its [`RunSecrets`]. Such a run skips the result cache both ways:
     /// its result may depend on them, and must not be handed to a request without them.
     pub fn has_secrets(&self) -> bool {

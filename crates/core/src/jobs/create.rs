@@ -14,6 +14,7 @@ use uuid::{NoContext, Uuid};
 
 use super::cache::{self, KeyParts};
 use super::cluster::Place;
+use super::executor::codes;
 use super::validation;
 use super::{Jobs, Scope};
 use crate::engines::Engine;
@@ -474,21 +475,21 @@ impl Jobs {
             }
             None => Vec::new(),
         };
-        // Required files the zip lacks are refused now, naming them: the request waits for a
-        // proper upload instead of running only to fail.
-        let bound: Vec<String> = request
-            .runtime_options
-            .workspace
-            .iter()
-            .flat_map(|w| w.file_bindings.iter().map(|b| b.input_key.clone()))
-            .collect();
-        let missing =
-            validation::missing_uploads(&skill, &request.input, &bound, &uploads, &extracted);
-        if !missing.is_empty() {
+        // A file the request named by its path and the zip lacks is refused now, naming it
+        // (the request waits for a proper upload); one expected under its input's name fails
+        // the run, as in the reference.
+        let bound = request.runtime_options.bound_inputs();
+        let refused: Vec<String> =
+            validation::missing_uploads(&skill, &request.input, &bound, &uploads, &extracted)
+                .into_iter()
+                .filter(|missing| missing.declared)
+                .map(|missing| missing.problem)
+                .collect();
+        if !refused.is_empty() {
             let _ = tokio::fs::remove_dir_all(&uploads).await;
             return Err(Refusal::Retry(Error::invalid(serde_json::json!({
-                "code": "UPLOAD_INPUT_MISSING",
-                "message": format!("The upload lacks required input files: {}", missing.join("; ")),
+                "code": codes::UPLOAD_INPUT_MISSING,
+                "message": format!("The upload lacks required input files: {}", refused.join("; ")),
             }))));
         }
 

@@ -13,11 +13,11 @@ use skill_runner_types::run_options::RuntimeOptions;
 use skill_runner_types::run_state::Move;
 use tokio_util::sync::CancellationToken;
 
-use super::{Jobs, Slot};
+use super::{Jobs, Slot, validation};
 use crate::engines::Turn;
 use crate::engines::answer::RepairLevel;
 use crate::process::OnOutput;
-use crate::run_folder::write_atomic_blocking;
+use crate::run_folder::{RunFolder, write_atomic_blocking};
 use crate::runner::{self, Envelope, Observer, Outcome};
 use crate::skill::{Rules, SkillManifest, manifest};
 use crate::store::{Ended, Ending, ProcessMark, RequestKind, Run, RunStatus, UploadState};
@@ -40,6 +40,8 @@ pub mod codes {
     pub const INTERACTIVE_MAX_ATTEMPT_EXCEEDED: &str = "INTERACTIVE_MAX_ATTEMPT_EXCEEDED";
     /// The workspace a run was to start from was gone by its first turn.
     pub const WORKSPACE_SOURCE_MISSING: &str = "WORKSPACE_SOURCE_MISSING";
+    /// The upload lacks a required file input.
+    pub const UPLOAD_INPUT_MISSING: &str = "UPLOAD_INPUT_MISSING";
     pub const INTERACTION_WAIT_TIMEOUT: &str = "INTERACTION_WAIT_TIMEOUT";
     pub const SESSION_RESUME_FAILED: &str = "SESSION_RESUME_FAILED";
     /// Nobody logged the run's engine in within `SKILL_RUNNER_AUTH_WAIT_SECONDS`.
@@ -285,6 +287,32 @@ impl Jobs {
         Ok(Arc::new(loaded.map_err(|e| anyhow::anyhow!("{}", e.0))?))
     }
 
+    /// The required file inputs the run's upload lacks, each named with what the upload held.
+    async fn missing_uploads(
+        &self,
+        skill: &Arc<SkillManifest>,
+        request: &crate::store::Request,
+        options: &RuntimeOptions,
+        folder: &RunFolder,
+    ) -> anyhow::Result<Vec<String>> {
+        let (skill, input, bound, uploads) = (
+            skill.clone(),
+            request.input.clone(),
+            options.bound_inputs(),
+            folder.uploads(),
+        );
+        let missing = tokio::task::spawn_blocking(move || {
+            let held: Vec<String> = skill_runner_skill::walk::files_under(&uploads)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(rel, _)| rel)
+                .collect();
+            validation::missing_uploads(&skill, &input, &bound, &uploads, &held)
+        })
+        .await?;
+        Ok(missing.into_iter().map(|m| m.problem).collect())
+    }
+
     /// The other skills a request named, as installed now; why not, when one is gone.
     async fn extra_skills(&self, ids: &[String]) -> Result<Vec<Arc<SkillManifest>>, String> {
         if ids.is_empty() {
@@ -376,6 +404,18 @@ impl Jobs {
                 e.to_string(),
                 None,
             )));
+        }
+        if run.turn == 1 {
+            let missing = self
+                .missing_uploads(&skill, &request, &options, &folder)
+                .await?;
+            if !missing.is_empty() {
+                return Ok(TurnEnd::Ended(Envelope::default().failed(
+                    Some(codes::UPLOAD_INPUT_MISSING),
+                    format!("Input validation failed: {missing:?}"),
+                    None,
+                )));
+            }
         }
         let input = runner::resolved_input(&skill, &request.input, &folder);
         let problems = runner::input_problems(&skill, &input, &request.parameter);

@@ -300,16 +300,26 @@ pub fn named_files(skill: &SkillManifest, input: &Value) -> Result<()> {
     }
 }
 
+/// A required file input an upload lacks.
+#[derive(Debug)]
+pub struct MissingUpload {
+    /// The request's `input` named the file's path in the zip (the reference's v0.7 way, and a
+    /// standard skill's `files`): the upload itself is refused. Otherwise (a file named after
+    /// its input, the older way) the upload is taken and the run fails, as in the reference.
+    pub declared: bool,
+    /// Names the input, the path expected and what the upload holds.
+    pub problem: String,
+}
+
 /// The required file inputs of `skill` its `uploads` lack (given the request's `input`; those
-/// in `bound` come from a reused workspace instead): each as a sentence naming the input, the
-/// path expected and what the upload holds.
+/// in `bound` come from a reused workspace instead).
 pub fn missing_uploads(
     skill: &SkillManifest,
     input: &Value,
     bound: &[String],
     uploads: &std::path::Path,
     held: &[String],
-) -> Vec<String> {
+) -> Vec<MissingUpload> {
     let required: Vec<&str> = skill
         .schema_docs
         .input
@@ -328,11 +338,12 @@ pub fn missing_uploads(
         return standard::named_files(input)
             .into_iter()
             .filter(|name| !crate::run_folder::is_plain_file(&uploads.join(name)))
-            .map(|name| {
-                format!(
+            .map(|name| MissingUpload {
+                declared: true,
+                problem: format!(
                     "input.files names '{name}', and the upload has no such file (it holds: \
                      {held}): name the zip entry '{name}'"
-                )
+                ),
             })
             .collect();
     }
@@ -344,15 +355,15 @@ pub fn missing_uploads(
         })
         .filter(|(key, _)| crate::runner::uploaded_file(uploads, key, input.get(key)).is_none())
         .map(|(key, _)| {
-            let expected = input
-                .get(&key)
-                .and_then(upload_path)
-                .unwrap_or(&key)
-                .to_owned();
-            format!(
-                "input '{key}' is a required file, and the upload has no '{expected}' (it \
-                 holds: {held}): name the zip entry '{expected}'"
-            )
+            let declared = input.get(&key).and_then(upload_path);
+            let expected = declared.unwrap_or(&key).to_owned();
+            MissingUpload {
+                declared: declared.is_some(),
+                problem: format!(
+                    "input '{key}' is a required file, and the upload has no '{expected}' (it \
+                     holds: {held}): name the zip entry '{expected}'"
+                ),
+            }
         })
         .collect()
 }
