@@ -470,3 +470,42 @@ async fn concurrent_installs_of_one_id_have_one_winner_per_version() {
         );
     }
 }
+
+/// As the reference (since 7c30f86 and v0.7): a `runner.json` without `schemas` takes each from
+/// `assets/<role>.schema.json`, and one without input and parameter schemas takes any; the
+/// job of such a skill is created and runs.
+#[tokio::test]
+async fn a_runner_json_without_schemas_uses_the_assets_files() {
+    let server = TestServer::start();
+    let package = common::probe_skill("fallback", Some(true)).runner(json!({"schemas": null}));
+    let status = server.install_and_wait(package.zip()).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let (_, skill) = server.get("/v1/skills/fallback").await;
+    assert_eq!(skill["health"], "healthy", "{skill}");
+    assert_eq!(skill["schemas"]["input"], "assets/input.schema.json");
+    let rid = server
+        .create_job(
+            json!({"skill_id": "fallback", "input": {"text": "hi"}, "parameter": {"mode": "ok"}}),
+        )
+        .await;
+    server
+        .upload_inputs(&rid, vec![("doc", b"a document".as_slice())])
+        .await;
+    assert_eq!(server.wait_job(&rid).await["status"], "succeeded");
+
+    // Without input and parameter schemas at all: any input and parameter, and no upload.
+    let bare = common::probe_skill("bare", Some(true))
+        .runner(json!({"schemas": null}))
+        .without("assets/input.schema.json")
+        .without("assets/parameter.schema.json");
+    let status = server.install_and_wait(bare.zip()).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let (code, created) = server
+        .post_json(
+            "/v1/jobs",
+            json!({"skill_id": "bare", "input": {"anything": 1}, "parameter": {"mode": "ok"}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{created}");
+    assert_eq!(created["status"], "queued", "{created}");
+}

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::docs;
 use crate::docs::document::Profile;
@@ -90,11 +90,14 @@ impl Rules {
     };
 }
 
-/// Where the three schemas live, relative to the skill folder.
+/// Where the three schemas live, relative to the skill folder: each as `runner.json` declares
+/// it, else `assets/<role>.schema.json` when that file exists (as the reference). A skill
+/// without an input or parameter schema takes any (`null` here); the output schema is
+/// required.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct SchemaPaths {
-    pub input: String,
-    pub parameter: String,
+    pub input: Option<String>,
+    pub parameter: Option<String>,
     pub output: String,
 }
 
@@ -352,7 +355,7 @@ pub fn load_with(
             }),
     });
     let mcp_required_servers = problems.keep(mcp_required_servers(&runner));
-    let schemas = problems.keep(schema_paths(&runner));
+    let schemas = problems.keep(schema_paths(dir, &runner, &mut warnings));
     let schema_docs = schemas
         .as_ref()
         .and_then(|schemas| problems.keep(SchemaDocs::load(dir, schemas)));
@@ -822,27 +825,71 @@ fn execution_modes(
     Ok(modes)
 }
 
-fn schema_paths(runner: &Map<String, Value>) -> Result<SchemaPaths, InvalidSkill> {
-    let Some(Value::Object(schemas)) = runner.get("schemas") else {
-        return invalid(
-            "runner.json: 'schemas' must be an object with 'input', 'parameter' and 'output' paths",
-        );
+fn schema_paths(
+    dir: &Path,
+    runner: &Map<String, Value>,
+    warnings: &mut Vec<String>,
+) -> Result<SchemaPaths, InvalidSkill> {
+    let empty = Map::new();
+    let schemas = match runner.get("schemas") {
+        None | Some(Value::Null) => &empty,
+        Some(Value::Object(schemas)) => schemas,
+        Some(_) => {
+            return invalid(
+                "runner.json: 'schemas' must be an object with 'input', 'parameter' and 'output' \
+                 paths (or left out for assets/<role>.schema.json)",
+            );
+        }
     };
-    let path = |key: &str| -> Result<String, InvalidSkill> {
-        match schemas.get(key) {
-            Some(Value::String(p)) if is_safe_relative(p) => Ok(p.clone()),
-            Some(Value::String(p)) => invalid(format!(
-                "runner.json: 'schemas.{key}' path '{p}' must be relative and stay inside the skill"
+    let mut path = |key: &str| -> Result<Option<String>, InvalidSkill> {
+        let fallback = format!("assets/{key}.schema.json");
+        let declared = match schemas.get(key) {
+            None | Some(Value::Null) => None,
+            // The usual place: found or missing as if undeclared.
+            Some(Value::String(p)) if *p == fallback => None,
+            Some(Value::String(p)) => Some(p),
+            Some(_) => {
+                return invalid(format!(
+                    "runner.json: 'schemas.{key}' must be a path string"
+                ));
+            }
+        };
+        let why = match declared {
+            Some(p) if !is_safe_relative(p) => {
+                Some(format!("'{p}' is not a path inside the skill"))
+            }
+            Some(p) if !dir.join(p).is_file() => Some(format!("'{p}' is not in the skill")),
+            Some(p) => return Ok(Some(p.clone())),
+            None => None,
+        };
+        let found = dir.join(&fallback).is_file();
+        match (why, found) {
+            (Some(why), true) => {
+                warnings.push(format!(
+                    "runner.json: schemas.{key} {why}; {fallback} is used instead"
+                ));
+                Ok(Some(fallback))
+            }
+            (None, true) => Ok(Some(fallback)),
+            (Some(why), false) if key == "output" => invalid(format!(
+                "runner.json: schemas.output {why}, and the skill has no {fallback} either"
             )),
-            _ => invalid(format!(
-                "runner.json: 'schemas.{key}' must be a path string"
-            )),
+            (None, false) if key == "output" => {
+                invalid(format!("missing required file {fallback}"))
+            }
+            (Some(why), false) => {
+                warnings.push(format!(
+                    "runner.json: schemas.{key} {why}; the skill takes any {key}"
+                ));
+                Ok(None)
+            }
+            (None, false) => Ok(None),
         }
     };
     Ok(SchemaPaths {
         input: path("input")?,
         parameter: path("parameter")?,
-        output: path("output")?,
+        output: path("output")?.expect("an output schema or an error"),
     })
 }
 
@@ -911,19 +958,32 @@ impl SchemaDocs {
 
 impl SchemaDocs {
     fn load(dir: &Path, paths: &SchemaPaths) -> Result<Self, InvalidSkill> {
-        let input = read_schema(dir, "input", &paths.input)?;
-        check_properties(&paths.input, &input, |key, prop| {
+        // A role without a schema takes any object.
+        let any = || json!({"type": "object"});
+        let input_path = paths.input.as_deref().unwrap_or("the input schema");
+        let input = match &paths.input {
+            Some(rel) => read_schema(dir, "input", rel)?,
+            None => any(),
+        };
+        check_properties(input_path, &input, |key, prop| {
             match prop.get("x-input-source") {
                 None => Ok(()),
                 Some(Value::String(s)) if s == "file" || s == "inline" => Ok(()),
                 Some(other) => invalid(format!(
                     "{}: property '{key}' has x-input-source {other}; allowed: \"file\", \"inline\"",
-                    paths.input
+                    input_path
                 )),
             }
         })?;
-        let parameter = read_schema(dir, "parameter", &paths.parameter)?;
-        check_properties(&paths.parameter, &parameter, |_, _| Ok(()))?;
+        let parameter = match &paths.parameter {
+            Some(rel) => read_schema(dir, "parameter", rel)?,
+            None => any(),
+        };
+        check_properties(
+            paths.parameter.as_deref().unwrap_or("the parameter schema"),
+            &parameter,
+            |_, _| Ok(()),
+        )?;
         let output = read_schema(dir, "output", &paths.output)?;
         check_properties(&paths.output, &output, |key, prop| {
             match prop.get("x-type") {
@@ -1290,8 +1350,8 @@ mod tests {
                 "is not a valid semantic version",
             ),
             (
-                json!({"schemas": {"input": "../x.json", "parameter": "p", "output": "o"}}),
-                "must be relative",
+                json!({"schemas": {"output": 1}}),
+                "'schemas.output' must be a path string",
             ),
             (
                 json!({"artifacts": {"role": "x"}}),
@@ -1462,6 +1522,47 @@ mod tests {
                 "SKILL.md (Agent Skills specification): description: is required",
             ]
         );
+    }
+
+    #[test]
+    fn each_schema_falls_back_to_its_assets_file_and_only_output_is_required() {
+        let root = tempfile::tempdir().unwrap();
+        // No `schemas` at all: the assets files.
+        let dir = skill(root.path(), "plain", json!({"schemas": null}));
+        let loaded = load(&dir, Rules::INSTALL).unwrap();
+        let paths = loaded.schemas.unwrap();
+        assert_eq!(paths.input.as_deref(), Some("assets/input.schema.json"));
+        assert_eq!(paths.output, "assets/output.schema.json");
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        // A declared path that is not there, or leaves the skill: the assets file, with a
+        // warning.
+        let dir = skill(
+            root.path(),
+            "moved",
+            json!({"schemas": {"input": "../x.json", "parameter": "gone.json"}}),
+        );
+        let loaded = load(&dir, Rules::INSTALL).unwrap();
+        assert_eq!(
+            loaded.schemas.as_ref().unwrap().parameter.as_deref(),
+            Some("assets/parameter.schema.json")
+        );
+        assert_eq!(loaded.warnings.len(), 2, "{:?}", loaded.warnings);
+        // Without input and parameter schemas: any input, any parameter.
+        std::fs::remove_file(dir.join("assets/input.schema.json")).unwrap();
+        std::fs::remove_file(dir.join("assets/parameter.schema.json")).unwrap();
+        let loaded = load(&dir, Rules::INSTALL).unwrap();
+        let paths = loaded.schemas.as_ref().unwrap();
+        assert_eq!((&paths.input, &paths.parameter), (&None, &None));
+        assert!(
+            loaded
+                .schema_docs
+                .input_checker()
+                .messages(&json!({"anything": 1}))
+                .is_empty()
+        );
+        // The output schema is required.
+        std::fs::remove_file(dir.join("assets/output.schema.json")).unwrap();
+        assert!(err(&dir).contains("missing required file assets/output.schema.json"));
     }
 
     #[test]

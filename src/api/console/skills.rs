@@ -259,8 +259,11 @@ async fn skill_page(
                     };
                     let paths = m.schemas.as_ref();
                     let (input, parameter) = (
-                        schema(paths.map(|p| &p.input), &m.schema_docs.input),
-                        schema(paths.map(|p| &p.parameter), &m.schema_docs.parameter),
+                        schema(paths.and_then(|p| p.input.as_ref()), &m.schema_docs.input),
+                        schema(
+                            paths.and_then(|p| p.parameter.as_ref()),
+                            &m.schema_docs.parameter,
+                        ),
                     );
                     let shown = [
                         ("input", &m.schema_docs.input),

@@ -149,6 +149,10 @@ pub fn inline_input(skill: &SkillManifest, input: &Value, bound: &[String]) -> R
         Value::Object(m) => m,
         _ => return Err(input_error(vec!["input must be an object".into()])),
     };
+    if skill.schemas.as_ref().is_some_and(|p| p.input.is_none()) {
+        // A skill without an input schema takes any input, as the reference.
+        return Ok(());
+    }
     let sources = skill.input_sources();
     let mut problems = Vec::new();
     // A bound file input's value is its binding's target path, checked with the binding.
