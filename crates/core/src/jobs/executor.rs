@@ -407,7 +407,7 @@ impl Jobs {
         }
         if run.turn == 1 {
             let missing = self
-                .missing_uploads(&skill, &request, &options, &folder)
+                .missing_uploads(&skill, &request, options, &folder)
                 .await?;
             if !missing.is_empty() {
                 return Ok(TurnEnd::Ended(Envelope::default().failed(
