@@ -177,6 +177,7 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .route(&temp("/chat/history"), get(chat::chat_history))
         .route(&temp("/interaction/pending"), get(jobs::pending))
         .route(&temp("/interaction/reply"), post(jobs::reply))
+        .route(&run("/logs/range"), get(jobs::log_range))
         .route(&run("/events"), get(jobs::events))
         .route(&run("/events/history"), get(chat::events_history))
         .route(&run("/chat"), get(chat::chat))

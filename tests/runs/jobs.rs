@@ -295,6 +295,13 @@ async fn a_range_of_a_log_is_read_by_byte_offsets() {
         .get("/v1/jobs/no-such-request/logs/range?stream=stdout")
         .await;
     assert_eq!(code, 404);
+    // The management route of the reference answers the same.
+    let (code, managed) = server
+        .get(&format!(
+            "/v1/management/runs/{rid}/logs/range?stream=stdout&byte_from=0&byte_to=7"
+        ))
+        .await;
+    assert_eq!((code, &managed), (200, &first));
 }
 
 async fn run_mode(server: &TestServer, mode: &str) -> (Value, Value) {
