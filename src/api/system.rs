@@ -179,9 +179,14 @@ pub struct HandshakeRequest {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub client: serde_json::Value,
-    /// Protocol ids, such as `skillrunner.job.v1`.
+    /// Protocol ids, such as `skillrunner.job.v1`; left out or empty, the reference's
+    /// default: `skillrunner.job.v1` and `skillrunner.sequence.v1`.
+    #[serde(default)]
     pub requested_protocols: Vec<String>,
 }
+
+/// What a handshake that names no protocol asks about, as in the reference.
+const DEFAULT_PROTOCOLS: [&str; 2] = ["skillrunner.job.v1", "skillrunner.sequence.v1"];
 
 /// What the service supports of each protocol asked for.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -211,14 +216,17 @@ pub struct HandshakeResponse {
             "skillrunner.job.v1": {"supported": true},
             "skillrunner.interaction-files.v1": {"supported": true, "max_files": 8,
                 "max_file_bytes": 33554432, "max_total_bytes": 67108864}}})),
-        (status = 422, description = "`requested_protocols` is not a list of strings")))]
+        (status = 422, description = "`requested_protocols` is given but is not a list of strings")))]
 pub async fn handshake(
     body: Result<Json<HandshakeRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Json<HandshakeResponse>, ApiError> {
     let Json(body) = body.map_err(super::jobs::bad_json)?;
     let limits = skill_runner_core::jobs::reply_files::FILE_REPLY_LIMITS;
-    let protocols = body
-        .requested_protocols
+    let mut asked = body.requested_protocols;
+    if asked.is_empty() {
+        asked = DEFAULT_PROTOCOLS.map(str::to_owned).to_vec();
+    }
+    let protocols = asked
         .into_iter()
         .map(|id| {
             let answer = match id.as_str() {

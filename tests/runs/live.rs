@@ -1464,6 +1464,19 @@ async fn a_question_is_answered_with_files() {
             .is_none(),
         "only when asked"
     );
+    // No protocols named: the reference's default list.
+    let (code, default) = server
+        .post_json(
+            "/v1/system/handshake",
+            json!({"client": {"name": "zotero-agents", "version": "0.5.4"}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{default}");
+    assert_eq!(
+        default["protocols"],
+        json!({"skillrunner.job.v1": {"supported": true},
+               "skillrunner.sequence.v1": {"supported": false}})
+    );
 
     let rid = server
         .create_job(json!({"skill_id": "file-asker",
