@@ -1543,7 +1543,7 @@ async fn runtime_env_reaches_the_turn_and_never_comes_back_out() {
 }
 
 /// Bad `env`, `preamble_prompt` and `hard_timeout_seconds` are refused at create, naming the
-/// key, and change nothing.
+/// key, and change nothing (a timeout above the service's is taken: see below).
 #[tokio::test]
 async fn runtime_secrets_and_timeouts_are_checked_at_create() {
     let server = TestServer::with_skills(&[token_printer()], &[]);
@@ -1563,10 +1563,6 @@ async fn runtime_secrets_and_timeouts_are_checked_at_create() {
         (
             json!({"preamble_prompt": 3}),
             "preamble_prompt must be a string",
-        ),
-        (
-            json!({"hard_timeout_seconds": 999_999}),
-            "above this service's hard timeout",
         ),
         (
             json!({"hard_timeout_seconds": 0}),
@@ -1607,6 +1603,18 @@ async fn a_run_may_ask_for_a_shorter_hard_timeout() {
             .as_str()
             .unwrap()
             .contains("after 1 s"),
+        "{status}"
+    );
+    // A longer one than the service's is taken, as the reference takes any, and clamped with
+    // a warning.
+    let rid = server
+        .create_job(json!({"skill_id": "token-printer", "runtime_options": {"hard_timeout_seconds": 999_999, "no_cache": true}}))
+        .await;
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let warnings = status["warnings"].to_string();
+    assert!(
+        warnings.contains("HARD_TIMEOUT_CLAMPED: runtime_options.hard_timeout_seconds is 999999"),
         "{status}"
     );
 }

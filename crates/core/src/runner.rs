@@ -108,6 +108,9 @@ pub struct Plan<'a> {
     /// The skill's secrets ([`crate::secrets::Secrets::bind`]): the turn gets their
     /// placeholders, the egress puts the values in.
     pub bound: Vec<crate::egress::secrets::Bound>,
+    /// What the service says about the turn beside its outcome (an option it clamped), added
+    /// to the run's warnings.
+    pub notes: Vec<String>,
 }
 
 /// The skill asks for a secret its run's tenant has not defined.
@@ -336,7 +339,7 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
     mask_artifacts(folder, &artifacts, &secrets).await;
     let mut envelope = Envelope {
         artifacts,
-        warnings: sandbox_note.into_iter().collect(),
+        warnings: sandbox_note.into_iter().chain(plan.notes).collect(),
         ..Envelope::default()
     };
     let reading = plan.adapter.read(&stdout, &stderr);

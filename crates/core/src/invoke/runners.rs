@@ -125,6 +125,7 @@ pub async fn package(
         model: None,
     };
     let plan = runner::Plan {
+        notes: Vec::new(),
         env: None,
         bound: Vec::new(),
         adapter,

@@ -154,7 +154,6 @@ impl Jobs {
         validation::execution_mode(&skill, &options)?;
         validation::output_schema(&skill, &options)?;
         options.skills = self.run_skills(&skill, engine, &body.skills).await?;
-        validation::hard_timeout(&options, self.config.limits.hard_timeout)?;
         self.check_mcp(&skill, engine).await?;
         let list = self.model_list(engine, body.model.as_deref()).await;
         let engine_options = validation::model(engine, body.model.as_deref(), list.as_ref())?;
@@ -300,7 +299,6 @@ impl Jobs {
     async fn admit_temp(self: &Arc<Self>, body: NewTempRun) -> Result<Admitted> {
         let (options, secrets) =
             RuntimeOptions::parse_request(body.runtime_options.as_ref()).map_err(Error::invalid)?;
-        validation::hard_timeout(&options, self.config.limits.hard_timeout)?;
         if options.workspace.is_some() {
             return Err(Error::invalid(
                 "runtime_options.workspace: a temporary skill's run starts in a fresh workspace \

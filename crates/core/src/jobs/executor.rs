@@ -484,18 +484,33 @@ impl Jobs {
             preamble: secrets.preamble_prompt.as_deref().filter(|_| run.turn == 1),
             mcp: &mcp,
         };
+        // A longer timeout than the operator's is taken, as the reference takes any, and
+        // clamped, saying so.
+        let cap = self.config.limits.hard_timeout;
         let hard_timeout = options
             .hard_timeout_seconds
-            .map_or(
-                self.config.limits.hard_timeout,
-                std::time::Duration::from_secs,
-            )
-            .min(self.config.limits.hard_timeout);
+            .map_or(cap, std::time::Duration::from_secs)
+            .min(cap);
+        let notes = options
+            .hard_timeout_seconds
+            .filter(|asked| *asked > cap.as_secs())
+            .map(|asked| {
+                format!(
+                    "HARD_TIMEOUT_CLAMPED: runtime_options.hard_timeout_seconds is {asked}, above \
+                     this service's hard timeout of {} s (SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS); \
+                     the turn had {} s",
+                    cap.as_secs(),
+                    cap.as_secs()
+                )
+            })
+            .into_iter()
+            .collect();
         let feeds = self.feeds.clone();
         let id = run_id.to_owned();
         let plan = runner::Plan {
             env: Some(&secrets.env).filter(|env| !env.is_empty()),
             bound,
+            notes,
             adapter: adapter.as_ref(),
             turn: &turn,
             supervisor: &self.supervisor,

@@ -111,19 +111,6 @@ pub fn execution_mode(skill: &SkillManifest, options: &RuntimeOptions) -> Result
     })))
 }
 
-/// `hard_timeout_seconds` may shorten a turn's hard timeout, not lengthen it past the
-/// operator's (`SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS`).
-pub fn hard_timeout(options: &RuntimeOptions, cap: std::time::Duration) -> Result<()> {
-    match options.hard_timeout_seconds {
-        Some(asked) if asked > cap.as_secs() => Err(Error::invalid(format!(
-            "runtime_options.hard_timeout_seconds is {asked}, above this service's hard timeout \
-             of {} s (SKILL_RUNNER_ENGINE_HARD_TIMEOUT_SECONDS): ask for at most that",
-            cap.as_secs()
-        ))),
-        _ => Ok(()),
-    }
-}
-
 /// The engine options the model selects, checked against the engine's model list (`list`,
 /// the snapshot for its CLI). `script` runs no model, so it takes none.
 pub fn model(engine: Engine, model: Option<&str>, list: Option<&ModelList>) -> Result<Value> {
