@@ -135,8 +135,6 @@ struct RunForm {
     /// Each agent engine's models (`engine`, model ids).
     models: Vec<(String, Vec<String>)>,
     form: FormView,
-    /// A standard Agent Skills skill: a prompt and files under their own names.
-    agent_skill: bool,
 }
 
 /// The skill's facts and form fields.
@@ -178,8 +176,8 @@ async fn form_for(client: &Shared, skill_id: &str) -> Result<RunForm, PageError>
             models.push((engine.clone(), ids));
         }
     }
-    let agent_skill = text(&skill, "format") == "agent-skill";
-    let fields = if agent_skill {
+    // A standard Agent Skills skill takes a prompt and files under their own names.
+    let fields = if text(&skill, "format") == "agent-skill" {
         form::task_fields(
             "The task, in your words.",
             "Files for the task, under their own names.",
@@ -194,7 +192,6 @@ async fn form_for(client: &Shared, skill_id: &str) -> Result<RunForm, PageError>
         modes: strings(&skill, "execution_modes"),
         models,
         form: FormView::new(fields),
-        agent_skill,
         l: Lang::En,
         unready: Vec::new(),
     })
@@ -238,31 +235,17 @@ pub async fn create_run(
             message,
         })?;
     let value = |name: &str| form::value(&values, name);
-    // A standard skill's files go each under its own name, which its input names.
-    let (files, named) = if page.agent_skill {
-        form::named_files(files)
-    } else {
-        (files, Vec::new())
-    };
-    let (
-        form::Submitted {
-            mut input,
-            parameter,
-        },
-        engine,
-    ) = match form::check(&page.form.fields, &values, &files, &page.engines) {
-        Ok(checked) => checked,
-        Err(errors) => {
-            page.form.errors = errors;
-            page.form.values = values;
-            let mut response = html(&page)?;
-            *response.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
-            return Ok(response);
-        }
-    };
-    if !named.is_empty() {
-        input.insert("files".into(), json!(named));
-    }
+    let (form::Submitted { input, parameter }, engine, files) =
+        match form::check_files(&page.form.fields, &values, files, &page.engines) {
+            Ok(checked) => checked,
+            Err(errors) => {
+                page.form.errors = errors;
+                page.form.values = values;
+                let mut response = html(&page)?;
+                *response.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
+                return Ok(response);
+            }
+        };
     let mut options = Map::new();
     if let Some(mode) = value("execution_mode") {
         options.insert("execution_mode".into(), json!(mode));

@@ -158,9 +158,33 @@ pub fn task_fields(prompt: &str, files: &str) -> Vec<Field> {
     ]
 }
 
+/// [`check`], the files of a [`Widget::Files`] control first named: each goes under its own
+/// name (see [`named_files`]), and those names are that input's value. The files to upload
+/// come back with the form's input, parameter and engine.
+pub fn check_files(
+    fields: &[Field],
+    values: &[(String, String)],
+    files: Vec<Chosen>,
+    engines: &[String],
+) -> Result<(Submitted, String, Vec<Chosen>), Vec<FieldError>> {
+    let Some(many) = fields.iter().find(|f| f.widget == Widget::Files) else {
+        let (submitted, engine) = check(fields, values, &files, engines)?;
+        return Ok((submitted, engine, files));
+    };
+    let (chosen, others): (Vec<Chosen>, Vec<Chosen>) =
+        files.into_iter().partition(|f| f.key == many.key);
+    let (mut files, names) = named_files(chosen);
+    files.extend(others);
+    let (mut submitted, engine) = check(fields, values, &files, engines)?;
+    if !names.is_empty() {
+        submitted.input.insert(many.key.clone(), names.into());
+    }
+    Ok((submitted, engine, files))
+}
+
 /// The chosen files of a [`Widget::Files`] control, each keyed by its own name (its last
 /// path part; a name given twice gets a `2-`, `3-`… prefix), and those names in order.
-pub fn named_files(files: Vec<Chosen>) -> (Vec<Chosen>, Vec<String>) {
+fn named_files(files: Vec<Chosen>) -> (Vec<Chosen>, Vec<String>) {
     let mut names: Vec<String> = Vec::new();
     let named = files
         .into_iter()
@@ -820,5 +844,31 @@ mod tests {
         assert_eq!(zh[0], "为必填项");
         assert_eq!(zh[4], "必须是 short, long, 7 之一，而不是 'medium'");
         assert_eq!(zh[5], "第 2 行：必须是整数，而不是 'x'");
+    }
+
+    #[test]
+    fn a_task_forms_files_go_under_their_own_names() {
+        let fields = task_fields("task", "files");
+        let chosen = |name: &str| Chosen {
+            key: "files".into(),
+            name: name.into(),
+            bytes: b"x".to_vec(),
+        };
+        let values = vec![
+            ("input.prompt".to_owned(), "do it".to_owned()),
+            ("engine".to_owned(), "codex".to_owned()),
+        ];
+        let files = vec![chosen("C:\\docs\\a.txt"), chosen("a.txt"), chosen("..")];
+        let (submitted, engine, files) =
+            check_files(&fields, &values, files, &["codex".to_owned()]).unwrap();
+        assert_eq!(engine, "codex");
+        assert_eq!(submitted.input["prompt"], "do it");
+        assert_eq!(submitted.input["files"], json!(["a.txt", "2-a.txt"]));
+        let keys: Vec<&str> = files.iter().map(|f| f.key.as_str()).collect();
+        assert_eq!(keys, ["a.txt", "2-a.txt"]);
+        // No prompt: named, as any required field.
+        let errors =
+            check_files(&fields, &values[1..], Vec::new(), &["codex".to_owned()]).unwrap_err();
+        assert_eq!(errors[0].name, "input.prompt");
     }
 }

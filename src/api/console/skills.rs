@@ -453,28 +453,14 @@ pub async fn run(
         response.extensions_mut().insert(WholePage);
         Ok::<_, ConsoleError>(response)
     };
-    // A standard skill's files go each under its own name, which its input names.
-    let (files, chosen) = if page.agent_skill {
-        form::named_files(files)
-    } else {
-        (files, Vec::new())
-    };
-    let (
-        form::Submitted {
-            mut input,
-            parameter,
-        },
-        engine,
-    ) = match form::check(&page.form.fields, &values, &files, &page.engines) {
-        Ok(checked) => checked,
-        Err(errors) => {
-            page.form.errors = errors;
-            return refuse(page, StatusCode::UNPROCESSABLE_ENTITY);
-        }
-    };
-    if !chosen.is_empty() {
-        input.insert("files".into(), chosen.into());
-    }
+    let (form::Submitted { input, parameter }, engine, files) =
+        match form::check_files(&page.form.fields, &values, files, &page.engines) {
+            Ok(checked) => checked,
+            Err(errors) => {
+                page.form.errors = errors;
+                return refuse(page, StatusCode::UNPROCESSABLE_ENTITY);
+            }
+        };
     let mut options = serde_json::Map::new();
     if let Some(mode) = named("execution_mode") {
         options.insert("execution_mode".into(), mode.into());
