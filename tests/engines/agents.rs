@@ -746,6 +746,54 @@ async fn a_standard_skill_run_answers_to_a_schema_and_takes_files() {
     assert_eq!(status["status"], "succeeded", "{status}");
 }
 
+/// `collect_skill_run_feedback`, as the reference has it: the agent is told to write a note on
+/// the skill when it succeeds, and the run's bundle carries the note beside the result; a run
+/// that did not ask gets neither the instruction nor the note in its bundle.
+#[tokio::test]
+async fn a_feedback_note_is_asked_for_and_kept_with_the_result() {
+    if !in_netns(
+        concat!(
+            module_path!(),
+            "::a_feedback_note_is_asked_for_and_kept_with_the_result"
+        ),
+        "codex",
+    ) {
+        return;
+    }
+    let fake = FakeModel::start();
+    let server = server_for("codex", &fake, &[report_skill("reporter")], &[]);
+    let note = "The steps were clear; the output schema could say more.";
+    for asked in [true, false] {
+        fake.script(json!([
+            {"shell": format!("{WRITE_REPORT}; printf '{note}' > _skill_run_feedback.md")},
+            {"text": ANSWER}
+        ]))
+        .await;
+        let rid = server
+            .create_job(
+                json!({"skill_id": "reporter", "engine": "codex", "input": {"text": "go"},
+                               "runtime_options": {"collect_skill_run_feedback": asked}}),
+            )
+            .await;
+        let status = succeeded(&server, &fake, &rid).await;
+        let told =
+            std::fs::read_to_string(server.run_dir(&status).join("logs/prompt.txt")).unwrap();
+        assert_eq!(told.contains("_skill_run_feedback.md"), asked, "{told}");
+        let (code, _, zip) = server.get_bytes(&format!("/v1/jobs/{rid}/bundle")).await;
+        assert_eq!(code, 200);
+        let files = common::unzip(&zip);
+        assert!(
+            files.contains_key("artifacts/report.txt"),
+            "{:?}",
+            files.keys()
+        );
+        match asked {
+            true => assert_eq!(files["result/_skill_run_feedback.md"], note.as_bytes()),
+            false => assert!(!files.contains_key("result/_skill_run_feedback.md")),
+        }
+    }
+}
+
 macro_rules! cli_matrix {
     ($($engine:ident),*) => {$(
         mod $engine {

@@ -641,6 +641,16 @@ pub fn prompt(turn: &Turn<'_>, skill_copy: &Path) -> String {
         text.push_str("\n\n");
         text.push_str(ask);
     }
+    if turn.feedback {
+        // The reference's sidecar note, in the words its skills are told.
+        text.push_str(&format!(
+            "\n\nAfter the task has completed successfully, write a short Markdown feedback \
+             note on the skill (what worked, what was unclear or missing) to {note}. Do not \
+             create it when the task fails or still waits for the user's answer, and do not \
+             put it in artifacts/ or in your answer.",
+            note = turn.folder.feedback_note().display()
+        ));
+    }
     if let Some(preamble) = turn.preamble {
         // Quoted, so it reads as the client's context and cannot pass for the service's words.
         let quoted = serde_json::to_string(preamble).unwrap_or_default();

@@ -51,6 +51,9 @@ pub struct Turn<'a> {
     pub extra_skills: &'a [std::sync::Arc<SkillManifest>],
     /// The caller's `runtime_options.output_schema` (a standard skill's answer as JSON).
     pub output_schema: Option<&'a Value>,
+    /// The request asked for a note on the skill (`collect_skill_run_feedback`): the first
+    /// prompt tells the agent to write one at [`RunFolder::feedback_note`] when it succeeds.
+    pub feedback: bool,
     pub request_id: &'a str,
     /// The run's folders; the turn works in its workspace.
     pub folder: &'a RunFolder,

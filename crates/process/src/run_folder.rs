@@ -96,6 +96,12 @@ impl RunFolder {
         self.workspace().join("artifacts")
     }
 
+    /// The note on the skill an agent writes when the request asked for one
+    /// (`collect_skill_run_feedback`), as the reference names it.
+    pub fn feedback_note(&self) -> PathBuf {
+        self.workspace().join("_skill_run_feedback.md")
+    }
+
     /// File inputs, one file per input key.
     pub fn uploads(&self) -> PathBuf {
         self.workspace().join("uploads")

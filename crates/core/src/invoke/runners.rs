@@ -113,6 +113,7 @@ pub async fn package(
         skill,
         extra_skills: &[],
         output_schema: None,
+        feedback: false,
         request_id: &scratch.id,
         folder: &scratch.folder,
         input,

@@ -604,8 +604,8 @@ impl Jobs {
     }
 
     /// The cache key of a request, `None` when its run must not be cached (temporary skills,
-    /// interactive runs, runs given secrets, another workspace, an output schema or other
-    /// skills: the runtime options the key leaves out).
+    /// interactive runs, runs given secrets, another workspace, an output schema, other skills
+    /// or a feedback note to write: the runtime options the key leaves out).
     async fn cache_key(
         self: &Arc<Self>,
         kind: RequestKind,
@@ -620,6 +620,7 @@ impl Jobs {
             || options.workspace.is_some()
             || options.output_schema.is_some()
             || !options.skills.is_empty()
+            || options.collect_skill_run_feedback
         {
             return Ok(None);
         }

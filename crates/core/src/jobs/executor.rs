@@ -471,6 +471,7 @@ impl Jobs {
             skill: &skill,
             extra_skills: &extra_skills,
             output_schema: options.output_schema.as_ref(),
+            feedback: options.collect_skill_run_feedback,
             request_id: &request.request_id,
             folder: &folder,
             input: &input,

@@ -396,8 +396,9 @@ impl Jobs {
         if !path.exists() {
             let target = path.clone();
             let max = self.config.limits.max_served_bytes;
+            let feedback = request.runtime_options.collect_skill_run_feedback;
             tokio::task::spawn_blocking(move || {
-                build_bundle(&folder, &target, manifest_name, debug, max)
+                build_bundle(&folder, &target, manifest_name, debug, feedback, max)
             })
             .await
             .map_err(anyhow::Error::from)??;
@@ -423,13 +424,16 @@ fn debug_name(rel: &str) -> String {
 /// and the artifacts (`artifacts/...`), or, for debug bundles, the whole run folder but the
 /// bundles and the home, laid out as the reference's runner reads one: the artifacts
 /// run-relative (`artifacts/...`, as in the plain bundle and the result), the request as
-/// `request.json`, the rest (`logs/`, `result/`, the workspace) where it is. Files are opened
-/// without following links; symlinks and files with more than one link are left out.
+/// `request.json`, the rest (`logs/`, `result/`, the workspace) where it is. A plain bundle of a
+/// request that asked for a feedback note has it beside the result, as the reference's does
+/// (`result/_skill_run_feedback.md`). Files are opened without following links; symlinks and
+/// files with more than one link are left out.
 fn build_bundle(
     folder: &RunFolder,
     target: &Path,
     manifest_name: &str,
     debug: bool,
+    feedback: bool,
     max_bytes: u64,
 ) -> anyhow::Result<()> {
     let root = folder.root();
@@ -451,10 +455,20 @@ fn build_bundle(
                     .join(&rel);
                 (format!("artifacts/{rel}"), inside)
             });
+        let note = folder.feedback_note();
+        let note = (feedback && crate::run_folder::is_plain_file(&note)).then(|| {
+            (
+                "result/_skill_run_feedback.md".to_owned(),
+                note.strip_prefix(root)
+                    .expect("in the run folder")
+                    .to_path_buf(),
+            )
+        });
         std::iter::once((
             "result/result.json".to_owned(),
             PathBuf::from("result/result.json"),
         ))
+        .chain(note)
         .chain(artifacts)
         .collect()
     };
