@@ -648,7 +648,9 @@ async fn a_standard_skill_run_answers_to_a_schema_and_takes_files() {
     fake.script(json!([{"text": "{\"pages\": \"three\"}"}]))
         .await;
     let rid = server
-        .create_job(job(json!({"runtime_options": {"output_schema": schema}})))
+        .create_job(job(
+            json!({"runtime_options": {"output_schema": schema, "output_repair_rounds": 0}}),
+        ))
         .await;
     let (status, result) = finished(rid).await;
     assert_eq!(status["status"], "failed", "{result}");
@@ -792,6 +794,77 @@ async fn a_feedback_note_is_asked_for_and_kept_with_the_result() {
             false => assert!(!files.contains_key("result/_skill_run_feedback.md")),
         }
     }
+}
+
+/// An answer that breaks the output schema goes back to the agent, in its session, with what
+/// was wrong (the reference's output repair): two bad answers and a good one end `succeeded`
+/// after two rounds; with `output_repair_rounds: 0` the first bad answer fails the run.
+#[tokio::test]
+async fn an_unfit_answer_is_repaired_in_the_same_session() {
+    if !in_netns(
+        concat!(
+            module_path!(),
+            "::an_unfit_answer_is_repaired_in_the_same_session"
+        ),
+        "codex",
+    ) {
+        return;
+    }
+    let fake = FakeModel::start();
+    let server = server_for("codex", &fake, &[report_skill("reporter")], &[]);
+    fake.script(json!([
+        {"shell": WRITE_REPORT},
+        {"text": "I wrote it."},
+        {"text": "{\"summary\": 3}"},
+        {"text": ANSWER}
+    ]))
+    .await;
+    let rid = server
+        .create_job(json!({"skill_id": "reporter", "engine": "codex", "input": {"text": "go"}}))
+        .await;
+    let status = succeeded(&server, &fake, &rid).await;
+    let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
+    assert_eq!(
+        result["result"]["data"],
+        json!({"summary": "wrote it", "report": "artifacts/report.txt"})
+    );
+    assert!(
+        result["result"]["validation_warnings"]
+            .to_string()
+            .contains("OUTPUT_SCHEMA_REPAIR_CONVERGED"),
+        "{result}"
+    );
+    let prompts = std::fs::read_to_string(server.run_dir(&status).join("logs/prompt.txt")).unwrap();
+    assert!(prompts.contains("repair round 1 of 3"), "{prompts}");
+    assert!(
+        prompts.contains("repair round 2 of 3") && !prompts.contains("round 3"),
+        "{prompts}"
+    );
+    // The model heard what was wrong, in the conversation it had (codex resumes its thread).
+    let calls = model_calls(&fake.requests().await, "codex");
+    let last = calls.last().unwrap()["body"].to_string();
+    assert!(
+        last.contains("did not satisfy the output contract"),
+        "{last}"
+    );
+    assert!(last.contains("I wrote it."), "the same session: {last}");
+
+    fake.script(json!([{"text": "{\"summary\": 3}"}])).await;
+    let rid = server
+        .create_job(
+            json!({"skill_id": "reporter", "engine": "codex", "input": {"text": "again"},
+                           "runtime_options": {"output_repair_rounds": 0, "no_cache": true}}),
+        )
+        .await;
+    let status = server.wait_job(&rid).await;
+    assert_eq!(status["status"], "failed", "{status}");
+    assert!(
+        status["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Output validation error"),
+        "{status}"
+    );
 }
 
 macro_rules! cli_matrix {

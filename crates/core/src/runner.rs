@@ -53,6 +53,18 @@ pub enum Outcome {
         /// The end of stderr, when the process ran.
         stderr: Option<String>,
     },
+    /// The agent's answer is no JSON object, or breaks the output schema: a repair round in
+    /// its session may mend it (`problems` say what is wrong). [`run`] ends such a turn
+    /// [`Outcome::Failed`] once its rounds are spent.
+    Unfit {
+        envelope: Envelope,
+        /// What a failure says.
+        message: String,
+        problems: Vec<String>,
+        /// The session the answer was given in.
+        session: Option<String>,
+        stderr: Option<String>,
+    },
     /// The skill answered with its own error object.
     Reported {
         envelope: Envelope,
@@ -93,6 +105,7 @@ impl Observer for Unobserved {
 }
 
 /// Everything one turn needs.
+#[derive(Clone)]
 pub struct Plan<'a> {
     pub adapter: &'a dyn EngineAdapter,
     pub turn: &'a Turn<'a>,
@@ -111,7 +124,18 @@ pub struct Plan<'a> {
     /// What the service says about the turn beside its outcome (an option it clamped), added
     /// to the run's warnings.
     pub notes: Vec<String>,
+    /// How many repair rounds an unfit answer gets ([`run`]).
+    pub repair_rounds: u32,
 }
+
+/// Repair rounds an unfit answer gets unless the request says otherwise
+/// (`runtime_options.output_repair_rounds`), as in the reference.
+pub const REPAIR_ROUNDS: u32 = 3;
+
+/// Warnings of a turn whose answer took repair rounds, as the reference names them.
+const REPAIR_CONVERGED: &str = "OUTPUT_SCHEMA_REPAIR_CONVERGED";
+const REPAIR_EXHAUSTED: &str = "OUTPUT_SCHEMA_REPAIR_EXHAUSTED";
+const REPAIR_SKIPPED: &str = "OUTPUT_SCHEMA_REPAIR_SKIPPED_NO_SESSION_HANDLE";
 
 /// The skill asks for a secret its run's tenant has not defined.
 pub const SECRET_NOT_FOUND: &str = "SECRET_NOT_FOUND";
@@ -127,6 +151,29 @@ pub const COMMAND_NOT_EXECUTABLE: &str = "COMMAND_NOT_EXECUTABLE";
 
 /// The largest artifact searched for a secret's value.
 const MASKED_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The prompt of a repair round: what was wrong with the answer, and what to answer.
+fn repair_prompt(turn: &Turn<'_>, problems: &[String], round: u32, rounds: u32) -> String {
+    let schema = turn.output_schema.unwrap_or(&turn.skill.schema_docs.output);
+    let mut text = format!(
+        "Your previous answer did not satisfy the output contract (repair round {round} of \
+         {rounds}).\n\nValidation errors:\n"
+    );
+    for problem in problems {
+        text.push_str(&format!("- {problem}\n"));
+    }
+    text.push_str(&format!(
+        "\nReply with exactly one JSON object and nothing else: no explanation, no Markdown \
+         fences. It must match this JSON Schema:\n{}",
+        serde_json::to_string_pretty(schema).unwrap_or_default()
+    ));
+    if turn.execution_mode == ExecutionMode::Interactive {
+        text.push_str(
+            "\nIf you must ask the user instead, reply with the ask_user object described before.",
+        );
+    }
+    text
+}
 
 /// A bound on a run's stdout log, and what sets it (for the failure's message).
 #[derive(Debug, Clone, Copy)]
@@ -183,9 +230,96 @@ fn bind_secrets(
     })
 }
 
-/// Runs one turn. `Err` only when the service itself failed (a log it cannot write, an
-/// observer that cannot record a session); the turn's tree is gone by then.
+/// Runs one turn. An answer that is no JSON object or breaks the output schema is repaired, as
+/// in the reference: up to [`Plan::repair_rounds`] times the agent is told, in the session it
+/// answered in, what was wrong (each round a process of its own, within the turn's
+/// deadline). `Err` only when the service itself failed (a log it cannot write, an observer
+/// that cannot record a session); the turn's tree is gone by then.
 pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Outcome> {
+    let rounds = plan.repair_rounds;
+    let mut outcome = run_once(plan.clone(), observer).await?;
+    let mut note = None;
+    for round in 1..=rounds {
+        let Outcome::Unfit {
+            problems, session, ..
+        } = &outcome
+        else {
+            if round > 1 && answered(&outcome) {
+                note = Some(REPAIR_CONVERGED);
+            }
+            break;
+        };
+        let Some(session) = session.clone() else {
+            // A script has no session to go back to, nor an agent to tell.
+            if plan.adapter.cli().is_some() {
+                note = Some(REPAIR_SKIPPED);
+            }
+            break;
+        };
+        let prompt = repair_prompt(plan.turn, problems, round, rounds);
+        let turn = Turn {
+            session: Some(&session),
+            repair: Some(&prompt),
+            ..plan.turn.clone()
+        };
+        let repaired = Plan {
+            turn: &turn,
+            notes: Vec::new(),
+            ..plan.clone()
+        };
+        outcome = run_once(repaired, observer).await?;
+        if round == rounds {
+            note = match &outcome {
+                Outcome::Unfit { .. } => Some(REPAIR_EXHAUSTED),
+                done if answered(done) => Some(REPAIR_CONVERGED),
+                _ => None,
+            };
+        }
+    }
+    let mut outcome = match outcome {
+        Outcome::Unfit {
+            envelope,
+            message,
+            stderr,
+            ..
+        } => failed(envelope, message, stderr),
+        other => other,
+    };
+    if let (Some(note), Some(envelope)) = (note, outcome.envelope_mut()) {
+        envelope.warnings.push(note.to_owned());
+        if note != REPAIR_SKIPPED {
+            envelope.warnings.extend(plan.notes);
+        }
+    }
+    Ok(outcome)
+}
+
+/// Whether a repair round got an answer that fits (a result, the skill's own error, or a
+/// question).
+fn answered(outcome: &Outcome) -> bool {
+    matches!(
+        outcome,
+        Outcome::Succeeded(_) | Outcome::Reported { .. } | Outcome::Asked { .. }
+    )
+}
+
+impl Outcome {
+    /// The envelope the outcome carries, if it has one.
+    fn envelope_mut(&mut self) -> Option<&mut Envelope> {
+        match self {
+            Outcome::Succeeded(envelope)
+            | Outcome::Failed { envelope, .. }
+            | Outcome::Unfit { envelope, .. }
+            | Outcome::Reported { envelope, .. }
+            | Outcome::TimedOut { envelope, .. }
+            | Outcome::Interrupted { envelope } => Some(envelope),
+            Outcome::Asked { .. } | Outcome::Unrecorded(_) => None,
+        }
+    }
+}
+
+/// Runs one process of a turn: its first, or a repair round.
+async fn run_once(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Outcome> {
     let turn = plan.turn;
     let folder = turn.folder;
     let Prepared {
@@ -429,19 +563,23 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
     if turn.answers_in_text() {
         return Ok(text_answer(reading, envelope, &secrets, stderr));
     }
+    let session = reading.session.clone().or(turn.session.map(str::to_owned));
     let Some((mut answer, repair)) = reading.answer else {
-        let (code, message) = match reading.failure {
-            Some(failure) => (failure.code, failure.message),
-            None => (
-                None,
-                "Output JSON missing or unreadable: the turn printed no JSON object".into(),
-            ),
-        };
-        return Ok(Outcome::Failed {
-            envelope,
-            code,
-            message,
-            stderr: Some(stderr),
+        return Ok(match reading.failure {
+            Some(failure) => Outcome::Failed {
+                envelope,
+                code: failure.code,
+                message: failure.message,
+                stderr: Some(stderr),
+            },
+            None => Outcome::Unfit {
+                envelope,
+                message: "Output JSON missing or unreadable: the turn printed no JSON object"
+                    .into(),
+                problems: vec!["your answer held no JSON object".into()],
+                session,
+                stderr: Some(stderr),
+            },
         });
     };
     // The log it was read from is masked; a value its JSON spelled another way is not.
@@ -471,11 +609,13 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
         None => turn.skill.schema_docs.output_checker().messages(&data),
     };
     if let Some(first) = problems.first() {
-        return Ok(failed(
+        return Ok(Outcome::Unfit {
+            message: format!("Output validation error: {first}"),
             envelope,
-            format!("Output validation error: {first}"),
-            None,
-        ));
+            problems,
+            session,
+            stderr: None,
+        });
     }
     let missing = missing_artifacts(turn.skill, &envelope.artifacts);
     if !missing.is_empty() {

@@ -468,7 +468,7 @@ pub fn forget_logins(folder: &RunFolder) {
 /// the runner knows the session before the turn runs.
 pub fn pin_session(turn: &Turn<'_>, argv: &mut Vec<String>) -> Option<String> {
     match turn.session {
-        Some(session) if turn.number > 1 => {
+        Some(session) if turn.resumes() => {
             argv.extend(["--resume".into(), session.to_owned()]);
             None
         }
@@ -586,6 +586,9 @@ pub fn prompt(turn: &Turn<'_>, skill_copy: &Path) -> String {
                one JSON object and nothing else: {\"outcome\": \"ask_user\", \"interaction\": \
                {\"interaction_id\": <1 for the first question, then 2, 3, ...>, \"kind\": \
                \"open_text\", \"prompt\": \"<your question>\"}}. The answer comes in the next message.";
+    if let Some(repair) = turn.repair {
+        return repair.to_owned();
+    }
     if turn.number > 1
         && let Some(reply) = turn.reply
     {

@@ -76,7 +76,7 @@ impl EngineAdapter for CodeBuddy {
             "--permission-mode".into(),
             "bypassPermissions".into(),
         ];
-        if let Some(session) = turn.session.filter(|_| turn.number > 1) {
+        if let Some(session) = turn.session.filter(|_| turn.resumes()) {
             argv.extend(["-r".into(), session.to_owned()]);
         }
         argv.extend([

@@ -169,7 +169,7 @@ impl EngineAdapter for Codex {
         }
         let prompt = setup.prompt.clone();
         match turn.session {
-            Some(thread) if turn.number > 1 => {
+            Some(thread) if turn.resumes() => {
                 argv.extend(["resume".into(), thread.to_owned(), prompt]);
             }
             _ => argv.push(prompt),

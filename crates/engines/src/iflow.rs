@@ -91,7 +91,7 @@ impl EngineAdapter for Iflow {
         if let Some(model) = model {
             argv.extend(["-m".into(), model.to_owned()]);
         }
-        if turn.number > 1 {
+        if turn.resumes() {
             // Without the session the reply would start a new conversation that lacks the task.
             let session = turn.session.ok_or_else(|| {
                 anyhow::anyhow!(

@@ -43,7 +43,7 @@ use crate::skill::{ExecutionMode, SkillManifest};
 use crate::store::Store;
 
 /// Everything an adapter needs to describe one turn of a run.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Turn<'a> {
     pub skill: &'a SkillManifest,
     /// The other skills the request named (`skills`), delivered beside the main one for the
@@ -54,6 +54,9 @@ pub struct Turn<'a> {
     /// The request asked for a note on the skill (`collect_skill_run_feedback`): the first
     /// prompt tells the agent to write one at [`RunFolder::feedback_note`] when it succeeds.
     pub feedback: bool,
+    /// A repair round of the turn: the prompt that tells the agent, in the session it
+    /// answered in, what was wrong with its answer.
+    pub repair: Option<&'a str>,
     pub request_id: &'a str,
     /// The run's folders; the turn works in its workspace.
     pub folder: &'a RunFolder,
@@ -79,6 +82,12 @@ impl Turn<'_> {
     /// Where the turn works: its working directory, `artifacts/` and `uploads/` are there.
     pub fn workspace(&self) -> std::path::PathBuf {
         self.folder.workspace()
+    }
+
+    /// Whether the turn continues the engine session of an earlier one (a reply, or a repair
+    /// round) rather than starting one.
+    pub fn resumes(&self) -> bool {
+        self.number > 1 || self.repair.is_some()
     }
 
     /// The skills the turn gets: the main one, then the others named.

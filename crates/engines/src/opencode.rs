@@ -233,7 +233,7 @@ impl EngineAdapter for Opencode {
         if let Some(model) = model {
             argv.extend(["-m".into(), model]);
         }
-        if let Some(session) = turn.session.filter(|_| turn.number > 1) {
+        if let Some(session) = turn.session.filter(|_| turn.resumes()) {
             argv.extend(["-s".into(), session.to_owned()]);
         }
         argv.push(setup.prompt.clone());

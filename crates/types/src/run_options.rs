@@ -65,6 +65,10 @@ pub struct RuntimeOptions {
     /// result's `data` is then that JSON instead of `{"text": ...}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<Value>,
+    /// How many times an agent's answer that is no JSON or breaks the output schema is sent
+    /// back to it to mend (0: never); the service's default when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_repair_rounds: Option<u32>,
     /// The other skills the request named with its top-level `skills` (kept here with the
     /// request; a client sends them there, not in `runtime_options`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -246,7 +250,7 @@ const BOOLEANS: [&str; 6] = [
 ];
 
 /// The other keys.
-const OTHERS: [&str; 9] = [
+const OTHERS: [&str; 10] = [
     "verbose",
     "execution_mode",
     "session_timeout_sec",
@@ -256,7 +260,11 @@ const OTHERS: [&str; 9] = [
     "preamble_prompt",
     "workspace",
     "output_schema",
+    "output_repair_rounds",
 ];
+
+/// The most repair rounds a request may ask for.
+pub const MAX_REPAIR_ROUNDS: u32 = 5;
 
 /// Keys of the stored form only (set by the service from other fields of the request).
 const STORED: [&str; 1] = ["skills"];
@@ -428,6 +436,20 @@ impl RuntimeOptions {
                          {{\"type\": \"object\", \"properties\": {{...}}}}, got {other}"
                     ));
                 }
+            },
+            output_repair_rounds: match map.get("output_repair_rounds") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(
+                    v.as_u64()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .filter(|n| *n <= MAX_REPAIR_ROUNDS)
+                        .ok_or_else(|| {
+                            format!(
+                                "runtime_options.output_repair_rounds must be an integer from 0 \
+                                 (no repair) to {MAX_REPAIR_ROUNDS}, got {v}"
+                            )
+                        })?,
+                ),
             },
             skills: match map.get("skills") {
                 None | Some(Value::Null) => Vec::new(),

@@ -114,6 +114,7 @@ pub async fn package(
         extra_skills: &[],
         output_schema: None,
         feedback: false,
+        repair: None,
         request_id: &scratch.id,
         folder: &scratch.folder,
         input,
@@ -127,6 +128,7 @@ pub async fn package(
     };
     let plan = runner::Plan {
         notes: Vec::new(),
+        repair_rounds: runner::REPAIR_ROUNDS,
         env: None,
         bound: Vec::new(),
         adapter,
@@ -154,6 +156,9 @@ pub async fn package(
     match outcome {
         Outcome::Succeeded(envelope) => Ok(envelope.data.unwrap_or(Value::Null).into()),
         Outcome::Failed {
+            message, stderr, ..
+        }
+        | Outcome::Unfit {
             message, stderr, ..
         } => Err(with_stderr(SkillError::internal(message), stderr)),
         Outcome::Reported {

@@ -472,6 +472,7 @@ impl Jobs {
             extra_skills: &extra_skills,
             output_schema: options.output_schema.as_ref(),
             feedback: options.collect_skill_run_feedback,
+            repair: None,
             request_id: &request.request_id,
             folder: &folder,
             input: &input,
@@ -512,6 +513,9 @@ impl Jobs {
             env: Some(&secrets.env).filter(|env| !env.is_empty()),
             bound,
             notes,
+            repair_rounds: options
+                .output_repair_rounds
+                .unwrap_or(runner::REPAIR_ROUNDS),
             adapter: adapter.as_ref(),
             turn: &turn,
             supervisor: &self.supervisor,
@@ -534,6 +538,13 @@ impl Jobs {
                 message,
                 stderr,
             } => TurnEnd::Ended(envelope.failed(code, message, stderr)),
+            // `runner::run` ends an unfit answer failed; this is the same.
+            Outcome::Unfit {
+                envelope,
+                message,
+                stderr,
+                ..
+            } => TurnEnd::Ended(envelope.failed(None, message, stderr)),
             Outcome::Reported {
                 envelope,
                 reported,
