@@ -126,18 +126,27 @@ async fn assert_conversation(server: &TestServer, rid: &str, output_has: &str) -
     assert_eq!(seqs, (1..=n as u64).collect::<Vec<_>>());
 
     // The same conversation as FCMP events: the command as a tool call or command execution
-    // carrying the item's details, the final answer, and the terminal state change.
+    // carrying the item's details, the final answer, the warning that it was read out of
+    // prose, and the terminal state change.
     let (code, fcmp) = server.get(&format!("/v1/jobs/{rid}/events/history")).await;
     assert_eq!(code, 200, "{fcmp}");
     let events = fcmp["events"].as_array().unwrap();
     let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(kinds.first(), Some(&"conversation.state.changed"));
     assert_eq!(
-        kinds[kinds.len() - 2..],
-        ["assistant.message.final", "conversation.state.changed"],
+        kinds[kinds.len() - 3..],
+        [
+            "assistant.message.final",
+            "diagnostic.warning",
+            "conversation.state.changed"
+        ],
         "{fcmp}"
     );
-    assert_eq!(events[events.len() - 2]["data"]["text"], ANSWER);
+    assert_eq!(events[events.len() - 3]["data"]["text"], ANSWER);
+    assert_eq!(
+        events[events.len() - 2]["data"],
+        json!({"code": "OUTPUT_REPAIRED_GENERIC"})
+    );
     assert!(
         events.iter().any(|e| matches!(
             e["type"].as_str(),
@@ -848,6 +857,16 @@ async fn an_unfit_answer_is_repaired_in_the_same_session() {
         "{last}"
     );
     assert!(last.contains("I wrote it."), "the same session: {last}");
+    // The repair is told in the run's events, before its end.
+    let (_, history) = server.get(&format!("/v1/jobs/{rid}/events/history")).await;
+    let events = history["events"].as_array().unwrap();
+    let n = events.len();
+    assert_eq!(events[n - 2]["type"], "diagnostic.warning", "{history}");
+    assert_eq!(
+        events[n - 2]["data"]["code"],
+        "OUTPUT_SCHEMA_REPAIR_CONVERGED"
+    );
+    assert_eq!(events[n - 1]["data"]["to"], "succeeded");
 
     fake.script(json!([{"text": "{\"summary\": 3}"}])).await;
     let rid = server

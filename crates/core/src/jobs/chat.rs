@@ -301,6 +301,7 @@ impl Jobs {
             status: run.status,
             error_code: run.error_code.clone(),
             error_message: run.error_message.clone(),
+            warnings: run.warnings.clone(),
             at: run.finished_at.or(Some(run.updated_at)),
         });
         let path = self.folder(&run.run_id).stdout_log();

@@ -100,6 +100,8 @@ pub struct RunEnd {
     pub status: RunStatus,
     pub error_code: Option<String>,
     pub error_message: Option<String>,
+    /// The run's warnings (`CODE: detail`, or a code alone).
+    pub warnings: Vec<String>,
     pub at: Option<Timestamp>,
 }
 
@@ -533,6 +535,7 @@ impl Conversation {
             "status": end.status,
             "error_code": end.error_code,
             "error_message": end.error_message,
+            "warnings": end.warnings,
         }));
         self.emit(
             Role::System,
@@ -625,6 +628,7 @@ mod tests {
 
     fn succeeded() -> RunEnd {
         RunEnd {
+            warnings: Vec::new(),
             status: RunStatus::Succeeded,
             error_code: None,
             error_message: None,
@@ -761,6 +765,7 @@ mod tests {
         let turn1 = "{\"ask_user\": {\"prompt\": \"Which colour?\"}}\n";
         let asked = [question(turn1.len() as u64, None)];
         let timed_out = RunEnd {
+            warnings: Vec::new(),
             status: RunStatus::Failed,
             error_code: Some("INTERACTION_WAIT_TIMEOUT".into()),
             error_message: Some("No reply in time".into()),
@@ -904,6 +909,7 @@ mod tests {
             config: Arc::new(EngineConfig::for_tests()),
         });
         let canceled = RunEnd {
+            warnings: Vec::new(),
             status: RunStatus::Canceled,
             ..succeeded()
         };

@@ -14,7 +14,8 @@
 //! counts within it. Types: `conversation.state.changed`, `assistant.reasoning`,
 //! `assistant.tool_call` (calls and their results), `assistant.command_execution`,
 //! `assistant.message.intermediate`, `assistant.message.final`, `user.input.required`,
-//! `interaction.reply.accepted`, `interaction.auto_decide.timeout`. The CLIs do not stamp their
+//! `interaction.reply.accepted`, `interaction.auto_decide.timeout`, and `diagnostic.warning`
+//! (`{code, detail?}`, one per warning of the run, before its end). The CLIs do not stamp their
 //! lines, so an event read from the log carries the time of the last event that has one (its
 //! turn's start, in effect). Raw output lines are not repeated as `raw.stdout`/`raw.stderr`
 //! events: `raw_ref` points into the log, which `.../logs/range` serves, and the stream without
@@ -200,6 +201,16 @@ impl Fcmp {
                     RunStatus::Canceled => "run.canceled",
                     _ => "turn.failed",
                 };
+                // What the run warns of, as the reference's `diagnostic.warning` events, before
+                // its end.
+                let warnings = item.correlation.get("warnings").and_then(Value::as_array);
+                for warning in warnings.into_iter().flatten().filter_map(Value::as_str) {
+                    let data = match warning.split_once(": ") {
+                        Some((code, detail)) => json!({"code": code, "detail": detail}),
+                        None => json!({"code": warning}),
+                    };
+                    self.emit("diagnostic.warning", data, None, out);
+                }
                 let mut terminal = json!({"status": status});
                 if let Some(code) = item.correlation.get("error_code").and_then(Value::as_str) {
                     terminal["reason_code"] = json!(code);
