@@ -134,13 +134,24 @@ async fn assert_conversation(server: &TestServer, rid: &str, output_has: &str) -
     let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(kinds.first(), Some(&"conversation.state.changed"));
     assert_eq!(
-        kinds[kinds.len() - 3..],
+        kinds[kinds.len() - 4..],
         [
+            "assistant.message.promoted",
             "assistant.message.final",
             "diagnostic.warning",
             "conversation.state.changed"
         ],
         "{fcmp}"
+    );
+    let promoted = &events[events.len() - 4]["data"];
+    assert_eq!(promoted["text"], ANSWER);
+    assert_eq!(
+        promoted["details"],
+        json!({"from": "intermediate", "to": "final"})
+    );
+    assert_eq!(
+        promoted["replaces_message_id"],
+        events[events.len() - 3]["data"]["message_id"]
     );
     assert_eq!(events[events.len() - 3]["data"]["text"], ANSWER);
     assert_eq!(

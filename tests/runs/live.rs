@@ -1165,6 +1165,7 @@ async fn a_run_reads_as_fcmp_events_live_resumed_and_in_history() {
             "conversation.state.changed waiting_user->queued",
             "conversation.state.changed queued->running",
             "assistant.message.intermediate",
+            "assistant.message.promoted",
             "assistant.message.final",
             "conversation.state.changed running->succeeded",
         ]
@@ -1184,8 +1185,8 @@ async fn a_run_reads_as_fcmp_events_live_resumed_and_in_history() {
     let streamed = events.clone();
     events.drain(end - warnings..end);
     let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
-    let last = 16 + warnings as u64;
-    assert_eq!(seqs, (1..=15).chain([last]).collect::<Vec<_>>());
+    let last = 17 + warnings as u64;
+    assert_eq!(seqs, (1..=16).chain([last]).collect::<Vec<_>>());
     let (attempts, local): (Vec<u64>, Vec<u64>) = events
         .iter()
         .map(|e| {
@@ -1195,7 +1196,10 @@ async fn a_run_reads_as_fcmp_events_live_resumed_and_in_history() {
             )
         })
         .unzip();
-    assert_eq!(attempts, [1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3]);
+    assert_eq!(
+        attempts,
+        [1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3]
+    );
     assert_eq!(
         local,
         [
@@ -1214,7 +1218,8 @@ async fn a_run_reads_as_fcmp_events_live_resumed_and_in_history() {
             1,
             2,
             3,
-            4 + warnings as u64
+            4,
+            5 + warnings as u64
         ]
     );
     let first = &events[0];
@@ -1231,7 +1236,9 @@ async fn a_run_reads_as_fcmp_events_live_resumed_and_in_history() {
     assert_eq!(events[4]["data"]["response_preview"], "left");
     assert_eq!(events[4]["data"]["resolution_mode"], "user_reply");
     assert_eq!(events[5]["data"]["resume_cause"], "interaction_reply");
-    assert_eq!(events[15]["data"]["terminal"]["status"], "succeeded");
+    assert_eq!(events[14]["type"], "assistant.message.promoted");
+    assert_eq!(events[14]["data"]["text"], events[15]["data"]["text"]);
+    assert_eq!(events[16]["data"]["terminal"]["status"], "succeeded");
     let times: Vec<&str> = events.iter().map(|e| e["ts"].as_str().unwrap()).collect();
     assert!(times.is_sorted(), "{times:?}");
     // The raw_ref of an event reads back its bytes of the log.
@@ -1311,7 +1318,7 @@ async fn a_run_reads_as_fcmp_events_live_resumed_and_in_history() {
 async fn a_conversation_resumed_at_random_points_loses_and_repeats_nothing() {
     let server = TestServer::with_skills(&[talker_skill("talker")], &[]);
     // The chat items, and the FCMP events made of them.
-    for (route, extra) in [("chat", 0), ("events", 1)] {
+    for (route, extra, first) in [("chat", 0, 0), ("events", 2, 1)] {
         let rid = server
             .create_running(
                 json!({"skill_id": "talker", "parameter": {"bursts": 60, "pause": 0.01},
@@ -1347,7 +1354,8 @@ async fn a_conversation_resumed_at_random_points_loses_and_repeats_nothing() {
         let (_, history) = server.get(&format!("/v1/jobs/{rid}/{route}/history")).await;
         assert_eq!(history["events"], Value::Array(items.clone()), "{route}");
         // 60 bursts plus six long lines, the final answer and the notice (as events, the
-        // turn's start first and the terminal change last, the run's warnings before it).
+        // turn's start first, the answer promoted before it is given, and the terminal change
+        // last, the run's warnings before it).
         let warnings = match route {
             "events" => items
                 .iter()
@@ -1360,7 +1368,7 @@ async fn a_conversation_resumed_at_random_points_loses_and_repeats_nothing() {
             60 + 6 + 2 + extra,
             "{route}: {connections} connections"
         );
-        let first_burst = &items[extra];
+        let first_burst = &items[first];
         let text = first_burst["text"]
             .as_str()
             .or(first_burst["data"]["text"].as_str())

@@ -13,7 +13,8 @@
 //! meta: {attempt, local_seq}, raw_ref}`; `attempt` is the turn (1 for the first), `local_seq`
 //! counts within it. Types: `conversation.state.changed`, `assistant.reasoning`,
 //! `assistant.tool_call` (calls and their results), `assistant.command_execution`,
-//! `assistant.message.intermediate`, `assistant.message.final`, `user.input.required`,
+//! `assistant.message.intermediate`, `assistant.message.promoted` (right before the final
+//! answer, as the reference sends it), `assistant.message.final`, `user.input.required`,
 //! `interaction.reply.accepted`, `interaction.auto_decide.timeout`, and `diagnostic.warning`
 //! (`{code, detail?}`, one per warning of the run, before its end). The CLIs do not stamp their
 //! lines, so an event read from the log carries the time of the last event that has one (its
@@ -148,6 +149,15 @@ impl Fcmp {
                 self.emit("assistant.message.intermediate", data, raw_ref, out);
             }
             Kind::AssistantFinal => {
+                // As the reference: the turn's last message is promoted to its final answer,
+                // then given as the final answer.
+                let mut promoted = message(
+                    item,
+                    "promoted",
+                    json!({"from": "intermediate", "to": "final"}),
+                );
+                promoted["replaces_message_id"] = promoted["message_id"].clone();
+                self.emit("assistant.message.promoted", promoted, raw_ref, out);
                 let data = message(item, "final", json!({}));
                 self.emit("assistant.message.final", data, raw_ref, out);
             }
