@@ -53,18 +53,6 @@ pub enum Outcome {
         /// The end of stderr, when the process ran.
         stderr: Option<String>,
     },
-    /// The agent's answer is no JSON object, or breaks the output schema: a repair round in
-    /// its session may mend it (`problems` say what is wrong). [`run`] ends such a turn
-    /// [`Outcome::Failed`] once its rounds are spent.
-    Unfit {
-        envelope: Envelope,
-        /// What a failure says.
-        message: String,
-        problems: Vec<String>,
-        /// The session the answer was given in.
-        session: Option<String>,
-        stderr: Option<String>,
-    },
     /// The skill answered with its own error object.
     Reported {
         envelope: Envelope,
@@ -237,26 +225,24 @@ fn bind_secrets(
 /// that cannot record a session); the turn's tree is gone by then.
 pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Outcome> {
     let rounds = plan.repair_rounds;
-    let mut outcome = run_once(plan.clone(), observer).await?;
+    let mut unfit = None;
+    let mut outcome = run_once(plan.clone(), observer, &mut unfit).await?;
     let mut note = None;
     for round in 1..=rounds {
-        let Outcome::Unfit {
-            problems, session, ..
-        } = &outcome
-        else {
+        let Some(Unfit { problems, session }) = unfit.take() else {
             if round > 1 && answered(&outcome) {
                 note = Some(REPAIR_CONVERGED);
             }
             break;
         };
-        let Some(session) = session.clone() else {
+        let Some(session) = session else {
             // A script has no session to go back to, nor an agent to tell.
             if plan.adapter.cli().is_some() {
                 note = Some(REPAIR_SKIPPED);
             }
             break;
         };
-        let prompt = repair_prompt(plan.turn, problems, round, rounds);
+        let prompt = repair_prompt(plan.turn, &problems, round, rounds);
         let turn = Turn {
             session: Some(&session),
             repair: Some(&prompt),
@@ -267,24 +253,15 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
             notes: Vec::new(),
             ..plan.clone()
         };
-        outcome = run_once(repaired, observer).await?;
+        outcome = run_once(repaired, observer, &mut unfit).await?;
         if round == rounds {
-            note = match &outcome {
-                Outcome::Unfit { .. } => Some(REPAIR_EXHAUSTED),
-                done if answered(done) => Some(REPAIR_CONVERGED),
-                _ => None,
+            note = match &unfit {
+                Some(_) => Some(REPAIR_EXHAUSTED),
+                None if answered(&outcome) => Some(REPAIR_CONVERGED),
+                None => None,
             };
         }
     }
-    let mut outcome = match outcome {
-        Outcome::Unfit {
-            envelope,
-            message,
-            stderr,
-            ..
-        } => failed(envelope, message, stderr),
-        other => other,
-    };
     if let (Some(note), Some(envelope)) = (note, outcome.envelope_mut()) {
         envelope.warnings.push(note.to_owned());
         if note != REPAIR_SKIPPED {
@@ -309,7 +286,6 @@ impl Outcome {
         match self {
             Outcome::Succeeded(envelope)
             | Outcome::Failed { envelope, .. }
-            | Outcome::Unfit { envelope, .. }
             | Outcome::Reported { envelope, .. }
             | Outcome::TimedOut { envelope, .. }
             | Outcome::Interrupted { envelope } => Some(envelope),
@@ -318,8 +294,20 @@ impl Outcome {
     }
 }
 
-/// Runs one process of a turn: its first, or a repair round.
-async fn run_once(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Outcome> {
+/// Why a turn's answer failed (no JSON object, or one that breaks the output schema), and
+/// the session it was given in: what a repair round needs.
+struct Unfit {
+    problems: Vec<String>,
+    session: Option<String>,
+}
+
+/// Runs one process of a turn: its first, or a repair round. A turn failed for an unfit answer
+/// also says why in `unfit`.
+async fn run_once(
+    plan: Plan<'_>,
+    observer: &impl Observer,
+    unfit: &mut Option<Unfit>,
+) -> anyhow::Result<Outcome> {
     let turn = plan.turn;
     let folder = turn.folder;
     let Prepared {
@@ -572,14 +560,17 @@ async fn run_once(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Ou
                 message: failure.message,
                 stderr: Some(stderr),
             },
-            None => Outcome::Unfit {
-                envelope,
-                message: "Output JSON missing or unreadable: the turn printed no JSON object"
-                    .into(),
-                problems: vec!["your answer held no JSON object".into()],
-                session,
-                stderr: Some(stderr),
-            },
+            None => {
+                *unfit = Some(Unfit {
+                    problems: vec!["your answer held no JSON object".into()],
+                    session,
+                });
+                failed(
+                    envelope,
+                    "Output JSON missing or unreadable: the turn printed no JSON object".into(),
+                    Some(stderr),
+                )
+            }
         });
     };
     // The log it was read from is masked; a value its JSON spelled another way is not.
@@ -609,13 +600,9 @@ async fn run_once(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Ou
         None => turn.skill.schema_docs.output_checker().messages(&data),
     };
     if let Some(first) = problems.first() {
-        return Ok(Outcome::Unfit {
-            message: format!("Output validation error: {first}"),
-            envelope,
-            problems,
-            session,
-            stderr: None,
-        });
+        let message = format!("Output validation error: {first}");
+        *unfit = Some(Unfit { problems, session });
+        return Ok(failed(envelope, message, None));
     }
     let missing = missing_artifacts(turn.skill, &envelope.artifacts);
     if !missing.is_empty() {

@@ -157,9 +157,6 @@ pub async fn package(
         Outcome::Succeeded(envelope) => Ok(envelope.data.unwrap_or(Value::Null).into()),
         Outcome::Failed {
             message, stderr, ..
-        }
-        | Outcome::Unfit {
-            message, stderr, ..
         } => Err(with_stderr(SkillError::internal(message), stderr)),
         Outcome::Reported {
             reported, stderr, ..

@@ -538,13 +538,6 @@ impl Jobs {
                 message,
                 stderr,
             } => TurnEnd::Ended(envelope.failed(code, message, stderr)),
-            // `runner::run` ends an unfit answer failed; this is the same.
-            Outcome::Unfit {
-                envelope,
-                message,
-                stderr,
-                ..
-            } => TurnEnd::Ended(envelope.failed(None, message, stderr)),
             Outcome::Reported {
                 envelope,
                 reported,
