@@ -21,9 +21,7 @@ use crate::engines::Engine;
 use crate::engines::models::ModelList;
 use crate::error::{Error, Result};
 use crate::skill::archive::{self, ArchiveError};
-use crate::skill::{
-    ExecutionMode, InputSource, Rules, SkillEntry, SkillFormat, SkillManifest, manifest, standard,
-};
+use crate::skill::{ExecutionMode, Rules, SkillEntry, SkillManifest, manifest};
 use crate::store::{Binding, NewRequest, NewRun, Request, RequestKind, RunStatus};
 use crate::tenants::Caller;
 
@@ -266,14 +264,7 @@ impl Jobs {
         bound: &[String],
     ) -> Result<Admitted> {
         let request_id = request.request_id.clone();
-        let takes_files = match skill.format {
-            SkillFormat::AgentSkill => !standard::named_files(&request.input).is_empty(),
-            SkillFormat::RunnerJson => skill
-                .input_sources()
-                .iter()
-                .any(|(key, s)| *s == InputSource::File && !bound.contains(key)),
-        };
-        if takes_files {
+        if validation::takes_files(skill, &request.input, bound) {
             self.store.create_request(&request, None).await?;
             return Ok(Admitted {
                 request_id,

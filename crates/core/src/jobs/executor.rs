@@ -405,7 +405,9 @@ impl Jobs {
                 None,
             )));
         }
-        if run.turn == 1 {
+        // Only a run that took an upload can lack a file of it: the others make no extra hop.
+        if run.turn == 1 && validation::takes_files(&skill, &request.input, &options.bound_inputs())
+        {
             let missing = self
                 .missing_uploads(&skill, &request, options, &folder)
                 .await?;

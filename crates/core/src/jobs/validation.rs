@@ -291,6 +291,18 @@ pub fn named_files(skill: &SkillManifest, input: &Value) -> Result<()> {
     }
 }
 
+/// Whether a request of `skill` with `input` takes an upload: a file input that a reused
+/// workspace's binding (`bound`) does not fill, or a standard skill's named `files`.
+pub fn takes_files(skill: &SkillManifest, input: &Value, bound: &[String]) -> bool {
+    match skill.format {
+        SkillFormat::AgentSkill => !standard::named_files(input).is_empty(),
+        SkillFormat::RunnerJson => skill
+            .input_sources()
+            .iter()
+            .any(|(key, s)| *s == InputSource::File && !bound.contains(key)),
+    }
+}
+
 /// A required file input an upload lacks.
 #[derive(Debug)]
 pub struct MissingUpload {
