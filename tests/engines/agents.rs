@@ -868,7 +868,8 @@ async fn an_unfit_answer_is_repaired_in_the_same_session() {
         "{last}"
     );
     assert!(last.contains("I wrote it."), "the same session: {last}");
-    // The repair is told in the run's events, before its end.
+    // The repair is told in the run's events, each round where it began, and its warning
+    // before the end.
     let (_, history) = server.get(&format!("/v1/jobs/{rid}/events/history")).await;
     let events = history["events"].as_array().unwrap();
     let n = events.len();
@@ -878,6 +879,65 @@ async fn an_unfit_answer_is_repaired_in_the_same_session() {
         "OUTPUT_SCHEMA_REPAIR_CONVERGED"
     );
     assert_eq!(events[n - 1]["data"]["to"], "succeeded");
+    let repair: Vec<String> = events
+        .iter()
+        .filter_map(|e| {
+            let kind = e["type"].as_str().unwrap();
+            let round = &e["data"]["internal_round_index"];
+            match kind {
+                "assistant.message.superseded" => {
+                    Some(format!("superseded {}", e["data"]["repair_round_index"]))
+                }
+                _ if kind.starts_with("diagnostic.output_repair.") => Some(format!(
+                    "{} {round}",
+                    &kind["diagnostic.output_repair.".len()..]
+                )),
+                _ => None,
+            }
+        })
+        .collect();
+    assert_eq!(
+        repair,
+        [
+            "started 0",
+            "superseded 1",
+            "round.started 1",
+            "round.completed 1",
+            "superseded 2",
+            "round.started 2",
+            "round.completed 2",
+            "converged 2"
+        ],
+        "{history}"
+    );
+    let round_one = events
+        .iter()
+        .find(|e| e["type"] == "diagnostic.output_repair.round.started")
+        .unwrap();
+    assert!(
+        round_one["data"]["problems"].to_string().contains("JSON"),
+        "{round_one}"
+    );
+    // The chat shows each round as a notice after the answer it replaces.
+    let (_, chat) = server.get(&format!("/v1/jobs/{rid}/chat/history")).await;
+    let notices: Vec<&Value> = chat["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["correlation"]["repair_round"].is_u64())
+        .collect();
+    assert_eq!(notices.len(), 2, "{chat}");
+    assert!(
+        notices[1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("repair round 2 of 3"),
+        "{chat}"
+    );
+    // And the timeline on its page, one step per round.
+    let (_, page) = server.text(&format!("/ui/runs/{rid}")).await;
+    assert_eq!(page.matches("data-step=\"repair\"").count(), 2, "{page}");
+    assert!(page.contains("Repair round 2 of 3"), "{page}");
 
     fake.script(json!([{"text": "{\"summary\": 3}"}])).await;
     let rid = server

@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::Timestamp;
 use crate::egress::policy::permitted;
 use crate::engines::answer::{self, RepairLevel, Reported, TurnOutcome};
 use crate::engines::{EngineAdapter, Prepared, Reading, Turn};
@@ -21,7 +22,7 @@ use crate::process::{Completed, Exit, OnOutput, Supervisor, Windows};
 use crate::run_folder::{RunFolder, is_plain_file};
 use crate::skill::schema::Checker;
 use crate::skill::{ExecutionMode, InputSource, SkillFormat, SkillManifest};
-use crate::store::ProcessMark;
+use crate::store::{ProcessMark, RepairRound};
 use skill_runner_skill::walk::files_under;
 
 /// The largest stretch of a turn's stdout searched for its answer (the answer comes last).
@@ -76,6 +77,8 @@ pub trait Observer: Sync {
     fn started(&self, mark: &ProcessMark) -> impl Future<Output = anyhow::Result<()>> + Send;
     /// The engine session the turn continues in (known before it starts, or reported by it).
     fn session(&self, session: &str) -> impl Future<Output = anyhow::Result<()>> + Send;
+    /// A repair round of the turn begins (its process not started yet).
+    fn repairing(&self, round: &RepairRound) -> impl Future<Output = anyhow::Result<()>> + Send;
 }
 
 /// An observer that keeps nothing (an `:invoke` call).
@@ -88,6 +91,10 @@ impl Observer for Unobserved {
     }
 
     async fn session(&self, _: &str) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    async fn repairing(&self, _: &RepairRound) -> anyhow::Result<()> {
         Ok(())
     }
 }
@@ -121,8 +128,8 @@ pub struct Plan<'a> {
 pub const REPAIR_ROUNDS: u32 = 3;
 
 /// Warnings of a turn whose answer took repair rounds, as the reference names them.
-const REPAIR_CONVERGED: &str = "OUTPUT_SCHEMA_REPAIR_CONVERGED";
-const REPAIR_EXHAUSTED: &str = "OUTPUT_SCHEMA_REPAIR_EXHAUSTED";
+pub(crate) const REPAIR_CONVERGED: &str = "OUTPUT_SCHEMA_REPAIR_CONVERGED";
+pub(crate) const REPAIR_EXHAUSTED: &str = "OUTPUT_SCHEMA_REPAIR_EXHAUSTED";
 const REPAIR_SKIPPED: &str = "OUTPUT_SCHEMA_REPAIR_SKIPPED_NO_SESSION_HANDLE";
 
 /// The skill asks for a secret its run's tenant has not defined.
@@ -243,6 +250,20 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
             break;
         };
         let prompt = repair_prompt(plan.turn, &problems, round, rounds);
+        // The unfit answer's output ends where the log ends now: the conversation places the
+        // round there.
+        let stdout_offset = tokio::fs::metadata(plan.turn.folder.stdout_log())
+            .await
+            .map_or(0, |m| m.len());
+        let record = RepairRound {
+            turn: plan.turn.number,
+            round,
+            rounds,
+            stdout_offset,
+            problems,
+            started_at: Timestamp::now(),
+        };
+        observer.repairing(&record).await?;
         let turn = Turn {
             session: Some(&session),
             repair: Some(&prompt),

@@ -1246,7 +1246,7 @@ pub(crate) mod tests {
         }
     }
 
-    fn ending(status: RunStatus) -> Ending {
+    pub(crate) fn ending(status: RunStatus) -> Ending {
         Ending {
             status,
             error_code: None,

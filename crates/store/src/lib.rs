@@ -29,6 +29,7 @@ mod interactions;
 mod jobs;
 mod postgres;
 mod recent;
+mod repairs;
 mod secrets;
 mod tenants;
 mod watch;
@@ -38,6 +39,7 @@ pub use installs::{InstallPhase, InstallRequest, InstallStore};
 pub use interactions::*;
 pub use jobs::*;
 pub use postgres::{ClusterLock, Postgres, Signal, Signals};
+pub use repairs::{RepairRound, RepairStore};
 pub use secrets::{NewSecret, SecretStore, StoredSecret};
 pub use tenants::{
     ApiKey, AuditEntry, DEFAULT_TENANT, NewAudit, NewKey, Quotas, Role, Tenant, TenantDeletion,
@@ -142,12 +144,14 @@ pub fn is_storage_full(cause: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// Everything the service keeps about what it accepted, whatever holds it: a backend
-/// implements each part ([`JobStore`], [`InteractionStore`], [`InstallStore`],
-/// [`EngineStore`], [`TenantStore`], [`SecretStore`]): [`Sqlite`] or [`Postgres`].
+/// implements each part ([`JobStore`], [`InteractionStore`], [`RepairStore`],
+/// [`InstallStore`], [`EngineStore`], [`TenantStore`], [`SecretStore`]): [`Sqlite`] or
+/// [`Postgres`].
 #[async_trait::async_trait]
 pub trait Backend:
     JobStore
     + InteractionStore
+    + RepairStore
     + InstallStore
     + EngineStore
     + TenantStore

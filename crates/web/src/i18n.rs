@@ -157,6 +157,11 @@ const MESSAGES: &[(&str, &str, &str)] = &[
     ("timeline.title", "Timeline", "时间线"),
     ("timeline.queued", "Queued", "排队"),
     ("timeline.turn", "Turn {n}", "第 {n} 轮"),
+    (
+        "timeline.repair",
+        "Repair round {n} of {of}",
+        "修复第 {n} 轮（共 {of} 轮）",
+    ),
     ("timeline.waiting", "Waiting for a reply", "等待回复"),
     ("timeline.answered", "answered", "已回复"),
     ("timeline.auto", "decided automatically", "自动决定"),

@@ -322,7 +322,12 @@ async fn run_info(
         .interactions(&run.run_id)
         .await
         .map_err(ApiError::from)?;
-    let timeline = timeline::of(&run, &interactions, Timestamp::now());
+    let repairs = state
+        .store
+        .repair_rounds(&run.run_id)
+        .await
+        .map_err(ApiError::from)?;
+    let timeline = timeline::of(&run, &interactions, &repairs, Timestamp::now());
     let again = request
         .skill_id
         .clone()

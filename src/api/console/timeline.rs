@@ -1,5 +1,6 @@
-//! A run's timeline on its page: the wait in the queue, each turn, each wait for a reply, and
-//! the end, with when each began (after the run's creation) and how long it took.
+//! A run's timeline on its page: the wait in the queue, each turn, each repair round of an
+//! answer that broke the output contract, each wait for a reply, and the end, with when each
+//! began (after the run's creation) and how long it took.
 //!
 //! It is made from what the store keeps of a run: its creation, its first start, the moments
 //! each question was asked and answered, and its end. The store does not keep when a resumed
@@ -7,7 +8,7 @@
 
 use super::Lang;
 use crate::clock::Timestamp;
-use crate::store::{Interaction, Resolution, Run};
+use crate::store::{Interaction, RepairRound, Resolution, Run};
 
 /// What a step of the timeline was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,6 +17,8 @@ pub enum Phase {
     Queued,
     /// Turn `n` (1 for the first).
     Turn(u32),
+    /// A repair round of a turn: its number and the most the turn may take.
+    Repair(u32, u32),
     /// Waiting for the answer to a question; `None` while none came.
     Waiting(Option<Resolution>),
     /// The run ended in this state.
@@ -40,6 +43,10 @@ impl Step {
         match self.phase {
             Phase::Queued => l.tr("timeline.queued").to_owned(),
             Phase::Turn(n) => l.tr("timeline.turn").replace("{n}", &n.to_string()),
+            Phase::Repair(n, of) => l
+                .tr("timeline.repair")
+                .replace("{n}", &n.to_string())
+                .replace("{of}", &of.to_string()),
             Phase::Waiting(None) => l.tr("timeline.waiting").to_owned(),
             Phase::Waiting(Some(Resolution::UserReply)) => {
                 format!(
@@ -55,19 +62,26 @@ impl Step {
         }
     }
 
-    /// `queued`, `turn`, `waiting` or `ended`, for styling and tests.
+    /// `queued`, `turn`, `repair`, `waiting` or `ended`, for styling and tests.
     pub fn kind(&self) -> &'static str {
         match self.phase {
             Phase::Queued => "queued",
             Phase::Turn(_) => "turn",
+            Phase::Repair(..) => "repair",
             Phase::Waiting(_) => "waiting",
             Phase::Ended(_) => "ended",
         }
     }
 }
 
-/// The steps of `run`, whose questions are `interactions` (in the order asked), as of `now`.
-pub fn of(run: &Run, interactions: &[Interaction], now: Timestamp) -> Vec<Step> {
+/// The steps of `run`, whose questions are `interactions` (in the order asked) and whose
+/// answers took `repairs`, as of `now`.
+pub fn of(
+    run: &Run,
+    interactions: &[Interaction],
+    repairs: &[RepairRound],
+    now: Timestamp,
+) -> Vec<Step> {
     let end = run.finished_at;
     let millis = |from: Timestamp, to: Timestamp| {
         u64::try_from(to.duration_since(from).as_millis()).unwrap_or(u64::MAX)
@@ -82,11 +96,23 @@ pub fn of(run: &Run, interactions: &[Interaction], now: Timestamp) -> Vec<Step> 
             ongoing: until.or(end).is_none(),
         });
     };
+    // A turn, then each of its repair rounds, until `until`.
+    let turn_steps = |push: &mut dyn FnMut(Phase, Timestamp, Option<Timestamp>),
+                      turn: u32,
+                      from: Timestamp,
+                      until: Option<Timestamp>| {
+        let (mut phase, mut at) = (Phase::Turn(turn), from);
+        for round in repairs.iter().filter(|r| r.turn == turn) {
+            push(phase, at, Some(round.started_at));
+            (phase, at) = (Phase::Repair(round.round, round.rounds), round.started_at);
+        }
+        push(phase, at, until);
+    };
     push(Phase::Queued, run.created_at, run.started_at);
     if let Some(first) = run.started_at {
         let (mut turn, mut from, mut waiting) = (1, first, false);
         for asked in interactions {
-            push(Phase::Turn(turn), from, Some(asked.asked_at));
+            turn_steps(&mut push, turn, from, Some(asked.asked_at));
             push(
                 Phase::Waiting(asked.resolution),
                 asked.asked_at,
@@ -103,11 +129,10 @@ pub fn of(run: &Run, interactions: &[Interaction], now: Timestamp) -> Vec<Step> 
         if !waiting {
             // A reply sent the run back to the queue; a turn it has not begun is a wait (until
             // the end, for a run canceled there).
-            let phase = match turn > run.turn {
-                true => Phase::Queued,
-                false => Phase::Turn(turn),
-            };
-            push(phase, from, None);
+            match turn > run.turn {
+                true => push(Phase::Queued, from, None),
+                false => turn_steps(&mut push, turn, from, None),
+            }
         }
     }
     if let Some(end) = end {
@@ -204,6 +229,7 @@ mod tests {
                 asked(1, 10, Some((15, Resolution::UserReply))),
                 asked(2, 20, Some((30, Resolution::AutoDecideTimeout))),
             ],
+            &[],
             at(50),
         );
         assert_eq!(
@@ -233,13 +259,43 @@ mod tests {
     }
 
     #[test]
+    fn repair_rounds_split_their_turn() {
+        let round = |round, started| RepairRound {
+            turn: 1,
+            round,
+            rounds: 3,
+            stdout_offset: 0,
+            problems: vec![],
+            started_at: at(started),
+        };
+        let steps = of(
+            &run(RunStatus::Succeeded, 1, Some(2), Some(20)),
+            &[],
+            &[round(1, 8), round(2, 12)],
+            at(30),
+        );
+        assert_eq!(
+            shape(&steps),
+            [
+                (Phase::Queued, 0, Some(2), false),
+                (Phase::Turn(1), 2, Some(6), false),
+                (Phase::Repair(1, 3), 8, Some(4), false),
+                (Phase::Repair(2, 3), 12, Some(8), false),
+                (Phase::Ended("succeeded"), 20, None, false),
+            ]
+        );
+        assert_eq!(steps[3].label(Lang::En), "Repair round 2 of 3");
+        assert_eq!(steps[3].kind(), "repair");
+    }
+
+    #[test]
     fn what_is_under_way_is_counted_so_far() {
         // Still in the queue.
-        let steps = of(&run(RunStatus::Queued, 0, None, None), &[], at(7));
+        let steps = of(&run(RunStatus::Queued, 0, None, None), &[], &[], at(7));
         assert_eq!(shape(&steps), [(Phase::Queued, 0, Some(7), true)]);
         // Waiting for the answer to its first question.
         let waiting = run(RunStatus::WaitingUser, 1, Some(1), None);
-        let steps = of(&waiting, &[asked(1, 5, None)], at(9));
+        let steps = of(&waiting, &[asked(1, 5, None)], &[], at(9));
         assert_eq!(
             shape(&steps),
             [
@@ -250,13 +306,19 @@ mod tests {
         );
         // Answered, back in the queue: the next turn has not begun.
         let replied = [asked(1, 5, Some((6, Resolution::UserReply)))];
-        let steps = of(&run(RunStatus::Queued, 1, Some(1), None), &replied, at(9));
+        let steps = of(
+            &run(RunStatus::Queued, 1, Some(1), None),
+            &replied,
+            &[],
+            at(9),
+        );
         assert_eq!(steps.last().unwrap().phase, Phase::Queued);
         assert!(steps.last().unwrap().ongoing);
         // Canceled back in the queue after a reply: no second turn began.
         let steps = of(
             &run(RunStatus::Canceled, 1, Some(1), Some(8)),
             &replied,
+            &[],
             at(9),
         );
         assert_eq!(
@@ -270,6 +332,7 @@ mod tests {
         let steps = of(
             &run(RunStatus::Canceled, 1, Some(1), Some(8)),
             &[asked(1, 5, None)],
+            &[],
             at(9),
         );
         assert_eq!(
@@ -280,7 +343,7 @@ mod tests {
             ]
         );
         // Canceled before it ever started.
-        let steps = of(&run(RunStatus::Canceled, 0, None, Some(3)), &[], at(9));
+        let steps = of(&run(RunStatus::Canceled, 0, None, Some(3)), &[], &[], at(9));
         assert_eq!(
             shape(&steps),
             [

@@ -25,6 +25,7 @@ use crate::error::Result;
 use crate::jobs::conversation::{ChatItem, Conversation, RunEnd};
 use crate::jobs::fcmp::{Fcmp, FcmpEvent};
 use crate::store::{Interaction, Run, RunStatus};
+use skill_runner_types::engine::Engine;
 
 /// Log bytes read at a time while catching up.
 const READ_BYTES: usize = 64 * 1024;
@@ -325,7 +326,22 @@ impl Jobs {
             };
             let at_end = bytes.len() < READ_BYTES;
             read_bytes += bytes.len();
-            items.extend(conversation.advance(&bytes, at_end, asked, end.as_ref()));
+            // Repair rounds after the log (see `Conversation::advance`); a script has none.
+            let repairs = match run.engine {
+                Engine::Script => Vec::new(),
+                _ => match self.store.repair_rounds(&run.run_id).await {
+                    Ok(repairs) => repairs,
+                    Err(e) => {
+                        tracing::warn!(
+                            run_id = run.run_id,
+                            error = format!("{e:#}"),
+                            "cannot read a run's repair rounds"
+                        );
+                        return (items, false);
+                    }
+                },
+            };
+            items.extend(conversation.advance(&bytes, at_end, asked, &repairs, end.as_ref()));
             if at_end {
                 return (items, false);
             }

@@ -17,7 +17,8 @@
 //! `role`, `kind`, `text`, `correlation`). Kinds: `assistant_message`, `assistant_process`
 //! (`correlation.process_type`: `reasoning`, `tool_call`, `tool_result`, `command_execution`,
 //! with `details`), `assistant_final`, `user_input_required`, `interaction_reply`, and
-//! `orchestration_notice` (a timed-out question decided by the runner, and the run's end).
+//! `orchestration_notice` (a timed-out question decided by the runner, a repair round with
+//! `correlation.repair_round`, and the run's end).
 //! `raw_ref` gives the byte range of `logs/stdout.txt` an item was read from. Items read from
 //! stdout have no `created_at` (the CLIs do not stamp their lines).
 //!
@@ -35,7 +36,7 @@ use skill_runner_types::run_state::RunStatus;
 
 use crate::clock::Timestamp;
 use crate::engines::{EngineAdapter, Said, Transcriber};
-use crate::store::{Interaction, Resolution};
+use crate::store::{Interaction, RepairRound, Resolution};
 
 /// The `protocol_version` of every item.
 pub const PROTOCOL: &str = "chat-replay/1.0";
@@ -169,6 +170,8 @@ pub struct Conversation {
     /// Questions placed, and replies placed (one behind while a question waits).
     asked: usize,
     replied: usize,
+    /// Repair rounds placed.
+    repaired: usize,
     ended: bool,
     next_seq: u64,
     out: Vec<ChatItem>,
@@ -187,6 +190,7 @@ impl Conversation {
             long: None,
             asked: 0,
             replied: 0,
+            repaired: 0,
             ended: false,
             next_seq: 1,
             out: Vec::new(),
@@ -209,13 +213,16 @@ impl Conversation {
     }
 
     /// Takes in `log` (the stdout bytes from [`Self::log_read`] on; all of the rest when
-    /// `at_end`), every question of the run so far, and how the run ended if it did (read
-    /// before the log, so the log is complete by then); returns the new items.
+    /// `at_end`), every question of the run so far and how the run ended if it did (both
+    /// read before the log, so the log is complete up to them), and every repair round (read
+    /// after the log: a round is kept before its process prints, so none of the log's bytes
+    /// comes from a round not given); returns the new items.
     pub fn advance(
         &mut self,
         log: &[u8],
         at_end: bool,
         asked: &[Interaction],
+        repairs: &[RepairRound],
         end: Option<&RunEnd>,
     ) -> Vec<ChatItem> {
         self.pending.extend_from_slice(log);
@@ -232,7 +239,22 @@ impl Conversation {
                 }
                 break;
             }
-            if let Some(question) = asked.get(self.asked) {
+            // A turn's repair rounds come before the question it ends in.
+            let next_question = asked.get(self.asked);
+            if let Some(round) = repairs
+                .get(self.repaired)
+                .filter(|r| next_question.is_none_or(|q| r.turn <= q.turn))
+            {
+                let boundary = round.stdout_offset;
+                self.read_lines(Some(boundary));
+                if self.offset < boundary && !at_end {
+                    break;
+                }
+                self.flush_line(Some(boundary));
+                self.place_repair(round);
+                continue;
+            }
+            if let Some(question) = next_question {
                 // A question from before offsets were kept goes where the reading is.
                 let boundary = question.stdout_offset.unwrap_or(self.offset);
                 self.read_lines(Some(boundary));
@@ -484,6 +506,35 @@ impl Conversation {
         );
     }
 
+    /// Places repair round `round`: the unfit answer before it was a step on the way, and the
+    /// round's process starts reading afresh.
+    fn place_repair(&mut self, round: &RepairRound) {
+        self.repaired += 1;
+        self.release(Kind::AssistantMessage);
+        self.transcriber = self.adapter.transcriber();
+        let mut text = format!(
+            "The answer did not match the output contract; repair round {} of {} asks again:",
+            round.round, round.rounds
+        );
+        for problem in &round.problems {
+            text.push_str(&format!("\n- {problem}"));
+        }
+        let correlation = object(json!({
+            "repair_round": round.round,
+            "repair_rounds": round.rounds,
+            "problems": round.problems,
+        }));
+        let at = Some(round.started_at);
+        self.emit(
+            Role::System,
+            Kind::OrchestrationNotice,
+            text,
+            at,
+            correlation,
+            None,
+        );
+    }
+
     /// Places the reply to `question` if it has one, and starts the next turn.
     fn place_reply(&mut self, question: &Interaction) -> bool {
         let (Some(response), Some(resolution)) = (&question.response, question.resolution) else {
@@ -678,7 +729,7 @@ mod tests {
     #[test]
     fn a_codex_turn_reads_as_messages_steps_and_a_final_answer() {
         let mut chat = Conversation::new("r1", codex());
-        let items = chat.advance(CODEX.as_bytes(), true, &[], Some(&succeeded()));
+        let items = chat.advance(CODEX.as_bytes(), true, &[], &[], Some(&succeeded()));
         assert_eq!(
             summary(&items),
             vec![
@@ -715,18 +766,19 @@ mod tests {
             CODEX.as_bytes(),
             true,
             &[],
+            &[],
             Some(&succeeded()),
         );
         for step in [1, 7, 100] {
             let mut chat = Conversation::new("r1", codex());
             let mut items = Vec::new();
             for piece in CODEX.as_bytes().chunks(step) {
-                items.extend(chat.advance(piece, false, &[], None));
+                items.extend(chat.advance(piece, false, &[], &[], None));
             }
             // The run has not ended: the last message may still be followed by more.
             assert_eq!(items.len(), 3, "step {step}: {:?}", summary(&items));
             assert_eq!(chat.log_read(), CODEX.len() as u64);
-            items.extend(chat.advance(b"", true, &[], Some(&succeeded())));
+            items.extend(chat.advance(b"", true, &[], &[], Some(&succeeded())));
             assert_eq!(items, whole, "step {step}");
         }
     }
@@ -738,12 +790,12 @@ mod tests {
         let script: Arc<dyn EngineAdapter> = Arc::new(ScriptEngine);
         let mut chat = Conversation::new("r1", script);
         let asked = [question(turn1.len() as u64, None)];
-        let mut items = chat.advance(turn1.as_bytes(), false, &asked, None);
+        let mut items = chat.advance(turn1.as_bytes(), false, &asked, &[], None);
         assert!(chat.awaits_reply());
         // Nothing new while the question waits.
-        assert!(chat.advance(b"", false, &asked, None).is_empty());
+        assert!(chat.advance(b"", false, &asked, &[], None).is_empty());
         let replied = [question(turn1.len() as u64, Some(json!("red")))];
-        items.extend(chat.advance(turn2.as_bytes(), true, &replied, Some(&succeeded())));
+        items.extend(chat.advance(turn2.as_bytes(), true, &replied, &[], Some(&succeeded())));
         assert_eq!(
             summary(&items),
             vec![
@@ -772,7 +824,7 @@ mod tests {
             at: None,
         };
         let mut chat = Conversation::new("r1", Arc::new(ScriptEngine));
-        let items = chat.advance(turn1.as_bytes(), true, &asked, Some(&timed_out));
+        let items = chat.advance(turn1.as_bytes(), true, &asked, &[], Some(&timed_out));
         assert_eq!(
             summary(&items),
             vec![
@@ -794,18 +846,20 @@ mod tests {
         let log = format!("{turn1}turn 2\n{{\"choice\": \"red\"}}\n");
         let asked = [question(turn1.len() as u64, Some(json!("red")))];
         let mut live = Conversation::new("r1", Arc::new(ScriptEngine));
-        let mut items = live.advance(turn1.as_bytes(), false, &asked[..0], None);
-        items.extend(live.advance(b"", false, &asked, None));
+        let mut items = live.advance(turn1.as_bytes(), false, &asked[..0], &[], None);
+        items.extend(live.advance(b"", false, &asked, &[], None));
         items.extend(live.advance(
             &log.as_bytes()[turn1.len()..],
             true,
             &asked,
+            &[],
             Some(&succeeded()),
         ));
         let whole = Conversation::new("r1", Arc::new(ScriptEngine)).advance(
             log.as_bytes(),
             true,
             &asked,
+            &[],
             Some(&succeeded()),
         );
         assert_eq!(whole, items);
@@ -813,14 +867,50 @@ mod tests {
         assert_eq!(whole[3].text, "turn 2");
     }
 
+    #[test]
+    fn a_repair_round_supersedes_the_answer_before_it() {
+        let log = "not json\n{\"summary\": 3}\n{\"summary\": \"ok\"}\n";
+        let round = |round, offset| RepairRound {
+            turn: 1,
+            round,
+            rounds: 3,
+            stdout_offset: offset,
+            problems: vec![format!("problem {round}")],
+            started_at: Timestamp::now(),
+        };
+        let repairs = [round(1, 9), round(2, 24)];
+        let whole = Conversation::new("r1", Arc::new(ScriptEngine)).advance(
+            log.as_bytes(),
+            true,
+            &[],
+            &repairs,
+            Some(&succeeded()),
+        );
+        let kinds: Vec<(Kind, &str)> = whole.iter().map(|i| (i.kind, i.text.as_str())).collect();
+        assert_eq!(kinds[0], (Kind::AssistantMessage, "not json"));
+        assert_eq!(kinds[1].0, Kind::OrchestrationNotice);
+        assert!(kinds[1].1.contains("repair round 1 of 3") && kinds[1].1.contains("- problem 1"));
+        assert_eq!(whole[1].correlation["repair_round"], 1);
+        assert_eq!(kinds[2], (Kind::AssistantMessage, "{\"summary\": 3}"));
+        assert_eq!(whole[3].correlation["repair_round"], 2);
+        assert_eq!(kinds[4], (Kind::AssistantFinal, "{\"summary\": \"ok\"}"));
+        assert_eq!(kinds.len(), 6);
+        // A live reader meets each round only once the log reached it, with the same items.
+        let mut live = Conversation::new("r1", Arc::new(ScriptEngine));
+        let mut items = live.advance(&log.as_bytes()[..9], false, &[], &repairs[..1], None);
+        items.extend(live.advance(&log.as_bytes()[9..30], false, &[], &repairs, None));
+        items.extend(live.advance(&log.as_bytes()[30..], true, &[], &repairs, Some(&succeeded())));
+        assert_eq!(items, whole);
+    }
+
     /// Items of `log` read in pieces of `piece` bytes, as a live reader gets them.
     fn read_in_pieces(engine: Arc<dyn EngineAdapter>, log: &[u8], piece: usize) -> Vec<ChatItem> {
         let mut chat = Conversation::new("r1", engine);
         let mut items = Vec::new();
         for chunk in log.chunks(piece) {
-            items.extend(chat.advance(chunk, false, &[], None));
+            items.extend(chat.advance(chunk, false, &[], &[], None));
         }
-        items.extend(chat.advance(b"", true, &[], Some(&succeeded())));
+        items.extend(chat.advance(b"", true, &[], &[], Some(&succeeded())));
         items
     }
 
@@ -913,8 +1003,13 @@ mod tests {
             status: RunStatus::Canceled,
             ..succeeded()
         };
-        let items =
-            Conversation::new("r1", gemini).advance(log.as_bytes(), true, &[], Some(&canceled));
+        let items = Conversation::new("r1", gemini).advance(
+            log.as_bytes(),
+            true,
+            &[],
+            &[],
+            Some(&canceled),
+        );
         assert_eq!(
             summary(&items),
             vec![

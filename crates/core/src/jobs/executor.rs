@@ -20,7 +20,9 @@ use crate::process::OnOutput;
 use crate::run_folder::{RunFolder, write_atomic_blocking};
 use crate::runner::{self, Envelope, Observer, Outcome};
 use crate::skill::{Rules, SkillManifest, manifest};
-use crate::store::{Ended, Ending, ProcessMark, RequestKind, Run, RunStatus, UploadState};
+use crate::store::{
+    Ended, Ending, ProcessMark, RepairRound, RequestKind, Run, RunStatus, UploadState,
+};
 
 /// Pauses between attempts to record a run's start or end.
 const STORE_RETRIES: [std::time::Duration; 3] = [
@@ -623,6 +625,10 @@ impl Observer for RunObserver<'_> {
 
     async fn session(&self, session: &str) -> anyhow::Result<()> {
         self.jobs.store.set_run_session(self.run_id, session).await
+    }
+
+    async fn repairing(&self, round: &RepairRound) -> anyhow::Result<()> {
+        self.jobs.store.record_repair(self.run_id, round).await
     }
 }
 

@@ -15,8 +15,12 @@
 //! `assistant.tool_call` (calls and their results), `assistant.command_execution`,
 //! `assistant.message.intermediate`, `assistant.message.promoted` (right before the final
 //! answer, as the reference sends it), `assistant.message.final`, `user.input.required`,
-//! `interaction.reply.accepted`, `interaction.auto_decide.timeout`, and `diagnostic.warning`
-//! (`{code, detail?}`, one per warning of the run, before its end). The CLIs do not stamp their
+//! `interaction.reply.accepted`, `interaction.auto_decide.timeout`, `diagnostic.warning`
+//! (`{code, detail?}`, one per warning of the run, before its end), and for an answer that
+//! broke the output contract `assistant.message.superseded` and the reference's
+//! `diagnostic.output_repair.*` (`started`, `round.started` with the round's `problems`,
+//! `round.completed`, `converged`, `exhausted`), which the reference keeps in its audit files
+//! and we give in the stream. The CLIs do not stamp their
 //! lines, so an event read from the log carries the time of the last event that has one (its
 //! turn's start, in effect). Raw output lines are not repeated as `raw.stdout`/`raw.stderr`
 //! events: `raw_ref` points into the log, which `.../logs/range` serves, and the stream without
@@ -27,6 +31,7 @@ use serde_json::{Value, json};
 
 use super::conversation::{ChatItem, Kind};
 use crate::clock::Timestamp;
+use crate::runner;
 use crate::store::{Run, RunStatus};
 
 /// The `protocol_version` of every event.
@@ -85,6 +90,11 @@ pub struct Fcmp {
     local_seq: u64,
     /// The time of the latest event that has one.
     ts: Timestamp,
+    /// The latest assistant message (`message_id`), which a repair round supersedes.
+    last_message: Option<String>,
+    /// The repair round under way (its number and the most), until its turn's answer fits or
+    /// the rounds run out.
+    repairing: Option<(u64, u64)>,
 }
 
 impl Fcmp {
@@ -100,6 +110,8 @@ impl Fcmp {
             attempt: 1,
             local_seq: 0,
             ts: run.created_at,
+            last_message: None,
+            repairing: None,
         }
     }
 
@@ -145,6 +157,7 @@ impl Fcmp {
                 self.emit(kind, data, raw_ref, out);
             }
             Kind::AssistantMessage => {
+                self.last_message = Some(format!("m{}", item.seq));
                 let data = message(item, "intermediate", json!({}));
                 self.emit("assistant.message.intermediate", data, raw_ref, out);
             }
@@ -162,6 +175,8 @@ impl Fcmp {
                 self.emit("assistant.message.final", data, raw_ref, out);
             }
             Kind::UserInputRequired => {
+                // A question is an answer that fits.
+                self.repair_ended(None, out);
                 let question = field("question");
                 let kind = question.get("kind").cloned().unwrap_or(json!("open_text"));
                 let data = json!({
@@ -187,6 +202,26 @@ impl Fcmp {
                 });
                 self.emit("interaction.reply.accepted", data, None, out);
                 self.resume("interaction.reply.accepted", "interaction_reply", out);
+            }
+            Kind::OrchestrationNotice if item.correlation.contains_key("repair_round") => {
+                let number = |name| field(name).as_u64().unwrap_or(1);
+                let (round, rounds) = (number("repair_round"), number("repair_rounds"));
+                match self.repairing {
+                    None => self.repair_event(
+                        "started",
+                        0,
+                        "target output did not satisfy the attempt contract",
+                        out,
+                    ),
+                    Some((before, _)) => {
+                        self.repair_event("round.completed", before, "schema still invalid", out)
+                    }
+                }
+                self.supersede(round, out);
+                let mut data = repair_data(round, "retrying with a strict schema repair prompt");
+                data["problems"] = field("problems");
+                self.emit("diagnostic.output_repair.round.started", data, None, out);
+                self.repairing = Some((round, rounds));
             }
             Kind::OrchestrationNotice if !end => {
                 let data = json!({
@@ -214,6 +249,7 @@ impl Fcmp {
                 // What the run warns of, as the reference's `diagnostic.warning` events, before
                 // its end.
                 let warnings = item.correlation.get("warnings").and_then(Value::as_array);
+                self.repair_ended(warnings, out);
                 for warning in warnings.into_iter().flatten().filter_map(Value::as_str) {
                     let data = match warning.split_once(": ") {
                         Some((code, detail)) => json!({"code": code, "detail": detail}),
@@ -232,6 +268,56 @@ impl Fcmp {
                 }
                 self.change(status, trigger, json!({"terminal": terminal}), out);
             }
+        }
+    }
+
+    /// A `diagnostic.output_repair.<what>` event of round `round` (0 before the first).
+    fn repair_event(&mut self, what: &str, round: u64, reason: &str, out: &mut Vec<FcmpEvent>) {
+        let kind = match what {
+            "started" => "diagnostic.output_repair.started",
+            "round.completed" => "diagnostic.output_repair.round.completed",
+            "converged" => "diagnostic.output_repair.converged",
+            _ => "diagnostic.output_repair.exhausted",
+        };
+        self.emit(kind, repair_data(round, reason), None, out);
+    }
+
+    /// `assistant.message.superseded`: the latest message was no answer that fits, and round
+    /// `round` is to replace it.
+    fn supersede(&mut self, round: u64, out: &mut Vec<FcmpEvent>) {
+        if let Some(id) = self.last_message.take() {
+            let data = json!({
+                "message_id": id,
+                "message_family_id": id,
+                "reason": "output_repair_started",
+                "repair_round_index": round,
+                "replacement_expected": true,
+            });
+            self.emit("assistant.message.superseded", data, None, out);
+        }
+    }
+
+    /// Ends the repair under way: a question (`warnings` `None`) is an answer that fits; at
+    /// the run's end its `warnings` say whether the last round converged or the rounds ran
+    /// out (a run that failed otherwise meanwhile, a timeout, says neither).
+    fn repair_ended(&mut self, warnings: Option<&Vec<Value>>, out: &mut Vec<FcmpEvent>) {
+        let Some((round, rounds)) = self.repairing.take() else {
+            return;
+        };
+        let warned = |code: &str| {
+            warnings
+                .into_iter()
+                .flatten()
+                .any(|w| w.as_str() == Some(code))
+        };
+        if warned(runner::REPAIR_EXHAUSTED) {
+            self.repair_event("round.completed", round, "schema still invalid", out);
+            self.supersede(rounds + 1, out);
+            let reason = "bounded schema repair rounds were exhausted";
+            self.repair_event("exhausted", round, reason, out);
+        } else if warnings.is_none() || warned(runner::REPAIR_CONVERGED) {
+            self.repair_event("round.completed", round, "schema validated", out);
+            self.repair_event("converged", round, "repair produced a valid payload", out);
         }
     }
 
@@ -302,6 +388,16 @@ impl Fcmp {
         });
         self.next_seq += 1;
     }
+}
+
+/// The data of a `diagnostic.output_repair.*` event, in the reference's fields.
+fn repair_data(round: u64, reason: &str) -> Value {
+    json!({
+        "internal_round_index": round,
+        "repair_stage": "schema_repair_rounds",
+        "candidate_source": "stdout",
+        "reason": reason,
+    })
 }
 
 /// The data of an assistant event: its text, a summary of it, and what it is.

@@ -18,6 +18,7 @@ mod engines;
 mod installs;
 mod interactions;
 mod jobs;
+mod repairs;
 mod secrets;
 mod tenants;
 
