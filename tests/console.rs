@@ -823,6 +823,57 @@ fn browser_upgrades_an_engine_and_adds_a_model_snapshot() {
         browser.screenshot("engine-models").await;
         browser.assert_clean(&origin).await;
 
+        // A provider: added from the form (its key never shown again), refused with the reason
+        // when a field does not fit, then deleted.
+        let fill = |name: &'static str, text: &'static str| {
+            let browser = &browser;
+            async move {
+                let field = browser
+                    .wait_for(&format!("#provider-form [name={name}]"))
+                    .await;
+                field.clear().await.unwrap();
+                field.send_keys(text).await.unwrap();
+            }
+        };
+        fill("provider_id", "gw").await;
+        fill("base_url", "http://127.0.0.1:9/v1").await;
+        fill("api_key", "sk-console-provider-key").await;
+        fill("models", "small\nbig: low, high").await;
+        fill("default_model", "big").await;
+        browser.click("#provider-form button").await;
+        browser.wait_for("#providers tr[data-provider=gw]").await;
+        browser
+            .wait_text("#providers tr[data-provider=gw]", "big (low, high)")
+            .await;
+        browser
+            .wait_for("#providers tr[data-provider=gw] [data-default=true]")
+            .await;
+        let shown = browser
+            .wait_for("#engine-providers")
+            .await
+            .html(false)
+            .await
+            .unwrap();
+        assert!(
+            !shown.contains("sk-console-provider-key") && shown.contains("stored"),
+            "the key is stored, never shown: {shown}"
+        );
+        let (_, listed) = server
+            .get("/v1/management/engines/codex/custom-providers")
+            .await;
+        assert_eq!(listed["providers"][0]["default_model"], "big", "{listed}");
+        fill("default_model", "huge").await;
+        browser.click("#provider-form button").await;
+        browser
+            .wait_text("#engine-providers .error", "default_model 'huge'")
+            .await;
+        browser.assert_clean(&origin).await;
+        browser
+            .click("#providers tr[data-provider=gw] button")
+            .await;
+        browser.client.accept_alert().await.unwrap();
+        browser.wait_text("#providers", "No providers yet.").await;
+
         // Add-only: the same version again is refused, in place of the models.
         browser.submit("#snapshot-form", "textarea", "other").await;
         browser.wait_for(".error[data-status='409']").await;
@@ -1834,6 +1885,7 @@ fn browser_runs_a_skill_from_its_form_and_finds_it_again() {
             (format!("/ui/runs/{first}"), "run-375"),
             ("/ui".to_owned(), "skills-375"),
             ("/ui/engines".to_owned(), "engines-375"),
+            ("/ui/engines/codex/models".to_owned(), "engine-models-375"),
             ("/ui/settings".to_owned(), "settings-375"),
             ("/ui/secrets".to_owned(), "secrets-375"),
         ] {

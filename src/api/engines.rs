@@ -57,7 +57,8 @@ pub async fn list_engines(State(state): State<AppState>) -> Json<EnginesResponse
 }
 
 /// The models of an engine: the pinned snapshot for its CLI version (highest not above it,
-/// else the highest with `fallback_reason`).
+/// else the highest with `fallback_reason`), then each model of the operator's providers as
+/// `<provider_id>/<model>` with its `provider_id`.
 #[utoipa::path(get, path = "/v1/engines/{engine}/models", tag = "engines",
     params(("engine" = String, Path, description = "Engine name")),
     responses(
@@ -69,13 +70,29 @@ pub async fn engine_models(
     Path(engine): Path<String>,
 ) -> ApiResult<Json<ModelList>> {
     let engine = Engine::parse(&engine).ok_or_else(|| ApiError::not_found("Unknown engine"))?;
-    state
+    let mut list = state
         .jobs
         .engines()
         .models(engine)
         .await
-        .map(Json)
-        .ok_or_else(|| ApiError::not_found(format!("Engine '{engine}' has no model list")))
+        .ok_or_else(|| ApiError::not_found(format!("Engine '{engine}' has no model list")))?;
+    for provider in skill_runner_core::providers::all(&state.store, engine).await? {
+        for model in provider.models {
+            list.models.push(Model {
+                id: format!("{}/{}", provider.id, model.id),
+                display_name: model.id,
+                deprecated: false,
+                notes: format!(
+                    "provider {} ({})",
+                    provider.id,
+                    provider.endpoint.base_url.as_deref().unwrap_or_default()
+                ),
+                supported_effort: model.supported_effort,
+                provider_id: Some(provider.id.clone()),
+            });
+        }
+    }
+    Ok(Json(list))
 }
 
 /// `GET /v1/engines/auth-status`.

@@ -13,6 +13,7 @@ pub mod jobs;
 pub mod management;
 pub mod mcp_servers;
 pub mod packages;
+pub mod providers;
 pub mod reply_files;
 pub mod run_views;
 pub mod secrets;
@@ -257,6 +258,9 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(management::runtime_options))
         .routes(routes!(mcp_servers::list))
         .routes(routes!(mcp_servers::put, mcp_servers::delete))
+        .routes(routes!(providers::list))
+        .routes(routes!(providers::put, providers::delete))
+        .routes(routes!(providers::delete_credential))
         .routes(routes!(management::list_skills))
         .routes(routes!(management::get_skill))
         .routes(routes!(management::get_skill_schemas))

@@ -400,6 +400,13 @@ pub struct CreateJob {
     pub parameter: Value,
     #[serde(default)]
     pub model: Option<String>,
+    /// A provider of the engine (its own or one under
+    /// `/v1/management/engines/{engine}/custom-providers`); beats a `<provider>/` in `model`.
+    #[serde(default)]
+    pub provider_id: Option<String>,
+    /// A reasoning effort of the model (`default`: none asked); beats `model@effort`.
+    #[serde(default)]
+    pub effort: Option<String>,
     #[serde(default)]
     #[schema(value_type = Object)]
     pub runtime_options: Option<Value>,
@@ -463,12 +470,25 @@ impl NewRequest {
                 "skills names installed skills for a run of an installed skill; a temporary \
                  skill's run takes none: leave it out, or install the skills",
             )),
+            (SkillSource::TempUpload, _) if b.provider_id.is_some() || b.effort.is_some() => {
+                Err(ApiError::invalid_field(
+                    if b.provider_id.is_some() {
+                        "provider_id"
+                    } else {
+                        "effort"
+                    },
+                    "a temporary skill's run takes its model as `model` only (an effort as \
+                     `model@effort`); provider_id and effort are for runs of installed skills",
+                ))
+            }
             (SkillSource::Installed, Some(skill_id)) => Ok(Self::Job(NewJob {
                 skill_id,
                 engine: b.engine,
                 input: b.input,
                 parameter: b.parameter,
                 model: b.model,
+                provider_id: b.provider_id,
+                effort: b.effort,
                 runtime_options: b.runtime_options,
                 skills: b.skills,
                 client_address,

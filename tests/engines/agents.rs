@@ -957,6 +957,133 @@ async fn an_unfit_answer_is_repaired_in_the_same_session() {
     );
 }
 
+/// A job naming an operator's provider and an effort reaches that provider's endpoint with
+/// its key, model and effort, not the engine's own; what does not fit is refused naming what
+/// would.
+async fn provider_job(engine: &str) {
+    let own = FakeModel::start();
+    let gateway = FakeModel::start();
+    let server = server_for(engine, &own, &[report_skill("reporter")], &[]);
+    let base = match engine {
+        "claude" => gateway.base.clone(),
+        _ => format!("{}/v1", gateway.base),
+    };
+    const GATEWAY_KEY: &str = "sk-gateway-key-5d1e77";
+    let path = format!("/v1/management/engines/{engine}/custom-providers/gw");
+    let (code, view) = server
+        .put_json(
+            &path,
+            json!({"provider_id": "GW", "base_url": base, "api_key": GATEWAY_KEY,
+                   "models": ["m-small", {"id": "m-big", "supported_effort": ["low", "high"]}],
+                   "default_model": "m-small"}),
+        )
+        .await;
+    assert_eq!(code, 200, "{view}");
+    assert_eq!(view["provider_id"], "gw");
+    assert_eq!(view["api_key_configured"], true);
+    assert!(!view.to_string().contains(GATEWAY_KEY), "{view}");
+    let (_, listed) = server
+        .get(&format!("/v1/management/engines/{engine}/custom-providers"))
+        .await;
+    assert_eq!(listed["supported"], true);
+    assert_eq!(
+        listed["providers"][0]["models"],
+        json!(["m-small", "m-big"])
+    );
+    let (_, models) = server.get(&format!("/v1/engines/{engine}/models")).await;
+    assert!(
+        models["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["id"] == "gw/m-big" && m["provider_id"] == "gw"),
+        "{models}"
+    );
+    let job = |extra: Value| {
+        let mut body = json!({"skill_id": "reporter", "engine": engine, "input": {"text": "go"}});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body
+    };
+    // What does not fit is refused, naming what would.
+    let (code, refused) = server
+        .post_json("/v1/jobs", job(json!({"provider_id": "nope"})))
+        .await;
+    assert_eq!(code, 400, "{refused}");
+    assert_eq!(refused["detail"]["code"], "ENGINE_PROVIDER_INVALID");
+    assert!(
+        refused["detail"]["allowed_values"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("gw")),
+        "{refused}"
+    );
+    let (code, refused) = server
+        .post_json(
+            "/v1/jobs",
+            job(json!({"provider_id": "gw", "effort": "high"})),
+        )
+        .await;
+    assert_eq!(code, 400, "{refused}");
+    assert!(
+        refused
+            .to_string()
+            .contains("'m-small' takes no reasoning effort"),
+        "{refused}"
+    );
+    let (code, refused) = server
+        .post_json("/v1/jobs", job(json!({"model": "gw/m-big@max"})))
+        .await;
+    assert_eq!(code, 400, "{refused}");
+    assert!(refused.to_string().contains("low, high"), "{refused}");
+
+    gateway
+        .script(json!([{"shell": WRITE_REPORT}, {"text": ANSWER}]))
+        .await;
+    let rid = server
+        .create_job(job(
+            json!({"provider_id": "gw", "model": "m-big", "effort": "high"}),
+        ))
+        .await;
+    succeeded(&server, &gateway, &rid).await;
+    assert!(
+        model_calls(&own.requests().await, engine).is_empty(),
+        "the engine's own endpoint was not asked"
+    );
+    let calls = model_calls(&gateway.requests().await, engine);
+    let first = calls.first().expect("the provider's endpoint was asked");
+    let body = first["body"].to_string();
+    assert!(body.contains("m-big"), "the provider's model: {body}");
+    assert!(body.contains("\"high\""), "the effort: {body}");
+    assert!(
+        first["headers"].to_string().contains(GATEWAY_KEY),
+        "the provider's key: {}",
+        first["headers"]
+    );
+}
+
+macro_rules! provider_matrix {
+    ($($engine:ident),*) => {$(
+        mod $engine {
+            use super::*;
+
+            #[tokio::test]
+            async fn a_job_reaches_the_provider_it_names_with_its_effort() {
+                if in_netns(concat!(module_path!(), "::a_job_reaches_the_provider_it_names_with_its_effort"), stringify!($engine)) {
+                    provider_job(stringify!($engine)).await;
+                }
+            }
+        }
+    )*};
+}
+
+mod providers {
+    use super::*;
+
+    provider_matrix!(codex, claude, opencode, qwen, kilo);
+}
+
 macro_rules! cli_matrix {
     ($($engine:ident),*) => {$(
         mod $engine {

@@ -24,6 +24,7 @@ pub mod invoke;
 pub mod jobs;
 pub mod mcp_registry;
 pub mod packages;
+pub mod providers;
 pub mod runner;
 pub mod secrets;
 pub mod storage;

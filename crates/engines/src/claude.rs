@@ -54,6 +54,9 @@ impl EngineAdapter for Claude {
         if let Some(model) = turn.model {
             argv.extend(["--model".into(), model.to_owned()]);
         }
+        if let Some(effort) = turn.effort {
+            argv.extend(["--effort".into(), effort.to_owned()]);
+        }
         if !turn.mcp.is_empty() {
             // Only the service's servers: none of a project `.mcp.json` or the user's own.
             let path = home.join(".skill-runner-mcp.json");

@@ -135,9 +135,9 @@ struct Held {
 /// The endpoint of `engine` behind a model door, when there is one: a door
 /// ([`EngineConfig::model_door`]), a key, and an endpoint (the configured one, else the CLI's
 /// [`Cli::default_base`]).
-fn held(config: &EngineConfig, engine: Engine, cli: Cli) -> Option<Held> {
+fn held(config: &EngineConfig, configured: Option<Endpoint>, cli: Cli) -> Option<Held> {
     config.model_door?;
-    let configured = endpoint(config, engine.as_str())?;
+    let configured = configured?;
     let key = configured.api_key?;
     let base = configured
         .base_url
@@ -157,7 +157,7 @@ fn held(config: &EngineConfig, engine: Engine, cli: Cli) -> Option<Held> {
 
 /// Whether the service holds `engine`'s key at the egress (else it is lent to each turn).
 pub fn holds_key(config: &EngineConfig, engine: Engine, cli: Cli) -> bool {
-    held(config, engine, cli).is_some()
+    held(config, endpoint(config, engine.as_str()), cli).is_some()
 }
 
 /// The endpoint a turn's CLI is told, and the model door behind it when the service holds the
@@ -170,8 +170,10 @@ fn turn_endpoint(
     cli: Cli,
     turn: &Turn<'_>,
 ) -> (Option<Endpoint>, Option<ModelDoor>) {
-    let (Some(door), Some(held)) = (config.model_door, held(config, engine, cli)) else {
-        return (endpoint(config, engine.as_str()), None);
+    let configured = turn_configured(config, engine, turn);
+    let (Some(door), Some(held)) = (config.model_door, held(config, configured.clone(), cli))
+    else {
+        return (configured, None);
     };
     let name = format!("{}_API_KEY", engine.as_str().to_ascii_uppercase());
     let placeholder = egress::secrets::placeholder(turn.request_id, &name);
@@ -196,10 +198,18 @@ fn turn_endpoint(
     (Some(told), Some(door))
 }
 
-/// Where `engine`'s CLI may connect: the configured endpoint (allowed exactly, so a gateway on
-/// this machine or a private network is reachable), else the CLI's own hosts.
-pub fn model_endpoints(config: &EngineConfig, engine: Engine, cli: Cli) -> Vec<Target> {
-    let configured = endpoint(config, engine.as_str()).and_then(|e| e.base_url);
+/// The endpoint a turn goes to before any model door: the job's provider, else the engine's
+/// own ([`endpoint`]).
+fn turn_configured(config: &EngineConfig, engine: Engine, turn: &Turn<'_>) -> Option<Endpoint> {
+    turn.provider
+        .cloned()
+        .or_else(|| endpoint(config, engine.as_str()))
+}
+
+/// Where a turn's CLI may connect: its endpoint (allowed exactly, so a gateway on this machine
+/// or a private network is reachable), else the CLI's own hosts.
+fn model_endpoints(configured: Option<Endpoint>, cli: Cli) -> Vec<Target> {
+    let configured = configured.and_then(|e| e.base_url);
     match configured.as_deref().and_then(Target::of_url) {
         Some(target) => vec![target.exact()],
         None => cli
@@ -320,7 +330,7 @@ pub fn setup(
         program: program.to_string_lossy().into_owned(),
         endpoints: match door {
             Some(_) => Vec::new(),
-            None => model_endpoints(config, engine, cli),
+            None => model_endpoints(turn_configured(config, engine, turn), cli),
         },
         endpoint: told,
         door,
@@ -512,7 +522,7 @@ pub fn model<'a>(
     turn: &Turn<'a>,
     endpoint_model: &'static str,
 ) -> Option<&'a str> {
-    let custom = endpoint(config, engine.as_str()).is_some_and(|e| e.base_url.is_some());
+    let custom = turn_configured(config, engine, turn).is_some_and(|e| e.base_url.is_some());
     turn.model.or(custom.then_some(endpoint_model))
 }
 

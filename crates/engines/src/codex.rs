@@ -145,11 +145,12 @@ impl EngineAdapter for Codex {
         let mut setup = cli::setup(&self.config, self, turn, ".agents/skills", true)?;
         let home = &setup.home.clone();
         let codex_home = home.join(".codex");
-        // `name@effort` picks the reasoning effort too.
-        let (model, effort) = match turn.model.map(|m| m.split_once('@').unwrap_or((m, ""))) {
+        // A temporary run's `name@effort` picks the reasoning effort too.
+        let (model, suffix) = match turn.model.map(|m| m.split_once('@').unwrap_or((m, ""))) {
             Some((name, effort)) => (Some(name), Some(effort).filter(|e| !e.is_empty())),
             None => (None, None),
         };
+        let effort = turn.effort.or(suffix);
         let config = self.config_toml(setup.endpoint.as_ref(), model, turn.mcp);
         setup.write_config(turn, &codex_home.join("config.toml"), &config)?;
 

@@ -72,6 +72,10 @@ pub struct Turn<'a> {
     pub session: Option<&'a str>,
     /// The model asked for at create, as the engine spells it.
     pub model: Option<&'a str>,
+    /// The reasoning effort asked of the model.
+    pub effort: Option<&'a str>,
+    /// The operator's provider the job named: its endpoint and key replace the engine's own.
+    pub provider: Option<&'a config::Endpoint>,
     /// The client's `preamble_prompt`, told on the first turn.
     pub preamble: Option<&'a str>,
     /// The MCP servers the turn gets ([`mcp::resolve`]).

@@ -23,6 +23,10 @@ pub struct Model {
     /// Reasoning efforts (`codex` takes `id@effort`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supported_effort: Option<Vec<String>>,
+    /// The operator's provider that serves it (its `id` is `<provider_id>/<model>`); absent
+    /// for the engine's own models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_id: Option<String>,
 }
 
 /// The models of one engine as of one CLI version.
@@ -189,6 +193,12 @@ pub fn check_new_models(models: Vec<Model>) -> Result<Vec<Model>, String> {
             if !seen.insert(id.to_owned()) {
                 return Err(format!("models[{i}].id: '{id}' is listed twice"));
             }
+            if model.provider_id.is_some() {
+                return Err(format!(
+                    "models[{i}].provider_id: a provider's models come from the provider \
+                     (PUT /v1/management/engines/{{engine}}/custom-providers/{{provider_id}})"
+                ));
+            }
             if model.display_name.trim().is_empty() {
                 model.display_name = id.to_owned();
             }
@@ -254,6 +264,7 @@ mod tests {
                     deprecated: false,
                     notes: String::new(),
                     supported_effort: Some(vec!["low".into(), "high".into()]),
+                    provider_id: None,
                 })
                 .collect(),
             added_at: None,

@@ -159,6 +159,7 @@ impl Opencode {
         &self,
         endpoint: Option<&crate::config::Endpoint>,
         model: Option<&str>,
+        effort: Option<&str>,
     ) -> (Value, Option<String>) {
         let mut config = json!({
             "autoupdate": false,
@@ -190,6 +191,10 @@ impl Opencode {
             "options": options,
             "models": {name: {"name": name, "tool_call": true}},
         }});
+        if let Some(effort) = effort {
+            config["provider"][PROVIDER]["models"][name]["options"] =
+                json!({"reasoningEffort": effort});
+        }
         (config, Some(qualified))
     }
 }
@@ -207,7 +212,8 @@ impl EngineAdapter for Opencode {
         let flavor = self.flavor;
         let mut setup = cli::setup(&self.config, self, turn, flavor.skills_dir, false)?;
         let home = &setup.home.clone();
-        let (mut config, model) = self.configuration(setup.endpoint.as_ref(), turn.model);
+        let (mut config, model) =
+            self.configuration(setup.endpoint.as_ref(), turn.model, turn.effort);
         if !turn.mcp.is_empty() {
             config["mcp"] = mcp::opencode_servers(turn.mcp);
         }

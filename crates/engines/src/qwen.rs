@@ -65,6 +65,13 @@ impl EngineAdapter for Qwen {
             "model": {"generationConfig": {"maxRetries": self.config.max_retries}},
             "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
         });
+        if let Some(effort) = turn.effort {
+            settings["model"]["reasoningEffort"] = json!(effort);
+            // Verbatim in the request body of an OpenAI-compatible endpoint, whose model the
+            // CLI knows no capabilities of.
+            settings["model"]["generationConfig"]["extra_body"] =
+                json!({"reasoning_effort": effort});
+        }
         if !turn.mcp.is_empty() {
             settings["mcpServers"] = mcp::gemini_servers(turn.mcp);
         }

@@ -123,6 +123,27 @@ pub trait EngineStore: Send + Sync {
 
     /// Removes the server `id`; whether it was there.
     async fn delete_mcp_server(&self, id: &str) -> anyhow::Result<bool>;
+
+    /// The model providers of `engine`, by id.
+    async fn providers(&self, engine: &str) -> anyhow::Result<Vec<StoredProvider>>;
+
+    /// Creates or replaces a provider; true when it was created.
+    async fn put_provider(&self, provider: &StoredProvider) -> anyhow::Result<bool>;
+
+    /// Removes provider `id` of `engine`; whether it was there.
+    async fn delete_provider(&self, engine: &str, id: &str) -> anyhow::Result<bool>;
+}
+
+/// A model provider of an engine as stored.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct StoredProvider {
+    pub engine: String,
+    pub provider_id: String,
+    /// Base URL, models and default model (JSON), without the key.
+    pub definition: String,
+    /// Never shown.
+    pub api_key: String,
+    pub updated_at: Timestamp,
 }
 
 /// A server of the MCP registry as stored.
@@ -294,6 +315,59 @@ macro_rules! engine_store {
                     .await?;
                 Ok(deleted.rows_affected() == 1)
             }
+
+            async fn providers(&self, engine: &str) -> anyhow::Result<Vec<StoredProvider>> {
+                let rows: Vec<StoredProvider> = sqlx::query_as(
+                    "SELECT engine, provider_id, definition, api_key, updated_at
+                     FROM engine_providers WHERE engine = $1 ORDER BY provider_id",
+                )
+                .bind(engine)
+                .fetch_all(&self.pool)
+                .await?;
+                Ok(rows)
+            }
+
+            async fn put_provider(&self, provider: &StoredProvider) -> anyhow::Result<bool> {
+                let $this = self;
+                let _turn = $turn;
+                let existed: Option<(String,)> = sqlx::query_as(
+                    "SELECT provider_id FROM engine_providers
+                     WHERE engine = $1 AND provider_id = $2",
+                )
+                .bind(&provider.engine)
+                .bind(&provider.provider_id)
+                .fetch_optional(&self.pool)
+                .await?;
+                sqlx::query(
+                    "INSERT INTO engine_providers
+                         (engine, provider_id, definition, api_key, updated_at)
+                     VALUES ($1, $2, $3, $4, $5)
+                     ON CONFLICT (engine, provider_id) DO UPDATE SET
+                         definition = excluded.definition, api_key = excluded.api_key,
+                         updated_at = excluded.updated_at",
+                )
+                .bind(&provider.engine)
+                .bind(&provider.provider_id)
+                .bind(&provider.definition)
+                .bind(&provider.api_key)
+                .bind(provider.updated_at)
+                .execute(&self.pool)
+                .await?;
+                Ok(existed.is_none())
+            }
+
+            async fn delete_provider(&self, engine: &str, id: &str) -> anyhow::Result<bool> {
+                let $this = self;
+                let _turn = $turn;
+                let deleted = sqlx::query(
+                    "DELETE FROM engine_providers WHERE engine = $1 AND provider_id = $2",
+                )
+                .bind(engine)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+                Ok(deleted.rows_affected() == 1)
+            }
         }
     };
 }
@@ -406,6 +480,40 @@ mod tests {
         );
     }
 
+    async fn providers_are_put_replaced_and_deleted_per_engine(store: Store) {
+        let provider = |engine: &str, id: &str, key: &str| StoredProvider {
+            engine: engine.into(),
+            provider_id: id.into(),
+            definition: "{}".into(),
+            api_key: key.into(),
+            updated_at: Timestamp::now(),
+        };
+        assert!(
+            store
+                .put_provider(&provider("codex", "gw", "k1"))
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .put_provider(&provider("codex", "gw", "k2"))
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .put_provider(&provider("claude", "gw", "k3"))
+                .await
+                .unwrap()
+        );
+        let codex = store.providers("codex").await.unwrap();
+        assert_eq!(codex.len(), 1);
+        assert_eq!(codex[0].api_key, "k2");
+        assert!(store.delete_provider("codex", "gw").await.unwrap());
+        assert!(!store.delete_provider("codex", "gw").await.unwrap());
+        assert_eq!(store.providers("claude").await.unwrap().len(), 1);
+    }
+
     async fn mcp_servers_are_put_replaced_and_deleted(store: Store) {
         let server = |definition: &str| StoredMcpServer {
             server_id: "papers".into(),
@@ -426,6 +534,7 @@ mod tests {
 
     on_both_backends!(
         one_upgrade_at_a_time_and_snapshots_are_added_once,
-        mcp_servers_are_put_replaced_and_deleted
+        mcp_servers_are_put_replaced_and_deleted,
+        providers_are_put_replaced_and_deleted_per_engine
     );
 }

@@ -34,7 +34,9 @@ mod secrets;
 mod tenants;
 mod watch;
 
-pub use engines::{EngineStore, StoredMcpServer, StoredSnapshot, Upgrade, UpgradeResult};
+pub use engines::{
+    EngineStore, StoredMcpServer, StoredProvider, StoredSnapshot, Upgrade, UpgradeResult,
+};
 pub use installs::{InstallPhase, InstallRequest, InstallStore};
 pub use interactions::*;
 pub use jobs::*;

@@ -14,6 +14,7 @@ use crate::engines::models::{ManifestView, Model};
 use crate::engines::{Engine, upgrades};
 use crate::state::AppState;
 use crate::store::Upgrade;
+use skill_runner_core::providers::{self, ModelInput, ProviderInput, ProviderView};
 
 #[derive(Template)]
 #[template(path = "engines.html")]
@@ -44,6 +45,19 @@ struct ModelsPage {
     section: &'static str,
     engine: String,
     view: ManifestView,
+    takes_providers: bool,
+    providers: Vec<ProviderView>,
+    error: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "partials/engine_providers.html")]
+struct ProvidersFragment {
+    l: Lang,
+    engine: String,
+    providers: Vec<ProviderView>,
+    /// Why the form's provider was refused.
+    error: Option<String>,
 }
 
 #[derive(Template)]
@@ -130,7 +144,99 @@ pub async fn models(l: Lang, State(state): State<AppState>, Path(engine): Path<S
         section: "engines",
         engine: engine.to_string(),
         view: manifest(&state, engine).await?,
+        takes_providers: providers::supported(engine),
+        providers: providers::list(&state.store, engine)
+            .await
+            .map_err(ApiError::from)?,
+        error: None,
     })
+}
+
+/// The provider form: `models` one per line, `name` or `name: effort, effort`.
+#[derive(Debug, Deserialize)]
+pub struct ProviderForm {
+    provider_id: String,
+    base_url: String,
+    #[serde(default)]
+    api_key: String,
+    models: String,
+    #[serde(default)]
+    default_model: String,
+}
+
+/// The providers as they are now, with `error` under them.
+async fn providers_fragment(
+    l: Lang,
+    state: &AppState,
+    engine: Engine,
+    error: Option<String>,
+) -> Page {
+    render(&ProvidersFragment {
+        l,
+        engine: engine.to_string(),
+        providers: providers::list(&state.store, engine)
+            .await
+            .map_err(ApiError::from)?,
+        error,
+    })
+}
+
+/// `POST /ui/engines/{engine}/providers`: creates or replaces the form's provider; a refusal
+/// is shown under the providers, which stay as they were.
+pub async fn put_provider(
+    l: Lang,
+    State(state): State<AppState>,
+    Path(engine): Path<String>,
+    Form(form): Form<ProviderForm>,
+) -> Page {
+    let engine = api::agent_engine(&engine)?;
+    let models = form
+        .models
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .map(|line| match line.split_once(':') {
+            None => ModelInput::Name(line.to_owned()),
+            Some((id, efforts)) => ModelInput::Model {
+                id: id.trim().to_owned(),
+                supported_effort: Some(
+                    efforts
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|e| !e.is_empty())
+                        .map(str::to_owned)
+                        .collect(),
+                ),
+            },
+        })
+        .collect();
+    let given = |v: String| Some(v.trim().to_owned()).filter(|v| !v.is_empty());
+    let input = ProviderInput {
+        provider_id: form.provider_id.clone(),
+        api_key: given(form.api_key),
+        base_url: form.base_url,
+        models,
+        default_model: given(form.default_model),
+    };
+    let error = match providers::put(&state.store, engine.as_str(), &form.provider_id, input).await
+    {
+        Ok(_) => None,
+        Err(e) => Some(ApiError::from(e).into_message().1),
+    };
+    providers_fragment(l, &state, engine, error).await
+}
+
+/// `POST /ui/engines/{engine}/providers/{provider_id}/delete`.
+pub async fn delete_provider(
+    l: Lang,
+    State(state): State<AppState>,
+    Path((engine, provider_id)): Path<(String, String)>,
+) -> Page {
+    let engine = api::agent_engine(&engine)?;
+    providers::delete(&state.store, engine.as_str(), &provider_id)
+        .await
+        .map_err(ApiError::from)?;
+    providers_fragment(l, &state, engine, None).await
 }
 
 /// The snapshot form: one model per line, `id` or `id, display name`.
@@ -161,6 +267,7 @@ pub async fn add_snapshot(
                 deprecated: false,
                 notes: String::new(),
                 supported_effort: None,
+                provider_id: None,
             }
         })
         .collect();

@@ -64,6 +64,14 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .route("/ui/engines/tui/session/ws", get(terminal::socket))
         .route("/ui/engines/{engine}/models", get(engines::models))
         .route(
+            "/ui/engines/{engine}/providers",
+            post(engines::put_provider),
+        )
+        .route(
+            "/ui/engines/{engine}/providers/{provider_id}/delete",
+            post(engines::delete_provider),
+        )
+        .route(
             "/ui/engines/{engine}/models/snapshots",
             post(engines::add_snapshot),
         )

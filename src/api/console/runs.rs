@@ -428,12 +428,15 @@ pub async fn rerun(
     if let Some(schema) = &options.output_schema {
         runtime_options["output_schema"] = schema.clone();
     }
+    let option = |name: &str| request.engine_options[name].as_str().map(str::to_owned);
     let job = NewJob {
         skill_id,
         engine: request.engine.map(|e| e.as_str().to_owned()),
         input: request.input.clone(),
         parameter: request.parameter.clone(),
         model: request.model.clone(),
+        provider_id: option("provider_id"),
+        effort: option("model_reasoning_effort"),
         runtime_options: Some(runtime_options),
         skills: options.skills.clone(),
         client_address: client,

@@ -476,6 +476,8 @@ pub async fn run(
         input: input.into(),
         parameter: parameter.into(),
         model: named("model"),
+        provider_id: None,
+        effort: None,
         runtime_options: Some(options.into()),
         skills: Vec::new(),
         client_address: client,

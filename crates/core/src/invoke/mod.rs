@@ -163,12 +163,15 @@ impl Host {
             Some(_) => return Err(SkillError::invalid("engine", "must be a string")),
         };
         // A call waits for its answer, never for a login.
-        crate::jobs::validation::engine(skill, requested, &self.engines, false).map_err(|e| match e
-            .message()
-        {
+        let refused = |e: crate::error::Error| match e.message() {
             Some(message) => SkillError::invalid("engine", message),
             None => SkillError::internal(format!("{e:#}")),
-        })
+        };
+        let engine =
+            crate::jobs::validation::engine(skill, requested, &self.engines).map_err(refused)?;
+        crate::jobs::validation::engine_ready(engine, &self.engines, false, false)
+            .map_err(refused)?;
+        Ok(engine)
     }
 
     async fn run(

@@ -125,6 +125,8 @@ pub async fn package(
         history: &[],
         session: None,
         model: None,
+        effort: None,
+        provider: None,
     };
     let plan = runner::Plan {
         notes: Vec::new(),

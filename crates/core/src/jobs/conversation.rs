@@ -899,7 +899,13 @@ mod tests {
         let mut live = Conversation::new("r1", Arc::new(ScriptEngine));
         let mut items = live.advance(&log.as_bytes()[..9], false, &[], &repairs[..1], None);
         items.extend(live.advance(&log.as_bytes()[9..30], false, &[], &repairs, None));
-        items.extend(live.advance(&log.as_bytes()[30..], true, &[], &repairs, Some(&succeeded())));
+        items.extend(live.advance(
+            &log.as_bytes()[30..],
+            true,
+            &[],
+            &repairs,
+            Some(&succeeded()),
+        ));
         assert_eq!(items, whole);
     }
 

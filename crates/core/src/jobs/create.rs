@@ -18,7 +18,6 @@ use super::executor::codes;
 use super::validation;
 use super::{Jobs, Scope};
 use crate::engines::Engine;
-use crate::engines::models::ModelList;
 use crate::error::{Error, Result};
 use crate::skill::archive::{self, ArchiveError};
 use crate::skill::{ExecutionMode, Rules, SkillEntry, SkillManifest, manifest};
@@ -35,6 +34,10 @@ pub struct NewJob {
     pub input: Value,
     pub parameter: Value,
     pub model: Option<String>,
+    /// A provider of the engine ([`crate::providers`]); beats one named in `model`.
+    pub provider_id: Option<String>,
+    /// A reasoning effort of the model; beats one named in `model` (`model@effort`).
+    pub effort: Option<String>,
     /// Checked against the allow-list before anything is recorded.
     pub runtime_options: Option<Value>,
     /// Other installed skills the run gets beside `skill_id`.
@@ -109,13 +112,21 @@ fn rejected(e: ArchiveError) -> Error {
 }
 
 impl Jobs {
-    /// The model list a requested model is checked against; only looked up (which may ask
-    /// the CLI for its version) when a model was requested.
-    async fn model_list(&self, engine: Engine, model: Option<&str>) -> Option<ModelList> {
-        match model {
-            Some(_) => self.engines.models(engine).await,
-            None => None,
-        }
+    /// The engine options a request's model, provider and effort select
+    /// ([`validation::model`]). The model list (which may ask the CLI for its version) and
+    /// the providers are only looked up when the request names something to check them for.
+    async fn engine_options(&self, engine: Engine, ask: validation::ModelAsk<'_>) -> Result<Value> {
+        let named = |v: Option<&str>| v.is_some_and(|v| !v.trim().is_empty());
+        let list = match named(ask.model) || named(ask.provider_id) {
+            true => self.engines.models(engine).await,
+            false => None,
+        };
+        let to_provider = named(ask.provider_id) || ask.model.is_some_and(|m| m.contains('/'));
+        let providers = match to_provider && crate::providers::supported(engine) {
+            true => crate::providers::all(&self.store, engine).await?,
+            false => Vec::new(),
+        };
+        validation::model(engine, ask, list.as_ref(), &providers)
     }
 
     /// `POST /v1/jobs`.
@@ -141,20 +152,25 @@ impl Jobs {
                 )));
             }
         };
-        let engine = validation::engine(
-            &skill,
-            body.engine.as_deref(),
-            &self.engines,
-            self.waits_for_login(),
-        )?;
+        let engine = validation::engine(&skill, body.engine.as_deref(), &self.engines)?;
         let (mut options, secrets) =
             RuntimeOptions::parse_request(body.runtime_options.as_ref()).map_err(Error::invalid)?;
         validation::execution_mode(&skill, &options)?;
         validation::output_schema(&skill, &options)?;
         options.skills = self.run_skills(&skill, engine, &body.skills).await?;
         self.check_mcp(&skill, engine).await?;
-        let list = self.model_list(engine, body.model.as_deref()).await;
-        let engine_options = validation::model(engine, body.model.as_deref(), list.as_ref())?;
+        let ask = validation::ModelAsk {
+            model: body.model.as_deref(),
+            provider_id: body.provider_id.as_deref(),
+            effort: body.effort.as_deref(),
+        };
+        let engine_options = self.engine_options(engine, ask).await?;
+        validation::engine_ready(
+            engine,
+            &self.engines,
+            self.waits_for_login(),
+            engine_options.get("provider_id").is_some(),
+        )?;
         let bound = self.check_reuse(&skill, &options, &body.input).await?;
         validation::inline_input(&skill, &body.input, &bound)?;
         validation::named_files(&skill, &body.input)?;
@@ -578,15 +594,26 @@ impl Jobs {
         .map_err(|e| Refusal::Retry(Error::Internal(e.into())))?;
         let skill = Arc::new(loaded.map_err(|e| Refusal::Fail(rejected(e)))?);
         let requested = request.engine.map(Engine::as_str);
-        let engine = validation::engine(&skill, requested, &self.engines, self.waits_for_login())
-            .map_err(Refusal::Fail)?;
+        let engine = validation::engine(&skill, requested, &self.engines).map_err(Refusal::Fail)?;
         validation::execution_mode(&skill, &request.runtime_options).map_err(Refusal::Fail)?;
         self.check_mcp(&skill, engine)
             .await
             .map_err(Refusal::Fail)?;
-        let list = self.engines.models(engine).await;
-        validation::model(engine, request.model.as_deref(), list.as_ref())
+        let ask = validation::ModelAsk {
+            model: request.model.as_deref(),
+            ..Default::default()
+        };
+        let options = self
+            .engine_options(engine, ask)
+            .await
             .map_err(Refusal::Fail)?;
+        validation::engine_ready(
+            engine,
+            &self.engines,
+            self.waits_for_login(),
+            options.get("provider_id").is_some(),
+        )
+        .map_err(Refusal::Fail)?;
         validation::inline_input(&skill, &request.input, &[]).map_err(Refusal::Fail)?;
         validation::named_files(&skill, &request.input).map_err(Refusal::Fail)?;
         validation::output_schema(&skill, &request.runtime_options).map_err(Refusal::Fail)?;

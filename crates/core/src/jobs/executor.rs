@@ -44,6 +44,8 @@ pub mod codes {
     pub const WORKSPACE_SOURCE_MISSING: &str = "WORKSPACE_SOURCE_MISSING";
     /// The upload lacks a required file input.
     pub const UPLOAD_INPUT_MISSING: &str = "UPLOAD_INPUT_MISSING";
+    /// The job's provider was removed before its turn.
+    pub const PROVIDER_NOT_FOUND: &str = "PROVIDER_NOT_FOUND";
     pub const INTERACTION_WAIT_TIMEOUT: &str = "INTERACTION_WAIT_TIMEOUT";
     pub const SESSION_RESUME_FAILED: &str = "SESSION_RESUME_FAILED";
     /// Nobody logged the run's engine in within `SKILL_RUNNER_AUTH_WAIT_SECONDS`.
@@ -462,6 +464,25 @@ impl Jobs {
                 )));
             }
         };
+        // The provider a job named: the operator may have removed it since.
+        let provider = match request.engine_options["provider_id"].as_str() {
+            None => None,
+            Some(id) => match crate::providers::get(&self.store, engine, id).await? {
+                Some(provider) => Some(provider),
+                None => {
+                    return Ok(TurnEnd::Ended(Envelope::default().failed(
+                        Some(codes::PROVIDER_NOT_FOUND),
+                        format!(
+                            "The job names provider '{id}' of engine '{engine}', which no longer \
+                             exists: add it again with PUT \
+                             /v1/management/engines/{engine}/custom-providers/{id}, or run the \
+                             job with another provider_id"
+                        ),
+                        None,
+                    )));
+                }
+            },
+        };
         let extra_skills = match self.extra_skills(&options.skills).await {
             Ok(skills) => skills,
             Err(why) => return Ok(TurnEnd::Ended(failed_without_result(why))),
@@ -486,7 +507,12 @@ impl Jobs {
             reply: history.last().map(|h| &h["response"]),
             history: &history,
             session: run.engine_session.as_deref(),
-            model: request.model.as_deref(),
+            // The model as checked at create (a temporary run's is checked at its upload).
+            model: request.engine_options["model"]
+                .as_str()
+                .or(request.model.as_deref()),
+            effort: request.engine_options["model_reasoning_effort"].as_str(),
+            provider: provider.as_ref().map(|p| &p.endpoint),
             preamble: secrets.preamble_prompt.as_deref().filter(|_| run.turn == 1),
             mcp: &mcp,
         };

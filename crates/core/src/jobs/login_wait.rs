@@ -34,7 +34,7 @@ impl Jobs {
     /// logged in; true when the run is not to start now (it waits, or was canceled meanwhile).
     pub(super) async fn waits_for_login_of(self: &Arc<Self>, run_id: &str, engine: Engine) -> bool {
         let wait = self.config.limits.auth_wait;
-        if wait.is_zero() || !self.engines.needs_login(engine) {
+        if wait.is_zero() || !self.engines.needs_login(engine) || self.to_provider(run_id).await {
             return false;
         }
         match self.store.await_auth(run_id, Timestamp::after(wait)).await {
@@ -56,6 +56,16 @@ impl Jobs {
                 false
             }
         }
+    }
+
+    /// Whether the run's job names a provider (which has its own key: no login needed). A
+    /// run that cannot be read is taken as one without: it waits, as before.
+    async fn to_provider(&self, run_id: &str) -> bool {
+        let Ok(Some(run)) = self.store.run(run_id).await else {
+            return false;
+        };
+        matches!(self.store.request(&run.request_id).await,
+            Ok(Some(request)) if request.engine_options.get("provider_id").is_some())
     }
 
     /// Queues again every run waiting for `engine`'s login, if it is logged in now; returns how

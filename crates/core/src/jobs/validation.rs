@@ -6,16 +6,12 @@ use skill_runner_types::run_options::RuntimeOptions;
 use crate::engines::models::{self, ModelList};
 use crate::engines::{Engine, Engines};
 use crate::error::{Error, Result};
+use crate::providers::Provider;
 use crate::skill::{InputSource, SkillFormat, SkillManifest, manifest, standard};
 
-/// The engine to run with ([`SkillManifest::default_engine`] when omitted). An engine whose CLI
-/// is not logged in is refused unless `waits_for_login` (the run then waits in `waiting_auth`).
-pub fn engine(
-    skill: &SkillManifest,
-    requested: Option<&str>,
-    engines: &Engines,
-    waits_for_login: bool,
-) -> Result<Engine> {
+/// The engine to run with ([`SkillManifest::default_engine`] when omitted): one the skill
+/// runs on and the service takes new runs of. Whether it can run now is [`engine_ready`].
+pub fn engine(skill: &SkillManifest, requested: Option<&str>, engines: &Engines) -> Result<Engine> {
     let requested = requested.map(str::trim).filter(|e| !e.is_empty());
     let chosen = match requested {
         Some(name) => Engine::parse(name),
@@ -50,6 +46,19 @@ pub fn engine(
             "requested_engine": name,
         })));
     }
+    Ok(engine)
+}
+
+/// Whether a run of `engine` can start: its CLI is there, and it is logged in (unless the run
+/// goes to a provider, which has its own key, or `waits_for_login`: the run then waits in
+/// `waiting_auth`). Checked after the request's own fields, as the reference.
+pub fn engine_ready(
+    engine: Engine,
+    engines: &Engines,
+    waits_for_login: bool,
+    to_provider: bool,
+) -> Result<()> {
+    let name = engine.as_str();
     if let Err(missing) = engines.locate(engine) {
         return Err(Error::invalid(json!({
             "code": "ENGINE_CLI_MISSING",
@@ -57,14 +66,14 @@ pub fn engine(
             "requested_engine": name,
         })));
     }
-    if !waits_for_login && engines.needs_login(engine) {
+    if !waits_for_login && !to_provider && engines.needs_login(engine) {
         return Err(Error::conflict(json!({
             "code": "ENGINE_NOT_LOGGED_IN",
             "message": not_logged_in(engines, engine),
             "requested_engine": name,
         })));
     }
-    Ok(engine)
+    Ok(())
 }
 
 /// Why a run of `engine` cannot start now, and the ways to log it in.
@@ -111,19 +120,177 @@ pub fn execution_mode(skill: &SkillManifest, options: &RuntimeOptions) -> Result
     })))
 }
 
-/// The engine options the model selects, checked against the engine's model list (`list`,
-/// the snapshot for its CLI). `script` runs no model, so it takes none.
-pub fn model(engine: Engine, model: Option<&str>, list: Option<&ModelList>) -> Result<Value> {
-    match (engine, model.map(str::trim).filter(|m| !m.is_empty()), list) {
-        (_, None, _) => Ok(json!({})),
-        (Engine::Script, Some(m), _) => Err(Error::invalid(format!(
-            "Model validation failed: engine 'script' runs the skill's own entrypoint and takes no model (got '{m}')"
+/// What a request asks of its engine's model, as the client sent it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ModelAsk<'a> {
+    /// A model name, `<model>@<effort>`, or `<provider_id>/<model>[@<effort>]`.
+    pub model: Option<&'a str>,
+    /// Beats a provider named in `model`.
+    pub provider_id: Option<&'a str>,
+    /// Beats an effort named in `model`; `default` asks for none.
+    pub effort: Option<&'a str>,
+}
+
+/// The provider ids an engine has without custom providers: those its model list names
+/// (`openai/gpt-5.5`), or the vendor whose API its CLI calls.
+fn builtin_providers(engine: Engine, list: Option<&ModelList>) -> Vec<String> {
+    let mut ids: Vec<String> = match engine {
+        Engine::Codex => vec!["openai".into()],
+        Engine::Claude => vec!["anthropic".into()],
+        Engine::Gemini => vec!["google".into()],
+        _ => Vec::new(),
+    };
+    for model in list.map_or(&[][..], |l| &l.models) {
+        if let Some((provider, _)) = model.id.split_once('/')
+            && !ids.iter().any(|i| i == provider)
+        {
+            ids.push(provider.to_owned());
+        }
+    }
+    ids
+}
+
+fn model_error(problem: String) -> Error {
+    Error::invalid(format!("Model validation failed: {problem}"))
+}
+
+/// The engine options a request's model, provider and effort select (`model`,
+/// `model_reasoning_effort`, and `provider_id` for a custom provider), checked against the
+/// engine's model list (`list`, the snapshot for its CLI) or the provider's models. Anything
+/// that does not fit is refused naming what would: no model, provider or effort is dropped.
+/// `script` runs no model, so it takes none.
+pub fn model(
+    engine: Engine,
+    ask: ModelAsk<'_>,
+    list: Option<&ModelList>,
+    providers: &[Provider],
+) -> Result<Value> {
+    let given = |v: Option<&str>| {
+        v.map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    };
+    let (mut model, mut effort) = (given(ask.model), None);
+    if let Some((name, suffix)) = model.clone().as_deref().and_then(|m| m.split_once('@')) {
+        model = Some(name.to_owned());
+        effort = Some(suffix.to_ascii_lowercase());
+    }
+    if let Some(asked) = given(ask.effort) {
+        effort = Some(asked.to_ascii_lowercase());
+    }
+    effort = effort.filter(|e| e != "default");
+    let mut provider = given(ask.provider_id).map(|p| p.to_ascii_lowercase());
+    match (&model, &provider) {
+        // A provider named twice: the field wins, the model's prefix goes.
+        (Some(m), Some(p)) => {
+            if let Some(rest) = m.strip_prefix(&format!("{p}/")) {
+                model = Some(rest.to_owned());
+            }
+        }
+        // `<provider>/<model>` names a custom provider (model ids of some engines hold a '/').
+        (Some(m), None) => {
+            if let Some((p, rest)) = m.split_once('/')
+                && providers.iter().any(|x| x.id == p.to_ascii_lowercase())
+            {
+                provider = Some(p.to_ascii_lowercase());
+                model = Some(rest.to_owned());
+            }
+        }
+        _ => {}
+    }
+    if engine == Engine::Script {
+        return match (&model, &provider, &effort) {
+            (None, None, None) => Ok(json!({})),
+            _ => Err(model_error(
+                "engine 'script' runs the skill's own entrypoint and takes no model, provider or \
+                 effort"
+                    .into(),
+            )),
+        };
+    }
+    if let Some(p) = &provider
+        && let Some(custom) = providers.iter().find(|x| &x.id == p)
+    {
+        let name = model.unwrap_or_else(|| custom.default_model.clone());
+        let Some(listed) = custom.models.iter().find(|m| m.id == name) else {
+            return Err(model_error(format!(
+                "model '{name}' is not a model of provider '{p}' of engine '{engine}': {}",
+                custom
+                    .models
+                    .iter()
+                    .map(|m| m.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        };
+        let mut options = json!({"model": name, "provider_id": p});
+        if let Some(effort) = effort {
+            check_effort(&name, &effort, listed.supported_effort.as_deref())?;
+            options["model_reasoning_effort"] = json!(effort);
+        }
+        return Ok(options);
+    }
+    if let Some(p) = &provider {
+        let builtin = builtin_providers(engine, list);
+        if !builtin.contains(p) {
+            let mut allowed = builtin;
+            allowed.extend(providers.iter().map(|x| x.id.clone()));
+            return Err(Error::invalid(json!({
+                "code": "ENGINE_PROVIDER_INVALID",
+                "message": format!(
+                    "provider_id '{p}' is not a provider of engine '{engine}'; allowed: {}{}",
+                    if allowed.is_empty() { "none".to_owned() } else { allowed.join(", ") },
+                    if crate::providers::supported(engine) {
+                        format!(" (add one with PUT /v1/management/engines/{engine}/custom-providers/{p})")
+                    } else {
+                        String::new()
+                    }
+                ),
+                "engine": engine,
+                "field": "provider_id",
+                "allowed_values": allowed,
+            })));
+        }
+        // A provider whose models the list names with their provider (`openai/gpt-5.5`).
+        if let Some(m) = &model
+            && list.is_some_and(|l| l.models.iter().any(|x| x.id == format!("{p}/{m}")))
+        {
+            model = Some(format!("{p}/{m}"));
+        }
+    }
+    let Some(name) = model else {
+        return match effort {
+            None => Ok(json!({})),
+            Some(effort) => Err(model_error(format!(
+                "effort '{effort}' needs a model: name one of engine '{engine}''s models that \
+                 takes efforts (GET /v1/engines/{engine}/models lists each model's \
+                 supported_effort)"
+            ))),
+        };
+    };
+    let Some(list) = list else {
+        return Err(model_error(format!(
+            "engine '{engine}' has no model list (got '{name}')"
+        )));
+    };
+    let requested = match &effort {
+        Some(effort) => format!("{name}@{effort}"),
+        None => name,
+    };
+    models::select(list, &requested).map_err(model_error)
+}
+
+/// `effort` against the efforts model `name` takes.
+fn check_effort(name: &str, effort: &str, supported: Option<&[String]>) -> Result<()> {
+    match supported {
+        Some(efforts) if efforts.iter().any(|e| e == effort) => Ok(()),
+        Some(efforts) => Err(model_error(format!(
+            "model '{name}' does not support reasoning effort '{effort}' (supported: {})",
+            efforts.join(", ")
         ))),
-        (e, Some(m), None) => Err(Error::invalid(format!(
-            "Model validation failed: engine '{e}' has no model list (got '{m}')"
+        None => Err(model_error(format!(
+            "model '{name}' takes no reasoning effort (its provider lists none for it)"
         ))),
-        (_, Some(m), Some(list)) => models::select(list, m)
-            .map_err(|e| Error::invalid(format!("Model validation failed: {e}"))),
     }
 }
 
@@ -404,5 +571,141 @@ pub fn parameter(skill: &SkillManifest, parameter: &Value) -> Result<()> {
         Err(Error::invalid(format!(
             "Parameter validation failed: {problems:?}"
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engines::config::Endpoint;
+    use crate::engines::models::Model;
+    use crate::providers::ProviderModel;
+
+    fn list(engine: &str, ids: &[(&str, Option<&[&str]>)]) -> ModelList {
+        ModelList {
+            engine: engine.into(),
+            cli_version_detected: None,
+            snapshot_version_used: "1.0.0".into(),
+            source: "pinned_snapshot".into(),
+            fallback_reason: None,
+            models: ids
+                .iter()
+                .map(|(id, efforts)| Model {
+                    id: (*id).into(),
+                    display_name: (*id).into(),
+                    deprecated: false,
+                    notes: String::new(),
+                    supported_effort: efforts.map(|e| e.iter().map(|x| (*x).into()).collect()),
+                    provider_id: None,
+                })
+                .collect(),
+        }
+    }
+
+    fn gateway() -> Provider {
+        Provider {
+            id: "gw".into(),
+            endpoint: Endpoint {
+                base_url: Some("http://127.0.0.1:9/v1".into()),
+                api_key: Some("k".to_owned().into()),
+            },
+            models: vec![
+                ProviderModel {
+                    id: "small".into(),
+                    supported_effort: None,
+                },
+                ProviderModel {
+                    id: "big".into(),
+                    supported_effort: Some(vec!["low".into(), "high".into()]),
+                },
+            ],
+            default_model: "small".into(),
+        }
+    }
+
+    fn ask<'a>(
+        model: Option<&'a str>,
+        provider_id: Option<&'a str>,
+        effort: Option<&'a str>,
+    ) -> ModelAsk<'a> {
+        ModelAsk {
+            model,
+            provider_id,
+            effort,
+        }
+    }
+
+    fn refusal(result: Result<Value>) -> String {
+        match result {
+            Err(Error::Invalid(detail)) => detail.to_string(),
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_custom_provider_is_named_by_field_or_prefix_and_its_models_and_efforts_checked() {
+        let codex = list("codex", &[("gpt-5.5", Some(&["low", "high"]))]);
+        let providers = [gateway()];
+        let run = |a| model(Engine::Codex, a, Some(&codex), &providers);
+        assert_eq!(
+            run(ask(None, Some("GW"), None)).unwrap(),
+            json!({"model": "small", "provider_id": "gw"}),
+            "the provider's default model"
+        );
+        assert_eq!(
+            run(ask(Some("gw/big@low"), None, Some("high"))).unwrap(),
+            json!({"model": "big", "provider_id": "gw", "model_reasoning_effort": "high"}),
+            "the prefix names the provider; the effort field beats the suffix"
+        );
+        assert_eq!(
+            run(ask(Some("gw/big"), Some("gw"), Some("default"))).unwrap(),
+            json!({"model": "big", "provider_id": "gw"}),
+            "`default` asks for no effort"
+        );
+        assert!(refusal(run(ask(Some("huge"), Some("gw"), None))).contains("small, big"));
+        assert!(
+            refusal(run(ask(Some("small"), Some("gw"), Some("low"))))
+                .contains("takes no reasoning effort")
+        );
+        assert!(refusal(run(ask(Some("big"), Some("gw"), Some("max")))).contains("low, high"));
+        let unknown = refusal(run(ask(None, Some("other"), None)));
+        assert!(
+            unknown.contains("ENGINE_PROVIDER_INVALID") && unknown.contains("[\"openai\",\"gw\"]"),
+            "{unknown}"
+        );
+        // The engine's own provider and models, as before.
+        assert_eq!(
+            run(ask(Some("gpt-5.5"), Some("openai"), Some("high"))).unwrap(),
+            json!({"model": "gpt-5.5", "model_reasoning_effort": "high"})
+        );
+        assert!(refusal(run(ask(None, None, Some("high")))).contains("needs a model"));
+    }
+
+    #[test]
+    fn a_provider_of_the_model_list_names_its_models() {
+        let opencode = list(
+            "opencode",
+            &[("openai/gpt-5.5", None), ("anthropic/claude", None)],
+        );
+        let run = |a| model(Engine::Opencode, a, Some(&opencode), &[]);
+        assert_eq!(
+            run(ask(Some("gpt-5.5"), Some("openai"), None)).unwrap(),
+            json!({"model": "openai/gpt-5.5"})
+        );
+        assert_eq!(
+            run(ask(Some("openai/gpt-5.5"), None, None)).unwrap(),
+            json!({"model": "openai/gpt-5.5"})
+        );
+        let unknown = refusal(run(ask(Some("x"), Some("google"), None)));
+        assert!(unknown.contains("openai, anthropic"), "{unknown}");
+        assert!(
+            refusal(model(
+                Engine::Script,
+                ask(None, Some("gw"), None),
+                None,
+                &[]
+            ))
+            .contains("takes no model")
+        );
     }
 }

@@ -8,8 +8,8 @@ use sqlx::types::Json;
 use super::Postgres;
 use crate::TaskStatus;
 use crate::engines::{
-    EngineStore, StoredMcpServer, StoredSnapshot, Upgrade, UpgradeResult, engine_store,
-    upgrade_columns,
+    EngineStore, StoredMcpServer, StoredProvider, StoredSnapshot, Upgrade, UpgradeResult,
+    engine_store, upgrade_columns,
 };
 use skill_runner_types::clock::Timestamp;
 

@@ -1,0 +1,12 @@
+-- The operator's model providers per engine (`/v1/management/engines/{engine}/custom-providers`):
+-- a job that names one is pointed at its endpoint with its key.
+CREATE TABLE engine_providers (
+    engine      TEXT NOT NULL,
+    provider_id TEXT NOT NULL,
+    -- Base URL, models and default model (JSON), without the key.
+    definition  TEXT NOT NULL,
+    -- The API key; never shown.
+    api_key     TEXT NOT NULL,
+    updated_at  TEXT NOT NULL,
+    PRIMARY KEY (engine, provider_id)
+);
