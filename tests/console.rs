@@ -2418,3 +2418,85 @@ fn browser_makes_rotates_and_deletes_a_secret_without_showing_it() {
         browser.close().await;
     });
 }
+
+/// The settings page's actions: the log level changed and back, this node's log records
+/// searched, and the data reset refused without its confirmation, counted, then done.
+#[test]
+fn browser_changes_the_log_level_reads_the_logs_and_resets_the_data() {
+    const TEST: &str = concat!(
+        module_path!(),
+        "::browser_changes_the_log_level_reads_the_logs_and_resets_the_data"
+    );
+    if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
+        return;
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let server = TestServer::with_skills(&[common::probe_skill("plain", None)], &[]);
+        let rid = server
+            .create_job(
+                json!({"skill_id": "plain", "input": {"text": "hi"}, "parameter": {"mode": "ok"}}),
+            )
+            .await;
+        server.wait_job(&rid).await;
+        let origin = server.url("");
+        let browser = Browser::start().await;
+        browser.goto(&server.url("/ui/settings")).await;
+        browser.wait_text("#log-level-now", "INFO").await;
+        let select = |css: &'static str, value: &'static str| {
+            let browser = &browser;
+            async move {
+                browser
+                    .wait_for(css)
+                    .await
+                    .select_by_value(value)
+                    .await
+                    .unwrap();
+            }
+        };
+        select("#log-level-form select", "WARNING").await;
+        browser.click("#log-level-form button").await;
+        browser.wait_text("#log-level-now", "WARNING").await;
+        let (_, settings) = server.get("/v1/management/system/settings").await;
+        assert_eq!(settings["logging"]["server_level"], "WARNING");
+        select("#log-level-form select", "INFO").await;
+        browser.click("#log-level-form button").await;
+        browser.wait_text("#log-level-now", "INFO").await;
+        browser
+            .submit("#log-level-form", "[name=filter]", "no filter")
+            .await;
+        browser
+            .wait_text("#log-level .error", "is not a log level")
+            .await;
+
+        // The log records: the level changes were logged.
+        browser
+            .submit("#log-form", "[name=q]", "log filter changed")
+            .await;
+        browser
+            .wait_text("#log-table tbody", "log filter changed")
+            .await;
+
+        // The reset: refused without the words, counted, then done.
+        browser
+            .submit("#reset-form", "[name=confirmation]", "yes")
+            .await;
+        browser
+            .wait_text("#reset-result .error[data-status='400']", "CONFIRM RESET")
+            .await;
+        let confirmation = browser.wait_for("#reset-form [name=confirmation]").await;
+        confirmation.clear().await.unwrap();
+        confirmation.send_keys("CONFIRM RESET").await.unwrap();
+        browser.click("#reset-form button.secondary").await;
+        browser
+            .wait_text("#reset-result [data-dry-run=true]", "1 runs")
+            .await;
+        assert_eq!(server.get(&format!("/v1/jobs/{rid}")).await.0, 200);
+        browser.click("#reset-form button.danger").await;
+        browser
+            .wait_text("#reset-result [data-dry-run=false]", "1 runs")
+            .await;
+        assert_eq!(server.get(&format!("/v1/jobs/{rid}")).await.0, 404);
+        browser.assert_clean(&origin).await;
+        browser.close().await;
+    });
+}

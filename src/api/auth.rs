@@ -191,7 +191,9 @@ pub fn needed_role(method: &Method, path: &str) -> Role {
         })
     };
     // What reaches every tenant's runs at once (the metrics count them all).
-    let every_tenant = path == "/v1/jobs/cleanup" || path == "/v1/management/system/reset-data";
+    let every_tenant = path == "/v1/jobs/cleanup"
+        || path == "/v1/management/system/reset-data"
+        || path == "/ui/settings/reset";
     if path.starts_with("/v1/management/audit")
         || (path.starts_with("/v1/management/tenants") && !path.ends_with("/keys"))
         || (every_tenant && *method != Method::GET)

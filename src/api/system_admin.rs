@@ -8,6 +8,7 @@ use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use skill_runner_core::tenants::Caller;
 
 use super::auth::Admin;
 use super::jobs::{bad_json, bad_query, to_completion};
@@ -35,7 +36,8 @@ pub struct SystemSettings {
     pub fixed: Value,
 }
 
-fn settings(state: &AppState) -> SystemSettings {
+/// The settings in force (`GET .../system/settings`).
+pub fn settings(state: &AppState) -> SystemSettings {
     let filter = crate::telemetry::log_filter();
     let level = shown_level(&filter);
     let limits = &state.config.jobs;
@@ -100,9 +102,21 @@ pub async fn put_settings(
     body: Result<Json<SettingsUpdate>, JsonRejection>,
 ) -> ApiResult<Json<SystemSettings>> {
     let Json(body) = body.map_err(bad_json)?;
+    change_log_level(&state, &caller, &body.logging)
+        .await
+        .map(Json)
+}
+
+/// Sets the log level `logging` names (`{level}` or `{server_level, runtime_level}`), as
+/// `caller` asked; the settings then in force.
+pub async fn change_log_level(
+    state: &AppState,
+    caller: &Caller,
+    logging: &Value,
+) -> ApiResult<SystemSettings> {
     let asked: Vec<(&str, String)> = ["level", "server_level", "runtime_level"]
         .into_iter()
-        .filter_map(|key| Some((key, body.logging.get(key)?.as_str()?.to_owned())))
+        .filter_map(|key| Some((key, logging.get(key)?.as_str()?.to_owned())))
         .collect();
     let Some((_, first)) = asked.first() else {
         return Err(ApiError::bad_request(
@@ -124,13 +138,13 @@ pub async fn put_settings(
     state
         .tenants
         .record(
-            &caller,
+            caller,
             "settings.changed",
             "logging.level",
             serde_json::json!({"filter": filter}),
         )
         .await;
-    Ok(Json(settings(&state)))
+    Ok(settings(state))
 }
 
 /// A level as the reference names it, or a filter, as a `tracing` filter.
@@ -211,6 +225,11 @@ pub async fn query_logs(
     query: Result<Query<LogQuery>, QueryRejection>,
 ) -> ApiResult<Json<LogPage>> {
     let Query(query) = query.map_err(bad_query)?;
+    log_page(query).map(Json)
+}
+
+/// The page of this node's log records `query` asks for.
+pub fn log_page(query: LogQuery) -> ApiResult<LogPage> {
     let source = query
         .source
         .as_deref()
@@ -283,12 +302,12 @@ pub async fn query_logs(
         })
         .collect();
     let next = query.cursor + shown;
-    Ok(Json(LogPage {
+    Ok(LogPage {
         source,
         items,
         next_cursor: (next < total).then_some(next),
         total_matched: total,
-    }))
+    })
 }
 
 /// `POST /v1/management/system/reset-data` body.
@@ -341,6 +360,11 @@ pub async fn reset_data(
     body: Result<Json<ResetRequest>, JsonRejection>,
 ) -> ApiResult<Json<ResetDone>> {
     let Json(body) = body.map_err(bad_json)?;
+    reset(&state, &caller, body).await.map(Json)
+}
+
+/// Deletes every run as `caller` asked (see [`reset_data`]), or counts them (`dry_run`).
+pub async fn reset(state: &AppState, caller: &Caller, body: ResetRequest) -> ApiResult<ResetDone> {
     if body.confirmation.trim() != RESET_CONFIRMATION {
         return Err(ApiError::bad_request(format!(
             "confirmation must equal '{RESET_CONFIRMATION}'"
@@ -353,7 +377,7 @@ pub async fn reset_data(
         state
             .tenants
             .record(
-                &caller,
+                caller,
                 "data.reset",
                 "runs",
                 serde_json::json!({"runs_deleted": counts.runs_deleted}),
@@ -366,7 +390,7 @@ pub async fn reset_data(
         (true, false) => log_book::book().clear(),
     };
     tracing::warn!(?counts, dry_run, log_records_deleted, "data reset");
-    Ok(Json(ResetDone {
+    Ok(ResetDone {
         dry_run,
         runs_deleted: counts.runs_deleted,
         requests_deleted: counts.requests_deleted,
@@ -374,5 +398,5 @@ pub async fn reset_data(
         log_records_deleted,
         engine_catalog_reset: false,
         engine_auth_sessions_deleted: 0,
-    }))
+    })
 }

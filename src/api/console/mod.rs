@@ -76,6 +76,9 @@ pub fn router(state: &AppState) -> Router<AppState> {
             post(engines::add_snapshot),
         )
         .route("/ui/settings", get(settings::page))
+        .route("/ui/settings/log-level", post(settings::set_level))
+        .route("/ui/settings/logs", get(settings::logs))
+        .route("/ui/settings/reset", post(settings::reset))
         .route("/ui/me", get(tenants::me))
         .route("/ui/secrets", get(secrets::page).post(secrets::create))
         .route("/ui/secrets/{name}/rotate", post(secrets::rotate))
