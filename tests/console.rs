@@ -2500,3 +2500,62 @@ fn browser_changes_the_log_level_reads_the_logs_and_resets_the_data() {
         browser.close().await;
     });
 }
+
+/// An engine's page logs it in with an API key or its login files, and out again, never
+/// showing the key.
+#[test]
+fn browser_logs_an_engine_in_and_out() {
+    const TEST: &str = concat!(module_path!(), "::browser_logs_an_engine_in_and_out");
+    if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
+        return;
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let agents = Agents::new();
+        agents.fake_cli("global-bin", "codex", "0.170.0");
+        let server = agents.server(common::TestDirs::new(), &[]);
+        let origin = server.url("");
+        let browser = Browser::start().await;
+        browser.goto(&server.url("/ui/engines/codex/models")).await;
+        browser.wait_for("#engine-login[data-ready=false]").await;
+        browser
+            .submit("#login-key-form", "[name=api_key]", "sk-console-login-key")
+            .await;
+        browser.wait_for("#engine-login[data-ready=true]").await;
+        let (_, status) = server.get("/v1/engines/auth-status").await;
+        assert_eq!(status["engines"]["codex"]["auth_ready"], true, "{status}");
+        assert!(
+            !browser
+                .wait_for("#engine-login")
+                .await
+                .html(false)
+                .await
+                .unwrap()
+                .contains("sk-console-login-key"),
+            "the key is not shown"
+        );
+        browser.click("#logout-form button").await;
+        browser.client.accept_alert().await.unwrap();
+        browser.wait_for("#engine-login[data-ready=false]").await;
+
+        // The login file the CLI leaves, imported from the file picker.
+        let file = agents.path("auth.json");
+        std::fs::write(
+            &file,
+            r#"{"OPENAI_API_KEY": null, "tokens": {"access_token": "a"}}"#,
+        )
+        .unwrap();
+        browser
+            .wait_for("#login-import-form [name=files]")
+            .await
+            .send_keys(file.to_str().unwrap())
+            .await
+            .unwrap();
+        browser.click("#login-import-form button").await;
+        browser
+            .wait_for("#engine-login [data-file='auth.json'][data-present=true]")
+            .await;
+        assert!(agents.path("agent-home/.codex/auth.json").is_file());
+        browser.assert_clean(&origin).await;
+        browser.close().await;
+    });
+}

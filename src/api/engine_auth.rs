@@ -399,7 +399,7 @@ pub async fn run_import(
 
 /// The `provider_id` field and the `files` parts of an import, in memory (login files are
 /// small: at most [`MAX_FILES`] of [`MAX_FILE_BYTES`]).
-async fn receive(
+pub(crate) async fn receive(
     multipart: Result<Multipart, MultipartRejection>,
 ) -> ApiResult<(Option<String>, Vec<(String, Vec<u8>)>)> {
     let mut multipart =

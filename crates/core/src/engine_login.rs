@@ -116,15 +116,19 @@ impl EngineLogins {
         Ok((imported, resumed))
     }
 
-    /// Imports `key` as `engine`'s API key and queues the runs that waited for it.
-    async fn import_api_key(&self, engine: Engine, key: String) -> Result<usize> {
+    /// Imports `key` as `engine`'s API key and queues the runs that waited for it (the
+    /// sessions waiting for the engine end `succeeded`); how many were queued.
+    pub async fn import_api_key(&self, engine: Engine, key: String) -> Result<usize> {
+        self.cli(engine)?;
         let config = self.jobs.engines().config().clone();
         tokio::task::spawn_blocking(move || login::import_api_key(&config, engine, &key))
             .await
             .map_err(|e| Error::Internal(e.into()))?
             .map_err(import_error)?;
         tracing::info!(%engine, "engine API key imported");
-        self.jobs.login_arrived(engine).await
+        let resumed = self.jobs.login_arrived(engine).await?;
+        self.complete_sessions(engine, resumed);
+        Ok(resumed)
     }
 
     /// Removes `engine`'s imported key and login files; what was removed.
@@ -230,8 +234,7 @@ impl EngineLogins {
                 "kind: this session takes 'api_key', not '{kind}'"
             ))));
         }
-        let resumed = self.import_api_key(session.engine, value).await?;
-        self.complete_sessions(session.engine, resumed);
+        self.import_api_key(session.engine, value).await?;
         self.session(id, engine)
     }
 

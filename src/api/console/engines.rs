@@ -4,12 +4,15 @@
 
 use askama::Template;
 use axum::Form;
+use axum::extract::multipart::{Multipart, MultipartRejection};
 use axum::extract::{Path, State};
 use serde::Deserialize;
 
 use super::{ConsoleError, Lang, Page, render};
 use crate::api::engines::{self as api, EngineSummary};
 use crate::api::error::ApiError;
+use crate::engines::cli::AuthStatus;
+use crate::engines::login::ImportFile;
 use crate::engines::models::{ManifestView, Model};
 use crate::engines::{Engine, upgrades};
 use crate::state::AppState;
@@ -47,6 +50,20 @@ struct ModelsPage {
     view: ManifestView,
     takes_providers: bool,
     providers: Vec<ProviderView>,
+    error: Option<String>,
+    status: AuthStatus,
+    files: Vec<ImportFile>,
+    notice: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "partials/engine_login.html")]
+struct LoginFragment {
+    l: Lang,
+    engine: String,
+    status: AuthStatus,
+    files: Vec<ImportFile>,
+    notice: Option<String>,
     error: Option<String>,
 }
 
@@ -149,7 +166,93 @@ pub async fn models(l: Lang, State(state): State<AppState>, Path(engine): Path<S
             .await
             .map_err(ApiError::from)?,
         error: None,
+        status: auth_status(&state, engine)?,
+        files: state.logins.import_spec(engine).map_err(ApiError::from)?,
+        notice: None,
     })
+}
+
+fn auth_status(state: &AppState, engine: Engine) -> Result<AuthStatus, ApiError> {
+    state
+        .jobs
+        .engines()
+        .auth_status(engine)
+        .ok_or_else(|| ApiError::not_found(format!("Engine '{engine}' has no CLI to log in")))
+}
+
+/// The login section as it is now, with what the last action said.
+fn login_fragment(
+    l: Lang,
+    state: &AppState,
+    engine: Engine,
+    said: Result<String, skill_runner_core::error::Error>,
+) -> Page {
+    let (notice, error) = match said {
+        Ok(notice) => (Some(notice), None),
+        Err(e) => (None, Some(ApiError::from(e).into_message().1)),
+    };
+    render(&LoginFragment {
+        l,
+        engine: engine.to_string(),
+        status: auth_status(state, engine)?,
+        files: state.logins.import_spec(engine).map_err(ApiError::from)?,
+        notice,
+        error,
+    })
+}
+
+/// The API key form.
+#[derive(Debug, Deserialize)]
+pub struct KeyForm {
+    api_key: String,
+}
+
+/// `POST /ui/engines/{engine}/login/api-key`: the key becomes the engine's login; the runs
+/// that waited for one are queued.
+pub async fn log_in_with_key(
+    l: Lang,
+    State(state): State<AppState>,
+    Path(engine): Path<String>,
+    Form(form): Form<KeyForm>,
+) -> Page {
+    let engine = api::agent_engine(&engine)?;
+    let said = state
+        .logins
+        .import_api_key(engine, form.api_key)
+        .await
+        .map(|n| l.tr("login.saved").replace("{n}", &n.to_string()));
+    login_fragment(l, &state, engine, said)
+}
+
+/// `POST /ui/engines/{engine}/login/import`: the login files (`files` parts) go to the agent
+/// home, as `POST /v1/management/engines/{engine}/auth/import` takes them.
+pub async fn import_login(
+    l: Lang,
+    State(state): State<AppState>,
+    Path(engine): Path<String>,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Page {
+    let engine = api::agent_engine(&engine)?;
+    let (_, files) = crate::api::engine_auth::receive(multipart).await?;
+    let said = state
+        .logins
+        .import_files(engine, files)
+        .await
+        .map(|(_, n)| l.tr("login.saved").replace("{n}", &n.to_string()));
+    login_fragment(l, &state, engine, said)
+}
+
+/// `POST /ui/engines/{engine}/logout`.
+pub async fn log_out(l: Lang, State(state): State<AppState>, Path(engine): Path<String>) -> Page {
+    let engine = api::agent_engine(&engine)?;
+    let said = state.logins.log_out(engine).await.map(|removed| {
+        let files = match removed.is_empty() {
+            true => "—".to_owned(),
+            false => removed.join(", "),
+        };
+        l.tr("login.removed").replace("{files}", &files)
+    });
+    login_fragment(l, &state, engine, said)
 }
 
 /// The provider form: `models` one per line, `name` or `name: effort, effort`.

@@ -68,6 +68,15 @@ pub fn router(state: &AppState) -> Router<AppState> {
             post(engines::put_provider),
         )
         .route(
+            "/ui/engines/{engine}/login/api-key",
+            post(engines::log_in_with_key),
+        )
+        .route(
+            "/ui/engines/{engine}/login/import",
+            post(engines::import_login),
+        )
+        .route("/ui/engines/{engine}/logout", post(engines::log_out))
+        .route(
             "/ui/engines/{engine}/providers/{provider_id}/delete",
             post(engines::delete_provider),
         )
