@@ -1886,6 +1886,7 @@ fn browser_runs_a_skill_from_its_form_and_finds_it_again() {
             ("/ui".to_owned(), "skills-375"),
             ("/ui/engines".to_owned(), "engines-375"),
             ("/ui/engines/codex/models".to_owned(), "engine-models-375"),
+            ("/ui/engines/mcp".to_owned(), "mcp-375"),
             ("/ui/settings".to_owned(), "settings-375"),
             ("/ui/secrets".to_owned(), "secrets-375"),
         ] {
@@ -2042,6 +2043,7 @@ fn browser_console_pages_pass_an_accessibility_check() {
                 format!("/ui/runs/{failed}"),
                 "/ui/engines".to_owned(),
                 "/ui/engines/codex/models".to_owned(),
+                "/ui/engines/mcp".to_owned(),
                 "/ui/sessions".to_owned(),
                 "/ui/settings".to_owned(),
                 "/ui/secrets".to_owned(),
@@ -2555,6 +2557,92 @@ fn browser_logs_an_engine_in_and_out() {
             .wait_for("#engine-login [data-file='auth.json'][data-present=true]")
             .await;
         assert!(agents.path("agent-home/.codex/auth.json").is_file());
+        browser.assert_clean(&origin).await;
+        browser.close().await;
+    });
+}
+
+/// The MCP servers page: a server added from the form (its secret never shown), servers
+/// imported from a CLI's `mcpServers` JSON, a refused import that changes nothing, a delete.
+#[test]
+fn browser_edits_the_mcp_servers() {
+    const TEST: &str = concat!(module_path!(), "::browser_edits_the_mcp_servers");
+    if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
+        return;
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let server = TestServer::start_with(common::TestDirs::new(), &[]);
+        let origin = server.url("");
+        let browser = Browser::start().await;
+        browser.goto(&server.url("/ui/engines")).await;
+        browser.click("#mcp-link").await;
+        browser.wait_text("#mcp-table", "No MCP servers yet.").await;
+        let fill = |name: &'static str, text: &'static str| {
+            let browser = &browser;
+            async move {
+                browser
+                    .wait_for(&format!("#mcp-form [name={name}]"))
+                    .await
+                    .send_keys(text)
+                    .await
+                    .unwrap();
+            }
+        };
+        fill("id", "papers").await;
+        fill("command", "npx").await;
+        fill("args", "-y\npapers-mcp").await;
+        fill("env", "PAPERS_TOKEN=sk-mcp-secret-value").await;
+        browser.click("#mcp-form button").await;
+        browser
+            .wait_for("#mcp-table tr[data-server=papers] [data-secret=PAPERS_TOKEN][data-configured=true]")
+            .await;
+        browser
+            .wait_text("#mcp-table tr[data-server=papers]", "npx -y papers-mcp")
+            .await;
+        assert!(
+            !browser
+                .wait_for("#mcp-servers")
+                .await
+                .html(false)
+                .await
+                .unwrap()
+                .contains("sk-mcp-secret-value")
+        );
+        let (_, listed) = server.get("/v1/management/mcp/servers").await;
+        assert_eq!(listed["servers"][0]["args"], json!(["-y", "papers-mcp"]));
+
+        // A CLI's JSON: a stdio server and an HTTP one with a secret header.
+        let import = |text: &'static str| {
+            let browser = &browser;
+            async move {
+                let field = browser.wait_for("#mcp-import-form [name=json]").await;
+                field.clear().await.unwrap();
+                field.send_keys(text).await.unwrap();
+                browser.click("#mcp-import-form button").await;
+            }
+        };
+        import(
+            r#"{"mcpServers": {"search": {"command": "uvx", "args": ["search-mcp"]},
+                "docs": {"type": "http", "url": "https://mcp.example.com/mcp",
+                         "headers": {"Authorization": "Bearer sk-header"}}}}"#,
+        )
+        .await;
+        browser.wait_for("#mcp-table tr[data-server=docs]").await;
+        browser.wait_for("#mcp-table tr[data-server=search]").await;
+        let (_, listed) = server.get("/v1/management/mcp/servers").await;
+        assert_eq!(listed["servers"].as_array().unwrap().len(), 3, "{listed}");
+        // One server refused: none of them is saved.
+        import(r#"{"mcpServers": {"fine": {"command": "x"}, "broken": {"type": "sse"}}}"#).await;
+        browser.wait_for("#mcp-servers .error").await;
+        assert!(browser.wait_for("#mcp-table").await.html(false).await.unwrap().find("data-server=\"fine\"").is_none());
+
+        browser
+            .click("#mcp-table tr[data-server=search] button")
+            .await;
+        browser.client.accept_alert().await.unwrap();
+        browser
+            .wait_for("#mcp-table:not(:has(tr[data-server=search]))")
+            .await;
         browser.assert_clean(&origin).await;
         browser.close().await;
     });

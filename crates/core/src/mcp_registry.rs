@@ -168,6 +168,37 @@ impl McpRegistry {
     /// Creates or replaces the server `id`: the view, and whether it was created. A secret
     /// named without a value keeps the stored one (an error when there is none).
     pub async fn put(&self, id: &str, body: McpServerUpsert) -> Result<(McpServerView, bool)> {
+        let (row, view) = self.checked(id, body).await?;
+        let created = self.store.put_mcp_server(&row).await?;
+        tracing::info!(server_id = row.server_id, created, "MCP server saved");
+        Ok((view, created))
+    }
+
+    /// Creates or replaces several servers, once each of them passed the checks of [`Self::put`]:
+    /// one refused changes nothing.
+    pub async fn put_all(
+        &self,
+        servers: Vec<(String, McpServerUpsert)>,
+    ) -> Result<Vec<McpServerView>> {
+        let mut checked = Vec::new();
+        for (id, body) in servers {
+            checked.push(self.checked(&id, body).await?);
+        }
+        let mut views = Vec::new();
+        for (row, view) in checked {
+            let created = self.store.put_mcp_server(&row).await?;
+            tracing::info!(server_id = row.server_id, created, "MCP server saved");
+            views.push(view);
+        }
+        Ok(views)
+    }
+
+    /// Server `id` as it would be stored, and its view; refused when a field does not fit.
+    async fn checked(
+        &self,
+        id: &str,
+        body: McpServerUpsert,
+    ) -> Result<(StoredMcpServer, McpServerView)> {
         let unprocessable = |m: String| Error::Unprocessable(json!(m));
         let id = id.trim();
         let slots = |inputs: &[SecretInput]| {
@@ -226,9 +257,7 @@ impl McpRegistry {
             secrets: serde_json::to_string(&secrets).map_err(|e| Error::Internal(e.into()))?,
             updated_at,
         };
-        let created = self.store.put_mcp_server(&row).await?;
-        tracing::info!(server_id = id, created, "MCP server saved");
-        Ok((view(&server, &secrets, updated_at), created))
+        Ok((row, view(&server, &secrets, updated_at)))
     }
 
     /// Removes the server `id`; whether it was there.

@@ -5,6 +5,7 @@
 mod engines;
 mod legacy;
 mod login;
+mod mcp;
 mod run_result;
 mod runs;
 mod secrets;
@@ -62,6 +63,13 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .route("/ui/engines/tui/session/input", post(terminal::retired))
         .route("/ui/engines/tui/session/resize", post(terminal::retired))
         .route("/ui/engines/tui/session/ws", get(terminal::socket))
+        .route("/ui/engines/mcp", get(mcp::page))
+        .route("/ui/engines/mcp/servers", post(mcp::put))
+        .route("/ui/engines/mcp/import", post(mcp::import))
+        .route(
+            "/ui/engines/mcp/servers/{server_id}/delete",
+            post(mcp::delete),
+        )
         .route("/ui/engines/{engine}/models", get(engines::models))
         .route(
             "/ui/engines/{engine}/providers",
