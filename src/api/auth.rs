@@ -54,9 +54,12 @@ pub async fn authenticate(
     next: Next,
 ) -> Response {
     let path = request.uri().path();
+    // A sign-in's callback is admitted by its one-time state: a browser redirect carries no
+    // credential.
     let exempt = skill_runner_web::PROBES.contains(&path)
         || path == LOGIN_PATH
-        || path.starts_with("/static/");
+        || path.starts_with("/static/")
+        || super::oauth_proxy::CALLBACK_PATHS.contains(&path);
     // The probes answer without the store: they say whether it answers.
     if exempt {
         return next.run(request).await;

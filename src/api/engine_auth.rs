@@ -155,19 +155,22 @@ pub async fn log_out(
 pub struct StartSession {
     /// Only on `/v1/engines/auth/sessions`, where the path names no engine.
     pub engine: Option<String>,
-    /// `api_key`. (`callback` and `auth_code_or_url` need the vendor's login servers: 422.)
+    /// `api_key`, or for an OpenAI account (codex, opencode, kilo) `callback` or
+    /// `auth_code_or_url` (as `/v1/engines/auth/oauth-proxy/sessions`).
     pub auth_method: Option<String>,
     /// The reference's older name of `auth_method`.
     pub method: Option<String>,
     /// `oauth_proxy` or `cli_delegate`, echoed.
     pub transport: Option<String>,
-    /// Accepted for the reference's clients.
+    /// The vendor account of an engine that has several (`openai`).
     pub provider_id: Option<String>,
 }
 
 /// Starts an auth session for `engine`. `api_key` waits for the key through `.../input`
 /// (`{"kind": "api_key", "value": "..."}`); the session then ends `succeeded` and the runs
-/// waiting for the login are queued again. Sessions wait 15 minutes, then end `expired`.
+/// waiting for the login are queued again. `callback` and `auth_code_or_url` sign an OpenAI
+/// account in (see `POST /v1/engines/auth/oauth-proxy/sessions`). Sessions wait 15 minutes,
+/// then end `expired`.
 #[utoipa::path(post, path = "/v1/management/engines/{engine}/auth/sessions", tag = "management",
     params(("engine" = String, Path)),
     request_body(content = StartSession, example = json!({"auth_method": "api_key"})),
@@ -179,7 +182,7 @@ pub struct StartSession {
             "expires_at": "2026-11-27T03:15:00.000000Z", "resumed_runs": 0})),
         (status = 401, description = "Basic Auth is on and the request lacks it"),
         (status = 404, description = "Unknown engine, or `script`"),
-        (status = 422, description = "auth_method missing, unknown, or one that needs the vendor's login servers"),
+        (status = 422, description = "auth_method missing or unknown, or a sign-in the engine has not here"),
     ))]
 pub async fn start_session(
     _: Admin,
@@ -188,7 +191,7 @@ pub async fn start_session(
     body: Result<Json<StartSession>, JsonRejection>,
 ) -> ApiResult<Json<AuthSession>> {
     let Json(body) = body.map_err(bad_json)?;
-    start(&state, Some(engine), body)
+    start(&state, Some(engine), body).await
 }
 
 /// `POST /v1/engines/auth/sessions` (the reference's form; `engine` in the body).
@@ -198,10 +201,10 @@ pub async fn start_session_by_body(
     body: Result<Json<StartSession>, JsonRejection>,
 ) -> ApiResult<Json<AuthSession>> {
     let Json(body) = body.map_err(bad_json)?;
-    start(&state, None, body)
+    start(&state, None, body).await
 }
 
-fn start(
+async fn start(
     state: &AppState,
     engine: Option<String>,
     body: StartSession,
@@ -219,11 +222,17 @@ fn start(
             "auth_method: required; 'api_key' is the method offered here",
         )
     })?;
-    Ok(Json(state.logins.start(
-        engine,
-        &method,
-        body.transport.as_deref(),
-    )?))
+    Ok(Json(
+        state
+            .logins
+            .start(
+                engine,
+                &method,
+                body.transport.as_deref(),
+                body.provider_id.as_deref(),
+            )
+            .await?,
+    ))
 }
 
 /// A session's path: by engine (management) or alone (the reference's form).

@@ -12,6 +12,7 @@ pub mod invoke;
 pub mod jobs;
 pub mod management;
 pub mod mcp_servers;
+pub mod oauth_proxy;
 pub mod packages;
 pub mod providers;
 pub mod reply_files;
@@ -130,6 +131,12 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(engine_auth::session_input))
         .routes(routes!(engine_auth::cancel_session))
         .routes(routes!(engine_auth::run_session))
+        .routes(routes!(oauth_proxy::start))
+        .routes(routes!(oauth_proxy::get))
+        .routes(routes!(oauth_proxy::input))
+        .routes(routes!(oauth_proxy::cancel))
+        .routes(routes!(oauth_proxy::callback))
+        .routes(routes!(oauth_proxy::proxy_callback))
         .routes(routes!(engine_auth::run_import))
         .route(&temp("/auth/session"), get(engine_auth::run_session))
         .route(

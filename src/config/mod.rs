@@ -320,6 +320,8 @@ impl Config {
                 .collect(),
             legacy_allowed: s.legacy_engines.unwrap_or_default(),
             model_door: None,
+            openai_auth_issuer: s.openai_auth_issuer,
+            oauth_callback_base: s.oauth_callback_base_url,
         };
         let chat = ChatConfig {
             provider: s.agent_provider,

@@ -278,6 +278,15 @@ pub struct Settings {
     /// as the reference's v0.7 has it).
     #[arg(long, env = "SKILL_RUNNER_LEGACY_ENGINES", value_parser = legacy_engines)]
     pub legacy_engines: Option<::std::vec::Vec<Engine>>,
+    /// The OpenAI authorization server codex, opencode and kilo sign accounts in at.
+    #[arg(long, env = "SKILL_RUNNER_OPENAI_AUTH_ISSUER", value_parser = http_url,
+          default_value = skill_runner_engines::config::OPENAI_AUTH_ISSUER)]
+    pub openai_auth_issuer: String,
+    /// The service's address as users' browsers reach it (e.g. https://runner.example.com): a
+    /// browser sign-in comes back to its /v1/engines/auth/callback/openai. Unset: the user
+    /// pastes the address the browser ended on.
+    #[arg(long, env = "SKILL_RUNNER_OAUTH_CALLBACK_BASE_URL", value_parser = http_url)]
+    pub oauth_callback_base_url: Option<String>,
 
     /// The model provider of `POST /v1/agent/chat` unless a chat names another: openai,
     /// dashscope (or qwen), openai-responses or anthropic.

@@ -861,3 +861,214 @@ async fn without_a_login_wait_a_logged_out_engine_is_refused_at_create() {
     let (code, body) = server.post_json("/v1/jobs", job).await;
     assert_eq!(code, 200, "{body}");
 }
+
+/// A client that shows a redirect instead of following it, as a test reads where the sign-in
+/// page sends the browser.
+fn browser_like() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// Where the fake issuer's sign-in page sends the browser back, for `auth_url`.
+async fn signed_in_address(auth_url: &str) -> String {
+    let response = browser_like().get(auth_url).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 302, "{auth_url}");
+    response.headers()["location"].to_str().unwrap().to_owned()
+}
+
+async fn wait_session(server: &TestServer, id: &str, status: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, session) = server
+            .get(&format!("/v1/engines/auth/oauth-proxy/sessions/{id}"))
+            .await;
+        if session["status"] == status || Instant::now() > deadline {
+            assert_eq!(session["status"], status, "{session}");
+            return session;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// An OpenAI account signs codex, opencode and kilo in against a fake issuer: the address the
+/// browser ended on pasted as input, the browser coming back to the callback route, and a
+/// device code approved on the issuer's page; what does not fit is refused and changes
+/// nothing.
+#[tokio::test]
+async fn an_openai_account_signs_engines_in_by_browser_or_device_code() {
+    let agents = Agents::new();
+    for (cli, version) in [
+        ("codex", "0.170.0"),
+        ("opencode", "1.18.33"),
+        ("claude", "2.1.329"),
+    ] {
+        agents.fake_cli("global-bin", cli, version);
+    }
+    let issuer = common::FakeModel::start();
+    let server = agents.server(
+        TestDirs::new(),
+        &[("SKILL_RUNNER_OPENAI_AUTH_ISSUER", issuer.base.as_str())],
+    );
+    let home = agents.path("agent-home");
+    let start = |body: Value| {
+        let server = &server;
+        async move {
+            server
+                .post_json("/v1/engines/auth/oauth-proxy/sessions", body)
+                .await
+        }
+    };
+
+    // The browser: the sign-in page sends it back to the CLIs' own listener address, which it
+    // cannot reach; the user pastes the address it ended on.
+    let (code, session) = start(json!({"engine": "codex", "transport": "oauth_proxy",
+                                       "auth_method": "callback"}))
+    .await;
+    assert_eq!(code, 200, "{session}");
+    assert_eq!(session["status"], "waiting_user");
+    assert_eq!(session["input_kind"], "text");
+    let auth_url = session["auth_url"].as_str().unwrap();
+    assert!(
+        auth_url.starts_with(&format!("{}/oauth/authorize?", issuer.base))
+            && auth_url.contains("redirect_uri=http%3A%2F%2Flocalhost%3A1455%2Fauth%2Fcallback")
+            && auth_url.contains("code_challenge_method=S256"),
+        "{auth_url}"
+    );
+    let id = session["session_id"].as_str().unwrap();
+    let input = format!("/v1/engines/auth/oauth-proxy/sessions/{id}/input");
+    let back = signed_in_address(auth_url).await;
+    let (code, refused) = server
+        .post_json(
+            &input,
+            json!({"kind": "text", "value": back.replace("state=", "state=x")}),
+        )
+        .await;
+    assert_eq!(code, 422, "another sign-in's address: {refused}");
+    assert!(!home.join(".codex/auth.json").exists());
+    let (code, taken) = server
+        .post_json(&input, json!({"kind": "text", "value": back}))
+        .await;
+    assert_eq!(code, 200, "{taken}");
+    assert_eq!(taken["accepted"], true);
+    assert_eq!(taken["session"]["status"], "succeeded");
+    let login: Value =
+        serde_json::from_slice(&std::fs::read(home.join(".codex/auth.json")).unwrap()).unwrap();
+    assert!(
+        login["tokens"]["access_token"]
+            .as_str()
+            .unwrap()
+            .starts_with("fake-access-"),
+        "{login}"
+    );
+    assert_eq!(mode(&home.join(".codex/auth.json")) & 0o777, 0o600);
+    let (_, status) = server.get("/v1/engines/auth-status").await;
+    assert_eq!(status["engines"]["codex"]["auth_ready"], true, "{status}");
+    let (code, _) = server
+        .post_json(&input, json!({"kind": "text", "value": "again"}))
+        .await;
+    assert_eq!(code, 409, "an ended session takes no more input");
+
+    // The callback route, where the browser comes back when the service's address is set:
+    // once per sign-in, without a credential.
+    let (_, session) = start(json!({"engine": "opencode", "transport": "oauth_proxy",
+                                    "provider_id": "openai"}))
+    .await;
+    let back = signed_in_address(session["auth_url"].as_str().unwrap()).await;
+    let query = back.split_once('?').unwrap().1;
+    let callback = server.url(&format!("/v1/engines/auth/callback/openai?{query}"));
+    let response = browser_like().get(&callback).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert!(response.text().await.unwrap().contains("signed in"));
+    let store: Value = serde_json::from_slice(
+        &std::fs::read(home.join(".local/share/opencode/auth.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(store["openai"]["type"], "oauth", "{store}");
+    assert_eq!(store["openai"]["accountId"], "acct-fake");
+    let again = browser_like().get(&callback).send().await.unwrap();
+    assert_eq!(
+        again.status().as_u16(),
+        400,
+        "a sign-in's address works once"
+    );
+    let (_, session) = start(json!({"engine": "opencode", "transport": "oauth_proxy"})).await;
+    let state = session["auth_url"]
+        .as_str()
+        .unwrap()
+        .split("state=")
+        .nth(1)
+        .unwrap();
+    let state = state.split('&').next().unwrap();
+    let refused = browser_like()
+        .get(server.url(&format!(
+            "/v1/engines/auth/oauth-proxy/callback/openai?state={state}&error=access_denied"
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 400);
+    let failed = wait_session(&server, session["session_id"].as_str().unwrap(), "failed").await;
+    assert!(failed["error"].as_str().unwrap().contains("access_denied"));
+
+    // A device code, approved on the issuer's page.
+    let (code, _) = server.delete("/v1/management/engines/codex/auth").await;
+    assert_eq!(code, 200);
+    let (code, session) = start(json!({"engine": "codex", "transport": "oauth_proxy",
+                                       "auth_method": "auth_code_or_url"}))
+    .await;
+    assert_eq!(code, 200, "{session}");
+    assert_eq!(session["auth_url"], format!("{}/codex/device", issuer.base));
+    assert_eq!(session["input_kind"], Value::Null);
+    let user_code = session["user_code"].as_str().unwrap();
+    let (code, _) = issuer
+        .post("/__oauth/approve", json!({"user_code": user_code}))
+        .await;
+    assert_eq!(code, 204);
+    wait_session(
+        &server,
+        session["session_id"].as_str().unwrap(),
+        "succeeded",
+    )
+    .await;
+    assert!(home.join(".codex/auth.json").is_file());
+
+    // What does not fit.
+    let (code, refused) = start(json!({"engine": "claude", "transport": "oauth_proxy"})).await;
+    assert_eq!(code, 422, "{refused}");
+    assert!(refused["detail"].as_str().unwrap().contains("api_key"));
+    let (code, _) = start(json!({"engine": "codex", "transport": "cli_delegate"})).await;
+    assert_eq!(code, 422);
+    assert!(!home.join(".claude").exists());
+}
+
+/// With the service's address set, the sign-in page sends the browser back to its callback
+/// route.
+#[tokio::test]
+async fn the_sign_in_comes_back_to_the_configured_address() {
+    let agents = Agents::new();
+    agents.fake_cli("global-bin", "codex", "0.170.0");
+    let issuer = common::FakeModel::start();
+    let server = agents.server(
+        TestDirs::new(),
+        &[
+            ("SKILL_RUNNER_OPENAI_AUTH_ISSUER", issuer.base.as_str()),
+            (
+                "SKILL_RUNNER_OAUTH_CALLBACK_BASE_URL",
+                "https://runner.example/",
+            ),
+        ],
+    );
+    let (_, session) = server
+        .post_json(
+            "/v1/engines/auth/oauth-proxy/sessions",
+            json!({"engine": "codex", "transport": "oauth_proxy"}),
+        )
+        .await;
+    let back = signed_in_address(session["auth_url"].as_str().unwrap()).await;
+    assert!(
+        back.starts_with("https://runner.example/v1/engines/auth/callback/openai?code="),
+        "{back}"
+    );
+}

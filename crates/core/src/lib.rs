@@ -23,6 +23,7 @@ pub mod hints;
 pub mod invoke;
 pub mod jobs;
 pub mod mcp_registry;
+pub mod openai_login;
 pub mod packages;
 pub mod providers;
 pub mod runner;

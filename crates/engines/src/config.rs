@@ -32,7 +32,16 @@ pub struct EngineConfig {
     /// in network namespaces of their own): a CLI is pointed there with a placeholder for its
     /// key. `None`: the key is lent to the turn.
     pub model_door: Option<std::net::SocketAddr>,
+    /// The OpenAI authorization server accounts sign in at (`SKILL_RUNNER_OPENAI_AUTH_ISSUER`).
+    pub openai_auth_issuer: String,
+    /// The service's address as the user's browser reaches it
+    /// (`SKILL_RUNNER_OAUTH_CALLBACK_BASE_URL`): a sign-in comes back to its callback route.
+    /// `None`: the user pastes the address the browser ended on.
+    pub oauth_callback_base: Option<String>,
 }
+
+/// The issuer of OpenAI accounts, as the CLIs sign in.
+pub const OPENAI_AUTH_ISSUER: &str = "https://auth.openai.com";
 
 impl EngineConfig {
     /// A configuration with no CLI, login or endpoint: what an adapter sees on a machine where
@@ -48,6 +57,8 @@ impl EngineConfig {
             packages: Default::default(),
             legacy_allowed: Vec::new(),
             model_door: None,
+            openai_auth_issuer: OPENAI_AUTH_ISSUER.into(),
+            oauth_callback_base: None,
         }
     }
 }

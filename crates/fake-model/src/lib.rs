@@ -23,9 +23,12 @@
 //! with what it was answered (`response: {status, body}`), served by `GET /__log` (and the
 //! requests appended to `--log` as JSON lines when given);
 //! `POST /__reset` clears script and log.
+//!
+//! The same server is also the OpenAI sign-in server the CLIs' logins use ([`oauth`]).
 
 pub mod anthropic;
 pub mod gemini;
+pub mod oauth;
 pub mod openai;
 
 use std::path::PathBuf;
@@ -98,6 +101,8 @@ pub struct Script {
     final_text: Mutex<String>,
     log: Mutex<Vec<Value>>,
     log_file: Option<PathBuf>,
+    /// The sign-in server's state.
+    issuer: oauth::Issuer,
 }
 
 /// Shell tools by name, in the order they are preferred.
@@ -119,6 +124,7 @@ impl Script {
             final_text: Mutex::new(final_text),
             log: Mutex::default(),
             log_file,
+            issuer: oauth::Issuer::default(),
         })
     }
 
@@ -414,6 +420,13 @@ async fn handle(State(script): State<Arc<Script>>, request: HttpRequest) -> Resp
     let bytes: Bytes = axum::body::to_bytes(body, 64 * 1024 * 1024)
         .await
         .unwrap_or_default();
+    let query = parts.uri.query().unwrap_or_default();
+    if let Some(response) = script
+        .issuer
+        .answer(&parts.method, parts.uri.path(), query, &bytes)
+    {
+        return response;
+    }
     let body: Value = if bytes.is_empty() {
         Value::Null
     } else {

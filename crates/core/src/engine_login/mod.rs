@@ -1,12 +1,13 @@
 //! Logging engines in through the API: login files imported into the agent home, API keys
-//! entered in an auth session, logging out; and the run-side view of a run waiting for its
-//! engine's login (`waiting_auth`). Every login that arrives queues the engine's waiting runs.
+//! entered in an auth session, an OpenAI account signed in through the browser or a device code
+//! ([`oauth`]), logging out; and the run-side view of a run waiting for its engine's login
+//! (`waiting_auth`). Every login that arrives queues the engine's waiting runs.
 //!
-//! Auth sessions follow the reference's shape (start, status, input, cancel). The one method
-//! that works without a browser on the vendor's site is `api_key`; `callback` and
-//! `auth_code_or_url` (device code) need the vendors' login servers, which this service's
-//! turns are not allowed to reach, and are refused with the way that does work: import the
-//! login file such a flow left on another machine.
+//! Auth sessions follow the reference's shape (start, status, input, cancel). `api_key` takes
+//! the key as input; `callback` and `auth_code_or_url` sign an OpenAI account in for codex,
+//! opencode and kilo (provider `openai`), the service being the OAuth client. The other
+//! vendors' logins are the CLIs' own: import the login file such a login left on another
+//! machine.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,6 +23,8 @@ use crate::error::{Error, Result};
 use crate::jobs::{Jobs, Scope};
 use crate::store::RunStatus;
 
+mod oauth;
+
 /// An auth session waiting for input is dropped after this long.
 const SESSION_TTL: Duration = Duration::from_secs(15 * 60);
 
@@ -33,14 +36,24 @@ const MAX_SESSIONS: usize = 256;
 pub struct AuthSession {
     pub session_id: String,
     pub engine: Engine,
-    /// `api_key`.
+    /// `api_key`, `callback` or `auth_code_or_url`.
     pub auth_method: String,
     /// As the client sent it (`oauth_proxy`, `cli_delegate`), else `api_key`.
     pub transport: String,
-    /// `waiting_user_input`, `succeeded`, `canceled` or `expired`.
+    /// The vendor account signed in (`openai`); `null` for a key.
+    pub provider_id: Option<String>,
+    /// `waiting_user_input` (a key), `waiting_user` (a sign-in under way, as the reference's
+    /// OAuth sessions), `succeeded`, `failed`, `canceled` or `expired`.
     pub status: String,
-    /// What `input` takes while waiting (`api_key`); `null` once ended.
+    /// What `input` takes while waiting (`api_key`; `text`: the address the browser ended on,
+    /// or the code); `null` when nothing is to be typed (a device code) or once ended.
     pub input_kind: Option<String>,
+    /// Where the user signs in: the authorization page, or the device page where
+    /// `user_code` is entered.
+    pub auth_url: Option<String>,
+    pub user_code: Option<String>,
+    /// Why the sign-in failed.
+    pub error: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     pub expires_at: Timestamp,
@@ -50,7 +63,7 @@ pub struct AuthSession {
 
 impl AuthSession {
     fn waiting(&self) -> bool {
-        self.status == "waiting_user_input"
+        matches!(self.status.as_str(), "waiting_user_input" | "waiting_user")
     }
 }
 
@@ -74,6 +87,8 @@ pub struct RunAuth {
 pub struct EngineLogins {
     jobs: Arc<Jobs>,
     sessions: Mutex<HashMap<String, AuthSession>>,
+    /// The secrets of the sign-ins under way (PKCE verifier, state, device code), by session.
+    flows: Mutex<HashMap<String, oauth::Flow>>,
 }
 
 impl EngineLogins {
@@ -81,6 +96,7 @@ impl EngineLogins {
         Self {
             jobs,
             sessions: Mutex::default(),
+            flows: Mutex::default(),
         }
     }
 
@@ -142,44 +158,63 @@ impl EngineLogins {
         Ok(removed)
     }
 
-    /// Starts an auth session for `engine` by `auth_method`.
-    pub fn start(
-        &self,
+    /// Starts an auth session for `engine` by `auth_method` (`provider_id` names the vendor
+    /// account of an engine that has several).
+    pub async fn start(
+        self: &Arc<Self>,
         engine: Engine,
         auth_method: &str,
         transport: Option<&str>,
+        provider_id: Option<&str>,
     ) -> Result<AuthSession> {
         self.cli(engine)?;
         match auth_method {
             "api_key" => {}
             "callback" | "auth_code_or_url" => {
-                return Err(Error::Unprocessable(json!(format!(
-                    "auth_method: '{auth_method}' needs the vendor's login servers, which this \
-                     service does not reach; log '{engine}' in on a machine with a browser and \
-                     import the login files it leaves (POST \
-                     /v1/management/engines/{engine}/auth/import), or use 'api_key'"
-                ))));
+                return self
+                    .start_sign_in(engine, auth_method, transport, provider_id)
+                    .await;
             }
             other => {
                 return Err(Error::Unprocessable(json!(format!(
-                    "auth_method: '{other}' is not a login method; use 'api_key', or import \
-                     login files with POST /v1/management/engines/{engine}/auth/import"
+                    "auth_method: '{other}' is not a login method; use 'api_key', 'callback' or \
+                     'auth_code_or_url', or import login files with POST \
+                     /v1/management/engines/{engine}/auth/import"
                 ))));
             }
         }
+        let session = self.new_session(engine, auth_method, transport);
+        self.keep(session)
+    }
+
+    /// A session of `engine` waiting for its key.
+    fn new_session(
+        &self,
+        engine: Engine,
+        auth_method: &str,
+        transport: Option<&str>,
+    ) -> AuthSession {
         let now = Timestamp::now();
-        let session = AuthSession {
+        AuthSession {
             session_id: uuid::Uuid::new_v4().to_string(),
             engine,
             auth_method: auth_method.to_owned(),
             transport: transport.unwrap_or(auth_method).to_owned(),
+            provider_id: None,
             status: "waiting_user_input".into(),
             input_kind: Some("api_key".into()),
+            auth_url: None,
+            user_code: None,
+            error: None,
             created_at: now,
             updated_at: now,
             expires_at: Timestamp::after(SESSION_TTL),
             resumed_runs: 0,
-        };
+        }
+    }
+
+    /// Keeps `session`, making room among the finished ones.
+    fn keep(&self, session: AuthSession) -> Result<AuthSession> {
         let mut sessions = self.sessions.lock().expect("sessions lock");
         expire(&mut sessions);
         if sessions.len() >= MAX_SESSIONS {
@@ -229,6 +264,9 @@ impl EngineLogins {
                 session.status
             )));
         }
+        if session.auth_method != "api_key" {
+            return self.sign_in_input(&session, kind, &value).await;
+        }
         if Some(kind) != session.input_kind.as_deref() {
             return Err(Error::Unprocessable(json!(format!(
                 "kind: this session takes 'api_key', not '{kind}'"
@@ -248,7 +286,10 @@ impl EngineLogins {
             session.input_kind = None;
             session.updated_at = Timestamp::now();
         }
-        Ok(session.clone())
+        let session = session.clone();
+        drop(sessions);
+        self.flows.lock().expect("flows lock").remove(id);
+        Ok(session)
     }
 
     /// Every waiting session of `engine` ends `succeeded`: the engine is logged in.
@@ -261,6 +302,10 @@ impl EngineLogins {
                 session.input_kind = None;
                 session.updated_at = now;
                 session.resumed_runs = resumed;
+                self.flows
+                    .lock()
+                    .expect("flows lock")
+                    .remove(&session.session_id);
             }
         }
     }
