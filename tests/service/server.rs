@@ -409,7 +409,7 @@ async fn bundled_skills_are_valid() {
 
 /// With tokens configured, every route of the OpenAPI document, every alias and `/docs`
 /// answer 401 without one (or with a wrong one) and work with one or with the console's Basic
-/// Auth; only ping stays open.
+/// Auth; only the probes and a sign-in's callback stay open.
 #[tokio::test]
 async fn api_tokens_close_every_route_but_the_probes() {
     let token = "tok-5b1f0c9e8d7a6b5c";
@@ -487,6 +487,14 @@ async fn api_tokens_close_every_route_but_the_probes() {
             }
             "/healthz" | "/readyz" => {
                 assert_eq!(send(None).await.status().as_u16(), 200, "{path}");
+                continue;
+            }
+            // A sign-in's callback, admitted by its one-time state (a browser redirect
+            // carries no credential): without a known state it changes nothing.
+            "/v1/engines/auth/callback/openai" | "/v1/engines/auth/oauth-proxy/callback/openai" => {
+                let answer = send(None).await;
+                assert_eq!(answer.status().as_u16(), 400, "{path}");
+                assert!(answer.text().await.unwrap().contains("Missing state"));
                 continue;
             }
             _ => {}
