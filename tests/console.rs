@@ -2647,3 +2647,78 @@ fn browser_edits_the_mcp_servers() {
         browser.close().await;
     });
 }
+
+/// An engine's page signs an OpenAI account in: in the browser, the address it ended on pasted
+/// back; then with a device code approved elsewhere, which the page notices by itself.
+#[test]
+fn browser_signs_an_openai_account_in() {
+    const TEST: &str = concat!(module_path!(), "::browser_signs_an_openai_account_in");
+    if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
+        return;
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let agents = Agents::new();
+        agents.fake_cli("global-bin", "codex", "0.170.0");
+        let issuer = common::FakeModel::start();
+        let server = agents.server(
+            common::TestDirs::new(),
+            &[("SKILL_RUNNER_OPENAI_AUTH_ISSUER", issuer.base.as_str())],
+        );
+        let origin = server.url("");
+        let browser = Browser::start().await;
+        browser.goto(&server.url("/ui/engines/codex/models")).await;
+        browser.wait_for("#engine-login[data-ready=false]").await;
+        browser.click("#sign-in-browser").await;
+        let link = browser
+            .wait_for("#sign-in-link")
+            .await
+            .attr("href")
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(link.starts_with(&issuer.base), "{link}");
+        // The issuer's page sends the browser to an address it cannot open; the user copies it.
+        let back = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+            .get(&link)
+            .send()
+            .await
+            .unwrap()
+            .headers()["location"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        browser
+            .submit(
+                "#sign-in-form",
+                "[name=value]",
+                "not an address of this sign-in",
+            )
+            .await;
+        browser
+            .wait_for("#sign-in .error[data-status=refused]")
+            .await;
+        let field = browser.wait_for("#sign-in-form [name=value]").await;
+        field.clear().await.unwrap();
+        field.send_keys(&back).await.unwrap();
+        browser.click("#sign-in-form button").await;
+        browser.wait_for("#engine-login[data-ready=true]").await;
+        assert!(agents.path("agent-home/.codex/auth.json").is_file());
+
+        // Logged out again, then a device code.
+        browser.click("#logout-form button").await;
+        browser.client.accept_alert().await.unwrap();
+        browser.wait_for("#engine-login[data-ready=false]").await;
+        browser.click("#sign-in-device").await;
+        let code = browser.wait_for("#user-code").await.text().await.unwrap();
+        let (status, _) = issuer
+            .post("/__oauth/approve", json!({"user_code": code}))
+            .await;
+        assert_eq!(status, 204);
+        browser.wait_for("#engine-login[data-ready=true]").await;
+        browser.assert_clean(&origin).await;
+        browser.close().await;
+    });
+}

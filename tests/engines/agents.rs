@@ -957,6 +957,106 @@ async fn an_unfit_answer_is_repaired_in_the_same_session() {
     );
 }
 
+/// A run of codex while it is logged out waits in `waiting_auth`, saying where to log in; an
+/// OpenAI account signed in with a device code queues it, and codex answers with that login.
+#[tokio::test]
+async fn a_run_waits_for_a_sign_in_and_goes_on_with_it() {
+    if !in_netns(
+        concat!(
+            module_path!(),
+            "::a_run_waits_for_a_sign_in_and_goes_on_with_it"
+        ),
+        "codex",
+    ) {
+        return;
+    }
+    let fake = FakeModel::start();
+    let dirs = skill_runner_test_support::TestDirs::new();
+    report_skill("reporter").write_into(&dirs.skills);
+    let base = format!("{}/v1", fake.base);
+    let server = skill_runner_test_support::agents::Agents::new().server(
+        dirs,
+        &[
+            ("SKILL_RUNNER_CODEX_BASE_URL", base.as_str()),
+            ("SKILL_RUNNER_OPENAI_AUTH_ISSUER", fake.base.as_str()),
+            ("SKILL_RUNNER_ENGINE_MAX_RETRIES", "0"),
+            (
+                "SKILL_RUNNER_NPM_PREFIX",
+                skill_runner_test_support::agents::npm_prefix()
+                    .to_str()
+                    .unwrap(),
+            ),
+        ],
+    );
+    fake.script(json!([{"shell": WRITE_REPORT}, {"text": ANSWER}]))
+        .await;
+    let rid = server
+        .create_job(json!({"skill_id": "reporter", "engine": "codex", "input": {"text": "go"}}))
+        .await;
+    server
+        .wait_status(&format!("/v1/jobs/{rid}"), &["waiting_auth"])
+        .await;
+    let (_, waiting) = server.get(&format!("/v1/jobs/{rid}/auth/session")).await;
+    assert!(
+        waiting["auth_session"]["auth_methods"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("auth_code_or_url")),
+        "{waiting}"
+    );
+    let (_, chat) = server.get(&format!("/v1/jobs/{rid}/chat/history")).await;
+    assert!(
+        chat.to_string().contains("/ui/engines/codex/models"),
+        "the conversation says where to log in: {chat}"
+    );
+
+    let (code, session) = server
+        .post_json(
+            "/v1/engines/auth/oauth-proxy/sessions",
+            json!({"engine": "codex", "transport": "oauth_proxy",
+                   "auth_method": "auth_code_or_url"}),
+        )
+        .await;
+    assert_eq!(code, 200, "{session}");
+    let (code, _) = fake
+        .post(
+            "/__oauth/approve",
+            json!({"user_code": session["user_code"]}),
+        )
+        .await;
+    assert_eq!(code, 204);
+    succeeded(&server, &fake, &rid).await;
+    let calls = model_calls(&fake.requests().await, "codex");
+    assert!(
+        calls[0]["headers"].to_string().contains("fake-access-"),
+        "codex used the signed-in account: {}",
+        calls[0]["headers"]
+    );
+    let (_, history) = server.get(&format!("/v1/jobs/{rid}/events/history")).await;
+    let kinds: Vec<String> = history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| match e["type"].as_str().unwrap() {
+            "conversation.state.changed" => {
+                format!("{} -> {}", e["data"]["from"], e["data"]["to"]).replace('"', "")
+            }
+            other => other.to_owned(),
+        })
+        .collect();
+    assert_eq!(
+        kinds[..5],
+        [
+            "auth.required",
+            "queued -> waiting_auth",
+            "auth.completed",
+            "waiting_auth -> queued",
+            "queued -> running"
+        ],
+        "{history}"
+    );
+}
+
 /// A job naming an operator's provider and an effort reaches that provider's endpoint with
 /// its key, model and effort, not the engine's own; what does not fit is refused naming what
 /// would.

@@ -700,7 +700,11 @@ async fn engines_log_in_without_a_terminal() {
     let auth = &session["auth_session"];
     assert_eq!(auth["engine"], "codex", "{session}");
     assert_eq!(auth["status"], "waiting_auth");
-    assert_eq!(auth["auth_methods"], json!(["import", "api_key"]));
+    assert_eq!(
+        auth["auth_methods"],
+        json!(["import", "api_key", "callback", "auth_code_or_url"])
+    );
+    assert_eq!(auth["login_page"], "/ui/engines/codex/models");
     assert_eq!(auth["import_files"][0]["name"], "auth.json");
     assert!(auth["expires_at"].is_string(), "{session}");
     let failed = server.wait_status(&path, &["failed"]).await;

@@ -148,14 +148,46 @@ pub trait InteractionStore: Send + Sync {
     /// Keeps a run that was waiting when the service stopped waiting, until `deadline`.
     async fn keep_waiting(&self, run_id: &str, deadline: Timestamp) -> anyhow::Result<bool>;
 
-    /// [`Move::AwaitAuth`]: the queued run waits for its engine's login until `deadline`;
-    /// false when it was no longer queued (canceled meanwhile).
-    async fn await_auth(&self, run_id: &str, deadline: Timestamp) -> anyhow::Result<bool>;
+    /// [`Move::AwaitAuth`]: the queued run, whose log is `stdout_offset` bytes long, waits for
+    /// its engine's login until `deadline` (the wait is kept, [`AuthWait`]); false when it was
+    /// no longer queued (canceled meanwhile).
+    async fn await_auth(
+        &self,
+        run_id: &str,
+        deadline: Timestamp,
+        stdout_offset: u64,
+    ) -> anyhow::Result<bool>;
 
-    /// [`Move::Resume`] of a run waiting for a login: it is queued again; false when it was no
-    /// longer waiting.
+    /// [`Move::Resume`] of a run waiting for a login: it is queued again and its wait ends;
+    /// false when it was no longer waiting.
     async fn auth_arrived(&self, run_id: &str) -> anyhow::Result<bool>;
+
+    /// Every wait of a run for its engine's login, in the order they began.
+    async fn auth_waits(&self, run_id: &str) -> anyhow::Result<Vec<AuthWait>>;
 }
+
+/// A run's wait for its engine's login.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct AuthWait {
+    #[sqlx(try_from = "i64")]
+    pub seq: u32,
+    /// Turns the run had started when it began to wait.
+    #[sqlx(try_from = "i64")]
+    pub turn: u32,
+    /// How long the run's `logs/stdout.txt` was then.
+    #[sqlx(try_from = "i64")]
+    pub stdout_offset: u64,
+    pub started_at: Timestamp,
+    /// When a login queued the run again.
+    pub ended_at: Option<Timestamp>,
+}
+
+macro_rules! auth_wait_columns {
+    () => {
+        "seq, turn, stdout_offset, started_at, ended_at"
+    };
+}
+pub(crate) use auth_wait_columns;
 
 #[async_trait::async_trait]
 impl InteractionStore for Sqlite {
@@ -306,31 +338,77 @@ impl InteractionStore for Sqlite {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn await_auth(&self, run_id: &str, deadline: Timestamp) -> anyhow::Result<bool> {
+    async fn await_auth(
+        &self,
+        run_id: &str,
+        deadline: Timestamp,
+        stdout_offset: u64,
+    ) -> anyhow::Result<bool> {
         let writing = self.writing().await?;
+        let now = Timestamp::now();
+        let mut tx = writing.pool().begin().await?;
         let done = sqlx::query(
             "UPDATE runs SET status = 'waiting_auth', wait_deadline = ?, updated_at = ?
              WHERE run_id = ? AND status = 'queued'",
         )
         .bind(deadline)
-        .bind(Timestamp::now())
+        .bind(now)
         .bind(run_id)
-        .execute(writing.pool())
+        .execute(&mut *tx)
         .await?;
-        Ok(done.rows_affected() == 1)
+        if done.rows_affected() != 1 {
+            return Ok(false);
+        }
+        sqlx::query(
+            "INSERT INTO auth_waits (run_id, seq, turn, stdout_offset, started_at)
+             SELECT ?, COALESCE((SELECT MAX(seq) FROM auth_waits WHERE run_id = ?), 0) + 1,
+                    turn, ?, ? FROM runs WHERE run_id = ?",
+        )
+        .bind(run_id)
+        .bind(run_id)
+        .bind(i64::try_from(stdout_offset)?)
+        .bind(now)
+        .bind(run_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     async fn auth_arrived(&self, run_id: &str) -> anyhow::Result<bool> {
         let writing = self.writing().await?;
+        let now = Timestamp::now();
+        let mut tx = writing.pool().begin().await?;
         let done = sqlx::query(
             "UPDATE runs SET status = 'queued', wait_deadline = NULL, updated_at = ?
              WHERE run_id = ? AND status = 'waiting_auth'",
         )
-        .bind(Timestamp::now())
+        .bind(now)
         .bind(run_id)
-        .execute(writing.pool())
+        .execute(&mut *tx)
         .await?;
-        Ok(done.rows_affected() == 1)
+        if done.rows_affected() != 1 {
+            return Ok(false);
+        }
+        sqlx::query("UPDATE auth_waits SET ended_at = ? WHERE run_id = ? AND ended_at IS NULL")
+            .bind(now)
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn auth_waits(&self, run_id: &str) -> anyhow::Result<Vec<AuthWait>> {
+        let rows = sqlx::query_as(concat!(
+            "SELECT ",
+            auth_wait_columns!(),
+            " FROM auth_waits WHERE run_id = ? ORDER BY seq"
+        ))
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows)
     }
 }
 
@@ -522,8 +600,37 @@ mod tests {
         assert!(!store.keep_waiting("nope", deadline).await.unwrap());
     }
 
+    async fn each_wait_for_a_login_is_kept_with_where_it_began(store: Store) {
+        let request = crate::jobs::tests::new_request("q2");
+        let run = crate::jobs::tests::new_run("r2");
+        store
+            .create_request(&request, Some(&Binding::Run(run)))
+            .await
+            .unwrap();
+        assert!(store.await_auth("r2", far_future(), 40).await.unwrap());
+        assert!(
+            !store.await_auth("r2", far_future(), 41).await.unwrap(),
+            "only a queued run begins to wait"
+        );
+        let waits = store.auth_waits("r2").await.unwrap();
+        assert_eq!(waits.len(), 1);
+        assert_eq!((waits[0].seq, waits[0].stdout_offset), (1, 40));
+        assert_eq!(waits[0].ended_at, None);
+        assert!(store.auth_arrived("r2").await.unwrap());
+        assert!(!store.auth_arrived("r2").await.unwrap());
+        assert!(store.await_auth("r2", far_future(), 50).await.unwrap());
+        let waits = store.auth_waits("r2").await.unwrap();
+        assert!(waits[0].ended_at.is_some());
+        assert_eq!((waits[1].seq, waits[1].ended_at), (2, None));
+        assert_eq!(
+            store.run("r2").await.unwrap().unwrap().status,
+            RunStatus::WaitingAuth
+        );
+    }
+
     on_both_backends!(
         one_answer_per_question_and_keys_are_unique_per_run,
-        questions_are_listed_in_order_and_a_waiting_run_is_kept_waiting
+        questions_are_listed_in_order_and_a_waiting_run_is_kept_waiting,
+        each_wait_for_a_login_is_kept_with_where_it_began
     );
 }

@@ -735,7 +735,7 @@ pub(crate) mod tests {
         assert_eq!(fk_ok, 0);
         assert!(
             store
-                .await_auth("r2", skill_runner_types::clock::Timestamp::now())
+                .await_auth("r2", skill_runner_types::clock::Timestamp::now(), 0)
                 .await
                 .unwrap()
         );

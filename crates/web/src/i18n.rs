@@ -258,6 +258,26 @@ const MESSAGES: &[(&str, &str, &str)] = &[
         "{runs} runs, {requests} requests, {logs} log records.",
         "{runs} 个运行，{requests} 个请求，{logs} 条日志记录。",
     ),
+    (
+        "signin.browser",
+        "Sign in with an OpenAI account",
+        "使用 OpenAI 账户登录",
+    ),
+    ("signin.device", "Use a device code", "使用设备码"),
+    ("signin.open", "Open the sign-in page", "打开登录页面"),
+    (
+        "signin.paste",
+        "Then paste the address the browser ended on",
+        "然后粘贴浏览器最终停留的地址",
+    ),
+    ("signin.finish", "Finish", "完成"),
+    ("signin.enter_code", "Enter the code", "请输入代码"),
+    (
+        "signin.polling",
+        "This page notices the approval by itself.",
+        "批准后本页会自动更新。",
+    ),
+    ("signin.done", "Signed in.", "已登录。"),
     ("login.title", "Login", "登录"),
     (
         "login.hint",

@@ -17,6 +17,7 @@ use crate::engines::models::{ManifestView, Model};
 use crate::engines::{Engine, upgrades};
 use crate::state::AppState;
 use crate::store::Upgrade;
+use skill_runner_core::engine_login::{AuthSession, signs_in};
 use skill_runner_core::providers::{self, ModelInput, ProviderInput, ProviderView};
 
 #[derive(Template)]
@@ -53,6 +54,7 @@ struct ModelsPage {
     error: Option<String>,
     status: AuthStatus,
     files: Vec<ImportFile>,
+    signs_in: bool,
     notice: Option<String>,
 }
 
@@ -63,8 +65,32 @@ struct LoginFragment {
     engine: String,
     status: AuthStatus,
     files: Vec<ImportFile>,
+    signs_in: bool,
     notice: Option<String>,
     error: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "partials/sign_in.html")]
+struct SignInFragment {
+    l: Lang,
+    engine: String,
+    /// `None` when it could not start.
+    session: Option<AuthSession>,
+    error: Option<String>,
+}
+
+impl SignInFragment {
+    fn waiting(&self) -> bool {
+        self.session
+            .as_ref()
+            .is_some_and(|s| s.status == "waiting_user")
+    }
+
+    /// A device code is approved elsewhere: the page asks until the sign-in ends.
+    fn polls(&self) -> bool {
+        self.waiting() && self.session.as_ref().is_some_and(|s| s.user_code.is_some())
+    }
 }
 
 #[derive(Template)]
@@ -168,6 +194,7 @@ pub async fn models(l: Lang, State(state): State<AppState>, Path(engine): Path<S
         error: None,
         status: auth_status(&state, engine)?,
         files: state.logins.import_spec(engine).map_err(ApiError::from)?,
+        signs_in: signs_in(engine),
         notice: None,
     })
 }
@@ -188,7 +215,7 @@ fn login_fragment(
     said: Result<String, skill_runner_core::error::Error>,
 ) -> Page {
     let (notice, error) = match said {
-        Ok(notice) => (Some(notice), None),
+        Ok(notice) => (Some(notice).filter(|n| !n.is_empty()), None),
         Err(e) => (None, Some(ApiError::from(e).into_message().1)),
     };
     render(&LoginFragment {
@@ -196,7 +223,95 @@ fn login_fragment(
         engine: engine.to_string(),
         status: auth_status(state, engine)?,
         files: state.logins.import_spec(engine).map_err(ApiError::from)?,
+        signs_in: signs_in(engine),
         notice,
+        error,
+    })
+}
+
+/// `GET /ui/engines/{engine}/login`: the login section as it is now.
+pub async fn login(l: Lang, State(state): State<AppState>, Path(engine): Path<String>) -> Page {
+    let engine = api::agent_engine(&engine)?;
+    login_fragment(l, &state, engine, Ok(String::new()))
+}
+
+/// The sign-in form: `callback` or `auth_code_or_url`.
+#[derive(Debug, Deserialize)]
+pub struct SignInForm {
+    method: String,
+}
+
+/// `POST /ui/engines/{engine}/login/sign-in`: starts signing an OpenAI account in.
+pub async fn sign_in(
+    l: Lang,
+    State(state): State<AppState>,
+    Path(engine): Path<String>,
+    Form(form): Form<SignInForm>,
+) -> Page {
+    let engine = api::agent_engine(&engine)?;
+    let started = state
+        .logins
+        .start(engine, &form.method, Some("oauth_proxy"), None)
+        .await;
+    let (session, error) = match started {
+        Ok(session) => (Some(session), None),
+        Err(e) => (None, Some(ApiError::from(e).into_message().1)),
+    };
+    render(&SignInFragment {
+        l,
+        engine: engine.to_string(),
+        session,
+        error,
+    })
+}
+
+/// `GET /ui/engines/{engine}/login/sign-in/{session_id}`: where a sign-in stands.
+pub async fn sign_in_status(
+    l: Lang,
+    State(state): State<AppState>,
+    Path((engine, session_id)): Path<(String, String)>,
+) -> Page {
+    let engine = api::agent_engine(&engine)?;
+    let session = state
+        .logins
+        .session(&session_id, Some(engine))
+        .map_err(ApiError::from)?;
+    render(&SignInFragment {
+        l,
+        engine: engine.to_string(),
+        session: Some(session),
+        error: None,
+    })
+}
+
+/// The address the browser ended on.
+#[derive(Debug, Deserialize)]
+pub struct PastedForm {
+    value: String,
+}
+
+/// `POST /ui/engines/{engine}/login/sign-in/{session_id}/input`: finishes a browser sign-in
+/// with the address pasted; a refusal is said under the form, which stays.
+pub async fn sign_in_input(
+    l: Lang,
+    State(state): State<AppState>,
+    Path((engine, session_id)): Path<(String, String)>,
+    Form(form): Form<PastedForm>,
+) -> Page {
+    let engine = api::agent_engine(&engine)?;
+    let done = state
+        .logins
+        .input(&session_id, Some(engine), "text", form.value)
+        .await;
+    let error = done.err().map(|e| ApiError::from(e).into_message().1);
+    let session = state
+        .logins
+        .session(&session_id, Some(engine))
+        .map_err(ApiError::from)?;
+    render(&SignInFragment {
+        l,
+        engine: engine.to_string(),
+        session: Some(session),
         error,
     })
 }

@@ -84,6 +84,16 @@ pub fn router(state: &AppState) -> Router<AppState> {
             post(engines::import_login),
         )
         .route("/ui/engines/{engine}/logout", post(engines::log_out))
+        .route("/ui/engines/{engine}/login", get(engines::login))
+        .route("/ui/engines/{engine}/login/sign-in", post(engines::sign_in))
+        .route(
+            "/ui/engines/{engine}/login/sign-in/{session_id}",
+            get(engines::sign_in_status),
+        )
+        .route(
+            "/ui/engines/{engine}/login/sign-in/{session_id}/input",
+            post(engines::sign_in_input),
+        )
         .route(
             "/ui/engines/{engine}/providers/{provider_id}/delete",
             post(engines::delete_provider),

@@ -25,6 +25,8 @@ use crate::store::RunStatus;
 
 mod oauth;
 
+pub use oauth::signs_in;
+
 /// An auth session waiting for input is dropped after this long.
 const SESSION_TTL: Duration = Duration::from_secs(15 * 60);
 
@@ -73,8 +75,12 @@ pub struct RunAuth {
     pub engine: Engine,
     /// `waiting_auth`.
     pub status: RunStatus,
-    /// The ways to log the engine in: `import` (its login files), `api_key`.
+    /// The ways to log the engine in: `import` (its login files), `api_key`, and for an
+    /// OpenAI account `callback` and `auth_code_or_url` (`POST
+    /// /v1/engines/auth/oauth-proxy/sessions`).
     pub auth_methods: Vec<&'static str>,
+    /// The console page that logs the engine in.
+    pub login_page: String,
     /// The files `import` takes.
     pub import_files: Vec<ImportFile>,
     /// When the run fails `AUTH_WAIT_TIMEOUT` unless a login arrives.
@@ -321,11 +327,18 @@ impl EngineLogins {
         Ok(Some(RunAuth {
             engine: run.engine,
             status: run.status,
-            auth_methods: if import_files.is_empty() {
-                vec!["api_key"]
-            } else {
-                vec!["import", "api_key"]
+            auth_methods: {
+                let mut methods = Vec::new();
+                if !import_files.is_empty() {
+                    methods.push("import");
+                }
+                methods.push("api_key");
+                if oauth::signs_in(run.engine) {
+                    methods.extend(["callback", "auth_code_or_url"]);
+                }
+                methods
             },
+            login_page: format!("/ui/engines/{}/models", run.engine),
             import_files,
             expires_at: run.wait_deadline,
             message: crate::jobs::validation::not_logged_in(engines, run.engine),

@@ -32,6 +32,11 @@ fn refused(message: impl Into<String>) -> Error {
     Error::Unprocessable(json!(message.into()))
 }
 
+/// Whether `engine` signs an OpenAI account in here.
+pub fn signs_in(engine: Engine) -> bool {
+    matches!(engine, Engine::Codex | Engine::Opencode | Engine::Kilo)
+}
+
 impl EngineLogins {
     fn issuer(&self) -> Issuer {
         Issuer::new(&self.jobs.engines().config().openai_auth_issuer)

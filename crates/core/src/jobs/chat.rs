@@ -22,9 +22,9 @@ use super::live::{StreamEvent, Wake};
 use super::{Jobs, Scope};
 use crate::clock::Timestamp;
 use crate::error::Result;
-use crate::jobs::conversation::{ChatItem, Conversation, RunEnd};
+use crate::jobs::conversation::{ChatItem, Conversation, Marks, RunEnd};
 use crate::jobs::fcmp::{Fcmp, FcmpEvent};
-use crate::store::{Interaction, Run, RunStatus};
+use crate::store::{AuthWait, Interaction, RepairRound, Run, RunStatus};
 use skill_runner_types::engine::Engine;
 
 /// Log bytes read at a time while catching up.
@@ -47,8 +47,10 @@ pub trait Projection: Sized + Send + 'static {
     type Out: serde::Serialize + Send + 'static;
     fn new(run: &Run) -> Self;
     /// Takes in the run as just read, before the log.
-    fn observe(&mut self, run: &Run, out: &mut Vec<Self::Out>);
+    fn observe(&mut self, run: &Run);
     fn item(&mut self, item: &ChatItem, out: &mut Vec<Self::Out>);
+    /// The items read so far are in: what the run said beside them shows now.
+    fn caught_up(&mut self, out: &mut Vec<Self::Out>);
     fn seq(out: &Self::Out) -> u64;
     fn ts(out: &Self::Out) -> Option<Timestamp>;
 }
@@ -61,10 +63,11 @@ impl Projection for Items {
     fn new(_: &Run) -> Self {
         Items
     }
-    fn observe(&mut self, _: &Run, _: &mut Vec<ChatItem>) {}
+    fn observe(&mut self, _: &Run) {}
     fn item(&mut self, item: &ChatItem, out: &mut Vec<ChatItem>) {
         out.push(item.clone());
     }
+    fn caught_up(&mut self, _: &mut Vec<ChatItem>) {}
     fn seq(out: &ChatItem) -> u64 {
         out.seq
     }
@@ -79,11 +82,14 @@ impl Projection for Fcmp {
     fn new(run: &Run) -> Self {
         Fcmp::new(run)
     }
-    fn observe(&mut self, run: &Run, out: &mut Vec<FcmpEvent>) {
-        Fcmp::observe(self, run, out);
+    fn observe(&mut self, run: &Run) {
+        Fcmp::observe(self, run);
     }
     fn item(&mut self, item: &ChatItem, out: &mut Vec<FcmpEvent>) {
         Fcmp::item(self, item, out);
+    }
+    fn caught_up(&mut self, out: &mut Vec<FcmpEvent>) {
+        Fcmp::caught_up(self, out);
     }
     fn seq(out: &FcmpEvent) -> u64 {
         out.seq
@@ -146,12 +152,13 @@ impl Jobs {
         let (mut first_seq, mut last_seq) = (None, 0);
         let (mut has_more, mut passed) = (false, false);
         let mut outs = Vec::new();
-        projection.observe(&run, &mut outs);
+        projection.observe(&run);
         loop {
             let (items, more) = self.catch_up(&mut conversation, &run, &asked).await;
             for item in &items {
                 projection.item(item, &mut outs);
             }
+            projection.caught_up(&mut outs);
             for out in outs.drain(..) {
                 let seq = P::seq(&out);
                 first_seq.get_or_insert(seq);
@@ -233,12 +240,13 @@ impl Jobs {
                         }
                     }
                     run = fresh;
-                    projection.observe(&run, &mut outs);
+                    projection.observe(&run);
                 }
                 let (items, more) = jobs.catch_up(&mut conversation, &run, &asked).await;
                 for item in &items {
                     projection.item(item, &mut outs);
                 }
+                projection.caught_up(&mut outs);
                 for out in outs.drain(..) {
                     let seq = P::seq(&out);
                     if seq <= sent {
@@ -326,27 +334,67 @@ impl Jobs {
             };
             let at_end = bytes.len() < READ_BYTES;
             read_bytes += bytes.len();
-            // Repair rounds after the log (see `Conversation::advance`); a script has none.
-            let repairs = match run.engine {
-                Engine::Script => Vec::new(),
-                _ => match self.store.repair_rounds(&run.run_id).await {
-                    Ok(repairs) => repairs,
-                    Err(e) => {
-                        tracing::warn!(
-                            run_id = run.run_id,
-                            error = format!("{e:#}"),
-                            "cannot read a run's repair rounds"
-                        );
-                        return (items, false);
-                    }
-                },
+            let Some(after) = self.read_after_log(run).await else {
+                return (items, false);
             };
-            items.extend(conversation.advance(&bytes, at_end, asked, &repairs, end.as_ref()));
+            let marks = Marks {
+                asked: after.asked.as_deref().unwrap_or(asked),
+                repairs: &after.repairs,
+                waits: &after.waits,
+            };
+            items.extend(conversation.advance(&bytes, at_end, marks, end.as_ref()));
             if at_end {
                 return (items, false);
             }
             if items.len() >= STEP_ITEMS || read_bytes >= STEP_BYTES {
                 return (items, true);
+            }
+        }
+    }
+}
+
+/// What is read of a run after its log ([`Marks`]).
+struct AfterLog {
+    repairs: Vec<RepairRound>,
+    waits: Vec<AuthWait>,
+    /// The questions again, when the run waited for a login: one asked before the wait must
+    /// not be missing beside it.
+    asked: Option<Vec<Interaction>>,
+}
+
+impl Jobs {
+    /// The repair rounds and waits for a login of `run`, read after its log (a script runs no
+    /// agent: it has none); `None` when the store cannot be read.
+    async fn read_after_log(&self, run: &Run) -> Option<AfterLog> {
+        if run.engine == Engine::Script {
+            return Some(AfterLog {
+                repairs: Vec::new(),
+                waits: Vec::new(),
+                asked: None,
+            });
+        }
+        let read = async {
+            let repairs = self.store.repair_rounds(&run.run_id).await?;
+            let waits = self.store.auth_waits(&run.run_id).await?;
+            let asked = match waits.is_empty() {
+                true => None,
+                false => Some(self.store.interactions(&run.run_id).await?),
+            };
+            anyhow::Ok(AfterLog {
+                repairs,
+                waits,
+                asked,
+            })
+        };
+        match read.await {
+            Ok(after) => Some(after),
+            Err(e) => {
+                tracing::warn!(
+                    run_id = run.run_id,
+                    error = format!("{e:#}"),
+                    "cannot read a run's repair rounds and waits"
+                );
+                None
             }
         }
     }

@@ -18,7 +18,8 @@
 //! (`correlation.process_type`: `reasoning`, `tool_call`, `tool_result`, `command_execution`,
 //! with `details`), `assistant_final`, `user_input_required`, `interaction_reply`, and
 //! `orchestration_notice` (a timed-out question decided by the runner, a repair round with
-//! `correlation.repair_round`, and the run's end).
+//! `correlation.repair_round`, a wait for the engine's login and its end with
+//! `correlation.auth_wait`, and the run's end).
 //! `raw_ref` gives the byte range of `logs/stdout.txt` an item was read from. Items read from
 //! stdout have no `created_at` (the CLIs do not stamp their lines).
 //!
@@ -36,7 +37,7 @@ use skill_runner_types::run_state::RunStatus;
 
 use crate::clock::Timestamp;
 use crate::engines::{EngineAdapter, Said, Transcriber};
-use crate::store::{Interaction, RepairRound, Resolution};
+use crate::store::{AuthWait, Interaction, RepairRound, Resolution};
 
 /// The `protocol_version` of every item.
 pub const PROTOCOL: &str = "chat-replay/1.0";
@@ -93,6 +94,16 @@ pub struct ChatItem {
     pub created_at: Option<Timestamp>,
     pub correlation: Map<String, Value>,
     pub raw_ref: Option<RawRef>,
+}
+
+/// What the store keeps of a run beside its log: its questions (read before the log), its
+/// repair rounds and its waits for a login (read after it: each is kept before any output
+/// that follows it, so the log holds nothing from past one not given).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Marks<'a> {
+    pub asked: &'a [Interaction],
+    pub repairs: &'a [RepairRound],
+    pub waits: &'a [AuthWait],
 }
 
 /// How a run ended, for its closing notice.
@@ -172,6 +183,9 @@ pub struct Conversation {
     replied: usize,
     /// Repair rounds placed.
     repaired: usize,
+    /// Waits for a login placed, and their ends placed (one behind while a wait lasts).
+    waited: usize,
+    wait_ended: usize,
     ended: bool,
     next_seq: u64,
     out: Vec<ChatItem>,
@@ -191,6 +205,8 @@ impl Conversation {
             asked: 0,
             replied: 0,
             repaired: 0,
+            waited: 0,
+            wait_ended: 0,
             ended: false,
             next_seq: 1,
             out: Vec::new(),
@@ -213,18 +229,20 @@ impl Conversation {
     }
 
     /// Takes in `log` (the stdout bytes from [`Self::log_read`] on; all of the rest when
-    /// `at_end`), every question of the run so far and how the run ended if it did (both
-    /// read before the log, so the log is complete up to them), and every repair round (read
-    /// after the log: a round is kept before its process prints, so none of the log's bytes
-    /// comes from a round not given); returns the new items.
+    /// `at_end`), what the store keeps of the run beside it ([`Marks`]), and how the run ended
+    /// if it did (read before the log, so the log is complete by then); returns the new items.
     pub fn advance(
         &mut self,
         log: &[u8],
         at_end: bool,
-        asked: &[Interaction],
-        repairs: &[RepairRound],
+        marks: Marks<'_>,
         end: Option<&RunEnd>,
     ) -> Vec<ChatItem> {
+        let Marks {
+            asked,
+            repairs,
+            waits,
+        } = marks;
         self.pending.extend_from_slice(log);
         loop {
             if self.awaits_reply() {
@@ -239,12 +257,28 @@ impl Conversation {
                 }
                 break;
             }
-            // A turn's repair rounds come before the question it ends in.
+            // A wait for a login lasts until a login arrives: nothing comes before its end but
+            // the run's own end (a timeout, a cancel).
+            if self.waited > self.wait_ended {
+                let wait = &waits[self.waited - 1];
+                if let Some(at) = wait.ended_at {
+                    self.place_wait_end(wait, at);
+                    continue;
+                }
+                if let Some(end) = end.filter(|_| at_end && !self.ended) {
+                    self.place_end(end);
+                    self.ended = true;
+                }
+                break;
+            }
+            // Turn t's repair rounds come before the question it ends in; a wait after turn t
+            // (its question answered) before turn t + 1's rounds.
             let next_question = asked.get(self.asked);
-            if let Some(round) = repairs
-                .get(self.repaired)
-                .filter(|r| next_question.is_none_or(|q| r.turn <= q.turn))
-            {
+            let next_wait = waits.get(self.waited);
+            if let Some(round) = repairs.get(self.repaired).filter(|r| {
+                next_question.is_none_or(|q| r.turn <= q.turn)
+                    && next_wait.is_none_or(|w| r.turn <= w.turn)
+            }) {
                 let boundary = round.stdout_offset;
                 self.read_lines(Some(boundary));
                 if self.offset < boundary && !at_end {
@@ -252,6 +286,17 @@ impl Conversation {
                 }
                 self.flush_line(Some(boundary));
                 self.place_repair(round);
+                continue;
+            }
+            if let Some(wait) = next_wait.filter(|w| next_question.is_none_or(|q| w.turn < q.turn))
+            {
+                let boundary = wait.stdout_offset;
+                self.read_lines(Some(boundary));
+                if self.offset < boundary && !at_end {
+                    break;
+                }
+                self.flush_line(Some(boundary));
+                self.place_wait(wait);
                 continue;
             }
             if let Some(question) = next_question {
@@ -506,6 +551,49 @@ impl Conversation {
         );
     }
 
+    /// Places the beginning of wait `wait` for the engine's login.
+    fn place_wait(&mut self, wait: &AuthWait) {
+        self.waited += 1;
+        self.release(Kind::AssistantMessage);
+        let engine = self.adapter.engine();
+        let text = format!(
+            "Engine '{engine}' is not logged in: the run waits for a login (the engine's page \
+             /ui/engines/{engine}/models, or GET .../auth/session for the ways)."
+        );
+        let correlation = object(json!({
+            "auth_wait": wait.seq,
+            "engine": engine,
+            "login_page": format!("/ui/engines/{engine}/models"),
+        }));
+        self.emit(
+            Role::System,
+            Kind::OrchestrationNotice,
+            text,
+            Some(wait.started_at),
+            correlation,
+            None,
+        );
+    }
+
+    /// Places the end of wait `wait`: a login arrived at `at`.
+    fn place_wait_end(&mut self, wait: &AuthWait, at: Timestamp) {
+        self.wait_ended += 1;
+        let engine = self.adapter.engine();
+        let correlation = object(json!({
+            "auth_wait": wait.seq,
+            "engine": engine,
+            "logged_in": true,
+        }));
+        self.emit(
+            Role::System,
+            Kind::OrchestrationNotice,
+            format!("Engine '{engine}' is logged in: the run goes on."),
+            Some(at),
+            correlation,
+            None,
+        );
+    }
+
     /// Places repair round `round`: the unfit answer before it was a step on the way, and the
     /// round's process starts reading afresh.
     fn place_repair(&mut self, round: &RepairRound) {
@@ -729,7 +817,7 @@ mod tests {
     #[test]
     fn a_codex_turn_reads_as_messages_steps_and_a_final_answer() {
         let mut chat = Conversation::new("r1", codex());
-        let items = chat.advance(CODEX.as_bytes(), true, &[], &[], Some(&succeeded()));
+        let items = chat.advance(CODEX.as_bytes(), true, Marks::default(), Some(&succeeded()));
         assert_eq!(
             summary(&items),
             vec![
@@ -765,20 +853,19 @@ mod tests {
         let whole = Conversation::new("r1", codex()).advance(
             CODEX.as_bytes(),
             true,
-            &[],
-            &[],
+            Marks::default(),
             Some(&succeeded()),
         );
         for step in [1, 7, 100] {
             let mut chat = Conversation::new("r1", codex());
             let mut items = Vec::new();
             for piece in CODEX.as_bytes().chunks(step) {
-                items.extend(chat.advance(piece, false, &[], &[], None));
+                items.extend(chat.advance(piece, false, Marks::default(), None));
             }
             // The run has not ended: the last message may still be followed by more.
             assert_eq!(items.len(), 3, "step {step}: {:?}", summary(&items));
             assert_eq!(chat.log_read(), CODEX.len() as u64);
-            items.extend(chat.advance(b"", true, &[], &[], Some(&succeeded())));
+            items.extend(chat.advance(b"", true, Marks::default(), Some(&succeeded())));
             assert_eq!(items, whole, "step {step}");
         }
     }
@@ -790,12 +877,39 @@ mod tests {
         let script: Arc<dyn EngineAdapter> = Arc::new(ScriptEngine);
         let mut chat = Conversation::new("r1", script);
         let asked = [question(turn1.len() as u64, None)];
-        let mut items = chat.advance(turn1.as_bytes(), false, &asked, &[], None);
+        let mut items = chat.advance(
+            turn1.as_bytes(),
+            false,
+            Marks {
+                asked: &asked,
+                ..Default::default()
+            },
+            None,
+        );
         assert!(chat.awaits_reply());
         // Nothing new while the question waits.
-        assert!(chat.advance(b"", false, &asked, &[], None).is_empty());
+        assert!(
+            chat.advance(
+                b"",
+                false,
+                Marks {
+                    asked: &asked,
+                    ..Default::default()
+                },
+                None
+            )
+            .is_empty()
+        );
         let replied = [question(turn1.len() as u64, Some(json!("red")))];
-        items.extend(chat.advance(turn2.as_bytes(), true, &replied, &[], Some(&succeeded())));
+        items.extend(chat.advance(
+            turn2.as_bytes(),
+            true,
+            Marks {
+                asked: &replied,
+                ..Default::default()
+            },
+            Some(&succeeded()),
+        ));
         assert_eq!(
             summary(&items),
             vec![
@@ -824,7 +938,15 @@ mod tests {
             at: None,
         };
         let mut chat = Conversation::new("r1", Arc::new(ScriptEngine));
-        let items = chat.advance(turn1.as_bytes(), true, &asked, &[], Some(&timed_out));
+        let items = chat.advance(
+            turn1.as_bytes(),
+            true,
+            Marks {
+                asked: &asked,
+                ..Default::default()
+            },
+            Some(&timed_out),
+        );
         assert_eq!(
             summary(&items),
             vec![
@@ -846,20 +968,40 @@ mod tests {
         let log = format!("{turn1}turn 2\n{{\"choice\": \"red\"}}\n");
         let asked = [question(turn1.len() as u64, Some(json!("red")))];
         let mut live = Conversation::new("r1", Arc::new(ScriptEngine));
-        let mut items = live.advance(turn1.as_bytes(), false, &asked[..0], &[], None);
-        items.extend(live.advance(b"", false, &asked, &[], None));
+        let mut items = live.advance(
+            turn1.as_bytes(),
+            false,
+            Marks {
+                asked: &asked[..0],
+                ..Default::default()
+            },
+            None,
+        );
+        items.extend(live.advance(
+            b"",
+            false,
+            Marks {
+                asked: &asked,
+                ..Default::default()
+            },
+            None,
+        ));
         items.extend(live.advance(
             &log.as_bytes()[turn1.len()..],
             true,
-            &asked,
-            &[],
+            Marks {
+                asked: &asked,
+                ..Default::default()
+            },
             Some(&succeeded()),
         ));
         let whole = Conversation::new("r1", Arc::new(ScriptEngine)).advance(
             log.as_bytes(),
             true,
-            &asked,
-            &[],
+            Marks {
+                asked: &asked,
+                ..Default::default()
+            },
             Some(&succeeded()),
         );
         assert_eq!(whole, items);
@@ -882,8 +1024,10 @@ mod tests {
         let whole = Conversation::new("r1", Arc::new(ScriptEngine)).advance(
             log.as_bytes(),
             true,
-            &[],
-            &repairs,
+            Marks {
+                repairs: &repairs,
+                ..Default::default()
+            },
             Some(&succeeded()),
         );
         let kinds: Vec<(Kind, &str)> = whole.iter().map(|i| (i.kind, i.text.as_str())).collect();
@@ -897,13 +1041,31 @@ mod tests {
         assert_eq!(kinds.len(), 6);
         // A live reader meets each round only once the log reached it, with the same items.
         let mut live = Conversation::new("r1", Arc::new(ScriptEngine));
-        let mut items = live.advance(&log.as_bytes()[..9], false, &[], &repairs[..1], None);
-        items.extend(live.advance(&log.as_bytes()[9..30], false, &[], &repairs, None));
+        let mut items = live.advance(
+            &log.as_bytes()[..9],
+            false,
+            Marks {
+                repairs: &repairs[..1],
+                ..Default::default()
+            },
+            None,
+        );
+        items.extend(live.advance(
+            &log.as_bytes()[9..30],
+            false,
+            Marks {
+                repairs: &repairs,
+                ..Default::default()
+            },
+            None,
+        ));
         items.extend(live.advance(
             &log.as_bytes()[30..],
             true,
-            &[],
-            &repairs,
+            Marks {
+                repairs: &repairs,
+                ..Default::default()
+            },
             Some(&succeeded()),
         ));
         assert_eq!(items, whole);
@@ -914,9 +1076,9 @@ mod tests {
         let mut chat = Conversation::new("r1", engine);
         let mut items = Vec::new();
         for chunk in log.chunks(piece) {
-            items.extend(chat.advance(chunk, false, &[], &[], None));
+            items.extend(chat.advance(chunk, false, Marks::default(), None));
         }
-        items.extend(chat.advance(b"", true, &[], &[], Some(&succeeded())));
+        items.extend(chat.advance(b"", true, Marks::default(), Some(&succeeded())));
         items
     }
 
@@ -1012,8 +1174,7 @@ mod tests {
         let items = Conversation::new("r1", gemini).advance(
             log.as_bytes(),
             true,
-            &[],
-            &[],
+            Marks::default(),
             Some(&canceled),
         );
         assert_eq!(

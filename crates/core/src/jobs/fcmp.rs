@@ -20,9 +20,10 @@
 //! broke the output contract `assistant.message.superseded` and the reference's
 //! `diagnostic.output_repair.*` (`started`, `round.started` with the round's `problems`,
 //! `round.completed`, `converged`, `exhausted`), which the reference keeps in its audit files
-//! and we give in the stream. The CLIs do not stamp their
-//! lines, so an event read from the log carries the time of the last event that has one (its
-//! turn's start, in effect). Raw output lines are not repeated as `raw.stdout`/`raw.stderr`
+//! and we give in the stream; a wait for the engine's login is `auth.required` with
+//! `queued -> waiting_auth` and, once a login arrives, `auth.completed` with
+//! `waiting_auth -> queued`. The CLIs do not stamp their lines, so an event read from the log
+//! carries the time of the last event that has one (its turn's start, in effect). Raw output lines are not repeated as `raw.stdout`/`raw.stderr`
 //! events: `raw_ref` points into the log, which `.../logs/range` serves, and the stream without
 //! a `cursor` carries every byte.
 
@@ -115,10 +116,17 @@ impl Fcmp {
         }
     }
 
-    /// Takes in the run as just read (before the log): a turn it started shows as begun.
-    pub fn observe(&mut self, run: &Run, out: &mut Vec<FcmpEvent>) {
+    /// Takes in the run as just read (before the log): a turn it started shows as begun once
+    /// the items read with it are in ([`Self::caught_up`]): a wait for a login among them
+    /// comes before it.
+    pub fn observe(&mut self, run: &Run) {
         self.begun = self.begun.max(run.turn);
         self.first_start = self.first_start.or(run.started_at);
+    }
+
+    /// The items read so far are in: a turn the run said it began and no item showed yet
+    /// shows now.
+    pub fn caught_up(&mut self, out: &mut Vec<FcmpEvent>) {
         if self.begun > self.started {
             self.start(out);
         }
@@ -127,11 +135,16 @@ impl Fcmp {
     /// The events of conversation item `item`.
     pub fn item(&mut self, item: &ChatItem, out: &mut Vec<FcmpEvent>) {
         let end = item.kind == Kind::OrchestrationNotice && item.correlation.contains_key("status");
-        // Anything but the run's end was said by a turn, which therefore began.
-        if !end {
+        // A wait for a login comes before the turn it holds back.
+        let waits =
+            item.kind == Kind::OrchestrationNotice && item.correlation.contains_key("auth_wait");
+        // Anything else but the run's end was said by a turn, which therefore began.
+        if !end && !waits {
             self.begun = self.begun.max(item.attempt);
         }
-        self.start(out);
+        if !waits {
+            self.start(out);
+        }
         if let Some(at) = item.created_at {
             self.ts = at;
         }
@@ -202,6 +215,22 @@ impl Fcmp {
                 });
                 self.emit("interaction.reply.accepted", data, None, out);
                 self.resume("interaction.reply.accepted", "interaction_reply", out);
+            }
+            Kind::OrchestrationNotice if item.correlation.contains_key("auth_wait") => {
+                let data = json!({
+                    "engine": field("engine"),
+                    "auth_wait": field("auth_wait"),
+                    "message": item.text,
+                });
+                if item.correlation.contains_key("logged_in") {
+                    self.emit("auth.completed", data, None, out);
+                    self.resume("auth.completed", "auth_completed", out);
+                } else {
+                    let mut data = data;
+                    data["login_page"] = field("login_page");
+                    self.emit("auth.required", data, None, out);
+                    self.change(RunStatus::WaitingAuth, "auth.required", json!({}), out);
+                }
             }
             Kind::OrchestrationNotice if item.correlation.contains_key("repair_round") => {
                 let number = |name| field(name).as_u64().unwrap_or(1);

@@ -37,7 +37,15 @@ impl Jobs {
         if wait.is_zero() || !self.engines.needs_login(engine) || self.to_provider(run_id).await {
             return false;
         }
-        match self.store.await_auth(run_id, Timestamp::after(wait)).await {
+        // The run is queued, no turn of it runs: its log ends where the wait begins.
+        let stdout_offset = tokio::fs::metadata(self.folder(run_id).stdout_log())
+            .await
+            .map_or(0, |m| m.len());
+        match self
+            .store
+            .await_auth(run_id, Timestamp::after(wait), stdout_offset)
+            .await
+        {
             Ok(true) => {
                 tracing::info!(run_id, %engine, "the engine is not logged in: the run waits for a login");
                 self.moved(run_id, engine, RunStatus::WaitingAuth);

@@ -6,7 +6,8 @@ use sqlx::types::Json;
 
 use super::Postgres;
 use crate::interactions::{
-    Answer, AnswerOutcome, Interaction, InteractionStore, Resolution, interaction_columns,
+    Answer, AnswerOutcome, AuthWait, Interaction, InteractionStore, Resolution, auth_wait_columns,
+    interaction_columns,
 };
 use skill_runner_types::clock::Timestamp;
 use skill_runner_types::run_state::{Move, RunStatus};
@@ -162,7 +163,14 @@ impl InteractionStore for Postgres {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn await_auth(&self, run_id: &str, deadline: Timestamp) -> anyhow::Result<bool> {
+    async fn await_auth(
+        &self,
+        run_id: &str,
+        deadline: Timestamp,
+        stdout_offset: u64,
+    ) -> anyhow::Result<bool> {
+        let now = Timestamp::now();
+        let mut tx = self.pool.begin().await?;
         // No node's claim: whichever node sees the login first queues it again.
         let done = sqlx::query(
             "UPDATE runs SET status = 'waiting_auth', wait_deadline = $1, updated_at = $2,
@@ -170,22 +178,59 @@ impl InteractionStore for Postgres {
              WHERE run_id = $3 AND status = 'queued'",
         )
         .bind(deadline)
-        .bind(Timestamp::now())
+        .bind(now)
         .bind(run_id)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
-        Ok(done.rows_affected() == 1)
+        if done.rows_affected() != 1 {
+            return Ok(false);
+        }
+        sqlx::query(
+            "INSERT INTO auth_waits (run_id, seq, turn, stdout_offset, started_at)
+             SELECT $1, COALESCE((SELECT MAX(seq) FROM auth_waits WHERE run_id = $1), 0) + 1,
+                    turn, $2, $3 FROM runs WHERE run_id = $1",
+        )
+        .bind(run_id)
+        .bind(i64::try_from(stdout_offset)?)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     async fn auth_arrived(&self, run_id: &str) -> anyhow::Result<bool> {
+        let now = Timestamp::now();
+        let mut tx = self.pool.begin().await?;
         let done = sqlx::query(
             "UPDATE runs SET status = 'queued', wait_deadline = NULL, updated_at = $1
              WHERE run_id = $2 AND status = 'waiting_auth'",
         )
-        .bind(Timestamp::now())
+        .bind(now)
         .bind(run_id)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
-        Ok(done.rows_affected() == 1)
+        if done.rows_affected() != 1 {
+            return Ok(false);
+        }
+        sqlx::query("UPDATE auth_waits SET ended_at = $1 WHERE run_id = $2 AND ended_at IS NULL")
+            .bind(now)
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn auth_waits(&self, run_id: &str) -> anyhow::Result<Vec<AuthWait>> {
+        let rows = sqlx::query_as(concat!(
+            "SELECT ",
+            auth_wait_columns!(),
+            " FROM auth_waits WHERE run_id = $1 ORDER BY seq"
+        ))
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows)
     }
 }
