@@ -2648,22 +2648,31 @@ fn browser_edits_the_mcp_servers() {
     });
 }
 
-/// An engine's page signs an OpenAI account in: in the browser, the address it ended on pasted
-/// back; then with a device code approved elsewhere, which the page notices by itself.
+/// An engine's page signs an account in: an OpenAI account in the browser, the address it
+/// ended on pasted back, then with a device code approved elsewhere, which the page notices by
+/// itself; a Claude account with the code its last page shows.
 #[test]
-fn browser_signs_an_openai_account_in() {
-    const TEST: &str = concat!(module_path!(), "::browser_signs_an_openai_account_in");
+fn browser_signs_vendor_accounts_in() {
+    const TEST: &str = concat!(module_path!(), "::browser_signs_vendor_accounts_in");
     if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
         return;
     }
     tokio::runtime::Runtime::new().unwrap().block_on(async {
         let agents = Agents::new();
         agents.fake_cli("global-bin", "codex", "0.170.0");
+        agents.fake_cli("global-bin", "claude", "2.1.329");
         let issuer = common::FakeModel::start();
         let server = agents.server(
             common::TestDirs::new(),
-            &[("SKILL_RUNNER_OPENAI_AUTH_ISSUER", issuer.base.as_str())],
+            &[
+                ("SKILL_RUNNER_OPENAI_AUTH_ISSUER", issuer.base.as_str()),
+                ("SKILL_RUNNER_ANTHROPIC_AUTH_ISSUER", issuer.base.as_str()),
+            ],
         );
+        let no_redirect = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
         let origin = server.url("");
         let browser = Browser::start().await;
         browser.goto(&server.url("/ui/engines/codex/models")).await;
@@ -2717,6 +2726,40 @@ fn browser_signs_an_openai_account_in() {
             .post("/__oauth/approve", json!({"user_code": code}))
             .await;
         assert_eq!(status, 204);
+        browser.wait_for("#engine-login[data-ready=true]").await;
+
+        // A Claude account: its last page shows `code#state`, which the user pastes.
+        browser.goto(&server.url("/ui/engines/claude/models")).await;
+        browser.wait_for("#engine-login[data-ready=false]").await;
+        assert!(
+            browser
+                .client
+                .find(fantoccini::Locator::Css("#sign-in-device"))
+                .await
+                .is_err()
+        );
+        browser.click("#sign-in-browser").await;
+        let link = browser
+            .wait_for("#sign-in-link")
+            .await
+            .attr("href")
+            .await
+            .unwrap()
+            .unwrap();
+        let shown = no_redirect.get(&link).send().await.unwrap().headers()["location"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let shown = url::Url::parse(&shown).unwrap();
+        let pairs: std::collections::HashMap<String, String> =
+            shown.query_pairs().into_owned().collect();
+        browser
+            .submit(
+                "#sign-in-form",
+                "[name=value]",
+                &format!("{}#{}", pairs["code"], pairs["state"]),
+            )
+            .await;
         browser.wait_for("#engine-login[data-ready=true]").await;
         browser.assert_clean(&origin).await;
         browser.close().await;

@@ -321,6 +321,7 @@ impl Config {
             legacy_allowed: s.legacy_engines.unwrap_or_default(),
             model_door: None,
             openai_auth_issuer: s.openai_auth_issuer,
+            anthropic_auth_issuer: s.anthropic_auth_issuer,
             oauth_callback_base: s.oauth_callback_base_url,
         };
         let chat = ChatConfig {

@@ -282,6 +282,10 @@ pub struct Settings {
     #[arg(long, env = "SKILL_RUNNER_OPENAI_AUTH_ISSUER", value_parser = http_url,
           default_value = skill_runner_engines::config::OPENAI_AUTH_ISSUER)]
     pub openai_auth_issuer: String,
+    /// The Anthropic authorization server claude signs accounts in at.
+    #[arg(long, env = "SKILL_RUNNER_ANTHROPIC_AUTH_ISSUER", value_parser = http_url,
+          default_value = skill_runner_engines::config::ANTHROPIC_AUTH_ISSUER)]
+    pub anthropic_auth_issuer: String,
     /// The service's address as users' browsers reach it (e.g. https://runner.example.com): a
     /// browser sign-in comes back to its /v1/engines/auth/callback/openai. Unset: the user
     /// pastes the address the browser ended on.

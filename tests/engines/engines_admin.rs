@@ -1039,9 +1039,17 @@ async fn an_openai_account_signs_engines_in_by_browser_or_device_code() {
     assert!(home.join(".codex/auth.json").is_file());
 
     // What does not fit.
-    let (code, refused) = start(json!({"engine": "claude", "transport": "oauth_proxy"})).await;
+    let (code, refused) = start(json!({"engine": "qwen", "transport": "oauth_proxy"})).await;
     assert_eq!(code, 422, "{refused}");
     assert!(refused["detail"].as_str().unwrap().contains("api_key"));
+    let (code, refused) = start(json!({"engine": "claude", "transport": "oauth_proxy"})).await;
+    assert_eq!(code, 422, "{refused}");
+    assert!(
+        refused["detail"]
+            .as_str()
+            .unwrap()
+            .contains("auth_code_or_url")
+    );
     let (code, _) = start(json!({"engine": "codex", "transport": "cli_delegate"})).await;
     assert_eq!(code, 422);
     assert!(!home.join(".claude").exists());
@@ -1075,4 +1083,66 @@ async fn the_sign_in_comes_back_to_the_configured_address() {
         back.starts_with("https://runner.example/v1/engines/auth/callback/openai?code="),
         "{back}"
     );
+}
+
+/// A Claude account signs claude in: the sign-in page ends on a page showing `code#state`,
+/// which the user pastes; a code of another sign-in is refused.
+#[tokio::test]
+async fn a_claude_account_signs_in_with_the_code_its_page_shows() {
+    let agents = Agents::new();
+    agents.fake_cli("global-bin", "claude", "2.1.329");
+    let issuer = common::FakeModel::start();
+    let server = agents.server(
+        TestDirs::new(),
+        &[("SKILL_RUNNER_ANTHROPIC_AUTH_ISSUER", issuer.base.as_str())],
+    );
+    let (code, session) = server
+        .post_json(
+            "/v1/engines/auth/oauth-proxy/sessions",
+            json!({"engine": "claude", "transport": "oauth_proxy",
+                   "auth_method": "auth_code_or_url"}),
+        )
+        .await;
+    assert_eq!(code, 200, "{session}");
+    assert_eq!(session["provider_id"], "anthropic");
+    assert_eq!(session["input_kind"], "text");
+    let auth_url = session["auth_url"].as_str().unwrap();
+    assert!(
+        auth_url.starts_with(&format!("{}/oauth/authorize?code=true&", issuer.base)),
+        "{auth_url}"
+    );
+    let back = url::Url::parse(&signed_in_address(auth_url).await).unwrap();
+    assert_eq!(back.path(), "/oauth/code/callback");
+    let query: std::collections::HashMap<String, String> =
+        back.query_pairs().into_owned().collect();
+    let shown = format!("{}#{}", query["code"], query["state"]);
+    let input = format!(
+        "/v1/engines/auth/oauth-proxy/sessions/{}/input",
+        session["session_id"].as_str().unwrap()
+    );
+    let (code, refused) = server
+        .post_json(
+            &input,
+            json!({"kind": "text", "value": format!("{}#other-state", query["code"])}),
+        )
+        .await;
+    assert_eq!(code, 422, "{refused}");
+    let (code, taken) = server
+        .post_json(&input, json!({"kind": "text", "value": shown}))
+        .await;
+    assert_eq!(code, 200, "{taken}");
+    assert_eq!(taken["session"]["status"], "succeeded");
+    let file = agents.path("agent-home/.claude/.credentials.json");
+    let login: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert!(
+        login["claudeAiOauth"]["accessToken"]
+            .as_str()
+            .unwrap()
+            .starts_with("fake-access-"),
+        "{login}"
+    );
+    assert!(login["claudeAiOauth"]["expiresAt"].as_u64().unwrap() > 1_700_000_000_000);
+    assert_eq!(mode(&file) & 0o777, 0o600);
+    let (_, status) = server.get("/v1/engines/auth-status").await;
+    assert_eq!(status["engines"]["claude"]["auth_ready"], true, "{status}");
 }

@@ -14,6 +14,7 @@
 //!
 //! Operations answer with [`error::Error`], a domain error the server maps to HTTP.
 
+pub mod account_login;
 pub mod browse;
 pub mod config;
 pub mod disk_space;
@@ -23,7 +24,6 @@ pub mod hints;
 pub mod invoke;
 pub mod jobs;
 pub mod mcp_registry;
-pub mod openai_login;
 pub mod packages;
 pub mod providers;
 pub mod runner;

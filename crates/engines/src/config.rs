@@ -34,6 +34,8 @@ pub struct EngineConfig {
     pub model_door: Option<std::net::SocketAddr>,
     /// The OpenAI authorization server accounts sign in at (`SKILL_RUNNER_OPENAI_AUTH_ISSUER`).
     pub openai_auth_issuer: String,
+    /// The Anthropic one (`SKILL_RUNNER_ANTHROPIC_AUTH_ISSUER`).
+    pub anthropic_auth_issuer: String,
     /// The service's address as the user's browser reaches it
     /// (`SKILL_RUNNER_OAUTH_CALLBACK_BASE_URL`): a sign-in comes back to its callback route.
     /// `None`: the user pastes the address the browser ended on.
@@ -42,6 +44,8 @@ pub struct EngineConfig {
 
 /// The issuer of OpenAI accounts, as the CLIs sign in.
 pub const OPENAI_AUTH_ISSUER: &str = "https://auth.openai.com";
+/// The issuer of Claude accounts, as the reference signs claude in.
+pub const ANTHROPIC_AUTH_ISSUER: &str = "https://platform.claude.com";
 
 impl EngineConfig {
     /// A configuration with no CLI, login or endpoint: what an adapter sees on a machine where
@@ -58,6 +62,7 @@ impl EngineConfig {
             legacy_allowed: Vec::new(),
             model_door: None,
             openai_auth_issuer: OPENAI_AUTH_ISSUER.into(),
+            anthropic_auth_issuer: ANTHROPIC_AUTH_ISSUER.into(),
             oauth_callback_base: None,
         }
     }

@@ -1,4 +1,4 @@
-//! A stand-in for the OpenAI authorization server the CLIs sign accounts in at: the
+//! A stand-in for the OpenAI and Anthropic authorization servers the CLIs sign accounts in at: the
 //! authorization page (which signs in at once and sends the browser back with a code), the
 //! token endpoint (which checks the PKCE verifier and the redirect address), and the device-code
 //! endpoints, whose code a test approves with `POST /__oauth/approve {"user_code"}` as a user
@@ -106,7 +106,16 @@ impl Issuer {
                     .append_pair("state", &get("state"));
                 (StatusCode::FOUND, [(header::LOCATION, back.to_string())]).into_response()
             }
-            (&Method::POST, "/oauth/token") => {
+            // The API key codex asks for with its id token.
+            (&Method::POST, "/oauth/token")
+                if get("grant_type") == "urn:ietf:params:oauth:grant-type:token-exchange" =>
+            {
+                axum::Json(json!({"access_token": token("sk-fake-api-key"),
+                                  "issued_token_type": "openai-api-key", "token_type": "Bearer"}))
+                .into_response()
+            }
+            // OpenAI's, and Anthropic's (a JSON body).
+            (&Method::POST, "/oauth/token" | "/v1/oauth/token") => {
                 let grant = self
                     .grants
                     .lock()
@@ -162,8 +171,10 @@ impl Issuer {
                                 redirect_uri: None,
                             },
                         );
-                        axum::Json(json!({"authorization_code": code, "code_verifier": verifier}))
-                            .into_response()
+                        axum::Json(json!({"authorization_code": code,
+                                          "code_challenge": challenge_of(&verifier),
+                                          "code_verifier": verifier}))
+                        .into_response()
                     }
                     Some(_) => error(StatusCode::FORBIDDEN, "authorization_pending"),
                     None => error(StatusCode::NOT_FOUND, "unknown_device"),

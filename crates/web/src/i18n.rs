@@ -264,11 +264,16 @@ const MESSAGES: &[(&str, &str, &str)] = &[
         "使用 OpenAI 账户登录",
     ),
     ("signin.device", "Use a device code", "使用设备码"),
+    (
+        "signin.claude",
+        "Sign in with a Claude account",
+        "使用 Claude 账户登录",
+    ),
     ("signin.open", "Open the sign-in page", "打开登录页面"),
     (
         "signin.paste",
-        "Then paste the address the browser ended on",
-        "然后粘贴浏览器最终停留的地址",
+        "Then paste the address the browser ended on, or the code the page shows",
+        "然后粘贴浏览器最终停留的地址，或页面显示的代码",
     ),
     ("signin.finish", "Finish", "完成"),
     ("signin.enter_code", "Enter the code", "请输入代码"),

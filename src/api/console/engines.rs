@@ -17,7 +17,7 @@ use crate::engines::models::{ManifestView, Model};
 use crate::engines::{Engine, upgrades};
 use crate::state::AppState;
 use crate::store::Upgrade;
-use skill_runner_core::engine_login::{AuthSession, signs_in};
+use skill_runner_core::engine_login::{AuthSession, sign_in_methods};
 use skill_runner_core::providers::{self, ModelInput, ProviderInput, ProviderView};
 
 #[derive(Template)]
@@ -54,7 +54,8 @@ struct ModelsPage {
     error: Option<String>,
     status: AuthStatus,
     files: Vec<ImportFile>,
-    signs_in: bool,
+    /// The sign-in methods of the engine (none: it signs no account in here).
+    sign_in: &'static [&'static str],
     notice: Option<String>,
 }
 
@@ -65,7 +66,8 @@ struct LoginFragment {
     engine: String,
     status: AuthStatus,
     files: Vec<ImportFile>,
-    signs_in: bool,
+    /// The sign-in methods of the engine (none: it signs no account in here).
+    sign_in: &'static [&'static str],
     notice: Option<String>,
     error: Option<String>,
 }
@@ -194,7 +196,7 @@ pub async fn models(l: Lang, State(state): State<AppState>, Path(engine): Path<S
         error: None,
         status: auth_status(&state, engine)?,
         files: state.logins.import_spec(engine).map_err(ApiError::from)?,
-        signs_in: signs_in(engine),
+        sign_in: sign_in_methods(engine),
         notice: None,
     })
 }
@@ -223,7 +225,7 @@ fn login_fragment(
         engine: engine.to_string(),
         status: auth_status(state, engine)?,
         files: state.logins.import_spec(engine).map_err(ApiError::from)?,
-        signs_in: signs_in(engine),
+        sign_in: sign_in_methods(engine),
         notice,
         error,
     })

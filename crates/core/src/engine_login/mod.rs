@@ -5,9 +5,9 @@
 //!
 //! Auth sessions follow the reference's shape (start, status, input, cancel). `api_key` takes
 //! the key as input; `callback` and `auth_code_or_url` sign an OpenAI account in for codex,
-//! opencode and kilo (provider `openai`), the service being the OAuth client. The other
-//! vendors' logins are the CLIs' own: import the login file such a login left on another
-//! machine.
+//! opencode and kilo (provider `openai`), and `auth_code_or_url` a Claude account for claude,
+//! the service being the OAuth client. The other vendors' logins are the CLIs' own: import the
+//! login file such a login left on another machine.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,7 +25,7 @@ use crate::store::RunStatus;
 
 mod oauth;
 
-pub use oauth::signs_in;
+pub use oauth::sign_in_methods;
 
 /// An auth session waiting for input is dropped after this long.
 const SESSION_TTL: Duration = Duration::from_secs(15 * 60);
@@ -333,9 +333,7 @@ impl EngineLogins {
                     methods.push("import");
                 }
                 methods.push("api_key");
-                if oauth::signs_in(run.engine) {
-                    methods.extend(["callback", "auth_code_or_url"]);
-                }
+                methods.extend(oauth::sign_in_methods(run.engine));
                 methods
             },
             login_page: format!("/ui/engines/{}/models", run.engine),

@@ -1,9 +1,11 @@
-//! Sign-in sessions of an OpenAI account ([`crate::openai_login`]): `callback` gives the
-//! authorization page; the browser comes back to `GET /v1/engines/auth/callback/openai` when
-//! `SKILL_RUNNER_OAUTH_CALLBACK_BASE_URL` names the service, else the user pastes the address
-//! it ended on as the session's input. `auth_code_or_url` gives a device code to enter at the
-//! issuer's device page, polled in the background until approved. Either way the tokens become
-//! the CLI's login file and the engine's waiting runs are queued.
+//! Sign-in sessions of a vendor account ([`crate::account_login`]). An OpenAI account (codex,
+//! opencode, kilo): `callback` gives the authorization page; the browser comes back to
+//! `GET /v1/engines/auth/callback/openai` when `SKILL_RUNNER_OAUTH_CALLBACK_BASE_URL` names the
+//! service, else the user pastes the address it ended on as the session's input;
+//! `auth_code_or_url` gives a device code to enter at the issuer's device page, polled in the
+//! background until approved. A Claude account (claude): `auth_code_or_url` gives the sign-in
+//! page, whose last page shows a code the user pastes. Either way the tokens become the CLI's
+//! login file and the engine's waiting runs are queued.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,13 +14,22 @@ use serde_json::json;
 use skill_runner_types::engine::Engine;
 
 use super::{AuthSession, EngineLogins};
+use crate::account_login::openai::{self, DeviceCode, Issuer, LOCAL_REDIRECT};
+use crate::account_login::{self, Pkce, Tokens, anthropic};
 use crate::error::{Error, Result};
-use crate::openai_login::{self, DeviceCode, Issuer, LOCAL_REDIRECT, Pkce, Tokens};
+
+/// Whose account a sign-in is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Vendor {
+    OpenAi,
+    Anthropic,
+}
 
 /// What a sign-in under way keeps besides its session: never shown.
 #[derive(Debug, Clone)]
 pub(super) enum Flow {
     Browser {
+        vendor: Vendor,
         state: String,
         pkce: Pkce,
         redirect_uri: String,
@@ -32,9 +43,21 @@ fn refused(message: impl Into<String>) -> Error {
     Error::Unprocessable(json!(message.into()))
 }
 
-/// Whether `engine` signs an OpenAI account in here.
-pub fn signs_in(engine: Engine) -> bool {
-    matches!(engine, Engine::Codex | Engine::Opencode | Engine::Kilo)
+/// Whether `engine` signs a vendor account in here.
+fn signs_in(engine: Engine) -> bool {
+    matches!(
+        engine,
+        Engine::Codex | Engine::Opencode | Engine::Kilo | Engine::Claude
+    )
+}
+
+/// The sign-in methods `engine` has here.
+pub fn sign_in_methods(engine: Engine) -> &'static [&'static str] {
+    match engine {
+        Engine::Claude => &["auth_code_or_url"],
+        e if signs_in(e) => &["callback", "auth_code_or_url"],
+        _ => &[],
+    }
 }
 
 impl EngineLogins {
@@ -42,7 +65,7 @@ impl EngineLogins {
         Issuer::new(&self.jobs.engines().config().openai_auth_issuer)
     }
 
-    /// Starts signing an OpenAI account in for `engine` (`callback` or `auth_code_or_url`).
+    /// Starts signing a vendor account in for `engine` (`callback` or `auth_code_or_url`).
     pub(super) async fn start_sign_in(
         self: &Arc<Self>,
         engine: Engine,
@@ -53,44 +76,77 @@ impl EngineLogins {
         let provider = provider_id
             .map(|p| p.trim().to_ascii_lowercase())
             .filter(|p| !p.is_empty());
-        let originator = match (engine, provider.as_deref()) {
-            (Engine::Codex, None | Some("openai")) => "codex_cli_rs",
-            (Engine::Opencode | Engine::Kilo, None | Some("openai")) => "opencode",
+        let (vendor, originator) = match (engine, provider.as_deref()) {
+            (Engine::Codex, None | Some("openai")) => (Vendor::OpenAi, "codex_cli_rs"),
+            (Engine::Opencode | Engine::Kilo, None | Some("openai")) => {
+                (Vendor::OpenAi, "opencode")
+            }
+            (Engine::Claude, None | Some("anthropic")) if method == "auth_code_or_url" => {
+                (Vendor::Anthropic, "claude")
+            }
+            (Engine::Claude, None | Some("anthropic")) => {
+                return Err(refused(
+                    "auth_method: claude signs in with the code its sign-in page shows at the \
+                     end: use 'auth_code_or_url'",
+                ));
+            }
             _ => {
                 return Err(refused(format!(
-                    "auth_method '{method}' signs an OpenAI account in, for codex, opencode and \
-                     kilo (provider_id 'openai'); log '{engine}' in with 'api_key', or import the \
-                     login files its CLI leaves (POST /v1/management/engines/{engine}/auth/import)"
+                    "auth_method '{method}' signs an account in for codex, opencode and kilo \
+                     (provider_id 'openai') and claude ('anthropic'); log '{engine}' in with \
+                     'api_key', or import the login files its CLI leaves (POST \
+                     /v1/management/engines/{engine}/auth/import)"
                 )));
             }
         };
         let config = self.jobs.engines().config().clone();
-        let issuer = self.issuer();
         let mut session = self.new_session(engine, method, transport);
-        session.provider_id = Some("openai".into());
         session.status = "waiting_user".into();
-        let flow = if method == "callback" {
-            let (pkce, state) = (Pkce::new(), openai_login::random_token(32));
-            let redirect_uri = match &config.oauth_callback_base {
-                Some(base) => format!(
-                    "{}/v1/engines/auth/callback/openai",
-                    base.trim_end_matches('/')
-                ),
-                None => LOCAL_REDIRECT.to_owned(),
-            };
-            session.auth_url = Some(issuer.authorize_url(&redirect_uri, &state, &pkce, originator));
-            session.input_kind = Some("text".into());
-            Flow::Browser {
-                state,
-                pkce,
-                redirect_uri,
+        session.input_kind = Some("text".into());
+        let flow = match (vendor, method) {
+            (Vendor::Anthropic, _) => {
+                session.provider_id = Some("anthropic".into());
+                let issuer = anthropic::Issuer::new(&config.anthropic_auth_issuer);
+                let (pkce, state) = (Pkce::new(), account_login::random_token(32));
+                session.auth_url = Some(issuer.authorize_url(&state, &pkce));
+                Flow::Browser {
+                    vendor,
+                    state,
+                    pkce,
+                    redirect_uri: issuer.code_page(),
+                }
             }
-        } else {
-            let device = issuer.device_code().await.map_err(refused)?;
-            session.auth_url = Some(issuer.device_page());
-            session.user_code = Some(device.user_code.clone());
-            session.input_kind = None;
-            Flow::Device { device }
+            (Vendor::OpenAi, "callback") => {
+                session.provider_id = Some("openai".into());
+                let (pkce, state) = (Pkce::new(), account_login::random_token(32));
+                let redirect_uri = match &config.oauth_callback_base {
+                    Some(base) => format!(
+                        "{}/v1/engines/auth/callback/openai",
+                        base.trim_end_matches('/')
+                    ),
+                    None => LOCAL_REDIRECT.to_owned(),
+                };
+                session.auth_url =
+                    Some(
+                        self.issuer()
+                            .authorize_url(&redirect_uri, &state, &pkce, originator),
+                    );
+                Flow::Browser {
+                    vendor,
+                    state,
+                    pkce,
+                    redirect_uri,
+                }
+            }
+            (Vendor::OpenAi, _) => {
+                session.provider_id = Some("openai".into());
+                let issuer = self.issuer();
+                let device = issuer.device_code().await.map_err(refused)?;
+                session.auth_url = Some(issuer.device_page());
+                session.user_code = Some(device.user_code.clone());
+                session.input_kind = None;
+                Flow::Device { device }
+            }
         };
         let session = self.keep(session)?;
         let interval = match &flow {
@@ -104,7 +160,7 @@ impl EngineLogins {
         if let Some(interval) = interval {
             self.poll_in_background(session.session_id.clone(), interval);
         }
-        tracing::info!(%engine, session_id = session.session_id, method, "OpenAI sign-in started");
+        tracing::info!(%engine, session_id = session.session_id, method, "account sign-in started");
         Ok(session)
     }
 
@@ -170,7 +226,7 @@ impl EngineLogins {
                  not '{kind}'"
             )));
         }
-        let Some((code, given)) = openai_login::code_of(value) else {
+        let Some((code, given)) = account_login::code_of(value) else {
             return Err(refused(
                 "value: paste the whole address the browser ended on (…?code=…&state=…), or \
                  the code",
@@ -198,7 +254,9 @@ impl EngineLogins {
             let mut flows = self.flows.lock().expect("flows lock");
             let id = flows
                 .iter()
-                .find(|(_, f)| matches!(f, Flow::Browser { state: s, .. } if s == state))
+                .find(|(_, f)| {
+                    matches!(f, Flow::Browser { vendor: Vendor::OpenAi, state: s, .. } if s == state)
+                })
                 .map(|(id, _)| id.clone());
             // One use per sign-in: the same address twice finds nothing.
             id.and_then(|id| flows.remove(&id).map(|flow| (id, flow)))
@@ -228,16 +286,28 @@ impl EngineLogins {
     /// Trades the code of a browser sign-in for tokens, and keeps them.
     async fn redeem(&self, session: &AuthSession, code: &str, flow: Flow) -> Result<AuthSession> {
         let Flow::Browser {
-            pkce, redirect_uri, ..
+            vendor,
+            state,
+            pkce,
+            redirect_uri,
         } = flow
         else {
             return Err(refused("this sign-in takes no code"));
         };
-        match self
-            .issuer()
-            .exchange(code, &redirect_uri, &pkce.verifier)
-            .await
-        {
+        let exchanged = match vendor {
+            Vendor::OpenAi => {
+                self.issuer()
+                    .exchange(code, &redirect_uri, &pkce.verifier)
+                    .await
+            }
+            Vendor::Anthropic => {
+                let base = self.jobs.engines().config().anthropic_auth_issuer.clone();
+                anthropic::Issuer::new(&base)
+                    .exchange(code, &state, &pkce.verifier)
+                    .await
+            }
+        };
+        match exchanged {
             Ok(tokens) => {
                 self.signed_in(session, tokens).await?;
                 self.session(&session.session_id, None)
@@ -253,12 +323,15 @@ impl EngineLogins {
     async fn signed_in(&self, session: &AuthSession, tokens: Tokens) -> Result<()> {
         let home = self.jobs.engines().config().agent_home.clone();
         let engine = session.engine;
-        let written =
-            tokio::task::spawn_blocking(move || openai_login::write_login(&home, engine, &tokens))
-                .await
-                .map_err(|e| Error::Internal(e.into()))?
-                .map_err(|e| Error::Internal(e.into()))?;
-        tracing::info!(%engine, file = ?written, "engine signed in with an OpenAI account");
+        let written = tokio::task::spawn_blocking(move || match engine {
+            Engine::Claude => anthropic::write_login(&home, &tokens)
+                .map(|()| Some(anthropic::CREDENTIALS.to_owned())),
+            _ => openai::write_login(&home, engine, &tokens),
+        })
+        .await
+        .map_err(|e| Error::Internal(e.into()))?
+        .map_err(|e| Error::Internal(e.into()))?;
+        tracing::info!(%engine, file = ?written, "engine signed in with a vendor account");
         self.flows
             .lock()
             .expect("flows lock")

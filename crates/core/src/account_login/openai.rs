@@ -1,10 +1,8 @@
-//! Signing an engine in with an OpenAI account, the way `codex login` does it, with the service
-//! as the OAuth client (the reference's `oauth_proxy`): an authorization-code flow with PKCE
-//! (`callback`: the browser comes back to the service's callback route, or the user pastes
-//! the URL it ended on) and OpenAI's device-code flow (`auth_code_or_url`: a code the user
-//! enters at the issuer's device page). The tokens become the CLI's own login file, so the
-//! CLI uses them as if it had logged in itself: codex `.codex/auth.json`, opencode and kilo the
-//! `openai` entry of their `auth.json`.
+//! An OpenAI account, signed in the way `codex login` does it: an authorization-code flow with
+//! PKCE (`callback`: the browser comes back to the service's callback route, or the user pastes
+//! the address it ended on) and OpenAI's device-code flow (`auth_code_or_url`: a code the user
+//! enters at the issuer's device page). The tokens become codex's `.codex/auth.json`, or the
+//! `openai` entry of opencode's and kilo's `auth.json`.
 //!
 //! The issuer is `SKILL_RUNNER_OPENAI_AUTH_ISSUER` (tests point it at a fake on loopback).
 
@@ -13,9 +11,9 @@ use std::path::Path;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use skill_runner_types::engine::Engine;
 
+use super::{Pkce, Tokens, write_private};
 use crate::clock::Timestamp;
 
 /// The client id of the CLIs' own login.
@@ -25,46 +23,6 @@ const SCOPE: &str = "openid profile email offline_access";
 /// CLIs' own listener address, which the user's browser fails to reach; the user pastes the
 /// address it shows instead.
 pub const LOCAL_REDIRECT: &str = "http://localhost:1455/auth/callback";
-
-/// `len` random bytes as URL-safe base64 (a state, a PKCE verifier).
-pub fn random_token(len: usize) -> String {
-    let mut bytes = vec![0u8; len];
-    getrandom::fill(&mut bytes).expect("the system's random source works");
-    URL_SAFE_NO_PAD.encode(bytes)
-}
-
-/// A PKCE pair (S256).
-#[derive(Debug, Clone)]
-pub struct Pkce {
-    pub verifier: String,
-    pub challenge: String,
-}
-
-impl Pkce {
-    pub fn new() -> Self {
-        let verifier = random_token(64);
-        let challenge = URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()));
-        Self {
-            verifier,
-            challenge,
-        }
-    }
-}
-
-impl Default for Pkce {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// What the token endpoint gave.
-#[derive(Debug, Clone)]
-pub struct Tokens {
-    pub id_token: String,
-    pub access_token: String,
-    pub refresh_token: String,
-    pub expires_in: Option<u64>,
-}
 
 /// A device code the user is to enter at [`Issuer::device_page`].
 #[derive(Debug, Clone)]
@@ -166,7 +124,7 @@ impl Issuer {
                 .ok_or_else(|| format!("the token endpoint's answer lacks {name}"))
         };
         Ok(Tokens {
-            id_token: text("id_token")?,
+            id_token: Some(text("id_token")?),
             access_token: text("access_token")?,
             refresh_token: text("refresh_token")?,
             expires_in: body.get("expires_in").and_then(Value::as_u64),
@@ -234,29 +192,6 @@ impl Issuer {
     }
 }
 
-/// The code (and state, when there is one) of what a user pasted: the whole address the
-/// browser ended on, or the code alone.
-pub fn code_of(input: &str) -> Option<(String, Option<String>)> {
-    let input = input.trim();
-    if input.is_empty() {
-        return None;
-    }
-    match url::Url::parse(input) {
-        Ok(url) => {
-            let pairs: Vec<(String, String)> = url.query_pairs().into_owned().collect();
-            let get = |name: &str| {
-                pairs
-                    .iter()
-                    .find(|(k, _)| k == name)
-                    .map(|(_, v)| v.clone())
-            };
-            Some((get("code")?, get("state")))
-        }
-        Err(_) if !input.contains(char::is_whitespace) => Some((input.to_owned(), None)),
-        Err(_) => None,
-    }
-}
-
 /// The claims of an id token (its middle part), if it reads as one.
 fn claims(id_token: &str) -> Value {
     id_token
@@ -279,7 +214,8 @@ pub fn write_login(
             ".codex/auth.json",
             json!({
                 "OPENAI_API_KEY": null,
-                "tokens": {"id_token": tokens.id_token, "access_token": tokens.access_token,
+                "tokens": {"id_token": tokens.id_token.as_deref().unwrap_or_default(),
+                           "access_token": tokens.access_token,
                            "refresh_token": tokens.refresh_token, "account_id": null},
                 "last_refresh": Timestamp::now(),
             }),
@@ -296,7 +232,7 @@ pub fn write_login(
                 .and_then(|b| serde_json::from_slice(&b).ok())
                 .filter(Value::is_object)
                 .unwrap_or_else(|| json!({}));
-            let auth = &claims(&tokens.id_token)["https://api.openai.com/auth"];
+            let auth = &claims(tokens.id_token.as_deref().unwrap_or_default())["https://api.openai.com/auth"];
             let expires = u64::try_from(
                 std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -319,53 +255,9 @@ pub fn write_login(
     Ok(Some(relpath.to_owned()))
 }
 
-/// Writes `value` to `agent_home/relpath` readable by the service's user only, replacing the
-/// file whole (a reader never sees half of it).
-fn write_private(agent_home: &Path, relpath: &str, value: &Value) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let path = agent_home.join(relpath);
-    let dir = path.parent().expect("a login file is in a folder");
-    std::fs::create_dir_all(dir)?;
-    let temp = dir.join(format!(".{}.tmp", random_token(6)));
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&temp)?;
-    file.write_all(serde_json::to_string_pretty(value)?.as_bytes())?;
-    file.sync_all()?;
-    std::fs::rename(&temp, &path)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_pasted_address_or_code_gives_the_code() {
-        assert_eq!(
-            code_of("http://localhost:1455/auth/callback?code=abc&state=xyz"),
-            Some(("abc".into(), Some("xyz".into())))
-        );
-        assert_eq!(code_of(" abc "), Some(("abc".into(), None)));
-        assert_eq!(
-            code_of("http://localhost:1455/auth/callback?state=xyz"),
-            None
-        );
-        assert_eq!(code_of("two words"), None);
-    }
-
-    #[test]
-    fn the_challenge_is_the_verifiers_sha256() {
-        let pkce = Pkce::new();
-        let digest = Sha256::digest(pkce.verifier.as_bytes());
-        assert_eq!(
-            URL_SAFE_NO_PAD.decode(&pkce.challenge).unwrap(),
-            digest.to_vec()
-        );
-        assert!(pkce.verifier.len() >= 43);
-    }
 
     #[test]
     fn opencode_keeps_its_other_logins() {
@@ -377,7 +269,7 @@ mod tests {
             json!({"https://api.openai.com/auth": {"chatgpt_account_id": "acct-1"}}).to_string(),
         );
         let tokens = Tokens {
-            id_token: format!("h.{payload}.s"),
+            id_token: Some(format!("h.{payload}.s")),
             access_token: "a".into(),
             refresh_token: "r".into(),
             expires_in: Some(60),
