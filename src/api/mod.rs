@@ -3,6 +3,7 @@
 pub mod agent;
 pub mod auth;
 pub mod chat;
+pub mod cli_delegate;
 pub mod console;
 pub mod engine_auth;
 pub mod engines;
@@ -131,6 +132,10 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(engine_auth::session_input))
         .routes(routes!(engine_auth::cancel_session))
         .routes(routes!(engine_auth::run_session))
+        .routes(routes!(cli_delegate::start))
+        .routes(routes!(cli_delegate::get))
+        .routes(routes!(cli_delegate::input))
+        .routes(routes!(cli_delegate::cancel))
         .routes(routes!(oauth_proxy::start))
         .routes(routes!(oauth_proxy::get))
         .routes(routes!(oauth_proxy::input))

@@ -1057,6 +1057,97 @@ async fn a_run_waits_for_a_sign_in_and_goes_on_with_it() {
     );
 }
 
+/// codex's own device login, delegated: the session shows the page and code it prints, the
+/// terminal is taken while it runs, and it ends logged in once the code is approved; a login
+/// canceled stops the CLI.
+#[tokio::test]
+async fn codex_logs_itself_in_with_a_device_code() {
+    if !in_netns(
+        concat!(module_path!(), "::codex_logs_itself_in_with_a_device_code"),
+        "codex",
+    ) {
+        return;
+    }
+    let issuer = FakeModel::start();
+    let agents = skill_runner_test_support::agents::Agents::new();
+    let prefix = skill_runner_test_support::agents::npm_prefix();
+    let server = agents.server(
+        skill_runner_test_support::TestDirs::new(),
+        &[
+            ("SKILL_RUNNER_OPENAI_AUTH_ISSUER", issuer.base.as_str()),
+            ("SKILL_RUNNER_NPM_PREFIX", prefix.to_str().unwrap()),
+        ],
+    );
+    let start = json!({"engine": "codex", "transport": "cli_delegate",
+                       "auth_method": "auth_code_or_url"});
+    let (code, session) = server
+        .post_json("/v1/engines/auth/cli-delegate/sessions", start.clone())
+        .await;
+    assert_eq!(code, 200, "{session}");
+    assert_eq!(session["status"], "waiting_user", "{session}");
+    assert_eq!(session["auth_url"], format!("{}/codex/device", issuer.base));
+    let user_code = session["user_code"]
+        .as_str()
+        .expect("the code codex printed");
+    let (code, busy) = server
+        .post_json("/v1/engines/auth/cli-delegate/sessions", start.clone())
+        .await;
+    assert_eq!(code, 409, "one login in the terminal at a time: {busy}");
+    let (code, _) = issuer
+        .post("/__oauth/approve", json!({"user_code": user_code}))
+        .await;
+    assert_eq!(code, 204);
+    let path = format!(
+        "/v1/engines/auth/cli-delegate/sessions/{}",
+        session["session_id"].as_str().unwrap()
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let done = loop {
+        let (_, now) = server.get(&path).await;
+        if now["status"] != "waiting_user" || std::time::Instant::now() > deadline {
+            break now;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert!(agents.path("agent-home/.codex/auth.json").is_file());
+    let (_, status) = server.get("/v1/engines/auth-status").await;
+    assert_eq!(status["engines"]["codex"]["auth_ready"], true, "{status}");
+
+    // Canceled: the CLI stops, the terminal is free again.
+    let (code, again) = server
+        .post_json("/v1/engines/auth/cli-delegate/sessions", start.clone())
+        .await;
+    assert_eq!(code, 200, "{again}");
+    let (code, canceled) = server
+        .post_json(
+            &format!(
+                "/v1/engines/auth/cli-delegate/sessions/{}/cancel",
+                again["session_id"].as_str().unwrap()
+            ),
+            json!({}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(canceled["canceled"], true);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, terminal) = server.get("/ui/engines/tui/session").await;
+        if terminal["session"]["live"] == false {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{terminal}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (code, refused) = server
+        .post_json(
+            "/v1/engines/auth/cli-delegate/sessions",
+            json!({"engine": "claude", "transport": "cli_delegate"}),
+        )
+        .await;
+    assert_eq!(code, 422, "{refused}");
+}
+
 /// A job naming an operator's provider and an effort reaches that provider's endpoint with
 /// its key, model and effort, not the engine's own; what does not fit is refused naming what
 /// would.

@@ -78,6 +78,8 @@ pub struct Viewer {
 pub struct Launch<'a> {
     pub engine: &'a str,
     pub program: &'a Path,
+    /// Its arguments (an operator's terminal: none; a CLI's own login: `login …`).
+    pub args: &'a [String],
     /// The whole environment of the CLI.
     pub env: Vec<(String, String)>,
     pub cwd: &'a Path,
@@ -167,6 +169,7 @@ impl Session {
         let slave = std::fs::File::from(pty.slave);
         let mut command = Command::new(launch.program);
         command
+            .args(launch.args)
             .env_clear()
             .envs(launch.env)
             .current_dir(launch.cwd)
@@ -227,7 +230,8 @@ impl Session {
         })
     }
 
-    fn info(&self) -> SessionInfo {
+    /// What the console is told about the session.
+    pub fn info(&self) -> SessionInfo {
         let ended = *self.ended.borrow();
         SessionInfo {
             session_id: self.id.clone(),

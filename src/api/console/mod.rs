@@ -13,7 +13,7 @@ mod sessions;
 mod settings;
 mod skills;
 mod tenants;
-mod terminal;
+pub(crate) mod terminal;
 mod time;
 mod timeline;
 

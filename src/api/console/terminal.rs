@@ -64,6 +64,18 @@ pub async fn start(
         ));
     }
     let engine = agent_engine(&body.engine)?;
+    let info = launch(&state, engine, &[]).await?;
+    tracing::info!(engine = %engine, session_id = info.session_id, "terminal session started");
+    Ok(Json(info))
+}
+
+/// Starts `engine`'s CLI with `args` in the terminal, `HOME` at the agent home, from the
+/// allow-listed environment: the operator's terminal, or a CLI's own login.
+pub(crate) async fn launch(
+    state: &AppState,
+    engine: crate::engines::Engine,
+    args: &[String],
+) -> ApiResult<SessionInfo> {
     let engines = state.jobs.engines();
     let program = engines
         .locate(engine)
@@ -92,17 +104,16 @@ pub async fn start(
         ("TERM".to_owned(), "xterm-256color".to_owned()),
         ("COLORTERM".to_owned(), "truecolor".to_owned()),
     ]);
-    let info = state
+    Ok(state
         .terminal
         .start(Launch {
             engine: engine.as_str(),
             program: &program,
+            args,
             env,
             cwd: &home,
         })
-        .map_err(crate::error::Error::from)?;
-    tracing::info!(engine = %engine, session_id = info.session_id, "terminal session started");
-    Ok(Json(info))
+        .map_err(crate::error::Error::from)?)
 }
 
 /// `POST /ui/engines/tui/session/stop`: hangs the live session up.
@@ -135,7 +146,9 @@ enum FromPage {
 }
 
 /// How the session ended: its exit code (`None` when a signal ended it).
-async fn ended(ended: &mut tokio::sync::watch::Receiver<Option<Option<i32>>>) -> Option<i32> {
+pub(crate) async fn ended(
+    ended: &mut tokio::sync::watch::Receiver<Option<Option<i32>>>,
+) -> Option<i32> {
     ended
         .wait_for(Option::is_some)
         .await

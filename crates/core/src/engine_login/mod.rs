@@ -23,8 +23,10 @@ use crate::error::{Error, Result};
 use crate::jobs::{Jobs, Scope};
 use crate::store::RunStatus;
 
+mod delegate;
 mod oauth;
 
+pub use delegate::login_args;
 pub use oauth::sign_in_methods;
 
 /// An auth session waiting for input is dropped after this long.

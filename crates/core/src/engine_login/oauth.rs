@@ -342,7 +342,7 @@ impl EngineLogins {
     }
 
     /// Ends the waiting session `id` `failed`, saying why.
-    fn fail(&self, id: &str, message: String) {
+    pub(super) fn fail(&self, id: &str, message: String) {
         tracing::warn!(session_id = id, message, "sign-in failed");
         let mut sessions = self.sessions.lock().expect("sessions lock");
         if let Some(session) = sessions.get_mut(id).filter(|s| s.waiting()) {
