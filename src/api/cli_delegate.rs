@@ -10,7 +10,6 @@ use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use serde::Deserialize;
 use skill_runner_core::engine_login::{AuthSession, login_args};
 use tokio::sync::broadcast::error::RecvError;
 
@@ -18,7 +17,7 @@ use super::auth::Admin;
 use super::console::terminal::{ended, launch};
 use super::engines::agent_engine;
 use super::jobs::bad_json;
-use super::oauth_proxy::{Canceled, InputTaken, SignInInput};
+use super::oauth_proxy::{Canceled, InputTaken, SignInInput, StartSignIn};
 use crate::api::error::{ApiError, ApiResult};
 use crate::engines::config::OPENAI_AUTH_ISSUER;
 use crate::state::AppState;
@@ -28,24 +27,12 @@ const PRINTED: usize = 64 * 1024;
 /// How long a start waits for the CLI to print its page and code.
 const FIRST_WORDS: Duration = Duration::from_secs(15);
 
-/// `POST /v1/engines/auth/cli-delegate/sessions` body.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-pub struct StartDelegated {
-    pub engine: String,
-    /// `cli_delegate`.
-    pub transport: String,
-    /// `auth_code_or_url` (the default: the CLI's device login).
-    pub auth_method: Option<String>,
-    /// Accepted for the reference's clients; codex has one account kind.
-    pub provider_id: Option<String>,
-}
-
 /// Starts the CLI's own login (`codex login --device-auth`) in the engine terminal: the session
 /// shows the page (`auth_url`) and the code (`user_code`) it prints, and ends `succeeded` when
 /// the CLI exits logged in, queueing the engine's waiting runs; `failed` with its last lines
 /// otherwise. 409 while the terminal is in use.
 #[utoipa::path(post, path = "/v1/engines/auth/cli-delegate/sessions", tag = "engines",
-    request_body(content = StartDelegated, example = json!({"engine": "codex",
+    request_body(content = StartSignIn, example = json!({"engine": "codex",
         "transport": "cli_delegate", "auth_method": "auth_code_or_url"})),
     responses(
         (status = 200, body = AuthSession),
@@ -57,7 +44,7 @@ pub struct StartDelegated {
 pub async fn start(
     _: Admin,
     State(state): State<AppState>,
-    body: Result<Json<StartDelegated>, JsonRejection>,
+    body: Result<Json<StartSignIn>, JsonRejection>,
 ) -> ApiResult<Json<AuthSession>> {
     let Json(body) = body.map_err(bad_json)?;
     if body.transport.trim() != "cli_delegate" {

@@ -23,15 +23,16 @@ pub const CALLBACK_PATHS: [&str; 2] = [
     "/v1/engines/auth/callback/openai",
 ];
 
-/// `POST /v1/engines/auth/oauth-proxy/sessions` body.
+/// `POST /v1/engines/auth/oauth-proxy/sessions` (and `.../cli-delegate/sessions`) body.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub struct StartSignIn {
     pub engine: String,
-    /// `oauth_proxy`.
+    /// The route's own: `oauth_proxy` or `cli_delegate`.
     pub transport: String,
-    /// `callback` (default) or `auth_code_or_url` (a device code).
+    /// `callback` or `auth_code_or_url`; left out: `callback` for an OpenAI account here, the
+    /// device login for a delegated one.
     pub auth_method: Option<String>,
-    /// `openai` (the only account these engines sign in with here; optional).
+    /// `openai` or `anthropic` (optional: each engine signs one kind of account in).
     pub provider_id: Option<String>,
 }
 

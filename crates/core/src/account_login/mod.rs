@@ -13,6 +13,14 @@ use sha2::{Digest, Sha256};
 pub mod anthropic;
 pub mod openai;
 
+/// The client a vendor's authorization server is asked with.
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+        .unwrap_or_default()
+}
+
 /// `len` random bytes as URL-safe base64 (a state, a PKCE verifier).
 pub fn random_token(len: usize) -> String {
     let mut bytes = vec![0u8; len];
