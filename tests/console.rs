@@ -2765,3 +2765,42 @@ fn browser_signs_vendor_accounts_in() {
         browser.close().await;
     });
 }
+
+/// An engine's page lets codex log in itself: its own device login runs in the terminal, the
+/// page shows the code it printed and notices the end by itself.
+#[test]
+fn browser_lets_codex_log_in_itself() {
+    const TEST: &str = concat!(module_path!(), "::browser_lets_codex_log_in_itself");
+    if !browser::available() || !in_netns(TEST, "codex") {
+        return;
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let agents = Agents::new();
+        let issuer = common::FakeModel::start();
+        let prefix = common::agents::npm_prefix();
+        let server = agents.server(
+            common::TestDirs::new(),
+            &[
+                ("SKILL_RUNNER_OPENAI_AUTH_ISSUER", issuer.base.as_str()),
+                ("SKILL_RUNNER_NPM_PREFIX", prefix.to_str().unwrap()),
+            ],
+        );
+        let origin = server.url("");
+        let browser = Browser::start().await;
+        browser.goto(&server.url("/ui/engines/codex/models")).await;
+        browser.wait_for("#engine-login[data-ready=false]").await;
+        browser.click("#sign-in-delegate").await;
+        let code = browser.wait_for("#user-code").await.text().await.unwrap();
+        browser
+            .wait_text("#device-link", &format!("{}/codex/device", issuer.base))
+            .await;
+        let (status, _) = issuer
+            .post("/__oauth/approve", json!({"user_code": code}))
+            .await;
+        assert_eq!(status, 204);
+        browser.wait_for("#engine-login[data-ready=true]").await;
+        assert!(agents.path("agent-home/.codex/auth.json").is_file());
+        browser.assert_clean(&origin).await;
+        browser.close().await;
+    });
+}

@@ -57,11 +57,21 @@ pub async fn start(
     let method = body
         .auth_method
         .unwrap_or_else(|| "auth_code_or_url".into());
+    delegate(&state, engine, &method).await.map(Json)
+}
+
+/// Starts `engine`'s own login by `method` in the terminal (see [`start`]); the session once
+/// the CLI printed its page and code.
+pub(crate) async fn delegate(
+    state: &AppState,
+    engine: crate::engines::Engine,
+    method: &str,
+) -> ApiResult<AuthSession> {
     let issuer = &state.config.engines.openai_auth_issuer;
     let custom = (issuer.trim_end_matches('/') != OPENAI_AUTH_ISSUER).then_some(issuer.as_str());
-    let args = login_args(engine, &method, custom)?;
-    let terminal = launch(&state, engine, &args).await?;
-    let session = match state.logins.start_delegated(engine, &method) {
+    let args = login_args(engine, method, custom)?;
+    let terminal = launch(state, engine, &args).await?;
+    let session = match state.logins.start_delegated(engine, method) {
         Ok(session) => session,
         Err(e) => {
             state.terminal.stop();
@@ -111,7 +121,7 @@ pub async fn start(
         let now = state.logins.session(&session.session_id, None)?;
         let shown = now.user_code.is_some() && now.auth_url.is_some();
         if shown || now.status != "waiting_user" || tokio::time::Instant::now() > deadline {
-            return Ok(Json(now));
+            return Ok(now);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -267,6 +267,23 @@ pub async fn sign_in(
     })
 }
 
+/// `POST /ui/engines/{engine}/login/delegate`: runs the CLI's own device login in the
+/// terminal; the page shows its code and notices the end by itself.
+pub async fn delegate(l: Lang, State(state): State<AppState>, Path(engine): Path<String>) -> Page {
+    let engine = api::agent_engine(&engine)?;
+    let (session, error) =
+        match crate::api::cli_delegate::delegate(&state, engine, "auth_code_or_url").await {
+            Ok(session) => (Some(session), None),
+            Err(e) => (None, Some(e.into_message().1)),
+        };
+    render(&SignInFragment {
+        l,
+        engine: engine.to_string(),
+        session,
+        error,
+    })
+}
+
 /// `GET /ui/engines/{engine}/login/sign-in/{session_id}`: where a sign-in stands.
 pub async fn sign_in_status(
     l: Lang,

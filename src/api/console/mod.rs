@@ -87,6 +87,10 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .route("/ui/engines/{engine}/login", get(engines::login))
         .route("/ui/engines/{engine}/login/sign-in", post(engines::sign_in))
         .route(
+            "/ui/engines/{engine}/login/delegate",
+            post(engines::delegate),
+        )
+        .route(
             "/ui/engines/{engine}/login/sign-in/{session_id}",
             get(engines::sign_in_status),
         )
