@@ -354,7 +354,7 @@ pub async fn log_in_with_key(
         .logins
         .import_api_key(engine, form.api_key)
         .await
-        .map(|n| l.tr("login.saved").replace("{n}", &n.to_string()));
+        .map(|n| l.tr("engine_login.saved").replace("{n}", &n.to_string()));
     login_fragment(l, &state, engine, said)
 }
 
@@ -372,7 +372,7 @@ pub async fn import_login(
         .logins
         .import_files(engine, files)
         .await
-        .map(|(_, n)| l.tr("login.saved").replace("{n}", &n.to_string()));
+        .map(|(_, n)| l.tr("engine_login.saved").replace("{n}", &n.to_string()));
     login_fragment(l, &state, engine, said)
 }
 
@@ -384,7 +384,7 @@ pub async fn log_out(l: Lang, State(state): State<AppState>, Path(engine): Path<
             true => "—".to_owned(),
             false => removed.join(", "),
         };
-        l.tr("login.removed").replace("{files}", &files)
+        l.tr("engine_login.removed").replace("{files}", &files)
     });
     login_fragment(l, &state, engine, said)
 }
