@@ -294,7 +294,11 @@ const MESSAGES: &[(&str, &str, &str)] = &[
         "How this engine's turns authenticate: an API key, or the login files its CLI leaves on a machine where it was logged in.",
         "本引擎的运行如何认证：API 密钥，或在已登录的机器上由其 CLI 留下的登录文件。",
     ),
-    ("engine_login.no_cli", "its CLI is not installed", "其 CLI 未安装"),
+    (
+        "engine_login.no_cli",
+        "its CLI is not installed",
+        "其 CLI 未安装",
+    ),
     ("engine_login.api_key", "API key", "API 密钥"),
     ("engine_login.present", "present", "已存在"),
     ("engine_login.save_key", "Save key", "保存密钥"),
