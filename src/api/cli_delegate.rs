@@ -17,7 +17,9 @@ use super::auth::Admin;
 use super::console::terminal::{ended, launch};
 use super::engines::agent_engine;
 use super::jobs::bad_json;
-use super::oauth_proxy::{Canceled, InputTaken, SignInInput, StartSignIn};
+use super::oauth_proxy::{
+    Canceled, InputTaken, SignInInput, StartSignIn, cancel_session, take_input,
+};
 use crate::api::error::{ApiError, ApiResult};
 use crate::engines::config::OPENAI_AUTH_ISSUER;
 use crate::state::AppState;
@@ -161,12 +163,7 @@ pub async fn input(
     body: Result<Json<SignInInput>, JsonRejection>,
 ) -> ApiResult<Json<InputTaken>> {
     let Json(body) = body.map_err(bad_json)?;
-    let session = state
-        .logins
-        .input(&session_id, None, &body.kind, body.value)
-        .await?;
-    let accepted = session.status == "succeeded";
-    Ok(Json(InputTaken { session, accepted }))
+    take_input(state, session_id, body).await.map(Json)
 }
 
 /// Cancels a delegated login: the CLI is stopped.
@@ -182,14 +179,5 @@ pub async fn cancel(
     State(state): State<AppState>,
     Path(session_id): Path<String>,
 ) -> ApiResult<Json<Canceled>> {
-    let session = state.logins.cancel(&session_id, None)?;
-    let canceled = session.status == "canceled";
-    let ours = state
-        .terminal
-        .current()
-        .is_some_and(|t| t.live && t.engine == session.engine.as_str());
-    if canceled && session.transport == "cli_delegate" && ours {
-        state.terminal.stop();
-    }
-    Ok(Json(Canceled { session, canceled }))
+    cancel_session(&state, &session_id).map(Json)
 }

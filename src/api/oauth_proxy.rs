@@ -135,13 +135,22 @@ pub async fn input(
     body: Result<Json<SignInInput>, JsonRejection>,
 ) -> ApiResult<Json<InputTaken>> {
     let Json(body) = body.map_err(bad_json)?;
+    take_input(state, session_id, body).await.map(Json)
+}
+
+/// Gives session `session_id` its input (both transports' `.../input`).
+pub(crate) async fn take_input(
+    state: AppState,
+    session_id: String,
+    body: SignInInput,
+) -> ApiResult<InputTaken> {
     to_completion(async move {
         let session = state
             .logins
             .input(&session_id, None, &body.kind, body.value)
             .await?;
         let accepted = session.status == "succeeded";
-        Ok::<_, ApiError>(Json(InputTaken { session, accepted }))
+        Ok::<_, ApiError>(InputTaken { session, accepted })
     })
     .await
 }
@@ -167,9 +176,22 @@ pub async fn cancel(
     State(state): State<AppState>,
     Path(session_id): Path<String>,
 ) -> ApiResult<Json<Canceled>> {
-    let session = state.logins.cancel(&session_id, None)?;
+    cancel_session(&state, &session_id).map(Json)
+}
+
+/// Cancels session `session_id` (both transports' `.../cancel`): a delegated login's CLI is
+/// stopped with it.
+pub(crate) fn cancel_session(state: &AppState, session_id: &str) -> ApiResult<Canceled> {
+    let session = state.logins.cancel(session_id, None)?;
     let canceled = session.status == "canceled";
-    Ok(Json(Canceled { session, canceled }))
+    let its_cli = state
+        .terminal
+        .current()
+        .is_some_and(|t| t.live && t.engine == session.engine.as_str());
+    if canceled && session.transport == "cli_delegate" && its_cli {
+        state.terminal.stop();
+    }
+    Ok(Canceled { session, canceled })
 }
 
 /// The callback's query.

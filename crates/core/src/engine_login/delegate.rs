@@ -4,6 +4,9 @@
 //! there. Codex's device login (`codex login --device-auth`) is the one offered: it needs no
 //! browser on the machine and no input.
 
+use std::sync::LazyLock;
+
+use regex::Regex;
 use serde_json::json;
 use skill_runner_types::engine::Engine;
 
@@ -33,20 +36,22 @@ pub fn login_args(engine: Engine, method: &str, issuer: Option<&str>) -> Result<
     }
 }
 
+/// A terminal's colour and cursor codes.
+static ESCAPES: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\x1b\[[0-9;?]*[A-Za-z]").expect("a valid pattern"));
+static PAGE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"https?://[^\s\x1b]+").expect("a valid pattern"));
+static CODE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\b[A-Z0-9]{4,}(?:-[A-Z0-9]{4,})+\b").expect("a valid pattern"));
+
 /// The page and the code in what the CLI printed so far (colours stripped).
 pub fn page_and_code(printed: &str) -> (Option<String>, Option<String>) {
-    let plain = regex::Regex::new(r"\x1b\[[0-9;?]*[A-Za-z]")
-        .expect("a valid pattern")
-        .replace_all(printed, "");
-    let url = regex::Regex::new(r"https?://[^\s\x1b]+")
-        .expect("a valid pattern")
+    let plain = ESCAPES.replace_all(printed, "");
+    let url = PAGE
         .find_iter(&plain)
         .map(|m| m.as_str().to_owned())
         .find(|u| !u.contains("://localhost") && !u.contains("://127.0.0.1:1455"));
-    let code = regex::Regex::new(r"\b[A-Z0-9]{4,}(?:-[A-Z0-9]{4,})+\b")
-        .expect("a valid pattern")
-        .find(&plain)
-        .map(|m| m.as_str().to_owned());
+    let code = CODE.find(&plain).map(|m| m.as_str().to_owned());
     (url, code)
 }
 
@@ -88,16 +93,12 @@ impl EngineLogins {
             self.complete_sessions(engine, resumed);
             return Ok(());
         }
-        let plain = regex::Regex::new(r"\x1b\[[0-9;?]*[A-Za-z]")
-            .expect("a valid pattern")
-            .replace_all(tail, "")
-            .trim()
-            .to_owned();
+        let plain = ESCAPES.replace_all(tail, "");
         let why = match code {
             Some(code) => format!("{engine} login exited with code {code}"),
             None => format!("{engine} login was stopped"),
         };
-        let last: Vec<&str> = plain.lines().rev().take(3).collect();
+        let last: Vec<&str> = plain.trim().lines().rev().take(3).collect();
         let detail = last.into_iter().rev().collect::<Vec<_>>().join(" / ");
         self.fail(id, format!("{why}: {detail}"));
         Ok(())

@@ -237,14 +237,17 @@ impl Fcmp {
                 let (round, rounds) = (number("repair_round"), number("repair_rounds"));
                 match self.repairing {
                     None => self.repair_event(
-                        "started",
+                        "diagnostic.output_repair.started",
                         0,
                         "target output did not satisfy the attempt contract",
                         out,
                     ),
-                    Some((before, _)) => {
-                        self.repair_event("round.completed", before, "schema still invalid", out)
-                    }
+                    Some((before, _)) => self.repair_event(
+                        "diagnostic.output_repair.round.completed",
+                        before,
+                        "schema still invalid",
+                        out,
+                    ),
                 }
                 self.supersede(round, out);
                 let mut data = repair_data(round, "retrying with a strict schema repair prompt");
@@ -300,14 +303,14 @@ impl Fcmp {
         }
     }
 
-    /// A `diagnostic.output_repair.<what>` event of round `round` (0 before the first).
-    fn repair_event(&mut self, what: &str, round: u64, reason: &str, out: &mut Vec<FcmpEvent>) {
-        let kind = match what {
-            "started" => "diagnostic.output_repair.started",
-            "round.completed" => "diagnostic.output_repair.round.completed",
-            "converged" => "diagnostic.output_repair.converged",
-            _ => "diagnostic.output_repair.exhausted",
-        };
+    /// A `diagnostic.output_repair.*` event of round `round` (0 before the first).
+    fn repair_event(
+        &mut self,
+        kind: &'static str,
+        round: u64,
+        reason: &str,
+        out: &mut Vec<FcmpEvent>,
+    ) {
         self.emit(kind, repair_data(round, reason), None, out);
     }
 
@@ -340,13 +343,28 @@ impl Fcmp {
                 .any(|w| w.as_str() == Some(code))
         };
         if warned(runner::REPAIR_EXHAUSTED) {
-            self.repair_event("round.completed", round, "schema still invalid", out);
+            self.repair_event(
+                "diagnostic.output_repair.round.completed",
+                round,
+                "schema still invalid",
+                out,
+            );
             self.supersede(rounds + 1, out);
             let reason = "bounded schema repair rounds were exhausted";
-            self.repair_event("exhausted", round, reason, out);
+            self.repair_event("diagnostic.output_repair.exhausted", round, reason, out);
         } else if warnings.is_none() || warned(runner::REPAIR_CONVERGED) {
-            self.repair_event("round.completed", round, "schema validated", out);
-            self.repair_event("converged", round, "repair produced a valid payload", out);
+            self.repair_event(
+                "diagnostic.output_repair.round.completed",
+                round,
+                "schema validated",
+                out,
+            );
+            self.repair_event(
+                "diagnostic.output_repair.converged",
+                round,
+                "repair produced a valid payload",
+                out,
+            );
         }
     }
 
