@@ -89,6 +89,10 @@ fn describe() {
     describe_counter!(jobs::CACHE_HITS, "Creates answered from the result cache");
     describe_gauge!(jobs::SSE_SUBSCRIBERS, "Open event streams of runs");
     describe_counter!(
+        jobs::RETRIES,
+        "Failed attempts tried again after a failure that may pass, by engine"
+    );
+    describe_counter!(
         jobs::LEASE_RENEWALS,
         "Heartbeats this node renewed among the nodes of its PostgreSQL database"
     );

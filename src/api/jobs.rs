@@ -24,6 +24,7 @@ use crate::api::run_views::{
 use crate::jobs::create::UploadFiles;
 use crate::jobs::events::Offsets;
 use crate::jobs::fcmp::Fcmp;
+use crate::jobs::idempotency::Idempotent;
 use crate::jobs::{Family, Scope};
 use crate::state::AppState;
 use crate::store::{CleanupCounts, RequestKind, RunStatus};
@@ -139,31 +140,77 @@ pub fn bad_query(e: QueryRejection) -> ApiError {
 
 /// Creates a job. Without file inputs it is queued at once (or bound to a cached result);
 /// with file inputs, or with `skill_source: "temp_upload"` (the skill package comes with the
-/// upload as `skill_package`), it waits for `/upload` and `status` is `null`.
+/// upload as `skill_package`), it waits for `/upload` and `status` is `null`. With an
+/// `Idempotency-Key` header, the same key and body within a day answer the first create's
+/// answer again (the same `request_id`).
 #[utoipa::path(post, path = "/v1/jobs", tag = "jobs", request_body = CreateJob,
+    params(("Idempotency-Key" = Option<String>, Header,
+            description = "The same key with the same body answers the first create's answer for 24 h")),
     responses(
         (status = 200, description = "Created", body = Created),
         (status = 400, description = "Engine, execution mode, runtime options, model, input or parameter refused; `detail` says which"),
         (status = 404, description = "Unknown skill"),
-        (status = 422, description = "Body is not valid JSON of this shape"),
+        (status = 409, description = "A create with the same Idempotency-Key is still under way"),
+        (status = 422, description = "Body is not valid JSON of this shape, or the Idempotency-Key came with another body"),
         (status = 429, description = "Job queue is full (see Retry-After)"),
     ))]
 pub async fn create_job(
     State(state): State<AppState>,
     Acting(caller): Acting,
     ClientAddress(client): ClientAddress,
+    headers: HeaderMap,
     body: Result<Json<CreateJob>, JsonRejection>,
-) -> ApiResult<Json<Created>> {
+) -> ApiResult<Json<Value>> {
     let Json(body) = body.map_err(bad_json)?;
-    let new = NewRequest::of(body, client, caller)?;
+    let key = match headers.get("idempotency-key") {
+        Some(value) => Some(
+            value
+                .to_str()
+                .map_err(|_| {
+                    ApiError::from(crate::error::Error::invalid(
+                        "The Idempotency-Key header must be visible ASCII characters",
+                    ))
+                })?
+                .to_owned(),
+        ),
+        None => None,
+    };
+    let tenant = caller.tenant_id.to_string();
+    if let Some(key) = &key {
+        let fingerprint = serde_json::to_value(&body).map_err(|e| ApiError::Internal(e.into()))?;
+        if let Idempotent::Answered(answer) =
+            state.jobs.idempotent(&tenant, key, &fingerprint).await?
+        {
+            return Ok(Json(answer));
+        }
+    }
+    let new = match NewRequest::of(body, client, caller) {
+        Ok(new) => new,
+        Err(e) => {
+            if let Some(key) = &key {
+                state.jobs.forget_key(&tenant, key).await;
+            }
+            return Err(e);
+        }
+    };
     to_completion(async move {
-        match new {
+        let created = match new {
             NewRequest::Job(job) => state.jobs.create_job(job).await,
             NewRequest::Temp(temp) => state.jobs.create_temp(temp).await,
+        };
+        let answer = created.map(|admitted| {
+            serde_json::to_value(Created::from(admitted)).expect("an answer serializes")
+        });
+        if let Some(key) = &key {
+            match &answer {
+                Ok(answer) => state.jobs.keep_answer(&tenant, key, answer).await?,
+                Err(_) => state.jobs.forget_key(&tenant, key).await,
+            }
         }
+        answer
     })
     .await
-    .map(|admitted| Json(admitted.into()))
+    .map(Json)
 }
 
 /// Creates a temporary skill run; the package comes with `/upload`.
@@ -303,7 +350,13 @@ pub async fn status(
     Path(request_id): Path<String>,
 ) -> ApiResult<Json<RequestStatus>> {
     let (request, run) = state.jobs.status(&scope, &request_id).await?;
-    Ok(Json(request_status(request, run)))
+    let retried = match &run {
+        Some(run) if run.retries > 0 => state.jobs.retried_attempts(&run.run_id).await?,
+        _ => Vec::new(),
+    };
+    let mut status = request_status(request, run);
+    status.retried_attempts = retried.into_iter().map(Into::into).collect();
+    Ok(Json(status))
 }
 
 /// The result envelope: `{request_id, result: {status, data, artifacts, repair_level,

@@ -11,7 +11,7 @@ use crate::browse::{Preview, TreeEntry};
 use crate::clock::Timestamp;
 use crate::engines::Engine;
 use crate::jobs::cancel::Canceled;
-use crate::jobs::create::{Admitted, NewJob, NewTempRun, Received};
+use crate::jobs::create::{Admitted, Arrival, NewJob, NewTempRun, Received};
 use crate::jobs::interaction::{Pending, Reply};
 use crate::jobs::views::{LogSpan, LogStream, Logs};
 use crate::store::{Request, Run, RunStatus};
@@ -58,8 +58,43 @@ pub struct RequestStatus {
     /// Whether the runner answers in the user's place when the reply times out.
     pub interactive_auto_reply: bool,
     pub interactive_reply_timeout_sec: u64,
-    /// The turn under way or last run (1 for the first); 0 before any.
+    /// The turn under way or last run (1 for the first); 0 before any. A failed attempt
+    /// tried again (`retry`) is a turn too.
     pub current_attempt: u32,
+    /// While the run waits to be tried again after a failed attempt: when it may start.
+    pub next_attempt_at: Option<Timestamp>,
+    /// 1 (first) to 4.
+    pub priority: u8,
+    /// The run starts no earlier (`run_after` or `delay_seconds` of the create).
+    pub run_after: Option<Timestamp>,
+    /// The schedule whose tick made the request.
+    pub schedule_id: Option<String>,
+    /// The attempts that failed and were tried again (`retry`), in order.
+    pub retried_attempts: Vec<RetriedAttemptView>,
+}
+
+/// An attempt that failed and was tried again.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RetriedAttemptView {
+    /// 1 for the first attempt.
+    pub attempt: u32,
+    /// `{code, message}` of its failure.
+    #[schema(value_type = Object)]
+    pub error: Value,
+    pub failed_at: Timestamp,
+    /// When the next attempt could start, at the earliest.
+    pub next_attempt_at: Timestamp,
+}
+
+impl From<crate::store::RetriedAttempt> for RetriedAttemptView {
+    fn from(a: crate::store::RetriedAttempt) -> Self {
+        Self {
+            attempt: a.attempt,
+            error: json!({"code": a.error_code, "message": a.error_message}),
+            failed_at: a.failed_at,
+            next_attempt_at: a.next_attempt_at,
+        }
+    }
 }
 
 /// A request's state as the jobs routes show it, given its run (if any).
@@ -95,6 +130,16 @@ pub fn request_status(request: Request, run: Option<Run>) -> RequestStatus {
         interactive_auto_reply: !options.interactive_require_user_reply,
         interactive_reply_timeout_sec: options.session_timeout_sec,
         current_attempt: run.as_ref().map_or(0, |r| r.turn),
+        next_attempt_at: run
+            .as_ref()
+            .filter(|r| r.status == RunStatus::Queued && r.retries > 0)
+            .and_then(|r| r.not_before),
+        priority: options
+            .priority
+            .unwrap_or(skill_runner_types::priority::DEFAULT),
+        run_after: options.run_after,
+        schedule_id: options.schedule_id.clone(),
+        retried_attempts: Vec::new(),
         status,
         error,
         skill_id: request.skill_id,
@@ -368,7 +413,9 @@ impl LogRange {
 }
 
 /// Where a job's skill comes from.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug, Default, Clone, Copy, PartialEq, Eq, serde::Deserialize, Serialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SkillSource {
     /// An installed skill, named by `skill_id`.
@@ -379,8 +426,9 @@ pub enum SkillSource {
     TempUpload,
 }
 
-/// `POST /v1/jobs` body.
-#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+/// `POST /v1/jobs` body (serialized again only to tell one body from another, for an
+/// `Idempotency-Key`).
+#[derive(Debug, serde::Deserialize, Serialize, utoipa::ToSchema)]
 #[schema(example = json!({"skill_id": "hello", "input": {"name": "Ada"}}))]
 pub struct CreateJob {
     #[serde(default)]
@@ -414,6 +462,39 @@ pub struct CreateJob {
     /// agent lists them all and uses those that fit.
     #[serde(default)]
     pub skills: Vec<String>,
+    /// How a failure that may pass on a later try is retried: `{"max_attempts": 3,
+    /// "initial_delay_seconds": 2, "max_delay_seconds": 300, "jitter": true, "timeouts":
+    /// false}` (`runtime_options.retry` also works; this one wins).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub retry: Option<Value>,
+    /// 1 (first) to 4; 2 when absent.
+    #[serde(default)]
+    #[schema(value_type = Option<u8>)]
+    pub priority: Option<Value>,
+    /// RFC 3339: the run starts no earlier.
+    #[serde(default)]
+    pub run_after: Option<String>,
+    /// Seconds from now the run starts no earlier (instead of `run_after`).
+    #[serde(default)]
+    #[schema(value_type = Option<f64>)]
+    pub delay_seconds: Option<Value>,
+    /// An `http(s)` URL told of the run's end, signed as the tenant's webhooks are.
+    #[serde(default)]
+    pub callback_url: Option<String>,
+}
+
+impl CreateJob {
+    fn arrival(&mut self) -> Arrival {
+        Arrival {
+            retry: self.retry.take(),
+            priority: self.priority.take(),
+            run_after: self.run_after.take(),
+            delay_seconds: self.delay_seconds.take(),
+            callback_url: self.callback_url.take(),
+            schedule_id: None,
+        }
+    }
 }
 
 /// `POST /v1/temp-skill-runs` body: like a job, without skill id and inputs.
@@ -459,10 +540,11 @@ impl NewRequest {
     /// The request of body `b` from `client_address`. An installed skill needs its id, a
     /// temporary one must not have one (as the reference answers, 422 naming the field).
     pub fn of(
-        b: CreateJob,
+        mut b: CreateJob,
         client_address: Option<String>,
         caller: Caller,
     ) -> Result<Self, ApiError> {
+        let arrival = b.arrival();
         let skill_id = b.skill_id.filter(|id| !id.trim().is_empty());
         match (b.skill_source, skill_id) {
             (SkillSource::TempUpload, _) if !b.skills.is_empty() => Err(ApiError::invalid_field(
@@ -491,6 +573,7 @@ impl NewRequest {
                 effort: b.effort,
                 runtime_options: b.runtime_options,
                 skills: b.skills,
+                arrival,
                 client_address,
                 caller,
             })),
@@ -505,6 +588,7 @@ impl NewRequest {
                 parameter: b.parameter,
                 model: b.model,
                 runtime_options: b.runtime_options,
+                arrival,
                 client_address,
                 caller,
             })),
@@ -526,6 +610,7 @@ impl CreateTemp {
             parameter: self.parameter,
             model: self.model,
             runtime_options: self.runtime_options,
+            arrival: Arrival::default(),
             client_address,
             caller,
         }

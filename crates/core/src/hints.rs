@@ -11,6 +11,11 @@ pub fn for_code(code: &str) -> Option<&'static str> {
              or make the skill do less per turn."
         }
         "CANCELED_BY_USER" => "The run was canceled; create it again to run it.",
+        "MODEL_ENDPOINT_ERROR" => {
+            "The model endpoint failed (a server error, a rate limit, or no connection): this \
+             usually passes. Create the run again, or send retry: {\"max_attempts\": 3} so the \
+             service tries again itself."
+        }
         "AUTH_REQUIRED" => {
             "The engine refused its credentials: log it in again (POST \
              /v1/management/engines/{engine}/auth/import, or an API key through \

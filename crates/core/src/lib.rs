@@ -32,6 +32,7 @@ pub mod storage;
 pub mod tenants;
 pub mod tool_defs;
 pub mod validate;
+pub mod webhooks;
 
 use skill_runner_engines as engines;
 use skill_runner_process as process;

@@ -132,6 +132,9 @@ pub(crate) const REPAIR_CONVERGED: &str = "OUTPUT_SCHEMA_REPAIR_CONVERGED";
 pub(crate) const REPAIR_EXHAUSTED: &str = "OUTPUT_SCHEMA_REPAIR_EXHAUSTED";
 const REPAIR_SKIPPED: &str = "OUTPUT_SCHEMA_REPAIR_SKIPPED_NO_SESSION_HANDLE";
 
+/// The model endpoint failed the turn's latest model call (see [`blame_endpoint`]).
+pub const MODEL_ENDPOINT_ERROR: &str = "MODEL_ENDPOINT_ERROR";
+
 /// The skill asks for a secret its run's tenant has not defined.
 pub const SECRET_NOT_FOUND: &str = "SECRET_NOT_FOUND";
 /// The skill asks for a secret bound to no host its turns may reach.
@@ -289,7 +292,35 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
             envelope.warnings.extend(plan.notes);
         }
     }
-    Ok(outcome)
+    Ok(blame_endpoint(outcome, plan.turn.model_calls))
+}
+
+/// A turn that failed without a code of its own while the model endpoint had failed its
+/// latest model call failed because of the endpoint: `MODEL_ENDPOINT_ERROR`, which a later
+/// try may pass.
+fn blame_endpoint(
+    outcome: Outcome,
+    calls: Option<&std::sync::Arc<crate::egress::ModelCalls>>,
+) -> Outcome {
+    match (outcome, calls.and_then(|c| c.failure())) {
+        (
+            Outcome::Failed {
+                envelope,
+                code: None,
+                message,
+                stderr,
+            },
+            Some(failure),
+        ) => Outcome::Failed {
+            envelope,
+            code: Some(MODEL_ENDPOINT_ERROR),
+            message: format!(
+                "The model endpoint failed the turn's last model call ({failure}): {message}"
+            ),
+            stderr,
+        },
+        (outcome, _) => outcome,
+    }
 }
 
 /// Whether a repair round got an answer that fits (a result, the skill's own error, or a

@@ -194,6 +194,7 @@ fn turn_endpoint(
         upstream: held.upstream,
         tls: held.tls,
         key,
+        calls: turn.model_calls.cloned().unwrap_or_default(),
     };
     (Some(told), Some(door))
 }

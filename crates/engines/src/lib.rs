@@ -80,6 +80,9 @@ pub struct Turn<'a> {
     pub preamble: Option<&'a str>,
     /// The MCP servers the turn gets ([`mcp::resolve`]).
     pub mcp: &'a [mcp::TurnServer],
+    /// Where a model door keeps what the turn's model calls came to (a fresh record when
+    /// `None`, which nobody reads).
+    pub model_calls: Option<&'a std::sync::Arc<crate::process::egress::ModelCalls>>,
 }
 
 impl Turn<'_> {

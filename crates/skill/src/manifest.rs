@@ -162,6 +162,9 @@ pub struct SkillManifest {
     /// `runner.json` `max_attempt`: the most turns an interactive run may take; a turn at or
     /// past it that asks again instead of finishing fails the run.
     pub max_attempt: Option<u32>,
+    /// `runner.json` `retry.safe`: a turn of the skill may run again after one that may have
+    /// done work failed (the skill is idempotent), when the request asks for retries.
+    pub retry_safe: bool,
     /// `runner.json` `mcp.required_servers`: the `declared` servers of the operator's MCP
     /// registry its runs need (each id once).
     pub mcp_required_servers: Vec<String>,
@@ -354,6 +357,7 @@ pub fn load_with(
                 ))
             }),
     });
+    let retry_safe = problems.keep(retry_safe(&runner));
     let mcp_required_servers = problems.keep(mcp_required_servers(&runner));
     let schemas = problems.keep(schema_paths(dir, &runner, &mut warnings));
     let schema_docs = schemas
@@ -391,6 +395,7 @@ pub fn load_with(
         Some(effective),
         Some(execution_modes),
         Some(max_attempt),
+        Some(retry_safe),
         Some(mcp_required_servers),
         Some(schemas),
         Some(schema_docs),
@@ -411,6 +416,7 @@ pub fn load_with(
         effective,
         execution_modes,
         max_attempt,
+        retry_safe,
         mcp_required_servers,
         schemas,
         schema_docs,
@@ -457,6 +463,7 @@ pub fn load_with(
         },
         execution_modes,
         max_attempt,
+        retry_safe,
         mcp_required_servers,
         schemas: Some(schemas),
         artifacts,
@@ -755,6 +762,31 @@ fn effective_engines(
         );
     }
     Ok(effective)
+}
+
+/// `runner.json` `retry: {"safe": true|false}`.
+fn retry_safe(runner: &Map<String, Value>) -> Result<bool, InvalidSkill> {
+    match runner.get("retry") {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Object(retry)) => {
+            if let Some(other) = retry.keys().find(|k| *k != "safe") {
+                return invalid(format!(
+                    "runner.json: 'retry' takes only 'safe' (true when the skill may run again \
+                     after a failed turn that may have done work), not '{other}'"
+                ));
+            }
+            match retry.get("safe") {
+                None | Some(Value::Null) => Ok(false),
+                Some(Value::Bool(safe)) => Ok(*safe),
+                Some(v) => invalid(format!(
+                    "runner.json: 'retry.safe' must be true or false, got {v}"
+                )),
+            }
+        }
+        Some(v) => invalid(format!(
+            "runner.json: 'retry' must be an object like {{\"safe\": true}}, got {v}"
+        )),
+    }
 }
 
 /// `runner.json` `mcp`: `{required_servers: [id, ...]}` (no other key), each id a non-empty

@@ -142,6 +142,7 @@ pub(crate) fn load(
         default_engine: Engine::Codex,
         execution_modes: vec![ExecutionMode::Auto],
         max_attempt: None,
+        retry_safe: false,
         mcp_required_servers: Vec::new(),
         schemas: None,
         artifacts: Vec::new(),

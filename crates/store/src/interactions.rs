@@ -448,6 +448,9 @@ mod tests {
             skill_dir: "/skills/demo".into(),
             engine: Engine::Script,
             cache_key: None,
+            priority: 2,
+            not_before: None,
+            schedule_id: None,
         };
         store
             .create_request(&request, Some(&Binding::Run(run)))

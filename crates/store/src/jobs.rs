@@ -108,6 +108,14 @@ pub struct Run {
     pub sandbox: Option<String>,
     /// Its request's tenant.
     pub tenant_id: String,
+    /// 1 (first) to 4.
+    pub priority: u8,
+    /// It starts no earlier: its request's `run_after`, then the time of its next attempt.
+    pub not_before: Option<Timestamp>,
+    /// Attempts that failed and were tried again.
+    pub retries: u32,
+    /// The schedule whose tick made it.
+    pub schedule_id: Option<String>,
 }
 
 pub use skill_runner_types::ProcessMark;
@@ -144,6 +152,10 @@ pub(crate) struct RunRow {
     finished_at: Option<Timestamp>,
     sandbox: Option<String>,
     tenant_id: String,
+    priority: i64,
+    not_before: Option<Timestamp>,
+    retries: i64,
+    schedule_id: Option<String>,
 }
 
 impl TryFrom<RunRow> for Run {
@@ -186,6 +198,10 @@ impl TryFrom<RunRow> for Run {
             finished_at: r.finished_at,
             sandbox: r.sandbox,
             tenant_id: r.tenant_id,
+            priority: u8::try_from(r.priority)?,
+            not_before: r.not_before,
+            retries: u32::try_from(r.retries)?,
+            schedule_id: r.schedule_id,
         })
     }
 }
@@ -220,6 +236,11 @@ pub struct NewRun {
     pub skill_dir: String,
     pub engine: Engine,
     pub cache_key: Option<String>,
+    /// 1 (first) to 4.
+    pub priority: u8,
+    /// It starts no earlier.
+    pub not_before: Option<Timestamp>,
+    pub schedule_id: Option<String>,
 }
 
 /// What a request is bound to once its inputs are complete.
@@ -343,7 +364,8 @@ macro_rules! run_columns {
          warnings, result, cache_key, pgid, pg_boot_id, pg_start_ticks, recovery_state, \
          recovered_at, recovery_reason, turn, interaction_count, pending_interaction_id, \
          wait_deadline, auto_decision_count, last_auto_decision_at, engine_session, created_at, \
-         updated_at, started_at, finished_at, sandbox, tenant_id"
+         updated_at, started_at, finished_at, sandbox, tenant_id, priority, not_before, retries, \
+         schedule_id"
     };
 }
 pub(crate) use run_columns;
@@ -355,8 +377,8 @@ pub(crate) type Statement<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlit
 macro_rules! insert_run {
     () => {
         "INSERT INTO runs (run_id, request_id, skill_id, engine, skill_dir, status, cache_key,
-                           created_at, updated_at, tenant_id)
-         VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)"
+                           created_at, updated_at, tenant_id, priority, not_before, schedule_id)
+         VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)"
     };
 }
 pub(crate) use insert_run;
@@ -388,6 +410,9 @@ pub(crate) fn bind_run<'q>(
         .bind(now)
         .bind(now)
         .bind(&run.tenant_id)
+        .bind(i64::from(run.priority))
+        .bind(run.not_before)
+        .bind(&run.schedule_id)
 }
 
 async fn insert_run_in(
@@ -1166,6 +1191,9 @@ pub(crate) mod tests {
             skill_dir: "/skills/demo".into(),
             engine: Engine::Script,
             cache_key: Some("k1".into()),
+            priority: 2,
+            not_before: None,
+            schedule_id: None,
         }
     }
 

@@ -20,6 +20,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
+mod arrivals;
 mod background;
 mod checkpoint;
 mod engines;
@@ -34,6 +35,7 @@ mod secrets;
 mod tenants;
 mod watch;
 
+pub use arrivals::{ArrivalStore, Remembered, RetriedAttempt};
 pub use engines::{
     EngineStore, StoredMcpServer, StoredProvider, StoredSnapshot, Upgrade, UpgradeResult,
 };
@@ -146,12 +148,13 @@ pub fn is_storage_full(cause: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// Everything the service keeps about what it accepted, whatever holds it: a backend
-/// implements each part ([`JobStore`], [`InteractionStore`], [`RepairStore`],
+/// implements each part ([`JobStore`], [`ArrivalStore`], [`InteractionStore`], [`RepairStore`],
 /// [`InstallStore`], [`EngineStore`], [`TenantStore`], [`SecretStore`]): [`Sqlite`] or
 /// [`Postgres`].
 #[async_trait::async_trait]
 pub trait Backend:
     JobStore
+    + ArrivalStore
     + InteractionStore
     + RepairStore
     + InstallStore
@@ -217,6 +220,9 @@ pub trait Cluster: Send + Sync {
     /// Runs queued in the whole cluster (the admission bound).
     async fn queued(&self) -> anyhow::Result<u64>;
 
+    /// The earliest time a queued run put off until later (`run_after`, a retry) may start.
+    async fn next_ready_at(&self) -> anyhow::Result<Option<skill_runner_types::clock::Timestamp>>;
+
     /// Tells every node that a run became claimable.
     async fn announce(&self) -> anyhow::Result<()>;
 
@@ -264,6 +270,8 @@ pub struct Claimed {
     pub run_id: String,
     pub engine: Engine,
     pub tenant_id: String,
+    #[sqlx(try_from = "i64")]
+    pub priority: u8,
 }
 
 /// How the other nodes know one: its id and the base URL it answers on.
@@ -768,6 +776,9 @@ pub(crate) mod tests {
             skill_dir: "/skills/demo".into(),
             engine,
             cache_key: None,
+            priority: 2,
+            not_before: None,
+            schedule_id: None,
         };
         let request = |id: &str| NewRequest {
             request_id: id.into(),

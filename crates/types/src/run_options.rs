@@ -6,6 +6,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::clock::Timestamp;
+use crate::retry::RetryPolicy;
+
 /// Default wait for a user's reply in interactive runs.
 pub const DEFAULT_SESSION_TIMEOUT_SEC: u64 = 1200;
 
@@ -73,6 +76,29 @@ pub struct RuntimeOptions {
     /// request; a client sends them there, not in `runtime_options`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skills: Vec<String>,
+    /// How a failure that may pass is tried again (the top-level `retry`, or this key).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "retry_value"
+    )]
+    pub retry: Option<RetryPolicy>,
+    /// The run's priority, 1 (first) to 4 (the top-level `priority`; 2 when absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
+    /// The run starts no earlier (the top-level `run_after` or `delay_seconds`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_after: Option<Timestamp>,
+    /// Where the run's end is sent, signed with its tenant's webhook secret (the top-level
+    /// `callback_url`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callback_url: Option<String>,
+    /// The schedule whose tick made the request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule_id: Option<String>,
+}
+
+fn retry_value<S: serde::Serializer>(retry: &Option<RetryPolicy>, s: S) -> Result<S::Ok, S::Error> {
+    retry.map(RetryPolicy::to_value).serialize(s)
 }
 
 /// `workspace: {mode: "reuse", request_id, file_bindings}`: the run's workspace starts as a
@@ -250,7 +276,7 @@ const BOOLEANS: [&str; 6] = [
 ];
 
 /// The other keys.
-const OTHERS: [&str; 10] = [
+const OTHERS: [&str; 11] = [
     "verbose",
     "execution_mode",
     "session_timeout_sec",
@@ -261,13 +287,20 @@ const OTHERS: [&str; 10] = [
     "workspace",
     "output_schema",
     "output_repair_rounds",
+    "retry",
 ];
 
 /// The most repair rounds a request may ask for.
 pub const MAX_REPAIR_ROUNDS: u32 = 5;
 
 /// Keys of the stored form only (set by the service from other fields of the request).
-const STORED: [&str; 1] = ["skills"];
+const STORED: [&str; 5] = [
+    "skills",
+    "priority",
+    "run_after",
+    "callback_url",
+    "schedule_id",
+];
 
 impl RuntimeOptions {
     /// Every option a request may send (besides the legacy `*_wait_timeout_sec`).
@@ -451,13 +484,30 @@ impl RuntimeOptions {
                         })?,
                 ),
             },
-            skills: match map.get("skills") {
-                None | Some(Value::Null) => Vec::new(),
-                Some(stored) => serde_json::from_value(stored.clone())
-                    .map_err(|_| "runtime_options.skills must be a list of skill ids")?,
+            skills: stored(map, "skills")?.unwrap_or_default(),
+            retry: match map.get("retry") {
+                None | Some(Value::Null) => None,
+                Some(raw) => Some(RetryPolicy::read(raw, "runtime_options.retry")?),
             },
+            priority: stored(map, "priority")?,
+            run_after: stored(map, "run_after")?,
+            callback_url: stored(map, "callback_url")?,
+            schedule_id: stored(map, "schedule_id")?,
         };
         Ok((options, secrets))
+    }
+}
+
+/// A key of the stored form only, as the service wrote it.
+fn stored<T: serde::de::DeserializeOwned>(
+    map: &Map<String, Value>,
+    key: &str,
+) -> Result<Option<T>, String> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => serde_json::from_value(value.clone())
+            .map(Some)
+            .map_err(|e| format!("runtime_options.{key} is not as the service stores it: {e}")),
     }
 }
 

@@ -75,6 +75,8 @@ pub enum Move {
     Resume,
     /// The running turn ended: its outcome, a timeout, or an internal failure.
     End,
+    /// The running turn failed in a way that may pass: the run waits for its next attempt.
+    Retry,
     /// Nobody replied (or logged the engine in) in time.
     Expire,
     /// A client canceled the run.
@@ -86,13 +88,14 @@ pub enum Move {
 use RunStatus::{Canceled, Failed, Queued, Running, Succeeded, WaitingAuth, WaitingUser};
 
 /// Each move: the states it leaves, the states it may enter.
-const TABLE: [(Move, &[RunStatus], &[RunStatus]); 9] = [
+const TABLE: [(Move, &[RunStatus], &[RunStatus]); 10] = [
     (Move::Start, &[Queued], &[Running]),
     (Move::Abort, &[Queued], &[Failed]),
     (Move::Ask, &[Running], &[WaitingUser]),
     (Move::AwaitAuth, &[Queued], &[WaitingAuth]),
     (Move::Resume, &[WaitingUser, WaitingAuth], &[Queued]),
     (Move::End, &[Running], &[Succeeded, Failed, Canceled]),
+    (Move::Retry, &[Running], &[Queued]),
     (Move::Expire, &[WaitingUser, WaitingAuth], &[Failed]),
     (
         Move::Cancel,

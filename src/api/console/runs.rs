@@ -439,6 +439,7 @@ pub async fn rerun(
         effort: option("model_reasoning_effort"),
         runtime_options: Some(runtime_options),
         skills: options.skills.clone(),
+        arrival: Default::default(),
         client_address: client,
         caller,
     };

@@ -480,6 +480,7 @@ pub async fn run(
         effort: None,
         runtime_options: Some(options.into()),
         skills: Vec::new(),
+        arrival: Default::default(),
         client_address: client,
         caller,
     };

@@ -189,6 +189,10 @@ mod tests {
             finished_at: finished.map(at),
             sandbox: None,
             tenant_id: "default".into(),
+            priority: 2,
+            not_before: None,
+            retries: 0,
+            schedule_id: None,
         }
     }
 

@@ -110,6 +110,7 @@ pub async fn package(
         preamble: None,
         // `:invoke` gives no MCP servers (a package that requires some is refused).
         mcp: &[],
+        model_calls: None,
         skill,
         extra_skills: &[],
         output_schema: None,

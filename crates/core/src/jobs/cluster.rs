@@ -18,12 +18,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use skill_runner_types::engine::Engine;
+use skill_runner_types::clock::Timestamp;
 use skill_runner_types::run_state::Move;
 
 use super::Jobs;
 use super::executor::codes;
-use super::queue::{Admission, QueuedRun};
+use super::queue::{Admission, QueuedRun, Ticket};
 use crate::error::{Error, Result};
 use crate::runner::Envelope;
 use crate::store::{Cluster, Signal};
@@ -65,21 +65,19 @@ impl Jobs {
         self.place().await?.ok_or(Error::QueueFull)
     }
 
-    /// Queues a recorded run of `tenant` in its place.
-    pub(crate) async fn enqueue(&self, place: Place, run_id: &str, engine: Engine, tenant: &str) {
+    /// Queues a recorded run in its place.
+    pub(crate) async fn enqueue(&self, place: Place, run: Ticket<'_>) {
         match place {
-            Place::Local(admission) => {
-                admission.enqueue(self.queued_run(run_id, engine, tenant).await);
-            }
+            Place::Local(admission) => admission.enqueue(self.queued_run(run).await),
             Place::Shared => self.announce().await,
         }
     }
 
-    /// Queues a run of `tenant` that cannot be refused (an automatic decision's next turn).
-    pub(crate) async fn requeue(&self, run_id: &str, engine: Engine, tenant: &str) {
+    /// Queues a run that cannot be refused (an automatic decision's next turn, a retry).
+    pub(crate) async fn requeue(&self, run: Ticket<'_>) {
         match self.cluster() {
             None => {
-                let run = self.queued_run(run_id, engine, tenant).await;
+                let run = self.queued_run(run).await;
                 self.queue.push_unbounded(run);
             }
             Some(_) => self.announce().await,
@@ -88,22 +86,24 @@ impl Jobs {
 
     /// How a run waits in this node's queue: with its tenant's `max_running` on one node
     /// (among nodes the claims keep to it, and this node's queue holds only what it claimed).
-    pub(crate) async fn queued_run(&self, run_id: &str, engine: Engine, tenant: &str) -> QueuedRun {
+    pub(crate) async fn queued_run(&self, run: Ticket<'_>) -> QueuedRun {
         let max_running = match self.cluster() {
             Some(_) => None,
-            None => match self.quotas_of(tenant).await {
+            None => match self.quotas_of(run.tenant).await {
                 Ok(quotas) => quotas.max_running,
                 Err(e) => {
-                    tracing::warn!(run_id, "reading its tenant's quotas: {e}");
+                    tracing::warn!(run_id = run.run_id, "reading its tenant's quotas: {e}");
                     None
                 }
             },
         };
         QueuedRun {
-            run_id: run_id.to_owned(),
-            engine,
-            tenant: tenant.into(),
+            run_id: run.run_id.to_owned(),
+            engine: run.engine,
+            tenant: run.tenant.into(),
             max_running,
+            priority: run.priority,
+            not_before: run.not_before,
         }
     }
 
@@ -163,6 +163,9 @@ impl Jobs {
                         engine: claimed.engine,
                         tenant: claimed.tenant_id.into(),
                         max_running: None,
+                        priority: claimed.priority,
+                        // Its time had come when it was claimed.
+                        not_before: None,
                     }),
                     Ok(None) => break,
                     Err(e) => {
@@ -171,9 +174,14 @@ impl Jobs {
                     }
                 }
             }
+            // A run put off until later is claimed as its time comes, not at the next look.
+            let look = match cluster.next_ready_at().await {
+                Ok(Some(at)) => at.duration_since(Timestamp::now()).min(LOOK),
+                _ => LOOK,
+            };
             tokio::select! {
                 () = wake => {}
-                () = tokio::time::sleep(LOOK) => {}
+                () = tokio::time::sleep(look) => {}
                 () = self.shutdown.cancelled() => return,
             }
         }
@@ -260,12 +268,15 @@ impl Jobs {
             match cluster.settle_lost(timeout).await {
                 Ok(Some(orphaned)) => {
                     for run in orphaned {
-                        tracing::warn!(run_id = run.run_id, "ending a turn of a lost node");
                         let ending = Envelope::default().failed(
                             Some(codes::NODE_LOST),
                             "The node running this turn stopped answering".into(),
                             None,
                         );
+                        if self.retry_lost(&run, &ending).await {
+                            continue;
+                        }
+                        tracing::warn!(run_id = run.run_id, "ending a turn of a lost node");
                         self.finish(&run.run_id, Move::Reconcile, None, ending)
                             .await;
                     }
@@ -275,6 +286,42 @@ impl Jobs {
             }
             if let Err(e) = self.adopt_stored().await {
                 tracing::warn!(error = format!("{e:#}"), "taking over runs of lost nodes");
+            }
+        }
+    }
+
+    /// Tries a turn of a lost node again when its request asks for retries and its skill is
+    /// safe to run again (the turn may have done work); true when it was put back in the queue.
+    async fn retry_lost(&self, run: &crate::store::Run, ending: &crate::store::Ending) -> bool {
+        let Ok(Some(request)) = self.store.request(&run.request_id).await else {
+            return false;
+        };
+        let Some(policy) = request.runtime_options.retry.as_ref() else {
+            return false;
+        };
+        let skill_safe = match self.skill_for(run, request.kind).await {
+            Ok(skill) => skill.retry_safe,
+            Err(_) => false,
+        };
+        let failed = super::retries::Failed {
+            run,
+            policy: Some(policy),
+            skill_safe,
+            answered: 0,
+        };
+        let Some(attempt) = failed.retry(ending) else {
+            return false;
+        };
+        tracing::warn!(run_id = run.run_id, "trying a turn of a lost node again");
+        match self.retry(&run.run_id, &attempt).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(
+                    run_id = run.run_id,
+                    error = format!("{e:#}"),
+                    "cannot record a retry"
+                );
+                false
             }
         }
     }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
+use skill_runner_types::clock::Timestamp;
 use skill_runner_types::run_options::{RunSecrets, RuntimeOptions};
 use uuid::{NoContext, Uuid};
 
@@ -42,10 +43,87 @@ pub struct NewJob {
     pub runtime_options: Option<Value>,
     /// Other installed skills the run gets beside `skill_id`.
     pub skills: Vec<String>,
+    pub arrival: Arrival,
     /// Where the request came from.
     pub client_address: Option<String>,
     /// Who asked: the request belongs to its tenant.
     pub caller: Caller,
+}
+
+/// When, how urgently and how persistently a new run is to run, and where its end is sent:
+/// the top-level `retry`, `priority`, `run_after`/`delay_seconds` and `callback_url` of a
+/// create (a schedule's tick sets its `schedule_id`).
+#[derive(Debug, Clone, Default)]
+pub struct Arrival {
+    pub retry: Option<Value>,
+    pub priority: Option<Value>,
+    pub run_after: Option<String>,
+    pub delay_seconds: Option<Value>,
+    pub callback_url: Option<String>,
+    pub schedule_id: Option<String>,
+}
+
+/// The longest a run may be put off (`run_after`, `delay_seconds`).
+const LONGEST_DELAY: std::time::Duration = std::time::Duration::from_secs(366 * 24 * 3600);
+
+impl Arrival {
+    /// Checks the fields and keeps them with the request's options; the error names the field.
+    fn apply(self, options: &mut RuntimeOptions) -> Result<()> {
+        if let Some(raw) = &self.retry {
+            options.retry = Some(
+                skill_runner_types::retry::RetryPolicy::read(raw, "retry")
+                    .map_err(Error::invalid)?,
+            );
+        }
+        if let Some(raw) = &self.priority {
+            let priority = raw.as_u64().ok_or_else(|| {
+                Error::invalid(format!(
+                    "priority must be an integer from 1 (first) to 4, got {raw}"
+                ))
+            })?;
+            options.priority =
+                Some(skill_runner_types::priority::check(priority).map_err(Error::invalid)?);
+        }
+        let run_after = match (&self.run_after, &self.delay_seconds) {
+            (Some(_), Some(_)) => {
+                return Err(Error::invalid(
+                    "run_after and delay_seconds both say when the run starts: send one of them",
+                ));
+            }
+            (Some(text), None) => Some(Timestamp::parse(text).map_err(|e| {
+                Error::invalid(format!(
+                    "run_after must be an RFC 3339 time like 2026-12-01T09:30:00Z, got \
+                     '{text}' ({e})"
+                ))
+            })?),
+            (None, Some(raw)) => {
+                let secs = raw.as_f64().filter(|s| *s >= 0.0).ok_or_else(|| {
+                    Error::invalid(format!(
+                        "delay_seconds must be a number of seconds (0 or more), got {raw}"
+                    ))
+                })?;
+                Some(Timestamp::after(
+                    std::time::Duration::try_from_secs_f64(secs).unwrap_or(LONGEST_DELAY),
+                ))
+            }
+            (None, None) => None,
+        };
+        if let Some(at) = run_after {
+            if at > Timestamp::after(LONGEST_DELAY) {
+                return Err(Error::invalid(
+                    "run_after (or delay_seconds) is more than a year ahead: use a schedule",
+                ));
+            }
+            options.run_after = Some(at);
+        }
+        if let Some(url) = self.callback_url {
+            crate::webhooks::target::check_url(&url)
+                .map_err(|why| Error::invalid(format!("callback_url: {why}")))?;
+            options.callback_url = Some(url);
+        }
+        options.schedule_id = self.schedule_id;
+        Ok(())
+    }
 }
 
 /// A temporary run to create: like a job without a skill id (the package and the input files
@@ -57,6 +135,7 @@ pub struct NewTempRun {
     pub parameter: Value,
     pub model: Option<String>,
     pub runtime_options: Option<Value>,
+    pub arrival: Arrival,
     /// Where the request came from.
     pub client_address: Option<String>,
     /// Who asked: the request belongs to its tenant.
@@ -155,6 +234,7 @@ impl Jobs {
         let engine = validation::engine(&skill, body.engine.as_deref(), &self.engines)?;
         let (mut options, secrets) =
             RuntimeOptions::parse_request(body.runtime_options.as_ref()).map_err(Error::invalid)?;
+        body.arrival.apply(&mut options)?;
         validation::execution_mode(&skill, &options)?;
         validation::output_schema(&skill, &options)?;
         options.skills = self.run_skills(&skill, engine, &body.skills).await?;
@@ -304,8 +384,9 @@ impl Jobs {
     }
 
     async fn admit_temp(self: &Arc<Self>, body: NewTempRun) -> Result<Admitted> {
-        let (options, secrets) =
+        let (mut options, secrets) =
             RuntimeOptions::parse_request(body.runtime_options.as_ref()).map_err(Error::invalid)?;
+        body.arrival.apply(&mut options)?;
         if options.workspace.is_some() {
             return Err(Error::invalid(
                 "runtime_options.workspace: a temporary skill's run starts in a fresh workspace \
@@ -691,6 +772,7 @@ impl Jobs {
             return Ok((Binding::CacheHit(run_id), None));
         }
         let admission = self.admit().await?;
+        let options = &request.runtime_options;
         let run = NewRun {
             run_id: new_id(),
             tenant_id: request.tenant_id.clone(),
@@ -698,6 +780,11 @@ impl Jobs {
             skill_dir: skill.path.to_string_lossy().into_owned(),
             engine: request.engine.unwrap_or(Engine::Script),
             cache_key,
+            priority: options
+                .priority
+                .unwrap_or(skill_runner_types::priority::DEFAULT),
+            not_before: options.run_after,
+            schedule_id: options.schedule_id.clone(),
         };
         Ok((Binding::Run(run), Some(admission)))
     }
@@ -713,8 +800,7 @@ impl Jobs {
             (Binding::Run(run), Some(admission)) => {
                 // Told before it is handed on: the log shows `queued` before `running`.
                 self.moved(&run.run_id, run.engine, RunStatus::Queued);
-                self.enqueue(admission, &run.run_id, run.engine, &run.tenant_id)
-                    .await;
+                self.enqueue(admission, (&run).into()).await;
                 Admitted {
                     request_id,
                     cache_hit: false,

@@ -48,6 +48,7 @@ pub mod codes {
     pub const PROVIDER_NOT_FOUND: &str = "PROVIDER_NOT_FOUND";
     pub const INTERACTION_WAIT_TIMEOUT: &str = "INTERACTION_WAIT_TIMEOUT";
     pub const SESSION_RESUME_FAILED: &str = "SESSION_RESUME_FAILED";
+    pub use crate::runner::MODEL_ENDPOINT_ERROR;
     /// Nobody logged the run's engine in within `SKILL_RUNNER_AUTH_WAIT_SECONDS`.
     pub const AUTH_WAIT_TIMEOUT: &str = "AUTH_WAIT_TIMEOUT";
     /// The service failed while executing the run (a store write, a file); the turn's
@@ -117,6 +118,11 @@ impl Envelope {
 pub(super) enum TurnEnd {
     /// The run ends.
     Ended(Ending),
+    /// The turn failed in a way that may pass: the run is tried again after `failed`.
+    Retried {
+        ending: Ending,
+        failed: crate::store::RetriedAttempt,
+    },
     /// The turn asked its user `question`; the run waits for a reply.
     Asked {
         question: Value,
@@ -170,6 +176,13 @@ impl Jobs {
         super::telemetry::turn_took(engine, began.elapsed());
         let ending = match turn {
             Ok(TurnEnd::Ended(ending)) => ending,
+            Ok(TurnEnd::Retried { ending, failed }) => match self.retry(run_id, &failed).await {
+                Ok(()) => return,
+                Err(e) => {
+                    tracing::error!(run_id, error = format!("{e:#}"), "cannot record a retry");
+                    ending
+                }
+            },
             Ok(TurnEnd::Asked { question, options }) => {
                 return self.wait_for_user(run_id, engine, question, &options).await;
             }
@@ -268,7 +281,11 @@ impl Jobs {
     }
 
     /// The skill a run executes.
-    async fn skill_for(&self, run: &Run, kind: RequestKind) -> anyhow::Result<Arc<SkillManifest>> {
+    pub(super) async fn skill_for(
+        &self,
+        run: &Run,
+        kind: RequestKind,
+    ) -> anyhow::Result<Arc<SkillManifest>> {
         let dir = std::path::PathBuf::from(&run.skill_dir);
         if kind == RequestKind::Job
             && let Some(m) = self
@@ -492,6 +509,7 @@ impl Jobs {
         } else {
             Vec::new()
         };
+        let model_calls = Arc::default();
         let turn = Turn {
             skill: &skill,
             extra_skills: &extra_skills,
@@ -515,6 +533,7 @@ impl Jobs {
             provider: provider.as_ref().map(|p| &p.endpoint),
             preamble: secrets.preamble_prompt.as_deref().filter(|_| run.turn == 1),
             mcp: &mcp,
+            model_calls: Some(&model_calls),
         };
         // A longer timeout than the operator's is taken, as the reference takes any, and
         // clamped, saying so.
@@ -560,7 +579,33 @@ impl Jobs {
         let observer = RunObserver { jobs: self, run_id };
         let outcome = runner::run(plan, &observer).await;
         drop(slot);
-        Ok(match outcome? {
+        let end = self.turn_end(outcome?, &run, &skill, options, hard_timeout);
+        let failed = super::retries::Failed {
+            run: &run,
+            policy: options.retry.as_ref(),
+            skill_safe: skill.retry_safe,
+            answered: model_calls.answered(),
+        };
+        Ok(match end {
+            TurnEnd::Ended(ending) => match failed.retry(&ending) {
+                Some(failed) => TurnEnd::Retried { ending, failed },
+                None => TurnEnd::Ended(ending),
+            },
+            other => other,
+        })
+    }
+
+    /// How a turn's outcome ends it.
+    fn turn_end(
+        &self,
+        outcome: Outcome,
+        run: &Run,
+        skill: &SkillManifest,
+        options: &RuntimeOptions,
+        hard_timeout: std::time::Duration,
+    ) -> TurnEnd {
+        let run_id = run.run_id.as_str();
+        match outcome {
             Outcome::Succeeded(envelope) => TurnEnd::Ended(envelope.succeeded()),
             Outcome::Failed {
                 envelope,
@@ -608,7 +653,7 @@ impl Jobs {
                     "The service could not record the started turn; its processes were killed",
                 ))
             }
-        })
+        }
     }
 
     /// The end after the cancel switch fired and the process is gone: shutdown fails the

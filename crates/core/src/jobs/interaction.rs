@@ -124,8 +124,7 @@ impl Jobs {
         match self.store.answer(&run.run_id, answer).await? {
             AnswerOutcome::Accepted => {
                 self.moved(&run.run_id, run.engine, RunStatus::Queued);
-                self.enqueue(admission, &run.run_id, run.engine, &run.tenant_id)
-                    .await;
+                self.enqueue(admission, (&run).into()).await;
                 Ok(())
             }
             // A concurrent call with the same key won: this one is its retry.
@@ -279,7 +278,7 @@ impl Jobs {
         if self.store.answer(run_id, answer).await? == AnswerOutcome::Accepted {
             tracing::info!(run_id, seq, "no reply in time: the runner decided");
             self.moved(run_id, run.engine, RunStatus::Queued);
-            self.requeue(run_id, run.engine, &run.tenant_id).await;
+            self.requeue((&run).into()).await;
         }
         Ok(())
     }

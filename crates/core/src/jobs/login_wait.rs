@@ -86,7 +86,7 @@ impl Jobs {
         for run in self.store.runs_with_status(RunStatus::WaitingAuth).await? {
             if run.engine == engine && self.store.auth_arrived(&run.run_id).await? {
                 self.moved(&run.run_id, engine, RunStatus::Queued);
-                self.requeue(&run.run_id, engine, &run.tenant_id).await;
+                self.requeue((&run).into()).await;
                 resumed += 1;
             }
         }

@@ -12,6 +12,11 @@
 //! queue (shutdown) is decided under the same lock as a pop, so no run leaves the queue once
 //! shutdown began: queued runs stay queued.
 //!
+//! A run may also wait for its time (`run_after`, or its next attempt after a retried
+//! failure): it is not ready before, and the queue wakes its workers when it is. Among a
+//! tenant's ready runs, the higher priority goes first, raised by waiting (see
+//! `skill_runner_types::priority`).
+//!
 //! Tenants share the slots evenly: of the runs that may start, the next is one of the tenant
 //! holding the fewest slots (the oldest of its runs; between tenants holding as many, the
 //! tenant of the oldest run). A tenant with a thousand runs queued therefore delays another
@@ -22,7 +27,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use opentelemetry::trace::SpanContext;
+use skill_runner_types::clock::Timestamp;
 use skill_runner_types::engine::Engine;
+use skill_runner_types::priority;
 use tokio::sync::Notify;
 
 use super::telemetry;
@@ -60,6 +67,44 @@ pub struct QueuedRun {
     pub engine: Engine,
     pub tenant: Arc<str>,
     pub max_running: Option<u32>,
+    /// 1 (first) to 4.
+    pub priority: u8,
+    /// Not ready before.
+    pub not_before: Option<Timestamp>,
+}
+
+/// A recorded run to queue, as its row says.
+#[derive(Debug, Clone, Copy)]
+pub struct Ticket<'a> {
+    pub run_id: &'a str,
+    pub engine: Engine,
+    pub tenant: &'a str,
+    pub priority: u8,
+    pub not_before: Option<Timestamp>,
+}
+
+impl<'a> From<&'a crate::store::Run> for Ticket<'a> {
+    fn from(run: &'a crate::store::Run) -> Self {
+        Self {
+            run_id: &run.run_id,
+            engine: run.engine,
+            tenant: &run.tenant_id,
+            priority: run.priority,
+            not_before: run.not_before,
+        }
+    }
+}
+
+impl<'a> From<&'a crate::store::NewRun> for Ticket<'a> {
+    fn from(run: &'a crate::store::NewRun) -> Self {
+        Self {
+            run_id: &run.run_id,
+            engine: run.engine,
+            tenant: &run.tenant_id,
+            priority: run.priority,
+            not_before: run.not_before,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -152,22 +197,25 @@ impl Queue {
         self.ready.notify_one();
     }
 
-    /// Waits for the next run that may start (the oldest of the tenant holding the fewest
-    /// slots); `None` once the queue is closed, even with runs left in it.
+    /// Waits for the next run that may start (of the tenant holding the fewest slots, its
+    /// highest priority as aged, its oldest among equals); `None` once the queue is closed,
+    /// even with runs left in it.
     pub async fn pop(self: &Arc<Self>) -> Option<Popped> {
         loop {
             let notified = self.ready.notified();
+            let wake_at;
             {
                 let mut state = self.lock();
                 if state.closed {
                     return None;
                 }
+                let now = Timestamp::now();
                 let next = state
                     .runs
                     .iter()
                     .enumerate()
-                    .filter(|(_, r)| self.may_start(&state, &r.run))
-                    .min_by_key(|(at, r)| (state.held_by(&r.run.tenant), *at))
+                    .filter(|(_, r)| r.ready(now) && self.may_start(&state, &r.run))
+                    .min_by_key(|(at, r)| (state.held_by(&r.run.tenant), r.competes(now), *at))
                     .map(|(at, _)| at);
                 if let Some(at) = next {
                     let Queued { run, since, origin } =
@@ -190,8 +238,22 @@ impl Queue {
                         origin,
                     });
                 }
+                wake_at = state
+                    .runs
+                    .iter()
+                    .filter_map(|r| r.run.not_before.filter(|t| *t > now))
+                    .min()
+                    .map(|t| tokio::time::Instant::now() + t.duration_since(now));
             }
-            notified.await;
+            match wake_at {
+                Some(at) => {
+                    tokio::select! {
+                        () = notified => {}
+                        () = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => notified.await,
+            }
         }
     }
 
@@ -243,6 +305,20 @@ impl State {
 }
 
 impl Queued {
+    /// Whether its time has come.
+    fn ready(&self, now: Timestamp) -> bool {
+        self.run.not_before.is_none_or(|t| t <= now)
+    }
+
+    /// The priority it competes with, raised by the time it has been ready.
+    fn competes(&self, now: Timestamp) -> u8 {
+        let waited = match self.run.not_before {
+            Some(t) => now.duration_since(t).min(self.since.elapsed()),
+            None => self.since.elapsed(),
+        };
+        priority::effective(self.run.priority, waited)
+    }
+
     fn new(run: QueuedRun) -> Self {
         Self {
             run,
@@ -315,7 +391,44 @@ mod tests {
             engine,
             tenant: tenant.into(),
             max_running,
+            priority: priority::DEFAULT,
+            not_before: None,
         }
+    }
+
+    #[tokio::test]
+    async fn a_higher_priority_goes_first_and_a_run_waits_for_its_time() {
+        let q = Queue::new(100, 4, vec![]);
+        for n in 0..50 {
+            q.push_unbounded(QueuedRun {
+                priority: 4,
+                ..run(&format!("low{n}"), Engine::Script)
+            });
+        }
+        let soon = Timestamp::after(std::time::Duration::from_millis(300));
+        q.push_unbounded(QueuedRun {
+            not_before: Some(soon),
+            priority: 1,
+            ..run("later", Engine::Script)
+        });
+        q.push_unbounded(QueuedRun {
+            priority: 1,
+            ..run("urgent", Engine::Script)
+        });
+        assert_eq!(q.pop().await.unwrap().run_id, "urgent");
+        assert_eq!(
+            q.pop().await.unwrap().run_id,
+            "low0",
+            "a run whose time has not come is passed"
+        );
+        let q = Queue::new(4, 4, vec![]);
+        q.push_unbounded(QueuedRun {
+            not_before: Some(soon),
+            ..run("later", Engine::Script)
+        });
+        let popped = q.pop().await.unwrap();
+        assert_eq!(popped.run_id, "later");
+        assert!(Timestamp::now() >= soon, "never before its time");
     }
 
     #[tokio::test]

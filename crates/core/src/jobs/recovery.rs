@@ -68,9 +68,7 @@ impl Jobs {
             None => self.store.runs_with_status(RunStatus::Queued).await?,
         };
         for run in &queued {
-            let queued = self
-                .queued_run(&run.run_id, run.engine, &run.tenant_id)
-                .await;
+            let queued = self.queued_run(run.into()).await;
             self.queue.push_unbounded(queued);
         }
         if reopened + (interrupted.len() + waiting.len() + queued.len()) as u64 > 0 {
@@ -217,9 +215,7 @@ impl Jobs {
                     run_id = run.run_id,
                     "queued a run again that was in no queue"
                 );
-                let queued = self
-                    .queued_run(&run.run_id, run.engine, &run.tenant_id)
-                    .await;
+                let queued = self.queued_run((&run).into()).await;
                 self.queue.push_unbounded(queued);
             }
         }

@@ -26,6 +26,8 @@ pub const QUEUE_FULL: &str = "skill_runner_queue_full_total";
 pub const CACHE_HITS: &str = "skill_runner_cache_hits_total";
 /// Open event streams of runs.
 pub const SSE_SUBSCRIBERS: &str = "skill_runner_sse_subscribers";
+/// Failed attempts tried again (a failure that may pass), by engine.
+pub const RETRIES: &str = "skill_runner_run_retries_total";
 /// Heartbeats renewed by this node among those sharing a PostgreSQL database.
 pub const LEASE_RENEWALS: &str = "skill_runner_lease_renewals_total";
 

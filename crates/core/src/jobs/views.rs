@@ -166,6 +166,15 @@ impl Jobs {
         Ok((request, run))
     }
 
+    /// The failed attempts of run `run_id` that were tried again (the caller checked its
+    /// scope).
+    pub async fn retried_attempts(
+        &self,
+        run_id: &str,
+    ) -> Result<Vec<crate::store::RetriedAttempt>> {
+        Ok(self.store.retried_attempts(run_id).await?)
+    }
+
     /// The runs `filter` selects, newest first, and the cursor of the page after them
     /// (`None` on the last page).
     ///

@@ -49,7 +49,15 @@ pub struct Upstream {
     pub check_host: bool,
     /// `door` or `proxy`, for the egress log.
     pub via: &'static str,
+    /// A model door's record of its calls: its requests are kept whole, so that one the
+    /// endpoint answers `429` with a short `Retry-After` is sent again after that wait.
+    pub calls: Option<Arc<super::ModelCalls>>,
 }
+
+/// The longest `Retry-After` a model door waits out itself; a longer one goes to the turn.
+const LONGEST_RATE_WAIT: Duration = Duration::from_secs(60);
+/// How many times a door sends one request again after a `429`.
+const RATE_WAITS: u32 = 5;
 
 /// Serves the turn's connection `io` until it closes: each request goes to `upstream` with the
 /// secrets of `secrets` put in.
@@ -80,7 +88,7 @@ struct Forwarder {
     secrets: Arc<[Bound]>,
     log: Arc<EgressLog>,
     /// The upstream connection of this turn connection, opened at its first request.
-    connection: Mutex<Option<hyper::client::conn::http1::SendRequest<Incoming>>>,
+    connection: Mutex<Option<hyper::client::conn::http1::SendRequest<Body>>>,
 }
 
 impl Forwarder {
@@ -137,7 +145,15 @@ impl Forwarder {
             }
             line.secret = Some(secret.name.clone());
         }
-        let response = match self.send(request, &mut line).await {
+        let sent = match &self.upstream.calls {
+            None => self.send(request.map(|b| b.boxed()), &mut line).await,
+            Some(calls) => {
+                let sent = self.send_patiently(request, &mut line).await;
+                calls.record(sent.as_ref().map(Response::status).map_err(Clone::clone));
+                sent
+            }
+        };
+        let response = match sent {
             Ok(response) => response,
             Err(why) => {
                 line.verdict = "failed";
@@ -170,11 +186,55 @@ impl Forwarder {
         Secrets::new(values.iter().map(String::as_str))
     }
 
+    /// Sends `request` whole, and again after each `429` whose `Retry-After` is short: the
+    /// turn sees the answer that came after the waits.
+    async fn send_patiently(
+        &self,
+        request: Request<Incoming>,
+        line: &mut Line,
+    ) -> Result<Response<Incoming>, String> {
+        let (parts, body) = request.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map_err(|e| format!("reading the turn's request: {e}"))?
+            .to_bytes();
+        let mut waits = 0;
+        loop {
+            let mut again = Request::builder()
+                .method(parts.method.clone())
+                .uri(parts.uri.clone())
+                .version(parts.version)
+                .body(
+                    Full::new(body.clone())
+                        .map_err(|never| match never {})
+                        .boxed(),
+                )
+                .map_err(|e| e.to_string())?;
+            *again.headers_mut() = parts.headers.clone();
+            let response = self.send(again, line).await?;
+            let wait = match rate_wait(&response) {
+                Some(wait) if waits < RATE_WAITS => wait,
+                _ => return Ok(response),
+            };
+            waits += 1;
+            let mut waited = line.clone();
+            waited.reason = Some(format!(
+                "429 from the endpoint: sent again after its Retry-After of {} s",
+                wait.as_secs_f64()
+            ));
+            self.log.record(&waited).await;
+            // Read to its end, so the connection can carry the next try.
+            let _ = response.into_body().collect().await;
+            tokio::time::sleep(wait).await;
+        }
+    }
+
     /// Sends `request` on the upstream connection, opening one when there is none (or the last
     /// one closed).
     async fn send(
         &self,
-        request: Request<Incoming>,
+        request: Request<Body>,
         line: &mut Line,
     ) -> Result<Response<Incoming>, String> {
         let mut connection = self.connection.lock().await;
@@ -196,7 +256,7 @@ impl Forwarder {
     async fn connect(
         &self,
         line: &mut Line,
-    ) -> Result<hyper::client::conn::http1::SendRequest<Incoming>, String> {
+    ) -> Result<hyper::client::conn::http1::SendRequest<Body>, String> {
         let target = &self.upstream.target;
         let mut last = String::from("no address");
         for ip in &self.upstream.addresses {
@@ -319,7 +379,7 @@ where
     }
 }
 
-async fn handshake<IO>(io: IO) -> Result<hyper::client::conn::http1::SendRequest<Incoming>, String>
+async fn handshake<IO>(io: IO) -> Result<hyper::client::conn::http1::SendRequest<Body>, String>
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -330,6 +390,26 @@ where
         let _ = connection.await;
     });
     Ok(sender)
+}
+
+/// How long a `429` answer asks to wait, when it asks for a wait a door waits out itself
+/// (`retry-after-ms`, or `Retry-After` in seconds).
+fn rate_wait(response: &Response<Incoming>) -> Option<Duration> {
+    if response.status() != StatusCode::TOO_MANY_REQUESTS {
+        return None;
+    }
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|v| v.is_finite() && *v >= 0.0)
+    };
+    let wait = header("retry-after-ms")
+        .map(|ms| Duration::from_secs_f64(ms / 1000.0))
+        .or_else(|| header("retry-after").map(Duration::from_secs_f64))?;
+    (wait <= LONGEST_RATE_WAIT).then_some(wait)
 }
 
 /// Whether the request names `target`'s host (its `Host` header, or an absolute-form URI's

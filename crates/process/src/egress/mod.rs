@@ -34,6 +34,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use hyper::StatusCode;
 use tokio::io::AsyncWriteExt as _;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -67,6 +68,71 @@ pub struct ModelDoor {
     /// Whether the endpoint is `https://` (else the operator configured plain HTTP).
     pub tls: bool,
     pub key: secrets::Bound,
+    /// What the turn's model calls came to.
+    pub calls: Arc<ModelCalls>,
+}
+
+/// What a turn's model calls through its door came to: after a failed turn the service tells
+/// a model endpoint's failure (which may pass on a later try) from the turn's own.
+#[derive(Debug, Default)]
+pub struct ModelCalls {
+    state: std::sync::Mutex<CallState>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct CallState {
+    answered: u32,
+    failure: Option<ModelFailure>,
+}
+
+/// How the endpoint failed the latest model call, when it did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelFailure {
+    /// It answered a 5xx or 429 status.
+    Status(u16),
+    /// It could not be reached, or the connection broke.
+    Unreachable(String),
+}
+
+impl std::fmt::Display for ModelFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Status(status) => write!(f, "it answered HTTP {status}"),
+            Self::Unreachable(why) => write!(f, "it could not be reached: {why}"),
+        }
+    }
+}
+
+impl ModelCalls {
+    /// Model calls the endpoint answered with success.
+    pub fn answered(&self) -> u32 {
+        self.lock().answered
+    }
+
+    /// How the latest call failed, if the endpoint failed it (a later success clears it).
+    pub fn failure(&self) -> Option<ModelFailure> {
+        self.lock().failure.clone()
+    }
+
+    fn record(&self, outcome: Result<StatusCode, String>) {
+        let mut state = self.lock();
+        match outcome {
+            Ok(status) if status.is_success() => {
+                state.answered += 1;
+                state.failure = None;
+            }
+            Ok(status) if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS => {
+                state.failure = Some(ModelFailure::Status(status.as_u16()));
+            }
+            // The turn's own mistake (a 4xx): not the endpoint's failure.
+            Ok(_) => state.failure = None,
+            Err(why) => state.failure = Some(ModelFailure::Unreachable(why)),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CallState> {
+        self.state.lock().expect("model calls lock")
+    }
 }
 
 impl PartialEq for ModelDoor {

@@ -168,6 +168,7 @@ async fn open(
             addresses,
             check_host: true,
             via: "proxy",
+            calls: None,
         };
         return Ok(Opened::Terminate(upstream, bound, early));
     }
@@ -266,6 +267,7 @@ async fn door_upstream(model: &super::ModelDoor, egress: &Egress) -> Result<Open
         addresses,
         check_host: false,
         via: "door",
+        calls: Some(model.calls.clone()),
     };
     Ok(Opened::Forward(upstream, Arc::new([model.key.clone()])))
 }

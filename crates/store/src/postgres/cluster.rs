@@ -10,6 +10,7 @@ use sqlx::postgres::PgListener;
 use super::Postgres;
 use crate::jobs::{Run, RunRow, run_columns};
 use crate::{Claimed, Cluster, NodeAddress};
+use skill_runner_types::clock::Timestamp;
 use skill_runner_types::engine::Engine;
 use skill_runner_types::run_state::RunStatus;
 
@@ -198,12 +199,16 @@ impl Cluster for Postgres {
             .iter()
             .map(|(engine, cap)| (engine.as_str(), i64::try_from(*cap).unwrap_or(i64::MAX)))
             .unzip();
-        // The tenant holding the fewest places (its runs claimed or running) whose bound
-        // leaves it one, then the tenant of the oldest run, then that tenant's oldest run.
+        // Of the runs whose time has come: the tenant holding the fewest places (its runs
+        // claimed or running) whose bound leaves it one, then the tenant of the oldest run,
+        // then that tenant's run of the highest priority as aged (see
+        // `skill_runner_types::priority`), the oldest among equals.
+        let now = Timestamp::now();
         let claimed = sqlx::query_as(
             "WITH claimable AS (
                  SELECT run_id, tenant_id, seq FROM runs
                  WHERE status = 'queued' AND lease_node IS NULL
+                   AND (not_before IS NULL OR not_before <= $6)
                    AND (node IS NULL OR node = $1) AND ($2 OR engine = 'script')
                    AND NOT EXISTS (
                        SELECT 1 FROM unnest($3::text[], $4::bigint[]) AS l(engine, cap)
@@ -230,16 +235,20 @@ impl Cluster for Postgres {
                  SELECT run_id FROM runs
                  WHERE run_id IN (SELECT run_id FROM claimable)
                    AND tenant_id = (SELECT tenant_id FROM next_tenant)
-                 ORDER BY seq
+                 ORDER BY GREATEST(1, priority - LEAST(4, FLOOR(EXTRACT(EPOCH FROM
+                              ($6::text::timestamptz - COALESCE(not_before, created_at)::timestamptz))
+                              / $7))), seq
                  FOR UPDATE SKIP LOCKED
                  LIMIT 1)
-             RETURNING run_id, engine, tenant_id",
+             RETURNING run_id, engine, tenant_id, priority",
         )
         .bind(&self.node.id)
         .bind(agents)
         .bind(&engines)
         .bind(&caps)
         .bind(max_running.map(i64::from))
+        .bind(now)
+        .bind(skill_runner_types::priority::AGE_STEP.as_secs_f64())
         .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -251,6 +260,17 @@ impl Cluster for Postgres {
             .fetch_one(&self.pool)
             .await?;
         Ok(n.max(0) as u64)
+    }
+
+    async fn next_ready_at(&self) -> anyhow::Result<Option<Timestamp>> {
+        let (at,): (Option<Timestamp>,) = sqlx::query_as(
+            "SELECT MIN(not_before) FROM runs
+             WHERE status = 'queued' AND lease_node IS NULL AND not_before > $1",
+        )
+        .bind(Timestamp::now())
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(at)
     }
 
     async fn announce(&self) -> anyhow::Result<()> {

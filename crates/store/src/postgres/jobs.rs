@@ -27,8 +27,9 @@ async fn insert_run(
 ) -> anyhow::Result<()> {
     sqlx::query(
         "INSERT INTO runs (run_id, request_id, skill_id, engine, skill_dir, status, cache_key,
-                           created_at, updated_at, node, tenant_id)
-         VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $7, $8, $9)",
+                           created_at, updated_at, node, tenant_id, priority, not_before,
+                           schedule_id)
+         VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $7, $8, $9, $10, $11, $12)",
     )
     .bind(&run.run_id)
     .bind(request_id)
@@ -39,6 +40,9 @@ async fn insert_run(
     .bind(now)
     .bind(node)
     .bind(&run.tenant_id)
+    .bind(i64::from(run.priority))
+    .bind(run.not_before)
+    .bind(&run.schedule_id)
     .execute(&mut **tx)
     .await?;
     Ok(())

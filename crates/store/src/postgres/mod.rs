@@ -13,6 +13,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::Backend;
 
+mod arrivals;
 pub(crate) mod cluster;
 mod engines;
 mod installs;
