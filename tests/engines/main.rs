@@ -6,4 +6,5 @@ mod agents;
 mod codebuddy;
 mod engines_admin;
 mod iflow;
+mod retries;
 mod stand_in;
