@@ -44,7 +44,10 @@ fn at(value: &Value) -> Timestamp {
 #[tokio::test]
 async fn a_failing_model_is_tried_again_until_it_answers() {
     if !in_netns(
-        concat!(module_path!(), "::a_failing_model_is_tried_again_until_it_answers"),
+        concat!(
+            module_path!(),
+            "::a_failing_model_is_tried_again_until_it_answers"
+        ),
         "codex",
     ) {
         return;
@@ -58,9 +61,11 @@ async fn a_failing_model_is_tried_again_until_it_answers() {
     .await;
     let server = server_for("codex", &fake, &[report_skill("reporter")], &[]);
     let rid = server
-        .create_job(json!({"skill_id": "reporter", "engine": "codex", "input": {"text": "go"},
+        .create_job(
+            json!({"skill_id": "reporter", "engine": "codex", "input": {"text": "go"},
                            "retry": {"max_attempts": 3, "initial_delay_seconds": 1,
-                                     "max_delay_seconds": 10}}))
+                                     "max_delay_seconds": 10}}),
+        )
         .await;
     let status = ended(&server, &rid).await;
     assert_eq!(status["status"], "succeeded", "{status}");
@@ -70,7 +75,10 @@ async fn a_failing_model_is_tried_again_until_it_answers() {
     let mut pauses = Vec::new();
     for (n, attempt) in retried.iter().enumerate() {
         assert_eq!(attempt["attempt"], n + 1);
-        assert_eq!(attempt["error"]["code"], "MODEL_ENDPOINT_ERROR", "{attempt}");
+        assert_eq!(
+            attempt["error"]["code"], "MODEL_ENDPOINT_ERROR",
+            "{attempt}"
+        );
         pauses.push(at(&attempt["next_attempt_at"]).duration_since(at(&attempt["failed_at"])));
     }
     // Doubling from 1 s, each drawn from the upper half of its doubling.
@@ -97,7 +105,10 @@ async fn a_failing_model_is_tried_again_until_it_answers() {
 #[tokio::test]
 async fn an_answer_that_breaks_the_schema_is_not_tried_again() {
     if !in_netns(
-        concat!(module_path!(), "::an_answer_that_breaks_the_schema_is_not_tried_again"),
+        concat!(
+            module_path!(),
+            "::an_answer_that_breaks_the_schema_is_not_tried_again"
+        ),
         "codex",
     ) {
         return;
@@ -106,9 +117,11 @@ async fn an_answer_that_breaks_the_schema_is_not_tried_again() {
     fake.script(json!([{"text": "{\"summary\": 5}"}])).await;
     let server = server_for("codex", &fake, &[report_skill("reporter")], &[]);
     let rid = server
-        .create_job(json!({"skill_id": "reporter", "engine": "codex", "input": {"text": "go"},
+        .create_job(
+            json!({"skill_id": "reporter", "engine": "codex", "input": {"text": "go"},
                            "runtime_options": {"output_repair_rounds": 0},
-                           "retry": {"max_attempts": 5, "initial_delay_seconds": 1}}))
+                           "retry": {"max_attempts": 5, "initial_delay_seconds": 1}}),
+        )
         .await;
     let status = ended(&server, &rid).await;
     assert_eq!(status["status"], "failed", "{status}");
@@ -120,7 +133,10 @@ async fn an_answer_that_breaks_the_schema_is_not_tried_again() {
 #[tokio::test]
 async fn a_short_rate_limit_is_waited_out_without_an_attempt() {
     if !in_netns(
-        concat!(module_path!(), "::a_short_rate_limit_is_waited_out_without_an_attempt"),
+        concat!(
+            module_path!(),
+            "::a_short_rate_limit_is_waited_out_without_an_attempt"
+        ),
         "codex",
     ) {
         return;
@@ -130,8 +146,10 @@ async fn a_short_rate_limit_is_waited_out_without_an_attempt() {
         .await;
     let server = server_for("codex", &fake, &[report_skill("reporter")], &[]);
     let rid = server
-        .create_job(json!({"skill_id": "reporter", "engine": "codex", "input": {"text": "go"},
-                           "retry": {"max_attempts": 3}}))
+        .create_job(
+            json!({"skill_id": "reporter", "engine": "codex", "input": {"text": "go"},
+                           "retry": {"max_attempts": 3}}),
+        )
         .await;
     let status = ended(&server, &rid).await;
     assert_eq!(status["status"], "succeeded", "{status}");
@@ -139,9 +157,14 @@ async fn a_short_rate_limit_is_waited_out_without_an_attempt() {
     let calls = model_calls_at(&fake).await;
     assert_eq!(calls.len(), 2, "{calls:?}");
     let waited = calls[1].duration_since(calls[0]);
-    assert!(waited >= Duration::from_secs(2), "sent again after {waited:?}");
+    assert!(
+        waited >= Duration::from_secs(2),
+        "sent again after {waited:?}"
+    );
     let (_, log) = server
-        .get(&format!("/v1/management/runs/{rid}/file?path=logs/egress.jsonl"))
+        .get(&format!(
+            "/v1/management/runs/{rid}/file?path=logs/egress.jsonl"
+        ))
         .await;
     assert!(log.to_string().contains("Retry-After"), "{log}");
 }

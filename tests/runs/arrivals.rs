@@ -139,6 +139,14 @@ async fn a_put_off_run_waits_for_its_time(store: Store) {
             json!({"retry": {"max_attempts": 0}}),
             "retry.max_attempts must be an integer",
         ),
+        (
+            json!({"callback_url": "ftp://x/"}),
+            "callback_url: 'ftp://x/' must be an http",
+        ),
+        (
+            json!({"callback_url": "https://example.com/h"}),
+            "does not deliver callbacks yet",
+        ),
     ] {
         let mut body = body;
         body["skill_id"] = json!("probe");

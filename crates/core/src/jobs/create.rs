@@ -119,7 +119,11 @@ impl Arrival {
         if let Some(url) = self.callback_url {
             crate::webhooks::target::check_url(&url)
                 .map_err(|why| Error::invalid(format!("callback_url: {why}")))?;
-            options.callback_url = Some(url);
+            // Refused rather than kept unsent until deliveries exist.
+            return Err(Error::invalid(
+                "callback_url: this version does not deliver callbacks yet; leave it out and \
+                 poll GET /v1/jobs/{request_id} or follow its events",
+            ));
         }
         options.schedule_id = self.schedule_id;
         Ok(())
