@@ -4,7 +4,9 @@
 # - the official MCP Python SDK: tests/service/mcp.rs drives the server with
 #   tests/fixtures/mcp_client.py;
 # - skills-ref, the Agent Skills standard's reference validator (`agentskills validate`):
-#   tests/service/skills_ref.rs holds our SKILL.md verdicts to its.
+#   tests/service/skills_ref.rs holds our SKILL.md verdicts to its;
+# - standardwebhooks, the Standard Webhooks reference library: tests/runs/webhooks.rs verifies
+#   every delivery with its own verifier (tests/fixtures/webhook_receiver.py).
 set -euo pipefail
 
 # install <venv name> <package> <version> <variable naming another venv folder>
@@ -22,3 +24,4 @@ install() {
 
 install mcp mcp 2.3.0 SKILL_RUNNER_MCP_VENV
 install skills-ref skills-ref 0.1.1 SKILL_RUNNER_SKILLS_REF_VENV
+install standardwebhooks standardwebhooks 1.1.0 SKILL_RUNNER_STANDARDWEBHOOKS_VENV

@@ -21,6 +21,7 @@ pub mod telemetry;
 pub use skill_runner_agent as agent;
 pub use skill_runner_core::{
     browse, disk_space, error, hints, invoke, jobs, packages, runner, storage, tool_defs, validate,
+    webhooks,
 };
 pub use skill_runner_engines as engines;
 pub use skill_runner_process::{self as process, egress, run_folder};

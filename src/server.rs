@@ -190,6 +190,7 @@ pub async fn serve(
             data: data.clone(),
             limits: config.jobs,
             package_limits: config.package_limits,
+            webhook_allow: config.webhook_allow.clone(),
         },
         store.clone(),
         installer.clone(),

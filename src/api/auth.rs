@@ -210,6 +210,7 @@ pub fn needed_role(method: &Method, path: &str) -> Role {
         "/v1/management/keys",
         "/v1/management/secrets",
         "/v1/management/tenants",
+        "/v1/webhooks",
         "/v1/engines/auth-status",
         "/v1/engines/upgrades",
         "/v1/management/engines",

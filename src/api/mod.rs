@@ -27,6 +27,7 @@ pub mod system_admin;
 pub mod tenants;
 pub mod tools;
 pub mod upload;
+pub mod webhooks;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
@@ -290,6 +291,11 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(secrets::create_secret, secrets::list_secrets))
         .routes(routes!(secrets::rotate_secret, secrets::delete_secret))
         .routes(routes!(secrets::egress_ca))
+        .routes(routes!(webhooks::create_webhook, webhooks::list_webhooks))
+        .routes(routes!(webhooks::delete_webhook))
+        .routes(routes!(webhooks::rotate_webhook))
+        .routes(routes!(webhooks::deliveries))
+        .routes(routes!(webhooks::redeliver))
         .routes(routes!(management::list_runs))
         .routes(routes!(management::get_run))
         .routes(routes!(management::run_files))

@@ -140,6 +140,8 @@ pub struct Config {
     pub streams: skill_runner_web::stream_caps::StreamLimits,
     /// `SKILL_RUNNER_EGRESS_ALLOW`: which hosts a skill's `network.allow` may name.
     pub egress_allow: Vec<HostPattern>,
+    /// `SKILL_RUNNER_WEBHOOK_ALLOW`: webhook targets allowed despite the address rules.
+    pub webhook_allow: crate::webhooks::Allowed,
     /// `SKILL_RUNNER_EGRESS_CA_BUNDLE`: more roots the egress trusts upstream.
     pub egress_ca_bundle: Option<PathBuf>,
     /// `SKILL_RUNNER_RUN_*`: the caps on one turn's resources.
@@ -440,6 +442,7 @@ impl Config {
             sandbox: s.sandbox,
             sandbox_read_paths: s.sandbox_read_paths.unwrap_or_default(),
             egress_allow: s.egress_allow.unwrap_or_default(),
+            webhook_allow: s.webhook_allow.unwrap_or_default(),
             egress_ca_bundle: s.egress_ca_bundle,
             allowed_hosts: s.allowed_hosts.unwrap_or_default(),
             connections: skill_runner_web::connections::ConnectionLimits {

@@ -373,6 +373,11 @@ pub struct Settings {
     /// link-local, metadata) only for an entry naming the exact `host:port`.
     #[arg(long, env = "SKILL_RUNNER_EGRESS_ALLOW", value_parser = egress_allow)]
     pub egress_allow: Option<::std::vec::Vec<HostPattern>>,
+    /// Webhook targets allowed despite the address rules (comma-separated `host[:port]`):
+    /// webhooks and callbacks otherwise go only to public addresses, never to loopback,
+    /// private, link-local, carrier-grade NAT or metadata ones.
+    #[arg(long, env = "SKILL_RUNNER_WEBHOOK_ALLOW", value_parser = webhook_allow)]
+    pub webhook_allow: Option<crate::webhooks::Allowed>,
     /// Extra CA certificates (a PEM file) the egress trusts, besides the system's roots, when it
     /// connects to a host for a turn whose secret it puts in (a private gateway; tests).
     #[arg(long, env = "SKILL_RUNNER_EGRESS_CA_BUNDLE")]
@@ -718,6 +723,10 @@ fn legacy_engines(raw: &str) -> Result<Vec<Engine>, String> {
 
 fn egress_allow(raw: &str) -> Result<Vec<HostPattern>, String> {
     HostPattern::parse_list(raw)
+}
+
+fn webhook_allow(raw: &str) -> Result<crate::webhooks::Allowed, String> {
+    crate::webhooks::Allowed::parse(raw)
 }
 
 fn date(raw: &str) -> Result<chrono::NaiveDate, String> {

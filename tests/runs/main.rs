@@ -10,3 +10,4 @@ mod live;
 mod quickstart;
 mod tenants;
 mod v07_client;
+mod webhooks;

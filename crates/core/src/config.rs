@@ -112,6 +112,8 @@ pub struct JobsConfig {
     pub storage: Option<crate::storage::Storage>,
     /// The quotas of a tenant that sets none of its own (`SKILL_RUNNER_TENANT_*`).
     pub tenant_quotas: crate::store::Quotas,
+    /// Webhook targets allowed despite the address rules (`SKILL_RUNNER_WEBHOOK_ALLOW`).
+    pub webhook_allow: crate::webhooks::Allowed,
 }
 
 /// Queue, timeouts and retention of job runs.

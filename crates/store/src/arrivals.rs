@@ -217,7 +217,8 @@ mod tests {
             error_code: Some("MODEL_ENDPOINT_ERROR".into()),
             error_message: format!("attempt {attempt} failed"),
             failed_at: Timestamp::now(),
-            next_attempt_at: Timestamp::after(Duration::from_secs(5)),
+            // Due at once: the next start claims it (among nodes, a run is claimed only when due).
+            next_attempt_at: Timestamp::now(),
         };
         assert!(
             store.retry_run("r1", &failed(1)).await.unwrap().is_none(),

@@ -234,6 +234,7 @@ impl InteractionStore for Sqlite {
         .bind(i64::try_from(stdout_offset)?)
         .execute(&mut *tx)
         .await?;
+        crate::webhooks::tell(&mut tx, run_id, now).await?;
         tx.commit().await?;
         Ok(Some(u32::try_from(seq)?))
     }
@@ -371,6 +372,7 @@ impl InteractionStore for Sqlite {
         .bind(run_id)
         .execute(&mut *tx)
         .await?;
+        crate::webhooks::tell(&mut tx, run_id, now).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -451,6 +453,7 @@ mod tests {
             priority: 2,
             not_before: None,
             schedule_id: None,
+            callback_url: None,
         };
         store
             .create_request(&request, Some(&Binding::Run(run)))

@@ -241,6 +241,8 @@ pub struct NewRun {
     /// It starts no earlier.
     pub not_before: Option<Timestamp>,
     pub schedule_id: Option<String>,
+    /// Told of the run's moves as the tenant's webhooks are.
+    pub callback_url: Option<String>,
 }
 
 /// What a request is bound to once its inputs are complete.
@@ -377,8 +379,9 @@ pub(crate) type Statement<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlit
 macro_rules! insert_run {
     () => {
         "INSERT INTO runs (run_id, request_id, skill_id, engine, skill_dir, status, cache_key,
-                           created_at, updated_at, tenant_id, priority, not_before, schedule_id)
-         VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)"
+                           created_at, updated_at, tenant_id, priority, not_before, schedule_id,
+                           callback_url)
+         VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?)"
     };
 }
 pub(crate) use insert_run;
@@ -413,6 +416,7 @@ pub(crate) fn bind_run<'q>(
         .bind(i64::from(run.priority))
         .bind(run.not_before)
         .bind(&run.schedule_id)
+        .bind(&run.callback_url)
 }
 
 async fn insert_run_in(
@@ -861,7 +865,10 @@ impl JobStore for Sqlite {
                  WHERE changes() = 1 AND run_id = ? AND status = 'succeeded'
                    AND cache_key IS NOT NULL
              ON CONFLICT (cache_key) DO UPDATE SET run_id = excluded.run_id,
-                 created_at = excluded.created_at;
+                 created_at = excluded.created_at;",
+            crate::webhooks::tell_sqlite!(),
+            crate::webhooks::told!(),
+            ";
              COMMIT"
         ))
         .bind(ending.status)
@@ -877,6 +884,8 @@ impl JobStore for Sqlite {
         .bind(asked)
         .bind(now)
         .bind(run_id)
+        .bind(run_id)
+        .bind(now)
         // Every statement must run (`fetch_optional` would stop at the first row, before the
         // COMMIT): the UPDATE's row, if any, is the only one.
         .fetch_all(batch.conn())
@@ -899,7 +908,8 @@ impl JobStore for Sqlite {
             ending.status.as_str()
         );
         let now = Timestamp::now();
-        let ended = sqlx::query_as(concat!(
+        let mut tx = writing.pool().begin().await?;
+        let ended: Option<Ended> = sqlx::query_as(concat!(
             "UPDATE runs SET status = ?, error_code = ?, error_message = ?, result = ?,
                  recovery_state = 'failed_reconciled', recovered_at = ?, recovery_reason = ?,
                  pgid = NULL, pg_boot_id = NULL, pg_start_ticks = NULL,
@@ -918,8 +928,12 @@ impl JobStore for Sqlite {
         .bind(now)
         .bind(run_id)
         .bind(from)
-        .fetch_optional(writing.pool())
+        .fetch_optional(&mut *tx)
         .await?;
+        if ended.is_some() {
+            crate::webhooks::tell(&mut tx, run_id, now).await?;
+        }
+        tx.commit().await?;
         Ok(ended)
     }
 
@@ -1194,6 +1208,7 @@ pub(crate) mod tests {
             priority: 2,
             not_before: None,
             schedule_id: None,
+            callback_url: None,
         }
     }
 

@@ -34,6 +34,7 @@ mod repairs;
 mod secrets;
 mod tenants;
 mod watch;
+mod webhooks;
 
 pub use arrivals::{ArrivalStore, Remembered, RetriedAttempt};
 pub use engines::{
@@ -48,6 +49,10 @@ pub use secrets::{NewSecret, SecretStore, StoredSecret};
 pub use tenants::{
     ApiKey, AuditEntry, DEFAULT_TENANT, NewAudit, NewKey, Quotas, Role, Tenant, TenantDeletion,
     TenantStore,
+};
+pub use webhooks::{
+    Attempt as WebhookAttempt, Claimed as ClaimedDelivery, Delivery, EVENTS as WEBHOOK_EVENTS,
+    NewWebhook, Next as AfterTry, TryRecord, Webhook, WebhookStore,
 };
 
 /// Lifecycle of a background task: a package install, an engine upgrade (and each engine in it).
@@ -161,6 +166,7 @@ pub trait Backend:
     + EngineStore
     + TenantStore
     + SecretStore
+    + WebhookStore
     + std::fmt::Debug
     + Send
     + Sync
@@ -779,6 +785,7 @@ pub(crate) mod tests {
             priority: 2,
             not_before: None,
             schedule_id: None,
+            callback_url: None,
         };
         let request = |id: &str| NewRequest {
             request_id: id.into(),

@@ -119,11 +119,7 @@ impl Arrival {
         if let Some(url) = self.callback_url {
             crate::webhooks::target::check_url(&url)
                 .map_err(|why| Error::invalid(format!("callback_url: {why}")))?;
-            // Refused rather than kept unsent until deliveries exist.
-            return Err(Error::invalid(
-                "callback_url: this version does not deliver callbacks yet; leave it out and \
-                 poll GET /v1/jobs/{request_id} or follow its events",
-            ));
+            options.callback_url = Some(url);
         }
         options.schedule_id = self.schedule_id;
         Ok(())
@@ -212,6 +208,14 @@ impl Jobs {
         validation::model(engine, ask, list.as_ref(), &providers)
     }
 
+    /// Checks a request's `callback_url` (see [`crate::webhooks::Webhooks::check_callback`]).
+    async fn check_callback(&self, caller: &Caller, options: &RuntimeOptions) -> Result<()> {
+        match &options.callback_url {
+            Some(url) => self.webhooks.check_callback(&caller.tenant_id, url).await,
+            None => Ok(()),
+        }
+    }
+
     /// `POST /v1/jobs`.
     pub async fn create_job(self: &Arc<Self>, body: NewJob) -> Result<Admitted> {
         let turn = self.tenant_turn(&body.caller.tenant_id, true).await?;
@@ -239,6 +243,7 @@ impl Jobs {
         let (mut options, secrets) =
             RuntimeOptions::parse_request(body.runtime_options.as_ref()).map_err(Error::invalid)?;
         body.arrival.apply(&mut options)?;
+        self.check_callback(&body.caller, &options).await?;
         validation::execution_mode(&skill, &options)?;
         validation::output_schema(&skill, &options)?;
         options.skills = self.run_skills(&skill, engine, &body.skills).await?;
@@ -391,6 +396,7 @@ impl Jobs {
         let (mut options, secrets) =
             RuntimeOptions::parse_request(body.runtime_options.as_ref()).map_err(Error::invalid)?;
         body.arrival.apply(&mut options)?;
+        self.check_callback(&body.caller, &options).await?;
         if options.workspace.is_some() {
             return Err(Error::invalid(
                 "runtime_options.workspace: a temporary skill's run starts in a fresh workspace \
@@ -789,6 +795,7 @@ impl Jobs {
                 .unwrap_or(skill_runner_types::priority::DEFAULT),
             not_before: options.run_after,
             schedule_id: options.schedule_id.clone(),
+            callback_url: options.callback_url.clone(),
         };
         Ok((Binding::Run(run), Some(admission)))
     }

@@ -142,6 +142,8 @@ pub struct Jobs {
     quotas: quotas::TenantQuotas,
     /// The tenants' secrets, which skills' turns get as placeholders.
     tenant_secrets: Arc<crate::secrets::Secrets>,
+    /// The tenants' webhooks, told of the runs' moves.
+    webhooks: Arc<crate::webhooks::Webhooks>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 }
@@ -172,6 +174,11 @@ impl Jobs {
             ),
             quotas: quotas::TenantQuotas::default(),
             tenant_secrets: crate::secrets::Secrets::new(store.clone()),
+            webhooks: crate::webhooks::Webhooks::new(
+                store.clone(),
+                config.webhook_allow.clone(),
+                config.node_id.clone(),
+            ),
             engines,
             config,
             store,
@@ -197,6 +204,11 @@ impl Jobs {
         &self.tenant_secrets
     }
 
+    /// The tenants' webhooks.
+    pub fn webhooks(&self) -> &crate::webhooks::Webhooks {
+        &self.webhooks
+    }
+
     /// The engine adapters, their CLIs and model lists.
     pub fn engines(&self) -> &Engines {
         &self.engines
@@ -218,6 +230,9 @@ impl Jobs {
         let jobs = self.clone();
         self.tracker
             .spawn(async move { jobs.reconcile_loop().await });
+        let (webhooks, shutdown) = (self.webhooks.clone(), self.shutdown.clone());
+        self.tracker
+            .spawn(async move { webhooks.send_loop(shutdown).await });
         if self.store.cluster().is_some() {
             let jobs = self.clone();
             self.tracker.spawn(async move { jobs.cluster_loop().await });
@@ -308,6 +323,10 @@ impl Jobs {
     /// Tells the run's watchers, the log and the counters that the run moved into `state`.
     fn moved(&self, run_id: &str, engine: Engine, state: RunStatus) {
         self.feeds.status(run_id);
+        if !matches!(state, RunStatus::Queued | RunStatus::Running) {
+            // The move's deliveries were written with it.
+            self.webhooks.wake();
+        }
         telemetry::moved(&self.config.node_id, run_id, engine, state);
     }
 

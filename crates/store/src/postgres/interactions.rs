@@ -58,6 +58,7 @@ impl InteractionStore for Postgres {
         .bind(i64::try_from(stdout_offset)?)
         .execute(&mut *tx)
         .await?;
+        super::webhooks::tell(&mut tx, run_id, now).await?;
         tx.commit().await?;
         Ok(Some(u32::try_from(seq)?))
     }
@@ -195,6 +196,7 @@ impl InteractionStore for Postgres {
         .bind(now)
         .execute(&mut *tx)
         .await?;
+        super::webhooks::tell(&mut tx, run_id, now).await?;
         tx.commit().await?;
         Ok(true)
     }

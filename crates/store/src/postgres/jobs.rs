@@ -28,8 +28,8 @@ async fn insert_run(
     sqlx::query(
         "INSERT INTO runs (run_id, request_id, skill_id, engine, skill_dir, status, cache_key,
                            created_at, updated_at, node, tenant_id, priority, not_before,
-                           schedule_id)
-         VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $7, $8, $9, $10, $11, $12)",
+                           schedule_id, callback_url)
+         VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $7, $8, $9, $10, $11, $12, $13)",
     )
     .bind(&run.run_id)
     .bind(request_id)
@@ -43,6 +43,7 @@ async fn insert_run(
     .bind(i64::from(run.priority))
     .bind(run.not_before)
     .bind(&run.schedule_id)
+    .bind(&run.callback_url)
     .execute(&mut **tx)
     .await?;
     Ok(())
@@ -316,8 +317,9 @@ impl JobStore for Postgres {
         by.check_target(ending.status)?;
         skill_runner_types::faults::check("store-finish")?;
         let now = Timestamp::now();
-        // One statement: only the writer whose UPDATE moved the run adds its cache entry.
-        let ended = sqlx::query_as(concat!(
+        let mut tx = self.pool.begin().await?;
+        // Only the writer whose UPDATE moved the run adds its cache entry and its deliveries.
+        let ended: Option<Ended> = sqlx::query_as(concat!(
             "WITH ended AS (
                  UPDATE runs SET status = $1, error_code = $2, error_message = $3, warnings = $4,
                      result = $5, pgid = NULL, pg_boot_id = NULL, pg_start_ticks = NULL,
@@ -346,8 +348,12 @@ impl JobStore for Postgres {
         .bind(run_id)
         .bind(by.from_json())
         .bind(asked.map(i64::from))
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await?;
+        if ended.is_some() {
+            super::webhooks::tell(&mut tx, run_id, now).await?;
+        }
+        tx.commit().await?;
         Ok(ended)
     }
 
@@ -365,7 +371,8 @@ impl JobStore for Postgres {
             ending.status.as_str()
         );
         let now = Timestamp::now();
-        let ended = sqlx::query_as(concat!(
+        let mut tx = self.pool.begin().await?;
+        let ended: Option<Ended> = sqlx::query_as(concat!(
             "UPDATE runs SET status = $1, error_code = $2, error_message = $3, result = $4,
                  recovery_state = 'failed_reconciled', recovered_at = $5, recovery_reason = $6,
                  pgid = NULL, pg_boot_id = NULL, pg_start_ticks = NULL,
@@ -382,8 +389,12 @@ impl JobStore for Postgres {
         .bind(reason)
         .bind(run_id)
         .bind(from)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await?;
+        if ended.is_some() {
+            super::webhooks::tell(&mut tx, run_id, now).await?;
+        }
+        tx.commit().await?;
         Ok(ended)
     }
 

@@ -22,6 +22,7 @@ mod jobs;
 mod repairs;
 mod secrets;
 mod tenants;
+pub(crate) mod webhooks;
 
 pub use cluster::{ClusterLock, Signal, Signals};
 
