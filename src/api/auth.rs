@@ -243,6 +243,7 @@ pub fn needed_role(method: &Method, path: &str) -> Role {
         || path == "/v1/agent/chat"
         || (*method == Method::DELETE && path.starts_with("/v1/sessions/"))
         || path == "/mcp"
+        || path.starts_with("/v1/schedules")
         || [
             "upload",
             "cancel",

@@ -18,6 +18,7 @@ pub mod packages;
 pub mod providers;
 pub mod reply_files;
 pub mod run_views;
+pub mod schedules;
 pub mod secrets;
 pub mod skill_docs;
 pub mod skills;
@@ -296,6 +297,16 @@ fn split() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(webhooks::rotate_webhook))
         .routes(routes!(webhooks::deliveries))
         .routes(routes!(webhooks::redeliver))
+        .routes(routes!(
+            schedules::create_schedule,
+            schedules::list_schedules
+        ))
+        .routes(routes!(
+            schedules::get_schedule,
+            schedules::update_schedule,
+            schedules::delete_schedule
+        ))
+        .routes(routes!(schedules::trigger_schedule))
         .routes(routes!(management::list_runs))
         .routes(routes!(management::get_run))
         .routes(routes!(management::run_files))

@@ -67,8 +67,9 @@ pub struct RequestStatus {
     pub priority: u8,
     /// The run starts no earlier (`run_after` or `delay_seconds` of the create).
     pub run_after: Option<Timestamp>,
-    /// The schedule whose tick made the request.
+    /// The schedule whose tick made the request (or that was triggered), and that tick's time.
     pub schedule_id: Option<String>,
+    pub schedule_tick_at: Option<Timestamp>,
     /// The attempts that failed and were tried again (`retry`), in order.
     pub retried_attempts: Vec<RetriedAttemptView>,
 }
@@ -139,6 +140,7 @@ pub fn request_status(request: Request, run: Option<Run>) -> RequestStatus {
             .unwrap_or(skill_runner_types::priority::DEFAULT),
         run_after: options.run_after,
         schedule_id: options.schedule_id.clone(),
+        schedule_tick_at: options.schedule_tick_at,
         retried_attempts: Vec::new(),
         status,
         error,
@@ -492,7 +494,7 @@ impl CreateJob {
             run_after: self.run_after.take(),
             delay_seconds: self.delay_seconds.take(),
             callback_url: self.callback_url.take(),
-            schedule_id: None,
+            ..Arrival::default()
         }
     }
 }
@@ -574,6 +576,7 @@ impl NewRequest {
                 runtime_options: b.runtime_options,
                 skills: b.skills,
                 arrival,
+                request_id: None,
                 client_address,
                 caller,
             })),

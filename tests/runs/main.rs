@@ -8,6 +8,7 @@ mod invoke;
 mod jobs;
 mod live;
 mod quickstart;
+mod schedules;
 mod tenants;
 mod v07_client;
 mod webhooks;

@@ -31,6 +31,7 @@ mod jobs;
 mod postgres;
 mod recent;
 mod repairs;
+mod schedules;
 mod secrets;
 mod tenants;
 mod watch;
@@ -45,6 +46,7 @@ pub use interactions::*;
 pub use jobs::*;
 pub use postgres::{ClusterLock, Postgres, Signal, Signals};
 pub use repairs::{RepairRound, RepairStore};
+pub use schedules::{Schedule, ScheduleStore, Ticked};
 pub use secrets::{NewSecret, SecretStore, StoredSecret};
 pub use tenants::{
     ApiKey, AuditEntry, DEFAULT_TENANT, NewAudit, NewKey, Quotas, Role, Tenant, TenantDeletion,
@@ -167,6 +169,7 @@ pub trait Backend:
     + TenantStore
     + SecretStore
     + WebhookStore
+    + ScheduleStore
     + std::fmt::Debug
     + Send
     + Sync

@@ -736,6 +736,10 @@ impl TestServer {
         decode(self.client.post(self.url(path)).json(&body)).await
     }
 
+    pub async fn patch_json(&self, path: &str, body: Value) -> (u16, Value) {
+        decode(self.client.patch(self.url(path)).json(&body)).await
+    }
+
     pub async fn put_json(&self, path: &str, body: Value) -> (u16, Value) {
         decode(self.client.put(self.url(path)).json(&body)).await
     }

@@ -52,6 +52,18 @@ impl Timestamp {
     }
 }
 
+impl From<DateTime<Utc>> for Timestamp {
+    fn from(time: DateTime<Utc>) -> Self {
+        Self(time)
+    }
+}
+
+impl From<Timestamp> for DateTime<Utc> {
+    fn from(time: Timestamp) -> Self {
+        time.0
+    }
+}
+
 impl From<std::time::SystemTime> for Timestamp {
     fn from(time: std::time::SystemTime) -> Self {
         Self(time.into())

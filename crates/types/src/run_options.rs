@@ -95,6 +95,9 @@ pub struct RuntimeOptions {
     /// The schedule whose tick made the request.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schedule_id: Option<String>,
+    /// That tick's time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule_tick_at: Option<Timestamp>,
 }
 
 fn retry_value<S: serde::Serializer>(retry: &Option<RetryPolicy>, s: S) -> Result<S::Ok, S::Error> {
@@ -294,12 +297,13 @@ const OTHERS: [&str; 11] = [
 pub const MAX_REPAIR_ROUNDS: u32 = 5;
 
 /// Keys of the stored form only (set by the service from other fields of the request).
-const STORED: [&str; 5] = [
+const STORED: [&str; 6] = [
     "skills",
     "priority",
     "run_after",
     "callback_url",
     "schedule_id",
+    "schedule_tick_at",
 ];
 
 impl RuntimeOptions {
@@ -493,6 +497,7 @@ impl RuntimeOptions {
             run_after: stored(map, "run_after")?,
             callback_url: stored(map, "callback_url")?,
             schedule_id: stored(map, "schedule_id")?,
+            schedule_tick_at: stored(map, "schedule_tick_at")?,
         };
         Ok((options, secrets))
     }

@@ -440,6 +440,7 @@ pub async fn rerun(
         runtime_options: Some(runtime_options),
         skills: options.skills.clone(),
         arrival: Default::default(),
+        request_id: None,
         client_address: client,
         caller,
     };

@@ -481,6 +481,7 @@ pub async fn run(
         runtime_options: Some(options.into()),
         skills: Vec::new(),
         arrival: Default::default(),
+        request_id: None,
         client_address: client,
         caller,
     };

@@ -40,7 +40,7 @@ impl Jobs {
     /// Ends an active run as canceled; true when this call did it. A turn under way is
     /// stopped by its executor, which records the cancel once the process group is gone and
     /// its output is in the logs; queued and waiting runs are ended here.
-    async fn cancel_run(&self, run_id: &str) -> anyhow::Result<bool> {
+    pub(super) async fn cancel_run(&self, run_id: &str) -> anyhow::Result<bool> {
         let switch = self
             .active
             .lock()

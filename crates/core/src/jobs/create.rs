@@ -44,6 +44,9 @@ pub struct NewJob {
     /// Other installed skills the run gets beside `skill_id`.
     pub skills: Vec<String>,
     pub arrival: Arrival,
+    /// The request's id when the caller names it (a schedule's tick: one request per tick,
+    /// whichever node makes it); a fresh one otherwise.
+    pub request_id: Option<String>,
     /// Where the request came from.
     pub client_address: Option<String>,
     /// Who asked: the request belongs to its tenant.
@@ -61,6 +64,8 @@ pub struct Arrival {
     pub delay_seconds: Option<Value>,
     pub callback_url: Option<String>,
     pub schedule_id: Option<String>,
+    /// The schedule's tick that made the request.
+    pub schedule_tick_at: Option<Timestamp>,
 }
 
 /// The longest a run may be put off (`run_after`, `delay_seconds`).
@@ -122,6 +127,7 @@ impl Arrival {
             options.callback_url = Some(url);
         }
         options.schedule_id = self.schedule_id;
+        options.schedule_tick_at = self.schedule_tick_at;
         Ok(())
     }
 }
@@ -266,7 +272,7 @@ impl Jobs {
         validation::parameter(&skill, &body.parameter)?;
 
         let request = NewRequest {
-            request_id: new_id(),
+            request_id: body.request_id.unwrap_or_else(new_id),
             kind: RequestKind::Job,
             skill_id: Some(skill.id.clone()),
             engine: Some(engine),

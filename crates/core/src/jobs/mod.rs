@@ -29,6 +29,7 @@ pub mod relay;
 pub mod reply_files;
 pub mod retention;
 mod retries;
+pub mod schedules;
 mod secrets;
 pub mod stored;
 pub mod telemetry;
@@ -126,6 +127,8 @@ pub struct Jobs {
     idle: AtomicUsize,
     /// A run became claimable, or a worker idle.
     claimable: tokio::sync::Notify,
+    /// A schedule changed: its next tick may be sooner.
+    ticks: tokio::sync::Notify,
     /// Wake-ups for the event streams.
     feeds: Arc<Feeds>,
     /// Reads other nodes' event streams of the runs they hold.
@@ -188,6 +191,7 @@ impl Jobs {
             fenced: Mutex::default(),
             idle: AtomicUsize::new(0),
             claimable: tokio::sync::Notify::new(),
+            ticks: tokio::sync::Notify::new(),
             feeds: Feeds::new(),
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
@@ -230,6 +234,9 @@ impl Jobs {
         let jobs = self.clone();
         self.tracker
             .spawn(async move { jobs.reconcile_loop().await });
+        let jobs = self.clone();
+        self.tracker
+            .spawn(async move { jobs.schedule_loop().await });
         let (webhooks, shutdown) = (self.webhooks.clone(), self.shutdown.clone());
         self.tracker
             .spawn(async move { webhooks.send_loop(shutdown).await });

@@ -20,6 +20,7 @@ mod installs;
 mod interactions;
 mod jobs;
 mod repairs;
+mod schedules;
 mod secrets;
 mod tenants;
 pub(crate) mod webhooks;
