@@ -186,6 +186,9 @@ fn prepare(name: &str, args: &[OsString]) -> Result<(BTreeMap<String, String>, C
 
 fn serve(args: &[OsString]) -> ExitCode {
     skill_runner::process::return_large_allocations();
+    // Every HTTPS client of the service (shared storage, webhooks, model lists, traces) uses
+    // the process-wide crypto provider: installed before any is built.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let (vars, config) = match prepare("serve", args) {
         Ok(prepared) => prepared,
         Err(code) => return code,

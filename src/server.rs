@@ -133,7 +133,11 @@ pub async fn serve(
     }
     // Shared storage serves nodes sharing a database only: on SQLite the data dir is all.
     let storage = match (&config.storage_url, store.cluster()) {
-        (Some(url), Some(_)) => Some(Storage::open(url, data.storage_scratch())?),
+        (Some(url), Some(_)) => Some(Storage::open(
+            url,
+            data.storage_scratch(),
+            config.storage_env.clone(),
+        )?),
         (Some(_), None) => {
             tracing::warn!(
                 "SKILL_RUNNER_STORAGE_URL is for nodes sharing a PostgreSQL database \

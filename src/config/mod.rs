@@ -97,6 +97,9 @@ pub struct Config {
     pub tenant_quotas: skill_runner_store::Quotas,
     /// `SKILL_RUNNER_STORAGE_URL`: shared storage for settled run folders, among nodes.
     pub storage_url: Option<String>,
+    /// The storage provider's variables (`AWS_*`, `GOOGLE_*`, `AZURE_*`) as the service was
+    /// started with them: its own environment no longer holds them (see `process::handover`).
+    pub storage_env: Vec<(String, String)>,
     /// `SKILL_RUNNER_DATABASE_URL`: the PostgreSQL database (`postgres://…`) holding the
     /// store instead of the data dir's SQLite file. Read from the environment only: it may
     /// carry a password.
@@ -386,6 +389,15 @@ impl Config {
             node_id: s.node_id.unwrap_or_else(default_node_id),
             node_url: s.node_url.map(|u| u.trim_end_matches('/').to_owned()),
             storage_url: s.storage_url,
+            storage_env: vars
+                .iter()
+                .filter(|(name, _)| {
+                    ["AWS_", "GOOGLE_", "AZURE_"]
+                        .iter()
+                        .any(|provider| name.starts_with(provider))
+                })
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect(),
             engine_limits: s.engine_limits.map(|l| l.0).unwrap_or_default(),
             tenant_quotas: skill_runner_store::Quotas {
                 max_running: s.tenant_max_running.map(saturate),

@@ -8,6 +8,7 @@ use std::time::Duration;
 use skill_runner_test_support as common;
 
 use common::postgres::fresh_database;
+use common::shared_storage::{Kind, SharedStorage};
 use common::{TestDirs, TestServer, assert_group_gone, probe_skill};
 use serde_json::{Value, json};
 
@@ -314,15 +315,13 @@ async fn a_node_frozen_past_its_timeout_stops_its_turn_when_it_wakes_and_changes
 /// 500 jobs sent to both nodes in turn, eight at a time, the nodes sharing one storage folder:
 /// each runs exactly once, on one node (one folder, one turn), both nodes take part, and each
 /// run's folder reaches the storage.
-#[tokio::test]
-async fn five_hundred_jobs_sent_to_both_nodes_run_exactly_once() {
-    let shared = tempfile::tempdir().unwrap();
-    let storage = format!("file://{}", shared.path().display());
-    let (_skills, a, b) = two_nodes(&[
-        ("SKILL_RUNNER_MAX_CONCURRENT", "4"),
-        ("SKILL_RUNNER_STORAGE_URL", storage.as_str()),
-    ])
-    .await;
+async fn five_hundred_jobs_sent_to_both_nodes_run_exactly_once(kind: Kind) {
+    let Some(shared) = SharedStorage::new(kind).await else {
+        return;
+    };
+    let mut settings = shared.settings();
+    settings.push(("SKILL_RUNNER_MAX_CONCURRENT", "4"));
+    let (_skills, a, b) = two_nodes(&settings).await;
     let nodes = [a, b];
     let mut sent = Vec::new();
     for batch in 0..500 / 8 + 1 {
@@ -353,9 +352,9 @@ async fn five_hundred_jobs_sent_to_both_nodes_run_exactly_once() {
     eprintln!("node a ran {}, node b ran {}", ran[0], ran[1]);
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     for run_id in &runs {
-        let copy = shared.path().join(format!("runs/{run_id}.zip"));
-        while !copy.exists() {
-            assert!(std::time::Instant::now() < deadline, "{copy:?} is written");
+        let copy = format!("runs/{run_id}.zip");
+        while !shared.holds(&copy).await {
+            assert!(std::time::Instant::now() < deadline, "{copy} is written");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -577,12 +576,12 @@ async fn forwarded_reads_pass_on_the_nodes_secret_and_nothing_else_does() {
 /// With shared storage, a node killed for good leaves nothing stranded: the other node serves
 /// its finished run (files, bundle, stream) from the stored copy, takes its waiting run over,
 /// and runs that run's next turn when the reply comes.
-#[tokio::test]
-async fn with_shared_storage_a_dead_nodes_runs_are_served_and_resumed_elsewhere() {
+async fn with_shared_storage_a_dead_nodes_runs_are_served_and_resumed_elsewhere(kind: Kind) {
+    let Some(storage) = SharedStorage::new(kind).await else {
+        return;
+    };
     let (skills, url) = shared().await;
-    let shared = tempfile::tempdir().unwrap();
-    let storage = format!("file://{}", shared.path().display());
-    let with_storage = [("SKILL_RUNNER_STORAGE_URL", storage.as_str())];
+    let with_storage = storage.settings();
     // Node a alone first, so that it runs both.
     let mut a = node_with(&url, "node-a", &skills.skills, &with_storage);
     let finished = a.create_job(probe("drip", "stored")).await;
@@ -596,13 +595,10 @@ async fn with_shared_storage_a_dead_nodes_runs_are_served_and_resumed_elsewhere(
         .wait_status(&format!("/v1/jobs/{asked}"), &["waiting_user"])
         .await;
     for status in [&finished_status, &waiting] {
-        let copy = shared
-            .path()
-            .join("runs")
-            .join(format!("{}.zip", status["run_id"].as_str().unwrap()));
+        let copy = format!("runs/{}.zip", status["run_id"].as_str().unwrap());
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !copy.exists() {
-            assert!(std::time::Instant::now() < deadline, "{copy:?} is written");
+        while !storage.holds(&copy).await {
+            assert!(std::time::Instant::now() < deadline, "{copy} is written");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -666,18 +662,18 @@ async fn with_shared_storage_a_dead_nodes_runs_are_served_and_resumed_elsewhere(
     assert_eq!(counts["runs_deleted"], 2, "{counts}");
     for status in [&finished_status, &done] {
         let run_id = status["run_id"].as_str().unwrap();
-        assert!(!shared.path().join(format!("runs/{run_id}.zip")).exists());
+        assert!(!storage.holds(&format!("runs/{run_id}.zip")).await);
         assert!(!b.run_dir(status).exists());
     }
 }
 
 /// With shared storage, a job's uploads received by a busy node go to the storage, and the idle
 /// node runs the job from there; the busy node serves its files by asking the one that ran it.
-#[tokio::test]
-async fn with_shared_storage_an_uploaded_job_runs_on_whichever_node_is_free() {
-    let shared = tempfile::tempdir().unwrap();
-    let storage = format!("file://{}", shared.path().display());
-    let (_skills, a, b) = two_nodes(&[("SKILL_RUNNER_STORAGE_URL", storage.as_str())]).await;
+async fn with_shared_storage_an_uploaded_job_runs_on_whichever_node_is_free(kind: Kind) {
+    let Some(shared) = SharedStorage::new(kind).await else {
+        return;
+    };
+    let (_skills, a, b) = two_nodes(&shared.settings()).await;
     let (busy, busy_node, idle) = busy_one([&a, &b]).await;
 
     let (code, created) = busy_node
@@ -709,20 +705,20 @@ async fn with_shared_storage_an_uploaded_job_runs_on_whichever_node_is_free() {
 /// With shared storage, nodes need no shared skills dir: a package installed through one node
 /// is kept in the storage and installed by the other into its own skills dir, at the latest
 /// when the other is asked for it (its signal may not have arrived yet).
-#[tokio::test]
-async fn with_shared_storage_a_skill_installed_on_one_node_reaches_the_others_own_dir() {
+async fn with_shared_storage_a_skill_installed_on_one_node_reaches_the_others_own_dir(kind: Kind) {
+    let Some(storage) = SharedStorage::new(kind).await else {
+        return;
+    };
     let (skills_a, url) = shared().await;
     let skills_b = TestDirs::new();
     probe_skill("probe", None).write_into(&skills_b.skills);
-    let shared = tempfile::tempdir().unwrap();
-    let storage = format!("file://{}", shared.path().display());
-    let with_storage = [("SKILL_RUNNER_STORAGE_URL", storage.as_str())];
+    let with_storage = storage.settings();
     let a = node_with(&url, "node-a", &skills_a.skills, &with_storage);
     let b = node_with(&url, "node-b", &skills_b.skills, &with_storage);
 
     let status = a.install_and_wait(probe_skill("fresh", None).zip()).await;
     assert_eq!(status["status"], "succeeded", "{status}");
-    assert!(shared.path().join("skills/fresh/1.0.0.zip").exists());
+    assert!(storage.holds("skills/fresh/1.0.0.zip").await);
     let (code, seen) = b.get("/v1/skills/fresh").await;
     assert_eq!(
         code, 200,
@@ -778,13 +774,12 @@ async fn with_shared_storage_a_skill_installed_on_one_node_reaches_the_others_ow
     }
 
     // A package no node announced (its signal lost): a job asking for it finds it all the same.
-    let planted = shared.path().join("skills/unannounced");
-    std::fs::create_dir_all(&planted).unwrap();
-    std::fs::write(
-        planted.join("1.0.0.zip"),
-        probe_skill("unannounced", None).zip(),
-    )
-    .unwrap();
+    storage
+        .put(
+            "skills/unannounced/1.0.0.zip",
+            probe_skill("unannounced", None).zip(),
+        )
+        .await;
     let rid = b
         .create_job(
             json!({"skill_id": "unannounced", "parameter": {"mode": "ok"}, "input": {"text": "b"}}),
@@ -794,3 +789,30 @@ async fn with_shared_storage_a_skill_installed_on_one_node_reaches_the_others_ow
     let (code, _) = b.get("/v1/skills/no-such-skill").await;
     assert_eq!(code, 404, "a skill no node has is still not found");
 }
+
+/// The shared-storage tests, with a folder (`file://`) and with an S3-compatible server
+/// (`s3://`).
+macro_rules! on_both_storages {
+    ($($test:ident),* $(,)?) => {$(
+        mod $test {
+            use super::*;
+
+            #[tokio::test]
+            async fn file() {
+                super::$test(Kind::File).await;
+            }
+
+            #[tokio::test]
+            async fn s3() {
+                super::$test(Kind::S3).await;
+            }
+        }
+    )*};
+}
+
+on_both_storages!(
+    five_hundred_jobs_sent_to_both_nodes_run_exactly_once,
+    with_shared_storage_a_dead_nodes_runs_are_served_and_resumed_elsewhere,
+    with_shared_storage_an_uploaded_job_runs_on_whichever_node_is_free,
+    with_shared_storage_a_skill_installed_on_one_node_reaches_the_others_own_dir,
+);

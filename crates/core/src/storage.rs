@@ -37,12 +37,12 @@ pub struct Storage {
 }
 
 impl Storage {
-    /// The storage at `url`, configured from the provider's variables; `scratch` is a folder of
-    /// this node's for the archives under way.
-    pub fn open(url: &str, scratch: PathBuf) -> anyhow::Result<Self> {
+    /// The storage at `url`, configured from the provider's variables `vars` (as the service
+    /// was started with them); `scratch` is a folder of this node's for the archives under way.
+    pub fn open(url: &str, scratch: PathBuf, vars: Vec<(String, String)>) -> anyhow::Result<Self> {
         let parsed = url::Url::parse(url)
             .with_context(|| format!("SKILL_RUNNER_STORAGE_URL '{url}' is not a URL"))?;
-        let (objects, prefix) = object_store::parse_url_opts(&parsed, std::env::vars())
+        let (objects, prefix) = object_store::parse_url_opts(&parsed, vars)
             .with_context(|| format!("SKILL_RUNNER_STORAGE_URL '{url}' names no usable storage"))?;
         Ok(Self {
             objects: Arc::from(objects),
@@ -259,7 +259,7 @@ mod tests {
         let shared = dir.path().join("shared");
         std::fs::create_dir(&shared).unwrap();
         let url = format!("file://{}", shared.display());
-        let storage = Storage::open(&url, dir.path().join("scratch")).unwrap();
+        let storage = Storage::open(&url, dir.path().join("scratch"), Vec::new()).unwrap();
         storage.check().await.unwrap();
 
         let folder = RunFolder::new(dir.path().join("runs/r1"));

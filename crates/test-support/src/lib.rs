@@ -22,6 +22,7 @@ pub mod immutable;
 pub mod netns;
 pub mod postgres;
 pub mod python_tools;
+pub mod shared_storage;
 pub mod tls;
 
 pub use echo::EchoServer;
