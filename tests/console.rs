@@ -1889,6 +1889,7 @@ fn browser_runs_a_skill_from_its_form_and_finds_it_again() {
             ("/ui/engines/mcp".to_owned(), "mcp-375"),
             ("/ui/settings".to_owned(), "settings-375"),
             ("/ui/secrets".to_owned(), "secrets-375"),
+            ("/ui/schedules".to_owned(), "schedules-375"),
         ] {
             browser.goto(&server.url(&path)).await;
             browser.wait_for("main h1").await;
@@ -2047,6 +2048,7 @@ fn browser_console_pages_pass_an_accessibility_check() {
                 "/ui/sessions".to_owned(),
                 "/ui/settings".to_owned(),
                 "/ui/secrets".to_owned(),
+                "/ui/schedules".to_owned(),
                 "/ui/no-such-page".to_owned(),
             ] {
                 let sep = if path.contains('?') { '&' } else { '?' };
@@ -2802,5 +2804,77 @@ fn browser_lets_codex_log_in_itself() {
         assert!(agents.path("agent-home/.codex/auth.json").is_file());
         browser.assert_clean(&origin).await;
         browser.close().await;
+    });
+}
+
+/// A skill's run form makes a schedule instead of a run; the schedules page shows its next
+/// ticks, pauses and resumes it, runs it now (opening the run) and deletes it after asking.
+#[test]
+fn browser_schedules_a_skill_from_its_run_form_and_runs_it_now() {
+    const TEST: &str = concat!(
+        module_path!(),
+        "::browser_schedules_a_skill_from_its_run_form_and_runs_it_now"
+    );
+    if !browser::available() || !matches!(isolate(TEST), Isolation::Inside) {
+        return;
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let dirs = common::TestDirs::new();
+        common::probe_skill("plain", None).write_into(&dirs.skills);
+        let server = TestServer::start_with(dirs, &[]);
+        let browser = Browser::start().await;
+        browser.goto(&server.url("/ui/skills/plain")).await;
+        let field = |name: &str| format!("#run-form [name='{name}']");
+        for (name, text) in [("input.text", "on schedule"), ("parameter.mode", "ok")] {
+            browser
+                .wait_for(&field(name))
+                .await
+                .send_keys(text)
+                .await
+                .unwrap();
+        }
+        browser.click("#schedule-instead summary").await;
+        // Once a year: no tick comes during the test.
+        browser
+            .wait_for(&field("schedule_cron"))
+            .await
+            .send_keys("0 9 1 1 *")
+            .await
+            .unwrap();
+        let zone = browser.wait_for(&field("schedule_timezone")).await;
+        zone.clear().await.unwrap();
+        zone.send_keys("Asia/Shanghai").await.unwrap();
+        browser.click("#create-schedule").await;
+        let row = "#schedules tbody tr[data-schedule]";
+        // 09:00 in Shanghai is 01:00 UTC.
+        browser
+            .wait_text(&format!("{row} .next"), "-01-01T01:00:00")
+            .await;
+        browser.wait_text(row, "Asia/Shanghai").await;
+        let violations = browser.accessibility_violations().await;
+        assert!(violations.is_empty(), "{violations:#?}");
+        browser.screenshot("schedules-1280").await;
+        let (_, listed) = server.get("/v1/schedules").await;
+        assert_eq!(
+            listed["schedules"][0]["job"]["parameter"]["mode"], "ok",
+            "{listed}"
+        );
+
+        browser.click(&format!("{row} button.pause")).await;
+        browser.wait_for(&format!("{row} .state.paused")).await;
+        browser.click(&format!("{row} button.resume")).await;
+        browser.wait_for(&format!("{row} button.pause")).await;
+        browser.click(&format!("{row} button.trigger")).await;
+        browser.wait_for("#run-info[data-status=succeeded]").await;
+        let (_, runs) = server.get("/v1/management/runs").await;
+        let id = listed["schedules"][0]["schedule_id"].as_str().unwrap();
+        assert_eq!(runs["runs"][0]["schedule_id"], id, "{runs}");
+
+        browser.goto(&server.url("/ui/schedules")).await;
+        browser.click(&format!("{row} button.danger")).await;
+        browser.client.accept_alert().await.unwrap();
+        browser.wait_for("#no-schedules").await;
+        let (_, listed) = server.get("/v1/schedules").await;
+        assert_eq!(listed["schedules"], json!([]));
     });
 }

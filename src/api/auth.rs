@@ -244,6 +244,7 @@ pub fn needed_role(method: &Method, path: &str) -> Role {
         || (*method == Method::DELETE && path.starts_with("/v1/sessions/"))
         || path == "/mcp"
         || path.starts_with("/v1/schedules")
+        || path.starts_with("/ui/schedules/")
         || [
             "upload",
             "cancel",

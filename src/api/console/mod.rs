@@ -8,6 +8,7 @@ mod login;
 mod mcp;
 mod run_result;
 mod runs;
+mod schedules;
 mod secrets;
 mod sessions;
 mod settings;
@@ -111,6 +112,10 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .route("/ui/settings/logs", get(settings::logs))
         .route("/ui/settings/reset", post(settings::reset))
         .route("/ui/me", get(tenants::me))
+        .route("/ui/schedules", get(schedules::page))
+        .route("/ui/schedules/{id}/trigger", post(schedules::trigger))
+        .route("/ui/schedules/{id}/delete", post(schedules::delete))
+        .route("/ui/schedules/{id}/{action}", post(schedules::pause))
         .route("/ui/secrets", get(secrets::page).post(secrets::create))
         .route("/ui/secrets/{name}/rotate", post(secrets::rotate))
         .route("/ui/secrets/{name}/delete", post(secrets::delete))

@@ -5,6 +5,7 @@
 
 use crate::api::auth::Acting;
 use crate::api::jobs::Kind;
+use crate::jobs::schedules::ScheduleInput;
 use crate::jobs::{Family, Scope};
 use askama::Template;
 use axum::extract::multipart::{Multipart, MultipartRejection};
@@ -469,6 +470,36 @@ pub async fn run(
         if named(flag).is_some() {
             options.insert(flag.into(), true.into());
         }
+    }
+    if named("action").as_deref() == Some("schedule") {
+        if !files.is_empty() {
+            page.refused = Some(l.tr("schedules.no_files").to_owned());
+            return refuse(page, StatusCode::UNPROCESSABLE_ENTITY);
+        }
+        let mut job = serde_json::Map::new();
+        job.insert("skill_id".into(), skill_id.clone().into());
+        job.insert("engine".into(), engine.into());
+        job.insert("input".into(), input.into());
+        job.insert("parameter".into(), parameter.into());
+        job.insert("runtime_options".into(), options.into());
+        if let Some(model) = named("model") {
+            job.insert("model".into(), model.into());
+        }
+        let schedule = ScheduleInput {
+            job: Some(job),
+            cron: named("schedule_cron"),
+            timezone: named("schedule_timezone"),
+            overlap: named("schedule_overlap"),
+            ..ScheduleInput::default()
+        };
+        return match state.jobs.create_schedule(&caller, schedule).await {
+            Ok(_) => Ok(Redirect::to("/ui/schedules").into_response()),
+            Err(e) => {
+                let (status, message) = ApiError::from(e).into_message();
+                page.refused = Some(message);
+                refuse(page, status)
+            }
+        };
     }
     let job = NewJob {
         skill_id: skill_id.clone(),
