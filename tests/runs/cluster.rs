@@ -252,6 +252,44 @@ async fn a_lost_nodes_turn_ends_node_lost_and_what_it_left_queued_runs_elsewhere
     );
 }
 
+/// A turn of a lost node whose job asks for retries, of a skill safe to run again, is tried
+/// again on the node left: its second attempt succeeds there.
+#[tokio::test]
+async fn a_lost_nodes_turn_is_retried_elsewhere_when_the_job_asks_and_the_skill_is_safe() {
+    let (skills, url) = shared().await;
+    probe_skill("probe-safe", None)
+        .runner(json!({"retry": {"safe": true}}))
+        .write_into(&skills.skills);
+    let mut a = node_with(&url, "node-a", &skills.skills, &[]);
+    let rid = a
+        .create_job(
+            json!({"skill_id": "probe-safe", "parameter": {"mode": "hangfirst"},
+                           "retry": {"max_attempts": 2, "initial_delay_seconds": 0}}),
+        )
+        .await;
+    let status = a
+        .wait_status(&format!("/v1/jobs/{rid}"), &["running"])
+        .await;
+    let pgid = common::wait_pgid(&a.workspace(&status)).await;
+    let b = node_with(&url, "node-b", &skills.skills, &[]);
+    a.kill();
+    assert_group_gone(pgid);
+    let status = b
+        .wait_status_within(
+            &format!("/v1/jobs/{rid}"),
+            &["succeeded", "failed"],
+            Duration::from_secs(30),
+        )
+        .await;
+    assert_eq!(status["status"], "succeeded", "{status}");
+    assert_eq!(status["current_attempt"], 2, "{status}");
+    assert_eq!(
+        status["retried_attempts"][0]["error"]["code"], "NODE_LOST",
+        "{status}"
+    );
+    assert!(b.run_dir(&status).exists(), "the second attempt ran on b");
+}
+
 /// Two short jobs created on `node` while every slot is busy: they wait in the database.
 async fn queued_while_busy(node: &TestServer) -> Vec<String> {
     let mut queued = Vec::new();

@@ -227,6 +227,67 @@ async fn secrets_are_kept_apart(nodes: &[&TestServer], admin: &str, a: &str, b: 
     assert!(!audit.to_string().contains("value-of"), "{audit}");
 }
 
+/// A tenant's webhooks and schedules are its own: another tenant lists none of them and gets
+/// 404 for each, as for an id that does not exist, through any node.
+async fn webhooks_and_schedules_are_kept_apart(
+    nodes: &[&TestServer],
+    admin: &str,
+    a: &str,
+    b: &str,
+) {
+    let (first, last) = (nodes[0], nodes[nodes.len() - 1]);
+    let a_operator = make_key(first, admin, a, "operator").await.secret;
+    let b_operator = make_key(first, admin, b, "operator").await.secret;
+    let (status, hook) = json_as(
+        first,
+        &a_operator,
+        "POST",
+        "/v1/webhooks",
+        Some(json!({"url": "https://93.184.215.14/hook", "events": ["run.failed"]})),
+    )
+    .await;
+    assert_eq!(status, 200, "{hook}");
+    let hook_id = hook["webhook_id"].as_str().unwrap();
+    let (status, schedule) = json_as(
+        first,
+        &a_operator,
+        "POST",
+        "/v1/schedules",
+        Some(json!({"skill_id": "text-stats", "input": {"text": "x"}, "cron": "0 0 1 1 *"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{schedule}");
+    let schedule_id = schedule["schedule_id"].as_str().unwrap();
+    let (_, listed) = json_as(last, &b_operator, "GET", "/v1/webhooks", None).await;
+    assert_eq!(listed, json!({"webhooks": []}));
+    let (_, listed) = json_as(last, &b_operator, "GET", "/v1/schedules", None).await;
+    assert_eq!(listed, json!({"schedules": []}));
+    for (method, path) in [
+        ("DELETE", format!("/v1/webhooks/{hook_id}")),
+        ("POST", format!("/v1/webhooks/{hook_id}/rotate")),
+        ("GET", format!("/v1/webhooks/{hook_id}/deliveries")),
+        (
+            "POST",
+            format!("/v1/webhooks/{hook_id}/deliveries/msg_x/redeliver"),
+        ),
+        ("GET", format!("/v1/schedules/{schedule_id}")),
+        ("PATCH", format!("/v1/schedules/{schedule_id}")),
+        ("DELETE", format!("/v1/schedules/{schedule_id}")),
+        ("POST", format!("/v1/schedules/{schedule_id}/trigger")),
+    ] {
+        let body = (method != "GET" && method != "DELETE").then(|| json!({"paused": true}));
+        let (status, answer) = json_as(last, &b_operator, method, &path, body).await;
+        assert_eq!(status, 404, "{method} {path}: {answer}");
+    }
+    for path in [
+        format!("/v1/webhooks/{hook_id}"),
+        format!("/v1/schedules/{schedule_id}"),
+    ] {
+        let (status, _) = json_as(first, &a_operator, "DELETE", &path, None).await;
+        assert_eq!(status, 200, "{path}");
+    }
+}
+
 /// Polls a job's status as `key` until it is one of `wanted`.
 async fn wait_as(server: &TestServer, key: &str, rid: &str, wanted: &[&str]) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -302,6 +363,7 @@ async fn tenants_are_kept_apart(
         a_tenant,
     };
     secrets_are_kept_apart(nodes, &keys.admin, &keys.a_tenant, &b_tenant).await;
+    webhooks_and_schedules_are_kept_apart(nodes, &keys.admin, &keys.a_tenant, &b_tenant).await;
 
     // A's runs: one finished with an artifact and a unique input, one waiting for an answer,
     // one waiting for its upload.

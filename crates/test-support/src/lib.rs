@@ -581,6 +581,10 @@ case "$mode" in
   noartifact) echo '{"summary":"x"}' ;;
   error) echo '{"success": false, "error": {"code": "BAD_INPUT", "message": "skill said no"}}' ;;
   sleep) sleep 30; echo '{"summary":"late"}' ;;
+  hangfirst)
+    if [ "$SKILL_RUNNER_TURN" = 1 ]; then sleep 300; fi
+    mkdir -p artifacts; printf r > artifacts/report.md
+    printf '{"summary":"attempt %s","turn":%s}\n' "$SKILL_RUNNER_TURN" "$SKILL_RUNNER_TURN" ;;
   drip)
     mkdir -p artifacts; printf 'dripped' > artifacts/report.md
     for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do

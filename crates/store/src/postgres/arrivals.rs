@@ -13,11 +13,13 @@ impl ArrivalStore for Postgres {
         failed: &RetriedAttempt,
     ) -> anyhow::Result<Option<Run>> {
         let mut tx = self.pool.begin().await?;
-        // The claim goes: any node holding the run's files (or any node, with shared
-        // storage) may take its next attempt.
+        // The claim goes: the node holding the run's files takes its next attempt, or any
+        // node once that one is gone (a lost node's turn: its files went with it).
         let row: Option<RunRow> = sqlx::query_as(concat!(
             "UPDATE runs SET status = 'queued', retries = retries + 1, not_before = $1,
                  pgid = NULL, pg_boot_id = NULL, pg_start_ticks = NULL, lease_node = NULL,
+                 node = CASE WHEN EXISTS (SELECT 1 FROM nodes n WHERE n.node_id = runs.node)
+                             THEN node END,
                  updated_at = $2
              WHERE run_id = $3 AND status = 'running'
              RETURNING ",
