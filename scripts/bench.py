@@ -1230,9 +1230,82 @@ def secrets(rounds=int(os.environ.get("BENCH_ROUNDS", "3")), n=2000):
               f"{cpu_added:.3f} ms of service CPU per request")
 
 
+def receiver():
+    """A webhook receiver on loopback: the arrival time of each run's first delivery, by request
+    id (the signature is checked by the tests; here only the arrivals count)."""
+    import http.server
+    import threading
+    arrived = {}
+    lock = threading.Lock()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("content-length", "0")))
+            now = time.perf_counter()
+            rid = json.loads(body)["data"]["request_id"]
+            with lock:
+                arrived.setdefault(rid, now)
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, arrived
+
+
+def webhooks():
+    """create -> webhook received of `sh` jobs, and finished jobs/s with a webhook beside none,
+    in one run."""
+    server, arrived = receiver()
+    hook_port = server.server_address[1]
+    rates = {}
+    for label, hooked in (("off", False), ("on", True)):
+        with tempfile.TemporaryDirectory() as tmp:
+            port = free_port()
+            proc = start(tmp, port, env_extra={
+                "SKILL_RUNNER_MAX_QUEUE_SIZE": "100000",
+                "SKILL_RUNNER_WEBHOOK_ALLOW": f"127.0.0.1:{hook_port}"})
+            wait_ready(port)
+            client = Client(port)
+            if hooked:
+                status, made = client.call("POST", "/v1/webhooks", {
+                    "url": f"http://127.0.0.1:{hook_port}/hook", "events": ["run.succeeded"]})
+                assert status == 200, made
+                latencies = []
+                for n in range(200):
+                    t0 = time.perf_counter()
+                    _, body = create(client, 10_000_000 + n)
+                    rid = body["request_id"]
+                    while rid not in arrived:
+                        time.sleep(0.0002)
+                    latencies.append((arrived[rid] - t0) * 1000)
+                print(f"create -> webhook received, /bin/sh skill, sequential ({len(latencies)} "
+                      f"jobs): p50 {statistics.median(latencies):.1f} ms, "
+                      f"p99 {pct(latencies, 99):.1f} ms")
+            before = len(arrived)
+            t0 = time.perf_counter()
+            rate, split = finished_rate(port, proc.pid)
+            if hooked:
+                # Every run's delivery, after the runs themselves.
+                while len(arrived) - before < 2000:
+                    time.sleep(0.01)
+                    assert time.perf_counter() - t0 < 120, "deliveries stalled"
+                print(f"  all 2000 deliveries received {time.perf_counter() - t0:.1f} s after "
+                      f"the first create")
+            rates[label] = rate
+            print(f"finished jobs/s with webhooks {label}: {rate:,.0f} jobs/s ({split})")
+            proc.terminate()
+            proc.wait()
+    server.shutdown()
+    print(f"  with a webhook, {rates['on'] / rates['off']:.2f} of the jobs/s without one")
+
+
 SECTIONS = {"startup": startup, "load": load, "jobs": jobs, "barriers": barriers, "sse": sse,
             "invoke": invoke, "surface": surface, "cluster": cluster, "runlist": runlist,
-            "tenants": tenants, "secrets": secrets}
+            "tenants": tenants, "secrets": secrets, "webhooks": webhooks}
 
 if __name__ == "__main__":
     if not os.path.exists(BINARY):

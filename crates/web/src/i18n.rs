@@ -206,6 +206,11 @@ const MESSAGES: &[(&str, &str, &str)] = &[
         "修复第 {n} 轮（共 {of} 轮）",
     ),
     ("timeline.waiting", "Waiting for a reply", "等待回复"),
+    (
+        "timeline.retry",
+        "Attempt {n} failed: waiting to try again",
+        "第 {n} 次尝试失败：等待重试",
+    ),
     ("timeline.answered", "answered", "已回复"),
     ("timeline.auto", "decided automatically", "自动决定"),
     ("timeline.so_far", "so far", "至今"),

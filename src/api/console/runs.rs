@@ -327,7 +327,15 @@ async fn run_info(
         .repair_rounds(&run.run_id)
         .await
         .map_err(ApiError::from)?;
-    let timeline = timeline::of(&run, &interactions, &repairs, Timestamp::now());
+    let retried = match run.retries {
+        0 => Vec::new(),
+        _ => state
+            .store
+            .retried_attempts(&run.run_id)
+            .await
+            .map_err(ApiError::from)?,
+    };
+    let timeline = timeline::of(&run, &interactions, &repairs, &retried, Timestamp::now());
     let again = request
         .skill_id
         .clone()

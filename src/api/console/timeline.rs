@@ -1,14 +1,16 @@
 //! A run's timeline on its page: the wait in the queue, each turn, each repair round of an
-//! answer that broke the output contract, each wait for a reply, and the end, with when each
-//! began (after the run's creation) and how long it took.
+//! answer that broke the output contract, each wait for a reply, each pause before an attempt
+//! tried again after a failure that may pass, and the end, with when each began (after the
+//! run's creation) and how long it took.
 //!
 //! It is made from what the store keeps of a run: its creation, its first start, the moments
 //! each question was asked and answered, and its end. The store does not keep when a resumed
-//! turn left the queue, so a turn after a reply is counted from the reply.
+//! turn left the queue, so a turn after a reply is counted from the reply, and one after a
+//! retry from the time it was due.
 
 use super::Lang;
 use crate::clock::Timestamp;
-use crate::store::{Interaction, RepairRound, Resolution, Run};
+use crate::store::{Interaction, RepairRound, Resolution, RetriedAttempt, Run};
 
 /// What a step of the timeline was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +23,8 @@ pub enum Phase {
     Repair(u32, u32),
     /// Waiting for the answer to a question; `None` while none came.
     Waiting(Option<Resolution>),
+    /// Attempt `n` failed in a way that may pass: the pause before the next.
+    Retry(u32),
     /// The run ended in this state.
     Ended(&'static str),
 }
@@ -58,28 +62,31 @@ impl Step {
             Phase::Waiting(Some(Resolution::AutoDecideTimeout)) => {
                 format!("{} ({})", l.tr("timeline.waiting"), l.tr("timeline.auto"))
             }
+            Phase::Retry(n) => l.tr("timeline.retry").replace("{n}", &n.to_string()),
             Phase::Ended(status) => status.to_owned(),
         }
     }
 
-    /// `queued`, `turn`, `repair`, `waiting` or `ended`, for styling and tests.
+    /// `queued`, `turn`, `repair`, `waiting`, `retry` or `ended`, for styling and tests.
     pub fn kind(&self) -> &'static str {
         match self.phase {
             Phase::Queued => "queued",
             Phase::Turn(_) => "turn",
             Phase::Repair(..) => "repair",
             Phase::Waiting(_) => "waiting",
+            Phase::Retry(_) => "retry",
             Phase::Ended(_) => "ended",
         }
     }
 }
 
-/// The steps of `run`, whose questions are `interactions` (in the order asked) and whose
-/// answers took `repairs`, as of `now`.
+/// The steps of `run`, whose questions are `interactions` (in the order asked), whose
+/// answers took `repairs` and whose failed attempts were `retried`, as of `now`.
 pub fn of(
     run: &Run,
     interactions: &[Interaction],
     repairs: &[RepairRound],
+    retried: &[RetriedAttempt],
     now: Timestamp,
 ) -> Vec<Step> {
     let end = run.finished_at;
@@ -110,16 +117,31 @@ pub fn of(
     };
     push(Phase::Queued, run.created_at, run.started_at);
     if let Some(first) = run.started_at {
+        // What ends a turn short of the run's end: a question, or a failed attempt tried again.
+        let mut pauses: Vec<(Timestamp, Phase, Option<Timestamp>)> = interactions
+            .iter()
+            .map(|asked| {
+                (
+                    asked.asked_at,
+                    Phase::Waiting(asked.resolution),
+                    asked.replied_at,
+                )
+            })
+            .chain(retried.iter().map(|failed| {
+                (
+                    failed.failed_at,
+                    Phase::Retry(failed.attempt),
+                    Some(failed.next_attempt_at),
+                )
+            }))
+            .collect();
+        pauses.sort_by_key(|(at, _, _)| *at);
         let (mut turn, mut from, mut waiting) = (1, first, false);
-        for asked in interactions {
-            turn_steps(&mut push, turn, from, Some(asked.asked_at));
-            push(
-                Phase::Waiting(asked.resolution),
-                asked.asked_at,
-                asked.replied_at,
-            );
-            match asked.replied_at {
-                Some(replied) => (turn, from) = (turn + 1, replied),
+        for (at, phase, until) in pauses {
+            turn_steps(&mut push, turn, from, Some(at));
+            push(phase, at, until);
+            match until {
+                Some(until) => (turn, from) = (turn + 1, until),
                 None => {
                     waiting = true;
                     break;
@@ -234,6 +256,7 @@ mod tests {
                 asked(2, 20, Some((30, Resolution::AutoDecideTimeout))),
             ],
             &[],
+            &[],
             at(50),
         );
         assert_eq!(
@@ -276,6 +299,7 @@ mod tests {
             &run(RunStatus::Succeeded, 1, Some(2), Some(20)),
             &[],
             &[round(1, 8), round(2, 12)],
+            &[],
             at(30),
         );
         assert_eq!(
@@ -293,13 +317,42 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_attempt_tried_again_ends_its_turn_with_a_pause() {
+        let failed = RetriedAttempt {
+            attempt: 1,
+            turn: 1,
+            error_code: Some("MODEL_ENDPOINT_ERROR".into()),
+            error_message: "502".into(),
+            failed_at: at(5),
+            next_attempt_at: at(7),
+        };
+        let steps = of(
+            &run(RunStatus::Succeeded, 2, Some(1), Some(12)),
+            &[],
+            &[],
+            &[failed],
+            at(20),
+        );
+        assert_eq!(
+            shape(&steps),
+            [
+                (Phase::Queued, 0, Some(1), false),
+                (Phase::Turn(1), 1, Some(4), false),
+                (Phase::Retry(1), 5, Some(2), false),
+                (Phase::Turn(2), 7, Some(5), false),
+                (Phase::Ended("succeeded"), 12, None, false),
+            ]
+        );
+    }
+
+    #[test]
     fn what_is_under_way_is_counted_so_far() {
         // Still in the queue.
-        let steps = of(&run(RunStatus::Queued, 0, None, None), &[], &[], at(7));
+        let steps = of(&run(RunStatus::Queued, 0, None, None), &[], &[], &[], at(7));
         assert_eq!(shape(&steps), [(Phase::Queued, 0, Some(7), true)]);
         // Waiting for the answer to its first question.
         let waiting = run(RunStatus::WaitingUser, 1, Some(1), None);
-        let steps = of(&waiting, &[asked(1, 5, None)], &[], at(9));
+        let steps = of(&waiting, &[asked(1, 5, None)], &[], &[], at(9));
         assert_eq!(
             shape(&steps),
             [
@@ -314,6 +367,7 @@ mod tests {
             &run(RunStatus::Queued, 1, Some(1), None),
             &replied,
             &[],
+            &[],
             at(9),
         );
         assert_eq!(steps.last().unwrap().phase, Phase::Queued);
@@ -322,6 +376,7 @@ mod tests {
         let steps = of(
             &run(RunStatus::Canceled, 1, Some(1), Some(8)),
             &replied,
+            &[],
             &[],
             at(9),
         );
@@ -337,6 +392,7 @@ mod tests {
             &run(RunStatus::Canceled, 1, Some(1), Some(8)),
             &[asked(1, 5, None)],
             &[],
+            &[],
             at(9),
         );
         assert_eq!(
@@ -347,7 +403,13 @@ mod tests {
             ]
         );
         // Canceled before it ever started.
-        let steps = of(&run(RunStatus::Canceled, 0, None, Some(3)), &[], &[], at(9));
+        let steps = of(
+            &run(RunStatus::Canceled, 0, None, Some(3)),
+            &[],
+            &[],
+            &[],
+            at(9),
+        );
         assert_eq!(
             shape(&steps),
             [
