@@ -217,6 +217,10 @@ impl Jobs {
                             "updated_at": run.updated_at,
                             "error_code": run.error_code,
                             "pending_interaction_id": run.pending_interaction_id,
+                            // A failed attempt tried again: the run waits queued until then.
+                            "current_attempt": run.turn,
+                            "next_attempt_at": (run.status == RunStatus::Queued && run.retries > 0)
+                                .then_some(run.not_before).flatten(),
                         }).into(),
                     };
                 }
