@@ -40,6 +40,30 @@ pub const TRIES: &str = "skill_runner_webhook_tries_total";
 /// From a run's move to a delivery's success, seconds.
 pub const DELIVERY_SECONDS: &str = "skill_runner_webhook_delivery_seconds";
 
+/// What follows try `attempt` that the endpoint answered `status` (`None`: no answer), its
+/// webhook failing since `failing_since`, at `now`.
+fn after_try(
+    status: Option<u16>,
+    attempt: u32,
+    failing_since: Option<Timestamp>,
+    now: Timestamp,
+) -> AfterTry {
+    match status {
+        Some(200..=299) => AfterTry::Delivered,
+        Some(410) => AfterTry::Disable("the endpoint answered 410 Gone".into()),
+        _ if failing_since.is_some_and(|since| now.duration_since(since) >= FAILING_LIMIT) => {
+            AfterTry::Disable("every delivery failed for five days".into())
+        }
+        _ => match PAUSES.get(attempt as usize - 1) {
+            Some(pause) => AfterTry::RetryAt(Timestamp::from(
+                chrono::DateTime::<chrono::Utc>::from(now)
+                    + chrono::Duration::seconds(*pause as i64),
+            )),
+            None => AfterTry::GiveUp,
+        },
+    }
+}
+
 impl Webhooks {
     /// Sends due deliveries until `shutdown`.
     pub async fn send_loop(self: Arc<Self>, shutdown: CancellationToken) {
@@ -91,20 +115,12 @@ impl Webhooks {
             Ok((status, answer)) => (Some(status), Some(answer), None),
             Err(why) => (None, None, Some(why)),
         };
-        let next = match status_code {
-            Some(200..=299) => AfterTry::Delivered,
-            Some(410) => AfterTry::Disable("the endpoint answered 410 Gone".into()),
-            _ if claimed
-                .failing_since
-                .is_some_and(|since| Timestamp::now().duration_since(since) >= FAILING_LIMIT) =>
-            {
-                AfterTry::Disable("every delivery failed for five days".into())
-            }
-            _ => match PAUSES.get(attempt as usize - 1) {
-                Some(pause) => AfterTry::RetryAt(Timestamp::after(Duration::from_secs(*pause))),
-                None => AfterTry::GiveUp,
-            },
-        };
+        let next = after_try(
+            status_code,
+            attempt,
+            claimed.failing_since,
+            Timestamp::now(),
+        );
         let kind = match (&next, &error) {
             (AfterTry::Delivered, _) => "delivered",
             (_, Some(_)) => "refused",
@@ -177,5 +193,35 @@ impl Webhooks {
         }
         kept.truncate(KEPT_ANSWER);
         Ok((status, String::from_utf8_lossy(&kept).into_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tries_follow_the_standard_schedule_then_stop_and_gone_or_five_days_disable() {
+        let now = Timestamp::parse("2026-11-29T00:00:00Z").unwrap();
+        assert_eq!(after_try(Some(204), 1, None, now), AfterTry::Delivered);
+        let pauses: Vec<u64> = (1..=7)
+            .map(
+                |attempt| match after_try(Some(500), attempt, Some(now), now) {
+                    AfterTry::RetryAt(at) => at.duration_since(now).as_secs(),
+                    other => panic!("{other:?}"),
+                },
+            )
+            .collect();
+        assert_eq!(pauses, [5, 300, 1_800, 7_200, 18_000, 36_000, 36_000]);
+        assert_eq!(after_try(None, 8, Some(now), now), AfterTry::GiveUp);
+        assert!(matches!(
+            after_try(Some(410), 1, None, now),
+            AfterTry::Disable(_)
+        ));
+        let days_ago = Timestamp::parse("2026-11-24T00:00:00Z").unwrap();
+        assert!(matches!(
+            after_try(Some(503), 3, Some(days_ago), now),
+            AfterTry::Disable(why) if why.contains("five days")
+        ));
     }
 }
