@@ -256,8 +256,14 @@ def forkserver_of(pid):
 def ended_runs(conn):
     """Runs the node behind `conn` (an `http.client` connection) has ended, by status, from
     its `/metrics`."""
-    conn.request("GET", "/metrics")
-    text = conn.getresponse().read().decode()
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+        # Closed by the service after its header timeout while the burst ran: reconnect.
+        conn.close()
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
     ended = {}
     for line in text.splitlines():
         if line.startswith("skill_runner_runs_ended_total{"):

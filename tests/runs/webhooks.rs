@@ -339,3 +339,55 @@ async fn a_node_killed_holding_a_delivery_leaves_it_to_another() {
     assert_eq!(receiver.deliveries().len(), 1, "delivered once");
     drop(b);
 }
+
+/// The address rules hold at each delivery, not only at creation: a webhook made while the
+/// operator allowed its target is refused once the allowance is gone, and nothing reaches it.
+#[tokio::test]
+async fn a_target_is_checked_again_at_each_delivery() {
+    let Some(receiver) = Receiver::start() else {
+        return;
+    };
+    let dirs = TestDirs::new();
+    probe_skill("probe", None).write_into(&dirs.skills);
+    let allow = receiver.allow();
+    let mut server = TestServer::start_with(
+        dirs.clone(),
+        &[("SKILL_RUNNER_WEBHOOK_ALLOW", allow.as_str())],
+    );
+    let (status, made) = server
+        .post_json(
+            "/v1/webhooks",
+            json!({"url": receiver.url("/h"), "events": ["run.succeeded"]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{made}");
+    let webhook_id = made["webhook_id"].as_str().unwrap().to_owned();
+    server.kill();
+    let server = TestServer::start_with(dirs, &[]);
+    let rid = server.create_job(probe("ok", 1)).await;
+    server
+        .wait_status(&format!("/v1/jobs/{rid}"), &["succeeded"])
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let log = loop {
+        let (_, log) = server
+            .get(&format!("/v1/webhooks/{webhook_id}/deliveries"))
+            .await;
+        if log["deliveries"][0]["tries"][0].is_object() || Instant::now() > deadline {
+            break log;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let tried = &log["deliveries"][0]["tries"][0];
+    assert!(
+        tried["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("public addresses only")),
+        "{log}"
+    );
+    assert_eq!(tried["status_code"], Value::Null, "{log}");
+    assert!(
+        receiver.deliveries().is_empty(),
+        "nothing reached the target"
+    );
+}

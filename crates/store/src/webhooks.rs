@@ -388,8 +388,21 @@ impl WebhookStore for Sqlite {
         node: &str,
         until: Timestamp,
     ) -> anyhow::Result<Option<Claimed>> {
-        let writing = self.writing().await?;
         let now = Timestamp::now();
+        // Most looks find nothing due: a read says so without taking the writer's turn.
+        let due: Option<(i64,)> = sqlx::query_as(
+            "SELECT 1 FROM webhook_deliveries
+             WHERE state = 'pending' AND next_attempt_at <= ?
+               AND (claimed_until IS NULL OR claimed_until < ?) LIMIT 1",
+        )
+        .bind(now)
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        if due.is_none() {
+            return Ok(None);
+        }
+        let writing = self.writing().await?;
         let mut tx = writing.pool().begin().await?;
         let row: Option<ClaimRow> = sqlx::query_as(
             "UPDATE webhook_deliveries SET claimed_by = ?, claimed_until = ?
