@@ -144,8 +144,12 @@ async fn a_put_off_run_waits_for_its_time(store: Store) {
             "callback_url: 'ftp://x/' must be an http",
         ),
         (
-            json!({"callback_url": "https://example.com/h"}),
-            "does not deliver callbacks yet",
+            json!({"callback_url": "https://93.184.215.14/h"}),
+            "this tenant has no enabled webhook",
+        ),
+        (
+            json!({"callback_url": "http://127.0.0.1:9/h"}),
+            "public addresses only",
         ),
     ] {
         let mut body = body;

@@ -27,6 +27,9 @@ use tokio::io::AsyncWriteExt as _;
 use crate::run_folder::{RunFolder, open_beneath};
 use skill_runner_skill::walk::files_under;
 
+/// The object of a skill's folder in storage that names its current version.
+const CURRENT: &str = "current";
+
 /// Where settled run folders are copied for the other nodes.
 #[derive(Debug, Clone)]
 pub struct Storage {
@@ -100,16 +103,31 @@ impl Storage {
             .join(format!("{version}.zip"))
     }
 
-    /// Keeps an installed skill's package (`skills/<id>/<version>.zip`) for the other nodes.
+    /// The object naming a skill's version kept last (`skills/<id>/current`).
+    fn current_key(&self, id: &str) -> Key {
+        self.prefix.clone().join("skills").join(id).join(CURRENT)
+    }
+
+    /// Keeps an installed skill's package (`skills/<id>/<version>.zip`) for the other nodes,
+    /// then names it the skill's current one.
     pub async fn save_package(&self, id: &str, version: &str, zip: &Path) -> anyhow::Result<()> {
         let file = tokio::fs::File::open(zip).await?;
-        self.put(self.package_key(id, version), file).await
+        self.put(self.package_key(id, version), file).await?;
+        self.objects
+            .put(
+                &self.current_key(id),
+                version.to_owned().into_bytes().into(),
+            )
+            .await
+            .context("writing to the shared storage")?;
+        Ok(())
     }
 
     /// The newest package kept of each skill, as `(id, version)`: the highest semantic
     /// version when all of a skill's versions are one (a refused downgrade may have been kept
-    /// after the install it lost to), else the one kept last (a standard skill versioned by
-    /// its contents).
+    /// after the install it lost to), else the one named current, kept last (a standard skill
+    /// versioned by its contents). Object stores time their objects to the second (S3), so two
+    /// packages kept within one second cannot be told apart by their times: the name can.
     pub async fn packages(&self) -> anyhow::Result<Vec<(String, String)>> {
         let root = self.prefix.clone().join("skills");
         let mut listed = self.objects.list(Some(&root));
@@ -127,23 +145,37 @@ impl Storage {
                 .or_default()
                 .push((version.to_owned(), object.last_modified));
         }
-        Ok(kept
-            .into_iter()
-            .filter_map(|(id, versions)| {
-                let semantic: Option<Vec<semver::Version>> = versions
-                    .iter()
-                    .map(|(v, _)| semver::Version::parse(v).ok())
-                    .collect();
-                let newest = match semantic {
-                    Some(semantic) => semantic.into_iter().max().map(|v| v.to_string()),
-                    None => versions
+        let mut newest = Vec::new();
+        for (id, versions) in kept {
+            let semantic: Option<Vec<semver::Version>> = versions
+                .iter()
+                .map(|(v, _)| semver::Version::parse(v).ok())
+                .collect();
+            let chosen = match semantic {
+                Some(semantic) => semantic.into_iter().max().map(|v| v.to_string()),
+                None => match self.current(&id).await? {
+                    Some(current) if versions.iter().any(|(v, _)| *v == current) => Some(current),
+                    _ => versions
                         .into_iter()
                         .max_by_key(|(_, written)| *written)
                         .map(|(v, _)| v),
-                };
-                newest.map(|version| (id, version))
-            })
-            .collect())
+                },
+            };
+            newest.extend(chosen.map(|version| (id, version)));
+        }
+        Ok(newest)
+    }
+
+    /// The version named current of skill `id`, if one is.
+    async fn current(&self, id: &str) -> anyhow::Result<Option<String>> {
+        match self.objects.get(&self.current_key(id)).await {
+            Ok(got) => {
+                let bytes = got.bytes().await.context("reading the shared storage")?;
+                Ok(Some(String::from_utf8_lossy(&bytes).trim().to_owned()))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e).context("reading the shared storage"),
+        }
     }
 
     /// Writes the package of skill `id` at `version` to `dest`.

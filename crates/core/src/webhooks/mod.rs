@@ -42,7 +42,11 @@ pub struct Webhooks {
     /// A delivery may be due: a run moved, a delivery was sent again.
     due: Arc<tokio::sync::Notify>,
     node_id: String,
+    /// HTTP clients by target host and checked addresses ([`sender`]).
+    clients: std::sync::Mutex<Clients>,
 }
+
+type Clients = std::collections::HashMap<(String, Vec<std::net::SocketAddr>), reqwest::Client>;
 
 impl Webhooks {
     pub fn new(store: Store, allowed: Allowed, node_id: String) -> Arc<Self> {
@@ -51,6 +55,7 @@ impl Webhooks {
             allowed,
             due: Arc::default(),
             node_id,
+            clients: Default::default(),
         })
     }
 
