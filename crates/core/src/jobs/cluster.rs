@@ -308,6 +308,7 @@ impl Jobs {
             policy: Some(policy),
             skill_safe,
             answered: 0,
+            retry_after: None,
         };
         let Some(attempt) = failed.retry(ending) else {
             return false;

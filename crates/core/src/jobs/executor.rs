@@ -585,6 +585,7 @@ impl Jobs {
             policy: options.retry.as_ref(),
             skill_safe: skill.retry_safe,
             answered: model_calls.answered(),
+            retry_after: model_calls.retry_after(),
         };
         Ok(match end {
             TurnEnd::Ended(ending) => match failed.retry(&ending) {

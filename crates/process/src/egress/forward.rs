@@ -149,7 +149,11 @@ impl Forwarder {
             None => self.send(request.map(|b| b.boxed()), &mut line).await,
             Some(calls) => {
                 let sent = self.send_patiently(request, &mut line).await;
-                calls.record(sent.as_ref().map(Response::status).map_err(Clone::clone));
+                calls.record(
+                    sent.as_ref()
+                        .map(|r| (r.status(), asked_wait(r)))
+                        .map_err(Clone::clone),
+                );
                 sent
             }
         };
@@ -213,8 +217,8 @@ impl Forwarder {
                 .map_err(|e| e.to_string())?;
             *again.headers_mut() = parts.headers.clone();
             let response = self.send(again, line).await?;
-            let wait = match rate_wait(&response) {
-                Some(wait) if waits < RATE_WAITS => wait,
+            let wait = match asked_wait(&response) {
+                Some(wait) if wait <= LONGEST_RATE_WAIT && waits < RATE_WAITS => wait,
                 _ => return Ok(response),
             };
             waits += 1;
@@ -392,9 +396,8 @@ where
     Ok(sender)
 }
 
-/// How long a `429` answer asks to wait, when it asks for a wait a door waits out itself
-/// (`retry-after-ms`, or `Retry-After` in seconds).
-fn rate_wait(response: &Response<Incoming>) -> Option<Duration> {
+/// How long a `429` answer asks to wait (`retry-after-ms`, or `Retry-After` in seconds).
+fn asked_wait(response: &Response<Incoming>) -> Option<Duration> {
     if response.status() != StatusCode::TOO_MANY_REQUESTS {
         return None;
     }
@@ -406,10 +409,9 @@ fn rate_wait(response: &Response<Incoming>) -> Option<Duration> {
             .and_then(|v| v.trim().parse::<f64>().ok())
             .filter(|v| v.is_finite() && *v >= 0.0)
     };
-    let wait = header("retry-after-ms")
+    header("retry-after-ms")
         .map(|ms| Duration::from_secs_f64(ms / 1000.0))
-        .or_else(|| header("retry-after").map(Duration::from_secs_f64))?;
-    (wait <= LONGEST_RATE_WAIT).then_some(wait)
+        .or_else(|| header("retry-after").map(Duration::from_secs_f64))
 }
 
 /// Whether the request names `target`'s host (its `Host` header, or an absolute-form URI's

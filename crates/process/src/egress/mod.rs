@@ -83,6 +83,8 @@ pub struct ModelCalls {
 struct CallState {
     answered: u32,
     failure: Option<ModelFailure>,
+    /// The wait the latest failure asked for (a `429`'s `Retry-After`).
+    retry_after: Option<std::time::Duration>,
 }
 
 /// How the endpoint failed the latest model call, when it did.
@@ -114,15 +116,27 @@ impl ModelCalls {
         self.lock().failure.clone()
     }
 
-    fn record(&self, outcome: Result<StatusCode, String>) {
+    /// The wait the endpoint asked for with its latest failure (a `429` too long for the door
+    /// to wait out itself): a retry waits at least that long.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        self.lock().retry_after
+    }
+
+    /// Keeps what a call came to: the endpoint's status and the wait it asked for, or why
+    /// there was no answer.
+    fn record(&self, outcome: Result<(StatusCode, Option<std::time::Duration>), String>) {
         let mut state = self.lock();
+        state.retry_after = None;
         match outcome {
-            Ok(status) if status.is_success() => {
+            Ok((status, _)) if status.is_success() => {
                 state.answered += 1;
                 state.failure = None;
             }
-            Ok(status) if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS => {
+            Ok((status, asked))
+                if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS =>
+            {
                 state.failure = Some(ModelFailure::Status(status.as_u16()));
+                state.retry_after = asked;
             }
             // The turn's own mistake (a 4xx): not the endpoint's failure.
             Ok(_) => state.failure = None,
