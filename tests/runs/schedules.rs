@@ -122,6 +122,39 @@ async fn a_schedule_makes_one_run_per_tick_and_skips_an_overlap(store: Store) {
     assert_eq!(status, 200);
     let (status, _) = server.get(&format!("/v1/schedules/{slow_id}")).await;
     assert_eq!(status, 404);
+
+    // `cancel_previous`: each tick cancels the run still sleeping and makes its own.
+    let (_, eager) = server
+        .post_json(
+            "/v1/schedules",
+            json!({"skill_id": "probe", "parameter": {"mode": "sleep"}, "cron": "* * * * * *",
+                   "overlap": "cancel_previous", "runtime_options": {"no_cache": true}}),
+        )
+        .await;
+    let eager_id = eager["schedule_id"].as_str().unwrap().to_owned();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let runs = loop {
+        let runs = runs_of(&server, &eager_id).await;
+        if runs.len() >= 2 || std::time::Instant::now() > deadline {
+            break runs;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let (status, _) = server
+        .patch_json(
+            &format!("/v1/schedules/{eager_id}"),
+            json!({"paused": true}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let first = runs.values().next().unwrap()[0].clone();
+    let (_, shown) = server.get(&format!("/v1/jobs/{first}")).await;
+    assert_eq!(shown["status"], "canceled", "{runs:#?}: {shown}");
+    for rids in runs.values().skip(1) {
+        server
+            .post_json(&format!("/v1/jobs/{}/cancel", rids[0]), json!({}))
+            .await;
+    }
 }
 
 #[tokio::test]
