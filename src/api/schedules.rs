@@ -67,10 +67,8 @@ pub struct ScheduleList {
     pub schedules: Vec<ScheduleView>,
 }
 
-/// The schedule fields of a body; the others are the job's.
-const SCHEDULE_KEYS: [&str; 5] = ["cron", "timezone", "overlap", "catch_up_seconds", "paused"];
-
-/// A body's fields as a schedule's settings and its job's.
+/// A body's fields as a schedule's settings (`cron`, `timezone`, `overlap`,
+/// `catch_up_seconds`, `paused`) and its job's (the others).
 fn input_of(body: Map<String, Value>) -> Result<ScheduleInput, ApiError> {
     let invalid = |why: String| ApiError::from(crate::error::Error::invalid(why));
     let mut input = ScheduleInput::default();
@@ -170,21 +168,7 @@ pub async fn update_schedule(
     body: Result<Json<Map<String, Value>>, JsonRejection>,
 ) -> ApiResult<Json<ScheduleView>> {
     let Json(body) = body.map_err(bad_json)?;
-    let touches_job = body.keys().any(|k| !SCHEDULE_KEYS.contains(&k.as_str()));
-    let mut input = input_of(body)?;
-    if touches_job
-        && input
-            .job
-            .as_ref()
-            .is_some_and(|j| !j.contains_key("skill_id"))
-    {
-        // A job change keeps the skill unless it names another.
-        let current = state.jobs.schedule(&caller, &schedule_id).await?;
-        if let (Some(job), Some(skill)) = (input.job.as_mut(), current.schedule.job.get("skill_id"))
-        {
-            job.insert("skill_id".into(), skill.clone());
-        }
-    }
+    let input = input_of(body)?;
     let changed = state
         .jobs
         .update_schedule(&caller, &schedule_id, input)

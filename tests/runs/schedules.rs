@@ -91,6 +91,16 @@ async fn a_schedule_makes_one_run_per_tick_and_skips_an_overlap(store: Store) {
         .await;
     assert_eq!(status, 200, "{paused}");
     assert_eq!(paused["next_runs"], json!([]));
+    // A changed job keeps the schedule's skill unless it names another.
+    let (status, changed) = server
+        .patch_json(
+            &format!("/v1/schedules/{id}"),
+            json!({"parameter": {"mode": "ok", "n": 2}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{changed}");
+    assert_eq!(changed["job"]["skill_id"], "probe", "{changed}");
+    assert_eq!(changed["job"]["parameter"]["n"], 2, "{changed}");
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let by_tick = runs_of(&server, &id).await;
     assert!(by_tick.len() >= 3, "{by_tick:#?}");

@@ -437,7 +437,7 @@ impl WebhookStore for Sqlite {
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;
-        row.claimed(secrets, now)
+        row.claimed(secrets, now).map(Some)
     }
 
     async fn record_try(
@@ -602,7 +602,7 @@ impl ClaimRow {
         self,
         secrets: Vec<SigningRow>,
         now: Timestamp,
-    ) -> anyhow::Result<Option<Claimed>> {
+    ) -> anyhow::Result<Claimed> {
         let mut signing = Vec::new();
         let mut failing_since = None;
         for row in secrets {
@@ -616,7 +616,7 @@ impl ClaimRow {
                 signing.push(previous);
             }
         }
-        Ok(Some(Claimed {
+        Ok(Claimed {
             failing_since,
             delivery_id: self.delivery_id,
             webhook_id: self.webhook_id,
@@ -625,7 +625,7 @@ impl ClaimRow {
             attempts: u32::try_from(self.attempts)?,
             created_at: self.created_at,
             secrets: signing,
-        }))
+        })
     }
 }
 

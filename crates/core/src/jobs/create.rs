@@ -121,11 +121,8 @@ impl Arrival {
             }
             options.run_after = Some(at);
         }
-        if let Some(url) = self.callback_url {
-            crate::webhooks::target::check_url(&url)
-                .map_err(|why| Error::invalid(format!("callback_url: {why}")))?;
-            options.callback_url = Some(url);
-        }
+        // Checked by `check_callback` (its form and its addresses).
+        options.callback_url = self.callback_url;
         options.schedule_id = self.schedule_id;
         options.schedule_tick_at = self.schedule_tick_at;
         Ok(())

@@ -214,7 +214,13 @@ impl Jobs {
 
     /// Checks and sets the fields `input` gives; the next tick follows the cadence.
     async fn apply(&self, schedule: &mut Schedule, input: ScheduleInput) -> Result<()> {
-        if let Some(job) = input.job {
+        if let Some(mut job) = input.job {
+            // A changed job keeps the schedule's skill unless it names another.
+            if let (false, Some(skill)) =
+                (job.contains_key("skill_id"), schedule.job.get("skill_id"))
+            {
+                job.insert("skill_id".into(), skill.clone());
+            }
             if let Some(unknown) = job.keys().find(|k| !JOB_KEYS.contains(&k.as_str())) {
                 return Err(Error::invalid(format!(
                     "'{unknown}' is not a field a schedule's job takes; it takes {}",

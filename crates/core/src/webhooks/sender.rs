@@ -43,31 +43,6 @@ pub const DELIVERY_SECONDS: &str = "skill_runner_webhook_delivery_seconds";
 /// The most clients a node keeps, one per target host and its checked addresses.
 const CLIENTS: usize = 64;
 
-impl Webhooks {
-    /// A client that connects `target`'s host to its checked addresses only (no second
-    /// lookup, no proxy, no redirect followed), kept for the next delivery there: its TLS
-    /// set-up and open connections are reused.
-    fn client_for(&self, target: &target::Target) -> Result<reqwest::Client, String> {
-        let key = (target.host.clone(), target.addrs.clone());
-        let mut clients = self.clients.lock().expect("clients lock");
-        if let Some(client) = clients.get(&key) {
-            return Ok(client.clone());
-        }
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .timeout(TIMEOUT)
-            .resolve_to_addrs(&target.host, &target.addrs)
-            .build()
-            .map_err(|e| format!("no HTTP client: {e}"))?;
-        if clients.len() >= CLIENTS {
-            clients.clear();
-        }
-        clients.insert(key, client.clone());
-        Ok(client)
-    }
-}
-
 /// What follows try `attempt` that the endpoint answered `status` (`None`: no answer), its
 /// webhook failing since `failing_since`, at `now`.
 fn after_try(
@@ -180,6 +155,29 @@ impl Webhooks {
                 "cannot record a webhook try; its claim runs out and it is sent again"
             );
         }
+    }
+
+    /// A client that connects `target`'s host to its checked addresses only (no second
+    /// lookup, no proxy, no redirect followed), kept for the next delivery there: its TLS
+    /// set-up and open connections are reused.
+    fn client_for(&self, target: &target::Target) -> Result<reqwest::Client, String> {
+        let key = (target.host.clone(), target.addrs.clone());
+        let mut clients = self.clients.lock().expect("clients lock");
+        if let Some(client) = clients.get(&key) {
+            return Ok(client.clone());
+        }
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .timeout(TIMEOUT)
+            .resolve_to_addrs(&target.host, &target.addrs)
+            .build()
+            .map_err(|e| format!("no HTTP client: {e}"))?;
+        if clients.len() >= CLIENTS {
+            clients.clear();
+        }
+        clients.insert(key, client.clone());
+        Ok(client)
     }
 
     /// Posts the message: the endpoint's status and the first KiB of its answer, or why

@@ -168,7 +168,7 @@ impl WebhookStore for Postgres {
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;
-        row.claimed(secrets, now)
+        row.claimed(secrets, now).map(Some)
     }
 
     async fn record_try(
