@@ -1679,7 +1679,7 @@ async fn the_run_list_filters_and_pages() {
     let (_, _, page) = text(&server, &format!("/ui/runs/{}", ids[1])).await;
     assert!(page.contains("id=\"run-failure\""), "{page}");
     assert!(
-        page.contains("<p id=\"failure-message\">Exit code 3</p>"),
+        page.contains("<code id=\"failure-code\">SKILL_EXITED</code>"),
         "{page}"
     );
     assert!(!page.contains("id=\"run-output\""), "{page}");

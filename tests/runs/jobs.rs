@@ -323,7 +323,11 @@ async fn failing_paths_end_failed_with_the_reason() {
         ],
     );
     let cases = [
-        ("exit", None, "Exit code 3"),
+        (
+            "exit",
+            Some("SKILL_EXITED"),
+            "exited with code 3. The end of its stderr:\nboom on stderr",
+        ),
         ("nojson", None, "Output JSON missing or unreadable"),
         ("badschema", None, "Output validation error"),
         ("noartifact", None, "Missing required artifacts: report.md"),
@@ -341,6 +345,10 @@ async fn failing_paths_end_failed_with_the_reason() {
     }
     let (status, result) = run_mode(&server, "exit").await;
     assert_eq!(status["status"], "failed");
+    // A failure the service can explain says where to look.
+    let hint = status["error"]["hint"].as_str().unwrap();
+    assert!(hint.contains("stderr"), "{status}");
+    assert_eq!(result["result"]["error"]["hint"], hint);
     assert!(
         result["result"]["error"]["stderr"]
             .as_str()

@@ -25,6 +25,16 @@ pub fn for_code(code: &str) -> Option<&'static str> {
             "Nobody logged the engine in while the run waited: log it in (see the message), \
              then create the run again; SKILL_RUNNER_AUTH_WAIT_SECONDS sets how long runs wait."
         }
+        "SKILL_EXITED" => {
+            "The skill's program ended with an error: the end of its stderr is in the message \
+             (all of it under stderr on the run page, logs/stderr.txt in the run's bundle). Fix \
+             the input or the skill, then run it again."
+        }
+        "ENGINE_EXITED" => {
+            "The agent CLI ended with an error without saying why in its output: read the end of \
+             its stderr in the message (all of it under stderr on the run page); a login, model \
+             or network problem is the usual cause. Fix it, then run it again."
+        }
         "COMMAND_NOT_FOUND" => {
             "The program was not found inside the sandbox: install it, or add its folder to \
              SKILL_RUNNER_SANDBOX_READ_PATHS (an interpreter from pyenv needs ~/.pyenv there)."

@@ -24,6 +24,7 @@ use crate::skill::schema::Checker;
 use crate::skill::{ExecutionMode, InputSource, SkillFormat, SkillManifest};
 use crate::store::{ProcessMark, RepairRound};
 use skill_runner_skill::walk::files_under;
+use skill_runner_types::engine::Engine;
 
 /// The largest stretch of a turn's stdout searched for its answer (the answer comes last).
 const ANSWER_WINDOW: u64 = 8 * 1024 * 1024;
@@ -146,6 +147,15 @@ pub const DISK_FULL: &str = "DISK_FULL";
 pub const COMMAND_NOT_FOUND: &str = "COMMAND_NOT_FOUND";
 /// The shell found a program it could not start (exit 126).
 pub const COMMAND_NOT_EXECUTABLE: &str = "COMMAND_NOT_EXECUTABLE";
+/// A skill's own program (a script turn) exited non-zero or was killed by a signal, without
+/// saying why in its output.
+pub const SKILL_EXITED: &str = "SKILL_EXITED";
+/// An agent CLI exited non-zero or was killed by a signal, without saying why in its output.
+pub const ENGINE_EXITED: &str = "ENGINE_EXITED";
+
+/// How many of stderr's last lines a failure's message ends with, and at most how many bytes.
+const STDERR_LINES: usize = 12;
+const STDERR_LINES_BYTES: usize = 2048;
 
 /// The largest artifact searched for a secret's value.
 const MASKED_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;
@@ -545,7 +555,7 @@ async fn run_once(
                 stderr: Some(stderr),
             });
         }
-        Exit::Exited { code: Some(c) }
+        Exit::Exited { code: Some(c), .. }
             if c != 0 && crate::run_folder::volume_full(folder.root()) =>
         {
             return Ok(Outcome::Failed {
@@ -572,8 +582,8 @@ async fn run_once(
                 stderr: Some(stderr),
             });
         }
-        Exit::Exited { code: Some(0) } => {}
-        Exit::Exited { .. } => {
+        Exit::Exited { code: Some(0), .. } => {}
+        Exit::Exited { code, signal } => {
             return Ok(match reading.failure {
                 Some(failure) => Outcome::Failed {
                     envelope,
@@ -581,10 +591,8 @@ async fn run_once(
                     message: failure.message,
                     stderr: Some(stderr),
                 },
-                None => match exit {
-                    Exit::Exited {
-                        code: Some(c @ (126 | 127)),
-                    } => Outcome::Failed {
+                None => match code {
+                    Some(c @ (126 | 127)) => Outcome::Failed {
                         code: Some(if c == 127 {
                             COMMAND_NOT_FOUND
                         } else {
@@ -594,7 +602,16 @@ async fn run_once(
                         envelope,
                         stderr: Some(stderr),
                     },
-                    _ => failed(envelope, exit.describe(), Some(stderr)),
+                    _ => Outcome::Failed {
+                        code: Some(if plan.adapter.engine() == Engine::Script {
+                            SKILL_EXITED
+                        } else {
+                            ENGINE_EXITED
+                        }),
+                        message: exited(&program, code, signal, &stderr),
+                        envelope,
+                        stderr: Some(stderr),
+                    },
                 },
             });
         }
@@ -707,6 +724,32 @@ fn not_started(program: &str, code: i32, stderr: &str) -> String {
          the skill, the run folder and SKILL_RUNNER_SANDBOX_READ_PATHS can be read: install the \
          command there, or add its folder to SKILL_RUNNER_SANDBOX_READ_PATHS"
     )
+}
+
+/// `'sh' exited with code 1`, then the last lines of its stderr (already masked), so the
+/// failure says why wherever its message is shown.
+fn exited(program: &str, code: Option<i32>, signal: Option<i32>, stderr: &str) -> String {
+    let how = match (code, signal) {
+        (Some(c), _) => format!("'{program}' exited with code {c}"),
+        (None, Some(n)) => format!(
+            "'{program}' was killed by signal {}",
+            crate::process::signal_name(n)
+        ),
+        (None, None) => format!("'{program}' was killed by a signal"),
+    };
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return format!("{how}; it wrote nothing to stderr");
+    }
+    let mut tail = lines[lines.len().saturating_sub(STDERR_LINES)..].join("\n");
+    if tail.len() > STDERR_LINES_BYTES {
+        let mut from = tail.len() - STDERR_LINES_BYTES;
+        while !tail.is_char_boundary(from) {
+            from += 1;
+        }
+        tail = format!("…{}", &tail[from..]);
+    }
+    format!("{how}. The end of its stderr:\n{tail}")
 }
 
 fn failed(envelope: Envelope, message: String, stderr: Option<String>) -> Outcome {

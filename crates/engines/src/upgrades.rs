@@ -307,10 +307,10 @@ async fn npm_install(
         stderr,
     } = running.complete(deadline, cancel, windows).await;
     let error = match exit {
-        Exit::Exited { code: Some(0) } => None,
-        Exit::Exited { code: Some(code) } => {
-            Some(format!("Upgrade command exited with code {code}"))
-        }
+        Exit::Exited { code: Some(0), .. } => None,
+        Exit::Exited {
+            code: Some(code), ..
+        } => Some(format!("Upgrade command exited with code {code}")),
         Exit::TimedOut => Some(format!(
             "Upgrade command timed out after {} s; its process group was killed",
             NPM_TIMEOUT.as_secs()

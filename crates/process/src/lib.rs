@@ -191,8 +191,11 @@ impl std::fmt::Debug for OnOutput {
 /// How the process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
-    /// It exited by itself (`code` is `None` when a signal killed it).
-    Exited { code: Option<i32> },
+    /// It exited by itself: `code` is `None` when a signal killed it, and `signal` names it.
+    Exited {
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
     /// The hard timeout ended it.
     TimedOut,
     /// A cancel ended it.
@@ -209,8 +212,12 @@ impl Exit {
     /// How a process that did not succeed ended, for a failure message.
     pub fn describe(self) -> String {
         match self {
-            Exit::Exited { code: Some(n) } => format!("Exit code {n}"),
-            Exit::Exited { code: None } => "The process was killed by a signal".to_owned(),
+            Exit::Exited { code: Some(n), .. } => format!("Exit code {n}"),
+            Exit::Exited {
+                code: None,
+                signal: Some(n),
+            } => format!("The process was killed by signal {}", signal_name(n)),
+            Exit::Exited { code: None, .. } => "The process was killed by a signal".to_owned(),
             Exit::TimedOut => "The process ran past its time limit and was killed".to_owned(),
             Exit::Canceled => "The process was canceled".to_owned(),
             Exit::TooMuchOutput => {
@@ -226,6 +233,14 @@ impl Exit {
                 "The turn was stopped: the service could not store its output".to_owned()
             }
         }
+    }
+}
+
+/// `9 (SIGKILL)`: a signal's number with its name, when it has one.
+pub fn signal_name(n: i32) -> String {
+    match nix::sys::signal::Signal::try_from(n) {
+        Ok(signal) => format!("{n} ({})", signal.as_str()),
+        Err(_) => n.to_string(),
     }
 }
 
@@ -768,7 +783,7 @@ impl Running {
             () = self.unwritable.fired.cancelled() => Exit::LogUnwritable {
                 disk_full: self.unwritable.disk_full.load(std::sync::atomic::Ordering::Relaxed),
             },
-            code = self.leader.wait() => Exit::Exited { code },
+            code = self.leader.wait() => Exit::Exited { code, signal: None },
             () = tokio::time::sleep_until(deadline) => Exit::TimedOut,
             () = cancel.cancelled() => Exit::Canceled,
             hit = watch::watch(self.watched.clone()) => Exit::OverLimit(hit),
@@ -779,6 +794,10 @@ impl Running {
         // The leader is gone; anything it left behind in its group goes too.
         self.group.end();
         let signal = self.leader.signal();
+        let exit = match exit {
+            Exit::Exited { code, .. } => Exit::Exited { code, signal },
+            other => other,
+        };
         let groups = self.groups.take();
         let turn_uid = self.turn_uid.take();
         let watched = self.watched.take();

@@ -41,7 +41,22 @@ pub(super) struct Field {
 pub(super) struct Failure {
     pub code: Option<String>,
     pub message: String,
+    /// The end of the turn's stderr, when the message does not already end with it.
+    pub stderr_tail: Option<String>,
     pub hint: Option<String>,
+}
+
+/// How many of stderr's last lines a failure shows beside a message that lacks them.
+const STDERR_TAIL_LINES: usize = 12;
+
+/// The last lines of `stderr`, unless `message` already quotes its last line.
+fn stderr_tail(stderr: Option<&str>, message: &str) -> Option<String> {
+    let lines: Vec<&str> = stderr?.lines().filter(|l| !l.trim().is_empty()).collect();
+    let last = lines.last()?;
+    if message.contains(last) {
+        return None;
+    }
+    Some(lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..].join("\n"))
 }
 
 #[derive(Template)]
@@ -79,11 +94,13 @@ pub(super) async fn of(l: Lang, state: &AppState, request: &Request, run: &Run) 
     let failure = (run.status.is_terminal() && run.status != RunStatus::Succeeded).then(|| {
         let error = envelope.get("error").filter(|e| !e.is_null());
         let text = |key: &str| error.and_then(|e| e[key].as_str()).map(str::to_owned);
+        let message = text("message")
+            .or_else(|| run.error_message.clone())
+            .unwrap_or_default();
         Failure {
             code: text("code").or_else(|| run.error_code.clone()),
-            message: text("message")
-                .or_else(|| run.error_message.clone())
-                .unwrap_or_default(),
+            stderr_tail: stderr_tail(text("stderr").as_deref(), &message),
+            message,
             hint: text("hint")
                 .or_else(|| crate::hints::for_code(run.error_code.as_deref()?).map(str::to_owned)),
         }

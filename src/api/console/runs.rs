@@ -187,6 +187,27 @@ struct RunPage {
     /// The facts section and what the run ended with, rendered: each refreshes itself.
     info: String,
     result: String,
+    /// What the run was started with: its inline input, its parameter, its uploaded files
+    /// (as paths in its folder).
+    input: Vec<(String, String)>,
+    parameter: Vec<(String, String)>,
+    uploads: Vec<String>,
+}
+
+/// An input or parameter object's fields as text: strings as they are, the rest as JSON.
+fn given(value: &serde_json::Value) -> Vec<(String, String)> {
+    value
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(key, v)| {
+            let text = v.as_str().map_or_else(
+                || serde_json::to_string_pretty(v).unwrap_or_default(),
+                str::to_owned,
+            );
+            (key.clone(), text)
+        })
+        .collect()
 }
 
 #[derive(Template)]
@@ -361,6 +382,16 @@ pub async fn detail(
         .await
         .map_err(ApiError::from)?;
     let result = render(&run_result::of(l, &state, &request, &run).await)?.0;
+    let uploads_in = format!("{}/uploads/", crate::run_folder::WORKSPACE);
+    let uploads = match state.jobs.run_files(&scope, &request_id).await {
+        Ok((_, files)) => files
+            .into_iter()
+            .filter(|f| !f.is_dir && f.rel_path.starts_with(&uploads_in))
+            .map(|f| f.rel_path)
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    let (input, parameter) = (given(&request.input), given(&request.parameter));
     let interactive = request.runtime_options.execution_mode == ExecutionMode::Interactive;
     let engine = run.engine.as_str().to_owned();
     let info = render(&run_info(l, &state, request, run).await?)?.0;
@@ -372,6 +403,9 @@ pub async fn detail(
         interactive,
         info,
         result,
+        input,
+        parameter,
+        uploads,
     })
 }
 

@@ -212,7 +212,7 @@ fn interpret(call: &ProgramCall<'_>, done: Completed) -> Result<Output, SkillErr
                 .with_details(json!({"resource": hit.resource.code(), "limit": hit.limit}));
             return Err(with_stderr(error));
         }
-        Exit::Exited { code } => code,
+        Exit::Exited { code, .. } => code,
     };
     // Scripts of the user's documents report failures as JSON on stderr with stdout empty.
     let answer = answer::last_object(&done.stdout).or_else(|| {

@@ -522,8 +522,10 @@ impl Conversation {
                 }
                 self.release(Kind::AssistantMessage);
             }
-            TurnEnd::Run(RunStatus::Canceled) => self.release(Kind::AssistantMessage),
-            TurnEnd::Run(_) => self.release(Kind::AssistantFinal),
+            // Only a run that succeeded has a final answer: a failed run's last words are a
+            // message like the others.
+            TurnEnd::Run(RunStatus::Succeeded) => self.release(Kind::AssistantFinal),
+            TurnEnd::Run(_) => self.release(Kind::AssistantMessage),
         }
         self.transcriber = self.adapter.transcriber();
     }
