@@ -77,6 +77,50 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// The answer, with `warnings` (what the request named that was ignored) beside a client
+    /// error's `detail`, whose shape stays the reference's.
+    pub fn with_warnings(self, warnings: Vec<String>) -> Response {
+        match self {
+            Self::Client { status, detail } if !warnings.is_empty() => (
+                status,
+                axum::Json(json!({"detail": detail, "warnings": warnings})),
+            )
+                .into_response(),
+            other => other.into_response(),
+        }
+    }
+}
+
+/// Gives the router's bare 405 a body: `{"detail": "Method Not Allowed", "allowed_methods":
+/// [...]}` (FastAPI's detail, the methods of its `Allow` header beside it).
+pub async fn explain_not_allowed(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let response = next.run(request).await;
+    if response.status() != StatusCode::METHOD_NOT_ALLOWED
+        || response.headers().contains_key(header::CONTENT_TYPE)
+    {
+        return response;
+    }
+    let allowed: Vec<&str> = response
+        .headers()
+        .get(header::ALLOW)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(',').map(str::trim).filter(|m| !m.is_empty()).collect())
+        .unwrap_or_default();
+    let mut answer = (
+        StatusCode::METHOD_NOT_ALLOWED,
+        axum::Json(json!({"detail": "Method Not Allowed", "allowed_methods": allowed})),
+    )
+        .into_response();
+    if let Some(allow) = response.headers().get(header::ALLOW) {
+        answer.headers_mut().insert(header::ALLOW, allow.clone());
+    }
+    answer
+}
+
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
         let (status, detail) = match e {

@@ -18,10 +18,11 @@ use super::upload::{FileField, save_file_fields};
 use crate::api::auth::Acting;
 use crate::api::error::{ApiError, ApiResult};
 use crate::api::run_views::{
-    CancelResponse, CreateJob, CreateTemp, Created, LogRange, LogRangeQuery, NewRequest,
-    PendingInteraction, ReplyAccepted, ReplyBody, RequestStatus, RunLogs, Uploaded, request_status,
+    CancelResponse, CreateJob, CreateTemp, Created, ignored_fields, LogRange, LogRangeQuery, NewRequest,
+    PendingInteraction, ReplyAccepted, ReplyBody, RequestStatus, ResultQuery, RunLogs, Uploaded, request_status,
 };
 use crate::jobs::create::UploadFiles;
+use skill_runner_core::tenants::Caller;
 use crate::jobs::events::Offsets;
 use crate::jobs::fcmp::Fcmp;
 use crate::jobs::idempotency::Idempotent;
@@ -106,8 +107,17 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientAddress {
 /// not declared JSON, otherwise a FastAPI-style 422.
 pub fn bad_json(e: JsonRejection) -> ApiError {
     match e.status() {
-        status @ (StatusCode::PAYLOAD_TOO_LARGE | StatusCode::UNSUPPORTED_MEDIA_TYPE) => {
-            ApiError::new(status, e.body_text())
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "The request body is over the {} MiB ({} bytes) a JSON body may be: send large \
+                 inputs as files (a job's upload) instead",
+                super::DEFAULT_BODY_LIMIT >> 20,
+                super::DEFAULT_BODY_LIMIT
+            ),
+        ),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+            ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, e.body_text())
         }
         _ => ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -140,7 +150,8 @@ pub fn bad_query(e: QueryRejection) -> ApiError {
 
 /// Creates a job. Without file inputs it is queued at once (or bound to a cached result);
 /// with file inputs, or with `skill_source: "temp_upload"` (the skill package comes with the
-/// upload as `skill_package`), it waits for `/upload` and `status` is `null`. With an
+/// upload as `skill_package`), it waits for `/upload` and `status` is `queued`. Fields it does
+/// not know are ignored and named in `warnings` (beside `detail` when it is refused). With an
 /// `Idempotency-Key` header, the same key and body within a day answer the first create's
 /// answer again (the same `request_id`).
 #[utoipa::path(post, path = "/v1/jobs", tag = "jobs", request_body = CreateJob,
@@ -160,8 +171,27 @@ pub async fn create_job(
     ClientAddress(client): ClientAddress,
     headers: HeaderMap,
     body: Result<Json<CreateJob>, JsonRejection>,
-) -> ApiResult<Json<Value>> {
-    let Json(body) = body.map_err(bad_json)?;
+) -> Response {
+    let Json(body) = match body {
+        Ok(body) => body,
+        Err(e) => return bad_json(e).into_response(),
+    };
+    let ignored = ignored_fields(body.unknown.keys());
+    match create(state, caller, client, headers, body, ignored.clone()).await {
+        Ok(answer) => Json(answer).into_response(),
+        Err(e) => e.with_warnings(ignored),
+    }
+}
+
+/// Creates the request of `body`; an `Idempotency-Key` answers a repeat as the first time.
+async fn create(
+    state: AppState,
+    caller: Caller,
+    client: Option<String>,
+    headers: HeaderMap,
+    body: CreateJob,
+    warnings: Vec<String>,
+) -> ApiResult<Value> {
     let key = match headers.get("idempotency-key") {
         Some(value) => Some(
             value
@@ -181,7 +211,7 @@ pub async fn create_job(
         if let Idempotent::Answered(answer) =
             state.jobs.idempotent(&tenant, key, &fingerprint).await?
         {
-            return Ok(Json(answer));
+            return Ok(answer);
         }
     }
     let new = match NewRequest::of(body, client, caller) {
@@ -199,7 +229,11 @@ pub async fn create_job(
             NewRequest::Temp(temp) => state.jobs.create_temp(temp).await,
         };
         let answer = created.map(|admitted| {
-            serde_json::to_value(Created::from(admitted)).expect("an answer serializes")
+            let created = Created {
+                warnings,
+                ..Created::from(admitted)
+            };
+            serde_json::to_value(created).expect("an answer serializes")
         });
         if let Some(key) = &key {
             match &answer {
@@ -210,7 +244,6 @@ pub async fn create_job(
         answer
     })
     .await
-    .map(Json)
 }
 
 /// Creates a temporary skill run; the package comes with `/upload`.
@@ -360,16 +393,26 @@ pub async fn status(
 }
 
 /// The result envelope: `{request_id, result: {status, data, artifacts, repair_level,
-/// validation_warnings, error}}`.
+/// validation_warnings, warnings, error}}`. With `?wait=<seconds>` (at most 120) a run still
+/// under way is waited for, so a script can ask right after its create or upload.
 #[utoipa::path(get, path = "/v1/jobs/{request_id}/result", tag = "jobs",
-    params(("request_id" = String, Path)),
-    responses((status = 200, body = Object), (status = 404, description = "Unknown request or no result yet")))]
+    params(("request_id" = String, Path), ResultQuery),
+    responses((status = 200, body = Object), (status = 404, description = "Unknown request or no result yet"),
+        (status = 422, description = "`wait` out of range")))]
 pub async fn result(
     State(state): State<AppState>,
     Kind(scope): Kind,
     Path(request_id): Path<String>,
+    query: Result<Query<ResultQuery>, QueryRejection>,
 ) -> ApiResult<Json<Value>> {
-    Ok(Json(state.jobs.result(&scope, &request_id).await?))
+    let Query(query) = query.map_err(bad_query)?;
+    let wait = query.wait()?;
+    let result = if wait.is_zero() {
+        state.jobs.result(&scope, &request_id).await?
+    } else {
+        state.jobs.result_within(&scope, &request_id, wait).await?
+    };
+    Ok(Json(result))
 }
 
 /// `{request_id, artifacts: ["artifacts/..."]}`.

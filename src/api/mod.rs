@@ -47,7 +47,7 @@ use crate::api::error::{ApiError, internal_error_response};
 use crate::state::AppState;
 
 /// Body limit for JSON and form routes; package uploads set their own.
-const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
+pub(crate) const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -404,6 +404,7 @@ pub fn router(state: AppState) -> Router {
         allowed_hosts::guard,
     ))
     .layer(DefaultBodyLimit::max(DEFAULT_BODY_LIMIT))
+    .layer(axum::middleware::from_fn(error::explain_not_allowed))
     .layer(axum::middleware::from_fn(crate::metrics::record_request))
     .layer(middleware)
     .with_state(state)

@@ -357,6 +357,36 @@ impl PendingInteraction {
     }
 }
 
+/// The longest `GET .../result?wait=` waits, in seconds.
+pub const RESULT_WAIT_MAX: u64 = 120;
+
+/// `GET .../result` query.
+#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+pub struct ResultQuery {
+    /// Seconds (0–120) to wait for a run still under way to end before answering; a run
+    /// waiting for its user or a login answers at once. Default 0: answer now.
+    #[serde(default)]
+    pub wait: Option<f64>,
+}
+
+impl ResultQuery {
+    /// How long to wait; 422 naming `wait` for a value out of range.
+    pub fn wait(&self) -> Result<std::time::Duration, ApiError> {
+        match self.wait {
+            None => Ok(std::time::Duration::ZERO),
+            Some(w) if w.is_finite() && (0.0..=RESULT_WAIT_MAX as f64).contains(&w) => {
+                Ok(std::time::Duration::from_secs_f64(w))
+            }
+            Some(_) => Err(ApiError::new(
+                axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+                serde_json::json!([{"loc": ["query", "wait"],
+                    "msg": format!("wait must be a number of seconds from 0 to {RESULT_WAIT_MAX}"),
+                    "type": "value_error"}]),
+            )),
+        }
+    }
+}
+
 /// `GET .../logs/range` query.
 #[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
 pub struct LogRangeQuery {
@@ -484,6 +514,46 @@ pub struct CreateJob {
     /// An `http(s)` URL told of the run's end, signed as the tenant's webhooks are.
     #[serde(default)]
     pub callback_url: Option<String>,
+    /// Fields the service does not know: ignored, as the reference ignores them (its clients
+    /// may send more), and named in the answer's `warnings`.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: std::collections::BTreeMap<String, Value>,
+}
+
+/// The fields a create knows, for [`ignored_fields`]'s guesses.
+const CREATE_FIELDS: [&str; 15] = [
+    "skill_source",
+    "skill_id",
+    "engine",
+    "input",
+    "parameter",
+    "model",
+    "provider_id",
+    "effort",
+    "runtime_options",
+    "skills",
+    "retry",
+    "priority",
+    "run_after",
+    "delay_seconds",
+    "callback_url",
+];
+
+/// A warning for each field of `unknown`, with the known field it most looks like.
+pub fn ignored_fields<'a>(unknown: impl IntoIterator<Item = &'a String>) -> Vec<String> {
+    unknown
+        .into_iter()
+        .map(|name| {
+            let guess = CREATE_FIELDS
+                .iter()
+                .map(|known| (strsim::jaro_winkler(name, known), *known))
+                .filter(|(score, _)| *score >= 0.85)
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map_or_else(String::new, |(_, known)| format!(" (did you mean '{known}'?)"));
+            format!("UNKNOWN_FIELD: '{name}' is not a field of this request and was ignored{guess}")
+        })
+        .collect()
 }
 
 impl CreateJob {
@@ -519,8 +589,11 @@ pub struct CreateTemp {
 pub struct Created {
     pub request_id: String,
     pub cache_hit: bool,
-    /// `null` while the request waits for its upload.
-    pub status: Option<RunStatus>,
+    /// `queued` while the request waits for its upload.
+    pub status: RunStatus,
+    /// What the service ignored in the request (`UNKNOWN_FIELD: …`); absent when nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Answer to an upload.
@@ -625,7 +698,8 @@ impl From<Admitted> for Created {
         Self {
             request_id: a.request_id,
             cache_hit: a.cache_hit,
-            status: a.status,
+            status: a.status.unwrap_or(RunStatus::Queued),
+            warnings: Vec::new(),
         }
     }
 }

@@ -688,7 +688,7 @@ async fn a_standard_skill_run_answers_to_a_schema_and_takes_files() {
             job(json!({"input": {"prompt": "read it", "files": ["docs/a.txt"]}})),
         )
         .await;
-    assert_eq!(created["status"], Value::Null, "{created}");
+    assert_eq!(created["status"], "queued", "{created}");
     let rid = created["request_id"].as_str().unwrap().to_owned();
     let (code, refused) = server
         .upload_inputs(&rid, vec![("other.txt", b"x".as_slice())])

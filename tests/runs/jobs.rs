@@ -33,7 +33,7 @@ async fn file_input_and_parameter_run_to_success_with_result_artifacts_bundle_an
         )
         .await;
     assert_eq!(code, 200, "{created}");
-    assert_eq!(created["status"], Value::Null, "waits for the upload");
+    assert_eq!(created["status"], "queued", "waits for the upload");
     assert_eq!(created["cache_hit"], false);
     let rid = created["request_id"].as_str().unwrap();
     let (_, before) = server.get(&format!("/v1/jobs/{rid}")).await;
@@ -954,7 +954,7 @@ async fn a_temporary_run_goes_through_the_jobs_routes_as_v0_7_clients_send_it() 
         )
         .await;
     assert_eq!(code, 200, "{created}");
-    assert_eq!(created["status"], Value::Null, "{created}");
+    assert_eq!(created["status"], "queued", "{created}");
     let rid = created["request_id"].as_str().unwrap().to_owned();
     let inputs = common::build_zip(vec![("doc".into(), b"v0.7 doc".to_vec())]);
     let (code, up) = server
@@ -1052,7 +1052,7 @@ async fn temporary_skill_runs_run_once_and_leave_nothing() {
     };
     let (code, created) = create(json!({})).await;
     assert_eq!(code, 200, "{created}");
-    assert_eq!(created["status"], Value::Null, "waiting for its upload");
+    assert_eq!(created["status"], "queued", "waiting for its upload");
     let rid = created["request_id"].as_str().unwrap().to_owned();
     let inputs = common::build_zip(vec![("doc".into(), b"temp doc".to_vec())]);
     let upload_path = format!("/v1/temp-skill-runs/{rid}/upload");
@@ -1774,7 +1774,7 @@ async fn a_later_job_starts_from_an_earlier_runs_workspace() {
                    "runtime_options": {"workspace": {"mode": "reuse", "request_id": first}}}),
         )
         .await;
-    assert_eq!(waits["status"], Value::Null, "{waits}");
+    assert_eq!(waits["status"], "queued", "{waits}");
 }
 
 /// A run's files through the jobs routes (tree, preview, download), as v0.7 clients read them,

@@ -37,7 +37,11 @@ pub struct Envelope {
     pub data: Option<Value>,
     pub artifacts: Vec<String>,
     pub repair_level: Option<RepairLevel>,
+    /// What checking and repairing the answer found (`validation_warnings`).
     pub warnings: Vec<String>,
+    /// What the service says about how the turn ran (an option it clamped): the result's
+    /// `warnings`.
+    pub notices: Vec<String>,
 }
 
 /// How a turn ended.
@@ -299,7 +303,7 @@ pub async fn run(plan: Plan<'_>, observer: &impl Observer) -> anyhow::Result<Out
     if let (Some(note), Some(envelope)) = (note, outcome.envelope_mut()) {
         envelope.warnings.push(note.to_owned());
         if note != REPAIR_SKIPPED {
-            envelope.warnings.extend(plan.notes);
+            envelope.notices.extend(plan.notes);
         }
     }
     Ok(blame_endpoint(outcome, plan.turn.model_calls))
@@ -469,7 +473,9 @@ async fn run_once(
             stderr: None,
         });
     }
-    let sandbox_note = outside.map(|o| format!("PROGRAM_OUTSIDE_SANDBOX: {}", o.explain()));
+    if let Some(outside) = &outside {
+        outside_sandbox_once(outside);
+    }
     let secrets = spec.secrets.clone();
     if let Some(prompt) = &prompt {
         folder.append_prompt(turn.number, prompt).await?;
@@ -523,7 +529,7 @@ async fn run_once(
     mask_artifacts(folder, &artifacts, &secrets).await;
     let mut envelope = Envelope {
         artifacts,
-        warnings: sandbox_note.into_iter().chain(plan.notes).collect(),
+        notices: plan.notes,
         ..Envelope::default()
     };
     let reading = plan.adapter.read(&stdout, &stderr);
@@ -679,6 +685,22 @@ async fn run_once(
         return Ok(failed(envelope, message, None));
     }
     Ok(Outcome::Succeeded(envelope))
+}
+
+/// Logs that a program runs from elsewhere than `PATH` says, once per program and service
+/// start: it is the machine's setting (a pyenv shim, say), the same for every run, so it is
+/// the operator's to read, not each result's.
+fn outside_sandbox_once(outside: &crate::process::ProgramOutside) {
+    static TOLD: std::sync::Mutex<std::collections::BTreeSet<String>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let explained = outside.explain();
+    let first = TOLD
+        .lock()
+        .map(|mut told| told.insert(explained.clone()))
+        .unwrap_or(false);
+    if first {
+        tracing::warn!("PROGRAM_OUTSIDE_SANDBOX: {explained}");
+    }
 }
 
 /// The end of a turn whose answer is the agent's final message (`{"text": ...}`).

@@ -73,7 +73,7 @@ pub async fn result(State(client): State<Shared>, Path(request_id): Path<String>
         data: serde_json::to_string_pretty(&result["data"]).unwrap_or_default(),
         error,
         hint,
-        warnings: list("validation_warnings"),
+        warnings: [list("validation_warnings"), list("warnings")].concat(),
         artifacts: list("artifacts"),
         request_id,
     })

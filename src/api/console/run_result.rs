@@ -128,7 +128,7 @@ pub(super) async fn of(l: Lang, state: &AppState, request: &Request, run: &Run) 
         terminal: run.status.is_terminal(),
         failure,
         fields,
-        warnings: list("validation_warnings"),
+        warnings: [list("validation_warnings"), list("warnings")].concat(),
         artifacts: list("artifacts"),
     }
 }

@@ -22,7 +22,7 @@ use crate::engines::Engine;
 use crate::error::{Error, Result};
 use crate::skill::archive::{self, ArchiveError};
 use crate::skill::{ExecutionMode, Rules, SkillEntry, SkillManifest, manifest};
-use crate::store::{Binding, NewRequest, NewRun, Request, RequestKind, RunStatus};
+use crate::store::{Binding, NewRequest, NewRun, Request, RequestKind, RunStatus, UploadState};
 use crate::tenants::Caller;
 
 /// A job to create: an installed skill with its inputs (checked in the reference's order).
@@ -467,6 +467,13 @@ impl Jobs {
     pub async fn claim_upload(&self, scope: &Scope, request_id: &str) -> Result<Request> {
         let request = self.request_in(scope, request_id).await?;
         if !self.store.claim_upload(request_id).await? {
+            // A request created with nothing to upload never had a slot to take.
+            if request.upload_state == UploadState::None {
+                return Err(Error::conflict(
+                    "This request takes no upload: its skill has no file inputs, so its run \
+                     started when it was created. Send inline values in the create's input",
+                ));
+            }
             return Err(Error::conflict(
                 "Run already started: this request already received its upload",
             ));

@@ -73,8 +73,14 @@ impl Envelope {
             "artifacts": self.artifacts,
             "repair_level": self.repair_level.unwrap_or(RepairLevel::None),
             "validation_warnings": self.warnings,
+            "warnings": self.notices,
             "error": error,
         })
+    }
+
+    /// The run's warnings: the answer's, then the service's notices.
+    fn all_warnings(self) -> Vec<String> {
+        self.warnings.into_iter().chain(self.notices).collect()
     }
 
     /// A failed ending that keeps what the run produced.
@@ -86,7 +92,7 @@ impl Envelope {
             result: Some(self.to_value(RunStatus::Failed, Some(error))),
             error_code: code.map(str::to_owned),
             error_message: Some(message),
-            warnings: self.warnings,
+            warnings: self.all_warnings(),
         }
     }
 
@@ -96,7 +102,7 @@ impl Envelope {
             result: Some(self.to_value(RunStatus::Succeeded, None)),
             error_code: None,
             error_message: None,
-            warnings: self.warnings,
+            warnings: self.all_warnings(),
         }
     }
 
@@ -109,7 +115,7 @@ impl Envelope {
             result: Some(self.to_value(RunStatus::Canceled, Some(error))),
             error_code: Some(codes::CANCELED_BY_USER.into()),
             error_message: Some(message.into()),
-            warnings: self.warnings,
+            warnings: self.all_warnings(),
         }
     }
 }

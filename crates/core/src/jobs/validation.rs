@@ -18,6 +18,23 @@ pub fn engine(skill: &SkillManifest, requested: Option<&str>, engines: &Engines)
         None => Some(skill.default_engine()),
     };
     let name = requested.unwrap_or_else(|| chosen.map_or("", Engine::as_str));
+    if chosen.is_none() {
+        // A name no engine has is the caller's slip, not a limit of the skill.
+        let known: Vec<&str> = Engine::ALL.iter().map(|e| e.as_str()).collect();
+        return Err(Error::invalid(json!({
+            "code": "ENGINE_UNKNOWN",
+            "message": format!(
+                "There is no engine '{name}': the engines are {}; skill '{}' runs on {}",
+                known.join(", "),
+                skill.id,
+                skill.effective_engines.iter().map(|e| e.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+            "known_engines": known,
+            "declared_engines": skill.engines,
+            "effective_engines": skill.effective_engines,
+            "requested_engine": name,
+        })));
+    }
     let Some(engine) = chosen.filter(|e| skill.effective_engines.contains(e)) else {
         return Err(Error::invalid(json!({
             "code": "SKILL_ENGINE_UNSUPPORTED",

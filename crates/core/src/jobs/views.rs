@@ -14,7 +14,7 @@ use crate::browse::{self, Preview, TreeEntry};
 use crate::error::{Error, Result};
 use crate::run_folder::{HOME_IN_FOLDER as HIDDEN_HOME, RunFolder, open_beneath};
 use crate::runner::list_artifacts;
-use crate::store::{Request, Run, RunCursor, RunFilter};
+use crate::store::{Request, Run, RunCursor, RunFilter, RunStatus};
 use skill_runner_skill::walk::files_under;
 
 /// The last part of a log, and whether it was cut there.
@@ -117,6 +117,9 @@ pub struct Bundle {
     pub path: PathBuf,
     pub file_name: &'static str,
 }
+
+/// How often a result wait reads the run again without news of it.
+const RESULT_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Jobs {
     /// The run's folder, when this node holds it. Among nodes, a run's files stay with the
@@ -243,6 +246,48 @@ impl Jobs {
     /// The result envelope; 404 until the run ended with one.
     pub async fn result(&self, scope: &Scope, request_id: &str) -> Result<Value> {
         let (_, run) = self.request_and_run(scope, request_id).await?;
+        Self::result_of(request_id, run)
+    }
+
+    /// [`Jobs::result`], waiting up to `wait` for a run still under way to end. A run that
+    /// waits for its user or a login, or a request still waiting for its upload, answers at
+    /// once: nothing ends those but the caller.
+    pub async fn result_within(
+        &self,
+        scope: &Scope,
+        request_id: &str,
+        wait: std::time::Duration,
+    ) -> Result<Value> {
+        let until = tokio::time::Instant::now() + wait;
+        let (_, run) = self.request_and_run(scope, request_id).await?;
+        let mut subscription = self.feeds.subscribe(&run.run_id);
+        loop {
+            // Read after subscribing, so an end between the read and the wait is not missed.
+            let run = self
+                .store
+                .run(&run.run_id)
+                .await?
+                .ok_or_else(|| Error::not_found("Run not found"))?;
+            let waits_on_caller = matches!(
+                run.status,
+                RunStatus::WaitingUser | RunStatus::WaitingAuth
+            );
+            if run.result.is_some()
+                || run.status.is_terminal()
+                || waits_on_caller
+                || tokio::time::Instant::now() >= until
+            {
+                return Self::result_of(request_id, run);
+            }
+            // Another node's run moves without a tick here: look again each second.
+            let next = until.min(tokio::time::Instant::now() + RESULT_RECHECK);
+            if let super::live::Wake::Closed = subscription.wait(next).await {
+                return Self::result_of(request_id, run);
+            }
+        }
+    }
+
+    fn result_of(request_id: &str, run: Run) -> Result<Value> {
         let Some(result) = run.result else {
             return Err(Error::not_found(if run.status.is_terminal() {
                 "Result not found: the run failed before its engine started".to_owned()
