@@ -13,7 +13,12 @@ use skill_runner::config::{Config, ConfigError, Refused};
 #[command(
     name = "skill-runner",
     version,
-    about = "Runs skills behind a REST API"
+    about = "Runs skills behind a REST API",
+    after_help = "Serving (the default command) takes its settings first:\n  \
+                  skill-runner --port <PORT>   Port to listen on [env: PORT] [default: 8000]\n  \
+                  skill-runner --host <HOST>   Address to listen on [env: SKILL_RUNNER_HOST] \
+                  [default: 127.0.0.1]\n\
+                  Every setting: skill-runner serve --help"
 )]
 struct Cli {
     #[command(subcommand)]

@@ -108,7 +108,12 @@ pub async fn explain_not_allowed(
         .headers()
         .get(header::ALLOW)
         .and_then(|v| v.to_str().ok())
-        .map(|v| v.split(',').map(str::trim).filter(|m| !m.is_empty()).collect())
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|m| !m.is_empty())
+                .collect()
+        })
         .unwrap_or_default();
     let mut answer = (
         StatusCode::METHOD_NOT_ALLOWED,

@@ -18,17 +18,18 @@ use super::upload::{FileField, save_file_fields};
 use crate::api::auth::Acting;
 use crate::api::error::{ApiError, ApiResult};
 use crate::api::run_views::{
-    CancelResponse, CreateJob, CreateTemp, Created, ignored_fields, LogRange, LogRangeQuery, NewRequest,
-    PendingInteraction, ReplyAccepted, ReplyBody, RequestStatus, ResultQuery, RunLogs, Uploaded, request_status,
+    CancelResponse, CreateJob, CreateTemp, Created, LogRange, LogRangeQuery, NewRequest,
+    PendingInteraction, ReplyAccepted, ReplyBody, RequestStatus, RunLogs, Uploaded, WaitQuery,
+    ignored_fields, request_status,
 };
 use crate::jobs::create::UploadFiles;
-use skill_runner_core::tenants::Caller;
 use crate::jobs::events::Offsets;
 use crate::jobs::fcmp::Fcmp;
 use crate::jobs::idempotency::Idempotent;
 use crate::jobs::{Family, Scope};
 use crate::state::AppState;
 use crate::store::{CleanupCounts, RequestKind, RunStatus};
+use skill_runner_core::tenants::Caller;
 
 /// Prefix of the temporary-skill routes: a deprecated alias of `/v1/jobs` (with
 /// `skill_source: "temp_upload"`), which the reference removed in v0.4.0 and we keep for the
@@ -396,14 +397,14 @@ pub async fn status(
 /// validation_warnings, warnings, error}}`. With `?wait=<seconds>` (at most 120) a run still
 /// under way is waited for, so a script can ask right after its create or upload.
 #[utoipa::path(get, path = "/v1/jobs/{request_id}/result", tag = "jobs",
-    params(("request_id" = String, Path), ResultQuery),
+    params(("request_id" = String, Path), WaitQuery),
     responses((status = 200, body = Object), (status = 404, description = "Unknown request or no result yet"),
         (status = 422, description = "`wait` out of range")))]
 pub async fn result(
     State(state): State<AppState>,
     Kind(scope): Kind,
     Path(request_id): Path<String>,
-    query: Result<Query<ResultQuery>, QueryRejection>,
+    query: Result<Query<WaitQuery>, QueryRejection>,
 ) -> ApiResult<Json<Value>> {
     let Query(query) = query.map_err(bad_query)?;
     let wait = query.wait()?;
@@ -638,20 +639,27 @@ pub async fn events(
 }
 
 /// The question the run waits on: `{request_id, status, pending}` (`pending` is `null` when
-/// none waits). Interactive requests only. Also `/v1/management/runs/{request_id}/pending`.
+/// none waits). Interactive requests only; `?wait=<seconds>` (at most 120) waits for a run
+/// under way to ask (or end). Also `/v1/management/runs/{request_id}/pending`.
 #[utoipa::path(get, path = "/v1/jobs/{request_id}/interaction/pending", tag = "jobs",
-    params(("request_id" = String, Path)),
+    params(("request_id" = String, Path), WaitQuery),
     responses(
         (status = 200, body = PendingInteraction),
         (status = 400, description = "The request is not interactive"),
         (status = 404, description = "Unknown request or no run yet"),
+        (status = 422, description = "`wait` out of range"),
     ))]
 pub async fn pending(
     State(state): State<AppState>,
     Kind(scope): Kind,
     Path(request_id): Path<String>,
+    query: Result<Query<WaitQuery>, QueryRejection>,
 ) -> ApiResult<Json<PendingInteraction>> {
-    let pending = state.jobs.pending(&scope, &request_id).await?;
+    let Query(query) = query.map_err(bad_query)?;
+    let pending = state
+        .jobs
+        .pending(&scope, &request_id, query.wait()?)
+        .await?;
     Ok(Json(PendingInteraction::of(&request_id, pending)))
 }
 

@@ -371,41 +371,46 @@ pub fn router(state: AppState) -> Router {
         .layer(PropagateRequestIdLayer::new(x_request_id))
         .layer(CatchPanicLayer::custom(|_| internal_error_response()));
     let openapi_json = serde_json::to_string(&doc).expect("OpenAPI document serialises");
-    api.route(
-        "/openapi.json",
-        get(move || async move { ([("content-type", "application/json")], openapi_json) }),
-    )
-    .route("/docs", get(assets::docs))
-    .route("/static/{*path}", get(assets::file))
-    .route("/", get(assets::home))
-    .merge(console::router(&state))
-    .merge(console::login_router())
-    .merge(mcp_router(&state))
-    .fallback(|| async { ApiError::not_found("Not Found") })
-    .layer(axum::middleware::from_fn_with_state(
-        state.clone(),
-        writes_kept,
+    let app = api
+        .route(
+            "/openapi.json",
+            get(move || async move { ([("content-type", "application/json")], openapi_json) }),
+        )
+        .route("/docs", get(assets::docs))
+        .route("/static/{*path}", get(assets::file))
+        .route("/", get(assets::home))
+        .merge(console::router(&state))
+        .merge(console::login_router())
+        .merge(mcp_router(&state))
+        .fallback(|| async { ApiError::not_found("Not Found") })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            writes_kept,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            forward::to_holder,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ))
+        .layer(axum::middleware::from_fn(jobs::deprecated_alias))
+        .layer(axum::middleware::from_fn(same_origin::guard))
+        .layer(axum::middleware::from_fn_with_state(
+            std::sync::Arc::new(allowed_hosts::AllowedHosts::new(
+                state.config.bind,
+                &state.config.allowed_hosts,
+            )),
+            allowed_hosts::guard,
+        ))
+        .layer(DefaultBodyLimit::max(DEFAULT_BODY_LIMIT))
+        .layer(axum::middleware::from_fn(crate::metrics::record_request))
+        .layer(middleware)
+        .with_state(state);
+    // Around the whole router: a route's layers see its 405 before the router adds `Allow`.
+    Router::new().fallback_service(tower::Layer::layer(
+        &axum::middleware::from_fn(error::explain_not_allowed),
+        app,
     ))
-    .layer(axum::middleware::from_fn_with_state(
-        state.clone(),
-        forward::to_holder,
-    ))
-    .layer(axum::middleware::from_fn_with_state(
-        state.clone(),
-        auth::authenticate,
-    ))
-    .layer(axum::middleware::from_fn(jobs::deprecated_alias))
-    .layer(axum::middleware::from_fn(same_origin::guard))
-    .layer(axum::middleware::from_fn_with_state(
-        std::sync::Arc::new(allowed_hosts::AllowedHosts::new(
-            state.config.bind,
-            &state.config.allowed_hosts,
-        )),
-        allowed_hosts::guard,
-    ))
-    .layer(DefaultBodyLimit::max(DEFAULT_BODY_LIMIT))
-    .layer(axum::middleware::from_fn(error::explain_not_allowed))
-    .layer(axum::middleware::from_fn(crate::metrics::record_request))
-    .layer(middleware)
-    .with_state(state)
 }

@@ -357,30 +357,31 @@ impl PendingInteraction {
     }
 }
 
-/// The longest `GET .../result?wait=` waits, in seconds.
-pub const RESULT_WAIT_MAX: u64 = 120;
+/// The longest `?wait=` of a result or a pending question, in seconds.
+pub const WAIT_MAX: u64 = 120;
 
-/// `GET .../result` query.
+/// `?wait=` of `GET .../result` and `GET .../interaction/pending`.
 #[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
-pub struct ResultQuery {
-    /// Seconds (0–120) to wait for a run still under way to end before answering; a run
-    /// waiting for its user or a login answers at once. Default 0: answer now.
+pub struct WaitQuery {
+    /// Seconds (0–120) to wait for a run still under way (to end, or to ask) before
+    /// answering; a run waiting for its user or a login answers at once. Default 0.
     #[serde(default)]
-    pub wait: Option<f64>,
+    #[param(value_type = Option<f64>)]
+    pub wait: Option<String>,
 }
 
-impl ResultQuery {
+impl WaitQuery {
     /// How long to wait; 422 naming `wait` for a value out of range.
     pub fn wait(&self) -> Result<std::time::Duration, ApiError> {
-        match self.wait {
+        match self.wait.as_deref().map(|w| w.trim().parse::<f64>()) {
             None => Ok(std::time::Duration::ZERO),
-            Some(w) if w.is_finite() && (0.0..=RESULT_WAIT_MAX as f64).contains(&w) => {
+            Some(Ok(w)) if w.is_finite() && (0.0..=WAIT_MAX as f64).contains(&w) => {
                 Ok(std::time::Duration::from_secs_f64(w))
             }
             Some(_) => Err(ApiError::new(
                 axum::http::StatusCode::UNPROCESSABLE_ENTITY,
                 serde_json::json!([{"loc": ["query", "wait"],
-                    "msg": format!("wait must be a number of seconds from 0 to {RESULT_WAIT_MAX}"),
+                    "msg": format!("wait must be a number of seconds from 0 to {WAIT_MAX}"),
                     "type": "value_error"}]),
             )),
         }
@@ -550,7 +551,9 @@ pub fn ignored_fields<'a>(unknown: impl IntoIterator<Item = &'a String>) -> Vec<
                 .map(|known| (strsim::jaro_winkler(name, known), *known))
                 .filter(|(score, _)| *score >= 0.85)
                 .max_by(|a, b| a.0.total_cmp(&b.0))
-                .map_or_else(String::new, |(_, known)| format!(" (did you mean '{known}'?)"));
+                .map_or_else(String::new, |(_, known)| {
+                    format!(" (did you mean '{known}'?)")
+                });
             format!("UNKNOWN_FIELD: '{name}' is not a field of this request and was ignored{guess}")
         })
         .collect()

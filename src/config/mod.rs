@@ -381,9 +381,9 @@ impl Config {
             None
         };
         let mut config = Self {
-            bind: s
-                .bind
-                .unwrap_or_else(|| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), s.port)),
+            bind: s.bind.unwrap_or_else(|| {
+                SocketAddr::new(s.host.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST)), s.port)
+            }),
             data_dir: s.data_dir,
             skills_dir: s.skills_dir,
             node_id: s.node_id.unwrap_or_else(default_node_id),
@@ -1058,6 +1058,8 @@ mod tests {
 
     #[test]
     fn a_flag_wins_over_its_variable_and_errors_name_the_source() {
+        let c = load(&["--host", "0.0.0.0", "--port", "9100"], &[]).unwrap();
+        assert_eq!(c.bind.to_string(), "0.0.0.0:9100");
         let c = load(&["--port", "9100"], &[("PORT", "9000")]).unwrap();
         assert_eq!(c.bind.port(), 9100);
         let c = load(&[], &[("PORT", " "), ("SKILL_RUNNER_MAX_QUEUE_SIZE", "7")]).unwrap();

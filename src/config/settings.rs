@@ -50,9 +50,13 @@ pub struct Settings {
     /// Address to listen on, HOST:PORT (a bare address listens on port 8000); wins over PORT.
     #[arg(long, env = "SKILL_RUNNER_BIND", value_parser = bind)]
     pub bind: Option<SocketAddr>,
-    /// Port to listen on, on 127.0.0.1.
+    /// Port to listen on, on 127.0.0.1 (or --host).
     #[arg(long, env = "PORT", default_value_t = 8000, value_parser = port)]
     pub port: u16,
+    /// Address to listen on with --port (default 127.0.0.1; 0.0.0.0 for every interface);
+    /// SKILL_RUNNER_BIND wins over both.
+    #[arg(long, env = "SKILL_RUNNER_HOST", value_parser = host)]
+    pub host: Option<IpAddr>,
     /// Where the database, runs and caches live.
     #[arg(long, env = "SKILL_RUNNER_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
@@ -526,6 +530,12 @@ fn bind(raw: &str) -> Result<SocketAddr, String> {
     raw.parse::<SocketAddr>()
         .or_else(|_| raw.parse::<IpAddr>().map(|ip| SocketAddr::new(ip, 8000)))
         .map_err(|_| format!("'{raw}' is not an address (expected HOST:PORT, e.g. 127.0.0.1:8000)"))
+}
+
+fn host(raw: &str) -> Result<IpAddr, String> {
+    raw.trim()
+        .parse()
+        .map_err(|_| format!("'{raw}' is not an IP address (e.g. 127.0.0.1, 0.0.0.0 or ::1)"))
 }
 
 fn port(raw: &str) -> Result<u16, String> {

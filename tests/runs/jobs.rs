@@ -371,7 +371,7 @@ async fn create_validation_matches_the_reference() {
     assert_eq!(code, 404, "{body}");
     let (code, body) = post(json!({"skill_id": "probe", "engine": "gemini2"})).await;
     assert_eq!(code, 400);
-    assert_eq!(body["detail"]["code"], "SKILL_ENGINE_UNSUPPORTED", "{body}");
+    assert_eq!(body["detail"]["code"], "ENGINE_UNKNOWN", "{body}");
     assert_eq!(body["detail"]["requested_engine"], "gemini2");
     assert!(
         body["detail"]["effective_engines"]

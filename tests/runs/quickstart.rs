@@ -12,6 +12,53 @@ fn server() -> TestServer {
     TestServer::start_with(dirs, &[])
 }
 
+/// The README's quick start blocks, in order, as one script for the service at `url`.
+fn readme_quick_start(url: &str) -> String {
+    let readme = std::fs::read_to_string(common::repo_root().join("README.md")).unwrap();
+    let section = readme
+        .split("\n## Quick start\n")
+        .nth(1)
+        .expect("a quick start");
+    let section = section.split("\n## ").next().unwrap();
+    let blocks: Vec<&str> = section
+        .split("```sh\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .collect();
+    assert!(blocks.len() >= 4, "{section}");
+    blocks
+        .concat()
+        .replace("S=http://127.0.0.1:8000", &format!("S={url}"))
+}
+
+/// Pasted as a script, without a sleep added, the quick start runs each kind of skill to its
+/// result: every read that must wait for the run says so itself (`?wait=`).
+#[tokio::test]
+async fn the_readme_quick_start_runs_pasted_as_a_script() {
+    let server = server();
+    let script = readme_quick_start(server.url("").trim_end_matches('/'));
+    assert!(!script.contains("sleep"), "{script}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = tokio::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .current_dir(dir.path())
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{script}\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("\"greeting\":\"Hello, Ada!\""), "{stdout}");
+    assert!(stdout.contains("\"word_count\":7"), "{stdout}");
+    assert!(stdout.contains("\"status\":\"waiting_user\""), "{stdout}");
+    assert!(stdout.contains("\"choice\":\"green\""), "{stdout}");
+    let report = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(report.contains("the"), "{report}");
+}
+
 #[tokio::test]
 async fn one_create_runs_hello_to_its_greeting() {
     let server = server();

@@ -409,7 +409,9 @@ async fn a_program_the_sandbox_hides_is_named_and_a_missing_one_has_a_hint() {
     // The machine's setting, the same for every run: said once in the service's log, not in
     // each run's warnings.
     assert!(
-        !status["warnings"].to_string().contains("PROGRAM_OUTSIDE_SANDBOX"),
+        !status["warnings"]
+            .to_string()
+            .contains("PROGRAM_OUTSIDE_SANDBOX"),
         "{status}"
     );
     let told = |log: &str| {

@@ -202,6 +202,44 @@ fn unknown_subcommand_is_refused() {
     );
 }
 
+/// The top-level help names the listening settings, and they work before any subcommand.
+#[tokio::test]
+async fn the_top_level_help_names_host_and_port_and_they_work_there() {
+    let out = run_with_env(&["--help"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        help.contains("--port <PORT>") && help.contains("--host <HOST>"),
+        "{help}"
+    );
+    let dirs = TestDirs::new();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_skill-runner"));
+    cmd.args(["--host", "127.0.0.1", "--port", "0"])
+        .env_remove("PORT")
+        .env_remove("SKILL_RUNNER_BIND")
+        .env("SKILL_RUNNER_DATA_DIR", &dirs.data)
+        .env("SKILL_RUNNER_SKILLS_DIR", &dirs.skills)
+        .current_dir(&dirs.root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    let (mut child, url, _log) = common::spawn_listening(cmd);
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let ping = common::client()
+        .get(format!("{url}/v1/system/ping"))
+        .send()
+        .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(ping.unwrap().status(), 200);
+    let out = run_with_env(&["--host", "nowhere"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8(out.stderr)
+            .unwrap()
+            .contains("'nowhere' is not an IP address")
+    );
+}
+
 #[tokio::test]
 async fn serves_ping_request_ids_openapi_and_docs() {
     let server = TestServer::start();

@@ -564,7 +564,7 @@ pub async fn question(
 ) -> Page {
     let pending = state
         .jobs
-        .pending(&scope, &request_id)
+        .pending(&scope, &request_id, std::time::Duration::ZERO)
         .await
         .map_err(ApiError::from)?;
     let question = pending.question.as_ref().and_then(Question::of);

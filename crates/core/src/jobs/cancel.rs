@@ -62,7 +62,13 @@ impl Jobs {
             None => None,
         };
         if let Some(first) = stopping {
-            match self.settled(run_id, limit).await? {
+            // A cancel waits on this, and one look is one indexed read: look often.
+            let ended = self
+                .read_until(run_id, limit, Duration::from_millis(50), |run| {
+                    run.status.is_terminal() || run.status == RunStatus::WaitingUser
+                })
+                .await?;
+            match ended.map(|run| run.status) {
                 Some(RunStatus::Canceled) => return Ok(first),
                 Some(status) if status.is_terminal() => return Ok(false),
                 // The turn asked its question just before the switch fired, or the executor
@@ -80,29 +86,5 @@ impl Jobs {
         let accepted = self.finish(run_id, Move::Cancel, None, ending).await;
         self.queue.remove(run_id);
         Ok(accepted)
-    }
-
-    /// Waits up to `limit` for the run to end or wait for its user; its status then.
-    async fn settled(&self, run_id: &str, limit: Duration) -> anyhow::Result<Option<RunStatus>> {
-        let deadline = tokio::time::Instant::now() + limit;
-        let mut subscription = self.feeds.subscribe(run_id);
-        loop {
-            let status = self.store.run(run_id).await?.map(|r| r.status);
-            match status {
-                Some(s) if s.is_terminal() || s == RunStatus::WaitingUser => return Ok(status),
-                None => return Ok(None),
-                Some(_) => {}
-            }
-            // Another node's turn ends without telling this one: look again soon (a cancel
-            // waits on this, and one look is one indexed read).
-            let look = tokio::time::Instant::now() + Duration::from_millis(50);
-            tokio::select! {
-                _ = subscription.changed() => {}
-                () = tokio::time::sleep_until(look.min(deadline)) => {}
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Ok(None);
-            }
-        }
     }
 }

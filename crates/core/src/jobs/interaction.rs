@@ -78,9 +78,21 @@ impl Jobs {
         Ok((request, run))
     }
 
-    /// The question the request's run waits on.
-    pub async fn pending(&self, scope: &Scope, request_id: &str) -> Result<Pending> {
+    /// The question the run waits on; with `wait`, a run still under way is waited for until
+    /// it asks (or ends, or waits for a login).
+    pub async fn pending(
+        &self,
+        scope: &Scope,
+        request_id: &str,
+        wait: std::time::Duration,
+    ) -> Result<Pending> {
         let (_, run) = self.interactive_run(scope, request_id).await?;
+        let run = self
+            .settled(run, wait, |run| {
+                run.status.is_terminal()
+                    || matches!(run.status, RunStatus::WaitingUser | RunStatus::WaitingAuth)
+            })
+            .await?;
         let interactions = self.store.interactions(&run.run_id).await?;
         let question = pending_question(&run, &interactions);
         Ok(Pending {

@@ -87,7 +87,9 @@ impl Jobs {
         if let Some(empty) = files.iter().find(|f| f.size == 0) {
             return Err(unprocessable(format!("file '{}' is empty", empty.name)));
         }
-        let pending = self.pending(scope, request_id).await?;
+        let pending = self
+            .pending(scope, request_id, std::time::Duration::ZERO)
+            .await?;
         self.has_room()?;
         // Not waiting on it: only a retry of an accepted reply is answered (by `reply`).
         let answering = pending

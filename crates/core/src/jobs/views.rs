@@ -118,8 +118,8 @@ pub struct Bundle {
     pub file_name: &'static str,
 }
 
-/// How often a result wait reads the run again without news of it.
-const RESULT_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often a wait for a run reads the run again without news of it.
+const RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Jobs {
     /// The run's folder, when this node holds it. Among nodes, a run's files stay with the
@@ -250,41 +250,64 @@ impl Jobs {
     }
 
     /// [`Jobs::result`], waiting up to `wait` for a run still under way to end. A run that
-    /// waits for its user or a login, or a request still waiting for its upload, answers at
-    /// once: nothing ends those but the caller.
+    /// waits for its user or a login answers at once: nothing ends it but the caller.
     pub async fn result_within(
         &self,
         scope: &Scope,
         request_id: &str,
         wait: std::time::Duration,
     ) -> Result<Value> {
-        let until = tokio::time::Instant::now() + wait;
         let (_, run) = self.request_and_run(scope, request_id).await?;
-        let mut subscription = self.feeds.subscribe(&run.run_id);
+        let run = self
+            .settled(run, wait, |run| {
+                run.result.is_some()
+                    || run.status.is_terminal()
+                    || matches!(run.status, RunStatus::WaitingUser | RunStatus::WaitingAuth)
+            })
+            .await?;
+        Self::result_of(request_id, run)
+    }
+
+    /// Run `run_id` read again until `settled` holds for it, `limit` passes or the service
+    /// stops, looking at least every `recheck` (another node's run moves without a tick
+    /// here); the last read, `None` when the run is gone.
+    pub(super) async fn read_until(
+        &self,
+        run_id: &str,
+        limit: std::time::Duration,
+        recheck: std::time::Duration,
+        settled: impl Fn(&Run) -> bool,
+    ) -> anyhow::Result<Option<Run>> {
+        let until = tokio::time::Instant::now() + limit;
+        let mut subscription = self.feeds.subscribe(run_id);
         loop {
-            // Read after subscribing, so an end between the read and the wait is not missed.
-            let run = self
-                .store
-                .run(&run.run_id)
-                .await?
-                .ok_or_else(|| Error::not_found("Run not found"))?;
-            let waits_on_caller = matches!(
-                run.status,
-                RunStatus::WaitingUser | RunStatus::WaitingAuth
-            );
-            if run.result.is_some()
-                || run.status.is_terminal()
-                || waits_on_caller
-                || tokio::time::Instant::now() >= until
-            {
-                return Self::result_of(request_id, run);
+            // Read after subscribing, so a move between the read and the wait is not missed.
+            let Some(run) = self.store.run(run_id).await? else {
+                return Ok(None);
+            };
+            if settled(&run) || tokio::time::Instant::now() >= until {
+                return Ok(Some(run));
             }
-            // Another node's run moves without a tick here: look again each second.
-            let next = until.min(tokio::time::Instant::now() + RESULT_RECHECK);
+            let next = until.min(tokio::time::Instant::now() + recheck);
             if let super::live::Wake::Closed = subscription.wait(next).await {
-                return Self::result_of(request_id, run);
+                return Ok(Some(run));
             }
         }
+    }
+
+    /// `run` as it is once `settled` holds or `wait` has passed.
+    pub(super) async fn settled(
+        &self,
+        run: Run,
+        wait: std::time::Duration,
+        settled: impl Fn(&Run) -> bool,
+    ) -> Result<Run> {
+        if wait.is_zero() || settled(&run) {
+            return Ok(run);
+        }
+        self.read_until(&run.run_id, wait, RECHECK, settled)
+            .await?
+            .ok_or_else(|| Error::not_found("Run not found"))
     }
 
     fn result_of(request_id: &str, run: Run) -> Result<Value> {
