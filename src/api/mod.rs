@@ -349,24 +349,32 @@ fn mcp_router(state: &AppState) -> Router<AppState> {
 pub fn router(state: AppState) -> Router {
     let (api, doc) = split();
     let x_request_id = HeaderName::from_static("x-request-id");
+    let traced = state.config.traces.is_some();
     let middleware = ServiceBuilder::new()
         .layer(SetRequestIdLayer::new(
             x_request_id.clone(),
             MakeRequestUuid,
         ))
-        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
-            let path = req
-                .extensions()
-                .get::<MatchedPath>()
-                .map_or(req.uri().path(), |p| p.as_str());
-            let request_id = req
+        .layer(TraceLayer::new_for_http().make_span_with(move |req: &Request| {
+            let http_request_id = req
                 .headers()
                 .get("x-request-id")
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default();
-            // Named by the route's pattern in exported traces (`POST /v1/jobs`).
-            tracing::info_span!("http", method = %req.method(), path, request_id,
-                                otel.name = %format_args!("{} {path}", req.method()))
+            // The access line inside carries only the status and time: the method and path are
+            // said here, once.
+            let span = tracing::info_span!("http", method = %req.method(), path = req.uri().path(),
+                                           http_request_id, otel.name = tracing::field::Empty);
+            if traced {
+                // Named by the route's pattern in exported traces (`POST /v1/jobs`); left out
+                // of the log lines when nothing is exported.
+                let route = req
+                    .extensions()
+                    .get::<MatchedPath>()
+                    .map_or(req.uri().path(), |p| p.as_str());
+                span.record("otel.name", format_args!("{} {route}", req.method()));
+            }
+            span
         }))
         .layer(PropagateRequestIdLayer::new(x_request_id))
         .layer(CatchPanicLayer::custom(|_| internal_error_response()));

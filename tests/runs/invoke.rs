@@ -994,7 +994,7 @@ async fn invoke_and_a_job_of_one_script_skill_give_the_same_data() {
             .iter()
             .any(|s| s["id"] == "word-stats" && s["runner_type"] == "engine:script")
     );
-    // An engine the skill does not have is refused naming the field.
+    // An engine there is not is refused naming the field.
     let (status, result) = server
         .post_json(
             "/skills/word-stats:invoke",
@@ -1010,7 +1010,7 @@ async fn invoke_and_a_job_of_one_script_skill_give_the_same_data() {
         result["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("does not support engine 'gemini2'"),
+            .contains("There is no engine 'gemini2'"),
         "{result}"
     );
 }

@@ -230,7 +230,7 @@ async fn the_top_level_help_names_host_and_port_and_they_work_there() {
         .await;
     let _ = child.kill();
     let _ = child.wait();
-    assert_eq!(ping.unwrap().status(), 200);
+    assert!(ping.unwrap().status().is_success());
     let out = run_with_env(&["--host", "nowhere"], &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
@@ -384,12 +384,22 @@ async fn sigterm_shuts_down_gracefully_and_data_survives_restart() {
     assert_eq!(skill["health"], "healthy");
 }
 
+/// One access line per request (its method, path and `http_request_id` said once, in its
+/// span; the time to 0.01 ms), and the request id the API shows finds the run's moves, a
+/// failure's with its code and message.
 #[tokio::test]
 async fn json_logs_carry_the_request_id() {
-    let server = TestServer::start_with(
-        TestDirs::new(),
+    let server = TestServer::with_skills(
+        &[common::probe_skill("probe", None)],
         &[("LOG_FORMAT", "json"), ("LOG_LEVEL", "debug")],
     );
+    let lines = || -> Vec<Value> {
+        server
+            .log()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+            .collect()
+    };
     let resp = server
         .client
         .get(server.url("/v1/skills"))
@@ -400,24 +410,55 @@ async fn json_logs_carry_the_request_id() {
     assert_eq!(resp.status().as_u16(), 200);
     // The access log line is written as the response completes.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        let log = server.log();
-        let lines: Vec<Value> = log
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-            .collect();
-        let hit = lines.iter().any(|l| {
-            l["span"]["request_id"] == "log-probe-42" && l["span"]["path"] == "/v1/skills"
+    let access = loop {
+        let hit = lines().into_iter().find(|l| {
+            l["span"]["http_request_id"] == "log-probe-42" && l["span"]["path"] == "/v1/skills"
         });
-        if hit {
-            break;
+        if let Some(hit) = hit {
+            break hit;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "no log line with the request id:\n{log}"
+            "no log line with the request id:\n{}",
+            server.log()
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    };
+    assert_eq!(access["target"], "skill_runner::access", "{access}");
+    assert_eq!(access["status"], 200, "{access}");
+    assert!(
+        access.get("path").is_none() && access.get("method").is_none(),
+        "{access}"
+    );
+    let ms = access["ms"].as_f64().unwrap();
+    assert_eq!((ms * 100.0).round() / 100.0, ms, "{access}");
+    assert!(
+        access["span"].get("otel.name").is_none(),
+        "no traces exported: {access}"
+    );
+
+    let rid = server
+        .create_job(json!({"skill_id": "probe", "parameter": {"mode": "exit"}}))
+        .await;
+    let status = server.wait_job(&rid).await;
+    let run_id = status["run_id"].as_str().unwrap();
+    let moves: Vec<Value> = lines()
+        .into_iter()
+        .filter(|l| l["request_id"] == rid.as_str() && l["message"] == "run moved")
+        .collect();
+    let states: Vec<&str> = moves.iter().map(|l| l["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["queued", "running", "failed"], "{moves:?}");
+    assert!(moves.iter().all(|l| l["run_id"] == run_id), "{moves:?}");
+    let failed = &moves[2];
+    assert_eq!(failed["level"], "WARN", "{failed}");
+    assert_eq!(failed["code"], "SKILL_EXITED", "{failed}");
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .contains("exited with code 3"),
+        "{failed}"
+    );
 }
 
 #[tokio::test]

@@ -820,7 +820,7 @@ impl Jobs {
         match (binding, admission) {
             (Binding::Run(run), Some(admission)) => {
                 // Told before it is handed on: the log shows `queued` before `running`.
-                self.moved(&run.run_id, run.engine, RunStatus::Queued);
+                self.moved_to(&request_id, &run.run_id, run.engine, RunStatus::Queued);
                 self.enqueue(admission, (&run).into()).await;
                 Admitted {
                     request_id,

@@ -165,7 +165,7 @@ impl Jobs {
         });
         let run = match started.await {
             Ok(Some(run)) => {
-                self.moved(run_id, run.engine, RunStatus::Running);
+                self.moved_to(&run.request_id, run_id, run.engine, RunStatus::Running);
                 run
             }
             Ok(None) => return,
@@ -178,6 +178,7 @@ impl Jobs {
             }
         };
         let (engine, began) = (run.engine, std::time::Instant::now());
+        let request_id = run.request_id.clone();
         let turn = self.execute_started(run, &cancel, slot).await;
         super::telemetry::turn_took(engine, began.elapsed());
         let ending = match turn {
@@ -190,7 +191,9 @@ impl Jobs {
                 }
             },
             Ok(TurnEnd::Asked { question, options }) => {
-                return self.wait_for_user(run_id, engine, question, &options).await;
+                return self
+                    .wait_for_user(&request_id, run_id, engine, question, &options)
+                    .await;
             }
             // A volume that filled up under the run's start (its folder, its inputs) is no
             // internal error: the run says so, and the reserve is given up with its end.
@@ -242,7 +245,18 @@ impl Jobs {
             Ok(Some(ended)) => ended,
             Ok(None) | Err(_) => return false,
         };
-        self.moved(run_id, ended.engine, ending.status);
+        let failure = ending
+            .error_code
+            .as_deref()
+            .zip(ending.error_message.as_deref())
+            .filter(|_| ending.status == RunStatus::Failed);
+        self.moved(super::telemetry::Transition {
+            request_id: &ended.request_id,
+            run_id,
+            engine: ended.engine,
+            state: ending.status,
+            error: failure,
+        });
         self.forget_secrets(&ended.request_id).await;
         let code = ending.error_code.as_deref();
         super::telemetry::ended(ended.engine, ending.status, code);

@@ -135,7 +135,7 @@ impl Jobs {
         };
         match self.store.answer(&run.run_id, answer).await? {
             AnswerOutcome::Accepted => {
-                self.moved(&run.run_id, run.engine, RunStatus::Queued);
+                self.moved_to(&run.request_id, &run.run_id, run.engine, RunStatus::Queued);
                 self.enqueue(admission, (&run).into()).await;
                 Ok(())
             }
@@ -186,6 +186,7 @@ impl Jobs {
     /// Parks a run whose turn asked `question`, and arms the reply timeout.
     pub(super) async fn wait_for_user(
         self: &Arc<Self>,
+        request_id: &str,
         run_id: &str,
         engine: Engine,
         question: Value,
@@ -210,7 +211,7 @@ impl Jobs {
             .await;
         match asked {
             Ok(Some(seq)) => {
-                self.moved(run_id, engine, RunStatus::WaitingUser);
+                self.moved_to(request_id, run_id, engine, RunStatus::WaitingUser);
                 self.arm_wait_timer(run_id, seq, timeout);
                 self.share_settled(run_id, true);
             }
@@ -289,7 +290,7 @@ impl Jobs {
         };
         if self.store.answer(run_id, answer).await? == AnswerOutcome::Accepted {
             tracing::info!(run_id, seq, "no reply in time: the runner decided");
-            self.moved(run_id, run.engine, RunStatus::Queued);
+            self.moved_to(&run.request_id, run_id, run.engine, RunStatus::Queued);
             self.requeue((&run).into()).await;
         }
         Ok(())

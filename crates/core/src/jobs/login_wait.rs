@@ -48,7 +48,12 @@ impl Jobs {
         {
             Ok(true) => {
                 tracing::info!(run_id, %engine, "the engine is not logged in: the run waits for a login");
-                self.moved(run_id, engine, RunStatus::WaitingAuth);
+                // A rare move, told with the id users see (the run's row is kept in memory).
+                let request_id = match self.store.run(run_id).await {
+                    Ok(Some(run)) => run.request_id,
+                    _ => String::new(),
+                };
+                self.moved_to(&request_id, run_id, engine, RunStatus::WaitingAuth);
                 self.arm_login_timer(run_id, wait);
                 true
             }
@@ -85,7 +90,7 @@ impl Jobs {
         let mut resumed = 0;
         for run in self.store.runs_with_status(RunStatus::WaitingAuth).await? {
             if run.engine == engine && self.store.auth_arrived(&run.run_id).await? {
-                self.moved(&run.run_id, engine, RunStatus::Queued);
+                self.moved_to(&run.request_id, &run.run_id, engine, RunStatus::Queued);
                 self.requeue((&run).into()).await;
                 resumed += 1;
             }

@@ -327,14 +327,25 @@ impl Jobs {
         }
     }
 
-    /// Tells the run's watchers, the log and the counters that the run moved into `state`.
-    fn moved(&self, run_id: &str, engine: Engine, state: RunStatus) {
-        self.feeds.status(run_id);
-        if !matches!(state, RunStatus::Queued | RunStatus::Running) {
+    /// Tells the run's watchers, the log and the counters that the run moved.
+    fn moved(&self, to: telemetry::Transition<'_>) {
+        self.feeds.status(to.run_id);
+        if !matches!(to.state, RunStatus::Queued | RunStatus::Running) {
             // The move's deliveries were written with it.
             self.webhooks.wake();
         }
-        telemetry::moved(&self.config.node_id, run_id, engine, state);
+        telemetry::moved(&self.config.node_id, to);
+    }
+
+    /// [`Jobs::moved`] of a move that is no failure.
+    fn moved_to(&self, request_id: &str, run_id: &str, engine: Engine, state: RunStatus) {
+        self.moved(telemetry::Transition {
+            request_id,
+            run_id,
+            engine,
+            state,
+            error: None,
+        });
     }
 
     /// How turns are confined.

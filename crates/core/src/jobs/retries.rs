@@ -88,7 +88,12 @@ impl Jobs {
         );
         metrics::counter!(super::telemetry::RETRIES, "engine" => retried.engine.as_str())
             .increment(1);
-        self.moved(run_id, retried.engine, RunStatus::Queued);
+        self.moved_to(
+            &retried.request_id,
+            run_id,
+            retried.engine,
+            RunStatus::Queued,
+        );
         self.requeue((&retried).into()).await;
         Ok(())
     }

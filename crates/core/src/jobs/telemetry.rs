@@ -48,13 +48,49 @@ pub fn turn_span(node: &str, run_id: &str, origin: Option<SpanContext>) -> traci
     span
 }
 
-/// Logs and counts a run's move into `state` on node `node`; the line carries the trace id
-/// when traces are exported.
-pub fn moved(node: &str, run_id: &str, engine: Engine, state: RunStatus) {
-    let (engine, state) = (engine.as_str(), state.as_str());
-    // An absent trace leaves the field out of the line.
+/// A run's move, as its log line names it.
+#[derive(Debug, Clone, Copy)]
+pub struct Transition<'a> {
+    /// The id the API and the console show for the run.
+    pub request_id: &'a str,
+    pub run_id: &'a str,
+    pub engine: Engine,
+    pub state: RunStatus,
+    /// The code and message of a failure the move ends the run with.
+    pub error: Option<(&'a str, &'a str)>,
+}
+
+/// Logs and counts a run's move on node `node`: one line with the request id a user sees and
+/// the run id, a failure's code and message, and the trace id when traces are exported.
+pub fn moved(node: &str, to: Transition<'_>) {
+    let Transition {
+        request_id, run_id, ..
+    } = to;
+    let (engine, state) = (to.engine.as_str(), to.state.as_str());
+    // An absent trace or error leaves its field out of the line.
     let trace_id = current_trace().map(|t| tracing::field::display(t.trace_id()));
-    tracing::info!(run_id, node, engine, state, trace_id, "run moved");
+    match to.error {
+        Some((code, error)) => tracing::warn!(
+            request_id,
+            run_id,
+            node,
+            engine,
+            state,
+            code,
+            error,
+            trace_id,
+            "run moved"
+        ),
+        None => tracing::info!(
+            request_id,
+            run_id,
+            node,
+            engine,
+            state,
+            trace_id,
+            "run moved"
+        ),
+    }
     metrics::counter!(TRANSITIONS, "engine" => engine, "state" => state).increment(1);
 }
 
