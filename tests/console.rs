@@ -1358,6 +1358,21 @@ async fn skills_run_from_their_page_and_again_from_their_runs() {
     copy_bundled_skills(&dirs.skills);
     common::probe_skill("probe", Some(true)).write_into(&dirs.skills);
     common::probe_skill("plain", None).write_into(&dirs.skills);
+    common::probe_skill("bounded", None)
+        .file(
+            "assets/input.schema.json",
+            json!({"type": "object", "properties": {
+                "text": {"type": "string", "maxLength": 5, "x-input-source": "inline"}}})
+            .to_string(),
+        )
+        .file(
+            "assets/parameter.schema.json",
+            json!({"type": "object", "required": ["mode"], "properties": {
+                "mode": {"type": "string"},
+                "count": {"type": "integer", "minimum": 1, "maximum": 10}}})
+            .to_string(),
+        )
+        .write_into(&dirs.skills);
     let server = TestServer::start_with(dirs, &[]);
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -1372,6 +1387,19 @@ async fn skills_run_from_their_page_and_again_from_their_runs() {
             .fold(reqwest::multipart::Form::new(), |f, (k, v)| {
                 f.text(k.to_string(), v.to_string())
             })
+    };
+    // A form sent back is a redirect to the skill's page showing it again.
+    let sent_back = |response: reqwest::Response| {
+        let http = http.clone();
+        let server = &server;
+        async move {
+            assert_eq!(response.status().as_u16(), 303);
+            let location = response.headers()["location"].to_str().unwrap().to_owned();
+            assert!(location.contains("?draft="), "{location}");
+            let page = http.get(server.url(&location)).send().await.unwrap();
+            assert_eq!(page.status().as_u16(), 200);
+            page.text().await.unwrap()
+        }
     };
 
     let (status, _, page) = text(&server, "/ui/skills/probe").await;
@@ -1416,8 +1444,7 @@ async fn skills_run_from_their_page_and_again_from_their_runs() {
         )
         .await
         .unwrap();
-        assert_eq!(refused.status().as_u16(), 422);
-        let page = refused.text().await.unwrap();
+        let page = sent_back(refused).await;
         for field in ["parameter.mode", "parameter.n", "file.doc"] {
             assert!(
                 page.contains(&format!("data-error-for=\"{field}\"")),
@@ -1435,13 +1462,56 @@ async fn skills_run_from_their_page_and_again_from_their_runs() {
     )
     .await
     .unwrap();
-    assert_eq!(refused.status().as_u16(), 422);
     assert!(
-        refused
-            .text()
+        sent_back(refused)
             .await
-            .unwrap()
             .contains("data-error-for=\"engine\"")
+    );
+    // Bounds of the schema are the controls' attributes, and a value past one is named on
+    // its field with the bound; a reload shows the form again (post/redirect/get).
+    let (_, _, page) = text(&server, "/ui/skills/bounded").await;
+    assert!(
+        page.contains("type=\"number\" step=\"1\"") && page.contains("min=\"1\" max=\"10\""),
+        "{page}"
+    );
+    assert!(page.contains("maxlength=\"5\""), "{page}");
+    let refused = post(
+        "/ui/skills/bounded/run",
+        form(&[
+            ("engine", "script"),
+            ("parameter.mode", "ok"),
+            ("parameter.count", "99"),
+            ("input.text", "too long"),
+        ]),
+    )
+    .await
+    .unwrap();
+    let location = refused.headers()["location"].to_str().unwrap().to_owned();
+    let page = sent_back(refused).await;
+    for said in [
+        "parameter.count must be at most 10, not 99",
+        "input.text must be at most 5 characters long",
+        "aria-invalid=\"true\"",
+        "value=\"99\"",
+    ] {
+        assert!(page.contains(said), "{said}: {page}");
+    }
+    let (status, _, again) = text(&server, &location).await;
+    assert_eq!(status, 200);
+    assert!(
+        again.contains("parameter.count must be at most 10, not 99"),
+        "reload: {again}"
+    );
+    // The form's own address, opened, is the skill's page, not a 405.
+    let opened = http
+        .get(server.url("/ui/skills/bounded/run"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(opened.status().as_u16(), 303);
+    assert_eq!(
+        opened.headers()["location"].to_str().unwrap(),
+        "/ui/skills/bounded#run-form"
     );
     let (_, listed) = server.get("/v1/management/runs").await;
     assert_eq!(listed["runs"], json!([]), "nothing was created");

@@ -103,6 +103,151 @@ pub struct Field {
     pub required: bool,
     pub widget: Widget,
     pub default: Option<Value>,
+    /// What the schema bounds the value by (each item's, for a list).
+    pub bounds: Bounds,
+}
+
+/// The JSON Schema keywords a form field checks beside its type: `minimum`, `maximum`,
+/// `exclusiveMinimum`, `exclusiveMaximum`, `multipleOf`, `minLength`, `maxLength`, `pattern`
+/// (of a value or of each item of a list) and `minItems`, `maxItems` (of a list). They become
+/// the control's attributes and are checked when the form comes back, so a bound is named on
+/// its field rather than in the service's answer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Bounds {
+    pub minimum: Option<f64>,
+    pub maximum: Option<f64>,
+    pub exclusive_minimum: Option<f64>,
+    pub exclusive_maximum: Option<f64>,
+    pub multiple_of: Option<f64>,
+    pub min_length: Option<u64>,
+    pub max_length: Option<u64>,
+    pub pattern: Option<String>,
+    pub min_items: Option<u64>,
+    pub max_items: Option<u64>,
+}
+
+impl Bounds {
+    /// The bounds `property` states (for a list, its items' with its own item counts).
+    fn of(property: &Value) -> Self {
+        let value = match property.get("type").and_then(Value::as_str) {
+            Some("array") => property.get("items").unwrap_or(&Value::Null),
+            _ => property,
+        };
+        let number = |key: &str| value.get(key).and_then(Value::as_f64);
+        let count = |from: &Value, key: &str| from.get(key).and_then(Value::as_u64);
+        Self {
+            minimum: number("minimum"),
+            maximum: number("maximum"),
+            exclusive_minimum: number("exclusiveMinimum"),
+            exclusive_maximum: number("exclusiveMaximum"),
+            multiple_of: number("multipleOf").filter(|m| *m > 0.0),
+            min_length: count(value, "minLength"),
+            max_length: count(value, "maxLength"),
+            pattern: value
+                .get("pattern")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            min_items: count(property, "minItems"),
+            max_items: count(property, "maxItems"),
+        }
+    }
+
+    /// What is wrong with one value (a list's item) by these bounds.
+    fn check_one(&self, value: &Value) -> Result<(), Problem> {
+        if let Some(n) = value.as_f64() {
+            let shown = number_text(n);
+            if let Some(min) = self.minimum.filter(|min| n < *min) {
+                return Err(Problem::Below {
+                    min: number_text(min),
+                    given: shown,
+                    exclusive: false,
+                });
+            }
+            if let Some(min) = self.exclusive_minimum.filter(|min| n <= *min) {
+                return Err(Problem::Below {
+                    min: number_text(min),
+                    given: shown,
+                    exclusive: true,
+                });
+            }
+            if let Some(max) = self.maximum.filter(|max| n > *max) {
+                return Err(Problem::Above {
+                    max: number_text(max),
+                    given: shown,
+                    exclusive: false,
+                });
+            }
+            if let Some(max) = self.exclusive_maximum.filter(|max| n >= *max) {
+                return Err(Problem::Above {
+                    max: number_text(max),
+                    given: shown,
+                    exclusive: true,
+                });
+            }
+            if let Some(step) = self.multiple_of {
+                let ratio = n / step;
+                if (ratio - ratio.round()).abs() > 1e-9 {
+                    return Err(Problem::NotMultipleOf(number_text(step)));
+                }
+            }
+        }
+        if let Some(text) = value.as_str() {
+            let chars = text.chars().count() as u64;
+            if let Some(min) = self.min_length.filter(|min| chars < *min) {
+                return Err(Problem::TooShort(min));
+            }
+            if let Some(max) = self.max_length.filter(|max| chars > *max) {
+                return Err(Problem::TooLong(max));
+            }
+            // A pattern the form cannot compile is left to the service's own check.
+            if let Some(pattern) = &self.pattern
+                && regex::Regex::new(pattern).is_ok_and(|re| !re.is_match(text))
+            {
+                return Err(Problem::NotMatching(pattern.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// What is wrong with a field's value by these bounds.
+    fn check(&self, value: &Value) -> Result<(), Problem> {
+        let Value::Array(items) = value else {
+            return self.check_one(value);
+        };
+        let count = items.len() as u64;
+        if let Some(min) = self.min_items.filter(|min| count < *min) {
+            return Err(Problem::TooFewItems(min));
+        }
+        if let Some(max) = self.max_items.filter(|max| count > *max) {
+            return Err(Problem::TooManyItems(max));
+        }
+        for (n, item) in items.iter().enumerate() {
+            self.check_one(item)
+                .map_err(|problem| Problem::Line(n + 1, Box::new(problem)))?;
+        }
+        Ok(())
+    }
+
+    /// The `min` attribute of a number control.
+    pub fn min_attr(&self) -> Option<String> {
+        self.minimum.map(number_text)
+    }
+
+    /// The `max` attribute of a number control.
+    pub fn max_attr(&self) -> Option<String> {
+        self.maximum.map(number_text)
+    }
+}
+
+/// A bound as written: `10`, not `10.0`.
+fn number_text(n: f64) -> String {
+    serde_json::Number::from_f64(n).map_or_else(
+        || n.to_string(),
+        |n| match n.as_f64() {
+            Some(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", f as i64),
+            _ => n.to_string(),
+        },
+    )
 }
 
 impl Field {
@@ -145,6 +290,7 @@ pub fn task_fields(prompt: &str, files: &str) -> Vec<Field> {
             required: true,
             widget: Widget::Prose,
             default: None,
+            bounds: Bounds::default(),
         },
         Field {
             section: Section::File,
@@ -154,6 +300,7 @@ pub fn task_fields(prompt: &str, files: &str) -> Vec<Field> {
             required: false,
             widget: Widget::Files,
             default: None,
+            bounds: Bounds::default(),
         },
     ]
 }
@@ -249,6 +396,7 @@ pub fn fields(input: Option<&Schema>, parameter: Option<&Schema>) -> Vec<Field> 
                 required: required.contains(&key.as_str()),
                 widget: if file { Widget::File } else { widget(property) },
                 default: property.get("default").cloned(),
+                bounds: Bounds::of(property),
             });
         }
     }
@@ -309,6 +457,27 @@ pub enum Problem {
     },
     /// Not valid JSON, with the parser's reason.
     NotJson(String),
+    /// Under `minimum` (`exclusive`: at or under `exclusiveMinimum`).
+    Below {
+        min: String,
+        given: String,
+        exclusive: bool,
+    },
+    /// Over `maximum` (`exclusive`: at or over `exclusiveMaximum`).
+    Above {
+        max: String,
+        given: String,
+        exclusive: bool,
+    },
+    NotMultipleOf(String),
+    /// Fewer characters than `minLength`.
+    TooShort(u64),
+    /// More characters than `maxLength`.
+    TooLong(u64),
+    /// Does not match `pattern`.
+    NotMatching(String),
+    TooFewItems(u64),
+    TooManyItems(u64),
     /// Line `n` (from 1) of a list field.
     Line(usize, Box<Problem>),
 }
@@ -337,6 +506,50 @@ impl Problem {
             }
             Problem::NotJson(reason) if zh => format!("不是有效的 JSON（{reason}）"),
             Problem::NotJson(reason) => format!("is not valid JSON ({reason})"),
+            Problem::Below {
+                min,
+                given,
+                exclusive: false,
+            } if zh => {
+                format!("不能小于 {min}（填的是 {given}）")
+            }
+            Problem::Below {
+                min,
+                given,
+                exclusive: false,
+            } => {
+                format!("must be at least {min}, not {given}")
+            }
+            Problem::Below { min, given, .. } if zh => format!("必须大于 {min}（填的是 {given}）"),
+            Problem::Below { min, given, .. } => format!("must be more than {min}, not {given}"),
+            Problem::Above {
+                max,
+                given,
+                exclusive: false,
+            } if zh => {
+                format!("不能大于 {max}（填的是 {given}）")
+            }
+            Problem::Above {
+                max,
+                given,
+                exclusive: false,
+            } => {
+                format!("must be at most {max}, not {given}")
+            }
+            Problem::Above { max, given, .. } if zh => format!("必须小于 {max}（填的是 {given}）"),
+            Problem::Above { max, given, .. } => format!("must be less than {max}, not {given}"),
+            Problem::NotMultipleOf(step) if zh => format!("必须是 {step} 的倍数"),
+            Problem::NotMultipleOf(step) => format!("must be a multiple of {step}"),
+            Problem::TooShort(n) if zh => format!("至少要 {n} 个字符"),
+            Problem::TooShort(n) => format!("must be at least {n} characters long"),
+            Problem::TooLong(n) if zh => format!("最多 {n} 个字符"),
+            Problem::TooLong(n) => format!("must be at most {n} characters long"),
+            Problem::NotMatching(p) if zh => format!("必须符合模式 {p}"),
+            Problem::NotMatching(p) => format!("must match the pattern {p}"),
+            Problem::TooFewItems(n) if zh => format!("至少要 {n} 项"),
+            Problem::TooFewItems(n) => format!("must have at least {n} items"),
+            Problem::TooManyItems(n) if zh => format!("最多 {n} 项"),
+            Problem::TooManyItems(n) => format!("must have at most {n} items"),
             Problem::Line(n, problem) if zh => format!("第 {n} 行：{}", problem.text(l)),
             Problem::Line(n, problem) => format!("line {n}: {}", problem.text(l)),
         }
@@ -379,7 +592,10 @@ pub fn read(fields: &[Field], values: &[(String, String)]) -> Result<Submitted, 
             Section::Parameter => &mut parameter,
             _ => &mut input,
         };
-        match value {
+        match value.and_then(|v| match &v {
+            Some(value) => field.bounds.check(value).map(|()| v),
+            None => Ok(v),
+        }) {
             Ok(Some(value)) => {
                 target.insert(field.key.clone(), value);
             }
@@ -844,6 +1060,80 @@ mod tests {
         assert_eq!(zh[0], "为必填项");
         assert_eq!(zh[4], "必须是 short, long, 7 之一，而不是 'medium'");
         assert_eq!(zh[5], "第 2 行：必须是整数，而不是 'x'");
+    }
+
+    #[test]
+    fn each_bound_the_form_supports_is_checked_on_its_field() {
+        let parameter = Schema::parse(
+            &json!({"type": "object", "properties": {
+                "low": {"type": "integer", "minimum": 1},
+                "high": {"type": "number", "maximum": 10},
+                "over": {"type": "number", "exclusiveMinimum": 0},
+                "under": {"type": "number", "exclusiveMaximum": 1},
+                "step": {"type": "number", "multipleOf": 0.5},
+                "short": {"type": "string", "minLength": 3},
+                "long": {"type": "string", "maxLength": 2},
+                "code": {"type": "string", "pattern": "^[a-z]+$"},
+                "few": {"type": "array", "items": {"type": "integer"}, "minItems": 2},
+                "many": {"type": "array", "items": {"type": "integer", "maximum": 5},
+                         "maxItems": 3}}})
+            .to_string(),
+        )
+        .unwrap();
+        let fields = fields(None, Some(&parameter));
+        let high = fields.iter().find(|f| f.key == "high").unwrap();
+        assert_eq!(
+            (high.bounds.min_attr(), high.bounds.max_attr()),
+            (None, Some("10".into()))
+        );
+        let sent = |pairs: &[(&str, &str)]| -> Vec<String> {
+            let values: Vec<(String, String)> = pairs
+                .iter()
+                .map(|(k, v)| (format!("parameter.{k}"), v.to_string()))
+                .collect();
+            read(&fields, &values)
+                .err()
+                .unwrap_or_default()
+                .iter()
+                .map(|e| format!("{} {}", e.name, e.problem))
+                .collect()
+        };
+        assert_eq!(
+            sent(&[
+                ("low", "0"),
+                ("high", "10.5"),
+                ("over", "0"),
+                ("under", "1"),
+                ("step", "0.7"),
+                ("short", "ab"),
+                ("long", "abc"),
+                ("code", "A1"),
+                ("few", "1"),
+                ("many", "1\n9"),
+            ]),
+            [
+                "parameter.code must match the pattern ^[a-z]+$",
+                "parameter.few must have at least 2 items",
+                "parameter.high must be at most 10, not 10.5",
+                "parameter.long must be at most 2 characters long",
+                "parameter.low must be at least 1, not 0",
+                "parameter.many line 2: must be at most 5, not 9",
+                "parameter.over must be more than 0, not 0",
+                "parameter.short must be at least 3 characters long",
+                "parameter.step must be a multiple of 0.5",
+                "parameter.under must be less than 1, not 1",
+            ]
+        );
+        assert!(sent(&[("many", "1\n2\n3\n4")]) == ["parameter.many must have at most 3 items"]);
+        assert!(
+            sent(&[
+                ("low", "1"),
+                ("high", "10"),
+                ("step", "1.5"),
+                ("code", "ok")
+            ])
+            .is_empty()
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! htmx updates in place, on the same semantics as `/v1/management/*`. Every route sits behind
 //! the administrative Basic Auth (`UI_BASIC_AUTH_*`) when it is enabled.
 
+mod drafts;
 mod engines;
 mod legacy;
 mod login;
@@ -50,7 +51,10 @@ pub fn router(state: &AppState) -> Router<AppState> {
         )
         .route("/ui/skills/{skill_id}", get(skills::detail))
         .route("/ui/skills/{skill_id}/view", get(skills::view))
-        .route("/ui/skills/{skill_id}/run", post(skills::run))
+        .route(
+            "/ui/skills/{skill_id}/run",
+            post(skills::run).get(skills::run_form),
+        )
         .route("/ui/engines", get(engines::page))
         .route("/ui/management/engines/table", get(engines::table))
         .route("/ui/engines/upgrades", post(engines::upgrade))

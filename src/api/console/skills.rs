@@ -10,7 +10,6 @@ use crate::jobs::{Family, Scope};
 use askama::Template;
 use axum::extract::multipart::{Multipart, MultipartRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use skill_runner_core::tenants::{Caller, Role};
@@ -18,8 +17,9 @@ use skill_runner_types::RelPath;
 use skill_runner_web::form::{self, FormView, Schema, Section};
 use skill_runner_web::markdown;
 
+use super::drafts;
 use super::runs::{RunRow, RunsTable};
-use super::{ConsoleError, Lang, Page, WholePage, render};
+use super::{ConsoleError, Lang, Page, render};
 use crate::api::error::ApiError;
 use crate::api::jobs::ClientAddress;
 use crate::api::management::{self, SkillSummary};
@@ -219,10 +219,11 @@ async fn status_fragment(l: Lang, state: &AppState, request_id: String) -> Page 
     })
 }
 
-/// `?from=`: the run whose request fills the form.
+/// `?from=`: the run whose request fills the form; `?draft=`: a form sent back to show again.
 #[derive(Debug, Deserialize)]
 pub struct From {
     from: Option<String>,
+    draft: Option<String>,
 }
 
 /// The skill page without its form's state: what the skill is, its runs, and what its form
@@ -405,7 +406,26 @@ pub async fn detail(
         page.form.values = repeated(&page.form.fields, &request);
         page.from = Some(from);
     }
+    if let Some(draft) = query
+        .draft
+        .and_then(|token| drafts::shown(caller.tenant_id.as_ref(), &token))
+    {
+        page.form.values = draft.values;
+        page.form.errors = draft.errors;
+        page.refused = draft.refused;
+        page.from = draft.from;
+    }
     render(&page)
+}
+
+/// `GET /ui/skills/{skill_id}/run`: the form's own page (an address kept from before the
+/// form answered with redirects, or typed).
+pub async fn run_form(Path(skill_id): Path<String>) -> Redirect {
+    Redirect::to(&format!("/ui/skills/{}#run-form", urlencoding(&skill_id)))
+}
+
+fn urlencoding(text: &str) -> String {
+    form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
 /// The form's values that repeat `request`.
@@ -429,7 +449,8 @@ fn repeated(fields: &[form::Field], request: &Request) -> Vec<(String, String)> 
 }
 
 /// `POST /ui/skills/{skill_id}/run` (the run form, multipart): starts the run and goes to its
-/// page; a form with mistakes, or one the service refused, comes back saying why.
+/// page; a form with mistakes, or one the service refused, goes back to the skill's page,
+/// which shows it again saying why (see [`drafts`]).
 pub async fn run(
     l: Lang,
     State(state): State<AppState>,
@@ -437,30 +458,43 @@ pub async fn run(
     Acting(caller): Acting,
     ClientAddress(client): ClientAddress,
     Path(skill_id): Path<String>,
+    uri: axum::http::Uri,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<Response, ConsoleError> {
-    let mut page = skill_page(l, &state, &caller, &scope, &skill_id).await?;
+    let page = skill_page(l, &state, &caller, &scope, &skill_id).await?;
     let multipart = multipart
         .map_err(|e| ApiError::bad_request(format!("expected the run form (multipart): {e}")))?;
     let (values, files) = form::receive(multipart)
         .await
         .map_err(ApiError::bad_request)?;
     let named = |name: &str| form::value(&values, name);
-    let refuse = |mut page: SkillPage, status: StatusCode| {
-        page.form.values = values.clone();
-        page.from = named("from");
-        let mut response = render(&page)?.into_response();
-        *response.status_mut() = status;
-        response.extensions_mut().insert(WholePage);
-        Ok::<_, ConsoleError>(response)
+    // A form sent back is shown by a redirect to the skill's page (post/redirect/get).
+    let tenant = caller.tenant_id.to_string();
+    let refuse = |errors: Vec<form::FieldError>, refused: Option<String>| {
+        let token = drafts::keep(
+            &tenant,
+            drafts::Draft {
+                values: values.clone(),
+                errors,
+                refused,
+                from: named("from"),
+            },
+        );
+        // A language the form was sent in by its address stays the page's.
+        let lang = uri
+            .query()
+            .and_then(|q| form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "lang"))
+            .map_or_else(String::new, |(_, v)| format!("&lang={}", urlencoding(&v)));
+        let to = format!(
+            "/ui/skills/{}?draft={token}{lang}#run-form",
+            urlencoding(&skill_id)
+        );
+        Ok::<_, ConsoleError>(Redirect::to(&to).into_response())
     };
     let (form::Submitted { input, parameter }, engine, files) =
         match form::check_files(&page.form.fields, &values, files, &page.engines) {
             Ok(checked) => checked,
-            Err(errors) => {
-                page.form.errors = errors;
-                return refuse(page, StatusCode::UNPROCESSABLE_ENTITY);
-            }
+            Err(errors) => return refuse(errors, None),
         };
     let mut options = serde_json::Map::new();
     if let Some(mode) = named("execution_mode") {
@@ -473,8 +507,7 @@ pub async fn run(
     }
     if named("action").as_deref() == Some("schedule") {
         if !files.is_empty() {
-            page.refused = Some(l.tr("schedules.no_files").to_owned());
-            return refuse(page, StatusCode::UNPROCESSABLE_ENTITY);
+            return refuse(Vec::new(), Some(l.tr("schedules.no_files").to_owned()));
         }
         let mut job = serde_json::Map::new();
         job.insert("skill_id".into(), skill_id.clone().into());
@@ -494,11 +527,7 @@ pub async fn run(
         };
         return match state.jobs.create_schedule(&caller, schedule).await {
             Ok(_) => Ok(Redirect::to("/ui/schedules").into_response()),
-            Err(e) => {
-                let (status, message) = ApiError::from(e).into_message();
-                page.refused = Some(message);
-                refuse(page, status)
-            }
+            Err(e) => refuse(Vec::new(), Some(ApiError::from(e).into_message().1)),
         };
     }
     let job = NewJob {
@@ -518,11 +547,7 @@ pub async fn run(
     };
     match start(&state, job, &files).await {
         Ok(request_id) => Ok(Redirect::to(&format!("/ui/runs/{request_id}")).into_response()),
-        Err(e) => {
-            let (status, message) = e.into_message();
-            page.refused = Some(message);
-            refuse(page, status)
-        }
+        Err(e) => refuse(Vec::new(), Some(e.into_message().1)),
     }
 }
 
