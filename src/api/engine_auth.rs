@@ -85,7 +85,7 @@ pub struct ImportResult {
 /// runs get copies. Runs waiting for the login are queued again.
 #[utoipa::path(post, path = "/v1/management/engines/{engine}/auth/import", tag = "management",
     params(("engine" = String, Path)),
-    request_body(content_type = "multipart/form-data", description = "`files` parts"),
+    request_body(content = crate::api::openapi::AuthImportForm, content_type = "multipart/form-data"),
     responses(
         (status = 200, body = ImportResult, example = json!({"engine": "codex",
             "provider_id": null, "imported_files": [{"source": "auth.json",
@@ -374,7 +374,7 @@ pub struct AuthImported {
 /// engine), and queues the run again.
 #[utoipa::path(post, path = "/v1/jobs/{request_id}/interaction/auth/import", tag = "jobs",
     params(("request_id" = String, Path)),
-    request_body(content_type = "multipart/form-data", description = "`files` parts, optional `provider_id`"),
+    request_body(content = crate::api::openapi::AuthImportForm, content_type = "multipart/form-data"),
     responses(
         (status = 200, body = AuthImported, example = json!({"request_id": "6f1c…",
             "status": "queued", "accepted": true, "mode": "auth"})),

@@ -33,7 +33,7 @@ const INVOKE_SUFFIX: &str = ":invoke";
         ("skill_id" = String, Path, description = "Invocable skill id (`GET /skills`)"),
         ("X-Trace-Id" = Option<String>, Header, description = "Trace id to carry through the call"),
     ),
-    request_body(content = Value, description = "`{\"input\": {...}}`"),
+    request_body(content = crate::api::openapi::InputBody),
     responses(
         (status = 200, description = "The skill succeeded", body = SkillResult),
         (status = 400, description = "INVALID_ARGUMENT or INVALID_JSON", body = SkillResult),

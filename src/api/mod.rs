@@ -14,6 +14,7 @@ pub mod jobs;
 pub mod management;
 pub mod mcp_servers;
 pub mod oauth_proxy;
+pub mod openapi;
 pub mod packages;
 pub mod providers;
 pub mod reply_files;
@@ -53,6 +54,7 @@ pub(crate) const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
 #[openapi(
     info(title = "skill-runner", description = "Runs skills through agent CLIs or scripts."),
     paths(jobs::artifact, invoke::invoke, tools::call),
+    components(schemas(openapi::ErrorBody)),
     tags(
         (name = "jobs", description = "Run installed skills"),
         (name = "temp-skill-runs", description = "Deprecated (answers carry `Deprecation`, \
@@ -83,11 +85,6 @@ pub(crate) const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
     )
 )]
 struct ApiDoc;
-
-/// The OpenAPI document generated from the handlers.
-pub fn openapi() -> utoipa::openapi::OpenApi {
-    split().1
-}
 
 /// A change is answered as done only when it was written where a restart finds it: the store
 /// refuses writes once its file was deleted or replaced, and this catches one that happened
@@ -378,7 +375,7 @@ pub fn router(state: AppState) -> Router {
         }))
         .layer(PropagateRequestIdLayer::new(x_request_id))
         .layer(CatchPanicLayer::custom(|_| internal_error_response()));
-    let openapi_json = serde_json::to_string(&doc).expect("OpenAPI document serialises");
+    let openapi_json = openapi::finish(doc).to_string();
     let app = api
         .route(
             "/openapi.json",

@@ -31,7 +31,7 @@ const METADATA_BYTES: usize = 64 * 1024;
 /// `/v1/management/runs/{request_id}/reply/files`.
 #[utoipa::path(post, path = "/v1/jobs/{request_id}/interaction/reply/files", tag = "jobs",
     params(("request_id" = String, Path)),
-    request_body(content_type = "multipart/form-data", description = "`metadata` (JSON) and `files` parts"),
+    request_body(content = crate::api::openapi::ReplyFilesForm, content_type = "multipart/form-data"),
     responses(
         (status = 200, body = ReplyAccepted, example = json!({"request_id": "6f1c…",
             "status": "queued", "accepted": true})),

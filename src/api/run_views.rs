@@ -489,7 +489,7 @@ pub struct CreateJob {
     #[serde(default)]
     pub effort: Option<String>,
     #[serde(default)]
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<crate::api::openapi::RuntimeOptionsBody>)]
     pub runtime_options: Option<Value>,
     /// Other installed skills the run gets beside `skill_id` (at most 8 skills in all); the
     /// agent lists them all and uses those that fit.
@@ -583,7 +583,7 @@ pub struct CreateTemp {
     #[serde(default)]
     pub model: Option<String>,
     #[serde(default)]
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<crate::api::openapi::RuntimeOptionsBody>)]
     pub runtime_options: Option<Value>,
 }
 

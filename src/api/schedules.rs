@@ -111,7 +111,7 @@ fn input_of(body: Map<String, Value>) -> Result<ScheduleInput, ApiError> {
 
 /// Makes a schedule: `{skill_id, engine?, input?, parameter?, runtime_options?, model?, skills?,
 /// retry?, priority?, cron, timezone?, overlap?, catch_up_seconds?, paused?}`.
-#[utoipa::path(post, path = "/v1/schedules", tag = "schedules", request_body = Object,
+#[utoipa::path(post, path = "/v1/schedules", tag = "schedules", request_body = crate::api::openapi::ScheduleBody,
     responses(
         (status = 200, body = ScheduleView),
         (status = 400, description = "A field is refused (which, why)"),
@@ -158,7 +158,7 @@ pub async fn get_schedule(
 
 /// Changes the fields sent (a job field replaces the job's fields: send the whole job).
 #[utoipa::path(patch, path = "/v1/schedules/{schedule_id}", tag = "schedules",
-    params(("schedule_id" = String, Path)), request_body = Object,
+    params(("schedule_id" = String, Path)), request_body = crate::api::openapi::ScheduleBody,
     responses((status = 200, body = ScheduleView), (status = 400, description = "A field is refused"),
               (status = 404, description = "No such schedule")))]
 pub async fn update_schedule(

@@ -123,7 +123,7 @@ pub async fn detail(
 /// resolved; an unknown tool is `NOT_FOUND` with `details.suggestions`.
 #[utoipa::path(post, path = "/v1/tools/{name}:call", tag = "tools",
     params(("name" = String, Path), ("X-Trace-Id" = Option<String>, Header)),
-    request_body(content = Value, description = "`{\"input\": {...}}`"),
+    request_body(content = crate::api::openapi::InputBody),
     responses((status = 200, description = "The skill succeeded"),
               (status = 404, description = "NOT_FOUND")))]
 pub async fn call(

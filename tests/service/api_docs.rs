@@ -95,3 +95,52 @@ async fn the_api_document_names_the_routes_the_router_has() {
         "routes of the OpenAPI document docs/api.md does not name: {undocumented:#?}"
     );
 }
+
+/// Every operation of `/openapi.json` has a one-line summary of at most 60 characters (the doc
+/// comment is its description), a typed request body when it takes one, and a typed body for
+/// each error answer.
+#[tokio::test]
+async fn every_operation_is_summed_up_in_a_line_and_typed() {
+    let server = TestServer::start();
+    let (_, doc) = server.get("/openapi.json").await;
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    assert!(schemas.contains_key("ErrorBody"), "{:?}", schemas.keys());
+    let props = &schemas["CreateJob"]["properties"]["runtime_options"];
+    assert!(props.to_string().contains("RuntimeOptionsBody"), "{props}");
+    let mut operations = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            if !["get", "post", "put", "patch", "delete"].contains(&method.as_str()) {
+                continue;
+            }
+            operations += 1;
+            let at = format!("{method} {path}");
+            let summary = op["summary"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{at}: no summary"));
+            assert!(
+                summary.chars().count() <= 60 && !summary.contains('\n') && !summary.is_empty(),
+                "{at}: {summary:?}"
+            );
+            assert!(op["description"].is_string(), "{at}: no description");
+            if let Some(body) = op.get("requestBody") {
+                for (kind, content) in body["content"].as_object().unwrap() {
+                    let schema = &content["schema"];
+                    assert!(
+                        schema.get("$ref").is_some() || schema.get("properties").is_some(),
+                        "{at} {kind}: untyped body {schema}"
+                    );
+                }
+            }
+            for (code, response) in op["responses"].as_object().unwrap() {
+                if code.starts_with('4') || code.starts_with('5') {
+                    assert!(
+                        response["content"]["application/json"]["schema"].is_object(),
+                        "{at} {code}: untyped error {response}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(operations > 100, "{operations}");
+}
