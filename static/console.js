@@ -289,3 +289,49 @@
     input.addEventListener('change', show);
   }
 })();
+
+// On a phone the nav folds behind its button.
+(function () {
+  const toggle = document.querySelector('.menu-toggle');
+  if (!toggle) return;
+  toggle.addEventListener('click', () => {
+    const open = toggle.closest('header').classList.toggle('open');
+    toggle.setAttribute('aria-expanded', String(open));
+  });
+})();
+
+// The settings filter: rows whose variable, flag or help holds the text; areas left empty hide.
+(function () {
+  const filter = document.getElementById('settings-filter');
+  if (!filter) return;
+  filter.addEventListener('input', () => {
+    const wanted = filter.value.trim().toLowerCase();
+    for (const area of document.querySelectorAll('.settings-area')) {
+      let shown = 0;
+      for (const row of area.querySelectorAll('tbody tr')) {
+        const hit = !wanted || row.textContent.toLowerCase().includes(wanted);
+        row.hidden = !hit;
+        if (hit) shown += 1;
+      }
+      area.hidden = shown === 0;
+    }
+  });
+})();
+
+// A duration still growing ([data-live-ms]: its value when the page was made) ticks each
+// second between the page's refreshes, in the words the service writes it (time.rs `span`).
+(function () {
+  function span(ms) {
+    if (ms < 1000) return `${ms} ms`;
+    if (ms < 60000) return `${(ms / 1000).toFixed(1)} s`;
+    if (ms < 3600000) return `${Math.floor(ms / 60000)} min ${String(Math.floor(ms / 1000) % 60).padStart(2, '0')} s`;
+    return `${Math.floor(ms / 3600000)} h ${String(Math.floor(ms / 60000) % 60).padStart(2, '0')} min`;
+  }
+  setInterval(() => {
+    const now = Date.now();
+    for (const node of document.querySelectorAll('[data-live-ms]')) {
+      if (!node.liveSince) node.liveSince = now;
+      node.textContent = span(Number(node.dataset.liveMs) + now - node.liveSince);
+    }
+  }, 1000);
+})();

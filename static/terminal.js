@@ -64,7 +64,9 @@
     });
     const body = await response.json();
     if (!response.ok) {
-      message.textContent = typeof body.detail === 'string' ? body.detail : JSON.stringify(body.detail);
+      // Said beside the button that was pressed, where the eye is.
+      const beside = document.getElementById(`engine-message-${button.dataset.terminalEngine}`) || message;
+      beside.textContent = typeof body.detail === 'string' ? body.detail : JSON.stringify(body.detail);
       return;
     }
     show(body);

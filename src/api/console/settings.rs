@@ -20,12 +20,71 @@ use crate::state::AppState;
 /// Log records the viewer shows at most: the latest matches.
 const SHOWN_RECORDS: usize = 200;
 
+/// One setting as the page shows it: its help rendered from Markdown.
+struct Shown<'a> {
+    s: &'a Effective,
+    help: String,
+}
+
+/// The settings of one area (its catalogue key), in the order `--help` lists them.
+struct Area<'a> {
+    key: &'static str,
+    settings: Vec<Shown<'a>>,
+}
+
+/// The area a setting belongs to, by its variable's name (the catalogue key of its heading).
+fn area_of(variable: &str) -> &'static str {
+    let name = variable.strip_prefix("SKILL_RUNNER_").unwrap_or(variable);
+    let has = |parts: &[&str]| parts.iter().any(|p| name.contains(p));
+    if name.starts_with("OPENSKILL_") {
+        "settings.area.invoke"
+    } else if has(&["LOG", "OTEL_", "RUST_"]) && !has(&["MAX_LOG"]) {
+        "settings.area.logs"
+    } else if has(&["SANDBOX", "EGRESS", "WEBHOOK", "NAMESPACES", "CHILD_ENV", "DOC_ROOTS"]) {
+        "settings.area.sandbox"
+    } else if has(&["PACKAGE", "RUN_SKILLS"]) {
+        "settings.area.packages"
+    } else if has(&["QUEUE", "CONCURRENT", "TENANT_"]) {
+        "settings.area.queue"
+    } else if has(&["RUN_", "ENGINE_LIMITS", "HARD_TIMEOUT", "KILL_GRACE", "SERVE_MAX", "DISK_"]) {
+        "settings.area.limits"
+    } else if has(&["RETENTION", "INTERVAL", "WAIT", "NODE_TIMEOUT", "HEARTBEAT"]) {
+        "settings.area.timers"
+    } else if has(&["AUTH", "TOKENS", "ALLOWED_HOSTS", "CONNECTIONS", "STREAMS", "BODY_", "HEADER_", "LEGACY_API"]) {
+        "settings.area.access"
+    } else if has(&["AGENT", "NPM", "ENGINE", "OAUTH", "ISSUER", "_API_KEY", "_BASE_URL", "_MODEL"]) {
+        "settings.area.engines"
+    } else {
+        "settings.area.service"
+    }
+}
+
+/// `settings` by area, areas in the order their first setting comes.
+fn by_area(settings: &[Effective]) -> Vec<Area<'_>> {
+    let mut areas: Vec<Area<'_>> = Vec::new();
+    for s in settings {
+        let key = area_of(&s.variable);
+        let shown = Shown {
+            s,
+            help: skill_runner_web::markdown::to_html(&s.help),
+        };
+        match areas.iter_mut().find(|a| a.key == key) {
+            Some(area) => area.settings.push(shown),
+            None => areas.push(Area {
+                key,
+                settings: vec![shown],
+            }),
+        }
+    }
+    areas
+}
+
 #[derive(Template)]
 #[template(path = "settings.html")]
 struct SettingsPage<'a> {
     l: Lang,
     section: &'static str,
-    settings: &'a [Effective],
+    areas: Vec<Area<'a>>,
     /// How many were given (by a variable or a flag) rather than left to their default.
     given: usize,
     level: String,
@@ -95,7 +154,7 @@ pub async fn page(l: Lang, State(state): State<AppState>) -> Page {
     render(&SettingsPage {
         l,
         section: "settings",
-        settings,
+        areas: by_area(settings),
         given: settings
             .iter()
             .filter(|s| matches!(s.source, Source::Flag | Source::Environment))
