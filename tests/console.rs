@@ -2073,8 +2073,11 @@ fn browser_works_from_the_keyboard() {
     });
 }
 
-/// Every console page, in both languages and with a finished run, a failed one and a skill
-/// with a form: axe-core finds no violation of serious or critical impact.
+/// Every console page at 1280×900 and 390×844, in English and Chinese: no serious
+/// accessibility violation (axe), a screenshot of each for review, no English of the
+/// catalogue on a Chinese page (states and errors included). A failed script run shows its
+/// code, the end of its stderr and the hint above the fold and no "Final answer"; on a phone
+/// the run list links to the run and a waiting run's question is in view without scrolling.
 #[test]
 fn browser_console_pages_pass_an_accessibility_check() {
     const TEST: &str = concat!(
@@ -2101,37 +2104,132 @@ fn browser_console_pages_pass_an_accessibility_check() {
             runs.push(rid);
         }
         let (ok, failed) = (&runs[0], &runs[1]);
+        let waiting = server
+            .create_job(json!({"skill_id": "pick-one",
+                               "runtime_options": {"execution_mode": "interactive"}}))
+            .await;
+        server
+            .wait_status(&format!("/v1/jobs/{waiting}"), &["waiting_user"])
+            .await;
+        // English words of the catalogue a Chinese page must not show (whole words; those
+        // that read the same in both languages left out).
+        let english: Vec<(regex::Regex, &str)> = skill_runner_web::i18n::catalogue()
+            .iter()
+            .filter(|(_, en, zh)| {
+                en.chars().filter(char::is_ascii_alphabetic).count() >= 3
+                    && !zh.to_lowercase().contains(&en.trim().to_lowercase())
+            })
+            .map(|(key, en, _)| {
+                let pattern = format!(
+                    r#"(^|[\s,;:(（“"·—]){}($|[\s,;:.!?)）”"·—])"#,
+                    regex::escape(en.trim())
+                );
+                (regex::Regex::new(&pattern).unwrap(), *key)
+            })
+            .collect();
+        // The page's own words: what a skill, a user or the service's data says (code, logs,
+        // rendered Markdown, values typed) is left out.
+        let own_words = "const main = document.body.cloneNode(true);
+             for (const n of main.querySelectorAll('code, pre, script, style, textarea, .markdown, .brand, [translate=no], \
+               .log, option, [data-field], .chat, .tag, time, .value, .meta, #run-input, .facts dd'))
+               n.remove();
+             return main.textContent.replace(/\\s+/g, ' ');";
+        let above_fold = "const n = document.querySelector(arguments[0]);
+             if (!n) return false;
+             const r = n.getBoundingClientRect();
+             return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight
+                    && r.left >= 0 && r.right <= window.innerWidth;";
         let browser = Browser::start().await;
         let mut found = Vec::new();
-        for lang in ["en", "zh"] {
-            for path in [
-                "/ui".to_owned(),
-                "/ui/skills/probe".to_owned(),
-                "/ui/skills/text-stats".to_owned(),
-                "/ui/skills/notes".to_owned(),
-                "/ui/runs".to_owned(),
-                format!("/ui/runs/{ok}"),
-                format!("/ui/runs/{failed}"),
-                "/ui/engines".to_owned(),
-                "/ui/engines/codex/models".to_owned(),
-                "/ui/engines/mcp".to_owned(),
-                "/ui/sessions".to_owned(),
-                "/ui/settings".to_owned(),
-                "/ui/secrets".to_owned(),
-                "/ui/schedules".to_owned(),
-                "/ui/no-such-page".to_owned(),
-            ] {
-                let sep = if path.contains('?') { '&' } else { '?' };
-                browser
-                    .goto(&server.url(&format!("{path}{sep}lang={lang}")))
-                    .await;
-                browser.wait_for("main h1").await;
-                for violation in browser.accessibility_violations().await {
-                    found.push(format!("{path} ({lang}): {violation}"));
+        for (width, height) in [(1280, 900), (390, 844)] {
+            browser.client.set_window_size(width, height).await.unwrap();
+            for lang in ["en", "zh"] {
+                for (path, name) in [
+                    ("/ui".to_owned(), "skills"),
+                    ("/ui/skills/probe".to_owned(), "skill"),
+                    ("/ui/skills/text-stats".to_owned(), "skill-files"),
+                    ("/ui/skills/notes".to_owned(), "skill-standard"),
+                    ("/ui/runs".to_owned(), "runs"),
+                    (format!("/ui/runs/{ok}"), "run-succeeded"),
+                    (format!("/ui/runs/{failed}"), "run-failed"),
+                    (format!("/ui/runs/{waiting}"), "run-waiting"),
+                    ("/ui/engines".to_owned(), "engines"),
+                    ("/ui/engines/codex/models".to_owned(), "engine-models"),
+                    ("/ui/engines/mcp".to_owned(), "mcp"),
+                    ("/ui/sessions".to_owned(), "sessions"),
+                    ("/ui/settings".to_owned(), "settings"),
+                    ("/ui/secrets".to_owned(), "secrets"),
+                    ("/ui/schedules".to_owned(), "schedules"),
+                    ("/ui/no-such-page".to_owned(), "not-found"),
+                ] {
+                    let at = format!("{path} ({lang}, {width}×{height})");
+                    browser
+                        .goto(&server.url(&format!("{path}?lang={lang}")))
+                        .await;
+                    browser.wait_for("main h1").await;
+                    if name == "run-waiting" {
+                        browser.wait_for("#question .question").await;
+                    }
+                    for violation in browser.accessibility_violations().await {
+                        found.push(format!("{at}: {violation}"));
+                    }
+                    browser.screenshot(&format!("{name}-{lang}-{width}")).await;
+                    if lang == "zh" {
+                        let text = browser.client.execute(own_words, vec![]).await.unwrap();
+                        let text = text.as_str().unwrap();
+                        for (english, key) in &english {
+                            if let Some(hit) = english.find(text) {
+                                found.push(format!("{at}: English '{}' ({key})", hit.as_str().trim()));
+                            }
+                        }
+                    }
+                    let in_view = |css: &'static str| {
+                        let browser = &browser;
+                        async move {
+                            browser
+                                .client
+                                .execute(above_fold, vec![json!(css)])
+                                .await
+                                .unwrap()
+                                == json!(true)
+                        }
+                    };
+                    match name {
+                        "run-failed" => {
+                            for css in ["#failure-code", "#failure-message", "#run-hint"] {
+                                if !in_view(css).await {
+                                    found.push(format!("{at}: {css} below the fold"));
+                                }
+                            }
+                            let shown = browser
+                                .client
+                                .execute("return document.body.innerText", vec![])
+                                .await
+                                .unwrap();
+                            let shown = shown.as_str().unwrap();
+                            assert!(shown.contains("boom on stderr"), "{at}: no stderr tail");
+                            assert!(
+                                !shown.contains("Final answer") && !shown.contains("最终答复"),
+                                "{at}: {shown}"
+                            );
+                        }
+                        "run-waiting" if width < 500 => {
+                            if !in_view("#question .question").await {
+                                found.push(format!("{at}: the question is below the fold"));
+                            }
+                        }
+                        "runs" if width < 500 => {
+                            let css = "#runs a[href^='/ui/runs/']";
+                            if !in_view(css).await {
+                                found.push(format!("{at}: no link to a run in view"));
+                            }
+                        }
+                        _ => {}
+                    }
                 }
             }
         }
-        assert!(found.is_empty(), "accessibility violations: {found:#?}");
+        assert!(found.is_empty(), "{found:#?}");
         browser.close().await;
     });
 }

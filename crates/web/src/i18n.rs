@@ -163,7 +163,11 @@ const MESSAGES: &[(&str, &str, &str)] = &[
     ("settings.area.timers", "Timers and retention", "计时与保留"),
     ("settings.area.invoke", "Invoke host", "调用宿主"),
     ("settings.area.engines", "Engines and agent", "引擎与智能体"),
-    ("settings.area.access", "Access and connections", "访问与连接"),
+    (
+        "settings.area.access",
+        "Access and connections",
+        "访问与连接",
+    ),
     ("settings.area.sandbox", "Sandbox and network", "沙箱与网络"),
     ("skills.title", "Installed skills", "已安装技能"),
     ("skills.id", "Id", "ID"),
@@ -239,7 +243,11 @@ const MESSAGES: &[(&str, &str, &str)] = &[
     ),
     ("engines.auth", "State", "状态"),
     ("engines.ready", "ready", "就绪"),
-    ("engines.not_ready", "installed, not logged in", "已安装，未登录"),
+    (
+        "engines.not_ready",
+        "installed, not logged in",
+        "已安装，未登录",
+    ),
     ("engines.not_installed", "not installed", "未安装"),
     ("engines.install", "Install", "安装"),
     ("engines.sandbox", "Confinement", "隔离"),
@@ -661,6 +669,12 @@ const MESSAGES: &[(&str, &str, &str)] = &[
         "我了解风险并继续",
     ),
 ];
+
+/// Every message as `(key, English, Chinese)`: for the checks that a page in one language
+/// shows none of the other's.
+pub fn catalogue() -> &'static [(&'static str, &'static str, &'static str)] {
+    MESSAGES
+}
 
 impl Lang {
     pub fn code(self) -> &'static str {

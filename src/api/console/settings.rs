@@ -40,19 +40,51 @@ fn area_of(variable: &str) -> &'static str {
         "settings.area.invoke"
     } else if has(&["LOG", "OTEL_", "RUST_"]) && !has(&["MAX_LOG"]) {
         "settings.area.logs"
-    } else if has(&["SANDBOX", "EGRESS", "WEBHOOK", "NAMESPACES", "CHILD_ENV", "DOC_ROOTS"]) {
+    } else if has(&[
+        "SANDBOX",
+        "EGRESS",
+        "WEBHOOK",
+        "NAMESPACES",
+        "CHILD_ENV",
+        "DOC_ROOTS",
+    ]) {
         "settings.area.sandbox"
     } else if has(&["PACKAGE", "RUN_SKILLS"]) {
         "settings.area.packages"
     } else if has(&["QUEUE", "CONCURRENT", "TENANT_"]) {
         "settings.area.queue"
-    } else if has(&["RUN_", "ENGINE_LIMITS", "HARD_TIMEOUT", "KILL_GRACE", "SERVE_MAX", "DISK_"]) {
+    } else if has(&[
+        "RUN_",
+        "ENGINE_LIMITS",
+        "HARD_TIMEOUT",
+        "KILL_GRACE",
+        "SERVE_MAX",
+        "DISK_",
+    ]) {
         "settings.area.limits"
     } else if has(&["RETENTION", "INTERVAL", "WAIT", "NODE_TIMEOUT", "HEARTBEAT"]) {
         "settings.area.timers"
-    } else if has(&["AUTH", "TOKENS", "ALLOWED_HOSTS", "CONNECTIONS", "STREAMS", "BODY_", "HEADER_", "LEGACY_API"]) {
+    } else if has(&[
+        "AUTH",
+        "TOKENS",
+        "ALLOWED_HOSTS",
+        "CONNECTIONS",
+        "STREAMS",
+        "BODY_",
+        "HEADER_",
+        "LEGACY_API",
+    ]) {
         "settings.area.access"
-    } else if has(&["AGENT", "NPM", "ENGINE", "OAUTH", "ISSUER", "_API_KEY", "_BASE_URL", "_MODEL"]) {
+    } else if has(&[
+        "AGENT",
+        "NPM",
+        "ENGINE",
+        "OAUTH",
+        "ISSUER",
+        "_API_KEY",
+        "_BASE_URL",
+        "_MODEL",
+    ]) {
         "settings.area.engines"
     } else {
         "settings.area.service"

@@ -63,7 +63,7 @@ impl Step {
                 format!("{} ({})", l.tr("timeline.waiting"), l.tr("timeline.auto"))
             }
             Phase::Retry(n) => l.tr("timeline.retry").replace("{n}", &n.to_string()),
-            Phase::Ended(status) => status.to_owned(),
+            Phase::Ended(status) => l.tr(status).to_owned(),
         }
     }
 
