@@ -327,11 +327,12 @@
     if (ms < 3600000) return `${Math.floor(ms / 60000)} min ${String(Math.floor(ms / 1000) % 60).padStart(2, '0')} s`;
     return `${Math.floor(ms / 3600000)} h ${String(Math.floor(ms / 60000) % 60).padStart(2, '0')} min`;
   }
+  // Looked at four times a second, so a node swapped in is counted from within 250 ms of it.
   setInterval(() => {
     const now = Date.now();
     for (const node of document.querySelectorAll('[data-live-ms]')) {
       if (!node.liveSince) node.liveSince = now;
       node.textContent = span(Number(node.dataset.liveMs) + now - node.liveSince);
     }
-  }, 1000);
+  }, 250);
 })();

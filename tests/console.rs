@@ -733,7 +733,8 @@ async fn run_pages_and_replies_over_http() {
     assert_eq!(status, 404);
 }
 
-/// `/ui/settings`: each setting with its value and where it came from; secrets only as set.
+/// `/ui/settings`: each setting with its value and where it came from, by area; secrets only as
+/// set. `/ui/engines`: a missing CLI is said so and offered to be installed.
 #[tokio::test]
 async fn the_settings_page_shows_what_is_in_effect_without_secrets() {
     let dirs = common::TestDirs::new();
@@ -770,6 +771,28 @@ async fn the_settings_page_shows_what_is_in_effect_without_secrets() {
     }
     let (_, _, zh) = text(&server, "/ui/settings?lang=zh").await;
     assert!(zh.contains("当前配置") && zh.contains("环境变量"), "{zh}");
+    // Grouped by area, with a filter, and each help rendered from its Markdown.
+    let area = |key: &str| {
+        let start = page
+            .find(&format!("data-area=\"{key}\""))
+            .unwrap_or_else(|| panic!("{key}: {page}"));
+        page[start..start + page[start..].find("</section>").unwrap()].to_owned()
+    };
+    assert!(area("settings.area.limits").contains("data-variable=\"SKILL_RUNNER_RUN_PIDS\""));
+    assert!(area("settings.area.service").contains("data-variable=\"PORT\""));
+    assert!(page.contains("id=\"settings-filter\""), "{page}");
+    let help = row("SKILL_RUNNER_BIND");
+    assert!(!help.contains('`') && help.contains("<p>"), "{help}");
+
+    // The engines page tells a CLI that is missing from one not logged in, and offers to
+    // install it, with no terminal to open on nothing.
+    let (_, _, engines) = text(&server, "/ui/engines").await;
+    let start = engines.find("<tr data-engine=\"iflow\"").unwrap();
+    let iflow = &engines[start..start + engines[start..].find("</tr>").unwrap()];
+    assert!(iflow.contains("data-state=\"missing\""), "{iflow}");
+    assert!(iflow.contains(">Install</button>"), "{iflow}");
+    assert!(!iflow.contains("data-terminal-engine"), "{iflow}");
+    assert!(iflow.contains("id=\"engine-message-iflow\""), "{iflow}");
 }
 
 /// `/ui/engines`: an upgrade of one engine from a local package tarball is followed to its end
@@ -805,10 +828,14 @@ fn browser_upgrades_an_engine_and_adds_a_model_snapshot() {
             .await
             .unwrap();
         browser
-            .wait_for("#upgrade-status [data-status=succeeded] .upgrade-result[data-engine=codex][data-status=succeeded]")
+            .wait_for("#engine-message-codex [data-status=succeeded] .upgrade-result[data-engine=codex][data-status=succeeded]")
             .await;
-        // The table shows the new version without a reload.
+        // The table shows the new version without a reload, the upgrade's output still beside
+        // its button.
         browser.wait_text("tr[data-engine=codex]", "9.9.9").await;
+        browser
+            .wait_for("tr[data-engine=codex] #engine-message-codex .upgrade-result")
+            .await;
         browser.assert_clean(&origin).await;
 
         browser.goto(&server.url("/ui/engines/codex/models")).await;
@@ -1775,7 +1802,8 @@ async fn the_run_list_filters_and_pages() {
         assert!(table.contains(shows), "{shows}: {table}");
     }
     assert!(
-        table.contains("class=\"num\">") && !table.contains("class=\"num\">—<"),
+        table.contains("class=\"num\" data-label=\"Duration\">")
+            && !table.contains("data-label=\"Duration\">—<"),
         "finished runs show how long they took: {table}"
     );
 }
@@ -2230,6 +2258,21 @@ fn browser_console_pages_pass_an_accessibility_check() {
             }
         }
         assert!(found.is_empty(), "{found:#?}");
+
+        // A running run's duration ticks each second between the page's refreshes.
+        let running = server
+            .create_running(json!({"skill_id": "plain", "parameter": {"mode": "sleep"}}))
+            .await;
+        browser.goto(&server.url(&format!("/ui/runs/{running}"))).await;
+        let duration = browser.wait_for("#run-duration[data-live-ms]").await;
+        let first = duration.text().await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(1300)).await;
+        let duration = browser.wait_for("#run-duration").await;
+        let second = duration.text().await.unwrap();
+        assert_ne!(first, second, "the duration stood still");
+        server
+            .post_json(&format!("/v1/jobs/{running}/cancel"), json!({}))
+            .await;
         browser.close().await;
     });
 }

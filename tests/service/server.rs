@@ -699,7 +699,7 @@ async fn a_browser_logs_in_to_the_console_with_a_token() {
     assert_eq!(r.status().as_u16(), 404);
     let page = r.text().await.unwrap();
     assert!(
-        page.contains(r#"id="error-page""#) && page.contains("<nav>"),
+        page.contains(r#"id="error-page""#) && page.contains(r#"<nav id="site-nav""#),
         "{page}"
     );
     assert!(
