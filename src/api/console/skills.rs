@@ -458,7 +458,6 @@ pub async fn run(
     Acting(caller): Acting,
     ClientAddress(client): ClientAddress,
     Path(skill_id): Path<String>,
-    uri: axum::http::Uri,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<Response, ConsoleError> {
     let page = skill_page(l, &state, &caller, &scope, &skill_id).await?;
@@ -480,14 +479,11 @@ pub async fn run(
                 from: named("from"),
             },
         );
-        // A language the form was sent in by its address stays the page's.
-        let lang = uri
-            .query()
-            .and_then(|q| form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "lang"))
-            .map_or_else(String::new, |(_, v)| format!("&lang={}", urlencoding(&v)));
+        // The page comes back in the language the form was sent in.
         let to = format!(
-            "/ui/skills/{}?draft={token}{lang}#run-form",
-            urlencoding(&skill_id)
+            "/ui/skills/{}?draft={token}&lang={}#run-form",
+            urlencoding(&skill_id),
+            l.code()
         );
         Ok::<_, ConsoleError>(Redirect::to(&to).into_response())
     };
