@@ -2270,6 +2270,19 @@ fn browser_console_pages_pass_an_accessibility_check() {
         server
             .post_json(&format!("/v1/jobs/{running}/cancel"), json!({}))
             .await;
+
+        // The settings filter keeps the rows that match and hides the areas left empty.
+        browser.goto(&server.url("/ui/settings")).await;
+        browser
+            .wait_for("#settings-filter")
+            .await
+            .send_keys("RUN_PIDS")
+            .await
+            .unwrap();
+        let shown = "return [...document.querySelectorAll('#settings tr[data-variable]')]
+                       .filter(r => r.offsetParent !== null).map(r => r.dataset.variable)";
+        let rows = browser.client.execute(shown, vec![]).await.unwrap();
+        assert_eq!(rows, json!(["SKILL_RUNNER_RUN_PIDS"]));
         browser.close().await;
     });
 }

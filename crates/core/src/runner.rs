@@ -919,3 +919,36 @@ fn missing_artifacts(skill: &SkillManifest, artifacts: &[String]) -> Vec<String>
         .map(|a| a.pattern.clone())
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exit_names_its_code_or_signal_and_ends_with_the_end_of_stderr() {
+        assert_eq!(
+            exited("sh", Some(3), None, "\nboom\n\n"),
+            "'sh' exited with code 3. The end of its stderr:\nboom"
+        );
+        assert_eq!(
+            exited("python3", None, Some(9), ""),
+            "'python3' was killed by signal 9 (SIGKILL); it wrote nothing to stderr"
+        );
+        let long: String = (1..=40).map(|n| format!("line {n}\n")).collect();
+        let said = exited("sh", Some(1), None, &long);
+        assert!(
+            said.ends_with("line 40") && !said.contains("line 28\n"),
+            "{said}"
+        );
+        assert!(
+            said.contains("line 29"),
+            "the last {STDERR_LINES} lines: {said}"
+        );
+        let wide = "x".repeat(5000);
+        let said = exited("sh", Some(1), None, &wide);
+        assert!(
+            said.len() < STDERR_LINES_BYTES + 100 && said.contains('…'),
+            "{said}"
+        );
+    }
+}
