@@ -1567,6 +1567,18 @@ async fn skills_run_from_their_page_and_again_from_their_runs() {
     assert_eq!(done["status"], "succeeded", "{done}");
     let (_, result) = server.get(&format!("/v1/jobs/{rid}/result")).await;
     assert_eq!(result["result"]["data"]["summary"], "from the form");
+    // The run's page says what it was started with, its file a link to its preview.
+    let (_, _, run_page) = text(&server, &format!("/ui/runs/{rid}")).await;
+    for shows in [
+        "id=\"run-input\"",
+        "data-input=\"text\"",
+        "from the form",
+        "data-parameter=\"n\"",
+        "data-upload=\"workspace/uploads/doc\"",
+        &format!("hx-get=\"/ui/runs/{rid}/file?path=workspace"),
+    ] {
+        assert!(run_page.contains(shows), "{shows}: {run_page}");
+    }
     let report = client()
         .get(server.url(&format!("/v1/jobs/{rid}/artifacts/artifacts/report.md")))
         .send()
