@@ -171,11 +171,10 @@ pub fn router(state: &AppState) -> Router<AppState> {
 pub type Page = Result<Html<String>, ConsoleError>;
 
 /// `GET /ui/<anything else>`: a console page that does not exist.
-async fn no_such_page(uri: axum::http::Uri) -> ConsoleError {
-    ConsoleError(ApiError::not_found(format!(
-        "There is no console page at {}",
-        uri.path()
-    )))
+async fn no_such_page(l: Lang, uri: axum::http::Uri) -> ConsoleError {
+    ConsoleError(ApiError::not_found(
+        l.tr("error.no_page").replace("{path}", uri.path()),
+    ))
 }
 
 /// The whole page of an error, for a browser that navigated to the console page that failed.
@@ -229,11 +228,15 @@ async fn whole_error_pages(
     let page = ErrorPage {
         section: "",
         status: status.as_u16(),
-        title: format!(
-            "{} {}",
-            status.as_u16(),
-            status.canonical_reason().unwrap_or_default()
-        ),
+        title: {
+            // The status's name in the page's language, where the catalogue has it.
+            let key = format!("error.{}", status.as_u16());
+            let name = match l.tr(&key) {
+                said if said != key => said,
+                _ => status.canonical_reason().unwrap_or_default(),
+            };
+            format!("{} {name}", status.as_u16())
+        },
         message: html_unescape(&message),
         l,
     };
