@@ -338,7 +338,8 @@ def all_succeeded(made):
 
 def finished_rate(port, pid, total=2000):
     """Creates `total` distinct jobs and waits for all of them ([`burst`]); returns jobs/s and
-    where the CPU went per job (the service; the forkserver's leaders with the skill's sh)."""
+    the CPU per job in ms of the service and of the forkserver's leaders with what they ran
+    (the skill's sh and cat included)."""
     client = Client(port)
     if forkserver_of(pid) is None:
         # One turn first: the forkserver starts with it.
@@ -350,7 +351,65 @@ def finished_rate(port, pid, total=2000):
     service = (sum(cpu_seconds(pid)) - service0) * 1000 / total
     turns = (cpu_seconds(forkserver)[1] - turns0) * 1000 / total if forkserver else float("nan")
     all_succeeded(made)
-    return total / elapsed, f"CPU per job: service {service:.1f} ms, turn leader + sh {turns:.1f} ms"
+    return total / elapsed, service, turns
+
+
+def program_cpu_ms(runs=400):
+    """The CPU in ms of the sh-echo skill's own program per job, run as a turn runs it (`sh
+    run.sh`, the request on stdin) but without the service: what a job costs at the least, so
+    `cores / it` is the most jobs the machine can finish a second (the limit)."""
+    import resource
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "run.sh"), "w") as f:
+            f.write(SH_SKILL["run.sh"])
+        request = json.dumps({"input": {"n": 1}, "parameter": {}}).encode()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        for _ in range(runs):
+            subprocess.run(["sh", "run.sh"], cwd=tmp, input=request, stdout=subprocess.DEVNULL)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return used * 1000 / runs
+
+
+def cost_of_a_job(total=1500):
+    """Contained sh jobs against the machine's limit: the programs' own CPU per job measured
+    here first, then finished jobs/s as a fraction of the limit and the service's and the
+    leaders' CPU per job as multiples of the programs', with every barrier and with none, the
+    data dir on disk and on tmpfs, the modes alternated (twice each) in one run."""
+    program = program_cpu_ms()
+    cores = os.cpu_count()
+    limit = cores * 1000 / program
+    print(f"the programs' own CPU per sh job: {program:.2f} ms, so {cores} cores finish at most "
+          f"{limit:,.0f} jobs/s (the limit)")
+    places = [("disk", None)] + ([("tmpfs", "/dev/shm")] if os.path.isdir("/dev/shm") else [])
+    rates = {}
+    for place, parent in places:
+        figures = {"on": [], "off": []}
+        for _ in range(2):
+            for mode in ("off", "on"):
+                with tempfile.TemporaryDirectory(dir=parent) as tmp:
+                    port = free_port()
+                    proc = start(tmp, port, env_extra={
+                        "SKILL_RUNNER_MAX_QUEUE_SIZE": "100000",
+                        "SKILL_RUNNER_SANDBOX": "auto" if mode == "on" else "off"})
+                    try:
+                        wait_ready(port)
+                        figures[mode].append(finished_rate(port, proc.pid, total))
+                    finally:
+                        proc.terminate()
+                        proc.wait()
+        for mode, label in (("on", "every barrier"), ("off", "no barrier (SKILL_RUNNER_SANDBOX=off)")):
+            rate = statistics.mean(f[0] for f in figures[mode])
+            service = statistics.mean(f[1] for f in figures[mode])
+            leaders = statistics.mean(f[2] for f in figures[mode]) - program
+            rates[(place, mode)] = rate
+            print(f"  data dir on {place}, {label}: {rate:,.0f} jobs/s = {rate / limit:.2f} of the "
+                  f"limit (goal >= 0.5 with every barrier); service CPU per job {service:.2f} ms = "
+                  f"{service / program:.2f}x the programs' (goal <= 0.5x); leaders {leaders:.2f} ms = "
+                  f"{leaders / program:.2f}x")
+        kept = rates[(place, "on")] / rates[(place, "off")]
+        print(f"  data dir on {place}: the barriers keep {kept:.2f} of the barrier-free rate "
+              f"(goal >= 0.9)")
 
 
 def sequential(client, total=200):
@@ -398,9 +457,10 @@ def jobs():
         print(f"cache hit, create -> cache_hit:true ({len(hits)} requests): p50 {statistics.median(hits):.2f} ms, "
               f"p99 {pct(hits, 99):.2f} ms (target p50 <= 5 ms)")
 
-        rate, split = finished_rate(port, proc.pid)
+        rate, service, turns = finished_rate(port, proc.pid)
         print(f"finished jobs/s, /bin/sh skill, 2000 jobs created by 8 clients, data dir on disk: "
-              f"{rate:,.0f} jobs/s ({split}; {os.cpu_count()} cores; target >= 300; anchor ~3)")
+              f"{rate:,.0f} jobs/s (CPU per job: service {service:.1f} ms, turn leader + sh "
+              f"{turns:.1f} ms; {os.cpu_count()} cores; target >= 300; anchor ~3)")
 
         if shutil.which("wrk"):
             # Status polls of an active run (one printing a line every 10 ms), against the
@@ -424,16 +484,9 @@ def jobs():
         proc.terminate()
         proc.wait()
 
-    if os.path.isdir("/dev/shm"):
-        # The same with the data dir in memory: the service and its turns without the disk.
-        with tempfile.TemporaryDirectory(dir="/dev/shm") as tmp:
-            port = free_port()
-            proc = start(tmp, port, env_extra={"SKILL_RUNNER_MAX_QUEUE_SIZE": "100000"})
-            wait_ready(port)
-            rate, split = finished_rate(port, proc.pid)
-            print(f"finished jobs/s, the same with the data dir on tmpfs: {rate:,.0f} jobs/s ({split})")
-            proc.terminate()
-            proc.wait()
+    # The cost of a job against the machine's limit, with and without barriers, on disk and
+    # on tmpfs.
+    cost_of_a_job()
 
     if not shutil.which("wrk"):
         return
@@ -493,7 +546,7 @@ def barriers():
                     wait_ready(port)
                     client = Client(port)
                     latencies = sequential(client)
-                    rate, _ = finished_rate(port, proc.pid)
+                    rate, _, _ = finished_rate(port, proc.pid)
                     figures[mode][0].append(statistics.median(latencies))
                     figures[mode][1].append(rate)
                     proc.terminate()
@@ -1293,7 +1346,7 @@ def webhooks():
                       f"p99 {pct(latencies, 99):.1f} ms")
             before = len(arrived)
             t0 = time.perf_counter()
-            rate, split = finished_rate(port, proc.pid)
+            rate, service, turns = finished_rate(port, proc.pid)
             if hooked:
                 # Every run's delivery, after the runs themselves.
                 while len(arrived) - before < 2000:
@@ -1302,7 +1355,8 @@ def webhooks():
                 print(f"  all 2000 deliveries received {time.perf_counter() - t0:.1f} s after "
                       f"the first create")
             rates[label] = rate
-            print(f"finished jobs/s with webhooks {label}: {rate:,.0f} jobs/s ({split})")
+            print(f"finished jobs/s with webhooks {label}: {rate:,.0f} jobs/s (CPU per job: "
+                  f"service {service:.1f} ms, turn leader + sh {turns:.1f} ms)")
             proc.terminate()
             proc.wait()
     server.shutdown()
