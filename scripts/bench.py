@@ -354,6 +354,29 @@ def finished_rate(port, pid, total=2000):
     return total / elapsed, service, turns
 
 
+def alternated(measure):
+    """For the data dir on disk and (where there is one) on tmpfs: `measure(port, pid)` of a
+    fresh service with every barrier and of one with SKILL_RUNNER_SANDBOX=off, the two
+    alternated twice in one run; yields each place with its figures by mode (`on`, `off`)."""
+    places = [("disk", None)] + ([("tmpfs", "/dev/shm")] if os.path.isdir("/dev/shm") else [])
+    for place, parent in places:
+        figures = {"on": [], "off": []}
+        for _ in range(2):
+            for mode in ("off", "on"):
+                with tempfile.TemporaryDirectory(dir=parent) as tmp:
+                    port = free_port()
+                    proc = start(tmp, port, env_extra={
+                        "SKILL_RUNNER_MAX_QUEUE_SIZE": "100000",
+                        "SKILL_RUNNER_SANDBOX": "auto" if mode == "on" else "off"})
+                    try:
+                        wait_ready(port)
+                        figures[mode].append(measure(port, proc.pid))
+                    finally:
+                        proc.terminate()
+                        proc.wait()
+        yield place, figures
+
+
 def program_cpu_ms(runs=400):
     """The CPU in ms of the sh-echo skill's own program per job, run as a turn runs it (`sh
     run.sh`, the request on stdin) but without the service: what a job costs at the least, so
@@ -381,23 +404,8 @@ def cost_of_a_job(total=1500):
     limit = cores * 1000 / program
     print(f"the programs' own CPU per sh job: {program:.2f} ms, so {cores} cores finish at most "
           f"{limit:,.0f} jobs/s (the limit)")
-    places = [("disk", None)] + ([("tmpfs", "/dev/shm")] if os.path.isdir("/dev/shm") else [])
     rates = {}
-    for place, parent in places:
-        figures = {"on": [], "off": []}
-        for _ in range(2):
-            for mode in ("off", "on"):
-                with tempfile.TemporaryDirectory(dir=parent) as tmp:
-                    port = free_port()
-                    proc = start(tmp, port, env_extra={
-                        "SKILL_RUNNER_MAX_QUEUE_SIZE": "100000",
-                        "SKILL_RUNNER_SANDBOX": "auto" if mode == "on" else "off"})
-                    try:
-                        wait_ready(port)
-                        figures[mode].append(finished_rate(port, proc.pid, total))
-                    finally:
-                        proc.terminate()
-                        proc.wait()
+    for place, figures in alternated(lambda port, pid: finished_rate(port, pid, total)):
         for mode, label in (("on", "every barrier"), ("off", "no barrier (SKILL_RUNNER_SANDBOX=off)")):
             rate = statistics.mean(f[0] for f in figures[mode])
             service = statistics.mean(f[1] for f in figures[mode])
@@ -533,31 +541,19 @@ def barriers():
     pid and network namespaces, no capabilities, seccomp, cgroups) and with
     SKILL_RUNNER_SANDBOX=off, measured alternately in one run, with the data dir on disk and
     (where there is one) on tmpfs, which takes the file system's share out of both."""
-    places = [("disk", None)] + ([("tmpfs", "/dev/shm")] if os.path.isdir("/dev/shm") else [])
-    for place, parent in places:
-        figures = {"on": ([], []), "off": ([], [])}
-        for _ in range(2):
-            for mode in ("off", "on"):
-                with tempfile.TemporaryDirectory(dir=parent) as tmp:
-                    port = free_port()
-                    proc = start(tmp, port, env_extra={
-                        "SKILL_RUNNER_MAX_QUEUE_SIZE": "100000",
-                        "SKILL_RUNNER_SANDBOX": "auto" if mode == "on" else "off"})
-                    wait_ready(port)
-                    client = Client(port)
-                    latencies = sequential(client)
-                    rate, _, _ = finished_rate(port, proc.pid)
-                    figures[mode][0].append(statistics.median(latencies))
-                    figures[mode][1].append(rate)
-                    proc.terminate()
-                    proc.wait()
+    def measure(port, pid):
+        latencies = sequential(Client(port))
+        return statistics.median(latencies), finished_rate(port, pid)[0]
+
+    for place, figures in alternated(measure):
         print(f"data dir on {place}:")
         for mode, label in (("off", "SKILL_RUNNER_SANDBOX=off (no barrier)"),
                             ("on", "every barrier (default)")):
-            p50s, rates = figures[mode]
+            p50s, rates = [f[0] for f in figures[mode]], [f[1] for f in figures[mode]]
             print(f"  {label}: create -> succeeded p50 {' / '.join(f'{v:.1f}' for v in p50s)} ms, "
                   f"finished sh jobs/s {' / '.join(f'{v:,.0f}' for v in rates)}")
-        added = statistics.mean(figures["on"][0]) - statistics.mean(figures["off"][0])
+        added = (statistics.mean(f[0] for f in figures["on"])
+                 - statistics.mean(f[0] for f in figures["off"]))
         print(f"  barriers add {added:.1f} ms to create -> succeeded p50 (target < 5 ms; "
               f"finished jobs/s target >= 300 with them)")
 

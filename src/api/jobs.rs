@@ -407,13 +407,12 @@ pub async fn result(
     query: Result<Query<WaitQuery>, QueryRejection>,
 ) -> ApiResult<Json<Value>> {
     let Query(query) = query.map_err(bad_query)?;
-    let wait = query.wait()?;
-    let result = if wait.is_zero() {
-        state.jobs.result(&scope, &request_id).await?
-    } else {
-        state.jobs.result_within(&scope, &request_id, wait).await?
-    };
-    Ok(Json(result))
+    Ok(Json(
+        state
+            .jobs
+            .result(&scope, &request_id, query.wait()?)
+            .await?,
+    ))
 }
 
 /// `{request_id, artifacts: ["artifacts/..."]}`.

@@ -759,19 +759,28 @@ fn exited(program: &str, code: Option<i32>, signal: Option<i32>, stderr: &str) -
         ),
         (None, None) => format!("'{program}' was killed by a signal"),
     };
+    match stderr_tail(stderr) {
+        Some(tail) => format!("{how}. The end of its stderr:\n{tail}"),
+        None => format!("{how}; it wrote nothing to stderr"),
+    }
+}
+
+/// The last [`STDERR_LINES`] lines of `stderr` that say something, at most
+/// [`STDERR_LINES_BYTES`] bytes of them; `None` when it said nothing.
+pub fn stderr_tail(stderr: &str) -> Option<String> {
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     if lines.is_empty() {
-        return format!("{how}; it wrote nothing to stderr");
+        return None;
     }
-    let mut tail = lines[lines.len().saturating_sub(STDERR_LINES)..].join("\n");
-    if tail.len() > STDERR_LINES_BYTES {
-        let mut from = tail.len() - STDERR_LINES_BYTES;
-        while !tail.is_char_boundary(from) {
-            from += 1;
-        }
-        tail = format!("…{}", &tail[from..]);
+    let tail = lines[lines.len().saturating_sub(STDERR_LINES)..].join("\n");
+    if tail.len() <= STDERR_LINES_BYTES {
+        return Some(tail);
     }
-    format!("{how}. The end of its stderr:\n{tail}")
+    let mut from = tail.len() - STDERR_LINES_BYTES;
+    while !tail.is_char_boundary(from) {
+        from += 1;
+    }
+    Some(format!("…{}", &tail[from..]))
 }
 
 fn failed(envelope: Envelope, message: String, stderr: Option<String>) -> Outcome {

@@ -46,17 +46,9 @@ pub(super) struct Failure {
     pub hint: Option<String>,
 }
 
-/// How many of stderr's last lines a failure shows beside a message that lacks them.
-const STDERR_TAIL_LINES: usize = 12;
-
-/// The last lines of `stderr`, unless `message` already quotes its last line.
+/// The end of `stderr` as a failure quotes it, unless `message` already ends with it.
 fn stderr_tail(stderr: Option<&str>, message: &str) -> Option<String> {
-    let lines: Vec<&str> = stderr?.lines().filter(|l| !l.trim().is_empty()).collect();
-    let last = lines.last()?;
-    if message.contains(last) {
-        return None;
-    }
-    Some(lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..].join("\n"))
+    crate::runner::stderr_tail(stderr?).filter(|tail| !message.ends_with(tail.as_str()))
 }
 
 #[derive(Template)]

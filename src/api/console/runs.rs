@@ -382,15 +382,12 @@ pub async fn detail(
         .await
         .map_err(ApiError::from)?;
     let result = render(&run_result::of(l, &state, &request, &run).await)?.0;
-    let uploads_in = format!("{}/uploads/", crate::run_folder::WORKSPACE);
-    let uploads = match state.jobs.run_files(&scope, &request_id).await {
-        Ok((_, files)) => files
-            .into_iter()
-            .filter(|f| !f.is_dir && f.rel_path.starts_with(&uploads_in))
-            .map(|f| f.rel_path)
-            .collect(),
-        Err(_) => Vec::new(),
-    };
+    // Another node's run folder is not listed here: its files pane says where it is.
+    let uploads = state
+        .jobs
+        .run_uploads(&scope, &request_id)
+        .await
+        .unwrap_or_default();
     let (input, parameter) = (given(&request.input), given(&request.parameter));
     let interactive = request.runtime_options.execution_mode == ExecutionMode::Interactive;
     let engine = run.engine.as_str().to_owned();
@@ -491,7 +488,7 @@ pub async fn rerun(
 }
 
 /// A path segment with everything but unreserved characters percent-encoded.
-fn urlencoding(text: &str) -> String {
+pub(super) fn urlencoding(text: &str) -> String {
     form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 

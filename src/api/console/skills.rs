@@ -18,7 +18,7 @@ use skill_runner_web::form::{self, FormView, Schema, Section};
 use skill_runner_web::markdown;
 
 use super::drafts;
-use super::runs::{RunRow, RunsTable};
+use super::runs::{RunRow, RunsTable, urlencoding};
 use super::{ConsoleError, Lang, Page, render};
 use crate::api::error::ApiError;
 use crate::api::jobs::ClientAddress;
@@ -422,10 +422,6 @@ pub async fn detail(
 /// form answered with redirects, or typed).
 pub async fn run_form(Path(skill_id): Path<String>) -> Redirect {
     Redirect::to(&format!("/ui/skills/{}#run-form", urlencoding(&skill_id)))
-}
-
-fn urlencoding(text: &str) -> String {
-    form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
 /// The form's values that repeat `request`.

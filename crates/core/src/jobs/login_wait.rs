@@ -48,7 +48,7 @@ impl Jobs {
         {
             Ok(true) => {
                 tracing::info!(run_id, %engine, "the engine is not logged in: the run waits for a login");
-                // A rare move, told with the id users see (the run's row is kept in memory).
+                // A rare move: one more read for the id users see.
                 let request_id = match self.store.run(run_id).await {
                     Ok(Some(run)) => run.request_id,
                     _ => String::new(),

@@ -225,6 +225,24 @@ impl Jobs {
         Ok((run, entries))
     }
 
+    /// The files uploaded for a request's run, as paths in its folder (`workspace/uploads/…`).
+    pub async fn run_uploads(&self, scope: &Scope, request_id: &str) -> Result<Vec<String>> {
+        let (_, run) = self.request_and_run(scope, request_id).await?;
+        let dir = self.held_folder(&run).await?.uploads();
+        let entries = tokio::task::spawn_blocking(move || match browse::tree(&dir, &[]) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            other => other,
+        })
+        .await
+        .map_err(anyhow::Error::from)??;
+        let prefix = format!("{}/uploads", crate::run_folder::WORKSPACE);
+        Ok(entries
+            .into_iter()
+            .filter(|e| !e.is_dir)
+            .map(|e| format!("{prefix}/{}", e.rel_path))
+            .collect())
+    }
+
     /// A preview of one file of a request's run folder, with its normalised path.
     pub async fn run_file(
         &self,
@@ -243,15 +261,10 @@ impl Jobs {
         Ok((run, path.to_string(), preview))
     }
 
-    /// The result envelope; 404 until the run ended with one.
-    pub async fn result(&self, scope: &Scope, request_id: &str) -> Result<Value> {
-        let (_, run) = self.request_and_run(scope, request_id).await?;
-        Self::result_of(request_id, run)
-    }
-
-    /// [`Jobs::result`], waiting up to `wait` for a run still under way to end. A run that
-    /// waits for its user or a login answers at once: nothing ends it but the caller.
-    pub async fn result_within(
+    /// The result envelope; 404 until the run ended with one. A run still under way is waited
+    /// for up to `wait`; one that waits for its user or a login answers at once: nothing ends it
+    /// but the caller.
+    pub async fn result(
         &self,
         scope: &Scope,
         request_id: &str,
@@ -265,7 +278,15 @@ impl Jobs {
                     || matches!(run.status, RunStatus::WaitingUser | RunStatus::WaitingAuth)
             })
             .await?;
-        Self::result_of(request_id, run)
+        let Some(result) = run.result else {
+            return Err(Error::not_found(if run.status.is_terminal() {
+                "Result not found: the run failed before its engine started".to_owned()
+            } else {
+                format!("Result not ready: the run is {}", run.status.as_str())
+            }));
+        };
+        let result: Value = serde_json::from_str(&result).map_err(anyhow::Error::from)?;
+        Ok(json!({"request_id": request_id, "result": result}))
     }
 
     /// Run `run_id` read again until `settled` holds for it, `limit` passes or the service
@@ -308,18 +329,6 @@ impl Jobs {
         self.read_until(&run.run_id, wait, RECHECK, settled)
             .await?
             .ok_or_else(|| Error::not_found("Run not found"))
-    }
-
-    fn result_of(request_id: &str, run: Run) -> Result<Value> {
-        let Some(result) = run.result else {
-            return Err(Error::not_found(if run.status.is_terminal() {
-                "Result not found: the run failed before its engine started".to_owned()
-            } else {
-                format!("Result not ready: the run is {}", run.status.as_str())
-            }));
-        };
-        let result: Value = serde_json::from_str(&result).map_err(anyhow::Error::from)?;
-        Ok(json!({"request_id": request_id, "result": result}))
     }
 
     pub async fn artifacts(&self, scope: &Scope, request_id: &str) -> Result<Value> {
